@@ -1,0 +1,70 @@
+import type { Message } from "../../core/message.js";
+import type { SendResult } from "../../core/transport.js";
+import { buildMessage, type MessageFlags } from "../../input/build.js";
+import { resolveTransportConfig, resolveTransportName, type ConnectionFlags } from "../../input/config.js";
+import { createTransport } from "../../transports/index.js";
+import { colorsFor, type CliIO } from "../io.js";
+import { reportError, warn } from "../report.js";
+
+interface OutputFlags {
+  dryRun?: boolean;
+  json?: boolean;
+  verbose?: boolean;
+  quiet?: boolean;
+}
+
+type SendFlags = MessageFlags & ConnectionFlags & OutputFlags;
+
+export function resultJson(r: SendResult): Record<string, unknown> {
+  return {
+    ok: true,
+    transport: r.transport,
+    message_id: r.messageId,
+    recipients: r.recipients,
+    idempotency_key: r.idempotencyKey,
+    attempts: r.attempts,
+    ...(r.status !== undefined ? { status: r.status } : {}),
+    ...(r.smtpResponse !== undefined ? { smtp_response: r.smtpResponse } : {}),
+  };
+}
+
+function warnings(m: Message, transport: string, flags: SendFlags, io: CliIO): void {
+  if (flags.insecure) {
+    warn(io, "--insecure: TLS certificates are NOT verified; anyone on the path can read the key and the message.");
+  }
+  if (transport === "rest" && m.html !== undefined && m.text !== undefined) {
+    warn(io, "the REST send request has only an html field: the text body is not sent (use --transport smtp to send both).");
+  }
+}
+
+export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise<number> {
+  const flags = opts as SendFlags;
+  const json = flags.json ?? false;
+  try {
+    const transportName = resolveTransportName(flags, io.env);
+    // The key is read first: with --api-key-stdin it is what stdin holds.
+    const config = await resolveTransportConfig(flags, io.env, { stdin: io.stdin, needKey: !flags.dryRun });
+    const message = await buildMessage(flags, { transport: transportName, stdin: io.stdin, stdinTaken: flags.apiKeyStdin ?? false });
+    warnings(message, transportName, flags, io);
+    const transport = await createTransport(config);
+    try {
+      if (flags.dryRun) {
+        await transport.preview(message, io.stdout, { json });
+        return 0;
+      }
+      const c = colorsFor(io.stderr, io.env);
+      const trace = flags.verbose ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
+      const result = await transport.send(message, trace ? { trace } : {});
+      if (json) io.stdout.write(`${JSON.stringify(resultJson(result))}\n`);
+      else if (!flags.quiet) {
+        const out = colorsFor(io.stdout, io.env);
+        io.stdout.write(`${out.green("sent")} ${result.messageId} ${out.dim(`(${result.transport}, to ${result.recipients.join(", ")})`)}\n`);
+      }
+      return 0;
+    } finally {
+      await transport.close();
+    }
+  } catch (e) {
+    return reportError(e, io, { json, verbose: flags.verbose ?? false });
+  }
+}

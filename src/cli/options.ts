@@ -1,0 +1,71 @@
+/**
+ * One table of options drives the commander flags, the parsed option types
+ * and the README's option list (scripts/gen-docs.mjs), so they cannot drift.
+ */
+
+export interface OptionSpec {
+  /** commander flag syntax, e.g. "--to <address>". */
+  flags: string;
+  description: string;
+  /** The environment variable that supplies the same setting. */
+  env?: string;
+  /** May be given several times; values are collected in order. */
+  repeatable?: boolean;
+  /** Parse as a whole number. */
+  int?: boolean;
+  choices?: readonly string[];
+  group: "Message" | "Body" | "Connection" | "Output";
+}
+
+export const SEND_OPTIONS: readonly OptionSpec[] = [
+  { group: "Message", flags: "-f, --from <address>", description: 'sender, "Name <addr>" or addr' },
+  { group: "Message", flags: "-t, --to <addresses>", description: "recipient(s), comma-separated and/or repeated", repeatable: true },
+  { group: "Message", flags: "-s, --subject <text>", description: "subject line" },
+  { group: "Message", flags: "--name <text>", description: "sender display name (overrides the one in --from)" },
+  { group: "Message", flags: "--reply-to <address>", description: "reply-to address" },
+  { group: "Message", flags: "--cc <addresses>", description: "carbon copy (SMTP only)", repeatable: true },
+  { group: "Message", flags: "--bcc <addresses>", description: "blind carbon copy (SMTP only)", repeatable: true },
+  { group: "Message", flags: "-a, --attach <path[#name]>", description: "attach a file; #name renames it", repeatable: true },
+  { group: "Message", flags: "-H, --header <'Name: value'>", description: "custom header", repeatable: true },
+  { group: "Message", flags: "--idempotency-key <key>", description: "stable key for this message (default: random per run)" },
+  { group: "Body", flags: "--html <html>", description: "HTML body" },
+  { group: "Body", flags: "--html-file <path|->", description: "HTML body from a file or stdin" },
+  { group: "Body", flags: "--text <text>", description: "plain-text body" },
+  { group: "Body", flags: "--text-file <path|->", description: "plain-text body from a file or stdin" },
+  { group: "Body", flags: "--json-file <path|->", description: "a whole send request (API JSON); flags override its fields" },
+  { group: "Body", flags: "--eml <path|->", description: "an RFC 5322 message (.eml) to send" },
+  { group: "Connection", flags: "--transport <name>", description: "rest or smtp", env: "MAILSEND_TRANSPORT", choices: ["rest", "smtp"] },
+  { group: "Connection", flags: "--base-url <url>", description: "REST base address (POST <url>/send)", env: "MAILSEND_BASE_URL" },
+  { group: "Connection", flags: "--smtp-host <host>", description: "SMTP server host", env: "MAILSEND_SMTP_HOST" },
+  { group: "Connection", flags: "--smtp-port <port>", description: "587 (STARTTLS) or 465 (implicit TLS)", env: "MAILSEND_SMTP_PORT", int: true },
+  {
+    group: "Connection",
+    flags: "--smtp-tls <mode>",
+    description: "starttls or implicit (default: implicit on 465, else starttls)",
+    env: "MAILSEND_SMTP_TLS",
+    choices: ["starttls", "implicit"],
+  },
+  { group: "Connection", flags: "--smtp-user <name>", description: "SMTP username (default mailsend)", env: "MAILSEND_SMTP_USER" },
+  { group: "Connection", flags: "--api-key-stdin", description: "read the API key from stdin (else MAILSEND_API_KEY or MAILSEND_API_KEY_FILE)" },
+  { group: "Connection", flags: "--ca-file <pem>", description: "trust this CA certificate too (or NODE_EXTRA_CA_CERTS)" },
+  { group: "Connection", flags: "--insecure", description: "do not verify TLS certificates (testing only)" },
+  { group: "Connection", flags: "--timeout <seconds>", description: "give up after this long without progress (default 30)", env: "MAILSEND_TIMEOUT", int: true },
+  { group: "Output", flags: "-n, --dry-run", description: "print what would be sent (key redacted) and send nothing" },
+  { group: "Output", flags: "--json", description: "print one JSON result object on stdout" },
+  { group: "Output", flags: "-v, --verbose", description: "show the protocol exchange on stderr (key redacted)" },
+  { group: "Output", flags: "-q, --quiet", description: "print nothing on success" },
+];
+
+/** Environment variables read without a matching flag. */
+export const EXTRA_ENV: ReadonlyArray<{ name: string; description: string }> = [
+  { name: "MAILSEND_API_KEY", description: "the API key" },
+  { name: "MAILSEND_API_KEY_FILE", description: "path of a file holding the API key" },
+  { name: "NODE_EXTRA_CA_CERTS", description: "extra CA certificates to trust (Node.js)" },
+  { name: "NO_COLOR", description: "disable colours" },
+];
+
+/** "--reply-to <address>" -> "replyTo", as commander names it. */
+export function attributeName(flags: string): string {
+  const long = flags.split(/[ ,]+/).find((f) => f.startsWith("--"))!;
+  return long.slice(2).replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+}

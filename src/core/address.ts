@@ -1,0 +1,253 @@
+/**
+ * RFC 5322 address lists (section 3.4), parsed strictly.
+ *
+ * A lenient parser "repairs" input such as `a@x.com <b@y.com>` into some
+ * address the user did not write; for a mail sender that means a message to
+ * the wrong people. So anything outside the grammar is an error here:
+ * unquoted specials in a display name, groups, source routes, empty list
+ * elements, control characters. Comments are allowed and dropped.
+ */
+import { MailsendError } from "./errors.js";
+
+export interface Mailbox {
+  /** Display name, decoded (quotes and backslash escapes removed). */
+  name?: string;
+  /** The addr-spec: local-part@domain. */
+  address: string;
+}
+
+type Token =
+  | { kind: "atom"; text: string; ws: boolean }
+  | { kind: "quoted"; text: string; raw: string; ws: boolean }
+  | { kind: "literal"; raw: string; ws: boolean }
+  | { kind: "special"; text: string; ws: boolean };
+
+// atext of RFC 5322 plus any non-ASCII character (RFC 6532).
+const ATEXT = /[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~\u0080-\uFFFF]/;
+const CONTROL = /[\u0000-\u0008\u000A-\u001F\u007F]/;
+
+function fail(field: string, input: string, why: string): never {
+  throw new MailsendError("invalid_address", `${field}: ${why} in ${JSON.stringify(input)}`, {
+    hint: 'Write addresses as user@example.com or "Display Name" <user@example.com>, several separated by commas.',
+  });
+}
+
+function tokenize(input: string, field: string): Token[] {
+  const tokens: Token[] = [];
+  let i = 0;
+  let ws = false;
+  while (i < input.length) {
+    const c = input[i]!;
+    if (c === " " || c === "\t") {
+      ws = true;
+      i++;
+      continue;
+    }
+    if (c === "(") {
+      let depth = 0;
+      for (; i < input.length; i++) {
+        const d = input[i]!;
+        if (d === "\\") i++;
+        else if (d === "(") depth++;
+        else if (d === ")" && --depth === 0) break;
+      }
+      if (depth !== 0) fail(field, input, "unclosed comment");
+      i++;
+      ws = true;
+      continue;
+    }
+    if (c === '"') {
+      let text = "";
+      let j = i + 1;
+      for (; j < input.length; j++) {
+        const d = input[j]!;
+        if (d === "\\") {
+          j++;
+          if (j >= input.length) break;
+          text += input[j];
+        } else if (d === '"') break;
+        else text += d;
+      }
+      if (j >= input.length) fail(field, input, "unclosed quoted string");
+      tokens.push({ kind: "quoted", text, raw: input.slice(i, j + 1), ws });
+      i = j + 1;
+      ws = false;
+      continue;
+    }
+    if (c === "[") {
+      const j = input.indexOf("]", i);
+      if (j < 0) fail(field, input, "unclosed domain literal");
+      tokens.push({ kind: "literal", raw: input.slice(i, j + 1), ws });
+      i = j + 1;
+      ws = false;
+      continue;
+    }
+    if ("<>@,;:.".includes(c)) {
+      tokens.push({ kind: "special", text: c, ws });
+      i++;
+      ws = false;
+      continue;
+    }
+    if (ATEXT.test(c)) {
+      let j = i;
+      while (j < input.length && ATEXT.test(input[j]!)) j++;
+      tokens.push({ kind: "atom", text: input.slice(i, j), ws });
+      i = j;
+      ws = false;
+      continue;
+    }
+    fail(field, input, `unexpected character ${JSON.stringify(c)}`);
+  }
+  return tokens;
+}
+
+function splitTopLevel(tokens: Token[]): Token[][] {
+  const parts: Token[][] = [[]];
+  let inAngle = false;
+  for (const t of tokens) {
+    if (t.kind === "special" && t.text === "<") inAngle = true;
+    if (t.kind === "special" && t.text === ">") inAngle = false;
+    if (t.kind === "special" && t.text === "," && !inAngle) parts.push([]);
+    else parts[parts.length - 1]!.push(t);
+  }
+  return parts;
+}
+
+function addrSpec(tokens: Token[], field: string, input: string): string {
+  const at = tokens.findIndex((t) => t.kind === "special" && t.text === "@");
+  if (at < 0) fail(field, input, "missing @");
+  const local = tokens.slice(0, at);
+  const domain = tokens.slice(at + 1);
+  if (domain.some((t) => t.kind === "special" && t.text === "@")) fail(field, input, "more than one @");
+  const localText = dotted(local, field, input, "local part");
+  const only = domain.length === 1 ? domain[0] : undefined;
+  const domainText = only?.kind === "literal" ? only.raw : dotted(domain, field, input, "domain");
+  return `${localText}@${domainText}`;
+}
+
+/** atom *("." atom), where the local part may also be one quoted string. */
+function dotted(tokens: Token[], field: string, input: string, what: string): string {
+  if (tokens.length === 0) fail(field, input, `empty ${what}`);
+  const first = tokens[0];
+  if (tokens.length === 1 && first?.kind === "quoted" && what === "local part") {
+    if (first.text.length === 0) fail(field, input, "empty local part");
+    return first.raw;
+  }
+  let out = "";
+  tokens.forEach((t, k) => {
+    const wantAtom = k % 2 === 0;
+    if (wantAtom && t.kind === "atom") out += t.text;
+    else if (!wantAtom && t.kind === "special" && t.text === ".") out += ".";
+    else fail(field, input, `malformed ${what}`);
+  });
+  if (tokens.length % 2 === 0) fail(field, input, `${what} ends with a dot`);
+  return out;
+}
+
+const LABEL = /^[\p{L}\p{N}](?:[\p{L}\p{N}-]{0,61}[\p{L}\p{N}])?$/u;
+
+function checkAddress(address: string, field: string, input: string): void {
+  const at = address.lastIndexOf("@");
+  const local = address.slice(0, at);
+  const domain = address.slice(at + 1);
+  if (Buffer.byteLength(local) > 64) fail(field, input, "local part longer than 64 octets");
+  if (Buffer.byteLength(address) > 254) fail(field, input, "address longer than 254 octets");
+  if (domain.startsWith("[")) {
+    const ip = domain.slice(1, -1);
+    if (!/^(?:\d{1,3}\.){3}\d{1,3}$/.test(ip) && !/^IPv6:[0-9A-Fa-f:.]+$/.test(ip)) {
+      fail(field, input, "malformed domain literal");
+    }
+    return;
+  }
+  const labels = domain.split(".");
+  if (labels.length < 2) fail(field, input, `domain "${domain}" is not fully qualified`);
+  for (const label of labels) if (!LABEL.test(label)) fail(field, input, `invalid domain label "${label}"`);
+}
+
+function displayName(tokens: Token[], field: string, input: string): string | undefined {
+  let name = "";
+  for (const t of tokens) {
+    if (t.kind === "atom") name += (t.ws && name ? " " : "") + t.text;
+    else if (t.kind === "quoted") name += (t.ws && name ? " " : "") + t.text;
+    // obs-phrase: a "." inside a display name ("J. Doe") is common and harmless.
+    else if (t.kind === "special" && t.text === "." && name) name += (t.ws ? " " : "") + ".";
+    else {
+      const what = t.kind === "special" ? t.text : t.raw;
+      fail(field, input, `"${what}" in a display name must be inside double quotes`);
+    }
+  }
+  return name || undefined;
+}
+
+function parseMailbox(tokens: Token[], field: string, input: string): Mailbox {
+  if (tokens.some((t) => t.kind === "special" && (t.text === ":" || t.text === ";"))) {
+    fail(field, input, "groups (name: a@x, b@y;) are not supported");
+  }
+  const open = tokens.findIndex((t) => t.kind === "special" && t.text === "<");
+  if (open < 0) {
+    if (tokens.some((t) => t.kind === "special" && t.text === ">")) fail(field, input, 'unmatched ">"');
+    const address = addrSpec(tokens, field, input);
+    checkAddress(address, field, input);
+    return { address };
+  }
+  const close = tokens.findIndex((t) => t.kind === "special" && t.text === ">");
+  if (close < open) fail(field, input, 'unmatched "<"');
+  if (close !== tokens.length - 1) fail(field, input, 'text after ">"');
+  const inner = tokens.slice(open + 1, close);
+  if (inner.some((t) => t.kind === "special" && t.text === "<")) fail(field, input, 'nested "<"');
+  const address = addrSpec(inner, field, input);
+  checkAddress(address, field, input);
+  const name = displayName(tokens.slice(0, open), field, input);
+  return name === undefined ? { address } : { name, address };
+}
+
+/**
+ * Parse an address list. `field` names the flag or field in error messages.
+ * Throws MailsendError("invalid_address") on anything outside the grammar.
+ */
+export function parseAddressList(input: string, field = "address"): Mailbox[] {
+  if (CONTROL.test(input)) {
+    fail(field, input, "control character (CR, LF or similar)");
+  }
+  const tokens = tokenize(input, field);
+  if (tokens.length === 0) fail(field, input, "no address");
+  const parts = splitTopLevel(tokens);
+  return parts.map((part, k) => {
+    if (part.length === 0) fail(field, input, k === 0 ? "list starts with a comma" : "empty element between commas");
+    return parseMailbox(part, field, input);
+  });
+}
+
+/** Exactly one mailbox (from, reply-to). */
+export function parseMailbox1(input: string, field: string): Mailbox {
+  const list = parseAddressList(input, field);
+  if (list.length !== 1) fail(field, input, `expected one address, found ${list.length}`);
+  return list[0]!;
+}
+
+/** One address without a display name (the REST `from`, whose name travels in `name`). */
+export function parseBareAddress(input: string, field: string): string {
+  const m = parseMailbox1(input, field);
+  if (m.name !== undefined || input.includes("<")) {
+    fail(field, input, "expected a bare address (the display name goes in `name`)");
+  }
+  return m.address;
+}
+
+/** Parse each value (a repeatable flag), each of which may itself be a list. */
+export function parseAddressValues(values: readonly string[], field: string): Mailbox[] {
+  return values.flatMap((v) => parseAddressList(v, field));
+}
+
+const PLAIN_NAME = /^[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~\u0080-\uFFFF]+(?: [A-Za-z0-9!#$%&'*+\-/=?^_`{|}~\u0080-\uFFFF]+)*$/;
+
+/** Format for a header or the REST `to` string: `Name <addr>` with the name quoted when needed. */
+export function formatMailbox(m: Mailbox): string {
+  if (!m.name) return m.address;
+  const name = PLAIN_NAME.test(m.name) ? m.name : `"${m.name.replace(/(["\\])/g, "\\$1")}"`;
+  return `${name} <${m.address}>`;
+}
+
+export function formatAddressList(list: readonly Mailbox[]): string {
+  return list.map(formatMailbox).join(", ");
+}

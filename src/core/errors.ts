@@ -1,0 +1,118 @@
+/**
+ * Every failure mailsend reports is a MailsendError with a stable `code`.
+ * The exit status is derived from the code through EXIT_CLASS, in this one
+ * table, so that the CLI, the batch runner and the library agree.
+ */
+
+export const EXIT = {
+  ok: 0,
+  usage: 64,
+  dataerr: 65,
+  noinput: 66,
+  unavailable: 69,
+  software: 70,
+  tempfail: 75,
+  protocol: 76,
+  noperm: 77,
+  config: 78,
+} as const;
+
+export type ExitClass = keyof typeof EXIT;
+
+const EXIT_CLASS = {
+  usage: "usage",
+  invalid_address: "dataerr",
+  invalid_header: "dataerr",
+  invalid_message: "dataerr",
+  invalid_json: "dataerr",
+  invalid_eml: "dataerr",
+  rejected: "dataerr",
+  too_large: "dataerr",
+  file_not_found: "noinput",
+  file_unreadable: "noinput",
+  connection_failed: "unavailable",
+  service_error: "unavailable",
+  internal: "software",
+  rate_limited: "tempfail",
+  temporary_failure: "tempfail",
+  timeout: "tempfail",
+  protocol_error: "protocol",
+  outcome_unknown: "protocol",
+  auth_failed: "noperm",
+  key_revoked: "noperm",
+  config_missing: "config",
+  config_invalid: "config",
+  tls_mismatch: "config",
+  tls_untrusted: "config",
+} as const satisfies Record<string, ExitClass>;
+
+export type ErrorCode = keyof typeof EXIT_CLASS;
+
+export interface ErrorDetails {
+  /** What the user can do next; shown on its own line in human mode. */
+  hint?: string;
+  cause?: unknown;
+  /** HTTP status or SMTP reply code of the server answer behind the error. */
+  status?: number;
+  /** Seconds the server asked us to wait (429, SMTP 421/451). */
+  retryAfter?: number;
+  /**
+   * Whether the message may have reached the service. Only errors raised
+   * before any byte of the message was handed over are `false`.
+   */
+  mayHaveBeenSent?: boolean;
+}
+
+export class MailsendError extends Error {
+  override readonly name = "MailsendError";
+  readonly code: ErrorCode;
+  readonly hint: string | undefined;
+  readonly status: number | undefined;
+  readonly retryAfter: number | undefined;
+  readonly mayHaveBeenSent: boolean;
+
+  constructor(code: ErrorCode, message: string, details: ErrorDetails = {}) {
+    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+    this.code = code;
+    this.hint = details.hint;
+    this.status = details.status;
+    this.retryAfter = details.retryAfter;
+    this.mayHaveBeenSent = details.mayHaveBeenSent ?? false;
+  }
+
+  get exitClass(): ExitClass {
+    return EXIT_CLASS[this.code];
+  }
+
+  get exitCode(): number {
+    return EXIT[this.exitClass];
+  }
+
+  toJSON(): { code: ErrorCode; message: string; exit: number; hint?: string; status?: number } {
+    return {
+      code: this.code,
+      message: this.message,
+      exit: this.exitCode,
+      ...(this.hint ? { hint: this.hint } : {}),
+      ...(this.status !== undefined ? { status: this.status } : {}),
+    };
+  }
+}
+
+export function isMailsendError(e: unknown): e is MailsendError {
+  return e instanceof MailsendError;
+}
+
+/** Anything that is not a MailsendError is a bug of ours: exit 70. */
+export function toMailsendError(e: unknown): MailsendError {
+  if (isMailsendError(e)) return e;
+  const message = e instanceof Error ? e.message : String(e);
+  return new MailsendError("internal", `internal error: ${message}`, {
+    cause: e,
+    hint: "This is a bug in mailsend. Run again with --verbose and report the output (it never contains your key).",
+  });
+}
+
+export function exitCodeFor(code: ErrorCode): number {
+  return EXIT[EXIT_CLASS[code]];
+}

@@ -1,0 +1,53 @@
+import type { Mailbox } from "./address.js";
+import type { HeaderList } from "./headers.js";
+
+/** Where an attachment's bytes come from. Files are streamed, never read whole. */
+export type AttachmentSource =
+  | { kind: "file"; path: string; size: number }
+  | { kind: "bytes"; data: Buffer };
+
+export interface Attachment {
+  filename: string;
+  source: AttachmentSource;
+  /** Only used over SMTP; REST carries just content and filename. */
+  contentType?: string;
+}
+
+/**
+ * One logical message, validated, independent of the transport.
+ * Every builder in src/input produces this; every transport consumes it.
+ */
+export interface Message {
+  from: Mailbox;
+  to: Mailbox[];
+  cc: Mailbox[];
+  bcc: Mailbox[];
+  replyTo?: Mailbox;
+  subject: string;
+  html?: string;
+  text?: string;
+  attachments: Attachment[];
+  headers: HeaderList;
+  /** Stable across retries of this message (REST Idempotency-Key, SMTP X-Idempotency-Key). */
+  idempotencyKey: string;
+  /**
+   * An RFC 5322 message to submit over SMTP as it is (from --eml), already
+   * without its Bcc header. The fields above are still filled from it.
+   */
+  raw?: Buffer;
+}
+
+export function allRecipients(m: Message): Mailbox[] {
+  return [...m.to, ...m.cc, ...m.bcc];
+}
+
+const HTML_ESCAPES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+
+export function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
+}
+
+/** REST carries only HTML: a text body is escaped and kept preformatted. */
+export function textAsHtml(text: string): string {
+  return `<pre>${escapeHtml(text)}</pre>`;
+}

@@ -1,0 +1,36 @@
+import type { Message } from "./message.js";
+
+export type TransportName = "rest" | "smtp";
+
+export interface SendResult {
+  transport: TransportName;
+  /** REST: the service's message_id. SMTP: the Message-ID header of what was submitted. */
+  messageId: string;
+  recipients: string[];
+  idempotencyKey: string;
+  /** REST: HTTP status. */
+  status?: number;
+  /** SMTP: the server's final reply to DATA, e.g. "250 2.0.0 Ok: queued as 1234". */
+  smtpResponse?: string;
+  attempts: number;
+}
+
+export interface SendContext {
+  /** Protocol trace for --verbose. Lines are redacted before they get here. */
+  trace?: (line: string) => void;
+  signal?: AbortSignal;
+}
+
+/** Where a preview (--dry-run) is written: the CLI passes stdout. */
+export interface PreviewSink {
+  write(chunk: string | Buffer): unknown;
+}
+
+export interface Transport {
+  readonly name: TransportName;
+  send(message: Message, ctx?: SendContext): Promise<SendResult>;
+  /** Write what would go on the wire, with the key redacted. Sends nothing. */
+  preview(message: Message, sink: PreviewSink, opts: { json: boolean }): Promise<void>;
+  /** Release pooled connections (batch). */
+  close(): Promise<void>;
+}

@@ -1,0 +1,201 @@
+import { randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
+import { basename } from "node:path";
+import { parseAddressList, parseAddressValues, parseMailbox1, type Mailbox } from "../core/address.js";
+import { MailsendError } from "../core/errors.js";
+import { checkHeader, checkSingleLine, parseHeaderFlag, type HeaderList } from "../core/headers.js";
+import type { Attachment, Message } from "../core/message.js";
+import type { TransportName } from "../core/transport.js";
+import { messageFromEml } from "./eml.js";
+import { parseSendRequestFile, type SendRequestFile } from "./json.js";
+import { readSource, regularFileSize, utf8, type InputStreams } from "./read.js";
+
+/** The message-shaping options of `mailsend send`, as plain values. */
+export interface MessageFlags {
+  from?: string;
+  to?: string[];
+  cc?: string[];
+  bcc?: string[];
+  subject?: string;
+  html?: string;
+  htmlFile?: string;
+  text?: string;
+  textFile?: string;
+  name?: string;
+  replyTo?: string;
+  attach?: string[];
+  header?: string[];
+  jsonFile?: string;
+  eml?: string;
+  idempotencyKey?: string;
+}
+
+export interface BuildOptions extends InputStreams {
+  transport: TransportName;
+  /** Stdin already carries the API key (--api-key-stdin). */
+  stdinTaken?: boolean;
+}
+
+const IDEMPOTENCY_KEY = /^[\x21-\x7E]{1,255}$/;
+
+function usage(message: string, hint?: string): MailsendError {
+  return new MailsendError("usage", message, hint ? { hint } : {});
+}
+
+function checkStdinUse(flags: MessageFlags, stdinTaken: boolean): void {
+  const users = [
+    ...(stdinTaken ? ["--api-key-stdin"] : []),
+    ...(["htmlFile", "textFile", "jsonFile", "eml"] as const)
+      .filter((k) => flags[k] === "-")
+      .map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} -`),
+  ];
+  if (users.length > 1) throw usage(`only one input can come from stdin, but ${users.join(" and ")} both ask for it`);
+}
+
+/**
+ * `--attach path#name` renames. A path that exists as written wins, so a file
+ * whose name contains "#" can still be attached.
+ */
+function splitAttachSpec(spec: string): { path: string; filename: string } {
+  const hash = spec.lastIndexOf("#");
+  if (hash > 0 && hash < spec.length - 1 && !existsSync(spec)) {
+    const filename = spec.slice(hash + 1);
+    if (!/[/\\]/.test(filename)) return { path: spec.slice(0, hash), filename };
+  }
+  return { path: spec, filename: basename(spec) };
+}
+
+async function fileAttachment(spec: string): Promise<Attachment> {
+  const { path, filename } = splitAttachSpec(spec);
+  checkSingleLine(filename, "attachment file name");
+  const size = await regularFileSize(path, "attachment");
+  return { filename, source: { kind: "file", path, size } };
+}
+
+function mergeHeaders(base: HeaderList, extra: HeaderList): HeaderList {
+  const overridden = new Set(extra.map(([n]) => n.toLowerCase()));
+  return [...base.filter(([n]) => !overridden.has(n.toLowerCase())), ...extra];
+}
+
+async function bodyFrom(
+  value: string | undefined,
+  file: string | undefined,
+  flag: string,
+  io: InputStreams,
+): Promise<string | undefined> {
+  if (value !== undefined && file !== undefined) throw usage(`give --${flag} or --${flag}-file, not both`);
+  if (value !== undefined) return value;
+  if (file === undefined) return undefined;
+  return utf8(await readSource(file, `${flag} body file`, io), file === "-" ? "stdin" : file);
+}
+
+const MESSAGE_FLAGS = ["from", "to", "cc", "bcc", "subject", "html", "htmlFile", "text", "textFile", "name", "replyTo", "attach", "header", "jsonFile"] as const;
+
+/** Build and validate the message from flags, a JSON send request, an .eml, or stdin. */
+export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Promise<Message> {
+  checkStdinUse(flags, opts.stdinTaken ?? false);
+  if (flags.idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(flags.idempotencyKey)) {
+    throw usage("--idempotency-key must be 1 to 255 printable ASCII characters without spaces");
+  }
+
+  if (flags.eml !== undefined) {
+    const clash = MESSAGE_FLAGS.filter((k) => {
+      const v = flags[k];
+      return Array.isArray(v) ? v.length > 0 : v !== undefined;
+    });
+    if (clash.length > 0) {
+      throw usage(
+        `--eml sends the message as it is; it cannot be combined with ${clash.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(", ")}`,
+        "Edit the .eml file instead, or build the message from flags.",
+      );
+    }
+    const raw = await readSource(flags.eml, "EML file", opts);
+    const message = await messageFromEml(raw, flags.eml === "-" ? "stdin" : flags.eml, flags.idempotencyKey);
+    if (opts.transport === "rest") checkRestFit(message);
+    return message;
+  }
+
+  const file: SendRequestFile = flags.jsonFile
+    ? parseSendRequestFile(await readSource(flags.jsonFile, "JSON file", opts), flags.jsonFile === "-" ? "stdin" : flags.jsonFile)
+    : {};
+
+  let html = (await bodyFrom(flags.html, flags.htmlFile, "html", opts)) ?? file.html;
+  const text = await bodyFrom(flags.text, flags.textFile, "text", opts);
+  const stdinFree = !opts.stdinTaken && flags.jsonFile !== "-";
+  if (html === undefined && text === undefined && stdinFree && !opts.stdin.isTTY) {
+    const piped = utf8(await readSource("-", "stdin", opts), "stdin");
+    if (piped.length > 0) html = piped;
+  }
+
+  const fromText = flags.from ?? file.from;
+  const toValues = flags.to?.length ? flags.to : file.to !== undefined ? [file.to] : [];
+  const subject = flags.subject ?? file.subject;
+  const missing = [
+    fromText === undefined && "--from",
+    toValues.length === 0 && "--to",
+    subject === undefined && "--subject",
+    html === undefined && text === undefined && "a body (--html, --html-file, --text, --text-file, or HTML on stdin)",
+  ].filter(Boolean);
+  if (missing.length > 0) {
+    throw usage(`missing ${missing.join(", ")}`, "See mailsend send --help for examples.");
+  }
+  if (subject === "") throw usage("--subject must not be empty");
+  if (html === "" && !text) throw usage("the body is empty");
+
+  const fromBox = parseMailbox1(fromText!, "--from");
+  const name = flags.name ?? file.name ?? fromBox.name;
+  if (name !== undefined) checkSingleLine(name, "--name");
+  checkSingleLine(subject!, "--subject");
+  const from: Mailbox = name ? { name, address: fromBox.address } : { address: fromBox.address };
+  const to = parseAddressValues(toValues, "--to");
+  const cc = parseAddressValues(flags.cc ?? [], "--cc");
+  const bcc = parseAddressValues(flags.bcc ?? [], "--bcc");
+  const replyToText = flags.replyTo ?? file.reply_to;
+  const replyTo = replyToText === undefined ? undefined : parseMailbox1(replyToText, "--reply-to");
+
+  const fileHeaders: HeaderList = Object.entries(file.headers ?? {});
+  for (const [n, v] of fileHeaders) checkHeader(n, v);
+  const headers = mergeHeaders(fileHeaders, (flags.header ?? []).map(parseHeaderFlag));
+
+  const attachments: Attachment[] = (file.attachments ?? []).map((a) => ({
+    filename: a.filename,
+    source: { kind: "bytes", data: Buffer.from(a.content, "base64") },
+  }));
+  for (const spec of flags.attach ?? []) attachments.push(await fileAttachment(spec));
+
+  const message: Message = {
+    from,
+    to,
+    cc,
+    bcc,
+    ...(replyTo ? { replyTo } : {}),
+    subject: subject!,
+    ...(html !== undefined && html !== "" ? { html } : {}),
+    ...(text !== undefined ? { text } : {}),
+    attachments,
+    headers,
+    idempotencyKey: flags.idempotencyKey ?? randomUUID(),
+  };
+  if (opts.transport === "rest") checkRestFit(message);
+  return message;
+}
+
+/** What the REST send request cannot express is refused, never dropped. */
+export function checkRestFit(m: Message): void {
+  if (m.cc.length > 0 || m.bcc.length > 0) {
+    throw usage("cc and bcc are not part of the REST send request", "Use --transport smtp to send with Cc or Bcc, or put everyone in --to.");
+  }
+  if (!m.subject) throw new MailsendError("invalid_message", "the REST send request needs a subject");
+  if (m.html === undefined && m.text === undefined) throw new MailsendError("invalid_message", "the message has no body");
+  const seen = new Set<string>();
+  for (const [n] of m.headers) {
+    const k = n.toLowerCase();
+    if (seen.has(k)) {
+      throw new MailsendError("invalid_header", `header ${n} is given more than once; the REST send request holds one value per header`);
+    }
+    seen.add(k);
+  }
+  if (m.replyTo === undefined) return;
+  // reply_to over REST is a single mailbox; parse the formatted form again to be sure it survives.
+  parseAddressList(m.replyTo.address, "--reply-to");
+}

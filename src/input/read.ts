@@ -1,0 +1,68 @@
+import { access, constants, readFile, stat } from "node:fs/promises";
+import { MailsendError } from "../core/errors.js";
+
+/** The process streams an input reader may use; injectable for tests. */
+export interface InputStreams {
+  stdin: NodeJS.ReadableStream & { isTTY?: boolean };
+}
+
+export function fileError(e: unknown, path: string, what: string): MailsendError {
+  const code = (e as NodeJS.ErrnoException)?.code;
+  if (code === "ENOENT") {
+    return new MailsendError("file_not_found", `${what} not found: ${path}`, { cause: e });
+  }
+  if (code === "EISDIR") {
+    return new MailsendError("file_unreadable", `${what} is a directory, not a file: ${path}`, { cause: e });
+  }
+  if (code === "EACCES" || code === "EPERM") {
+    return new MailsendError("file_unreadable", `${what} is not readable (permission denied): ${path}`, { cause: e });
+  }
+  return new MailsendError("file_unreadable", `${what} cannot be read: ${path} (${code ?? String(e)})`, { cause: e });
+}
+
+export async function readStdin(stdin: NodeJS.ReadableStream): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stdin) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string));
+  return Buffer.concat(chunks);
+}
+
+/** Read a file, or stdin for "-". */
+export async function readSource(path: string, what: string, io: InputStreams): Promise<Buffer> {
+  if (path === "-") return readStdin(io.stdin);
+  try {
+    return await readFile(path);
+  } catch (e) {
+    throw fileError(e, path, what);
+  }
+}
+
+/** Size of a regular file, with the same errors as reading it. */
+export async function regularFileSize(path: string, what: string): Promise<number> {
+  let st;
+  try {
+    st = await stat(path);
+  } catch (e) {
+    throw fileError(e, path, what);
+  }
+  if (st.isDirectory()) throw fileError(Object.assign(new Error(), { code: "EISDIR" }), path, what);
+  if (!st.isFile()) {
+    throw new MailsendError("file_unreadable", `${what} is not a regular file: ${path}`);
+  }
+  try {
+    await access(path, constants.R_OK);
+  } catch (e) {
+    throw fileError(e, path, what);
+  }
+  return st.size;
+}
+
+/** Decode as UTF-8, refusing bytes that are not (a body must not be silently mangled). */
+export function utf8(buf: Buffer, what: string): string {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(buf);
+  } catch {
+    throw new MailsendError("invalid_message", `${what} is not valid UTF-8`, {
+      hint: "Convert it first, e.g. iconv -f latin1 -t utf-8.",
+    });
+  }
+}

@@ -1,0 +1,79 @@
+import { MailsendError } from "../core/errors.js";
+
+const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"]);
+
+const UNTRUSTED = new Set([
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "CERT_HAS_EXPIRED",
+  "CERT_NOT_YET_VALID",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+  "CERT_UNTRUSTED",
+  "CERT_REJECTED",
+]);
+
+function errCode(e: unknown): string {
+  const err = e as { code?: unknown; message?: unknown };
+  return typeof err?.code === "string" ? err.code : "";
+}
+
+/** "wrong version number" and friends: TLS spoken to a plain-text port. */
+export function looksLikeTlsToPlaintext(e: unknown): boolean {
+  const text = `${errCode(e)} ${(e as Error)?.message ?? ""}`;
+  return /wrong version number|WRONG_VERSION_NUMBER|packet length too long|unknown protocol|http request/i.test(text);
+}
+
+export interface Endpoint {
+  /** What to call it in messages: "https://api.example.com" or "smtp.example.com:587". */
+  label: string;
+  /** How the user sets it: the flag and env var. */
+  setting: string;
+  /** What to say when TLS meets a plain-text port (or the reverse). */
+  tlsHint: string;
+}
+
+/**
+ * Classify a socket-level failure that happened before the request was
+ * handed over. Returns undefined when the error is not one of these.
+ */
+export function connectError(e: unknown, ep: Endpoint, trustHint: string): MailsendError | undefined {
+  const code = errCode(e);
+  const msg = (e as Error)?.message ?? String(e);
+  if (UNREACHABLE.has(code)) {
+    const what = code === "ECONNREFUSED" ? "connection refused" : code === "ENOTFOUND" || code === "EAI_AGAIN" ? "host not found" : "host unreachable";
+    return new MailsendError("connection_failed", `cannot reach ${ep.label}: ${what}`, {
+      cause: e,
+      hint: `Check ${ep.setting}, and that the service (or \`mailsend sandbox\`) is running. Nothing was sent.`,
+    });
+  }
+  if (UNTRUSTED.has(code)) {
+    return new MailsendError("tls_untrusted", `the TLS certificate of ${ep.label} is not trusted (${code})`, {
+      cause: e,
+      hint: trustHint,
+    });
+  }
+  if (looksLikeTlsToPlaintext(e)) {
+    return new MailsendError("tls_mismatch", `${ep.label} did not answer with TLS: the port and the TLS mode do not match`, {
+      cause: e,
+      hint: `${ep.tlsHint} Nothing was sent.`,
+    });
+  }
+  if (/ssl|tls|handshake|certificate/i.test(`${code} ${msg}`)) {
+    return new MailsendError("tls_mismatch", `TLS handshake with ${ep.label} failed: ${msg}`, {
+      cause: e,
+      hint: `${ep.tlsHint} Nothing was sent.`,
+    });
+  }
+  return undefined;
+}
+
+export function isReset(e: unknown): boolean {
+  const code = errCode(e);
+  return code === "ECONNRESET" || code === "EPIPE" || /socket hang up|closed/i.test((e as Error)?.message ?? "");
+}
+
+export const TRUST_HINT =
+  "If the server uses a private CA (the sandbox does), pass --ca-file <pem> or set NODE_EXTRA_CA_CERTS. --insecure skips the check (not for production).";

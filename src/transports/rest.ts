@@ -1,0 +1,390 @@
+/**
+ * POST {base_url}/send over node:http(s).
+ *
+ * undici is not used for the one-shot path: loading it and making its first
+ * request costs ~240 ms more than node:http in a short-lived process
+ * (DESIGN.md section 7), and node:http's keep-alive Agent pools connections
+ * for a batch just as well.
+ *
+ * The JSON body is streamed: attachments are read from disk and base64'd
+ * chunk by chunk, with the Content-Length computed up front, so a 50 MB file
+ * never sits in memory as a string.
+ */
+import { createReadStream, readFileSync } from "node:fs";
+import http from "node:http";
+import https from "node:https";
+import { rootCertificates } from "node:tls";
+import type { RestConfig } from "../core/config.js";
+import { MailsendError } from "../core/errors.js";
+import type { Attachment, Message } from "../core/message.js";
+import { allRecipients } from "../core/message.js";
+import { makeRedactor, REDACTED } from "../core/redact.js";
+import { base64Length, sendRequestFields } from "../core/request.js";
+import type { PreviewSink, SendContext, SendResult, Transport } from "../core/transport.js";
+import { connectError, isReset, TRUST_HINT } from "./net-errors.js";
+
+/** Bytes read per chunk: a multiple of 3, so each chunk base64-encodes on its own. */
+const CHUNK = 3 * 64 * 1024;
+const EXCERPT = 300;
+
+async function* base64OfFile(path: string, size: number): AsyncGenerator<Buffer> {
+  let carry: Buffer = Buffer.alloc(0);
+  let total = 0;
+  for await (const chunk of createReadStream(path, { highWaterMark: CHUNK })) {
+    const buf: Buffer = carry.length ? Buffer.concat([carry, chunk as Buffer]) : (chunk as Buffer);
+    total += (chunk as Buffer).length;
+    const usable = buf.length - (buf.length % 3);
+    if (usable > 0) yield Buffer.from(buf.subarray(0, usable).toString("base64"), "latin1");
+    carry = buf.subarray(usable);
+  }
+  if (carry.length) yield Buffer.from(carry.toString("base64"), "latin1");
+  if (total !== size) {
+    throw new MailsendError("file_unreadable", `attachment ${path} changed size while it was being sent (${size} -> ${total} bytes)`);
+  }
+}
+
+interface BodyPlan {
+  length: number;
+  chunks: () => AsyncGenerator<Buffer>;
+}
+
+/** The wire body as a length and a generator. `shorten` is for --dry-run. */
+function planBody(m: Message, shorten = false): BodyPlan {
+  const fields = sendRequestFields(m);
+  const head = JSON.stringify(fields).slice(0, -1);
+  if (m.attachments.length === 0) {
+    const whole = Buffer.from(`${head}}`);
+    return { length: whole.length, chunks: async function* () { yield whole; } };
+  }
+  const parts = m.attachments.map((a, i) => {
+    const open = Buffer.from(`${i === 0 ? ',"attachments":[' : ","}{"content":"`);
+    const close = Buffer.from(`","filename":${JSON.stringify(a.filename)}}`);
+    const size = a.source.kind === "file" ? a.source.size : a.source.data.length;
+    return { a, open, close, size };
+  });
+  const start = Buffer.from(head);
+  const end = Buffer.from("]}");
+  const length =
+    start.length + end.length + parts.reduce((n, p) => n + p.open.length + base64Length(p.size) + p.close.length, 0);
+  return {
+    length,
+    chunks: async function* () {
+      yield start;
+      for (const p of parts) {
+        yield p.open;
+        if (shorten) yield Buffer.from(shortContent(p.a, p.size));
+        else if (p.a.source.kind === "file") yield* base64OfFile(p.a.source.path, p.size);
+        else yield Buffer.from(p.a.source.data.toString("base64"), "latin1");
+        yield p.close;
+      }
+      yield end;
+    },
+  };
+}
+
+function shortContent(a: Attachment, size: number): string {
+  const head =
+    a.source.kind === "bytes" ? a.source.data.subarray(0, 24).toString("base64") : readHead(a.source.path);
+  return `${head}...(base64 of ${size} bytes, ${base64Length(size)} characters)`;
+}
+
+function readHead(path: string): string {
+  try {
+    return readFileSync(path).subarray(0, 24).toString("base64");
+  } catch {
+    return "";
+  }
+}
+
+function sendUrl(baseUrl: string): URL {
+  const url = new URL(baseUrl);
+  url.pathname = `${url.pathname.replace(/\/+$/, "")}/send`;
+  return url;
+}
+
+function excerpt(body: string, redact: (s: string) => string): string {
+  const flat = body.replace(/\s+/g, " ").trim();
+  const cut = flat.length > EXCERPT ? `${flat.slice(0, EXCERPT)}...` : flat;
+  return redact(cut) || "(empty body)";
+}
+
+/** Seconds from Retry-After (seconds or HTTP date) or RateLimit-Reset. */
+export function retryAfterSeconds(headers: http.IncomingHttpHeaders, now = Date.now()): number | undefined {
+  const ra = headers["retry-after"];
+  if (typeof ra === "string" && ra.trim()) {
+    if (/^\d+$/.test(ra.trim())) return Number(ra.trim());
+    const at = Date.parse(ra);
+    if (!Number.isNaN(at)) return Math.max(0, Math.ceil((at - now) / 1000));
+  }
+  const reset = headers["ratelimit-reset"];
+  if (typeof reset === "string" && /^\d+$/.test(reset.trim())) return Number(reset.trim());
+  return undefined;
+}
+
+function statusError(status: number, body: string, headers: http.IncomingHttpHeaders, url: URL, redact: (s: string) => string): MailsendError {
+  const ex = excerpt(body, redact);
+  const at = `${url.origin}${url.pathname}`;
+  if (status === 400 || status === 422) {
+    return new MailsendError("invalid_message", `the service rejected the message as invalid (HTTP ${status}): ${ex}`, { status });
+  }
+  if (status === 401) {
+    return new MailsendError("auth_failed", `the service refused the API key (HTTP 401): ${ex}`, {
+      status,
+      hint: "Check MAILSEND_API_KEY (or MAILSEND_API_KEY_FILE): the key is wrong or missing.",
+    });
+  }
+  if (status === 403) {
+    return new MailsendError("key_revoked", `the API key is not allowed to send (HTTP 403): ${ex}`, {
+      status,
+      hint: "The key may be revoked or expired: create a new one in the dashboard.",
+    });
+  }
+  if (status === 404 || status === 405) {
+    return new MailsendError("config_invalid", `there is no send endpoint at ${at} (HTTP ${status})`, {
+      status,
+      hint: "Check --base-url / MAILSEND_BASE_URL: it is the address before /send.",
+    });
+  }
+  if (status === 413) {
+    return new MailsendError("too_large", `the message is too large for the service (HTTP 413): ${ex}`, {
+      status,
+      hint: "Send smaller or fewer attachments, or a link to the file.",
+    });
+  }
+  if (status === 429) {
+    const retryAfter = retryAfterSeconds(headers);
+    return new MailsendError("rate_limited", `rate limit exceeded (HTTP 429)${retryAfter !== undefined ? `; the service asks to wait ${retryAfter} s` : ""}`, {
+      status,
+      ...(retryAfter !== undefined ? { retryAfter } : {}),
+      hint: "The service allows 60 requests per minute per key by default. Nothing was sent; try again later.",
+    });
+  }
+  if (status === 408) {
+    return new MailsendError("timeout", `the service timed out reading the request (HTTP 408)`, { status });
+  }
+  if (status >= 500) {
+    return new MailsendError("service_error", `the service failed (HTTP ${status}): ${ex}`, {
+      status,
+      mayHaveBeenSent: status !== 502 && status !== 503 && status !== 504,
+      hint: "This is on the service's side; try again later.",
+    });
+  }
+  return new MailsendError("protocol_error", `unexpected answer from the service (HTTP ${status}): ${ex}`, { status });
+}
+
+interface Answer {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  rawHead: string;
+}
+
+export class RestTransport implements Transport {
+  readonly name = "rest" as const;
+  readonly #config: RestConfig;
+  readonly #url: URL;
+  readonly #agent: http.Agent;
+  readonly #redact: (s: string) => string;
+
+  constructor(config: RestConfig) {
+    this.#config = config;
+    try {
+      this.#url = sendUrl(config.baseUrl);
+    } catch {
+      throw new MailsendError("config_invalid", `base URL is not a valid URL: ${config.baseUrl}`, {
+        hint: "Set --base-url or MAILSEND_BASE_URL to e.g. https://api.example.com",
+      });
+    }
+    if (this.#url.protocol !== "http:" && this.#url.protocol !== "https:") {
+      throw new MailsendError("config_invalid", `base URL must start with http:// or https://, not ${this.#url.protocol}`);
+    }
+    this.#redact = makeRedactor(config.apiKey);
+    const tls = this.#url.protocol === "https:";
+    const agentOptions: https.AgentOptions = { keepAlive: true, maxSockets: 16 };
+    if (tls) {
+      if (config.caFile) agentOptions.ca = [...rootCertificates, readCaFile(config.caFile)];
+      if (config.insecure) agentOptions.rejectUnauthorized = false;
+    }
+    this.#agent = tls ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+  }
+
+  #headers(m: Message, length: number): Record<string, string> {
+    return {
+      Authorization: `Bearer ${this.#config.apiKey}`,
+      "Content-Type": "application/json",
+      "Content-Length": String(length),
+      "User-Agent": this.#config.userAgent,
+      "Idempotency-Key": m.idempotencyKey,
+      Accept: "application/json",
+    };
+  }
+
+  async preview(m: Message, sink: PreviewSink, opts: { json: boolean }): Promise<void> {
+    const plan = planBody(m, true);
+    const real = planBody(m);
+    const headers = { ...this.#headers(m, real.length), Authorization: `Bearer ${REDACTED}` };
+    let body = "";
+    for await (const c of plan.chunks()) body += c.toString("utf8");
+    if (opts.json) {
+      sink.write(`${JSON.stringify({ dry_run: true, transport: "rest", method: "POST", url: this.#url.href, headers, body: JSON.parse(body) })}\n`);
+      return;
+    }
+    sink.write(`POST ${this.#url.href}\n`);
+    for (const [k, v] of Object.entries(headers)) sink.write(`${k}: ${v}\n`);
+    sink.write(`\n${body}\n`);
+  }
+
+  async send(m: Message, ctx: SendContext = {}): Promise<SendResult> {
+    const plan = planBody(m);
+    const trace = ctx.trace ? (line: string) => ctx.trace!(this.#redact(line)) : undefined;
+    const answer = await this.#post(plan, this.#headers(m, plan.length), trace, ctx.signal);
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(answer.body);
+    } catch {
+      parsed = undefined;
+    }
+    if (answer.status < 200 || answer.status > 299) {
+      throw statusError(answer.status, answer.body, answer.headers, this.#url, this.#redact);
+    }
+    const res = parsed as { success?: unknown; message_id?: unknown } | undefined;
+    if (res?.success === true && typeof res.message_id === "string" && res.message_id) {
+      return {
+        transport: "rest",
+        messageId: res.message_id,
+        recipients: allRecipients(m).map((r) => r.address),
+        idempotencyKey: m.idempotencyKey,
+        status: answer.status,
+        attempts: 1,
+      };
+    }
+    if (res?.success === false) {
+      throw new MailsendError("service_error", `the service answered success: false (HTTP ${answer.status}): ${excerpt(answer.body, this.#redact)}`, {
+        status: answer.status,
+      });
+    }
+    throw new MailsendError("protocol_error", `the service answered HTTP ${answer.status} without success and message_id: ${excerpt(answer.body, this.#redact)}`, {
+      status: answer.status,
+      mayHaveBeenSent: true,
+      hint: "The message may have been sent. Check before sending again.",
+    });
+  }
+
+  #post(plan: BodyPlan, headers: Record<string, string>, trace: ((l: string) => void) | undefined, signal?: AbortSignal): Promise<Answer> {
+    const url = this.#url;
+    const client = url.protocol === "https:" ? https : http;
+    const timeoutMs = this.#config.timeoutMs;
+    const endpoint = {
+      label: url.origin,
+      setting: "--base-url / MAILSEND_BASE_URL",
+      tlsHint: "Check the scheme of --base-url / MAILSEND_BASE_URL: https:// for a TLS port, http:// for a plain one.",
+    };
+    return new Promise<Answer>((resolve, reject) => {
+      // The request may have reached the service only once the connection is
+      // up and the whole body has been written to it.
+      let connected = false;
+      let ended = false;
+      const handedOver = () => connected && ended;
+      let settled = false;
+      const fail = (e: MailsendError) => {
+        if (settled) return;
+        settled = true;
+        req.destroy();
+        reject(e);
+      };
+      const req = client.request(url, { method: "POST", headers, agent: this.#agent, ...(signal ? { signal } : {}) });
+      if (trace) {
+        trace(`> POST ${url.pathname}${url.search} HTTP/1.1`);
+        trace(`> Host: ${url.host}`);
+        for (const [k, v] of Object.entries(headers)) trace(`> ${k}: ${k === "Authorization" ? `Bearer ${REDACTED}` : v}`);
+        trace(`> (body: ${plan.length} bytes of JSON)`);
+      }
+      req.on("socket", (socket) => {
+        if (!socket.connecting) connected = true;
+        else socket.once(url.protocol === "https:" ? "secureConnect" : "connect", () => (connected = true));
+      });
+      req.setTimeout(timeoutMs, () => {
+        fail(
+          handedOver()
+            ? new MailsendError("outcome_unknown", `no answer from ${url.origin} within ${timeoutMs / 1000} s after the message was sent`, {
+                mayHaveBeenSent: true,
+                hint: "The message may have been sent. Check before sending again (resending with the same --idempotency-key is safe).",
+              })
+            : new MailsendError("timeout", `${url.origin} did not respond within ${timeoutMs / 1000} s; nothing was sent`, {
+                hint: "Check the network, or raise --timeout.",
+              }),
+        );
+      });
+      req.on("error", (e) => {
+        if (settled) return;
+        if (e instanceof MailsendError) return fail(e);
+        const early = connectError(e, endpoint, TRUST_HINT);
+        if (early && !handedOver()) return fail(early);
+        if (isReset(e) || early) {
+          return fail(
+            handedOver()
+              ? new MailsendError("outcome_unknown", `the connection to ${url.origin} broke after the message was sent (${(e as Error).message})`, {
+                  cause: e,
+                  mayHaveBeenSent: true,
+                  hint: "The message may have been sent. Check before sending again (resending with the same --idempotency-key is safe).",
+                })
+              : new MailsendError("connection_failed", `the connection to ${url.origin} broke before the message was sent (${(e as Error).message})`, {
+                  cause: e,
+                  hint: "Nothing was sent; it is safe to try again.",
+                }),
+          );
+        }
+        fail(new MailsendError("connection_failed", `request to ${url.origin} failed: ${(e as Error).message}`, { cause: e }));
+      });
+      req.on("response", (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on("data", (c: Buffer) => {
+          // Keep only the start of a huge error page: enough for an excerpt.
+          if (size < 64 * 1024) chunks.push(c);
+          size += c.length;
+        });
+        res.on("error", (e) => req.emit("error", e));
+        res.on("end", () => {
+          if (settled) return;
+          settled = true;
+          const body = Buffer.concat(chunks).toString("utf8");
+          if (trace) {
+            trace(`< HTTP/${res.httpVersion} ${res.statusCode} ${res.statusMessage ?? ""}`.trimEnd());
+            for (let i = 0; i < res.rawHeaders.length; i += 2) trace(`< ${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}`);
+            trace(`< ${excerpt(body, (s) => s)}`);
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body, rawHead: "" });
+        });
+      });
+      (async () => {
+        try {
+          for await (const chunk of plan.chunks()) {
+            if (settled) return;
+            if (!req.write(chunk)) await new Promise<void>((r) => req.once("drain", r));
+          }
+          ended = true;
+          req.end();
+        } catch (e) {
+          fail(e instanceof MailsendError ? e : new MailsendError("file_unreadable", `cannot read an attachment: ${(e as Error).message}`, { cause: e }));
+        }
+      })();
+    });
+  }
+
+  async close(): Promise<void> {
+    this.#agent.destroy();
+  }
+}
+
+function readCaFile(path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (e) {
+    throw new MailsendError("config_invalid", `--ca-file ${path} cannot be read (${(e as NodeJS.ErrnoException).code ?? e})`);
+  }
+}
+
+export function create(config: RestConfig): Transport {
+  return new RestTransport(config);
+}

@@ -1,0 +1,277 @@
+/**
+ * SMTP submission through nodemailer: STARTTLS required on 587 (never a
+ * silent plain-text fallback), implicit TLS on 465, AUTH LOGIN with the API
+ * key as password (PLAIN when the server does not offer LOGIN).
+ *
+ * Nodemailer is handed {name, address} objects and an explicit envelope,
+ * never an address string it would parse again.
+ */
+import { readFileSync } from "node:fs";
+import { rootCertificates } from "node:tls";
+import { format } from "node:util";
+import nodemailer, { type SendMailOptions } from "nodemailer";
+import MailComposer from "nodemailer/lib/mail-composer";
+import type { SmtpConfig } from "../core/config.js";
+import { MailsendError } from "../core/errors.js";
+import type { Message } from "../core/message.js";
+import { allRecipients } from "../core/message.js";
+import { makeRedactor, REDACTED } from "../core/redact.js";
+import type { PreviewSink, SendContext, SendResult, Transport } from "../core/transport.js";
+import { connectError, TRUST_HINT } from "./net-errors.js";
+
+type MailOptions = SendMailOptions;
+
+interface SmtpError extends Error {
+  code?: string;
+  originalCode?: string;
+  responseCode?: number;
+  response?: string;
+  command?: string;
+  rejected?: string[];
+}
+
+/** The message as nodemailer options, with the envelope spelled out. */
+export function mailOptions(m: Message): MailOptions {
+  const envelope = { from: m.from.address, to: allRecipients(m).map((r) => r.address) };
+  if (m.raw) return { envelope, raw: m.raw };
+  const box = (b: { name?: string; address: string }) => ({ name: b.name ?? "", address: b.address });
+  return {
+    envelope,
+    from: box(m.from),
+    to: m.to.map(box),
+    ...(m.cc.length ? { cc: m.cc.map(box) } : {}),
+    // Bcc goes only into the envelope: nodemailer leaves it out of the headers it sends.
+    ...(m.bcc.length ? { bcc: m.bcc.map(box) } : {}),
+    ...(m.replyTo ? { replyTo: box(m.replyTo) } : {}),
+    subject: m.subject,
+    ...(m.text !== undefined ? { text: m.text } : {}),
+    ...(m.html !== undefined ? { html: m.html } : {}),
+    headers: [...m.headers.map(([key, value]) => ({ key, value })), { key: "X-Idempotency-Key", value: m.idempotencyKey }],
+    attachments: m.attachments.map((a) =>
+      a.source.kind === "file"
+        ? { filename: a.filename, path: a.source.path, ...(a.contentType ? { contentType: a.contentType } : {}) }
+        : { filename: a.filename, content: a.source.data, ...(a.contentType ? { contentType: a.contentType } : {}) },
+    ),
+  };
+}
+
+function rawMessageId(raw: Buffer): string | undefined {
+  const head = raw.subarray(0, Math.min(raw.length, 64 * 1024)).toString("latin1").split(/\r?\n\r?\n/)[0] ?? "";
+  return /^message-id:\s*(<[^>\r\n]+>)/im.exec(head)?.[1];
+}
+
+export class SmtpTransport implements Transport {
+  readonly name = "smtp" as const;
+  readonly #config: SmtpConfig;
+  readonly #redact: (s: string) => string;
+  readonly #ca: string[] | undefined;
+
+  constructor(config: SmtpConfig) {
+    this.#config = config;
+    this.#redact = makeRedactor(config.apiKey, config.user);
+    this.#ca = config.caFile ? [...rootCertificates, readCa(config.caFile)] : undefined;
+  }
+
+  get #label(): string {
+    return `${this.#config.host}:${this.#config.port}`;
+  }
+
+  #transportOptions(authMethod: "LOGIN" | "PLAIN", trace?: (l: string) => void) {
+    const c = this.#config;
+    const implicit = c.tls === "implicit";
+    return {
+      host: c.host,
+      port: c.port,
+      secure: implicit,
+      requireTLS: !implicit,
+      ...(c.clientName ? { name: c.clientName } : {}),
+      auth: { user: c.user, pass: c.apiKey, method: authMethod },
+      tls: {
+        servername: c.host,
+        rejectUnauthorized: !c.insecure,
+        ...(this.#ca ? { ca: this.#ca } : {}),
+      },
+      connectionTimeout: c.timeoutMs,
+      // A STARTTLS client on an implicit-TLS port waits for a greeting that never comes.
+      greetingTimeout: Math.min(c.timeoutMs, 10_000),
+      socketTimeout: c.timeoutMs,
+      disableFileAccess: false,
+      disableUrlAccess: true,
+      ...(trace ? { logger: traceLogger(trace), debug: true } : { logger: false }),
+    };
+  }
+
+  async preview(m: Message, sink: PreviewSink, opts: { json: boolean }): Promise<void> {
+    const options = mailOptions(m);
+    const raw = m.raw ?? (await new MailComposer(options).compile().build());
+    const c = this.#config;
+    const envelope = options.envelope as { from: string; to: string[] };
+    if (opts.json) {
+      sink.write(
+        `${JSON.stringify({
+          dry_run: true,
+          transport: "smtp",
+          server: { host: c.host, port: c.port, tls: c.tls, user: c.user, password: REDACTED },
+          envelope,
+          message: raw.toString("utf8"),
+        })}\n`,
+      );
+      return;
+    }
+    sink.write(`# SMTP ${c.host}:${c.port} (${c.tls === "implicit" ? "implicit TLS" : "STARTTLS required"}), AUTH as ${c.user} with password ${REDACTED}\n`);
+    sink.write(`MAIL FROM:<${envelope.from}>\n`);
+    for (const r of envelope.to) sink.write(`RCPT TO:<${r}>\n`);
+    sink.write("DATA\n");
+    sink.write(raw);
+    sink.write(raw.length && raw[raw.length - 1] === 0x0a ? ".\n" : "\n.\n");
+  }
+
+  async send(m: Message, ctx: SendContext = {}): Promise<SendResult> {
+    const trace = ctx.trace ? (line: string) => ctx.trace!(this.#redact(line)) : undefined;
+    try {
+      return await this.#sendWith("LOGIN", m, trace);
+    } catch (e) {
+      // 504: LOGIN not offered. Nothing was sent, so one more try with PLAIN is safe.
+      const err = e as SmtpError;
+      if (err.responseCode === 504 && err.command?.startsWith("AUTH")) {
+        trace?.("* AUTH LOGIN not offered; retrying with AUTH PLAIN");
+        try {
+          return await this.#sendWith("PLAIN", m, trace);
+        } catch (e2) {
+          throw this.#classify(e2 as SmtpError);
+        }
+      }
+      throw this.#classify(err);
+    }
+  }
+
+  async #sendWith(method: "LOGIN" | "PLAIN", m: Message, trace?: (l: string) => void): Promise<SendResult> {
+    const transport = nodemailer.createTransport(this.#transportOptions(method, trace));
+    try {
+      const info = await transport.sendMail(mailOptions(m));
+      const rejected = (info.rejected ?? []).map(String);
+      if (rejected.length > 0) {
+        throw new MailsendError(
+          "rejected",
+          `the server accepted the message for ${info.accepted.join(", ")} but refused ${rejected.join(", ")}`,
+          { mayHaveBeenSent: true, hint: "Resend only to the refused recipients, after checking their addresses." },
+        );
+      }
+      return {
+        transport: "smtp",
+        messageId: (m.raw ? rawMessageId(m.raw) : info.messageId) ?? "",
+        recipients: allRecipients(m).map((r) => r.address),
+        idempotencyKey: m.idempotencyKey,
+        smtpResponse: this.#redact(String(info.response ?? "")),
+        attempts: 1,
+      };
+    } finally {
+      transport.close();
+    }
+  }
+
+  #classify(e: SmtpError): MailsendError {
+    if (e instanceof MailsendError) return e;
+    const c = this.#config;
+    const reply = e.response ? this.#redact(e.response.replace(/\s+/g, " ").trim()) : "";
+    const code = e.responseCode;
+    const endpoint = {
+      label: this.#label,
+      setting: "--smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT)",
+      tlsHint:
+        c.tls === "implicit"
+          ? "This port does not speak TLS from the first byte: it is probably a STARTTLS port (587); use --smtp-tls starttls."
+          : "STARTTLS failed on this port: if it expects TLS from the first byte (465), use --smtp-tls implicit.",
+    };
+    const sys = Object.assign(new Error(e.message), { code: e.originalCode ?? e.code });
+    const early = connectError(sys, endpoint, TRUST_HINT);
+    if (early && !code) return early;
+    if (e.code === "ETIMEDOUT" && /greeting/i.test(e.message) && c.tls === "starttls") {
+      return new MailsendError("tls_mismatch", `${this.#label} sent no SMTP greeting within the time limit`, {
+        cause: e,
+        hint: "The port may expect implicit TLS: use port 465 or --smtp-tls implicit. Nothing was sent.",
+      });
+    }
+    if (/STARTTLS/i.test(e.message) && !code) {
+      return new MailsendError("tls_mismatch", `${this.#label} does not offer STARTTLS, and mailsend will not send the key in clear text`, {
+        cause: e,
+        hint: "Use the service's submission port (587 with STARTTLS, or 465 with --smtp-tls implicit).",
+      });
+    }
+    if (code !== undefined) {
+      const text = `${reply}`;
+      if (code === 535 || code === 534 || (code === 530 && e.command?.startsWith("AUTH"))) {
+        const revoked = /revoked|expired|disabled/i.test(text);
+        return new MailsendError(revoked ? "key_revoked" : "auth_failed", `SMTP authentication failed: ${text}`, {
+          status: code,
+          hint: revoked ? "The key is revoked or expired: create a new one." : `Check the API key and the username (${c.user}; MAILSEND_SMTP_USER).`,
+        });
+      }
+      if (code >= 400 && code < 500) {
+        const rate = /rate|limit|too many/i.test(text);
+        const retryAfter = /(\d+)\s*s(ec|econds)?\b/i.exec(text)?.[1];
+        return new MailsendError(rate ? "rate_limited" : "temporary_failure", `the SMTP server deferred the message: ${text}`, {
+          status: code,
+          ...(retryAfter ? { retryAfter: Number(retryAfter) } : {}),
+          hint: "A temporary failure: nothing was accepted; try again later.",
+        });
+      }
+      if (code === 552) return new MailsendError("too_large", `the SMTP server refused the message as too large: ${text}`, { status: code });
+      if (code === 550 || code === 551 || code === 553 || code === 554 || code === 501 || code === 555) {
+        return new MailsendError("rejected", `the SMTP server refused the message: ${text}`, {
+          status: code,
+          hint: "A permanent refusal: check the addresses and the content; resending as it is will fail again.",
+        });
+      }
+      return new MailsendError("protocol_error", `unexpected SMTP reply to ${e.command ?? "a command"}: ${text}`, { status: code });
+    }
+    if (e.command === "DATA" || e.code === "ESTREAM") {
+      if (e.code === "ESTREAM" && /ENOENT|EACCES|EISDIR/.test(e.message)) {
+        return new MailsendError("file_unreadable", `an attachment could not be read: ${e.message}`, { cause: e });
+      }
+      return new MailsendError("outcome_unknown", `the connection to ${this.#label} broke while the message was being handed over (${e.message})`, {
+        cause: e,
+        mayHaveBeenSent: true,
+        hint: "The message may have been sent. Check before sending again.",
+      });
+    }
+    if (e.code === "ETIMEDOUT") {
+      return new MailsendError("timeout", `${this.#label} did not respond in time (${e.message}); nothing was sent`, {
+        cause: e,
+        hint: "Check the network, or raise --timeout.",
+      });
+    }
+    return new MailsendError("connection_failed", `SMTP session with ${this.#label} failed: ${this.#redact(e.message)}`, {
+      cause: e,
+      hint: "Nothing was sent; check --smtp-host / --smtp-port.",
+    });
+  }
+
+  async close(): Promise<void> {}
+}
+
+/** nodemailer's bunyan-style logger, into our redacting trace. Message bodies are cut short. */
+function traceLogger(trace: (l: string) => void) {
+  let bodyLines = 0;
+  const log = (meta: { tnx?: string }, ...args: unknown[]) => {
+    const text = format(...(args as [string]));
+    if (meta?.tnx === "message") {
+      if (bodyLines === 40) trace("  ... (rest of the message not shown)");
+      if (bodyLines++ >= 40) return;
+    }
+    for (const line of text.split(/\r?\n/)) trace(line);
+  };
+  return { trace: log, debug: log, info: log, warn: log, error: log, fatal: log, level: () => {} };
+}
+
+function readCa(path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (e) {
+    throw new MailsendError("config_invalid", `--ca-file ${path} cannot be read (${(e as NodeJS.ErrnoException).code ?? e})`);
+  }
+}
+
+export function create(config: SmtpConfig): Transport {
+  return new SmtpTransport(config);
+}

@@ -1,0 +1,37 @@
+/**
+ * The contract between the sandbox's store and its readers (the web inbox,
+ * `mailsend inbox`). The key itself is never stored: `keyId` names it.
+ */
+export interface StoredAttachment {
+  filename: string;
+  contentType: string;
+  size: number;
+}
+
+export interface StoredMessage {
+  /** Sortable by arrival (time-based), safe in a URL and a file name. */
+  id: string;
+  receivedAt: string;
+  channel: "rest" | "smtp";
+  keyId: string;
+  envelope: { from: string; to: string[] };
+  from: string;
+  to: string[];
+  subject: string;
+  /** Bytes of the stored .eml. */
+  size: number;
+  attachments: StoredAttachment[];
+  /** REST message_id / the Message-ID header. */
+  messageId: string;
+  idempotencyKey?: string;
+}
+
+export interface MessageStore {
+  /** Newest first. */
+  list(opts?: { limit?: number }): Promise<StoredMessage[]>;
+  get(id: string): Promise<StoredMessage | undefined>;
+  /** The .eml bytes exactly as stored. */
+  raw(id: string): Promise<Buffer | undefined>;
+  /** Called after each message is stored (durably). Returns an unsubscribe function. */
+  subscribe(listener: (m: StoredMessage) => void): () => void;
+}

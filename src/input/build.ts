@@ -7,7 +7,7 @@ import { checkHeader, checkSingleLine, parseHeaderFlag, type HeaderList } from "
 import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
 import { messageFromEml } from "./eml.js";
-import { parseSendRequestFile, type SendRequestFile } from "./json.js";
+import type { SendRequestFile } from "./json.js";
 import { readSource, regularFileSize, utf8, type InputStreams } from "./read.js";
 
 /** The message-shaping options of `mailsend send`, as plain values. */
@@ -115,8 +115,12 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
     return message;
   }
 
+  // zod is loaded only when a JSON send request is given: it is a third of start-up otherwise.
   const file: SendRequestFile = flags.jsonFile
-    ? parseSendRequestFile(await readSource(flags.jsonFile, "JSON file", opts), flags.jsonFile === "-" ? "stdin" : flags.jsonFile)
+    ? (await import("./json.js")).parseSendRequestFile(
+        await readSource(flags.jsonFile, "JSON file", opts),
+        flags.jsonFile === "-" ? "stdin" : flags.jsonFile,
+      )
     : {};
 
   let html = (await bodyFrom(flags.html, flags.htmlFile, "html", opts)) ?? file.html;

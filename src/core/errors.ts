@@ -19,6 +19,20 @@ export const EXIT = {
 
 export type ExitClass = keyof typeof EXIT;
 
+/** What each exit status tells a script; also printed in the README. */
+export const EXIT_MEANING: Record<ExitClass, string> = {
+  ok: "sent",
+  usage: "usage: unknown flag, missing --to/--from/--subject/body, cc/bcc over REST",
+  dataerr: "bad message data: invalid address, header with CR/LF, bad JSON/EML; or the server refused the message (400, 413, SMTP 550/552/554)",
+  noinput: "an attachment or body file is missing or unreadable",
+  unavailable: "service unavailable: connection refused, DNS failure, 5xx",
+  software: "internal error (a bug in mailsend)",
+  tempfail: "temporary failure, safe to retry later: rate limited (429), SMTP 4xx, timeout before sending",
+  protocol: "unexpected answer, or outcome unknown: the connection broke after the message was handed over; check before resending",
+  noperm: "the key was refused: wrong (401, SMTP 535), revoked or expired (403)",
+  config: "configuration: no API key, no base URL/SMTP host, port/TLS mismatch, untrusted certificate",
+};
+
 const EXIT_CLASS = {
   usage: "usage",
   invalid_address: "dataerr",

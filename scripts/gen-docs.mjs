@@ -1,0 +1,54 @@
+// Writes the README's option, environment and exit-code tables from the same
+// tables the code uses (src/cli/options.ts, src/core/errors.ts).
+// `node scripts/gen-docs.mjs --check` exits 1 when the README is out of date.
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { build } from "esbuild";
+
+const root = new URL("..", import.meta.url).pathname;
+const tmp = join(root, "node_modules", `.mailsend-docs-${process.pid}.mjs`);
+await build({
+  stdin: { contents: 'export * from "./src/cli/options.ts"; export { EXIT, EXIT_MEANING } from "./src/core/errors.ts";', resolveDir: root, loader: "ts" },
+  bundle: true,
+  packages: "external",
+  format: "esm",
+  platform: "node",
+  outfile: tmp,
+  logLevel: "error",
+});
+const { SEND_OPTIONS, EXTRA_ENV, EXIT, EXIT_MEANING } = await import(tmp);
+rmSync(tmp, { force: true });
+
+const cell = (s) => String(s).replace(/\|/g, "\\|");
+const lines = [];
+for (const group of [...new Set(SEND_OPTIONS.map((o) => o.group))]) {
+  lines.push(`**${group}**`, "", "| option | meaning | environment |", "|---|---|---|");
+  for (const o of SEND_OPTIONS.filter((x) => x.group === group)) {
+    const flags = `\`${o.flags}\`${o.repeatable ? " (repeatable)" : ""}${o.choices ? ` (${o.choices.join(" \\| ")})` : ""}`;
+    lines.push(`| ${cell(flags)} | ${cell(o.description)} | ${o.env ? `\`${o.env}\`` : ""} |`);
+  }
+  lines.push("");
+}
+lines.push("**Environment only**", "", "| variable | meaning |", "|---|---|");
+for (const e of EXTRA_ENV) lines.push(`| \`${e.name}\` | ${cell(e.description)} |`);
+lines.push("", "**Exit codes**", "", "| code | meaning |", "|---|---|");
+for (const [cls, code] of Object.entries(EXIT)) lines.push(`| ${code} | ${cell(EXIT_MEANING[cls])} |`);
+const generated = lines.join("\n");
+
+const readmePath = join(root, "README.md");
+const readme = readFileSync(readmePath, "utf8");
+const re = /(<!-- generated:options:start[^>]*-->\n)[\s\S]*?(<!-- generated:options:end -->)/;
+if (!re.test(readme)) {
+  console.error("README.md has no <!-- generated:options:start --> ... <!-- generated:options:end --> section");
+  process.exit(1);
+}
+const next = readme.replace(re, (_, a, b) => `${a}${generated}\n${b}`);
+if (process.argv.includes("--check")) {
+  if (next !== readme) {
+    console.error("README.md option tables are out of date: run `npm run docs`");
+    process.exit(1);
+  }
+  console.log("README.md option tables are up to date");
+} else {
+  writeFileSync(readmePath, next);
+}

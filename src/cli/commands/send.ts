@@ -4,6 +4,7 @@ import { buildMessage, type MessageFlags } from "../../input/build.js";
 import { resolveTransportConfig, resolveTransportName, type ConnectionFlags } from "../../input/config.js";
 import { createTransport } from "../../transports/index.js";
 import { colorsFor, type CliIO } from "../io.js";
+import { delayedSpinner } from "../progress.js";
 import { reportError, warn } from "../report.js";
 
 interface OutputFlags {
@@ -54,7 +55,13 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
       }
       const c = colorsFor(io.stderr, io.env);
       const trace = flags.verbose ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
-      const result = await transport.send(message, trace ? { trace } : {});
+      const spinner = delayedSpinner(io, `sending over ${transport.name}...`, !flags.quiet && !json && !trace);
+      let result: SendResult;
+      try {
+        result = await transport.send(message, trace ? { trace } : {});
+      } finally {
+        spinner.stop();
+      }
       if (json) io.stdout.write(`${JSON.stringify(resultJson(result))}\n`);
       else if (!flags.quiet) {
         const out = colorsFor(io.stdout, io.env);

@@ -144,10 +144,11 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
     throw usage(`missing ${missing.join(", ")}`, "See mailsend send --help for examples.");
   }
   if (subject === "") throw usage("--subject must not be empty");
-  if (html === "" && !text) throw usage("the body is empty");
+  if (!html && !text) throw usage("the body is empty");
 
   const fromBox = parseMailbox1(fromText!, "--from");
-  const name = flags.name ?? file.name ?? fromBox.name;
+  // A --from flag replaces the file's sender, display name included; --name beats both.
+  const name = flags.name ?? (flags.from !== undefined ? fromBox.name : undefined) ?? file.name ?? fromBox.name;
   if (name !== undefined) checkSingleLine(name, "--name");
   checkSingleLine(subject!, "--subject");
   const from: Mailbox = name ? { name, address: fromBox.address } : { address: fromBox.address };

@@ -1,0 +1,75 @@
+/**
+ * Run the built CLI (bin/mailsend.js -> dist/) as a user would, in a clean
+ * environment: nothing from the parent's MAILSEND_* or NODE_EXTRA_CA_CERTS
+ * leaks in, and stdin is either the given input or closed, so no run can hang
+ * waiting for a terminal.
+ */
+import { execa } from "execa";
+import { fileURLToPath } from "node:url";
+
+export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+export const BIN = fileURLToPath(new URL("../../bin/mailsend.js", import.meta.url));
+
+export interface CliResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  /** True when the run was killed by the helper's own time limit. */
+  timedOut: boolean;
+}
+
+export interface RunOptions {
+  /** Variables on top of the minimal base environment (undefined removes one). */
+  env?: Record<string, string | undefined>;
+  /** Bytes for stdin; without it stdin is closed ('ignore'). */
+  input?: string | Buffer;
+  cwd?: string;
+  /** Kill the CLI after this long (default 20 s): a hang fails the test instead of the suite. */
+  timeoutMs?: number;
+}
+
+/** The few variables a Node process needs; everything else is given explicitly. */
+export function baseEnv(): Record<string, string> {
+  const env: Record<string, string> = { NO_COLOR: "1" };
+  for (const name of ["PATH", "HOME", "TMPDIR", "LANG", "SYSTEMROOT"]) {
+    const v = process.env[name];
+    if (v !== undefined) env[name] = v;
+  }
+  return env;
+}
+
+export async function runCli(args: readonly string[], opts: RunOptions = {}): Promise<CliResult> {
+  const env: Record<string, string> = baseEnv();
+  for (const [k, v] of Object.entries(opts.env ?? {})) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  const r = await execa(process.execPath, [BIN, ...args], {
+    reject: false,
+    extendEnv: false,
+    env,
+    cwd: opts.cwd ?? ROOT,
+    ...(opts.input !== undefined ? { input: opts.input } : { stdin: "ignore" as const }),
+    stripFinalNewline: false,
+    timeout: opts.timeoutMs ?? 20_000,
+    encoding: "utf8",
+  });
+  return {
+    exitCode: r.exitCode ?? -1,
+    stdout: String(r.stdout ?? ""),
+    stderr: String(r.stderr ?? ""),
+    timedOut: r.timedOut === true,
+  };
+}
+
+/** Parse stdout as exactly one JSON document (what --json promises). */
+export function stdoutJson(r: CliResult): any {
+  return JSON.parse(r.stdout);
+}
+
+/** The `{"error":{...}}` object --json writes on stderr when a send fails. */
+export function stderrJson(r: CliResult): { error: { code: string; message: string; exit: number; hint?: string; status?: number } } {
+  const lines = r.stderr.trim().split("\n").filter((l) => l.startsWith("{"));
+  if (lines.length !== 1) throw new Error(`expected one JSON line on stderr, got: ${r.stderr}`);
+  return JSON.parse(lines[0]!);
+}

@@ -1,0 +1,172 @@
+import { describe, expect, it } from "vitest";
+import {
+  formatAddressList,
+  formatMailbox,
+  parseAddressList,
+  parseAddressValues,
+  parseBareAddress,
+  parseMailbox1,
+  type Mailbox,
+} from "../../src/core/address.js";
+import { MailsendError } from "../../src/core/errors.js";
+
+function rejects(input: string): MailsendError {
+  try {
+    parseAddressList(input, "--to");
+  } catch (e) {
+    expect(e).toBeInstanceOf(MailsendError);
+    const err = e as MailsendError;
+    expect(err.code).toBe("invalid_address");
+    expect(err.exitCode).toBe(65);
+    expect(err.message).toContain("--to");
+    return err;
+  }
+  throw new Error(`expected ${JSON.stringify(input)} to be rejected`);
+}
+
+describe("parseAddressList: what it accepts", () => {
+  it.each<[string, Mailbox[]]>([
+    ["a@example.com", [{ address: "a@example.com" }]],
+    ["  a@example.com  ", [{ address: "a@example.com" }]],
+    ["A <a@example.com>", [{ name: "A", address: "a@example.com" }]],
+    ["John Q Public <jqp@example.com>", [{ name: "John Q Public", address: "jqp@example.com" }]],
+    ["<a@example.com>", [{ address: "a@example.com" }]],
+    ["a@example.com, b@example.org", [{ address: "a@example.com" }, { address: "b@example.org" }]],
+    ["a@example.com,b@example.org", [{ address: "a@example.com" }, { address: "b@example.org" }]],
+    // A comma or a quote inside a quoted display name is part of the name.
+    ['"Doe, John" <john@example.com>', [{ name: "Doe, John", address: "john@example.com" }]],
+    [
+      '"Doe, John" <john@example.com>, "Roe, Jane" <jane@example.com>',
+      [
+        { name: "Doe, John", address: "john@example.com" },
+        { name: "Roe, Jane", address: "jane@example.com" },
+      ],
+    ],
+    ['"Say \\"hi\\"" <hi@example.com>', [{ name: 'Say "hi"', address: "hi@example.com" }]],
+    ['"back\\\\slash" <b@example.com>', [{ name: "back\\slash", address: "b@example.com" }]],
+    ['"a <b@x.com>" <c@example.com>', [{ name: "a <b@x.com>", address: "c@example.com" }]],
+    // Comments are dropped, nested ones too.
+    ["a@example.com (work)", [{ address: "a@example.com" }]],
+    ["John (the (real) one) <j@example.com>", [{ name: "John", address: "j@example.com" }]],
+    ["(lead) a@example.com, b@example.com (tail)", [{ address: "a@example.com" }, { address: "b@example.com" }]],
+    // Quoted local parts are kept quoted: that is the address.
+    ['"john doe"@example.com', [{ address: '"john doe"@example.com' }]],
+    ['Name <"a,b"@example.com>', [{ name: "Name", address: '"a,b"@example.com' }]],
+    ["first.last+tag@sub.example.co.uk", [{ address: "first.last+tag@sub.example.co.uk" }]],
+    ["a@[192.0.2.1]", [{ address: "a@[192.0.2.1]" }]],
+    // Non-ASCII (RFC 6532) in names and addresses.
+    ["Jürgen Müller <jm@example.de>", [{ name: "Jürgen Müller", address: "jm@example.de" }]],
+    ["用户@例子.广告", [{ address: "用户@例子.广告" }]],
+    // obs-phrase: a dot in an unquoted display name.
+    ["J. Doe <jd@example.com>", [{ name: "J. Doe", address: "jd@example.com" }]],
+  ])("%s", (input, expected) => {
+    expect(parseAddressList(input)).toEqual(expected);
+  });
+});
+
+describe("parseAddressList: what it rejects", () => {
+  it.each([
+    ["an addr-spec followed by an angle address", "a@x.com <b@y.com>"],
+    ["two addresses without a comma", "a@x.com b@y.com"],
+    ["unquoted comma in a display name", "Doe, John <john@example.com>"],
+    ["a group", "team: a@x.com, b@y.com;"],
+    ["an empty group", "undisclosed-recipients:;"],
+    ["CR LF (header injection)", "a@example.com\r\nBcc: evil@example.com"],
+    ["a bare LF", "a@example.com\nb@example.com"],
+    ["a bare CR", "Name\r <a@example.com>"],
+    ["NUL", "a@example.com\u0000"],
+    ["CR LF inside a quoted name", '"Evil\r\nBcc: x@y.com" <a@example.com>'],
+    ["missing @", "example.com"],
+    ["two @", "a@b@example.com"],
+    ["empty local part", "@example.com"],
+    ["empty domain", "a@"],
+    ["unqualified domain", "a@localhost"],
+    ["double dot in domain", "a@example..com"],
+    ["leading dot in local part", ".a@example.com"],
+    ["trailing dot in local part", "a.@example.com"],
+    ["label starting with a hyphen", "a@-example.com"],
+    ["empty string", ""],
+    ["only spaces", "   "],
+    ["leading comma", ",a@example.com"],
+    ["trailing comma", "a@example.com,"],
+    ["two commas", "a@example.com,,b@example.com"],
+    ["unclosed angle", "Name <a@example.com"],
+    ["text after >", "Name <a@example.com> tail"],
+    ["unmatched >", "a@example.com>"],
+    ["nested angles", "A <<a@example.com>>"],
+    ["unclosed quote", '"Name <a@example.com>'],
+    ["unclosed comment", "a@example.com (comment"],
+    ["a list inside angles", "<a@x.com, b@y.com>"],
+    ["a semicolon separator", "a@x.com; b@y.com"],
+    ["a local part over 64 octets", `${"a".repeat(65)}@example.com`],
+    ["a malformed domain literal", "a@[not-an-ip]"],
+  ])("%s", (_why, input) => {
+    rejects(input);
+  });
+
+  it("names the field and the reason", () => {
+    const err = rejects("a@x.com <b@y.com>");
+    expect(err.hint).toMatch(/user@example\.com/);
+  });
+});
+
+describe("single mailboxes", () => {
+  it("parseMailbox1 takes exactly one", () => {
+    expect(parseMailbox1("A <a@example.com>", "--from")).toEqual({ name: "A", address: "a@example.com" });
+    expect(() => parseMailbox1("a@example.com, b@example.com", "--from")).toThrow(/expected one address, found 2/);
+  });
+
+  it("parseBareAddress refuses a display name", () => {
+    expect(parseBareAddress("a@example.com", "from")).toBe("a@example.com");
+    expect(() => parseBareAddress("A <a@example.com>", "from")).toThrow(/bare address/);
+    expect(() => parseBareAddress("<a@example.com>", "from")).toThrow(/bare address/);
+  });
+
+  it("parseAddressValues flattens repeated flags, each possibly a list", () => {
+    expect(parseAddressValues(["a@example.com, B <b@example.com>", '"C, D" <c@example.com>'], "--to")).toEqual([
+      { address: "a@example.com" },
+      { name: "B", address: "b@example.com" },
+      { name: "C, D", address: "c@example.com" },
+    ]);
+  });
+});
+
+describe("formatMailbox", () => {
+  it.each<[Mailbox, string]>([
+    [{ address: "a@example.com" }, "a@example.com"],
+    [{ name: "Alice", address: "a@example.com" }, "Alice <a@example.com>"],
+    [{ name: "Alice Smith", address: "a@example.com" }, "Alice Smith <a@example.com>"],
+    [{ name: "Doe, John", address: "j@example.com" }, '"Doe, John" <j@example.com>'],
+    [{ name: 'Say "hi"', address: "h@example.com" }, '"Say \\"hi\\"" <h@example.com>'],
+    [{ name: "J. Doe", address: "jd@example.com" }, '"J. Doe" <jd@example.com>'],
+    [{ name: "a <b>", address: "c@example.com" }, '"a <b>" <c@example.com>'],
+    [{ name: "Jürgen", address: "j@example.de" }, "Jürgen <j@example.de>"],
+  ])("%j -> %s", (m, text) => {
+    expect(formatMailbox(m)).toBe(text);
+  });
+
+  it.each<Mailbox>([
+    { address: "a@example.com" },
+    { name: "Doe, John", address: "j@example.com" },
+    { name: 'Say "hi" \\ bye', address: "h@example.com" },
+    { name: "  spaced  out  ", address: "s@example.com" },
+    { name: "(not a comment)", address: "p@example.com" },
+    { name: "semi;colon: here", address: "g@example.com" },
+    { name: "J. R. R. Tolkien", address: "jrr@example.com" },
+    { name: "Ünïcödé, Ltd.", address: "u@example.com" },
+    { name: "x@y.com", address: "real@example.com" },
+    { name: "Quoted", address: '"odd local"@example.com' },
+  ])("round trip %j", (m) => {
+    expect(parseAddressList(formatMailbox(m))).toEqual([m]);
+  });
+
+  it("round trips a whole list", () => {
+    const list: Mailbox[] = [
+      { name: "Doe, John", address: "j@example.com" },
+      { address: "b@example.com" },
+      { name: 'The "Boss"', address: "boss@example.com" },
+    ];
+    expect(formatAddressList(list)).toBe('"Doe, John" <j@example.com>, b@example.com, "The \\"Boss\\"" <boss@example.com>');
+    expect(parseAddressList(formatAddressList(list))).toEqual(list);
+  });
+});

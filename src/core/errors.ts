@@ -84,6 +84,8 @@ export class MailsendError extends Error {
   readonly status: number | undefined;
   readonly retryAfter: number | undefined;
   readonly mayHaveBeenSent: boolean;
+  /** How many times the message was tried before this error was final. */
+  attempts?: number;
 
   constructor(code: ErrorCode, message: string, details: ErrorDetails = {}) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
@@ -102,13 +104,14 @@ export class MailsendError extends Error {
     return EXIT[this.exitClass];
   }
 
-  toJSON(): { code: ErrorCode; message: string; exit: number; hint?: string; status?: number } {
+  toJSON(): { code: ErrorCode; message: string; exit: number; hint?: string; status?: number; attempts?: number } {
     return {
       code: this.code,
       message: this.message,
       exit: this.exitCode,
       ...(this.hint ? { hint: this.hint } : {}),
       ...(this.status !== undefined ? { status: this.status } : {}),
+      ...(this.attempts !== undefined ? { attempts: this.attempts } : {}),
     };
   }
 }

@@ -59,9 +59,9 @@ describe("sliding log", () => {
 
   test("a wall clock that jumps back does not let a burst through or block forever", () => {
     let s: LogState = EMPTY;
-    for (let i = 0; i < 5; i++) s = tryTake(s, 1_000_000 + i, limits, `a${i}`).state;
+    for (let i = 0; i < 5; i++) s = tryTake(s, 1_800_000_000_000 + i, limits, `a${i}`).state;
     // The clock goes back an hour: the entries look like the future.
-    const back = 1_000_000 - 3_600_000;
+    const back = 1_800_000_000_000 - 3_600_000;
     const r = tryTake(s, back, limits, "b");
     expect(r.ok).toBe(false);
     if (!r.ok) expect(r.waitMs).toBeLessThanOrEqual(limits.windowMs + 1);
@@ -90,6 +90,6 @@ describe("sliding log", () => {
     if (!r.ok) expect(r.waitMs).toBe(6000);
     expect(tryTake(s, 10_000, limits, "y").ok).toBe(true);
     // A block absurdly far ahead is a clock that went back, not a real Retry-After.
-    expect(prune(block(EMPTY, 10 * 3_600_000), 0, limits).blockedUntil).toBe(limits.windowMs);
+    expect(prune(block(EMPTY, 1000 + 10 * 3_600_000), 1000, limits).blockedUntil).toBe(1000 + limits.windowMs);
   });
 });

@@ -1,0 +1,59 @@
+/**
+ * Which budget a send uses: the key's hash names it; the file store serves
+ * the processes of one machine, Redis (MAILSEND_RATE_LIMIT_URL) many.
+ */
+import { createHash } from "node:crypto";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { DEFAULTS } from "../core/config.js";
+import { MailsendError } from "../core/errors.js";
+import { FileSlotStore } from "./file-store.js";
+import { RedisSlotStore } from "./redis-store.js";
+import type { Limits } from "./sliding-log.js";
+import type { SlotStore } from "./store.js";
+
+export type Env = Record<string, string | undefined>;
+
+export interface BudgetFlags {
+  rateLimit?: number;
+}
+
+/**
+ * The key is never stored: state is named by a hash of it. REST and SMTP
+ * share the name, as they share the service's limit.
+ */
+export function keyHash(apiKey: string): string {
+  return createHash("sha256").update(`mailsend-ratelimit\0${apiKey}`).digest("hex").slice(0, 32);
+}
+
+export function stateDir(env: Env, platform = process.platform): string {
+  if (env.MAILSEND_STATE_DIR) return env.MAILSEND_STATE_DIR;
+  const home = env.HOME || homedir();
+  if (platform === "win32") return join(env.LOCALAPPDATA || join(home, "AppData", "Local"), "mailsend", "state");
+  if (platform === "darwin") return join(home, "Library", "Application Support", "mailsend", "state");
+  return join(env.XDG_STATE_HOME || join(home, ".local", "state"), "mailsend");
+}
+
+function whole(v: string | number | undefined, what: string, min: number): number | undefined {
+  if (v === undefined || v === "") return undefined;
+  const n = typeof v === "number" ? v : /^\d+$/.test(v.trim()) ? Number(v) : Number.NaN;
+  if (!Number.isInteger(n) || n < min) {
+    throw new MailsendError("config_invalid", `${what} must be a whole number of at least ${min}, got ${JSON.stringify(v)}`);
+  }
+  return n;
+}
+
+/** Requests per window; 0 switches the local budget off. The window is the service's minute unless a sandbox runs another. */
+export function resolveLimits(flags: BudgetFlags, env: Env): Limits {
+  const limit = whole(flags.rateLimit ?? env.MAILSEND_RATE_LIMIT, "--rate-limit / MAILSEND_RATE_LIMIT", 0) ?? DEFAULTS.rateLimit;
+  const windowSeconds = whole(env.MAILSEND_RATE_WINDOW, "MAILSEND_RATE_WINDOW", 1) ?? 60;
+  return { limit, windowMs: windowSeconds * 1000 };
+}
+
+export function openSlotStore(apiKey: string, limits: Limits, env: Env): SlotStore | undefined {
+  if (limits.limit === 0) return undefined;
+  const hash = keyHash(apiKey);
+  const url = env.MAILSEND_RATE_LIMIT_URL;
+  if (url) return new RedisSlotStore(url, hash);
+  return new FileSlotStore({ dir: join(stateDir(env), "ratelimit"), keyHash: hash });
+}

@@ -1,0 +1,121 @@
+/**
+ * One logical message through the shared budget and the retry policy:
+ * take a slot (waiting if the window is full), send, and on failure either
+ * give up or wait and try again with the same idempotency key.
+ */
+import { MailsendError, toMailsendError } from "../core/errors.js";
+import type { Message } from "../core/message.js";
+import type { SendContext, SendResult, Transport } from "../core/transport.js";
+import { backoffMs, shouldRetry } from "./retry.js";
+import type { Limits } from "./sliding-log.js";
+import type { SlotStore } from "./store.js";
+
+export interface WaitInfo {
+  reason: "budget" | "retry";
+  ms: number;
+  /** The attempt about to be made (1 = first). */
+  attempt: number;
+  error?: MailsendError;
+}
+
+export interface DeliverOptions {
+  /** The shared budget; none when the local limit is switched off. */
+  store?: SlotStore;
+  limits: Limits;
+  /** Retries after the first attempt. */
+  retries: number;
+  /** Longest total time to spend waiting (for slots and between retries). */
+  maxWaitMs: number;
+  /** Fail at once instead of waiting for a slot. */
+  noWait: boolean;
+  onWait?: (info: WaitInfo) => void;
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  signal?: AbortSignal;
+  trace?: SendContext["trace"];
+}
+
+const defaultSleep = (ms: number, signal?: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(t);
+      reject(signal.reason);
+    });
+  });
+
+/** Errors raised before anything reached the service: the slot was not used. */
+function neverReached(e: MailsendError): boolean {
+  if (e.mayHaveBeenSent) return false;
+  return ["connection_failed", "timeout", "tls_mismatch", "tls_untrusted", "config_invalid", "config_missing", "file_unreadable", "file_not_found"].includes(e.code);
+}
+
+/** Whether a resend of this message would be recognised as the same message by the service. */
+export function carriesIdempotencyKey(m: Message): boolean {
+  if (!m.raw) return true;
+  const head = m.raw.subarray(0, Math.min(m.raw.length, 64 * 1024)).toString("latin1").split(/\r?\n\r?\n/)[0] ?? "";
+  return /^x-idempotency-key:/im.test(head);
+}
+
+function withAttempts(e: MailsendError, attempts: number): MailsendError {
+  e.attempts = attempts;
+  return e;
+}
+
+let counter = 0;
+function slotId(): string {
+  return `${process.pid}-${Date.now().toString(36)}-${(counter++).toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+async function takeSlot(store: SlotStore, opts: DeliverOptions, attempt: number, waited: { ms: number }): Promise<string> {
+  const sleep = opts.sleep ?? defaultSleep;
+  const id = slotId();
+  for (let round = 0; round < 10_000; round++) {
+    const r = await store.tryTake(id, opts.limits);
+    if (r.ok) return id;
+    const seconds = Math.ceil(r.waitMs / 1000);
+    if (opts.noWait) {
+      throw new MailsendError("rate_limited", `the rate limit of ${opts.limits.limit} per ${opts.limits.windowMs / 1000} s for this key is used up; the next slot frees in ${seconds} s`, {
+        retryAfter: seconds,
+        hint: "Without --no-wait, mailsend waits for the slot.",
+      });
+    }
+    if (waited.ms + r.waitMs > opts.maxWaitMs) {
+      throw new MailsendError("rate_limited", `the rate limit for this key is used up and the next slot needs ${seconds} s more than --max-wait allows`, {
+        retryAfter: seconds,
+        hint: `Raise --max-wait (now ${Math.round(opts.maxWaitMs / 1000)} s), or try again in ${seconds} s. Nothing was sent.`,
+      });
+    }
+    opts.onWait?.({ reason: "budget", ms: r.waitMs, attempt });
+    await sleep(r.waitMs, opts.signal);
+    waited.ms += r.waitMs;
+  }
+  throw new MailsendError("internal", "gave up waiting for a rate-limit slot");
+}
+
+export async function deliver(transport: Transport, message: Message, opts: DeliverOptions): Promise<SendResult> {
+  const sleep = opts.sleep ?? defaultSleep;
+  const waited = { ms: 0 };
+  const idempotent = carriesIdempotencyKey(message);
+  for (let attempt = 1; ; attempt++) {
+    const id = opts.store ? await takeSlot(opts.store, opts, attempt, waited) : undefined;
+    try {
+      const result = await transport.send(message, { ...(opts.trace ? { trace: opts.trace } : {}), ...(opts.signal ? { signal: opts.signal } : {}) });
+      if (id) await opts.store!.complete(id, opts.limits);
+      return { ...result, attempts: attempt };
+    } catch (e) {
+      const err = toMailsendError(e);
+      if (id) {
+        if (neverReached(err)) await opts.store!.release(id, opts.limits);
+        else await opts.store!.complete(id, opts.limits);
+      }
+      const delay = backoffMs(attempt, err);
+      // Refused for rate: every process of this key holds back, not only this one.
+      if (err.code === "rate_limited" && opts.store) await opts.store.block(delay, opts.limits);
+      if (attempt > opts.retries || !shouldRetry(err, idempotent)) throw withAttempts(err, attempt);
+      if (waited.ms + delay > opts.maxWaitMs) throw withAttempts(err, attempt);
+      opts.onWait?.({ reason: "retry", ms: delay, attempt: attempt + 1, error: err });
+      await sleep(delay, opts.signal);
+      waited.ms += delay;
+    }
+  }
+}

@@ -1,0 +1,76 @@
+/**
+ * The per-key budget as a sliding log: the times of the sends in the last
+ * window. A send may start only while fewer than `limit` entries are younger
+ * than the window, so no window of that length ever holds more than `limit`
+ * sends — unlike a token bucket, which can burst `limit` at the end of one
+ * minute and `limit` more at the start of the next.
+ *
+ * Pure functions over plain data, so the file and Redis stores and the tests
+ * share one definition.
+ */
+
+export interface LogEntry {
+  /** Wall-clock ms when the slot was taken, moved to when the send finished. */
+  t: number;
+  id: string;
+}
+
+export interface LogState {
+  entries: LogEntry[];
+  /** The server asked everyone to wait until then (429 / SMTP 421). */
+  blockedUntil: number;
+}
+
+export interface Limits {
+  limit: number;
+  windowMs: number;
+}
+
+export const EMPTY: LogState = { entries: [], blockedUntil: 0 };
+
+/**
+ * Drop what has left the window. Entries "from the future" mean the wall
+ * clock went back: they are pulled to `now`, so they still count (and expire
+ * a window from now) instead of blocking until the clock catches up.
+ */
+export function prune(state: LogState, now: number, { windowMs }: Limits): LogState {
+  const entries = state.entries
+    .map((e) => (e.t > now ? { ...e, t: now } : e))
+    .filter((e) => e.t > now - windowMs)
+    .sort((a, b) => a.t - b.t);
+  // A block far beyond any real Retry-After is also a clock that went back.
+  const until = state.blockedUntil > now + 3_600_000 ? now + windowMs : state.blockedUntil;
+  return { entries, blockedUntil: state.blockedUntil > 0 && until > now ? until : 0 };
+}
+
+export type TakeResult = { ok: true; state: LogState } | { ok: false; waitMs: number; state: LogState };
+
+export function tryTake(state: LogState, now: number, limits: Limits, id: string): TakeResult {
+  const s = prune(state, now, limits);
+  if (s.blockedUntil > 0) return { ok: false, waitMs: s.blockedUntil - now, state: s };
+  if (s.entries.length < limits.limit) {
+    return { ok: true, state: { ...s, entries: [...s.entries, { t: now, id }] } };
+  }
+  // The slot frees when the entry that makes the log full leaves the window.
+  const freeing = s.entries[s.entries.length - limits.limit]!;
+  return { ok: false, waitMs: Math.max(1, freeing.t + limits.windowMs - now + 1), state: s };
+}
+
+/** The send finished: its entry now counts from here (never earlier than the server saw it). */
+export function complete(state: LogState, now: number, id: string): LogState {
+  return { ...state, entries: state.entries.map((e) => (e.id === id ? { ...e, t: Math.max(e.t, now) } : e)) };
+}
+
+/** The request surely never reached the service: give the slot back. */
+export function release(state: LogState, id: string): LogState {
+  return { ...state, entries: state.entries.filter((e) => e.id !== id) };
+}
+
+export function block(state: LogState, until: number): LogState {
+  return { ...state, blockedUntil: Math.max(state.blockedUntil, until) };
+}
+
+/** Slots used in the window ending now (for `mailsend doctor`). */
+export function used(state: LogState, now: number, limits: Limits): number {
+  return prune(state, now, limits).entries.length;
+}

@@ -1,0 +1,202 @@
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, test } from "vitest";
+import { MailsendError, type ErrorCode } from "../../src/core/errors.js";
+import type { Message } from "../../src/core/message.js";
+import type { SendResult, Transport } from "../../src/core/transport.js";
+import { keyHash, resolveLimits, stateDir } from "../../src/limits/budget.js";
+import { carriesIdempotencyKey, deliver } from "../../src/limits/deliver.js";
+import { FileSlotStore } from "../../src/limits/file-store.js";
+import { backoffMs, retryVerdict, shouldRetry } from "../../src/limits/retry.js";
+import type { SlotStore } from "../../src/limits/store.js";
+
+const dirs: string[] = [];
+function tmp(): string {
+  const d = mkdtempSync(join(tmpdir(), "mailsend-limits-"));
+  dirs.push(d);
+  return d;
+}
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+describe("file slot store", () => {
+  test("several stores on one file (as several processes) never hand out more than the limit", async () => {
+    const dir = tmp();
+    const limits = { limit: 7, windowMs: 60_000 };
+    const stores = Array.from({ length: 4 }, () => new FileSlotStore({ dir, keyHash: "k" }));
+    const results = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => stores[i % 4]!.tryTake(`id${i}`, limits)),
+    );
+    expect(results.filter((r) => r.ok).length).toBe(7);
+    expect(await stores[0]!.used(limits)).toBe(7);
+  });
+
+  test("a lock left by a dead process is broken at once", async () => {
+    const dir = tmp();
+    const store = new FileSlotStore({ dir, keyHash: "k", staleMs: 60_000 });
+    // A pid that surely is not running: a child that has exited.
+    const dead = spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"]).stdout.toString();
+    writeFileSync(join(dir, "k.json.lock"), `${dead} ${Date.now()}`);
+    const t0 = Date.now();
+    expect((await store.tryTake("a", { limit: 1, windowMs: 1000 })).ok).toBe(true);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+  });
+
+  test("a lock older than the stale timeout is broken even if its pid is alive", async () => {
+    const dir = tmp();
+    let now = 1_000_000;
+    const store = new FileSlotStore({ dir, keyHash: "k", staleMs: 2_000, now: () => (now += 100) });
+    writeFileSync(join(dir, "k.json.lock"), `${process.ppid} ${now}`);
+    expect((await store.tryTake("a", { limit: 1, windowMs: 1000 })).ok).toBe(true);
+    expect(existsSync(join(dir, "k.json.lock"))).toBe(false);
+  });
+
+  test("the key never appears in the state: files are named by its hash", () => {
+    expect(keyHash("sk_live_secret")).toMatch(/^[0-9a-f]{32}$/);
+    expect(keyHash("sk_live_secret")).not.toContain("secret");
+    expect(stateDir({ MAILSEND_STATE_DIR: "/x" })).toBe("/x");
+    expect(stateDir({ XDG_STATE_HOME: "/s", HOME: "/h" }, "linux")).toBe("/s/mailsend");
+    expect(stateDir({ HOME: "/h" }, "linux")).toBe("/h/.local/state/mailsend");
+  });
+
+  test("limits come from the flag, then the environment, then 60 per minute", () => {
+    expect(resolveLimits({}, {})).toEqual({ limit: 60, windowMs: 60_000 });
+    expect(resolveLimits({}, { MAILSEND_RATE_LIMIT: "10", MAILSEND_RATE_WINDOW: "5" })).toEqual({ limit: 10, windowMs: 5_000 });
+    expect(resolveLimits({ rateLimit: 3 }, { MAILSEND_RATE_LIMIT: "10" }).limit).toBe(3);
+    expect(() => resolveLimits({}, { MAILSEND_RATE_LIMIT: "ten" })).toThrow(/whole number/);
+  });
+});
+
+describe("retry policy", () => {
+  const err = (code: ErrorCode, extra: { status?: number; retryAfter?: number; mayHaveBeenSent?: boolean } = {}) =>
+    new MailsendError(code, code, extra);
+
+  test.each([
+    ["connection_failed", true],
+    ["timeout", true],
+    ["rate_limited", true],
+    ["temporary_failure", true],
+    ["invalid_message", false],
+    ["auth_failed", false],
+    ["key_revoked", false],
+    ["too_large", false],
+    ["rejected", false],
+    ["protocol_error", false],
+  ] as const)("%s retried: %s", (code, yes) => {
+    expect(shouldRetry(err(code), true)).toBe(yes);
+    expect(shouldRetry(err(code), false)).toBe(yes);
+  });
+
+  test("outcome unknown and 500 are retried only with an idempotency key; 502/503/504 always", () => {
+    expect(retryVerdict("outcome_unknown")).toBe("retry-if-idempotent");
+    expect(shouldRetry(err("outcome_unknown"), true)).toBe(true);
+    expect(shouldRetry(err("outcome_unknown"), false)).toBe(false);
+    expect(shouldRetry(err("service_error", { status: 500 }), false)).toBe(false);
+    expect(shouldRetry(err("service_error", { status: 500 }), true)).toBe(true);
+    expect(shouldRetry(err("service_error", { status: 503 }), false)).toBe(true);
+  });
+
+  test("backoff honours Retry-After, else full jitter under an exponential cap", () => {
+    expect(backoffMs(1, err("rate_limited", { retryAfter: 7 }))).toBe(7000);
+    expect(backoffMs(3, err("connection_failed"), { random: () => 0.999 })).toBeLessThan(2000);
+    expect(backoffMs(3, err("connection_failed"), { random: () => 0.999 })).toBeGreaterThan(1900);
+    expect(backoffMs(30, err("connection_failed"), { random: () => 0.999, capMs: 30_000 })).toBeLessThan(30_000);
+    expect(backoffMs(1, err("connection_failed"), { random: () => 0 })).toBe(0);
+  });
+});
+
+describe("deliver", () => {
+  const message = { idempotencyKey: "k1" } as Message;
+  const ok: SendResult = { transport: "rest", messageId: "m1", recipients: ["a@example.com"], idempotencyKey: "k1", attempts: 1 };
+
+  function script(outcomes: Array<MailsendError | "ok">): Transport & { calls: number } {
+    return {
+      name: "rest",
+      calls: 0,
+      async send() {
+        const o = outcomes[this.calls++];
+        if (o === "ok" || o === undefined) return ok;
+        throw o;
+      },
+      async preview() {},
+      async close() {},
+    };
+  }
+
+  function memoryStore(): SlotStore & { log: string[] } {
+    const log: string[] = [];
+    let taken = 0;
+    return {
+      log,
+      async tryTake(id) {
+        log.push(`take ${id.length > 0}`);
+        return taken++ < 100 ? { ok: true } : { ok: false, waitMs: 10 };
+      },
+      async complete() {
+        log.push("complete");
+      },
+      async release() {
+        log.push("release");
+      },
+      async block(ms) {
+        log.push(`block ${ms}`);
+      },
+      async used() {
+        return taken;
+      },
+      async close() {},
+    };
+  }
+
+  const base = { limits: { limit: 60, windowMs: 60_000 }, retries: 3, maxWaitMs: 600_000, noWait: false, sleep: async () => {} };
+
+  test("retries a connection failure, giving the unused slot back, and counts attempts", async () => {
+    const t = script([new MailsendError("connection_failed", "refused"), "ok"]);
+    const store = memoryStore();
+    const r = await deliver(t, message, { ...base, store });
+    expect(r.attempts).toBe(2);
+    expect(store.log).toEqual(["take true", "release", "take true", "complete"]);
+  });
+
+  test("a 429 blocks the shared budget for Retry-After and is retried", async () => {
+    const t = script([new MailsendError("rate_limited", "429", { retryAfter: 2, status: 429 }), "ok"]);
+    const store = memoryStore();
+    const waits: number[] = [];
+    const r = await deliver(t, message, { ...base, store, onWait: (w) => waits.push(w.ms) });
+    expect(r.attempts).toBe(2);
+    expect(store.log).toContain("block 2000");
+    expect(waits).toEqual([2000]);
+  });
+
+  test("never retries a 400 or a bad key", async () => {
+    for (const code of ["invalid_message", "auth_failed", "key_revoked", "too_large"] as const) {
+      const t = script([new MailsendError(code, code), "ok"]);
+      await expect(deliver(t, message, base)).rejects.toMatchObject({ code, attempts: 1 });
+      expect(t.calls).toBe(1);
+    }
+  });
+
+  test("stops after --retries and reports the attempts", async () => {
+    const e = () => new MailsendError("temporary_failure", "451");
+    const t = script([e(), e(), e(), e(), e()]);
+    await expect(deliver(t, message, { ...base, retries: 2 })).rejects.toMatchObject({ code: "temporary_failure", attempts: 3 });
+    expect(t.calls).toBe(3);
+  });
+
+  test("outcome unknown is not retried for a raw .eml without an idempotency header", async () => {
+    const raw = { ...message, raw: Buffer.from("From: a@example.com\r\nTo: b@example.com\r\n\r\nhi") } as Message;
+    expect(carriesIdempotencyKey(raw)).toBe(false);
+    const t = script([new MailsendError("outcome_unknown", "?", { mayHaveBeenSent: true }), "ok"]);
+    await expect(deliver(t, raw, base)).rejects.toMatchObject({ code: "outcome_unknown" });
+    expect(t.calls).toBe(1);
+  });
+
+  test("--no-wait fails at once when the budget is used up; --max-wait bounds the wait", async () => {
+    const full: SlotStore = { ...memoryStore(), tryTake: async () => ({ ok: false, waitMs: 30_000 }) };
+    await expect(deliver(script(["ok"]), message, { ...base, store: full, noWait: true })).rejects.toMatchObject({ code: "rate_limited", retryAfter: 30 });
+    await expect(deliver(script(["ok"]), message, { ...base, store: full, maxWaitMs: 10_000 })).rejects.toThrow(/--max-wait/);
+  });
+});

@@ -4,6 +4,7 @@ import { VERSION } from "../core/version.js";
 import type { CliIO } from "./io.js";
 import { SEND_OPTIONS, type OptionSpec } from "./options.js";
 import { reportError } from "./report.js";
+import { addSandboxOptions, DIR_OPTION, JSON_OPTION, SANDBOX_OPTIONS } from "./sandbox-options.js";
 
 const SEND_EXAMPLES = `
 Examples:
@@ -33,6 +34,18 @@ Examples:
 
 Environment: MAILSEND_API_KEY (or MAILSEND_API_KEY_FILE), MAILSEND_BASE_URL,
 MAILSEND_SMTP_HOST, MAILSEND_SMTP_PORT, MAILSEND_SMTP_USER, MAILSEND_TRANSPORT.
+`;
+
+const SANDBOX_HELP = `
+Examples:
+  mailsend sandbox                              # ports 8025 (HTTP), 2587 (STARTTLS), 2465 (TLS)
+  mailsend sandbox --http-port 0 --smtp-port 0 --smtps-port 0 --json   # free ports, one JSON line
+  mailsend sandbox --rate-limit 5 --fail-rate 0.2 --latency 300        # test a script's retries
+  mailsend sandbox keys add --label ci --expires 30d
+  mailsend inbox && mailsend inbox show <id> --raw
+
+While it runs: POST /_sandbox/faults {"failRate":0.5,"failStatus":503} changes the faults,
+DELETE /_sandbox/faults clears them, GET /_sandbox/stats counts answers per channel.
 `;
 
 function collect(value: string, previous: string[] | undefined): string[] {
@@ -93,6 +106,56 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
   send.action(async (opts: Record<string, unknown>) => {
     const { runSend } = await import("./commands/send.js");
     setExit(await runSend(opts, io));
+  });
+
+  const sandbox = program
+    .command("sandbox")
+    .description("run a local copy of the service: REST, SMTP, keys, limits, stored mail, web inbox")
+    .addHelpText("after", SANDBOX_HELP);
+  addSandboxOptions(sandbox, SANDBOX_OPTIONS);
+  sandbox.action(async (opts: Record<string, unknown>) => {
+    const { runSandbox } = await import("./commands/sandbox.js");
+    setExit(await runSandbox(opts, io));
+  });
+  const keys = sandbox.command("keys").description("manage the sandbox's API keys (stored hashed)");
+  // --dir may come before `keys` (the sandbox's option) or after it.
+  const keyOpts = (cmd: Command) => cmd.optsWithGlobals() as Record<string, unknown>;
+  const keysAdd = keys.command("add").description("make a key and print it (the only time it is shown)");
+  addSandboxOptions(keysAdd, [
+    DIR_OPTION,
+    { flags: "--label <text>", description: "what the key is for" },
+    { flags: "--expires <when>", description: "a duration (90s, 15m, 12h, 30d, 2w) or a date (2027-01-31)" },
+    { flags: "--save", description: "also write it to <dir>/api-key (mode 0600), the file MAILSEND_API_KEY_FILE points at" },
+    JSON_OPTION,
+  ]);
+  keysAdd.action(async (_opts: unknown, cmd: Command) => {
+    const { runKeysAdd } = await import("./commands/sandbox.js");
+    setExit(await runKeysAdd(keyOpts(cmd), io));
+  });
+  const keysList = keys.command("list").description("list keys: id, state, label, dates (never the keys)");
+  addSandboxOptions(keysList, [DIR_OPTION, JSON_OPTION]);
+  keysList.action(async (_opts: unknown, cmd: Command) => {
+    const { runKeysList } = await import("./commands/sandbox.js");
+    setExit(await runKeysList(keyOpts(cmd), io));
+  });
+  const keysRevoke = keys.command("revoke").description("revoke a key by id; it fails on REST and SMTP from then on").argument("<id>");
+  addSandboxOptions(keysRevoke, [DIR_OPTION, JSON_OPTION]);
+  keysRevoke.action(async (id: string, _opts: unknown, cmd: Command) => {
+    const { runKeysRevoke } = await import("./commands/sandbox.js");
+    setExit(await runKeysRevoke(id, keyOpts(cmd), io));
+  });
+
+  const inbox = program.command("inbox").description("list the messages a sandbox stored");
+  addSandboxOptions(inbox, [DIR_OPTION, { flags: "--limit <n>", description: "newest n only", parse: "int" }, JSON_OPTION]);
+  inbox.action(async (opts: Record<string, unknown>) => {
+    const { runInbox } = await import("./commands/inbox.js");
+    setExit(await runInbox(opts, io));
+  });
+  const inboxShow = inbox.command("show").description("show one stored message").argument("<id>");
+  addSandboxOptions(inboxShow, [DIR_OPTION, { flags: "--raw", description: "print the .eml exactly as stored" }, JSON_OPTION]);
+  inboxShow.action(async (id: string, _opts: unknown, cmd: Command) => {
+    const { runInboxShow } = await import("./commands/inbox.js");
+    setExit(await runInboxShow(id, cmd.optsWithGlobals(), io));
   });
 
   return program;

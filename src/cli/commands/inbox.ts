@@ -1,0 +1,109 @@
+/**
+ * `mailsend inbox`: the messages a sandbox stored, read straight from its
+ * data dir (the sandbox need not be running).
+ */
+import { MailsendError } from "../../core/errors.js";
+import { isMessageId, FileMessageStore } from "../../sandbox/store.js";
+import type { StoredMessage } from "../../sandbox/types.js";
+import { colorsFor, type CliIO } from "../io.js";
+import { reportError } from "../report.js";
+import { sandboxDir, table } from "./sandbox.js";
+
+interface InboxFlags {
+  dir?: string;
+  json?: boolean;
+  limit?: number;
+  raw?: boolean;
+}
+
+function size(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MB`;
+}
+
+function cut(s: string, n: number): string {
+  return s.length > n ? `${s.slice(0, n - 1)}…` : s;
+}
+
+async function open(flags: InboxFlags, io: CliIO): Promise<FileMessageStore> {
+  return FileMessageStore.open(sandboxDir(flags, io.env), { readOnly: true });
+}
+
+export async function runInbox(flags: InboxFlags, io: CliIO): Promise<number> {
+  const json = flags.json ?? false;
+  try {
+    const store = await open(flags, io);
+    const list = await store.list(flags.limit !== undefined ? { limit: flags.limit } : {});
+    if (json) {
+      io.stdout.write(`${JSON.stringify(list)}\n`);
+      return 0;
+    }
+    if (list.length === 0) {
+      io.stderr.write(`no messages in ${store.paths.dir}\n`);
+      return 0;
+    }
+    const rows = list.map((m) => [
+      m.id,
+      m.receivedAt.replace("T", " ").replace(/\.\d+Z$/, "Z"),
+      m.channel,
+      cut(m.from, 32),
+      cut(m.to.join(", "), 40),
+      size(m.size),
+      String(m.attachments.length),
+      cut(m.subject, 50),
+    ]);
+    io.stdout.write(table(rows, ["ID", "RECEIVED", "VIA", "FROM", "TO", "SIZE", "ATT", "SUBJECT"]));
+    return 0;
+  } catch (e) {
+    return reportError(e, io, { json });
+  }
+}
+
+function notFound(id: string, dir: string): MailsendError {
+  return new MailsendError("usage", `no message ${id} in ${dir}`, { hint: "`mailsend inbox` lists the ids." });
+}
+
+export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Promise<number> {
+  const json = flags.json ?? false;
+  try {
+    const store = await open(flags, io);
+    const m: StoredMessage | undefined = isMessageId(id) ? await store.get(id) : undefined;
+    const raw = m && (await store.raw(id));
+    if (!m || !raw) throw notFound(id, store.paths.dir);
+    if (flags.raw) {
+      io.stdout.write(raw);
+      return 0;
+    }
+    const { default: PostalMime } = await import("postal-mime");
+    const email = await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer" });
+    if (json) {
+      io.stdout.write(
+        `${JSON.stringify({
+          ...m,
+          headers: email.headers.map((h) => ({ name: h.originalKey, value: h.value })),
+          text: email.text ?? null,
+          html: email.html ?? null,
+        })}\n`,
+      );
+      return 0;
+    }
+    const c = colorsFor(io.stdout, io.env);
+    const out: string[] = [];
+    const field = (k: string, v: string) => out.push(`${c.bold(`${k}:`.padEnd(13))} ${v}`);
+    field("Id", m.id);
+    field("Received", `${m.receivedAt} via ${m.channel} (key ${m.keyId})`);
+    field("Envelope", `${m.envelope.from} -> ${m.envelope.to.join(", ")}`);
+    for (const h of email.headers) {
+      if (["from", "to", "cc", "reply-to", "subject", "date", "message-id"].includes(h.key) || h.key.startsWith("x-")) field(h.originalKey, h.value);
+    }
+    for (const a of m.attachments) field("Attachment", `${a.filename} (${a.contentType}, ${size(a.size)})`);
+    out.push("");
+    if (email.text) out.push(email.text.trimEnd());
+    else if (email.html) out.push(c.dim("(HTML only; --raw shows the source, the web inbox renders it)"), email.html.trimEnd());
+    io.stdout.write(`${out.join("\n")}\n`);
+    return 0;
+  } catch (e) {
+    return reportError(e, io, { json });
+  }
+}

@@ -1,0 +1,232 @@
+/**
+ * `mailsend sandbox`: run the local emulator until SIGINT/SIGTERM, and
+ * `mailsend sandbox keys add|list|revoke`.
+ */
+import { MailsendError } from "../../core/errors.js";
+import { parseExpiry, KeyStore, type KeyInfo } from "../../sandbox/keys.js";
+import { defaultSandboxDir, sandboxPaths } from "../../sandbox/paths.js";
+import type { Sandbox, SandboxOptions } from "../../sandbox/server.js";
+import type { StoredMessage } from "../../sandbox/types.js";
+import { writeFileAtomic } from "../../sandbox/fsutil.js";
+import { colorsFor, type CliIO } from "../io.js";
+import { reportError } from "../report.js";
+
+export interface SandboxFlags {
+  dir?: string;
+  host?: string;
+  httpPort?: number;
+  smtpPort?: number;
+  smtpsPort?: number;
+  rateLimit?: number;
+  rateWindowMs?: number;
+  maxSize?: number;
+  smtpUser?: string;
+  failRate?: number;
+  failStatus?: number;
+  failSmtpCode?: number;
+  latency?: number;
+  dropRate?: number;
+  dropWhen?: "before" | "after";
+  json?: boolean;
+}
+
+/** Waits for the signal that ends the sandbox; injectable for tests. */
+export type StopSignal = () => Promise<string>;
+
+export function processStopSignal(): Promise<string> {
+  return new Promise((resolve) => {
+    const on = (sig: string) => {
+      process.off("SIGINT", on);
+      process.off("SIGTERM", on);
+      resolve(sig);
+    };
+    process.on("SIGINT", on);
+    process.on("SIGTERM", on);
+  });
+}
+
+export function sandboxDir(flags: { dir?: string }, env: CliIO["env"]): string {
+  return flags.dir ?? defaultSandboxDir(env);
+}
+
+/** POSIX-shell single quoting, only when needed. */
+export function shellQuote(s: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+function readyJson(sb: Sandbox): Record<string, unknown> {
+  return {
+    ready: true,
+    pid: process.pid,
+    dir: sb.dir,
+    base_url: sb.urls.baseUrl,
+    inbox_url: sb.urls.inbox,
+    http_port: sb.ports.http,
+    smtp: { host: sb.host, port: sb.ports.smtp, tls: "starttls" },
+    smtps: { host: sb.host, port: sb.ports.smtps, tls: "implicit" },
+    ca_file: sb.tls.caPath,
+    api_key_file: sb.apiKeyFile ?? null,
+    key_created: sb.createdKey ? sb.createdKey.id : null,
+    rate_limit: { limit: sb.limiter.limit, window_ms: sb.limiter.windowMs },
+    env: sb.env,
+  };
+}
+
+function banner(sb: Sandbox, io: CliIO): string {
+  const c = colorsFor(io.stdout, io.env);
+  const lines: string[] = [];
+  lines.push(`${c.green("mailsend sandbox is running")} ${c.dim(`(data in ${sb.dir})`)}`);
+  lines.push("");
+  lines.push(`  REST    POST ${sb.urls.baseUrl}/send`);
+  lines.push(`  SMTP    ${sb.host}:${sb.ports.smtp} (STARTTLS required)   ${sb.host}:${sb.ports.smtps} (implicit TLS)   user ${sb.env.MAILSEND_SMTP_USER ?? "mailsend"}`);
+  lines.push(`  Inbox   ${sb.urls.inbox}`);
+  lines.push(`  Limit   ${sb.limiter.limit} requests per ${sb.limiter.windowMs / 1000} s per key, REST and SMTP together`);
+  const f = sb.faults.config;
+  if (f.failRate > 0 || f.dropRate > 0 || f.latencyMs > 0) {
+    lines.push(
+      `  Faults  ${c.yellow(`fail ${f.failRate * 100}% (HTTP ${f.failStatus} / SMTP ${f.failSmtpCode}), drop ${f.dropRate * 100}% (${f.dropWhen} storing), +${f.latencyMs} ms`)}`,
+    );
+  }
+  lines.push("");
+  if (sb.createdKey) {
+    lines.push(`New API key ${sb.createdKey.id}, shown only this once (also saved in ${sb.apiKeyFile}, mode 0600):`);
+    lines.push(`  ${sb.createdKey.key}`);
+    lines.push("");
+  } else if (!sb.apiKeyFile) {
+    lines.push(c.yellow(`No key file in ${sb.dir}: make a key with \`mailsend sandbox keys add --save --dir ${shellQuote(sb.dir)}\`.`));
+    lines.push("");
+  }
+  lines.push("Point mailsend at it (paste into your shell):");
+  for (const [k, v] of Object.entries(sb.env)) lines.push(`  export ${k}=${shellQuote(v)}`);
+  lines.push(c.dim(`  # implicit TLS instead: export MAILSEND_SMTP_PORT=${sb.ports.smtps} MAILSEND_SMTP_TLS=implicit`));
+  lines.push("");
+  lines.push("Press Ctrl+C to stop.");
+  return `${lines.join("\n")}\n`;
+}
+
+function logLine(m: StoredMessage): string {
+  const att = m.attachments.length ? `, ${m.attachments.length} attachment(s)` : "";
+  return `${m.receivedAt} ${m.channel.padEnd(4)} ${m.id} ${m.from} -> ${m.to.join(", ")} ${JSON.stringify(m.subject)} (${m.size} bytes${att})\n`;
+}
+
+export async function runSandbox(flags: SandboxFlags, io: CliIO, stop: StopSignal = processStopSignal): Promise<number> {
+  const json = flags.json ?? false;
+  let sb: Sandbox | undefined;
+  try {
+    const { startSandbox, SANDBOX_DEFAULTS } = await import("../../sandbox/server.js");
+    const faults: NonNullable<SandboxOptions["faults"]> = {
+      ...(flags.failRate !== undefined ? { failRate: flags.failRate } : {}),
+      ...(flags.failStatus !== undefined ? { failStatus: flags.failStatus } : {}),
+      ...(flags.failSmtpCode !== undefined ? { failSmtpCode: flags.failSmtpCode } : {}),
+      ...(flags.latency !== undefined ? { latencyMs: flags.latency } : {}),
+      ...(flags.dropRate !== undefined ? { dropRate: flags.dropRate } : {}),
+      ...(flags.dropWhen !== undefined ? { dropWhen: flags.dropWhen } : {}),
+    };
+    if (flags.rateLimit === 0) throw new MailsendError("usage", "--rate-limit must be at least 1");
+    for (const [name, v] of [["--http-port", flags.httpPort], ["--smtp-port", flags.smtpPort], ["--smtps-port", flags.smtpsPort]] as const) {
+      if (v !== undefined && v > 65535) throw new MailsendError("usage", `${name} must be from 0 to 65535`);
+    }
+    const stopped = stop();
+    sb = await startSandbox({
+      dir: sandboxDir(flags, io.env),
+      host: flags.host ?? SANDBOX_DEFAULTS.host,
+      httpPort: flags.httpPort ?? SANDBOX_DEFAULTS.httpPort,
+      smtpPort: flags.smtpPort ?? SANDBOX_DEFAULTS.smtpPort,
+      smtpsPort: flags.smtpsPort ?? SANDBOX_DEFAULTS.smtpsPort,
+      ...(flags.rateLimit !== undefined ? { rateLimit: flags.rateLimit } : {}),
+      ...(flags.rateWindowMs !== undefined ? { rateWindowMs: Math.max(1, flags.rateWindowMs) } : {}),
+      ...(flags.maxSize !== undefined ? { maxSize: flags.maxSize } : {}),
+      ...(flags.smtpUser !== undefined ? { smtpUser: flags.smtpUser } : {}),
+      faults,
+    });
+    const running = sb;
+    if (json) io.stdout.write(`${JSON.stringify(readyJson(running))}\n`);
+    else {
+      io.stdout.write(banner(running, io));
+      const c = colorsFor(io.stderr, io.env);
+      running.store.subscribe((m) => io.stderr.write(c.dim(logLine(m))));
+    }
+    const sig = await stopped;
+    if (!json) io.stderr.write(`\n${sig}: stopping the sandbox\n`);
+    await running.close();
+    return 0;
+  } catch (e) {
+    await sb?.close().catch(() => {});
+    return reportError(e, io, { json });
+  }
+}
+
+interface KeysFlags {
+  dir?: string;
+  json?: boolean;
+  label?: string;
+  expires?: string;
+  save?: boolean;
+}
+
+function openKeys(flags: KeysFlags, io: CliIO): { store: KeyStore; dir: string } {
+  const dir = sandboxDir(flags, io.env);
+  return { store: KeyStore.open(sandboxPaths(dir).keys), dir };
+}
+
+export async function runKeysAdd(flags: KeysFlags, io: CliIO): Promise<number> {
+  const json = flags.json ?? false;
+  try {
+    const expires = flags.expires !== undefined ? parseExpiry(flags.expires) : undefined;
+    const { store, dir } = openKeys(flags, io);
+    const { record, key } = store.add({ ...(flags.label !== undefined ? { label: flags.label } : {}), ...(expires ? { expires } : {}) });
+    const saved = flags.save ? sandboxPaths(dir).apiKeyFile : undefined;
+    if (saved) writeFileAtomic(saved, `${key}\n`, 0o600);
+    const { hash: _hash, ...info } = record;
+    if (json) io.stdout.write(`${JSON.stringify({ ...info, key, ...(saved ? { saved_to: saved } : {}) })}\n`);
+    else {
+      io.stdout.write(`${key}\n`);
+      const c = colorsFor(io.stderr, io.env);
+      io.stderr.write(
+        c.dim(
+          `key ${record.id}${record.label ? ` (${record.label})` : ""}${record.expires ? `, expires ${record.expires}` : ""}: shown only this once${saved ? `; saved in ${saved}` : ""}\n`,
+        ),
+      );
+    }
+    return 0;
+  } catch (e) {
+    return reportError(e, io, { json });
+  }
+}
+
+function keyRow(k: KeyInfo): string[] {
+  return [k.id, k.state, k.label || "-", k.created, k.expires ?? "-"];
+}
+
+export function table(rows: string[][], header: string[]): string {
+  const all = [header, ...rows];
+  const widths = header.map((_, i) => Math.max(...all.map((r) => (r[i] ?? "").length)));
+  return all.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ")).join("\n") + "\n";
+}
+
+export async function runKeysList(flags: KeysFlags, io: CliIO): Promise<number> {
+  const json = flags.json ?? false;
+  try {
+    const { store, dir } = openKeys(flags, io);
+    const keys = store.list();
+    if (json) io.stdout.write(`${JSON.stringify(keys)}\n`);
+    else if (keys.length === 0) io.stderr.write(`no keys in ${dir} (the sandbox makes one on its first start)\n`);
+    else io.stdout.write(table(keys.map(keyRow), ["ID", "STATE", "LABEL", "CREATED", "EXPIRES"]));
+    return 0;
+  } catch (e) {
+    return reportError(e, io, { json });
+  }
+}
+
+export async function runKeysRevoke(id: string, flags: KeysFlags, io: CliIO): Promise<number> {
+  const json = flags.json ?? false;
+  try {
+    const { store } = openKeys(flags, io);
+    const info = store.revoke(id);
+    if (json) io.stdout.write(`${JSON.stringify(info)}\n`);
+    else io.stdout.write(`revoked ${info.id}${info.label ? ` (${info.label})` : ""}\n`);
+    return 0;
+  } catch (e) {
+    return reportError(e, io, { json });
+  }
+}

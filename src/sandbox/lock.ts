@@ -1,0 +1,44 @@
+/**
+ * One sandbox per data dir: two writers would interleave index lines and
+ * hand out the same port in the export lines. The lock holds the pid; a lock
+ * whose process is gone is taken over.
+ */
+import { readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import { MailsendError } from "../core/errors.js";
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+export function acquireLock(path: string, dir: string): () => void {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      writeFileSync(path, `${process.pid}\n`, { flag: "wx", mode: 0o600 });
+      let released = false;
+      return () => {
+        if (released) return;
+        released = true;
+        try {
+          unlinkSync(path);
+        } catch {}
+      };
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+      const pid = Number.parseInt(readFileSync(path, "utf8"), 10);
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid)) {
+        throw new MailsendError("config_invalid", `another sandbox (pid ${pid}) is already running with the data dir ${dir}`, {
+          hint: "Stop it first, or give this one its own --dir.",
+        });
+      }
+      try {
+        unlinkSync(path);
+      } catch {}
+    }
+  }
+  throw new MailsendError("internal", `could not take the sandbox lock ${path}`);
+}

@@ -1,0 +1,287 @@
+/**
+ * POST /send as the spec describes it, with the error answers of DESIGN.md
+ * section 2: {"success":false,"error":{"code","message"}} and 400 (naming
+ * the field), 401, 403, 413, 415, 429 (+ Retry-After, RateLimit-*).
+ *
+ * Order of checks: method, key, content type, declared size, idempotent
+ * replay, rate limit, then the body (read with a hard cap), its encoding,
+ * JSON, and the shared zod schema. Nothing is stored unless all pass, and the
+ * answer is sent only once the message is durable.
+ */
+import { createHash } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { describeIssues, sendRequestSchema } from "../core/schema.js";
+import { composeRest } from "./compose.js";
+import { IDEMPOTENCY_KEY, type SandboxCore } from "./core.js";
+import { IdempotencyCache } from "./idempotency.js";
+import type { RateDecision } from "./ratelimit.js";
+import { newMessageId } from "./store.js";
+
+type Headers = Record<string, string>;
+
+/** After a refusal, how much of an unread body we swallow so the client can read the answer. */
+const DRAIN_BYTES = 256 * 1024 * 1024;
+const DRAIN_MS = 10_000;
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Headers = {}): void {
+  if (res.headersSent || res.destroyed) return;
+  const text = JSON.stringify(body);
+  res.writeHead(status, {
+    "Content-Type": "application/json; charset=utf-8",
+    "Content-Length": String(Buffer.byteLength(text)),
+    "Cache-Control": "no-store",
+    ...headers,
+  });
+  res.end(text);
+}
+
+function errorBody(code: string, message: string) {
+  return { success: false, error: { code, message } };
+}
+
+function rateHeaders(d: RateDecision): Headers {
+  return { "RateLimit-Limit": String(d.limit), "RateLimit-Remaining": String(d.remaining), "RateLimit-Reset": String(d.reset) };
+}
+
+/**
+ * The body was not read: close after answering, and swallow (without
+ * keeping) what the client is still sending, up to a cap, so that it sees
+ * our answer instead of a reset connection.
+ */
+function closeAfter(req: IncomingMessage, res: ServerResponse): void {
+  res.setHeader("Connection", "close");
+  if (req.complete) return;
+  let seen = 0;
+  const timer = setTimeout(() => req.socket.destroy(), DRAIN_MS);
+  timer.unref();
+  req.on("data", (c: Buffer) => {
+    seen += c.length;
+    if (seen > DRAIN_BYTES) req.socket.destroy();
+  });
+  req.on("end", () => clearTimeout(timer));
+  req.on("close", () => clearTimeout(timer));
+  req.resume();
+}
+
+type BodyResult = { kind: "ok"; body: Buffer } | { kind: "too_large" } | { kind: "aborted" };
+
+function readBody(req: IncomingMessage, limit: number): Promise<BodyResult> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    const finish = (r: BodyResult) => {
+      if (done) return;
+      done = true;
+      req.off("data", onData);
+      resolve(r);
+    };
+    const onData = (c: Buffer) => {
+      size += c.length;
+      if (size > limit) {
+        chunks.length = 0;
+        req.pause();
+        finish({ kind: "too_large" });
+        return;
+      }
+      chunks.push(c);
+    };
+    req.on("data", onData);
+    req.on("end", () => finish({ kind: "ok", body: Buffer.concat(chunks, size) }));
+    req.on("aborted", () => finish({ kind: "aborted" }));
+    req.on("error", () => finish({ kind: "aborted" }));
+    req.on("close", () => {
+      if (!req.complete) finish({ kind: "aborted" });
+    });
+  });
+}
+
+function bearer(req: IncomingMessage): { key?: string; malformed: boolean } {
+  const h = req.headers.authorization;
+  if (h === undefined || h === "") return { malformed: false };
+  const m = /^Bearer[ ]+(\S+)\s*$/i.exec(h);
+  return m ? { key: m[1]!, malformed: false } : { malformed: true };
+}
+
+/** application/json, optionally with charset=utf-8; anything else is 415. */
+function jsonContentType(value: string | undefined): boolean {
+  if (!value) return false;
+  const [type, ...params] = value.split(";").map((s) => s.trim().toLowerCase());
+  if (type !== "application/json") return false;
+  for (const p of params) {
+    const [k, v] = p.split("=").map((s) => s.trim());
+    if (k === "charset" && v?.replace(/"/g, "") !== "utf-8") return false;
+  }
+  return true;
+}
+
+function issuesMessage(error: Parameters<typeof describeIssues>[0]): string {
+  return describeIssues(error)
+    .map(({ path, message }) => {
+      if (/received undefined/.test(message)) return `${path} is required`;
+      return message.startsWith(`${path}:`) || message.startsWith(`${path} `) ? message : `${path}: ${message}`;
+    })
+    .join("; ");
+}
+
+export function createSendHandler(core: SandboxCore) {
+  const { keys, limiter, idempotency, faults, stats, store } = core;
+
+  return async function handleSend(req: IncomingMessage, res: ServerResponse, expectContinue = false): Promise<void> {
+    let bodyRead = false;
+    const refuse = async (status: number, code: string, message: string, headers: Headers = {}, afterAuth = true) => {
+      stats.count("rest", "refused");
+      if (status === 429) stats.count("rest", "rateLimited");
+      if (status === 401 || status === 403) stats.count("rest", "authFailed");
+      if (afterAuth) await faults.delay();
+      if (!bodyRead) closeAfter(req, res);
+      sendJson(res, status, errorBody(code, message), headers);
+    };
+
+    if (req.method !== "POST") {
+      return refuse(405, "method_not_allowed", `${req.method} is not allowed on /send; use POST`, { Allow: "POST" }, false);
+    }
+    const auth = bearer(req);
+    const challenge = { "WWW-Authenticate": 'Bearer realm="mailsend sandbox"' };
+    if (auth.malformed) {
+      return refuse(401, "invalid_authorization", "the Authorization header must be: Bearer <API key>", challenge, false);
+    }
+    const check = keys.verify(auth.key);
+    if (!check.ok) {
+      switch (check.reason) {
+        case "missing":
+          return refuse(401, "missing_api_key", "no API key: send the header Authorization: Bearer <API key>", challenge, false);
+        case "invalid":
+          return refuse(401, "invalid_api_key", "the API key is not valid", challenge, false);
+        case "revoked":
+          return refuse(403, "key_revoked", `the API key ${check.key!.id} has been revoked`, {}, false);
+        case "expired":
+          return refuse(403, "key_expired", `the API key ${check.key!.id} expired at ${check.key!.expires}`, {}, false);
+      }
+    }
+    const keyId = check.key.id;
+
+    if (!jsonContentType(req.headers["content-type"])) {
+      const got = req.headers["content-type"] ? `got ${JSON.stringify(req.headers["content-type"])}` : "no Content-Type was sent";
+      return refuse(415, "unsupported_media_type", `the body must be JSON with Content-Type: application/json (${got})`);
+    }
+    const declared = req.headers["content-length"];
+    if (declared !== undefined && Number(declared) > core.maxSize) {
+      return refuse(413, "payload_too_large", `the request body is ${declared} bytes; the limit is ${core.maxSize} bytes`);
+    }
+    const idemKey = req.headers["idempotency-key"];
+    if (idemKey !== undefined && (typeof idemKey !== "string" || !IDEMPOTENCY_KEY.test(idemKey))) {
+      return refuse(400, "invalid_idempotency_key", "Idempotency-Key must be 1 to 255 printable ASCII characters without spaces");
+    }
+
+    const scope = idemKey ? IdempotencyCache.scope(keyId, idemKey) : undefined;
+    const release = scope ? await idempotency.lock(scope) : undefined;
+    try {
+      const replay = scope ? idempotency.get(scope) : undefined;
+      let decision: RateDecision | undefined;
+      // A replay is not a new request: it is answered even when the window is full.
+      if (!replay) {
+        decision = limiter.take(keyId);
+        if (!decision.ok) {
+          return refuse(
+            429,
+            "rate_limited",
+            `rate limit exceeded: at most ${decision.limit} requests per ${limiter.windowMs / 1000} s for this key; retry in ${decision.retryAfter} s`,
+            { "Retry-After": String(decision.retryAfter), ...rateHeaders(decision) },
+          );
+        }
+      }
+      const rl = decision ? rateHeaders(decision) : {};
+
+      if (expectContinue) res.writeContinue();
+      const got = await readBody(req, core.maxSize);
+      if (got.kind === "aborted") {
+        stats.count("rest", "refused");
+        return;
+      }
+      if (got.kind === "too_large") {
+        return refuse(413, "payload_too_large", `the request body is larger than the limit of ${core.maxSize} bytes`, rl);
+      }
+      bodyRead = true;
+      const requestHash = createHash("sha256").update(got.body).digest("hex");
+
+      if (replay) {
+        if (replay.requestHash !== undefined && replay.requestHash !== requestHash) {
+          return refuse(
+            422,
+            "idempotency_key_reused",
+            "this Idempotency-Key was already used for a different request in the last 24 hours; use a new key for a new message",
+          );
+        }
+        stats.count("rest", "duplicates");
+        await faults.delay();
+        sendJson(res, 200, { success: true, message_id: replay.messageId }, { "Idempotent-Replayed": "true" });
+        return;
+      }
+
+      let text: string;
+      try {
+        text = utf8.decode(got.body);
+      } catch {
+        return refuse(400, "invalid_encoding", "the request body is not valid UTF-8", rl);
+      }
+      let json: unknown;
+      try {
+        json = JSON.parse(text);
+      } catch (e) {
+        return refuse(400, "invalid_json", `the request body is not valid JSON: ${(e as Error).message}`, rl);
+      }
+      if (json === null || typeof json !== "object" || Array.isArray(json)) {
+        return refuse(400, "invalid_request", "the request body must be a JSON object (the send request)", rl);
+      }
+      const parsed = sendRequestSchema.safeParse(json);
+      if (!parsed.success) return refuse(400, "invalid_request", issuesMessage(parsed.error), rl);
+
+      const fault = faults.decide();
+      if (fault.kind === "fail") {
+        stats.count("rest", "faults");
+        return refuse(
+          fault.kind === "fail" ? faults.config.failStatus : 500,
+          "injected_fault",
+          `injected failure (mailsend sandbox fault injection, status ${faults.config.failStatus}); nothing was stored`,
+          faults.config.failStatus === 429 ? { "Retry-After": "1", ...rl } : rl,
+        );
+      }
+      if (fault.kind === "drop" && fault.when === "before") {
+        stats.count("rest", "faults");
+        req.socket.destroy();
+        return;
+      }
+
+      const id = newMessageId();
+      const mail = await composeRest(parsed.data, id);
+      const stored = await store.add({
+        id,
+        raw: mail.raw,
+        channel: "rest",
+        keyId,
+        envelope: mail.envelope,
+        from: mail.from,
+        to: mail.to,
+        subject: mail.subject,
+        attachments: mail.attachments,
+        messageId: id,
+        ...(idemKey ? { idempotencyKey: idemKey } : {}),
+        requestHash,
+      });
+      if (scope) idempotency.set(scope, { id, messageId: stored.messageId, requestHash, at: Date.now() });
+      stats.count("rest", "accepted");
+      if (fault.kind === "drop") {
+        stats.count("rest", "faults");
+        req.socket.destroy();
+        return;
+      }
+      await faults.delay();
+      sendJson(res, 200, { success: true, message_id: stored.messageId }, rl);
+    } finally {
+      release?.();
+    }
+  };
+}

@@ -1,0 +1,279 @@
+/**
+ * startSandbox(): the whole emulator in this process, for the CLI, the demo,
+ * the benchmark and the tests. One HTTP port (POST /send, /_sandbox/* and the
+ * web inbox) and two SMTP ports (STARTTLS and implicit TLS), sharing one key
+ * store, one rate limiter and one mail store.
+ */
+import { existsSync, mkdirSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { MailsendError } from "../core/errors.js";
+import { DEFAULTS } from "../core/config.js";
+import type { SandboxCore } from "./core.js";
+import { Faults, mergeFaults, NO_FAULTS, type FaultConfig } from "./faults.js";
+import { writeFileAtomic } from "./fsutil.js";
+import { IdempotencyCache, IDEMPOTENCY_TTL_MS } from "./idempotency.js";
+import { KeyStore } from "./keys.js";
+import { acquireLock } from "./lock.js";
+import { sandboxPaths, type SandboxPaths } from "./paths.js";
+import { SlidingLogLimiter } from "./ratelimit.js";
+import { createSendHandler, sendJson } from "./rest.js";
+import { createSmtpServer } from "./smtp.js";
+import { Stats } from "./stats.js";
+import { FileMessageStore } from "./store.js";
+import { ensureTls, type TlsMaterial } from "./tls.js";
+import { createInboxHandler } from "./web.js";
+
+export const SANDBOX_DEFAULTS = {
+  host: "127.0.0.1",
+  httpPort: 8025,
+  smtpPort: 2587,
+  smtpsPort: 2465,
+  rateLimit: DEFAULTS.rateLimit,
+  rateWindowMs: 60_000,
+  maxSize: 10 * 1024 * 1024,
+  smtpUser: DEFAULTS.smtpUser,
+} as const;
+
+export interface SandboxOptions {
+  /** The data dir: keys, messages, TLS material. */
+  dir: string;
+  host?: string;
+  /** 0 picks a free port. Library default: 0 for all three (the CLI defaults to 8025/2587/2465). */
+  httpPort?: number;
+  smtpPort?: number;
+  smtpsPort?: number;
+  /** Requests per window per key, REST and SMTP together (default 60). */
+  rateLimit?: number;
+  /** The rolling window in ms (default 60000; shorter for tests). */
+  rateWindowMs?: number;
+  /** Largest REST body and SMTP message in bytes (default 10 MiB). */
+  maxSize?: number;
+  smtpUser?: string;
+  faults?: Partial<FaultConfig>;
+}
+
+export interface Sandbox {
+  dir: string;
+  paths: SandboxPaths;
+  host: string;
+  ports: { http: number; smtp: number; smtps: number };
+  urls: { baseUrl: string; inbox: string; smtp: string; smtps: string };
+  tls: TlsMaterial;
+  store: FileMessageStore;
+  keys: KeyStore;
+  faults: Faults;
+  stats: Stats;
+  limiter: SlidingLogLimiter;
+  /** Set on the start that made the first key: the only time it is seen in clear. */
+  createdKey?: { id: string; key: string };
+  /** The file holding the first key (mode 0600), if it exists. */
+  apiKeyFile?: string;
+  /** The variables that point mailsend at this sandbox (STARTTLS port for SMTP). */
+  env: Record<string, string>;
+  close(): Promise<void>;
+}
+
+interface Listener {
+  listen(port: number, host: string, cb: () => void): unknown;
+  once(ev: "error", l: (e: NodeJS.ErrnoException) => void): unknown;
+}
+
+function listen(server: Listener, address: () => AddressInfo, port: number, host: string, flag: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once("error", (e) => {
+      reject(
+        e.code === "EADDRINUSE"
+          ? new MailsendError("config_invalid", `port ${port} on ${host} is already in use`, {
+              hint: `Choose another with --${flag} <port>, or 0 for any free port.`,
+            })
+          : new MailsendError("config_invalid", `cannot listen on ${host}:${port} (--${flag}): ${e.message}`, { cause: e }),
+      );
+    });
+    server.listen(port, host, () => resolve(address().port));
+  });
+}
+
+/** The host clients should use: a wildcard bind is reached on loopback. */
+function clientHost(host: string): string {
+  if (host === "0.0.0.0" || host === "") return "127.0.0.1";
+  if (host === "::") return "::1";
+  return host;
+}
+
+function urlHost(host: string): string {
+  return host.includes(":") ? `[${host}]` : host;
+}
+
+export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
+  const paths = sandboxPaths(options.dir);
+  const host = options.host ?? SANDBOX_DEFAULTS.host;
+  mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
+  const releaseLock = acquireLock(paths.lock, paths.dir);
+  const cleanups: Array<() => Promise<void> | void> = [releaseLock];
+  const cleanup = async () => {
+    for (const c of cleanups.reverse()) await c();
+  };
+  try {
+    const tlsHosts = ["localhost", "127.0.0.1", "::1"];
+    const reach = clientHost(host);
+    if (!tlsHosts.includes(reach)) tlsHosts.push(reach);
+    const tls = await ensureTls(paths.tls, tlsHosts);
+
+    const keys = KeyStore.open(paths.keys);
+    let createdKey: Sandbox["createdKey"];
+    if (keys.size === 0) {
+      const made = keys.add({ label: "default" });
+      writeFileAtomic(paths.apiKeyFile, `${made.key}\n`, 0o600);
+      createdKey = { id: made.record.id, key: made.key };
+    }
+
+    const store = await FileMessageStore.open(paths.dir);
+    cleanups.push(() => store.close());
+    const idempotency = new IdempotencyCache();
+    for (const r of store.withIdempotencyKey(Date.now() - IDEMPOTENCY_TTL_MS)) {
+      idempotency.set(IdempotencyCache.scope(r.keyId, r.idempotencyKey!), {
+        id: r.id,
+        messageId: r.messageId,
+        ...(r.requestHash ? { requestHash: r.requestHash } : {}),
+        at: Date.parse(r.receivedAt),
+      });
+    }
+    const limiter = new SlidingLogLimiter(options.rateLimit ?? SANDBOX_DEFAULTS.rateLimit, options.rateWindowMs ?? SANDBOX_DEFAULTS.rateWindowMs);
+    const faults = new Faults(options.faults ?? {});
+    const stats = new Stats();
+    const core: SandboxCore = {
+      keys,
+      store,
+      limiter,
+      idempotency,
+      faults,
+      stats,
+      maxSize: options.maxSize ?? SANDBOX_DEFAULTS.maxSize,
+      smtpUser: options.smtpUser ?? SANDBOX_DEFAULTS.smtpUser,
+    };
+
+    const handleSend = createSendHandler(core);
+    const inbox = createInboxHandler(store);
+    const control = createControlHandler(core);
+    const route = async (req: http.IncomingMessage, res: http.ServerResponse, expectContinue: boolean) => {
+      try {
+        const path = (req.url ?? "/").split("?")[0]!;
+        if (path === "/send") return await handleSend(req, res, expectContinue);
+        if (expectContinue) res.writeContinue();
+        if (path.startsWith("/_sandbox/")) return await control(req, res, path);
+        if (await inbox(req, res)) return;
+        sendJson(res, 404, { success: false, error: { code: "not_found", message: `nothing at ${path}; the send endpoint is POST /send` } });
+      } catch {
+        // A bug of ours: answer 500 rather than hang or crash (the message, if any, was not acknowledged).
+        if (!res.headersSent) sendJson(res, 500, { success: false, error: { code: "internal_error", message: "internal error in the sandbox" } }, { Connection: "close" });
+        else res.destroy();
+      }
+    };
+    const httpServer = http.createServer({ keepAliveTimeout: 5000 }, (req, res) => void route(req, res, false));
+    httpServer.on("checkContinue", (req, res) => void route(req, res, true));
+    httpServer.on("clientError", (_e, socket) => {
+      if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+      else socket.destroy();
+    });
+    const httpPort = await listen(httpServer, () => httpServer.address() as AddressInfo, options.httpPort ?? 0, host, "http-port");
+    cleanups.push(
+      () =>
+        new Promise<void>((resolve) => {
+          httpServer.close(() => resolve());
+          httpServer.closeIdleConnections();
+          // Event streams of the web inbox and slow clients: give them a moment, then cut.
+          setTimeout(() => httpServer.closeAllConnections(), 500).unref();
+        }),
+    );
+
+    const smtp = createSmtpServer(core, "starttls", tls);
+    const smtpPort = await listen(smtp, () => smtp.server.address() as AddressInfo, options.smtpPort ?? 0, host, "smtp-port");
+    cleanups.push(() => new Promise<void>((resolve) => smtp.close(() => resolve())));
+    const smtps = createSmtpServer(core, "implicit", tls);
+    const smtpsPort = await listen(smtps, () => smtps.server.address() as AddressInfo, options.smtpsPort ?? 0, host, "smtps-port");
+    cleanups.push(() => new Promise<void>((resolve) => smtps.close(() => resolve())));
+
+    const reachHost = urlHost(reach);
+    const baseUrl = `http://${reachHost}:${httpPort}`;
+    const keyFile = existsSync(paths.apiKeyFile) ? paths.apiKeyFile : undefined;
+    const env: Record<string, string> = {
+      MAILSEND_BASE_URL: baseUrl,
+      MAILSEND_SMTP_HOST: reach,
+      MAILSEND_SMTP_PORT: String(smtpPort),
+      MAILSEND_SMTP_TLS: "starttls",
+      ...(core.smtpUser !== DEFAULTS.smtpUser ? { MAILSEND_SMTP_USER: core.smtpUser } : {}),
+      NODE_EXTRA_CA_CERTS: tls.caPath,
+      ...(keyFile ? { MAILSEND_API_KEY_FILE: keyFile } : {}),
+    };
+
+    let closing: Promise<void> | undefined;
+    return {
+      dir: paths.dir,
+      paths,
+      host: reach,
+      ports: { http: httpPort, smtp: smtpPort, smtps: smtpsPort },
+      urls: { baseUrl, inbox: `${baseUrl}/`, smtp: `smtp://${reachHost}:${smtpPort}`, smtps: `smtps://${reachHost}:${smtpsPort}` },
+      tls,
+      store,
+      keys,
+      faults,
+      stats,
+      limiter,
+      ...(createdKey ? { createdKey } : {}),
+      ...(keyFile ? { apiKeyFile: keyFile } : {}),
+      env,
+      close: () => (closing ??= cleanup()),
+    };
+  } catch (e) {
+    await cleanup();
+    throw e;
+  }
+}
+
+/** /_sandbox/stats, /_sandbox/faults: for tests and for scripted chaos. */
+function createControlHandler(core: SandboxCore) {
+  return async (req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<void> => {
+    if (path === "/_sandbox/stats" && req.method === "GET") {
+      sendJson(res, 200, { ...core.stats.toJSON(), stored: core.store.count, rateLimit: { limit: core.limiter.limit, windowMs: core.limiter.windowMs } });
+      return;
+    }
+    if (path === "/_sandbox/faults") {
+      if (req.method === "GET") return sendJson(res, 200, core.faults.config);
+      if (req.method === "DELETE") {
+        core.faults.config = { ...NO_FAULTS };
+        return sendJson(res, 200, core.faults.config);
+      }
+      if (req.method === "POST") {
+        // JSON only: a cross-site form post from a web page cannot set faults.
+        if (!/^application\/json\b/i.test(req.headers["content-type"] ?? "")) {
+          return sendJson(res, 415, { success: false, error: { code: "unsupported_media_type", message: "send the fault settings as application/json" } });
+        }
+        const chunks: Buffer[] = [];
+        let size = 0;
+        for await (const c of req) {
+          size += (c as Buffer).length;
+          if (size > 64 * 1024) return sendJson(res, 413, { success: false, error: { code: "payload_too_large", message: "fault settings are small" } }, { Connection: "close" });
+          chunks.push(c as Buffer);
+        }
+        let patch: unknown;
+        try {
+          patch = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+        } catch {
+          return sendJson(res, 400, { success: false, error: { code: "invalid_json", message: "the body is not valid JSON" } });
+        }
+        if (!patch || typeof patch !== "object" || Array.isArray(patch)) {
+          return sendJson(res, 400, { success: false, error: { code: "invalid_request", message: "expected a JSON object of fault settings" } });
+        }
+        try {
+          core.faults.config = mergeFaults(core.faults.config, patch as Record<string, unknown>);
+        } catch (e) {
+          return sendJson(res, 400, { success: false, error: { code: "invalid_request", message: (e as Error).message } });
+        }
+        return sendJson(res, 200, core.faults.config);
+      }
+      return sendJson(res, 405, { success: false, error: { code: "method_not_allowed", message: "use GET, POST or DELETE" } }, { Allow: "GET, POST, DELETE" });
+    }
+    sendJson(res, 404, { success: false, error: { code: "not_found", message: `no control endpoint ${path} (known: GET /_sandbox/stats, GET|POST|DELETE /_sandbox/faults)` } });
+  };
+}

@@ -14,7 +14,7 @@ export interface OptionSpec {
   /** Parse as a whole number. */
   int?: boolean;
   choices?: readonly string[];
-  group: "Message" | "Body" | "Connection" | "Output";
+  group: "Message" | "Body" | "Connection" | "Limits" | "Output";
 }
 
 export const SEND_OPTIONS: readonly OptionSpec[] = [
@@ -50,6 +50,10 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
   { group: "Connection", flags: "--ca-file <pem>", description: "trust this CA certificate too (or NODE_EXTRA_CA_CERTS)" },
   { group: "Connection", flags: "--insecure", description: "do not verify TLS certificates (testing only)" },
   { group: "Connection", flags: "--timeout <seconds>", description: "give up after this long without progress (default 30)", env: "MAILSEND_TIMEOUT", int: true },
+  { group: "Limits", flags: "--rate-limit <n>", description: "requests per minute for this key, shared by every mailsend on this machine (0 = off)", env: "MAILSEND_RATE_LIMIT", int: true },
+  { group: "Limits", flags: "--max-wait <seconds>", description: "longest wait for a free slot or a retry (default 300)", env: "MAILSEND_MAX_WAIT", int: true },
+  { group: "Limits", flags: "--no-wait", description: "fail at once (exit 75) when the rate limit is used up" },
+  { group: "Limits", flags: "--retries <n>", description: "retries of a temporary failure (default 3); never for 4xx/5xx refusals", env: "MAILSEND_RETRIES", int: true },
   { group: "Output", flags: "-n, --dry-run", description: "print what would be sent (key redacted) and send nothing" },
   { group: "Output", flags: "--json", description: "print one JSON result object on stdout" },
   { group: "Output", flags: "-v, --verbose", description: "show the protocol exchange on stderr (key redacted)" },
@@ -61,6 +65,9 @@ export const EXTRA_ENV: ReadonlyArray<{ name: string; description: string }> = [
   { name: "MAILSEND_API_KEY", description: "the API key" },
   { name: "MAILSEND_API_KEY_FILE", description: "path of a file holding the API key" },
   { name: "NODE_EXTRA_CA_CERTS", description: "extra CA certificates to trust (Node.js)" },
+  { name: "MAILSEND_STATE_DIR", description: "where the shared rate-limit state lives (default $XDG_STATE_HOME/mailsend, ~/.local/state/mailsend)" },
+  { name: "MAILSEND_RATE_LIMIT_URL", description: "redis://host:port — share the rate-limit budget across machines through Redis" },
+  { name: "MAILSEND_RATE_WINDOW", description: "the limit's window in seconds (default 60, the service's); change only to match a sandbox" },
   { name: "NO_COLOR", description: "disable colours" },
 ];
 

@@ -1,25 +1,84 @@
+import type { WaitInfo } from "../limits/deliver.js";
 import type { CliIO } from "./io.js";
 
+interface Spinner {
+  text: string;
+  start(): Spinner;
+  stop(): void;
+}
+
 /**
- * A spinner on stderr for waits a person would notice. It appears only after
- * a short delay (a quick send shows nothing), only on a terminal, and ora is
- * loaded only then.
+ * What a person sees while mailsend waits: on a terminal a spinner (after a
+ * short delay, so a quick send shows nothing; ora is loaded only then) whose
+ * text counts down rate-limit waits; elsewhere one line on stderr per wait.
  */
-export function delayedSpinner(io: CliIO, text: string, enabled: boolean, delayMs = 400): { stop: () => void } {
-  if (!enabled || io.stderr.isTTY !== true || io.env.CI) return { stop: () => {} };
-  let stopped = false;
-  let spinner: { stop: () => void } | undefined;
-  const timer = setTimeout(async () => {
+export class Progress {
+  readonly #io: CliIO;
+  readonly #enabled: boolean;
+  readonly #tty: boolean;
+  #spinner: Spinner | undefined;
+  #text = "";
+  #stopped = false;
+  #timer: NodeJS.Timeout | undefined;
+  #countdown: NodeJS.Timeout | undefined;
+
+  constructor(io: CliIO, enabled: boolean) {
+    this.#io = io;
+    this.#enabled = enabled;
+    this.#tty = io.stderr.isTTY === true && !io.env.CI;
+  }
+
+  /** Show `text` if the work is still going after `delayMs`. */
+  begin(text: string, delayMs = 400): void {
+    this.#text = text;
+    if (!this.#enabled || !this.#tty || this.#timer) return;
+    this.#timer = setTimeout(() => void this.#show(), delayMs);
+    this.#timer.unref();
+  }
+
+  async #show(): Promise<void> {
+    if (this.#spinner || this.#stopped) return;
     const { default: ora } = await import("ora");
-    if (stopped) return;
-    spinner = ora({ text, stream: io.stderr, discardStdin: false, color: io.env.NO_COLOR === undefined ? "cyan" : false }).start();
-  }, delayMs);
-  timer.unref();
-  return {
-    stop: () => {
-      stopped = true;
-      clearTimeout(timer);
-      spinner?.stop();
-    },
-  };
+    if (this.#stopped) return;
+    this.#spinner = ora({ text: this.#text, stream: this.#io.stderr, discardStdin: false, color: this.#io.env.NO_COLOR === undefined ? "cyan" : false }).start() as Spinner;
+  }
+
+  #setText(text: string): void {
+    this.#text = text;
+    if (this.#spinner) this.#spinner.text = text;
+  }
+
+  /** A wait for a rate-limit slot or before a retry. */
+  wait(info: WaitInfo): void {
+    if (!this.#enabled) return;
+    const why =
+      info.reason === "budget"
+        ? "rate limit for this key reached"
+        : `${info.error?.message ?? "temporary failure"}; retry ${info.attempt - 1}`;
+    const seconds = Math.ceil(info.ms / 1000);
+    if (!this.#tty) {
+      this.#io.stderr.write(`mailsend: ${why}; waiting ${seconds} s\n`);
+      return;
+    }
+    const until = Date.now() + info.ms;
+    clearInterval(this.#countdown);
+    const tick = () => this.#setText(`${why}; waiting ${Math.max(0, Math.ceil((until - Date.now()) / 1000))} s`);
+    tick();
+    this.#countdown = setInterval(tick, 1000);
+    this.#countdown.unref();
+    void this.#show();
+  }
+
+  /** The wait is over: back to the plain text. */
+  resume(text: string): void {
+    clearInterval(this.#countdown);
+    this.#setText(text);
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    clearInterval(this.#countdown);
+    this.#spinner?.stop();
+  }
 }

@@ -5,6 +5,9 @@
  * waiting for a terminal.
  */
 import { execa } from "execa";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -28,9 +31,20 @@ export interface RunOptions {
   timeoutMs?: number;
 }
 
-/** The few variables a Node process needs; everything else is given explicitly. */
+/** One state dir per test process, so the shared rate-limit state of a developer's own runs never leaks in. */
+let stateDir: string | undefined;
+function testStateDir(): string {
+  stateDir ??= mkdtempSync(join(tmpdir(), "mailsend-test-state-"));
+  return stateDir;
+}
+
+/**
+ * The few variables a Node process needs; everything else is given explicitly.
+ * The local rate-limit budget and retries are off unless a test turns them on
+ * (the limits tests do): a test of one send sees exactly one attempt.
+ */
 export function baseEnv(): Record<string, string> {
-  const env: Record<string, string> = { NO_COLOR: "1" };
+  const env: Record<string, string> = { NO_COLOR: "1", MAILSEND_STATE_DIR: testStateDir(), MAILSEND_RATE_LIMIT: "0", MAILSEND_RETRIES: "0" };
   for (const name of ["PATH", "HOME", "TMPDIR", "LANG", "SYSTEMROOT"]) {
     const v = process.env[name];
     if (v !== undefined) env[name] = v;

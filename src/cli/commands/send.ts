@@ -4,7 +4,9 @@ import { buildMessage, type MessageFlags } from "../../input/build.js";
 import { resolveTransportConfig, resolveTransportName, type ConnectionFlags } from "../../input/config.js";
 import { createTransport } from "../../transports/index.js";
 import { colorsFor, type CliIO } from "../io.js";
-import { delayedSpinner } from "../progress.js";
+import { deliver } from "../../limits/deliver.js";
+import { openBudget, type BudgetCliFlags } from "../budget.js";
+import { Progress } from "../progress.js";
 import { reportError, warn } from "../report.js";
 
 interface OutputFlags {
@@ -14,7 +16,7 @@ interface OutputFlags {
   quiet?: boolean;
 }
 
-type SendFlags = MessageFlags & ConnectionFlags & OutputFlags;
+type SendFlags = MessageFlags & ConnectionFlags & OutputFlags & BudgetCliFlags;
 
 export function resultJson(r: SendResult): Record<string, unknown> {
   return {
@@ -55,12 +57,24 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
       }
       const c = colorsFor(io.stderr, io.env);
       const trace = flags.verbose ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
-      const spinner = delayedSpinner(io, `sending over ${transport.name}...`, !flags.quiet && !json && !trace);
+      const progress = new Progress(io, !flags.quiet && !json && !trace);
+      const sending = `sending over ${transport.name}...`;
+      const budget = await openBudget(flags, config.apiKey, io.env);
       let result: SendResult;
       try {
-        result = await transport.send(message, trace ? { trace } : {});
+        progress.begin(sending);
+        result = await deliver(transport, message, {
+          ...budget.options,
+          onWait: (w) => progress.wait(w),
+          sleep: async (ms) => {
+            await new Promise((r) => setTimeout(r, ms));
+            progress.resume(sending);
+          },
+          ...(trace ? { trace } : {}),
+        });
       } finally {
-        spinner.stop();
+        progress.stop();
+        await budget.close();
       }
       if (json) io.stdout.write(`${JSON.stringify(resultJson(result))}\n`);
       else if (!flags.quiet) {

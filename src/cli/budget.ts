@@ -1,0 +1,35 @@
+import { resolveLimits, openSlotStore } from "../limits/budget.js";
+import type { DeliverOptions } from "../limits/deliver.js";
+import { MailsendError } from "../core/errors.js";
+
+export interface BudgetCliFlags {
+  rateLimit?: number;
+  maxWait?: number;
+  /** commander's name for --no-wait (false when given). */
+  wait?: boolean;
+  retries?: number;
+}
+
+const DEFAULT_MAX_WAIT_S = 300;
+const DEFAULT_RETRIES = 3;
+
+function whole(v: string | number | undefined, what: string): number | undefined {
+  if (v === undefined || v === "") return undefined;
+  const n = typeof v === "number" ? v : /^\d+$/.test(v) ? Number(v) : Number.NaN;
+  if (!Number.isInteger(n) || n < 0) throw new MailsendError("config_invalid", `${what} must be a whole number, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+/** The shared budget and retry settings of one CLI run. */
+export async function openBudget(flags: BudgetCliFlags, apiKey: string, env: Record<string, string | undefined>) {
+  const limits = resolveLimits(flags, env);
+  const store = openSlotStore(apiKey, limits, env);
+  const options: Omit<DeliverOptions, "onWait" | "sleep"> = {
+    ...(store ? { store } : {}),
+    limits,
+    retries: whole(flags.retries ?? env.MAILSEND_RETRIES, "--retries") ?? DEFAULT_RETRIES,
+    maxWaitMs: (whole(flags.maxWait ?? env.MAILSEND_MAX_WAIT, "--max-wait") ?? DEFAULT_MAX_WAIT_S) * 1000,
+    noWait: flags.wait === false,
+  };
+  return { options, close: async () => store?.close() };
+}

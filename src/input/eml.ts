@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
 import type { Mailbox } from "../core/address.js";
-import { parseMailbox1 } from "../core/address.js";
+import { parseAddressList } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";
 import { checkHeaderName, checkSingleLine, type HeaderList } from "../core/headers.js";
 import type { Message } from "../core/message.js";
 
-type PMAddress = { name: string; address?: string | undefined; group?: PMAddress[] | undefined };
+type ParsedHeader = { key: string; originalKey: string; value: string };
 
 function invalid(source: string, why: string): never {
   throw new MailsendError("invalid_eml", `${source}: ${why}`, {
@@ -13,13 +13,30 @@ function invalid(source: string, why: string): never {
   });
 }
 
-function mailboxes(list: PMAddress[] | undefined, field: string, source: string): Mailbox[] {
-  return (list ?? []).map((a) => {
-    if (a.group) invalid(source, `${field}: address groups are not supported`);
-    if (!a.address) invalid(source, `${field}: empty address`);
-    const { address } = parseMailbox1(a.address, `${source} ${field}`);
-    return a.name ? { name: a.name, address } : { address };
-  });
+/**
+ * Every address of every `field` header line, through the same strict parser
+ * as --to. postal-mime's own lists are lenient in ways that change who gets
+ * the message: it keeps only the first of several From addresses (or From
+ * lines) and turns `a@x.com <b@y.com>` into a name and an address. Display
+ * names are then RFC 2047-decoded, and a decoded CR/LF is refused.
+ */
+function mailboxes(
+  headers: ParsedHeader[],
+  field: string,
+  source: string,
+  decodeWords: (s: string) => string,
+): Mailbox[] {
+  return headers
+    .filter((h) => h.key === field.toLowerCase())
+    .flatMap((h) => {
+      if (h.value.trim() === "") return [];
+      return parseAddressList(h.value, `${source} ${field}`).map((m) => {
+        if (m.name === undefined) return m;
+        const name = m.name.includes("=?") ? decodeWords(m.name) : m.name;
+        checkSingleLine(name, `${source} ${field} display name`);
+        return { name, address: m.address };
+      });
+    });
 }
 
 /** Byte offset just past the blank line that ends the header section, or -1. */
@@ -55,28 +72,29 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
   const firstLine = raw.subarray(0, Math.min(raw.length, 1000)).toString("latin1").split(/\r?\n/)[0] ?? "";
   if (!/^[\x21-\x39\x3B-\x7E]+:/.test(firstLine)) invalid(source, "does not start with a header line");
   if (headerEnd(raw) < 0) invalid(source, "no blank line between the headers and the body");
-  const { default: PostalMime } = await import("postal-mime");
+  const { default: PostalMime, decodeWords } = await import("postal-mime");
   let email;
   try {
     email = await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer" });
   } catch (e) {
     invalid(source, `cannot be parsed (${(e as Error).message})`);
   }
-  const fromList = mailboxes(email.from ? [email.from] : [], "From", source);
-  if (fromList.length !== 1) invalid(source, "needs exactly one From address");
-  const to = mailboxes(email.to, "To", source);
-  const cc = mailboxes(email.cc, "Cc", source);
-  const bcc = mailboxes(email.bcc, "Bcc", source);
+  const fromList = mailboxes(email.headers, "From", source, decodeWords);
+  if (fromList.length !== 1) invalid(source, `needs exactly one From address, found ${fromList.length}`);
+  const to = mailboxes(email.headers, "To", source, decodeWords);
+  const cc = mailboxes(email.headers, "Cc", source, decodeWords);
+  const bcc = mailboxes(email.headers, "Bcc", source, decodeWords);
   if (to.length + cc.length + bcc.length === 0) invalid(source, "has no recipients (To, Cc or Bcc)");
-  const replyTo = mailboxes(email.replyTo, "Reply-To", source);
+  const replyTo = mailboxes(email.headers, "Reply-To", source, decodeWords);
   if (replyTo.length > 1) invalid(source, "more than one Reply-To address is not supported");
   const subject = email.subject ?? "";
   checkSingleLine(subject, `${source} Subject`);
 
   // Only custom X- headers travel as `headers` over REST; the rest is structure.
+  // X-Idempotency-Key is transport metadata (the REST Idempotency-Key header).
   const headers: HeaderList = [];
   for (const h of email.headers) {
-    if (!/^x-/i.test(h.key)) continue;
+    if (!/^x-/i.test(h.key) || h.key === "x-idempotency-key") continue;
     checkHeaderName(h.originalKey, `${source} header`);
     checkSingleLine(h.value, `${source} header ${h.originalKey}`);
     headers.push([h.originalKey, h.value]);
@@ -86,8 +104,24 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
     const data = a.content;
     const bytes =
       typeof data === "string" ? Buffer.from(data, "utf8") : Buffer.from(data instanceof Uint8Array ? data : new Uint8Array(data));
-    return { filename: a.filename ?? `attachment-${i + 1}`, source: { kind: "bytes" as const, data: bytes }, contentType: a.mimeType };
+    const filename = a.filename ?? `attachment-${i + 1}`;
+    checkSingleLine(filename, `${source} attachment file name`);
+    return { filename, source: { kind: "bytes" as const, data: bytes }, contentType: a.mimeType };
   });
+
+  // The raw message carries its idempotency key like any other SMTP message
+  // (DESIGN.md section 2): the file's own X-Idempotency-Key, unless
+  // --idempotency-key replaces it, else a fresh one.
+  const inFile = email.headers.find((h) => h.key === "x-idempotency-key")?.value.trim() || undefined;
+  if (inFile !== undefined && !/^[\x21-\x7E]{1,255}$/.test(inFile)) {
+    invalid(source, "X-Idempotency-Key must be 1 to 255 printable ASCII characters without spaces");
+  }
+  const key = idempotencyKey ?? inFile ?? randomUUID();
+  let out = stripHeader(raw, "bcc");
+  if (key !== inFile) {
+    const eol = /^[^\n]*\r\n/.test(raw.subarray(0, 1000).toString("latin1")) ? "\r\n" : "\n";
+    out = Buffer.concat([Buffer.from(`X-Idempotency-Key: ${key}${eol}`), stripHeader(out, "x-idempotency-key")]);
+  }
 
   return {
     from: fromList[0]!,
@@ -100,7 +134,7 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
     ...(email.text ? { text: email.text } : {}),
     attachments,
     headers,
-    idempotencyKey: idempotencyKey ?? randomUUID(),
-    raw: stripHeader(raw, "bcc"),
+    idempotencyKey: key,
+    raw: out,
   };
 }

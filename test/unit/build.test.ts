@@ -288,7 +288,12 @@ describe("--json-file", () => {
 });
 
 describe("checkRestFit", () => {
-  it("passes a plain message", async () => {
-    expect(() => checkRestFit({ ...(BASE as never), from: { address: "a@example.com" }, to: [], cc: [], bcc: [], attachments: [], headers: [], idempotencyKey: "k", subject: "s", html: "h" })).not.toThrow();
+  const plain: Message = { from: { address: "a@example.com" }, to: [{ address: "b@example.com" }], cc: [], bcc: [], subject: "s", html: "h", attachments: [], headers: [], idempotencyKey: "k" };
+
+  it("passes a plain message and refuses what REST cannot carry", () => {
+    expect(() => checkRestFit(plain)).not.toThrow();
+    expect(() => checkRestFit({ ...plain, cc: [{ address: "c@example.com" }] })).toThrow(MailsendError);
+    expect(() => checkRestFit({ ...plain, html: undefined })).toThrow(/no body/);
+    expect(() => checkRestFit({ ...plain, headers: [["X-A", "1"], ["x-a", "2"]] })).toThrow(/more than once/);
   });
 });

@@ -1,0 +1,77 @@
+import { describe, expect, test } from "vitest";
+import { csvRows, formatFromContent, jsonArray, jsonLines, type Row } from "../../src/batch/rows.js";
+import { placeholders, render } from "../../src/batch/template.js";
+
+/** Feed the text in small pieces, as a stream would, to exercise every split point. */
+async function* chunks(text: string, size = 3): AsyncGenerator<Buffer> {
+  const buf = Buffer.from(text);
+  for (let i = 0; i < buf.length; i += size) yield buf.subarray(i, i + size);
+}
+
+async function all(gen: AsyncGenerator<Row>): Promise<Row[]> {
+  const out: Row[] = [];
+  for await (const r of gen) out.push(r);
+  return out;
+}
+
+describe("batch rows", () => {
+  test("JSON lines: blank lines skipped, a bad line is an error for that row only", async () => {
+    const rows = await all(jsonLines(chunks('{"to":"a@example.com"}\n\n{bad\r\n{"to":"ü@example.com"}')));
+    expect(rows.map((r) => [r.index, r.line, r.data?.to ?? r.error?.code])).toEqual([
+      [0, 1, "a@example.com"],
+      [1, 3, "invalid_json"],
+      [2, 4, "ü@example.com"],
+    ]);
+  });
+
+  test("a JSON array is split into its elements as it streams, strings with brackets and commas included", async () => {
+    const text = '[\n {"subject":"a, [b] {c} \\"d\\"","n":[1,2]},\n {"subject":"e"}\n]\n';
+    for (const size of [1, 2, 5, 100]) {
+      const rows = await all(jsonArray(chunks(text, size)));
+      expect(rows.map((r) => r.data?.subject)).toEqual(['a, [b] {c} "d"', "e"]);
+      expect(rows[1]!.line).toBe(3);
+    }
+  });
+
+  test("a JSON array that is not closed, or not an array, is an error", async () => {
+    await expect(all(jsonArray(chunks('[{"a":1}')))).rejects.toThrow(/not closed/);
+    await expect(all(jsonArray(chunks('{"a":1}')))).rejects.toThrow(/one array/);
+    const rows = await all(jsonArray(chunks("[1, {}]")));
+    expect(rows[0]!.error?.message).toMatch(/JSON object/);
+  });
+
+  test("CSV: quotes, doubled quotes, commas and line breaks in fields, CRLF, ragged rows", async () => {
+    const text = 'to,subject,name\r\na@example.com,"Hi, ""you""","Line\nbreak"\r\nb@example.com,plain,x\r\nc@example.com,short\r\n';
+    for (const size of [1, 4, 1000]) {
+      const rows = await all(csvRows(chunks(text, size)));
+      expect(rows[0]!.data).toEqual({ to: "a@example.com", subject: 'Hi, "you"', name: "Line\nbreak" });
+      expect(rows[1]!.data).toEqual({ to: "b@example.com", subject: "plain", name: "x" });
+      expect(rows[1]!.line).toBe(4);
+      expect(rows[2]!.error?.message).toMatch(/2 fields, the header has 3/);
+    }
+  });
+
+  test("CSV without a final newline, and a header with a duplicate column", async () => {
+    expect((await all(csvRows(chunks("to\na@example.com"))))[0]!.data).toEqual({ to: "a@example.com" });
+    await expect(all(csvRows(chunks("to,to\na,b\n")))).rejects.toThrow(/twice/);
+  });
+
+  test("format from content", () => {
+    expect(formatFromContent("  [")).toBe("json");
+    expect(formatFromContent('{"a"')).toBe("jsonl");
+    expect(formatFromContent("to,subject")).toBe("csv");
+  });
+});
+
+describe("templates", () => {
+  test("HTML placeholders are escaped, text ones are not", () => {
+    const vars = { name: "<Ann & Bob>", n: 3 };
+    expect(render("<p>Hi {{name}}, {{ n }} new</p>", vars, "html", "html")).toBe("<p>Hi &lt;Ann &amp; Bob&gt;, 3 new</p>");
+    expect(render("Hi {{name}}", vars, "text", "text")).toBe("Hi <Ann & Bob>");
+  });
+
+  test("a missing variable names every missing placeholder", () => {
+    expect(placeholders("{{a}} {{b}} {{a}}")).toEqual(["a", "b"]);
+    expect(() => render("{{a}} {{b}} {{c}}", { b: "x" }, "text", "subject")).toThrow("subject: no value for {{a}}, {{c}}");
+  });
+});

@@ -108,12 +108,15 @@ function excerpt(body: string, redact: (s: string) => string): string {
   return redact(cut) || "(empty body)";
 }
 
+const HTTP_DATE_MONTH = /\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\b/;
+
 /** Seconds from Retry-After (seconds or HTTP date) or RateLimit-Reset. */
 export function retryAfterSeconds(headers: http.IncomingHttpHeaders, now = Date.now()): number | undefined {
   const ra = headers["retry-after"];
   if (typeof ra === "string" && ra.trim()) {
     if (/^\d+$/.test(ra.trim())) return Number(ra.trim());
-    const at = Date.parse(ra);
+    // Date.parse takes almost anything ("-5" is the year -5): only an HTTP-date, which names its month.
+    const at = HTTP_DATE_MONTH.test(ra) ? Date.parse(ra) : Number.NaN;
     if (!Number.isNaN(at)) return Math.max(0, Math.ceil((at - now) / 1000));
   }
   const reset = headers["ratelimit-reset"];
@@ -121,7 +124,7 @@ export function retryAfterSeconds(headers: http.IncomingHttpHeaders, now = Date.
   return undefined;
 }
 
-function statusError(status: number, body: string, headers: http.IncomingHttpHeaders, url: URL, redact: (s: string) => string): MailsendError {
+export function statusError(status: number, body: string, headers: http.IncomingHttpHeaders, url: URL, redact: (s: string) => string): MailsendError {
   const ex = excerpt(body, redact);
   const at = `${url.origin}${url.pathname}`;
   if (status === 400 || status === 422) {

@@ -356,7 +356,13 @@ ${rows}</tbody>
   );
 }
 
-function fieldRows(fields: [string, string | undefined][]): Html[] {
+/** A time the page's script shows in local time (UTC without script). */
+function timeTag(value: string | undefined): Html | string | undefined {
+  if (value === undefined || Number.isNaN(new Date(value).getTime())) return value;
+  return html`<time datetime="${value}">${formatTime(value)}</time>`;
+}
+
+function fieldRows(fields: [string, Html | string | undefined][]): Html[] {
   return fields.filter(([, v]) => v !== undefined && v !== "").map(([k, v]) => html`<tr><th>${k}</th><td>${v}</td></tr>`);
 }
 
@@ -370,11 +376,11 @@ function messagePage(meta: StoredMessage, raw: Buffer, p: Parsed): Html {
     ["Cc", formatAddresses(email?.cc)],
     ["Reply-To", formatAddresses(email?.replyTo)],
     ["Subject", email?.subject ?? meta.subject],
-    ["Date", email?.date],
+    ["Date", timeTag(email?.date)],
     ["Message-ID", email?.messageId ?? meta.messageId],
   ]);
   const sandboxFields = fieldRows([
-    ["Received", formatTime(meta.receivedAt)],
+    ["Received", timeTag(meta.receivedAt)],
     ["Channel", meta.channel],
     ["Key", meta.keyId],
     ["Envelope from", meta.envelope.from],

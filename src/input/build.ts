@@ -143,45 +143,82 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
   if (missing.length > 0) {
     throw usage(`missing ${missing.join(", ")}`, "See mailsend send --help for examples.");
   }
-  if (subject === "") throw usage("--subject must not be empty");
-  if (!html && !text) throw usage("the body is empty");
-
-  const fromBox = parseMailbox1(fromText!, "--from");
-  // A --from flag replaces the file's sender, display name included; --name beats both.
-  const name = flags.name ?? (flags.from !== undefined ? fromBox.name : undefined) ?? file.name ?? fromBox.name;
-  if (name !== undefined) checkSingleLine(name, "--name");
-  checkSingleLine(subject!, "--subject");
-  const from: Mailbox = name ? { name, address: fromBox.address } : { address: fromBox.address };
-  const to = parseAddressValues(toValues, "--to");
-  const cc = parseAddressValues(flags.cc ?? [], "--cc");
-  const bcc = parseAddressValues(flags.bcc ?? [], "--bcc");
-  const replyToText = flags.replyTo ?? file.reply_to;
-  const replyTo = replyToText === undefined ? undefined : parseMailbox1(replyToText, "--reply-to");
-
   const fileHeaders: HeaderList = Object.entries(file.headers ?? {});
-  for (const [n, v] of fileHeaders) checkHeader(n, v);
-  const headers = mergeHeaders(fileHeaders, (flags.header ?? []).map(parseHeaderFlag));
-
   const attachments: Attachment[] = (file.attachments ?? []).map((a) => ({
     filename: a.filename,
     source: { kind: "bytes", data: Buffer.from(a.content, "base64") },
   }));
   for (const spec of flags.attach ?? []) attachments.push(await fileAttachment(spec));
+  const fromBox = parseMailbox1(fromText!, "--from");
+  return assembleMessage(
+    {
+      from: fromText!,
+      // A --from flag replaces the file's sender, display name included; --name beats both.
+      name: flags.name ?? (flags.from !== undefined ? fromBox.name : undefined) ?? file.name,
+      to: toValues,
+      cc: flags.cc ?? [],
+      bcc: flags.bcc ?? [],
+      subject: subject!,
+      ...(html !== undefined ? { html } : {}),
+      ...(text !== undefined ? { text } : {}),
+      ...(flags.replyTo ?? file.reply_to ? { replyTo: flags.replyTo ?? file.reply_to } : {}),
+      headers: mergeHeaders(fileHeaders, (flags.header ?? []).map(parseHeaderFlag)),
+      attachments,
+      ...(flags.idempotencyKey ? { idempotencyKey: flags.idempotencyKey } : {}),
+    },
+    opts.transport,
+  );
+}
 
+/** A message's parts as text, before validation: what send's flags and a batch row both come down to. */
+export interface MessageParts {
+  from: string;
+  /** Overrides the display name in `from`. */
+  name?: string | undefined;
+  to: string[];
+  cc: string[];
+  bcc: string[];
+  subject: string;
+  html?: string;
+  text?: string;
+  replyTo?: string | undefined;
+  headers: HeaderList;
+  attachments: Attachment[];
+  idempotencyKey?: string;
+}
+
+/** Validate the parts and make the Message: one path for every way a message is given. */
+export function assembleMessage(p: MessageParts, transport: TransportName, where = ""): Message {
+  const field = (flag: string) => `${where}${flag}`;
+  if (!p.subject) throw usage(`${field("--subject")} must not be empty`);
+  if (!p.html && !p.text) throw usage(`${where}the body is empty`);
+  const fromBox = parseMailbox1(p.from, field("--from"));
+  const name = p.name ?? fromBox.name;
+  if (name !== undefined) checkSingleLine(name, field("--name"));
+  checkSingleLine(p.subject, field("--subject"));
+  const from: Mailbox = name ? { name, address: fromBox.address } : { address: fromBox.address };
+  const to = parseAddressValues(p.to, field("--to"));
+  const cc = parseAddressValues(p.cc, field("--cc"));
+  const bcc = parseAddressValues(p.bcc, field("--bcc"));
+  const replyTo = p.replyTo === undefined ? undefined : parseMailbox1(p.replyTo, field("--reply-to"));
+  for (const [n, v] of p.headers) checkHeader(n, v);
+  if (p.idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(p.idempotencyKey)) {
+    throw usage(`${field("--idempotency-key")} must be 1 to 255 printable ASCII characters without spaces`);
+  }
   const message: Message = {
     from,
     to,
     cc,
     bcc,
     ...(replyTo ? { replyTo } : {}),
-    subject: subject!,
-    ...(html !== undefined && html !== "" ? { html } : {}),
-    ...(text !== undefined ? { text } : {}),
-    attachments,
-    headers,
-    idempotencyKey: flags.idempotencyKey ?? randomUUID(),
+    subject: p.subject,
+    ...(p.html ? { html: p.html } : {}),
+    ...(p.text !== undefined && p.text !== "" ? { text: p.text } : {}),
+    attachments: p.attachments,
+    headers: p.headers,
+    idempotencyKey: p.idempotencyKey ?? randomUUID(),
   };
-  if (opts.transport === "rest") checkRestFit(message);
+  if (transport === "rest") checkRestFit(message);
   return message;
 }
 

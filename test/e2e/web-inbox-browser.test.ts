@@ -1,20 +1,20 @@
 /**
  * The web inbox in a real browser: Debian's chromium driven by
- * playwright-core. The list picks up a message stored a moment ago without a
- * reload; the message view renders its HTML in the sandboxed iframe; hostile
- * HTML (script, event handlers, remote loads, meta refresh) does nothing.
- * Screenshots go to the test's temp dir.
+ * playwright-core, against a real sandbox (in this process, free ports) fed
+ * by the built CLI over REST and SMTP. The list picks up a message sent a
+ * moment ago without a reload; the message view renders its HTML in the
+ * sandboxed iframe; hostile HTML (script, event handlers, remote loads, meta
+ * refresh, forms, javascript: links) does nothing. Screenshots go to the
+ * test's temp dir (kept with MAILSEND_KEEP_SCREENSHOTS=1).
  */
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createInboxHandler } from "../../src/sandbox/web.js";
-import { composeEml, MemoryStore } from "../helpers/memory-store.js";
+import { runCli } from "../helpers/cli.js";
+import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
 
 const CHROMIUM = "/usr/bin/chromium";
 const haveChromium = existsSync(CHROMIUM);
@@ -31,34 +31,14 @@ async function startTrap(): Promise<{ port: number; hits: string[]; server: http
   return { port: (server.address() as AddressInfo).port, hits, server };
 }
 
-async function startInbox(store: MemoryStore): Promise<{ base: string; server: http.Server }> {
-  const handler = createInboxHandler(store);
-  const server = http.createServer((req, res) => {
-    handler(req, res).then(
-      (handled) => {
-        if (!handled) {
-          res.statusCode = 404;
-          res.end();
-        }
-      },
-      () => {
-        res.statusCode = 500;
-        res.end();
-      },
-    );
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  return { base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
-}
-
 describe.skipIf(!haveChromium)("web inbox in chromium", () => {
   let dir: string;
   let browser: Browser;
   let context: BrowserContext;
   let page: Page;
   let trap: Awaited<ReturnType<typeof startTrap>>;
-  let inbox: Awaited<ReturnType<typeof startInbox>>;
-  const store = new MemoryStore();
+  let sandbox: TestSandbox;
+  let base: string;
   /**
    * Every request the browser started, from any page or frame, and how it
    * ended. Chromium reports loads that CSP refuses as requests that fail
@@ -76,10 +56,21 @@ describe.skipIf(!haveChromium)("web inbox in chromium", () => {
     return { blocked, escaped: all.filter((u) => !blocked.includes(u)) };
   }
 
+  /** `mailsend send` (the built CLI) to the sandbox; returns the stored message's id. */
+  async function send(args: string[]): Promise<string> {
+    const before = new Set((await sandbox.sb.store.list()).map((m) => m.id));
+    const r = await runCli(["send", "--json", ...args], { env: sandbox.env });
+    expect(r.exitCode, r.stderr).toBe(0);
+    const added = (await sandbox.sb.store.list()).filter((m) => !before.has(m.id));
+    expect(added).toHaveLength(1);
+    return added[0]!.id;
+  }
+
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), "mailsend-web-inbox-"));
+    sandbox = await inProcessSandbox({}, undefined);
+    dir = sandbox.scratch.dir;
+    base = sandbox.sb.urls.baseUrl;
     trap = await startTrap();
-    inbox = await startInbox(store);
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: [
@@ -108,41 +99,44 @@ describe.skipIf(!haveChromium)("web inbox in chromium", () => {
 
   afterAll(async () => {
     await browser?.close();
-    for (const s of [inbox?.server, trap?.server]) {
-      if (!s) continue;
-      s.closeAllConnections();
-      await new Promise<void>((r) => s.close(() => r()));
+    await sandbox?.stop();
+    if (trap) {
+      trap.server.closeAllConnections();
+      await new Promise<void>((r) => trap.server.close(() => r()));
     }
     // Keep the screenshots when asked to (MAILSEND_KEEP_SCREENSHOTS=1), else clean up.
-    if (dir && process.env.MAILSEND_KEEP_SCREENSHOTS !== "1") await rm(dir, { recursive: true, force: true });
-    else if (dir) console.log(`web-inbox-browser: screenshots in ${dir}`);
+    if (process.env.MAILSEND_KEEP_SCREENSHOTS === "1") console.log(`web-inbox-browser: screenshots in ${dir}`);
+    else sandbox?.scratch.remove();
   });
 
   it("shows a message stored a moment ago without a reload", async () => {
-    await store.add(
-      await composeEml({ from: "Ann Example <ann@example.com>", to: "bob@example.com", subject: "Earlier message", text: "Older." }),
-      { channel: "smtp" },
-    );
-    await page.goto(inbox.base + "/");
+    await send(["--from", "Ann Example <ann@example.com>", "--to", "bob@example.com", "--subject", "Earlier message", "--html", "<p>Older.</p>"]);
+    await page.goto(base + "/");
     await expect.poll(() => page.locator("#status").textContent()).toBe("live");
     await expect.poll(() => page.locator("#rows tr[data-id]").count()).toBe(1);
     // A marker that a reload would wipe.
     await page.evaluate("window.__sameDocument = true");
 
-    const fresh = await store.add(
-      await composeEml({
-        from: "Release Bot <bot@example.com>",
-        to: ["team@example.com", "qa@example.com"],
-        subject: "Your build #42 is ready",
-        text: "Build 42 passed.",
-        html: `<!doctype html><html><body style="font-family: sans-serif">
+    // Over SMTP (STARTTLS): text, HTML and an attachment.
+    const htmlFile = sandbox.scratch.file(
+      "build.html",
+      `<!doctype html><html><body style="font-family: sans-serif">
           <h1 style="color:#0a7d32">Build #42 passed</h1>
           <p>All <b>318</b> tests passed in 2m 14s.</p>
           <table style="border-collapse:collapse"><tr><td style="padding:4px 8px;border:1px solid #ccc">Branch</td><td style="padding:4px 8px;border:1px solid #ccc">main</td></tr></table>
           <p><a href="https://example.com/builds/42">Open the build</a></p></body></html>`,
-        attachments: [{ filename: "report.txt", content: "ok\n" }],
-      }),
     );
+    const report = sandbox.scratch.file("report.txt", "ok\n");
+    const freshId = await send([
+      "--transport", "smtp",
+      "--from", "Release Bot <bot@example.com>",
+      "--to", "team@example.com, qa@example.com",
+      "--subject", "Your build #42 is ready",
+      "--text", "Build 42 passed.",
+      "--html-file", htmlFile,
+      "--attach", report,
+    ]);
+    const fresh = { id: freshId };
 
     const row = page.locator(`#rows tr[data-id="${fresh.id}"]`);
     await expect.poll(() => row.count(), { timeout: 5000 }).toBe(1);
@@ -177,13 +171,10 @@ describe.skipIf(!haveChromium)("web inbox in chromium", () => {
 
   it("runs no script and loads nothing remote from hostile HTML", async () => {
     const t = `http://127.0.0.1:${trap.port}`;
-    const evil = await store.add(
-      await composeEml({
-        from: "mallory@example.com",
-        to: "victim@example.com",
-        subject: `<img src=x onerror="document.title='pwned-subject'">Hostile`,
-        text: "hostile",
-        html: `<html><head>
+    // Over REST: the hostile HTML is the request's html field.
+    const evilHtml = sandbox.scratch.file(
+      "evil.html",
+      `<html><head>
           <meta http-equiv="refresh" content="0;url=${t}/refresh">
           <link rel="stylesheet" href="${t}/style.css">
           <style>@import url("${t}/import.css"); body { background: url("${t}/bg.png"); }</style>
@@ -198,9 +189,16 @@ describe.skipIf(!haveChromium)("web inbox in chromium", () => {
           <a id="js" href="javascript:parent.postMessage('js-link','*')">js link</a>
           <form action="${t}/form"><button id="submit">go</button></form>
           </body></html>`,
-      }),
     );
-    await page.goto(`${inbox.base}/messages/${evil.id}`);
+    const evil = {
+      id: await send([
+        "--from", "mallory@example.com",
+        "--to", "victim@example.com",
+        "--subject", `<img src=x onerror="document.title='pwned-subject'">Hostile`,
+        "--html-file", evilHtml,
+      ]),
+    };
+    await page.goto(`${base}/messages/${evil.id}`);
     const frame = page.frameLocator("iframe.body");
     await expect.poll(() => frame.locator("#visible").textContent()).toBe("Hostile but inert");
     // Clicks on the javascript: link and the form button do nothing either.
@@ -223,7 +221,7 @@ describe.skipIf(!haveChromium)("web inbox in chromium", () => {
     await page.screenshot({ path: join(dir, "inbox-hostile.png"), fullPage: true });
 
     // Opened directly (not in the iframe) the route's own CSP still sandboxes it.
-    await page.goto(`${inbox.base}/messages/${evil.id}/html`);
+    await page.goto(`${base}/messages/${evil.id}/html`);
     await expect.poll(() => page.locator("#visible").textContent()).toBe("Hostile but inert");
     await page.waitForTimeout(1000);
     expect(await page.title()).not.toContain("pwned");

@@ -13,7 +13,8 @@
 import { createReadStream, readFileSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
-import { rootCertificates } from "node:tls";
+import { isIP } from "node:net";
+import { connect as tlsConnect, rootCertificates } from "node:tls";
 import type { RestConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import type { Attachment, Message } from "../core/message.js";
@@ -311,26 +312,47 @@ export class RestTransport implements Transport {
           handedOver()
             ? new MailsendError("outcome_unknown", `no answer from ${url.origin} within ${timeoutMs / 1000} s after the message was sent`, {
                 mayHaveBeenSent: true,
-                hint: "The message may have been sent. Check before sending again (resending with the same --idempotency-key is safe).",
+                hint: `The message may have been sent. Check before sending again (resending with --idempotency-key ${headers["Idempotency-Key"]} is safe).`,
               })
             : new MailsendError("timeout", `${url.origin} did not respond within ${timeoutMs / 1000} s; nothing was sent`, {
                 hint: "Check the network, or raise --timeout.",
               }),
         );
       });
+      let probing = false;
+      let answered = false;
       req.on("error", (e) => {
-        if (settled) return;
+        if (settled || probing) return;
         if (e instanceof MailsendError) return fail(e);
         const early = connectError(e, endpoint, TRUST_HINT);
         if (early && !handedOver()) return fail(early);
         if (isReset(e) || early) {
+          const unknown = () =>
+            new MailsendError("outcome_unknown", `the connection to ${url.origin} broke after the message was sent (${(e as Error).message})`, {
+              cause: e,
+              mayHaveBeenSent: true,
+              hint: `The message may have been sent. Check before sending again (resending with --idempotency-key ${headers["Idempotency-Key"]} is safe).`,
+            });
+          if (handedOver() && !answered && url.protocol === "http:") {
+            // A TLS port drops a plain-text request without a byte of answer, exactly
+            // like a server that died mid-request. If the port speaks TLS, the request
+            // cannot have been understood: that is a scheme mismatch, and nothing was sent.
+            probing = true;
+            void speaksTls(url, Math.min(timeoutMs, 3000)).then((tls) =>
+              fail(
+                tls
+                  ? new MailsendError("tls_mismatch", `${url.origin} speaks TLS, but --base-url says http://`, {
+                      cause: e,
+                      hint: "Use https:// in --base-url / MAILSEND_BASE_URL. Nothing was sent.",
+                    })
+                  : unknown(),
+              ),
+            );
+            return;
+          }
           return fail(
             handedOver()
-              ? new MailsendError("outcome_unknown", `the connection to ${url.origin} broke after the message was sent (${(e as Error).message})`, {
-                  cause: e,
-                  mayHaveBeenSent: true,
-                  hint: "The message may have been sent. Check before sending again (resending with the same --idempotency-key is safe).",
-                })
+              ? unknown()
               : new MailsendError("connection_failed", `the connection to ${url.origin} broke before the message was sent (${(e as Error).message})`, {
                   cause: e,
                   hint: "Nothing was sent; it is safe to try again.",
@@ -340,6 +362,7 @@ export class RestTransport implements Transport {
         fail(new MailsendError("connection_failed", `request to ${url.origin} failed: ${(e as Error).message}`, { cause: e }));
       });
       req.on("response", (res) => {
+        answered = true;
         const chunks: Buffer[] = [];
         let size = 0;
         res.on("data", (c: Buffer) => {
@@ -378,6 +401,27 @@ export class RestTransport implements Transport {
   async close(): Promise<void> {
     this.#agent.destroy();
   }
+}
+
+/** Whether the server at url's host and port completes a TLS handshake. */
+function speaksTls(url: URL, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const host = url.hostname.replace(/^\[|\]$/g, "");
+    const socket = tlsConnect({
+      host,
+      port: Number(url.port || 80),
+      rejectUnauthorized: false,
+      ...(isIP(host) ? {} : { servername: host }),
+    });
+    const done = (tls: boolean) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(tls);
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    socket.once("secureConnect", () => done(true));
+    socket.once("error", () => done(false));
+  });
 }
 
 function readCaFile(path: string): string {

@@ -234,7 +234,9 @@ interface Parsed {
   attachments: ParsedAttachment[];
 }
 
-const PARSE_CACHE_MAX = 16;
+const PARSE_CACHE_MAX = 8;
+/** Bigger messages are parsed per request rather than kept in memory. */
+const PARSE_CACHE_MAX_BYTES = 2 * 1024 * 1024;
 
 function createParser(store: MessageStore) {
   const cache = new Map<string, Promise<Parsed>>();
@@ -272,8 +274,10 @@ function createParser(store: MessageStore) {
     let p = cache.get(id);
     if (!p) {
       p = parse(raw);
-      cache.set(id, p);
-      if (cache.size > PARSE_CACHE_MAX) cache.delete(cache.keys().next().value!);
+      if (raw.length <= PARSE_CACHE_MAX_BYTES) {
+        cache.set(id, p);
+        if (cache.size > PARSE_CACHE_MAX) cache.delete(cache.keys().next().value!);
+      }
     }
     return { meta, raw, parsed: await p };
   };

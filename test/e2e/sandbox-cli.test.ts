@@ -1,0 +1,221 @@
+/**
+ * `mailsend sandbox` as a user runs it: a child process that prints its
+ * export lines (or one JSON ready line), serves until SIGTERM, stops cleanly,
+ * and keeps its messages and keys for the next start. Fault injection, from
+ * flags and from the control endpoint.
+ */
+import { execa } from "execa";
+import { existsSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { baseEnv, BIN, ROOT, runCli, stderrJson, stdoutJson } from "../helpers/cli.js";
+import { childSandbox, inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { scratch, type Scratch } from "../helpers/tmp.js";
+
+const send = (subject: string, extra: string[] = []) => ["send", "--json", "-f", "a@example.com", "-t", "b@example.com", "-s", subject, "--text", "hi", ...extra];
+
+let s: Scratch;
+beforeAll(() => {
+  s = scratch("mailsend-sandbox-cli-");
+});
+afterAll(() => s?.remove());
+
+describe("mailsend sandbox --json", () => {
+  it("prints one ready line, serves both channels with its env, stops on SIGTERM, and restarts with its messages", async () => {
+    const dir = join(s.dir, "json");
+    const first = await childSandbox(dir);
+    try {
+      const ready = first.ready;
+      expect(ready).toMatchObject({ ready: true, dir, smtp: { host: "127.0.0.1", tls: "starttls" }, smtps: { tls: "implicit" } });
+      expect(ready.key_created).toMatch(/^key_/);
+      expect(ready.api_key_file).toBe(join(dir, "api-key"));
+      expect(readFileSync(ready.api_key_file!, "utf8")).toMatch(/^msk_\S+\n$/);
+      expect((await import("node:fs")).statSync(ready.api_key_file!).mode & 0o777).toBe(0o600);
+      expect(ready.env).toMatchObject({
+        MAILSEND_BASE_URL: ready.base_url,
+        MAILSEND_SMTP_PORT: String(ready.smtp.port),
+        MAILSEND_SMTP_TLS: "starttls",
+        NODE_EXTRA_CA_CERTS: ready.ca_file,
+        MAILSEND_API_KEY_FILE: ready.api_key_file,
+      });
+      expect((await runCli(send("json rest"), { env: ready.env })).exitCode).toBe(0);
+      const smtp = await runCli(send("json smtp", ["--transport", "smtp"]), { env: ready.env });
+      expect(smtp.exitCode, smtp.stderr).toBe(0);
+    } finally {
+      expect(await first.stop()).toBe(0);
+    }
+    expect(existsSync(join(dir, "sandbox.lock"))).toBe(false);
+
+    const second = await childSandbox(dir);
+    try {
+      expect(second.ready.key_created).toBeNull();
+      const inbox = await runCli(["inbox", "--dir", dir, "--json"]);
+      expect((stdoutJson(inbox) as Array<{ subject: string }>).map((m) => m.subject)).toEqual(["json smtp", "json rest"]);
+      expect((await runCli(send("after restart"), { env: second.ready.env })).exitCode).toBe(0);
+    } finally {
+      expect(await second.stop()).toBe(0);
+    }
+  });
+
+  it("refuses a second sandbox on the same data dir, and a port in use (exit 78)", async () => {
+    const dir = join(s.dir, "twice");
+    const first = await childSandbox(dir);
+    try {
+      const again = await runCli(["sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json"]);
+      expect(again.exitCode).toBe(78);
+      expect(stderrJson(again).error.message).toContain("already running");
+      const busy = await runCli(["sandbox", "--dir", join(s.dir, "busy"), "--http-port", String(first.ready.http_port), "--smtp-port", "0", "--smtps-port", "0"]);
+      expect(busy.exitCode).toBe(78);
+      expect(busy.stderr).toContain("already in use");
+      expect(busy.stderr).toContain("--http-port");
+    } finally {
+      await first.stop();
+    }
+  });
+});
+
+describe("mailsend sandbox (human output)", () => {
+  async function startHuman(dir: string) {
+    const child = execa(process.execPath, [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0"], {
+      env: baseEnv(), extendEnv: false, cwd: ROOT, stdin: "ignore", reject: false, timeout: 60_000,
+    });
+    const lines: string[] = [];
+    const rl = createInterface({ input: child.stdout! });
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no banner: ${lines.join("\n")}`)), 15_000);
+      rl.on("line", (l) => {
+        lines.push(l);
+        if (l.startsWith("Press Ctrl+C")) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+    });
+    return { child, banner: lines.join("\n") };
+  }
+
+  it("prints export lines to paste; the key only on the start that made it; logs arrivals on stderr", async () => {
+    const dir = join(s.dir, "human");
+    const first = await startHuman(dir);
+    const key = readFileSync(join(dir, "api-key"), "utf8").trim();
+    expect(first.banner).toContain(key);
+    expect(first.banner.split(key).length).toBe(2);
+    const env: Record<string, string> = {};
+    for (const m of first.banner.matchAll(/^  export (\w+)=(\S+)$/gm)) env[m[1]!] = m[2]!;
+    expect(Object.keys(env)).toEqual(["MAILSEND_BASE_URL", "MAILSEND_SMTP_HOST", "MAILSEND_SMTP_PORT", "MAILSEND_SMTP_TLS", "NODE_EXTRA_CA_CERTS", "MAILSEND_API_KEY_FILE"]);
+    expect((await runCli(send("pasted env"), { env })).exitCode).toBe(0);
+    first.child.kill("SIGINT");
+    const r1 = await first.child;
+    expect(r1.exitCode).toBe(0);
+    expect(r1.stderr).toContain('"pasted env"');
+    expect(r1.stderr).not.toContain(key);
+
+    const second = await startHuman(dir);
+    expect(second.banner).not.toContain("msk_");
+    expect(second.banner).toContain(`export MAILSEND_API_KEY_FILE=${join(dir, "api-key")}`);
+    second.child.kill("SIGTERM");
+    expect((await second.child).exitCode).toBe(0);
+  });
+});
+
+describe("fault injection", () => {
+  it("from flags: --fail-rate 1 --fail-status 503 fails every request, and stores nothing", async () => {
+    const dir = join(s.dir, "faulty");
+    const sb = await childSandbox(dir, ["--fail-rate", "1", "--fail-status", "503", "--fail-smtp-code", "452"]);
+    try {
+      const rest = await runCli(send("fails"), { env: sb.ready.env });
+      expect(rest.exitCode).toBe(69);
+      expect(stderrJson(rest).error).toMatchObject({ code: "service_error", status: 503 });
+      const smtp = await runCli(send("fails", ["--transport", "smtp"]), { env: sb.ready.env });
+      expect(smtp.exitCode).toBe(75);
+      expect(stderrJson(smtp).error.status).toBe(452);
+      const stats = await (await fetch(`${sb.ready.base_url}/_sandbox/stats`)).json();
+      expect(stats).toMatchObject({ stored: 0, rest: { faults: 1, accepted: 0 }, smtp: { faults: 1, accepted: 0 } });
+    } finally {
+      await sb.stop();
+    }
+  });
+
+  describe("from the control endpoint", () => {
+    let t: TestSandbox;
+    beforeAll(async () => {
+      t = await inProcessSandbox();
+    });
+    afterAll(async () => {
+      await t?.stop();
+      t?.scratch.remove();
+    });
+    const faults = async (body: unknown, method = "POST") => {
+      const r = await fetch(`${t.sb.urls.baseUrl}/_sandbox/faults`, {
+        method,
+        headers: { "Content-Type": "application/json" },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      return { status: r.status, json: await r.json() };
+    };
+
+    it("sets, shows and clears faults; refuses nonsense", async () => {
+      expect((await faults({ failRate: 0.5, failStatus: 502 })).json).toMatchObject({ failRate: 0.5, failStatus: 502 });
+      expect((await faults(undefined, "GET")).json.failRate).toBe(0.5);
+      expect((await faults({ failRate: 2 })).status).toBe(400);
+      expect((await faults({ explode: true })).status).toBe(400);
+      const form = await fetch(`${t.sb.urls.baseUrl}/_sandbox/faults`, { method: "POST", body: "failRate=1", headers: { "Content-Type": "application/x-www-form-urlencoded" } });
+      expect(form.status).toBe(415);
+      expect((await faults(undefined, "DELETE")).json).toMatchObject({ failRate: 0, dropRate: 0, latencyMs: 0 });
+    });
+
+    it("a connection dropped after storing: the CLI reports outcome unknown (76); a retry with the same key stores nothing new", async () => {
+      await faults({ dropRate: 1, dropWhen: "after" });
+      const args = send("dropped", ["--idempotency-key", "drop-1"]);
+      const first = await runCli(args, { env: t.env });
+      expect(first.exitCode).toBe(76);
+      expect(stderrJson(first).error.code).toBe("outcome_unknown");
+      expect(t.sb.store.count).toBe(1);
+      await faults(undefined, "DELETE");
+      const retry = await runCli(args, { env: t.env });
+      expect(retry.exitCode).toBe(0);
+      expect(stdoutJson(retry).message_id).toBe((await t.sb.store.list())[0]!.id);
+      expect(t.sb.store.count).toBe(1);
+    });
+
+    it("a connection dropped before storing stores nothing; SMTP too", async () => {
+      await faults({ dropRate: 1, dropWhen: "before" });
+      const before = t.sb.store.count;
+      const rest = await runCli(send("dropped before"), { env: t.env });
+      expect(rest.exitCode).not.toBe(0);
+      const smtp = await runCli(send("dropped before", ["--transport", "smtp"]), { env: t.env });
+      expect(smtp.exitCode).not.toBe(0);
+      expect(t.sb.store.count).toBe(before);
+      await faults(undefined, "DELETE");
+    });
+
+    it("added latency delays the answer", async () => {
+      await faults({ latencyMs: 600 });
+      const t0 = Date.now();
+      const r = await fetch(`${t.sb.urls.baseUrl}/send`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${t.key}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ from: "a@example.com", to: "b@example.com", subject: "slow", html: "<p>slow</p>" }),
+      });
+      expect(r.status).toBe(200);
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(590);
+      await faults(undefined, "DELETE");
+    });
+  });
+});
+
+describe("port helper sanity", () => {
+  it("free ports really are free after stop", async () => {
+    const dir = join(s.dir, "ports");
+    const sb = await childSandbox(dir);
+    const port = sb.ready.http_port;
+    await sb.stop();
+    await new Promise<void>((resolve, reject) => {
+      const srv = createServer();
+      srv.once("error", reject);
+      srv.listen(port, "127.0.0.1", () => srv.close(() => resolve()));
+    });
+  });
+});

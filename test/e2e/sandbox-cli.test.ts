@@ -153,7 +153,7 @@ describe("fault injection", () => {
         headers: { "Content-Type": "application/json" },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       });
-      return { status: r.status, json: await r.json() };
+      return { status: r.status, json: (await r.json()) as any };
     };
 
     it("sets, shows and clears faults; refuses nonsense", async () => {

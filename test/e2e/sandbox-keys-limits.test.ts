@@ -146,7 +146,7 @@ describe("one limit per key across REST and SMTP", () => {
     expect(raw.headers["ratelimit-remaining"]).toBe("0");
     expect(Number(raw.headers["ratelimit-reset"])).toBe(retryAfter);
 
-    const stats = await (await fetch(`${t.sb.urls.baseUrl}/_sandbox/stats`)).json();
+    const stats = (await (await fetch(`${t.sb.urls.baseUrl}/_sandbox/stats`)).json()) as any;
     expect(stats.rest.rateLimited).toBeGreaterThanOrEqual(2);
     expect(stats.smtp.rateLimited).toBeGreaterThanOrEqual(1);
   });

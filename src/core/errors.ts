@@ -33,6 +33,18 @@ export const EXIT_MEANING: Record<ExitClass, string> = {
   config: "configuration: no API key, no base URL/SMTP host, port/TLS mismatch, untrusted certificate",
 };
 
+/**
+ * When several things failed (a batch), the exit status is the first of
+ * these that occurred: what needs a person's attention before what only
+ * needs another try.
+ */
+const SEVERITY: readonly ExitClass[] = ["software", "config", "noperm", "protocol", "unavailable", "noinput", "dataerr", "usage", "tempfail"];
+
+export function worstExitClass(classes: Iterable<ExitClass>): ExitClass {
+  const seen = new Set(classes);
+  return SEVERITY.find((c) => seen.has(c)) ?? "ok";
+}
+
 const EXIT_CLASS = {
   usage: "usage",
   invalid_address: "dataerr",

@@ -26,6 +26,14 @@ export interface PreviewSink {
   write(chunk: string | Buffer): unknown;
 }
 
+export interface TransportOptions {
+  /**
+   * Keep up to this many connections open and reuse them across messages
+   * (a batch). Without it, each send opens and closes its own connection.
+   */
+  pool?: number;
+}
+
 export interface Transport {
   readonly name: TransportName;
   send(message: Message, ctx?: SendContext): Promise<SendResult>;

@@ -1,5 +1,5 @@
 import type { TransportConfig } from "../core/config.js";
-import type { Transport } from "../core/transport.js";
+import type { Transport, TransportOptions } from "../core/transport.js";
 
 /**
  * The transports, loaded on demand so that a REST send never pays for
@@ -10,7 +10,7 @@ const registry = {
   smtp: () => import("./smtp.js"),
 } as const;
 
-export async function createTransport(config: TransportConfig): Promise<Transport> {
-  if (config.transport === "rest") return (await registry.rest()).create(config);
-  return (await registry.smtp()).create(config);
+export async function createTransport(config: TransportConfig, opts: TransportOptions = {}): Promise<Transport> {
+  if (config.transport === "rest") return (await registry.rest()).create(config, opts);
+  return (await registry.smtp()).create(config, opts);
 }

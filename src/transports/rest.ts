@@ -21,7 +21,7 @@ import type { Attachment, Message } from "../core/message.js";
 import { allRecipients } from "../core/message.js";
 import { makeRedactor, REDACTED } from "../core/redact.js";
 import { base64Length, sendRequestFields } from "../core/request.js";
-import type { PreviewSink, SendContext, SendResult, Transport } from "../core/transport.js";
+import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
 import { connectError, isReset, TRUST_HINT } from "./net-errors.js";
 
 /** Bytes read per chunk: a multiple of 3, so each chunk base64-encodes on its own. */
@@ -190,7 +190,7 @@ export class RestTransport implements Transport {
   readonly #agent: http.Agent;
   readonly #redact: (s: string) => string;
 
-  constructor(config: RestConfig) {
+  constructor(config: RestConfig, opts: TransportOptions = {}) {
     this.#config = config;
     try {
       this.#url = sendUrl(config.baseUrl);
@@ -204,7 +204,7 @@ export class RestTransport implements Transport {
     }
     this.#redact = makeRedactor(config.apiKey);
     const tls = this.#url.protocol === "https:";
-    const agentOptions: https.AgentOptions = { keepAlive: true, maxSockets: 16 };
+    const agentOptions: https.AgentOptions = { keepAlive: true, maxSockets: opts.pool ?? 1 };
     if (tls) {
       if (config.caFile) agentOptions.ca = [...rootCertificates, readCaFile(config.caFile)];
       if (config.insecure) agentOptions.rejectUnauthorized = false;
@@ -432,6 +432,6 @@ function readCaFile(path: string): string {
   }
 }
 
-export function create(config: RestConfig): Transport {
-  return new RestTransport(config);
+export function create(config: RestConfig, opts: TransportOptions = {}): Transport {
+  return new RestTransport(config, opts);
 }

@@ -16,7 +16,7 @@ import { MailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
 import { allRecipients } from "../core/message.js";
 import { makeRedactor, REDACTED } from "../core/redact.js";
-import type { PreviewSink, SendContext, SendResult, Transport } from "../core/transport.js";
+import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
 import { connectError, TRUST_HINT } from "./net-errors.js";
 
 type MailOptions = SendMailOptions;
@@ -65,9 +65,13 @@ export class SmtpTransport implements Transport {
   readonly #config: SmtpConfig;
   readonly #redact: (s: string) => string;
   readonly #ca: string[] | undefined;
+  /** With a pool (batch): one transporter per auth method, its connections reused across messages. */
+  readonly #poolSize: number | undefined;
+  readonly #pools = new Map<string, ReturnType<typeof nodemailer.createTransport>>();
 
-  constructor(config: SmtpConfig) {
+  constructor(config: SmtpConfig, opts: TransportOptions = {}) {
     this.#config = config;
+    this.#poolSize = opts.pool;
     this.#redact = makeRedactor(config.apiKey, config.user);
     this.#ca = config.caFile ? [...rootCertificates, readCa(config.caFile)] : undefined;
   }
@@ -145,8 +149,19 @@ export class SmtpTransport implements Transport {
     }
   }
 
+  #transporter(method: "LOGIN" | "PLAIN", trace?: (l: string) => void) {
+    if (this.#poolSize === undefined) return nodemailer.createTransport(this.#transportOptions(method, trace));
+    let pool = this.#pools.get(method);
+    if (!pool) {
+      // One TLS handshake and AUTH per connection, not per message.
+      pool = nodemailer.createTransport({ ...this.#transportOptions(method, trace), pool: true, maxConnections: this.#poolSize, maxMessages: 1000 });
+      this.#pools.set(method, pool);
+    }
+    return pool;
+  }
+
   async #sendWith(method: "LOGIN" | "PLAIN", m: Message, trace?: (l: string) => void): Promise<SendResult> {
-    const transport = nodemailer.createTransport(this.#transportOptions(method, trace));
+    const transport = this.#transporter(method, trace);
     try {
       const info = await transport.sendMail(mailOptions(m));
       const rejected = (info.rejected ?? []).map(String);
@@ -166,7 +181,7 @@ export class SmtpTransport implements Transport {
         attempts: 1,
       };
     } finally {
-      transport.close();
+      if (this.#poolSize === undefined) transport.close();
     }
   }
 
@@ -247,7 +262,10 @@ export class SmtpTransport implements Transport {
     });
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    for (const pool of this.#pools.values()) pool.close();
+    this.#pools.clear();
+  }
 }
 
 /** nodemailer's bunyan-style logger, into our redacting trace. Message bodies are cut short. */
@@ -272,6 +290,6 @@ function readCa(path: string): string {
   }
 }
 
-export function create(config: SmtpConfig): Transport {
-  return new SmtpTransport(config);
+export function create(config: SmtpConfig, opts: TransportOptions = {}): Transport {
+  return new SmtpTransport(config, opts);
 }

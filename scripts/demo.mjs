@@ -10,6 +10,9 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
 const BIN = fileURLToPath(new URL("../bin/mailsend.js", import.meta.url));
+// `npm run demo | head` closes our stdout early: carry on quietly so the sandbox is still stopped.
+process.stdout.on("error", () => {});
+
 const dir = mkdtempSync(join(tmpdir(), "mailsend-demo-"));
 const dataDir = join(dir, "sandbox");
 

@@ -72,11 +72,11 @@ export class RedisSlotStore implements SlotStore {
     return r[0] === 1 ? { ok: true } : { ok: false, waitMs: Number(r[1]) };
   }
 
-  async complete(id: string): Promise<void> {
+  async complete(id: string, _limits?: Limits): Promise<void> {
     await this.#eval(COMPLETE, id);
   }
 
-  async release(id: string): Promise<void> {
+  async release(id: string, _limits?: Limits): Promise<void> {
     await this.#client.command("ZREM", this.#log, id);
   }
 

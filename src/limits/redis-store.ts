@@ -80,7 +80,7 @@ export class RedisSlotStore implements SlotStore {
     await this.#client.command("ZREM", this.#log, id);
   }
 
-  async block(waitMs: number): Promise<void> {
+  async block(waitMs: number, _limits?: Limits): Promise<void> {
     await this.#eval(BLOCK, Math.ceil(waitMs));
   }
 

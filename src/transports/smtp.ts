@@ -90,8 +90,9 @@ export class SmtpTransport implements Transport {
       requireTLS: !implicit,
       ...(c.clientName ? { name: c.clientName } : {}),
       auth: { user: c.user, pass: c.apiKey, method: authMethod },
+      // No servername here: nodemailer sets it for a host name and leaves it out for an
+      // IP address (SNI with an IP is invalid and makes Node print DEP0123 on stderr).
       tls: {
-        servername: c.host,
         rejectUnauthorized: !c.insecure,
         ...(this.#ca ? { ca: this.#ca } : {}),
       },

@@ -255,7 +255,8 @@ export class RestTransport implements Transport {
     if (res?.success === true && typeof res.message_id === "string" && res.message_id) {
       return {
         transport: "rest",
-        messageId: res.message_id,
+        // Printed and journaled: a service that echoes the key must not make us print it.
+        messageId: this.#redact(res.message_id),
         recipients: allRecipients(m).map((r) => r.address),
         idempotencyKey: m.idempotencyKey,
         status: answer.status,

@@ -243,16 +243,16 @@ export class SmtpTransport implements Transport {
     }
     if (e.command === "DATA" || e.code === "ESTREAM") {
       if (e.code === "ESTREAM" && /ENOENT|EACCES|EISDIR/.test(e.message)) {
-        return new MailsendError("file_unreadable", `an attachment could not be read: ${e.message}`, { cause: e });
+        return new MailsendError("file_unreadable", `an attachment could not be read: ${this.#redact(e.message)}`, { cause: e });
       }
-      return new MailsendError("outcome_unknown", `the connection to ${this.#label} broke while the message was being handed over (${e.message})`, {
+      return new MailsendError("outcome_unknown", `the connection to ${this.#label} broke while the message was being handed over (${this.#redact(e.message)})`, {
         cause: e,
         mayHaveBeenSent: true,
         hint: "The message may have been sent. Check before sending again.",
       });
     }
     if (e.code === "ETIMEDOUT") {
-      return new MailsendError("timeout", `${this.#label} did not respond in time (${e.message}); nothing was sent`, {
+      return new MailsendError("timeout", `${this.#label} did not respond in time (${this.#redact(e.message)}); nothing was sent`, {
         cause: e,
         hint: "Check the network, or raise --timeout.",
       });

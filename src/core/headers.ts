@@ -60,5 +60,19 @@ export function parseHeaderFlag(spec: string): [string, string] {
   const name = spec.slice(0, colon).trim();
   const value = spec.slice(colon + 1).trim();
   checkHeader(name, value);
+  checkNotIdempotencyHeader(name, "--header");
   return [name, value];
+}
+
+/**
+ * mailsend writes X-Idempotency-Key itself (SMTP); a second one given as a
+ * custom header would leave the message with two different keys. The client
+ * refuses it (the shared schema does not: the service may accept any header).
+ */
+export function checkNotIdempotencyHeader(name: string, where: string): void {
+  if (name.toLowerCase() === "x-idempotency-key") {
+    throw new MailsendError("usage", `${where}: X-Idempotency-Key is set by mailsend`, {
+      hint: "Give the key with --idempotency-key instead.",
+    });
+  }
 }

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { MailsendError } from "../core/errors.js";
+import { checkNotIdempotencyHeader } from "../core/headers.js";
 import { attachmentSchema, describeIssues, sendRequestSchema } from "../core/schema.js";
 import { utf8 } from "./read.js";
 
@@ -35,5 +36,6 @@ export function parseSendRequestFile(buf: Buffer, source: string): SendRequestFi
       .join("; ");
     throw new MailsendError("invalid_json", `${source}: ${list}`);
   }
+  for (const name of Object.keys(parsed.data.headers ?? {})) checkNotIdempotencyHeader(name, `${source} headers`);
   return parsed.data;
 }

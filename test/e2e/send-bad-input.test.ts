@@ -81,6 +81,7 @@ const CASES: Case[] = [
   { why: "an unknown flag", args: [...MB, "--frobnicate"], exit: 64, says: /unknown option/ },
   { why: "a header without a colon", args: [...MB, "-H", "X-No-Colon"], exit: 64 },
   { why: "a bad --idempotency-key", args: [...MB, "--idempotency-key", "has space"], exit: 64 },
+  { why: "X-Idempotency-Key as a custom header (SMTP)", args: [...MB, "-H", "X-Idempotency-Key: mine"], exit: 64, smtp: true, says: /hint:.*--idempotency-key/ },
   // 65 bad data
   { why: "invalid --from", args: ["-f", "not-an-address", "-t", "b@example.com", "-s", "Hi", "--html", "x"], exit: 65, says: /--from/ },
   { why: "an addr-spec before an angle address in --to", args: ["-f", "a@example.com", "-t", "a@x.com <b@y.com>", "-s", "Hi", "--html", "x"], exit: 65 },

@@ -5,6 +5,7 @@
  * exit code.
  */
 import { randomBytes } from "node:crypto";
+import { decodeWords } from "postal-mime";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { runCli, stdoutJson, type RunOptions } from "../helpers/cli.js";
 import { headerSection, parseMessage, startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
@@ -110,6 +111,8 @@ describe("a full message over STARTTLS (587 role)", () => {
     const header = (k: string) => mail.headers.find((h) => h.key === k)?.value;
     expect(header("x-campaign")).toBe("q3-report");
     expect(mail.headers.filter((h) => h.key === "x-note")).toHaveLength(1);
+    expect(decodeWords(header("x-note")!)).toBe("naïve");
+    expect(mail.headers.filter((h) => h.key === "x-idempotency-key")).toHaveLength(1);
     expect(mail.messageId).toMatch(/^<.+@.+>$/);
 
     expect(mail.attachments.map((a) => a.filename)).toEqual(["Bericht für Q3 — Übersicht.pdf", "notes.txt"]);

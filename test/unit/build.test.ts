@@ -281,6 +281,13 @@ describe("--json-file", () => {
     expect((await failure(build({ jsonFile: p }))).exitCode).toBe(65);
   });
 
+  it("an X-Idempotency-Key header in the file is refused (use --idempotency-key)", async () => {
+    const p = tmp.file("idem.json", JSON.stringify({ ...request, headers: { "X-Idempotency-Key": "k" } }));
+    const e = await failure(build({ jsonFile: p }));
+    expect(e.exitCode).toBe(64);
+    expect(e.hint).toMatch(/--idempotency-key/);
+  });
+
   it("parseSendRequestFile names the source and the field", () => {
     expect(() => parseSendRequestFile(Buffer.from('{"subject":1}'), "req.json")).toThrow(/req\.json: subject/);
     expect(() => parseSendRequestFile(Buffer.from("{"), "req.json")).toThrow(/req\.json: not valid JSON/);

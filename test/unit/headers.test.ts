@@ -71,6 +71,13 @@ describe("--header 'Name: value'", () => {
     expect(codeOf(() => parseHeaderFlag(": value"))).toBe("usage");
   });
 
+  it("refuses X-Idempotency-Key (mailsend sets it; --idempotency-key gives it)", () => {
+    expect(codeOf(() => parseHeaderFlag("X-Idempotency-Key: mine"))).toBe("usage");
+    expect(codeOf(() => parseHeaderFlag("x-idempotency-key: mine"))).toBe("usage");
+    expect(() => parseHeaderFlag("X-Idempotency-Key: mine")).toThrow(/set by mailsend/);
+    expect(parseHeaderFlag("Idempotency-Key: an ordinary header")).toEqual(["Idempotency-Key", "an ordinary header"]);
+  });
+
   it("is a data error for a bad name, a reserved one or a line break", () => {
     expect(codeOf(() => parseHeaderFlag("X Bad: v"))).toBe("invalid_header");
     expect(codeOf(() => parseHeaderFlag("Bcc: someone@example.com"))).toBe("invalid_header");

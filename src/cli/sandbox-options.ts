@@ -32,6 +32,7 @@ export const SANDBOX_OPTIONS: readonly SandboxOptionSpec[] = [
   { flags: "--drop-when <when>", description: "cut before the message is stored, or after (outcome unknown) (default before)", choices: ["before", "after"] },
   { flags: "--json", description: "print one JSON line when ready (for scripts), nothing else" },
   { flags: "--rate-window-ms <ms>", description: "length of the rate-limit window (tests)", parse: "int", hidden: true },
+  { flags: "--writer-threads <n>", description: "threads that build and write message files (benchmarks)", parse: "int", hidden: true },
 ];
 
 function int(value: string): number {

@@ -2,6 +2,10 @@
  * A REST send request as the RFC 5322 message the service would send: built
  * with nodemailer's MailComposer from already validated fields (the shared
  * schema ran first), with attachments decoded from base64 byte for byte.
+ *
+ * prepareRest() does the cheap part (addresses, metadata) and returns plain,
+ * cloneable composer options; building the bytes is the expensive part, done
+ * inline or in a worker thread (compose-pool.ts) with the same options.
  */
 import MailComposer from "nodemailer/lib/mail-composer";
 import * as mimeFuncs from "nodemailer/lib/mime-funcs";
@@ -13,8 +17,22 @@ export const MESSAGE_ID_DOMAIN = "sandbox.mailsend.invalid";
 
 const detectMimeType = (mimeFuncs as unknown as { detectMimeType(name: string): string }).detectMimeType;
 
-export interface Composed {
-  raw: Buffer;
+/** MailComposer options that survive structured cloning (no Buffers, no Dates). */
+export interface ComposerOptions {
+  from: { name: string; address: string };
+  to: Array<{ name: string; address: string }>;
+  replyTo?: { name: string; address: string };
+  subject: string;
+  html: string;
+  headers: Array<{ key: string; value: string }>;
+  attachments: Array<{ filename: string; content: string; encoding: "base64"; contentType: string }>;
+  messageId: string;
+  /** ISO time. */
+  date: string;
+}
+
+export interface Prepared {
+  options: ComposerOptions;
   from: string;
   to: string[];
   envelope: { from: string; to: string[] };
@@ -25,35 +43,46 @@ export interface Composed {
 
 const box = (m: Mailbox) => ({ name: m.name ?? "", address: m.address });
 
-export async function composeRest(req: SendRequest, id: string, date = new Date()): Promise<Composed> {
+/** Bytes encoded by a valid base64 string (the schema checked it is one). */
+function base64Size(b64: string): number {
+  const pad = b64.endsWith("==") ? 2 : b64.endsWith("=") ? 1 : 0;
+  return (b64.length / 4) * 3 - pad;
+}
+
+export function prepareRest(req: SendRequest, id: string, date = new Date()): Prepared {
   const to = parseAddressList(req.to, "to");
   const from: Mailbox = req.name ? { name: req.name, address: req.from } : { address: req.from };
   const replyTo = req.reply_to ? parseMailbox1(req.reply_to, "reply_to") : undefined;
-  const files = (req.attachments ?? []).map((a) => {
-    const content = Buffer.from(a.content, "base64");
-    return { filename: a.filename, content, contentType: detectMimeType(a.filename) || "application/octet-stream" };
-  });
+  const files = (req.attachments ?? []).map((a) => ({
+    filename: a.filename,
+    content: a.content,
+    encoding: "base64" as const,
+    contentType: detectMimeType(a.filename) || "application/octet-stream",
+  }));
   const messageIdHeader = `<${id}@${MESSAGE_ID_DOMAIN}>`;
-  const composer = new MailComposer({
-    from: box(from),
-    to: to.map(box),
-    ...(replyTo ? { replyTo: box(replyTo) } : {}),
-    subject: req.subject,
-    html: req.html,
-    headers: Object.entries(req.headers ?? {}).map(([key, value]) => ({ key, value })),
-    attachments: files,
-    messageId: messageIdHeader,
-    date,
-    envelope: { from: req.from, to: to.map((m) => m.address) },
-  });
-  const raw = await composer.compile().build();
+  const envelope = { from: req.from, to: to.map((m) => m.address) };
   return {
-    raw,
+    options: {
+      from: box(from),
+      to: to.map(box),
+      ...(replyTo ? { replyTo: box(replyTo) } : {}),
+      subject: req.subject,
+      html: req.html,
+      headers: Object.entries(req.headers ?? {}).map(([key, value]) => ({ key, value })),
+      attachments: files,
+      messageId: messageIdHeader,
+      date: date.toISOString(),
+    },
     from: formatMailbox(from),
     to: to.map(formatMailbox),
-    envelope: { from: req.from, to: to.map((m) => m.address) },
+    envelope,
     subject: req.subject,
-    attachments: files.map((f) => ({ filename: f.filename, contentType: f.contentType, size: f.content.length })),
+    attachments: files.map((f) => ({ filename: f.filename, contentType: f.contentType, size: base64Size(f.content) })),
     messageIdHeader,
   };
+}
+
+/** Build the message bytes in this thread. */
+export function buildInline(options: ComposerOptions): Promise<Buffer> {
+  return new MailComposer({ ...options, date: new Date(options.date) }).compile().build();
 }

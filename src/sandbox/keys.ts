@@ -36,6 +36,7 @@ interface KeysFile {
 }
 
 const KEY_PREFIX = "msk_";
+const REFRESH_MS = 50;
 
 export function hashKey(key: string): string {
   return createHash("sha256").update(key).digest("hex");
@@ -72,6 +73,7 @@ export class KeyStore {
   #keys: KeyRecord[] = [];
   #byHash = new Map<string, KeyRecord>();
   #stamp = "";
+  #checkedAt = 0;
 
   private constructor(path: string) {
     this.path = path;
@@ -111,8 +113,14 @@ export class KeyStore {
     this.#set(parsed.keys);
   }
 
-  /** Cheap enough per request (one stat); picks up changes made by another process. */
-  refresh(): void {
+  /**
+   * Picks up changes made by another process (`keys revoke` in another
+   * terminal): one stat at most every REFRESH_MS, so a request under load
+   * does not pay for it.
+   */
+  refresh(now = Date.now()): void {
+    if (now - this.#checkedAt < REFRESH_MS) return;
+    this.#checkedAt = now;
     if (this.#fileStamp() !== this.#stamp) this.reload();
   }
 

@@ -11,7 +11,7 @@
 import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { describeIssues, sendRequestSchema } from "../core/schema.js";
-import { composeRest } from "./compose.js";
+import { prepareRest } from "./compose.js";
 import { IDEMPOTENCY_KEY, type SandboxCore } from "./core.js";
 import { IdempotencyCache } from "./idempotency.js";
 import type { RateDecision } from "./ratelimit.js";
@@ -205,7 +205,7 @@ export function createSendHandler(core: SandboxCore) {
         return refuse(413, "payload_too_large", `the request body is larger than the limit of ${core.maxSize} bytes`, rl);
       }
       bodyRead = true;
-      const requestHash = createHash("sha256").update(got.body).digest("hex");
+      const requestHash = scope ? createHash("sha256").update(got.body).digest("hex") : undefined;
 
       if (replay) {
         if (replay.requestHash !== undefined && replay.requestHash !== requestHash) {
@@ -243,7 +243,7 @@ export function createSendHandler(core: SandboxCore) {
       if (fault.kind === "fail") {
         stats.count("rest", "faults");
         return refuse(
-          fault.kind === "fail" ? faults.config.failStatus : 500,
+          faults.config.failStatus,
           "injected_fault",
           `injected failure (mailsend sandbox fault injection, status ${faults.config.failStatus}); nothing was stored`,
           faults.config.failStatus === 429 ? { "Retry-After": "1", ...rl } : rl,
@@ -256,10 +256,10 @@ export function createSendHandler(core: SandboxCore) {
       }
 
       const id = newMessageId();
-      const mail = await composeRest(parsed.data, id);
+      const mail = prepareRest(parsed.data, id);
       const stored = await store.add({
         id,
-        raw: mail.raw,
+        compose: mail.options,
         channel: "rest",
         keyId,
         envelope: mail.envelope,
@@ -268,10 +268,9 @@ export function createSendHandler(core: SandboxCore) {
         subject: mail.subject,
         attachments: mail.attachments,
         messageId: id,
-        ...(idemKey ? { idempotencyKey: idemKey } : {}),
-        requestHash,
+        ...(idemKey ? { idempotencyKey: idemKey, requestHash } : {}),
       });
-      if (scope) idempotency.set(scope, { id, messageId: stored.messageId, requestHash, at: Date.now() });
+      if (scope) idempotency.set(scope, { id, messageId: stored.messageId, ...(requestHash ? { requestHash } : {}), at: Date.now() });
       stats.count("rest", "accepted");
       if (fault.kind === "drop") {
         stats.count("rest", "faults");

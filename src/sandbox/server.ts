@@ -7,6 +7,7 @@
 import { existsSync, mkdirSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { availableParallelism } from "node:os";
 import { MailsendError } from "../core/errors.js";
 import { DEFAULTS } from "../core/config.js";
 import type { SandboxCore } from "./core.js";
@@ -22,6 +23,7 @@ import { createSmtpServer } from "./smtp.js";
 import { Stats } from "./stats.js";
 import { FileMessageStore } from "./store.js";
 import { ensureTls, type TlsMaterial } from "./tls.js";
+import { createWriter } from "./writer.js";
 import { createInboxHandler } from "./web.js";
 
 export const SANDBOX_DEFAULTS = {
@@ -51,6 +53,8 @@ export interface SandboxOptions {
   maxSize?: number;
   smtpUser?: string;
   faults?: Partial<FaultConfig>;
+  /** Threads that build and write message files (default 1 when there are 2+ cores; 0 = in the main thread). */
+  writerThreads?: number;
 }
 
 export interface Sandbox {
@@ -128,7 +132,9 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
       createdKey = { id: made.record.id, key: made.key };
     }
 
-    const store = await FileMessageStore.open(paths.dir);
+    const writer = createWriter(options.writerThreads ?? (availableParallelism() > 1 ? 1 : 0));
+    cleanups.push(() => writer.close());
+    const store = await FileMessageStore.open(paths.dir, { writer });
     cleanups.push(() => store.close());
     const idempotency = new IdempotencyCache();
     for (const r of store.withIdempotencyKey(Date.now() - IDEMPOTENCY_TTL_MS)) {

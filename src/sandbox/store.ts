@@ -11,13 +11,13 @@
  * index once. So fsync costs are shared by concurrent requests, and still no
  * answer leaves before its message is on disk.
  */
-import { randomBytes } from "node:crypto";
 import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync } from "node:fs";
 import { open, readFile, unlink, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { MailsendError } from "../core/errors.js";
 import { sandboxPaths, type SandboxPaths } from "./paths.js";
 import type { MessageStore, StoredMessage } from "./types.js";
+import { inlineWriter, type MessageWriter, type Payload } from "./writer.js";
 
 /** What the index keeps beyond the public record: never shown to readers. */
 interface IndexRecord extends StoredMessage {
@@ -25,15 +25,15 @@ interface IndexRecord extends StoredMessage {
   requestHash?: string;
 }
 
-export type NewMessage = Omit<StoredMessage, "id" | "receivedAt" | "size"> & {
-  id?: string;
-  raw: Buffer;
-  requestHash?: string;
-};
+export type NewMessage = Omit<StoredMessage, "id" | "receivedAt" | "size"> &
+  Payload & {
+    id?: string;
+    requestHash?: string;
+  };
 
 interface Pending {
   record: IndexRecord;
-  raw: Buffer;
+  payload: Payload;
   resolve: (m: StoredMessage) => void;
   reject: (e: unknown) => void;
 }
@@ -55,7 +55,9 @@ let seq = 0;
  */
 export function newMessageId(now = Date.now()): string {
   seq = (seq + 1) % 36 ** 5;
-  const rand = randomBytes(4).readUInt32BE(0) % 36 ** 4;
+  // Not a secret: the time and the counter make it unique, this only keeps
+  // two processes sharing a millisecond apart.
+  const rand = Math.floor(Math.random() * 36 ** 4);
   return now.toString(36).padStart(9, "0") + seq.toString(36).padStart(5, "0") + rand.toString(36).padStart(4, "0");
 }
 
@@ -75,18 +77,20 @@ export class FileMessageStore implements MessageStore {
   #dir: FileHandle | undefined;
   #indexSize = 0;
   #closed = false;
+  readonly #writer: MessageWriter;
 
-  private constructor(paths: SandboxPaths, readOnly: boolean) {
+  private constructor(paths: SandboxPaths, readOnly: boolean, writer: MessageWriter) {
     this.paths = paths;
     this.readOnly = readOnly;
+    this.#writer = writer;
   }
 
   /**
    * Open the store in `dir`. The writer (the running sandbox) repairs what a
    * crash may have left; a reader (`mailsend inbox`) only reads.
    */
-  static async open(dir: string, opts: { readOnly?: boolean } = {}): Promise<FileMessageStore> {
-    const store = new FileMessageStore(sandboxPaths(dir), opts.readOnly ?? false);
+  static async open(dir: string, opts: { readOnly?: boolean; writer?: MessageWriter } = {}): Promise<FileMessageStore> {
+    const store = new FileMessageStore(sandboxPaths(dir), opts.readOnly ?? false, opts.writer ?? inlineWriter);
     store.#load();
     if (!store.readOnly) {
       mkdirSync(store.paths.messages, { recursive: true });
@@ -184,15 +188,17 @@ export class FileMessageStore implements MessageStore {
   /** Resolves once the message is durably stored; rejects if it could not be. */
   add(m: NewMessage): Promise<StoredMessage> {
     if (this.readOnly || this.#closed) return Promise.reject(new Error("the message store is not open for writing"));
-    const { raw, id, ...meta } = m;
+    const { id, ...rest } = m;
+    const payload: Payload = "raw" in rest ? { raw: rest.raw } : { compose: rest.compose };
+    const { raw: _raw, compose: _compose, ...meta } = rest as typeof rest & { raw?: Buffer; compose?: unknown };
     const record: IndexRecord = {
       id: id ?? newMessageId(),
       receivedAt: new Date().toISOString(),
       ...meta,
-      size: raw.length,
+      size: 0,
     };
     return new Promise<StoredMessage>((resolve, reject) => {
-      this.#queue.push({ record, raw, resolve, reject });
+      this.#queue.push({ record, payload, resolve, reject });
       this.#committing ??= this.#drain();
     });
   }
@@ -213,21 +219,18 @@ export class FileMessageStore implements MessageStore {
   }
 
   async #commit(batch: Pending[]): Promise<void> {
+    const paths = batch.map((p) => join(this.paths.messages, `${p.record.id}.eml`));
     const written: string[] = [];
     try {
-      await Promise.all(
-        batch.map(async (p) => {
-          const path = join(this.paths.messages, `${p.record.id}.eml`);
-          const fh = await open(path, "wx", 0o600);
-          written.push(path);
-          try {
-            await fh.writeFile(p.raw);
-            await fh.datasync();
-          } finally {
-            await fh.close();
-          }
-        }),
-      );
+      const sizes = await Promise.allSettled(batch.map((p, i) => this.#writer.write(paths[i]!, p.payload)));
+      sizes.forEach((s, i) => {
+        if (s.status === "fulfilled") {
+          written.push(paths[i]!);
+          batch[i]!.record.size = s.value;
+        }
+      });
+      const failed = sizes.find((s) => s.status === "rejected");
+      if (failed) throw (failed as PromiseRejectedResult).reason;
       await this.#dir!.sync();
       const lines = Buffer.from(batch.map((p) => `${JSON.stringify(p.record)}\n`).join(""));
       try {
@@ -240,6 +243,8 @@ export class FileMessageStore implements MessageStore {
       }
       this.#indexSize += lines.length;
     } catch (e) {
+      // Files of a batch that did not commit are orphans: remove them now
+      // (the next start would, too). A failed write cleaned up after itself.
       await Promise.all(written.map((p) => unlink(p).catch(() => {})));
       throw e;
     }

@@ -19,6 +19,7 @@ export interface SandboxFlags {
   smtpsPort?: number;
   rateLimit?: number;
   rateWindowMs?: number;
+  writerThreads?: number;
   maxSize?: number;
   smtpUser?: string;
   failRate?: number;
@@ -136,6 +137,7 @@ export async function runSandbox(flags: SandboxFlags, io: CliIO, stop: StopSigna
       ...(flags.rateLimit !== undefined ? { rateLimit: flags.rateLimit } : {}),
       ...(flags.rateWindowMs !== undefined ? { rateWindowMs: Math.max(1, flags.rateWindowMs) } : {}),
       ...(flags.maxSize !== undefined ? { maxSize: flags.maxSize } : {}),
+      ...(flags.writerThreads !== undefined ? { writerThreads: flags.writerThreads } : {}),
       ...(flags.smtpUser !== undefined ? { smtpUser: flags.smtpUser } : {}),
       faults,
     });

@@ -7,6 +7,7 @@
  * never an address string it would parse again.
  */
 import { readFileSync } from "node:fs";
+import { PassThrough, pipeline } from "node:stream";
 import { rootCertificates } from "node:tls";
 import { format } from "node:util";
 import nodemailer, { type SendMailOptions } from "nodemailer";
@@ -151,11 +152,13 @@ export class SmtpTransport implements Transport {
   }
 
   #transporter(method: "LOGIN" | "PLAIN", trace?: (l: string) => void) {
-    if (this.#poolSize === undefined) return nodemailer.createTransport(this.#transportOptions(method, trace));
+    if (this.#poolSize === undefined) return watchHandOver(nodemailer.createTransport(this.#transportOptions(method, trace)));
     let pool = this.#pools.get(method);
     if (!pool) {
       // One TLS handshake and AUTH per connection, not per message.
-      pool = nodemailer.createTransport({ ...this.#transportOptions(method, trace), pool: true, maxConnections: this.#poolSize, maxMessages: 1000 });
+      pool = watchHandOver(
+        nodemailer.createTransport({ ...this.#transportOptions(method, trace), pool: true, maxConnections: this.#poolSize, maxMessages: 1000 }),
+      );
       this.#pools.set(method, pool);
     }
     return pool;
@@ -163,8 +166,21 @@ export class SmtpTransport implements Transport {
 
   async #sendWith(method: "LOGIN" | "PLAIN", m: Message, trace?: (l: string) => void): Promise<SendResult> {
     const transport = this.#transporter(method, trace);
+    let handedOver = false;
     try {
-      const info = await transport.sendMail(mailOptions(m));
+      const options = { ...mailOptions(m), [HAND_OVER]: () => (handedOver = true) };
+      const info = await transport.sendMail(options as SendMailOptions).catch((e: SmtpError) => {
+        // Every byte of the message went out and then the session failed without a reply
+        // (a timeout, a reset): the server may have queued it. A reply code is a real answer.
+        if (handedOver && e.responseCode === undefined && !(e instanceof MailsendError)) {
+          throw new MailsendError("outcome_unknown", `${this.#label} gave no answer after the whole message was sent (${this.#redact(e.message)})`, {
+            cause: e,
+            mayHaveBeenSent: true,
+            hint: `The message may have been sent. Check before sending again (resending with --idempotency-key ${m.idempotencyKey} lets the service drop a duplicate).`,
+          });
+        }
+        throw e;
+      });
       const rejected = (info.rejected ?? []).map(String);
       if (rejected.length > 0) {
         throw new MailsendError(
@@ -267,6 +283,34 @@ export class SmtpTransport implements Transport {
     for (const pool of this.#pools.values()) pool.close();
     this.#pools.clear();
   }
+}
+
+/** The mail option under which a send passes its "whole message handed over" callback. */
+const HAND_OVER = "mailsendOnHandOver";
+
+type Transporter = ReturnType<typeof nodemailer.createTransport>;
+
+/**
+ * nodemailer's errors do not say how far a session got (a socket timeout is
+ * command "CONN" whether it struck at RCPT or after the final dot). A stream
+ * plugin puts a pass-through at the very end of each message's byte stream;
+ * when the SMTP connection has read all of it, the message has been handed over.
+ */
+function watchHandOver(t: Transporter): Transporter {
+  t.use("stream", (mail, done) => {
+    const onEnd = (mail.data as Record<string, unknown>)[HAND_OVER];
+    if (typeof onEnd === "function") {
+      // The last stage, read by the connection itself and only after DATA's 354:
+      // its "end" means the connection has taken every byte.
+      mail.message.processFunc((input) => {
+        const pass = new PassThrough();
+        pass.once("end", () => onEnd());
+        return pipeline(input, pass, () => {});
+      });
+    }
+    done();
+  });
+  return t;
 }
 
 /** nodemailer's bunyan-style logger, into our redacting trace. Message bodies are cut short. */

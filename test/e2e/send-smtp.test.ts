@@ -335,6 +335,34 @@ describe("server answers -> exit codes", () => {
     expect(starttls.messages[0]?.rcptTo).toEqual(["b@example.com"]);
   });
 
+  it("421 in the greeting (server busy) -> 75", async () => {
+    starttls.script({ connect: { code: 421, message: "4.3.2 Too busy, try later" } });
+    const r = await smtp(starttls, MIN);
+    expect(r.exitCode).toBe(75);
+    expect(r.stderr).toMatch(/hint:/);
+    nothingDelivered(starttls);
+  });
+
+  it("a server that stalls before the message is handed over -> 75 (nothing sent)", async () => {
+    starttls.script({ delayMs: { rcpt: 5000 } });
+    const t0 = Date.now();
+    const r = await smtp(starttls, [...MIN, "--timeout", "1"]);
+    expect(Date.now() - t0).toBeLessThan(4500);
+    expect(r.exitCode).toBe(75);
+    expect(r.stderr).toMatch(/nothing was sent/i);
+    nothingDelivered(starttls);
+  });
+
+  it("a server that stalls after the message was handed over -> 76 (may have been sent)", async () => {
+    starttls.script({ delayMs: { data: 5000 } });
+    const t0 = Date.now();
+    const r = await smtp(starttls, [...MIN, "--timeout", "1"]);
+    expect(Date.now() - t0).toBeLessThan(4500);
+    expect(r.exitCode).toBe(76);
+    expect(r.stderr).toMatch(/may have been sent/);
+    expect(starttls.messages).toHaveLength(1);
+  });
+
   it("connection refused (a closed port) -> 69", async () => {
     const closed = await startSmtpSink({ mode: "starttls", tls: await tmp.tls(), key: KEY });
     await closed.close();

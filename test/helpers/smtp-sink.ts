@@ -31,6 +31,10 @@ export interface SinkScript {
   data?: SmtpReply;
   /** Replaces the credential check. */
   auth?: SmtpReply;
+  /** Refuse the connection with this greeting (e.g. 421 busy); the server then closes it. */
+  connect?: SmtpReply;
+  /** Hold the reply to RCPT TO, or to the end of DATA, this long (a stalled server). */
+  delayMs?: { rcpt?: number; data?: number };
 }
 
 export interface AuthRecord {
@@ -92,6 +96,15 @@ export async function startSmtpSink(opts: SinkOptions): Promise<SmtpSink> {
   const authBySession = new Map<string, { method: string; username: string | undefined }>();
   let scripted: SinkScript = {};
   let connections = 0;
+  const timers = new Set<NodeJS.Timeout>();
+  const later = (ms: number | undefined, f: () => void) => {
+    if (!ms) return f();
+    const t = setTimeout(() => {
+      timers.delete(t);
+      f();
+    }, ms);
+    timers.add(t);
+  };
 
   const server = new SMTPServer({
     secure: opts.mode === "implicit",
@@ -109,6 +122,7 @@ export async function startSmtpSink(opts: SinkOptions): Promise<SmtpSink> {
     logger: false,
     onConnect(_session, cb) {
       connections += 1;
+      if (scripted.connect) return cb(smtpError(scripted.connect));
       cb();
     },
     onAuth(auth, session, cb) {
@@ -125,8 +139,7 @@ export async function startSmtpSink(opts: SinkOptions): Promise<SmtpSink> {
     onRcptTo(address, _session, cb) {
       rcptSeen.push(address.address);
       const r = typeof scripted.rcpt === "function" ? scripted.rcpt(address.address) : scripted.rcpt;
-      if (r) return cb(smtpError(r));
-      cb();
+      later(scripted.delayMs?.rcpt, () => (r ? cb(smtpError(r)) : cb()));
     },
     onData(stream, session: SMTPServerSession, cb) {
       const chunks: Buffer[] = [];
@@ -144,8 +157,8 @@ export async function startSmtpSink(opts: SinkOptions): Promise<SmtpSink> {
           user: auth?.username,
           accepted: refuse === undefined,
         });
-        if (refuse) return cb(smtpError(refuse));
-        cb(null, `2.0.0 Ok: queued as SINK${messages.length}`);
+        const n = messages.length;
+        later(scripted.delayMs?.data, () => (refuse ? cb(smtpError(refuse)) : cb(null, `2.0.0 Ok: queued as SINK${n}`)));
       });
     },
   });
@@ -177,7 +190,11 @@ export async function startSmtpSink(opts: SinkOptions): Promise<SmtpSink> {
       scripted = {};
       connections = 0;
     },
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: () => {
+      for (const t of timers) clearTimeout(t);
+      timers.clear();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
   };
 }
 

@@ -208,4 +208,12 @@ describe("--json errors", () => {
     expect(stderrJson(r).error).toMatchObject({ code: "usage", exit: 64 });
     nothingReached();
   });
+
+  // Known bug in src/cli/program.ts (not ours to edit): showHelpAfterError still writes
+  // "(run with --help for usage)" after the JSON object. When fixed, this starts failing:
+  // turn it into a plain `it`.
+  it.fails("KNOWN BUG: under --json a commander usage error leaves only the JSON object on stderr", async () => {
+    const r = await runCli(["send", ...MB, "--json", "--no-such-flag"], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url } });
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+  });
 });

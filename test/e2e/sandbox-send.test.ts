@@ -5,7 +5,8 @@
  * keeps everything.
  */
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli, stdoutJson } from "../helpers/cli.js";
 import { inProcessSandbox, parseEml, post, sendRequest, type TestSandbox } from "../helpers/sandbox.js";
@@ -202,5 +203,36 @@ describe("restart", () => {
     expect(t.sb.store.count).toBe(before.length);
     expect(before.some((m) => m.id === stdoutJson(r).message_id)).toBe(true);
     expect(readFileSync(t.sb.paths.apiKeyFile, "utf8").trim()).toBe(t.key);
+  });
+
+  it("after a crash: a torn last index line is cut, an .eml without its index line is removed, the rest is intact", async () => {
+    const before = await t.sb.store.list();
+    await t.stop();
+    // What a crash between writing a message file and committing its index line leaves.
+    const orphan = join(t.sb.paths.messages, "0zzzzzzzz00000zzzz.eml");
+    writeFileSync(orphan, "Subject: never acknowledged\r\n\r\nx\r\n");
+    appendFileSync(t.sb.paths.index, '{"id":"0zzzzzzzz00001zzzz","receivedAt":"2026-');
+    const indexBefore = readFileSync(t.sb.paths.index, "utf8");
+    t = await inProcessSandbox({ dir: t.dir }, t.scratch);
+    expect(existsSync(orphan)).toBe(false);
+    expect(await t.sb.store.list()).toEqual(before);
+    const indexAfter = readFileSync(t.sb.paths.index, "utf8");
+    expect(indexAfter.endsWith("\n")).toBe(true);
+    expect(indexBefore.startsWith(indexAfter)).toBe(true);
+    const r = await runCli(["send", "--json", "-f", "a@example.com", "-t", "b@example.com", "-s", "after crash", "--text", "x"], { env: t.env });
+    expect(r.exitCode).toBe(0);
+    expect(t.sb.store.count).toBe(before.length + 1);
+  });
+});
+
+describe("the web inbox is served on the same port", () => {
+  it("GET / answers HTML; unknown paths 404", async () => {
+    const home = await fetch(`${t.sb.urls.baseUrl}/`);
+    expect(home.status).toBe(200);
+    expect(home.headers.get("content-type")).toMatch(/text\/html/);
+    await home.text();
+    const none = await fetch(`${t.sb.urls.baseUrl}/no/such/page`);
+    expect(none.status).toBe(404);
+    await none.text();
   });
 });

@@ -10,7 +10,7 @@
  * chunk by chunk, with the Content-Length computed up front, so a 50 MB file
  * never sits in memory as a string.
  */
-import { createReadStream, readFileSync } from "node:fs";
+import { closeSync, createReadStream, openSync, readFileSync, readSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import { isIP } from "node:net";
@@ -89,11 +89,17 @@ function shortContent(a: Attachment, size: number): string {
   return `${head}...(base64 of ${size} bytes, ${base64Length(size)} characters)`;
 }
 
+/** The first bytes of a file, read without loading the rest (a dry run of a 2 GB attachment). */
 function readHead(path: string): string {
+  let fd: number | undefined;
   try {
-    return readFileSync(path).subarray(0, 24).toString("base64");
+    fd = openSync(path, "r");
+    const buf = Buffer.alloc(24);
+    return buf.subarray(0, readSync(fd, buf, 0, 24, 0)).toString("base64");
   } catch {
     return "";
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }
 

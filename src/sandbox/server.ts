@@ -4,7 +4,7 @@
  * web inbox) and two SMTP ports (STARTTLS and implicit TLS), sharing one key
  * store, one rate limiter and one mail store.
  */
-import { existsSync, mkdirSync } from "node:fs";
+import { accessSync, constants, existsSync, mkdirSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { availableParallelism } from "node:os";
@@ -112,7 +112,15 @@ function urlHost(host: string): string {
 export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
   const paths = sandboxPaths(options.dir);
   const host = options.host ?? SANDBOX_DEFAULTS.host;
-  mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
+  try {
+    mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
+    accessSync(paths.dir, constants.R_OK | constants.W_OK);
+  } catch (e) {
+    throw new MailsendError("config_invalid", `cannot use ${paths.dir} as the sandbox data dir (${(e as NodeJS.ErrnoException).code ?? e})`, {
+      cause: e,
+      hint: "Give --dir (or MAILSEND_SANDBOX_DIR) a directory you can write to.",
+    });
+  }
   const releaseLock = acquireLock(paths.lock, paths.dir);
   const cleanups: Array<() => Promise<void> | void> = [releaseLock];
   const cleanup = async () => {

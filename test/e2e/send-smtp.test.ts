@@ -136,6 +136,13 @@ describe("a full message over STARTTLS (587 role)", () => {
     expect(headerSection(starttls.messages[1]!.raw)).toMatch(/^Content-Type: text\/html/im);
   });
 
+  it("a display name that looks like an address adds no recipient", async () => {
+    const r = await smtp(starttls, ["-f", "a@example.com", "-t", '"x@evil.example, y@evil.example" <b@example.com>', "-s", "Hi", "--text", "x"]);
+    expect(r.exitCode).toBe(0);
+    expect(starttls.messages[0]!.rcptTo).toEqual(["b@example.com"]);
+    expect((await parseMessage(starttls.messages[0]!.raw)).to).toEqual([{ name: "x@evil.example, y@evil.example", address: "b@example.com" }]);
+  });
+
   it("piped stdin is the HTML body over SMTP too", async () => {
     const r = await smtp(starttls, ["-f", "a@example.com", "-t", "b@example.com", "-s", "piped"], { input: "<h1>report</h1>" });
     expect(r.exitCode).toBe(0);
@@ -283,6 +290,14 @@ describe("TLS problems are configuration errors (78) with a hint", () => {
       expect(sink.auths).toHaveLength(0);
       nothingDelivered(sink);
     }
+  });
+
+  it("--insecure skips verification with a loud warning; --quiet still prints nothing else", async () => {
+    const r = await smtp(implicit, [...MIN, "--insecure", "--quiet"], { ca: false });
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toMatch(/^warning: --insecure/);
+    expect(implicit.messages).toHaveLength(1);
   });
 
   it("NODE_EXTRA_CA_CERTS is trusted as well", async () => {

@@ -7,6 +7,7 @@
  * cloneable composer options; building the bytes is the expensive part, done
  * inline or in a worker thread (compose-pool.ts) with the same options.
  */
+import { Writable } from "node:stream";
 import MailComposer from "nodemailer/lib/mail-composer";
 import * as mimeFuncs from "nodemailer/lib/mime-funcs";
 import { formatMailbox, parseAddressList, parseMailbox1, type Mailbox } from "../core/address.js";
@@ -82,7 +83,55 @@ export function prepareRest(req: SendRequest, id: string, date = new Date()): Pr
   };
 }
 
+interface MimeTree {
+  build(): Promise<Buffer>;
+  stream?(out: NodeJS.WritableStream, options: object, done: (err?: Error | null) => void): void;
+  newline?: unknown;
+  _transforms?: unknown[];
+  _processFuncs?: unknown[];
+}
+
+/**
+ * MailComposer's bytes. build() joins its output through stream.pipeline()
+ * and a final-newline transform, which costs about as much again as making
+ * the message; when the tree has no transforms of its own (ours never does)
+ * this writes it straight into a collector and adds the final newline the
+ * way that transform does, for the same bytes at about half the CPU. Any
+ * other tree goes through build().
+ *
+ * Self-contained (its modules come in as arguments): the writer thread runs
+ * this very function's source.
+ */
+export function composeBytes(
+  Composer: new (mail: object) => { compile(): MimeTree },
+  Writable: typeof import("node:stream").Writable,
+  options: ComposerOptions,
+): Promise<Buffer> {
+  const tree = new Composer({ ...options, date: new Date(options.date) }).compile();
+  const direct =
+    typeof tree.stream === "function" && !tree.newline && (tree._transforms ?? []).length === 0 && (tree._processFuncs ?? []).length === 0;
+  if (!direct) return tree.build();
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        chunks.push(chunk);
+        size += chunk.length;
+        done();
+      },
+    });
+    tree.stream!(sink, {}, (err) => {
+      if (err) return reject(err);
+      const last = size > 0 ? chunks[chunks.length - 1]![chunks[chunks.length - 1]!.length - 1] : undefined;
+      if (last === 0x0d) chunks.push(Buffer.from("\n"));
+      else if (last !== 0x0a) chunks.push(Buffer.from("\r\n"));
+      resolve(Buffer.concat(chunks));
+    });
+  });
+}
+
 /** Build the message bytes in this thread. */
 export function buildInline(options: ComposerOptions): Promise<Buffer> {
-  return new MailComposer({ ...options, date: new Date(options.date) }).compile().build();
+  return composeBytes(MailComposer as unknown as Parameters<typeof composeBytes>[0], Writable, options);
 }

@@ -11,7 +11,7 @@
 import fs from "node:fs";
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
-import { buildInline, type ComposerOptions } from "./compose.js";
+import { buildInline, composeBytes, type ComposerOptions } from "./compose.js";
 
 /** The bytes, or the composer options to build them from. */
 export type Payload = { raw: Buffer } | { compose: ComposerOptions };
@@ -56,13 +56,15 @@ export const inlineWriter: MessageWriter = {
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require("node:worker_threads");
 const fs = require("node:fs");
+const { Writable } = require("node:stream");
 const mod = require(workerData.composer);
 const MailComposer = mod.default || mod;
 ${writeDurably.toString()}
+${composeBytes.toString()}
 parentPort.on("message", (job) => {
   const bytes = job.raw
     ? Promise.resolve(job.raw)
-    : new MailComposer({ ...job.compose, date: new Date(job.compose.date) }).compile().build();
+    : composeBytes(MailComposer, Writable, job.compose);
   bytes
     .then((raw) => writeDurably(fs, job.path, raw).then(() => raw.length))
     .then(

@@ -225,6 +225,33 @@ describe("restart", () => {
   });
 });
 
+describe("composing", () => {
+  it("the direct MailComposer path gives the same bytes as MailComposer's build()", async () => {
+    const { default: MailComposer } = await import("nodemailer/lib/mail-composer");
+    const { buildInline } = await import("../../src/sandbox/compose.js");
+    const cases = [
+      { html: "<p>plain</p>" },
+      { html: "<p>ends with CR</p>\r" },
+      { html: "<p>ends with LF</p>\n" },
+      { html: "Ünïcödé ✓ and a very long line ".repeat(40) },
+    ];
+    for (const c of cases) {
+      const options = {
+        from: { name: "A", address: "a@example.com" },
+        to: [{ name: "", address: "b@example.com" }],
+        subject: "Grüße",
+        headers: [{ key: "X-Test", value: "1" }],
+        attachments: [],
+        messageId: "<fixed@example.com>",
+        date: "2026-01-02T03:04:05.000Z",
+        ...c,
+      };
+      const viaBuild = await new MailComposer({ ...options, date: new Date(options.date) }).compile().build();
+      expect((await buildInline(options)).equals(viaBuild), JSON.stringify(c).slice(0, 40)).toBe(true);
+    }
+  });
+});
+
 describe("the web inbox is served on the same port", () => {
   it("GET / answers HTML; unknown paths 404", async () => {
     const home = await fetch(`${t.sb.urls.baseUrl}/`);

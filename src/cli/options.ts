@@ -14,7 +14,7 @@ export interface OptionSpec {
   /** Parse as a whole number. */
   int?: boolean;
   choices?: readonly string[];
-  group: "Message" | "Body" | "Connection" | "Limits" | "Output";
+  group: "Message" | "Body" | "Connection" | "Limits" | "Batch" | "Output";
 }
 
 export const SEND_OPTIONS: readonly OptionSpec[] = [
@@ -58,6 +58,31 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
   { group: "Output", flags: "--json", description: "print one JSON result object on stdout" },
   { group: "Output", flags: "-v, --verbose", description: "show the protocol exchange on stderr (key redacted)" },
   { group: "Output", flags: "-q, --quiet", description: "print nothing on success" },
+];
+
+const SHARED = SEND_OPTIONS.filter((o) => o.group === "Connection" || o.group === "Limits");
+
+/** `mailsend batch`: per-row defaults and templates, then everything send has for the connection. */
+export const BATCH_OPTIONS: readonly OptionSpec[] = [
+  { group: "Message", flags: "-f, --from <address>", description: "sender for rows without a from" },
+  { group: "Message", flags: "--name <text>", description: "sender display name for rows without a name" },
+  { group: "Message", flags: "--reply-to <address>", description: "reply-to for rows without one" },
+  { group: "Message", flags: "-s, --subject <template>", description: "subject for rows without one; {{column}} is filled per row" },
+  { group: "Message", flags: "-H, --header <'Name: value'>", description: "custom header on every message", repeatable: true },
+  { group: "Message", flags: "-a, --attach <path[#name]>", description: "attach to every message (read once)", repeatable: true },
+  { group: "Body", flags: "--html-file <path>", description: "HTML template for rows without html; {{column}} filled and HTML-escaped" },
+  { group: "Body", flags: "--text-file <path>", description: "text template for rows without text; {{column}} filled as is" },
+  { group: "Batch", flags: "--format <format>", description: "input format (default: from the file name, else from the content)", choices: ["jsonl", "json", "csv"] },
+  { group: "Batch", flags: "-c, --concurrency <n>", description: "messages in flight at once (default 4)", int: true },
+  { group: "Batch", flags: "--check", description: "validate every row and send nothing" },
+  { group: "Batch", flags: "--fail-fast", description: "send nothing if a row is bad; stop at the first failed send" },
+  { group: "Batch", flags: "--results <file>", description: "write one JSON line per item to this file" },
+  { group: "Batch", flags: "--journal <file>", description: "the crash journal (default: in the state dir, named after the input)" },
+  { group: "Batch", flags: "--resume", description: "continue the journal of an interrupted run (re-running the same command does too)" },
+  { group: "Batch", flags: "--fresh", description: "start over, ignoring an earlier run's journal" },
+  ...SHARED,
+  { group: "Output", flags: "--json", description: "one JSON line per item on stdout, a JSON summary on stderr" },
+  { group: "Output", flags: "-q, --quiet", description: "no progress and no summary" },
 ];
 
 /** Environment variables read without a matching flag. */

@@ -2,7 +2,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from "commander
 import { EXIT } from "../core/errors.js";
 import { VERSION } from "../core/version.js";
 import type { CliIO } from "./io.js";
-import { SEND_OPTIONS, type OptionSpec } from "./options.js";
+import { BATCH_OPTIONS, SEND_OPTIONS, type OptionSpec } from "./options.js";
 import { reportError } from "./report.js";
 import { addSandboxOptions, DIR_OPTION, JSON_OPTION, SANDBOX_OPTIONS } from "./sandbox-options.js";
 
@@ -24,6 +24,27 @@ Examples:
 
 Exit codes: 0 sent, 64 usage, 65 bad message, 66 missing file, 69 unavailable,
 75 temporary (retry later), 76 outcome unknown, 77 key refused, 78 configuration.
+`;
+
+const BATCH_EXAMPLES = `
+Input rows use the API's field names (from, to, subject, html, name, reply_to,
+headers, attachments) plus text, cc, bcc and idempotency_key; other fields or
+CSV columns are {{variables}} for the --subject / --html-file / --text-file templates.
+
+Examples:
+  # Mail merge from a spreadsheet export: columns to, name, plan
+  mailsend batch people.csv -f 'Billing <billing@example.com>' \\
+    -s 'Your {{plan}} plan renews soon' --html-file renewal.html --results out.jsonl
+
+  # Check every row first; nothing is sent
+  mailsend batch people.csv --check -f billing@example.com -s Hi --text-file body.txt
+
+  # JSON lines from another program, 8 at a time over SMTP (pooled connections)
+  ./notifications | mailsend batch - --transport smtp --concurrency 8 --json
+
+A crash or Ctrl-C loses nothing: run the same command again and it sends only
+what did not go out, with the same idempotency keys (see --journal, --resume).
+Exit code: 0 when every item was sent, else the most serious failure's code.
 `;
 
 const ROOT_HELP = `
@@ -106,6 +127,17 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
   send.action(async (opts: Record<string, unknown>) => {
     const { runSend } = await import("./commands/send.js");
     setExit(await runSend(opts, io));
+  });
+
+  const batch = program
+    .command("batch")
+    .description("send many messages from JSON lines, a JSON array or CSV, resumable after a crash")
+    .argument("<file>", "the input file, or - for stdin")
+    .addHelpText("after", BATCH_EXAMPLES);
+  addOptions(batch, BATCH_OPTIONS);
+  batch.action(async (file: string, opts: Record<string, unknown>) => {
+    const { runBatchCommand } = await import("./commands/batch.js");
+    setExit(await runBatchCommand(file, opts, io));
   });
 
   const sandbox = program

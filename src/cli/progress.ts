@@ -69,6 +69,11 @@ export class Progress {
     void this.#show();
   }
 
+  /** New text for the spinner (batch counters). */
+  update(text: string): void {
+    this.#setText(text);
+  }
+
   /** The wait is over: back to the plain text. */
   resume(text: string): void {
     clearInterval(this.#countdown);

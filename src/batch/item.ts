@@ -1,0 +1,172 @@
+/**
+ * One batch row -> one Message, through the same assembleMessage() as
+ * `mailsend send`. Rows use the API's field names (from, to, subject, html,
+ * name, reply_to, headers, attachments) plus text, cc, bcc and
+ * idempotency_key; every other field or column is a template variable.
+ */
+import { readFile } from "node:fs/promises";
+import { basename } from "node:path";
+import { MailsendError } from "../core/errors.js";
+import { checkHeader, type HeaderList } from "../core/headers.js";
+import type { Attachment, Message } from "../core/message.js";
+import type { TransportName } from "../core/transport.js";
+import { assembleMessage, type MessageParts } from "../input/build.js";
+import { regularFileSize } from "../input/read.js";
+import { render } from "./template.js";
+
+/** What flags give every row: defaults (a row's own value wins) and templates. */
+export interface RowDefaults {
+  from?: string;
+  name?: string;
+  replyTo?: string;
+  subject?: string;
+  htmlTemplate?: string;
+  textTemplate?: string;
+  headers?: HeaderList;
+  attach?: string[];
+}
+
+const FIELDS = new Set(["from", "to", "cc", "bcc", "subject", "html", "text", "name", "reply_to", "headers", "attachments", "idempotency_key", "vars"]);
+
+function bad(message: string): MailsendError {
+  return new MailsendError("invalid_message", message);
+}
+
+function str(v: unknown, field: string): string | undefined {
+  if (v === undefined || v === null || v === "") return undefined;
+  if (typeof v !== "string") throw bad(`${field} must be a string`);
+  return v;
+}
+
+function list(v: unknown, field: string): string[] {
+  if (v === undefined || v === null || v === "") return [];
+  if (typeof v === "string") return [v];
+  if (Array.isArray(v) && v.every((x) => typeof x === "string")) return v as string[];
+  throw bad(`${field} must be a string or an array of strings`);
+}
+
+/** Template variables: every field that is not one of the message's own, and a `vars` object. */
+export function variables(data: Record<string, unknown>): Record<string, unknown> {
+  const vars: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(data)) if (!FIELDS.has(k) && !k.startsWith("header:")) vars[k] = v;
+  if (data.vars && typeof data.vars === "object" && !Array.isArray(data.vars)) Object.assign(vars, data.vars);
+  // The message's own fields can be used in templates too ({{to}}, {{name}}).
+  for (const k of ["to", "name", "from", "subject"]) if (typeof data[k] === "string" && !(k in vars)) vars[k] = data[k];
+  return vars;
+}
+
+function headersOf(data: Record<string, unknown>, defaults: HeaderList): HeaderList {
+  const out: HeaderList = [...defaults];
+  const set = (name: string, value: string) => {
+    checkHeader(name, value);
+    const i = out.findIndex(([n]) => n.toLowerCase() === name.toLowerCase());
+    if (i >= 0) out.splice(i, 1);
+    out.push([name, value]);
+  };
+  const h = data.headers;
+  if (typeof h === "string" && h.trim()) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(h);
+    } catch {
+      throw bad('headers must be a JSON object, e.g. {"X-Campaign":"q3"}');
+    }
+    if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) throw bad("headers must be a JSON object");
+    for (const [k, v] of Object.entries(parsed)) set(k, String(v));
+  } else if (h && typeof h === "object" && !Array.isArray(h)) {
+    for (const [k, v] of Object.entries(h)) {
+      if (typeof v !== "string") throw bad(`header ${k} must be a string`);
+      set(k, v);
+    }
+  } else if (h !== undefined && h !== null && h !== "") throw bad("headers must be an object");
+  for (const [k, v] of Object.entries(data)) if (k.startsWith("header:") && typeof v === "string" && v !== "") set(k.slice(7), v);
+  return out;
+}
+
+/**
+ * Attachment bytes shared by many rows are read once. Up to `budget` bytes
+ * are kept; beyond that, files are streamed from disk for each message.
+ */
+export class AttachmentCache {
+  readonly #bytes = new Map<string, Promise<Buffer>>();
+  #kept = 0;
+  constructor(readonly budget = 64 * 1024 * 1024) {}
+
+  async get(spec: string): Promise<Attachment> {
+    const hash = spec.lastIndexOf("#");
+    const [path, filename] = hash > 0 && hash < spec.length - 1 ? [spec.slice(0, hash), spec.slice(hash + 1)] : [spec, basename(spec)];
+    const size = await regularFileSize(path, "attachment");
+    if (this.#bytes.has(path) || this.#kept + size <= this.budget) {
+      if (!this.#bytes.has(path)) {
+        this.#kept += size;
+        this.#bytes.set(path, readFile(path));
+      }
+      return { filename, source: { kind: "bytes", data: await this.#bytes.get(path)! } };
+    }
+    return { filename, source: { kind: "file", path, size } };
+  }
+}
+
+async function attachmentsOf(data: Record<string, unknown>, defaults: string[], cache: AttachmentCache): Promise<Attachment[]> {
+  const out: Attachment[] = [];
+  for (const spec of defaults) out.push(await cache.get(spec));
+  const a = data.attachments;
+  if (a === undefined || a === null || a === "") return out;
+  if (typeof a === "string") {
+    // CSV: paths separated by ";".
+    for (const p of a.split(";").map((s) => s.trim()).filter(Boolean)) out.push(await cache.get(p));
+    return out;
+  }
+  if (!Array.isArray(a)) throw bad("attachments must be an array");
+  for (const [i, item] of a.entries()) {
+    if (typeof item === "string") out.push(await cache.get(item));
+    else if (item && typeof item === "object" && typeof (item as { path?: unknown }).path === "string") {
+      const { path, filename } = item as { path: string; filename?: unknown };
+      const got = await cache.get(path);
+      out.push(typeof filename === "string" && filename ? { ...got, filename } : got);
+    } else if (item && typeof item === "object" && typeof (item as { content?: unknown }).content === "string") {
+      const { content, filename } = item as { content: string; filename?: unknown };
+      if (typeof filename !== "string" || !filename) throw bad(`attachments[${i}] needs a filename`);
+      if (!/^[A-Za-z0-9+/]*={0,2}$/.test(content) || content.length % 4 !== 0) throw bad(`attachments[${i}].content must be base64`);
+      out.push({ filename, source: { kind: "bytes", data: Buffer.from(content, "base64") } });
+    } else throw bad(`attachments[${i}] must be a path, {path, filename} or {content, filename}`);
+  }
+  return out;
+}
+
+export interface ItemContext {
+  defaults: RowDefaults;
+  transport: TransportName;
+  cache: AttachmentCache;
+  /** The item's idempotency key when the row does not give one (stable across resumes). */
+  idempotencyKey: string;
+}
+
+/** Build and validate the message of one row; errors name the row. */
+export async function messageOfRow(data: Record<string, unknown>, ctx: ItemContext): Promise<Message> {
+  const d = ctx.defaults;
+  const vars = variables(data);
+  const subject = str(data.subject, "subject") ?? (d.subject !== undefined ? render(d.subject, vars, "text", "--subject") : undefined);
+  const html = str(data.html, "html") ?? (d.htmlTemplate !== undefined ? render(d.htmlTemplate, vars, "html", "--html-file") : undefined);
+  const text = str(data.text, "text") ?? (d.textTemplate !== undefined ? render(d.textTemplate, vars, "text", "--text-file") : undefined);
+  const from = str(data.from, "from") ?? d.from;
+  const to = list(data.to, "to");
+  const missing = [!from && "from", to.length === 0 && "to", !subject && "subject", !html && !text && "html or text"].filter(Boolean);
+  if (missing.length > 0) throw bad(`missing ${missing.join(", ")}`);
+  const parts: MessageParts = {
+    from: from!,
+    name: str(data.name, "name") ?? d.name,
+    to,
+    cc: list(data.cc, "cc"),
+    bcc: list(data.bcc, "bcc"),
+    subject: subject!,
+    ...(html !== undefined ? { html } : {}),
+    ...(text !== undefined ? { text } : {}),
+    replyTo: str(data.reply_to, "reply_to") ?? d.replyTo,
+    headers: headersOf(data, d.headers ?? []),
+    attachments: await attachmentsOf(data, d.attach ?? [], ctx.cache),
+    idempotencyKey: str(data.idempotency_key, "idempotency_key") ?? ctx.idempotencyKey,
+  };
+  // Errors name the row's fields (reply_to), not send's flags (--reply-to).
+  return assembleMessage(parts, ctx.transport, (flag) => flag.replace(/^--/, "").replace(/-/g, "_"));
+}

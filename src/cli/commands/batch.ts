@@ -1,0 +1,223 @@
+import { createHash } from "node:crypto";
+import { closeSync, createReadStream, createWriteStream, fsyncSync, mkdirSync, openSync, readSync, rmSync, writeSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import type { HeaderList } from "../../core/headers.js";
+import { parseHeaderFlag } from "../../core/headers.js";
+import { MailsendError } from "../../core/errors.js";
+import { fingerprint, Journal } from "../../batch/journal.js";
+import type { RowDefaults } from "../../batch/item.js";
+import { formatFromContent, formatFromName, type Format } from "../../batch/rows.js";
+import { runBatch, type BatchInput, type Counts, type ItemResult } from "../../batch/runner.js";
+import { resolveTransportConfig, type ConnectionFlags } from "../../input/config.js";
+import { fileError, regularFileSize, utf8 } from "../../input/read.js";
+import { stateDir } from "../../limits/budget.js";
+import { createTransport } from "../../transports/index.js";
+import { openBudget, type BudgetCliFlags } from "../budget.js";
+import { colorsFor, type CliIO } from "../io.js";
+import { Progress } from "../progress.js";
+import { reportError } from "../report.js";
+
+interface BatchFlags extends ConnectionFlags, BudgetCliFlags {
+  from?: string;
+  name?: string;
+  replyTo?: string;
+  subject?: string;
+  header?: string[];
+  attach?: string[];
+  htmlFile?: string;
+  textFile?: string;
+  format?: Format;
+  concurrency?: number;
+  check?: boolean;
+  failFast?: boolean;
+  results?: string;
+  journal?: string;
+  resume?: boolean;
+  fresh?: boolean;
+  json?: boolean;
+  quiet?: boolean;
+}
+
+async function template(path: string | undefined, what: string): Promise<string | undefined> {
+  if (path === undefined) return undefined;
+  try {
+    return utf8(await readFile(path), path);
+  } catch (e) {
+    throw e instanceof MailsendError ? e : fileError(e, path, what);
+  }
+}
+
+/**
+ * The input, readable twice (validation, then sending). Stdin is spooled to
+ * a private temp file; its hash names the journal, so re-running the same
+ * pipeline resumes it.
+ */
+async function openInput(file: string, io: CliIO, format: Format | undefined): Promise<{ input: BatchInput; identity: string; fp: string | null; cleanup: () => void }> {
+  let path = file;
+  let cleanup = () => {};
+  let identity: string;
+  let fp: string | null;
+  if (file === "-") {
+    const dir = join(tmpdir(), `mailsend-batch-${process.pid}-${Date.now()}`);
+    mkdirSync(dir, { mode: 0o700 });
+    path = join(dir, "stdin");
+    const hash = createHash("sha256");
+    const out = createWriteStream(path, { mode: 0o600 });
+    for await (const chunk of io.stdin) {
+      const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string);
+      hash.update(buf);
+      if (!out.write(buf)) await new Promise<void>((r) => out.once("drain", () => r()));
+    }
+    await new Promise<void>((r, j) => out.end((e?: Error | null) => (e ? j(e) : r())));
+    identity = fp = `stdin:${hash.digest("hex").slice(0, 32)}`;
+    cleanup = () => rmSync(dir, { recursive: true, force: true });
+  } else {
+    await regularFileSize(file, "batch input");
+    identity = `file:${resolve(file)}`;
+    fp = await fingerprint(file);
+  }
+  let fmt = format ?? (file === "-" ? undefined : formatFromName(file));
+  if (!fmt) {
+    const fd = openSync(path, "r");
+    const head = Buffer.alloc(256);
+    const n = readSync(fd, head, 0, 256, 0);
+    closeSync(fd);
+    fmt = formatFromContent(head.subarray(0, n).toString("utf8"));
+  }
+  const input: BatchInput = { format: fmt, open: () => createReadStream(path, { highWaterMark: 64 * 1024 }) };
+  return { input, identity, fp, cleanup };
+}
+
+function summaryLine(c: Counts & { elapsedMs: number }): string {
+  const parts = [`${c.sent} sent`];
+  if (c.skipped) parts.push(`${c.skipped} already sent`);
+  if (c.failed) parts.push(`${c.failed} failed`);
+  if (c.unknown) parts.push(`${c.unknown} outcome unknown`);
+  if (c.invalid) parts.push(`${c.invalid} invalid`);
+  return `${parts.join(", ")} (of ${c.total}) in ${(c.elapsedMs / 1000).toFixed(1)} s`;
+}
+
+export async function runBatchCommand(file: string, opts: Record<string, unknown>, io: CliIO): Promise<number> {
+  const flags = opts as BatchFlags;
+  const json = flags.json ?? false;
+  let cleanup = () => {};
+  try {
+    if (file === "-" && flags.apiKeyStdin) throw new MailsendError("usage", "stdin cannot hold both the batch input and the API key");
+    if (flags.resume && flags.fresh) throw new MailsendError("usage", "--resume and --fresh contradict each other");
+    const concurrency = flags.concurrency ?? 4;
+    if (concurrency < 1 || concurrency > 64) throw new MailsendError("usage", "--concurrency must be from 1 to 64");
+    const config = await resolveTransportConfig(flags, io.env, { stdin: io.stdin, needKey: !flags.check });
+    const headers: HeaderList = (flags.header ?? []).map(parseHeaderFlag);
+    const defaults: RowDefaults = {
+      ...(flags.from ? { from: flags.from } : {}),
+      ...(flags.name ? { name: flags.name } : {}),
+      ...(flags.replyTo ? { replyTo: flags.replyTo } : {}),
+      ...(flags.subject !== undefined ? { subject: flags.subject } : {}),
+      ...(flags.htmlFile ? { htmlTemplate: (await template(flags.htmlFile, "HTML template"))! } : {}),
+      ...(flags.textFile ? { textTemplate: (await template(flags.textFile, "text template"))! } : {}),
+      headers,
+      attach: flags.attach ?? [],
+    };
+    const opened = await openInput(file, io, flags.format);
+    cleanup = opened.cleanup;
+
+    const journalPath =
+      flags.journal ??
+      (flags.results ? `${flags.results}.journal` : join(stateDir(io.env), "batches", `${createHash("sha256").update(opened.identity).digest("hex").slice(0, 24)}.journal`));
+    if (!flags.journal && !flags.results) mkdirSync(join(stateDir(io.env), "batches"), { recursive: true, mode: 0o700 });
+    const journal = flags.check ? undefined : await Journal.open({ path: journalPath, input: opened.fp, fresh: flags.fresh ?? false, resume: flags.resume ?? false });
+
+    let resultsFd: number | undefined;
+    if (flags.results) {
+      try {
+        resultsFd = openSync(flags.results, journal && journal.previous.size > 0 ? "a" : "w", 0o644);
+      } catch (e) {
+        throw fileError(e, flags.results, "results file");
+      }
+    }
+    const c = colorsFor(io.stderr, io.env);
+    const onResult = (r: ItemResult) => {
+      const line = `${JSON.stringify(r)}\n`;
+      if (resultsFd !== undefined) writeSync(resultsFd, line);
+      if (json) io.stdout.write(line);
+      else if (!flags.quiet && (r.status === "invalid" || r.status === "failed" || r.status === "unknown")) {
+        const label = r.status === "unknown" ? c.yellow("unknown") : c.red(r.status);
+        io.stderr.write(`${label}: ${r.error?.message ?? `item ${r.index + 1}`}\n`);
+      }
+    };
+
+    const progress = new Progress(io, !flags.quiet && !json);
+    const started = Date.now();
+    let lastLine = 0;
+    const onProgress = (p: Counts & { left: number }) => {
+      const done = p.sent + p.skipped;
+      const secs = (Date.now() - started) / 1000;
+      const rate = secs > 0 ? p.sent / secs : 0;
+      const eta = rate > 0 ? Math.ceil(p.left / rate) : undefined;
+      const text = `sent ${done}, failed ${p.failed + p.unknown}, left ${p.left}${rate ? `, ${rate.toFixed(1)}/s` : ""}${eta !== undefined ? `, ETA ${eta} s` : ""}`;
+      progress.update(text);
+      // Off a terminal, a line every few seconds is enough to show it is alive.
+      if (!io.stderr.isTTY && !flags.quiet && !json && Date.now() - lastLine > 5000) {
+        lastLine = Date.now();
+        io.stderr.write(`mailsend batch: ${text}\n`);
+      }
+    };
+
+    const transport = flags.check ? undefined : await createTransport(config, { pool: concurrency });
+    const budget = flags.check ? undefined : await openBudget(flags, config.apiKey, io.env);
+    const abort = new AbortController();
+    const onSignal = () => abort.abort(new MailsendError("temporary_failure", "interrupted"));
+    process.once("SIGINT", onSignal);
+    process.once("SIGTERM", onSignal);
+    progress.begin(flags.check ? "checking..." : "sending...");
+    let summary;
+    try {
+      summary = await runBatch({
+        input: opened.input,
+        defaults,
+        transportName: config.transport,
+        ...(transport ? { transport } : {}),
+        deliver: {
+          ...(budget?.options ?? { limits: { limit: 0, windowMs: 60_000 }, retries: 0, maxWaitMs: 0, noWait: true }),
+          onWait: (w) => w.reason === "budget" && progress.update(`waiting ${Math.ceil(w.ms / 1000)} s for the rate limit`),
+        },
+        concurrency,
+        check: flags.check ?? false,
+        failFast: flags.failFast ?? false,
+        ...(journal ? { journal } : {}),
+        onResult,
+        onProgress,
+        signal: abort.signal,
+      });
+    } finally {
+      progress.stop();
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+      await transport?.close();
+      await budget?.close();
+      await journal?.close();
+      if (resultsFd !== undefined) {
+        fsyncSync(resultsFd);
+        closeSync(resultsFd);
+      }
+    }
+    const unfinished = summary.failed + summary.unknown + (abort.signal.aborted ? 1 : 0) > 0;
+    if (json) {
+      io.stderr.write(`${JSON.stringify({ summary: { ...summary, journal: journal?.path ?? null, check: flags.check ?? false } })}\n`);
+    } else if (!flags.quiet) {
+      const line = flags.check
+        ? `${summary.total - summary.invalid} valid, ${summary.invalid} invalid (of ${summary.total}); nothing sent (--check)`
+        : summaryLine(summary);
+      io.stdout.write(`${line}\n`);
+      if (journal && unfinished) io.stderr.write(`${c.dim(`journal: ${journal.path} — run the same command again to retry what did not go out`)}\n`);
+    }
+    if (abort.signal.aborted) return 75;
+    return summary.exitCode;
+  } catch (e) {
+    return reportError(e, io, { json });
+  } finally {
+    cleanup();
+  }
+}

@@ -1,0 +1,174 @@
+/**
+ * The shared per-key budget and the retry policy, end to end: several
+ * `mailsend send` processes against a sandbox with a small limit and a short
+ * window, counting what the sandbox stored and refused.
+ */
+import { execa } from "execa";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { keyHash } from "../../src/limits/budget.js";
+import { runCli } from "../helpers/cli.js";
+import { REDIS_SERVER, startRedis, type RedisHandle } from "../helpers/redis.js";
+import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { scratch } from "../helpers/tmp.js";
+
+const LIMIT = 10;
+const WINDOW_S = 4;
+
+let t: TestSandbox;
+beforeAll(async () => {
+  t = await inProcessSandbox({ rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
+});
+afterAll(async () => {
+  await t?.stop();
+  t?.scratch.remove();
+});
+
+/** Wait until the sandbox's window is empty again, so each test starts with the whole budget. */
+async function quiet(): Promise<void> {
+  await new Promise((r) => setTimeout(r, WINDOW_S * 1000 + 200));
+}
+
+function budgetEnv(stateDir: string, extra: Record<string, string> = {}) {
+  return {
+    ...t.env,
+    MAILSEND_STATE_DIR: stateDir,
+    MAILSEND_RATE_LIMIT: String(LIMIT),
+    MAILSEND_RATE_WINDOW: String(WINDOW_S),
+    MAILSEND_RETRIES: "3",
+    ...extra,
+  };
+}
+
+const send = (subject: string, env: Record<string, string>, extra: string[] = []) =>
+  runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "hi", "--json", ...extra], { env, timeoutMs: 60_000 });
+
+async function subjects(): Promise<string[]> {
+  return (await t.sb.store.list({ limit: 100_000 })).map((m) => m.subject);
+}
+
+describe("shared budget", () => {
+  afterEach(quiet);
+
+  test("4 processes x 5 messages with a limit of 10 per window: all 20 delivered, zero 429s, paced by the limit", async () => {
+    const s = scratch("mailsend-budget-");
+    const before = t.sb.stats.toJSON().rest;
+    const started = Date.now();
+    const runs = await Promise.all(
+      [0, 1, 2, 3].map(async (p) => {
+        const out = [];
+        for (let m = 0; m < 5; m++) out.push(await send(`budget p${p} m${m}`, budgetEnv(s.dir)));
+        return out;
+      }),
+    );
+    const elapsed = Date.now() - started;
+    for (const r of runs.flat()) expect(r.exitCode, r.stderr).toBe(0);
+    const after = t.sb.stats.toJSON().rest;
+    expect(after.rateLimited - before.rateLimited).toBe(0);
+    expect(after.accepted - before.accepted).toBe(20);
+    const got = (await subjects()).filter((x) => x.startsWith("budget "));
+    expect(new Set(got).size).toBe(20);
+    expect(got.length).toBe(20);
+    // 20 sends at 10 per window need just over one window; not much more.
+    expect(elapsed).toBeGreaterThanOrEqual(WINDOW_S * 1000);
+    expect(elapsed).toBeLessThan(WINDOW_S * 1000 * 3 + 5_000);
+    s.remove();
+  });
+
+  test("a lock left by a killed process does not block the next send", async () => {
+    const s = scratch("mailsend-lock-");
+    const dir = join(s.dir, "ratelimit");
+    mkdirSync(dir, { recursive: true });
+    // A holder that was killed: its pid no longer runs.
+    const child = execa(process.execPath, ["-e", "setTimeout(() => {}, 60000)"]);
+    const pid = child.pid!;
+    child.kill("SIGKILL");
+    await child.catch(() => {});
+    writeFileSync(join(dir, `${keyHash(t.key)}.json.lock`), `${pid} ${Date.now()}`);
+    const started = Date.now();
+    const r = await send("after a killed holder", budgetEnv(s.dir));
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    s.remove();
+  });
+
+  test("--no-wait fails at once with 75 when the budget is used up; nothing is sent", async () => {
+    const s = scratch("mailsend-nowait-");
+    const env = budgetEnv(s.dir, { MAILSEND_RATE_LIMIT: "2" });
+    expect((await send("nowait 1", env)).exitCode).toBe(0);
+    expect((await send("nowait 2", env)).exitCode).toBe(0);
+    const r = await send("nowait 3", env, ["--no-wait"]);
+    expect(r.exitCode).toBe(75);
+    expect(JSON.parse(r.stderr.trim().split("\n").pop()!).error.code).toBe("rate_limited");
+    const m = await send("nowait 4", env, ["--max-wait", "1"]);
+    expect(m.exitCode).toBe(75);
+    expect(m.stderr).toMatch(/max-wait/);
+    expect((await subjects()).filter((x) => x.startsWith("nowait ")).sort()).toEqual(["nowait 1", "nowait 2"]);
+    s.remove();
+  });
+});
+
+describe.skipIf(!spawnSync("curl", ["--version"]).stdout)("refused anyway", () => {
+  afterEach(quiet);
+
+  test("with curl eating the budget, mailsend gets 429s, waits, and delivers each message exactly once", async () => {
+    const s = scratch("mailsend-curl-");
+    const before = t.sb.stats.toJSON().rest;
+    const body = JSON.stringify({ from: "curl@example.com", to: "dev@example.com", subject: "curl", html: "<p>x</p>" });
+    // Async: the sandbox answers from this very process, so a synchronous spawn would deadlock.
+    const curls = await Promise.all(
+      Array.from({ length: LIMIT }, () =>
+        execa("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", `Authorization: Bearer ${t.key}`, "-H", "Content-Type: application/json", "--data-binary", body, `${t.env.MAILSEND_BASE_URL}/send`]),
+      ),
+    );
+    expect(curls.map((c) => c.stdout)).toEqual(Array(LIMIT).fill("200"));
+    // mailsend's own budget is empty (another client used the key): the service refuses.
+    const runs = await Promise.all([1, 2, 3].map((i) => send(`refused ${i}`, budgetEnv(s.dir, { MAILSEND_RETRIES: "5" }))));
+    for (const r of runs) expect(r.exitCode, r.stderr).toBe(0);
+    expect(Math.max(...runs.map((r) => JSON.parse(r.stdout).attempts))).toBeGreaterThan(1);
+    const after = t.sb.stats.toJSON().rest;
+    expect(after.rateLimited - before.rateLimited).toBeGreaterThan(0);
+    const got = (await subjects()).filter((x) => x.startsWith("refused "));
+    expect(got.sort()).toEqual(["refused 1", "refused 2", "refused 3"]);
+    s.remove();
+  });
+
+  test("a refused key is not retried: one attempt, exit 77", async () => {
+    const r = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "x", "--html", "<p>x</p>", "-H", "X-Ok: 1", "--json"], {
+      env: { ...t.env, MAILSEND_RETRIES: "3", MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: "wrong-key" },
+    });
+    expect(r.exitCode).toBe(77);
+    expect(JSON.parse(r.stderr.trim()).error.attempts).toBe(1);
+  });
+});
+
+describe.skipIf(!REDIS_SERVER && !process.env.CI)("redis budget (two machines)", () => {
+  let redis: RedisHandle;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+
+  test("two state dirs sharing one redis-server: zero 429s", async () => {
+    const a = scratch("mailsend-machine-a-");
+    const b = scratch("mailsend-machine-b-");
+    await quiet();
+    const before = t.sb.stats.toJSON().rest;
+    const machine = async (dir: string, name: string) => {
+      const out = [];
+      for (let m = 0; m < 7; m++) out.push(await send(`redis ${name} ${m}`, budgetEnv(dir, { MAILSEND_RATE_LIMIT_URL: redis.url })));
+      return out;
+    };
+    const runs = await Promise.all([machine(a.dir, "a"), machine(b.dir, "b")]);
+    for (const r of runs.flat()) expect(r.exitCode, r.stderr).toBe(0);
+    const after = t.sb.stats.toJSON().rest;
+    expect(after.rateLimited - before.rateLimited).toBe(0);
+    expect((await subjects()).filter((x) => x.startsWith("redis ")).length).toBe(14);
+    a.remove();
+    b.remove();
+  });
+});

@@ -1,5 +1,6 @@
 // Shared by the bench scripts: run a command N times, take medians, read peak RSS.
 import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
 import { existsSync, readFileSync } from "node:fs";
 
 export const ROOT = new URL("..", import.meta.url).pathname;
@@ -68,4 +69,27 @@ export function table(rows, columns) {
   console.log(line(columns));
   console.log(line(widths.map((w) => "-".repeat(w))));
   for (const r of rows) console.log(line(columns.map((c) => r[c])));
+}
+
+/**
+ * `mailsend sandbox --json` in its own process on free ports; `ready` resolves
+ * to its ready line (base_url, api_key_file, env, ...), `stop()` ends it.
+ */
+export function startSandbox(dir, args = []) {
+  const child = spawn(
+    process.execPath,
+    [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json", ...args],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  const ready = new Promise((resolve, reject) => {
+    createInterface({ input: child.stdout }).once("line", (l) => resolve(JSON.parse(l)));
+    child.once("exit", (code) => reject(new Error(`sandbox exited ${code}`)));
+  });
+  const stop = () =>
+    new Promise((resolve) => {
+      if (child.exitCode !== null) return resolve();
+      child.once("exit", () => resolve());
+      child.kill("SIGTERM");
+    });
+  return { ready, stop, pid: child.pid };
 }

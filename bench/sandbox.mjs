@@ -4,13 +4,11 @@
 // AUTH LOGIN). The sandbox runs as `mailsend sandbox` in its own process;
 // every accepted message is counted in its store (fsync'd before the answer).
 import autocannon from "autocannon";
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import nodemailer from "nodemailer";
-import { BIN, table } from "./lib.mjs";
+import { startSandbox, table } from "./lib.mjs";
 
 const REST_SECONDS = Number(process.env.BENCH_REST_SECONDS ?? 10);
 const REST_CONNECTIONS = Number(process.env.BENCH_REST_CONNECTIONS ?? 64);
@@ -29,31 +27,13 @@ function cpuMs(pid) {
   }
 }
 
-function startSandbox(dir) {
-  const child = spawn(
-    process.execPath,
-    [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--rate-limit", "100000000", "--json", ...EXTRA],
-    { stdio: ["ignore", "pipe", "inherit"] },
-  );
-  const ready = new Promise((resolve, reject) => {
-    createInterface({ input: child.stdout }).once("line", (l) => resolve(JSON.parse(l)));
-    child.once("exit", (code) => reject(new Error(`sandbox exited ${code}`)));
-  });
-  const stop = () => new Promise((resolve) => {
-    if (child.exitCode !== null) return resolve();
-    child.once("exit", () => resolve());
-    child.kill("SIGTERM");
-  });
-  return { ready, stop, pid: child.pid };
-}
-
 async function stats(baseUrl) {
   return (await fetch(`${baseUrl}/_sandbox/stats`)).json();
 }
 
 const LOAD = (await import("node:os")).loadavg()[0];
 const dir = mkdtempSync(join(tmpdir(), "mailsend-bench-sandbox-"));
-const sb = startSandbox(join(dir, "sb"));
+const sb = startSandbox(join(dir, "sb"), ["--rate-limit", "100000000", ...EXTRA]);
 const rows = [];
 try {
   const ready = await sb.ready;

@@ -132,7 +132,9 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     let resultsFd: number | undefined;
     if (flags.results) {
       try {
-        resultsFd = openSync(flags.results, journal && journal.previous.size > 0 ? "a" : "w", 0o644);
+        // Each run reports every item (what an earlier run sent, as skipped), so the
+        // file is rewritten: appending would give an item one line per run.
+        resultsFd = openSync(flags.results, "w", 0o644);
       } catch (e) {
         throw fileError(e, flags.results, "results file");
       }

@@ -1,0 +1,366 @@
+/**
+ * `mailsend batch`, the built binary against an in-process sandbox: JSON
+ * lines over REST, a JSON array over SMTP, CSV with templates, per-item
+ * results, bad rows, --check, --fail-fast, and what a second run of the same
+ * command does. Every test uses its own subject prefix, so they share one
+ * sandbox without seeing each other's mail.
+ */
+import { randomBytes } from "node:crypto";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import type { StoredMessage } from "../../src/sandbox/types.js";
+import { runCli, type CliResult } from "../helpers/cli.js";
+import { inProcessSandbox, parseEml, until, type TestSandbox } from "../helpers/sandbox.js";
+import { scratch, type Scratch } from "../helpers/tmp.js";
+
+let t: TestSandbox;
+let tmp: Scratch;
+beforeAll(async () => {
+  tmp = scratch("mailsend-batch-");
+  t = await inProcessSandbox({ rateLimit: 1_000_000 });
+});
+afterAll(async () => {
+  await t?.stop();
+  t?.scratch.remove();
+  tmp?.remove();
+});
+afterEach(() => {
+  t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0, failRate: 0, dropRate: 0 };
+});
+
+interface Result {
+  index: number;
+  line: number;
+  recipients: string[];
+  status: "sent" | "failed" | "invalid" | "skipped" | "unknown";
+  message_id?: string;
+  idempotency_key?: string;
+  attempts?: number;
+  error?: { code: string; message: string; exit: number; class: string };
+}
+
+const batch = (args: string[], env: Record<string, string | undefined> = {}, input?: string) =>
+  runCli(["batch", ...args], { env: { ...t.env, ...env }, timeoutMs: 30_000, ...(input !== undefined ? { input } : {}) });
+
+function jsonLines(text: string): Result[] {
+  return text
+    .split("\n")
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as Result);
+}
+
+/** The `{"summary":...}` line --json writes on stderr. */
+function summaryOf(r: CliResult): Record<string, unknown> {
+  const line = r.stderr
+    .split("\n")
+    .reverse()
+    .find((l) => l.startsWith('{"summary"'));
+  if (!line) throw new Error(`no summary on stderr: ${r.stderr}`);
+  return (JSON.parse(line) as { summary: Record<string, unknown> }).summary;
+}
+
+async function stored(prefix: string): Promise<StoredMessage[]> {
+  return (await t.sb.store.list()).filter((m) => m.subject.startsWith(prefix)).reverse();
+}
+
+const byIndex = (rs: Result[]) => [...rs].sort((a, b) => a.index - b.index);
+
+const jsonl = (rows: unknown[]) => `${rows.map((r) => (typeof r === "string" ? r : JSON.stringify(r))).join("\n")}\n`;
+
+describe("delivery", () => {
+  test("JSON lines over REST: each row delivered once; --results and --json carry one line per item", async () => {
+    const logo = randomBytes(1500);
+    const rows = [
+      { from: "ci@example.com", to: "ann@example.com", subject: "jsonl 0", html: "<p>zero</p>" },
+      { from: "CI Bot <ci@example.com>", to: ["bob@example.com", "Cat <cat@example.com>"], subject: "jsonl 1", text: "one <raw>", reply_to: "help@example.com" },
+      { from: "ci@example.com", name: "Release Bot", to: "dan@example.com", subject: "jsonl 2", html: "<p>two</p>", headers: { "X-Campaign": "q3" } },
+      { from: "ci@example.com", to: "eve@example.com", subject: "jsonl 3", html: "<p>three</p>", attachments: [{ content: logo.toString("base64"), filename: "logo.png" }] },
+    ];
+    const input = tmp.file("rest.jsonl", jsonl(rows));
+    const results = join(tmp.dir, "rest-results.jsonl");
+    const r = await batch([input, "--results", results, "--json"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+
+    const out = jsonLines(r.stdout);
+    expect(out).toHaveLength(4);
+    expect(jsonLines(readFileSync(results, "utf8"))).toEqual(out);
+    const got = await stored("jsonl ");
+    expect(got.map((m) => m.subject).sort()).toEqual(["jsonl 0", "jsonl 1", "jsonl 2", "jsonl 3"]);
+    for (const res of byIndex(out)) {
+      expect(res.status).toBe("sent");
+      const m = got.find((s) => s.subject === `jsonl ${res.index}`)!;
+      expect(res.message_id).toBe(m.messageId);
+      expect(res.line).toBe(res.index + 1);
+      expect(res.idempotency_key).toBe(m.idempotencyKey);
+      expect(m.channel).toBe("rest");
+    }
+    // One batch, one id: the keys are <batch>-<index>.
+    const keys = byIndex(out).map((x) => x.idempotency_key!);
+    const batchId = keys[0]!.replace(/-0$/, "");
+    expect(keys).toEqual([0, 1, 2, 3].map((i) => `${batchId}-${i}`));
+    expect(byIndex(out).map((x) => x.recipients)).toEqual([["ann@example.com"], ["bob@example.com", "cat@example.com"], ["dan@example.com"], ["eve@example.com"]]);
+
+    const s = summaryOf(r);
+    expect(s).toMatchObject({ total: 4, sent: 4, failed: 0, invalid: 0, skipped: 0, unknown: 0, exitCode: 0, check: false });
+    expect(s.journal).toBe(`${results}.journal`);
+
+    const eml = async (subject: string) => parseEml((await t.sb.store.raw(got.find((m) => m.subject === subject)!.id))!);
+    const one = await eml("jsonl 1");
+    expect(one.from).toMatchObject({ name: "CI Bot", address: "ci@example.com" });
+    expect(one.replyTo?.[0]?.address).toBe("help@example.com");
+    // REST has only html: the text is escaped and wrapped (DESIGN.md section 2).
+    expect(one.html).toContain("one &lt;raw&gt;");
+    const two = await eml("jsonl 2");
+    expect(two.from).toMatchObject({ name: "Release Bot", address: "ci@example.com" });
+    expect(two.headers.find((h) => h.key === "x-campaign")?.value).toBe("q3");
+    const three = await eml("jsonl 3");
+    expect(three.attachments).toHaveLength(1);
+    expect(three.attachments[0]!.filename).toBe("logo.png");
+    expect(Buffer.from(three.attachments[0]!.content as ArrayBuffer).equals(logo)).toBe(true);
+  });
+
+  test("a JSON array over SMTP (STARTTLS): envelope with cc and bcc, X-Idempotency-Key, message ids", async () => {
+    const rows = [
+      { from: "ops@example.com", to: "ann@example.com", cc: "carol@example.com", subject: "array 0", text: "zero" },
+      { from: "ops@example.com", to: ["bob@example.com"], bcc: ["hidden@example.com"], subject: "array 1", html: "<p>one</p>", text: "one" },
+      { from: "ops@example.com", to: "dan@example.com", subject: "array 2", text: "two", idempotency_key: "own-key-array-2" },
+    ];
+    // Pretty-printed, as a person or jq writes it.
+    const input = tmp.file("smtp.json", JSON.stringify(rows, null, 2));
+    const before = t.sb.stats.toJSON();
+    const r = await batch([input, "--transport", "smtp", "--json", "--concurrency", "2"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(t.sb.env.MAILSEND_SMTP_TLS).toBe("starttls");
+    const out = byIndex(jsonLines(r.stdout));
+    expect(out.map((x) => x.status)).toEqual(["sent", "sent", "sent"]);
+    expect(out.map((x) => x.recipients)).toEqual([["ann@example.com", "carol@example.com"], ["bob@example.com", "hidden@example.com"], ["dan@example.com"]]);
+    const after = t.sb.stats.toJSON();
+    expect(after.smtp.accepted - before.smtp.accepted).toBe(3);
+    expect(after.rest.accepted - before.rest.accepted).toBe(0);
+
+    const got = await stored("array ");
+    expect(got).toHaveLength(3);
+    for (const m of got) expect(m.channel).toBe("smtp");
+    const m1 = got.find((m) => m.subject === "array 1")!;
+    expect(m1.envelope.to.sort()).toEqual(["bob@example.com", "hidden@example.com"]);
+    const e1 = await parseEml((await t.sb.store.raw(m1.id))!);
+    expect(e1.headers.some((h) => h.key === "bcc")).toBe(false);
+    expect(e1.text?.trim()).toBe("one");
+    expect(e1.html).toContain("<p>one</p>");
+    expect(out[1]!.message_id).toBe(m1.messageId);
+    expect(m1.idempotencyKey).toBe(out[1]!.idempotency_key);
+    // A row's own idempotency_key wins over the batch's.
+    expect(got.find((m) => m.subject === "array 2")!.idempotencyKey).toBe("own-key-array-2");
+    expect(got.find((m) => m.subject === "array 0")!.envelope.to.sort()).toEqual(["ann@example.com", "carol@example.com"]);
+  });
+
+  test("CSV with templates: subject and text filled raw, HTML escaped; --attach read once, byte for byte in every message", async () => {
+    const pdf = randomBytes(40_000);
+    const attach = tmp.file("terms.pdf", pdf);
+    const html = tmp.file("merge.html", "<p>Dear {{first}},</p><p>Your note: {{note}}</p><p>Plan {{ plan }}</p>");
+    const text = tmp.file("merge.txt", "Dear {{first}},\nYour note: {{note}}\nPlan {{plan}}\n");
+    const csv =
+      "to,first,note,plan,header:X-Plan\r\n" +
+      'ann@example.com,Ann,"<b>bold</b> & ""quoted""",gold,gold\r\n' +
+      'bob@example.com,Bob,"two\nlines, with a comma",silver,silver\r\n' +
+      "cat@example.com,Cat,Tom & Jerry,bronze,bronze\r\n";
+    const input = tmp.file("merge.csv", csv);
+    // Slow answers, one at a time: the file is overwritten (same size) after the first
+    // message is stored. Read once means every message still carries the first bytes.
+    t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 300 };
+    const running = batch([input, "--transport", "smtp", "-f", "Billing <billing@example.com>", "-s", "merge {{first}} <{{plan}}>", "--html-file", html, "--text-file", text, "-a", `${attach}#Terms & Conditions.pdf`, "--concurrency", "1", "--json"]);
+    await until(async () => (await stored("merge ")).length >= 1, 15_000);
+    writeFileSync(attach, randomBytes(pdf.length));
+    const r = await running;
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(jsonLines(r.stdout).map((x) => x.status)).toEqual(["sent", "sent", "sent"]);
+
+    const got = await stored("merge ");
+    expect(got.map((m) => m.subject).sort()).toEqual(["merge Ann <gold>", "merge Bob <silver>", "merge Cat <bronze>"]);
+    const eml = async (subject: string) => parseEml((await t.sb.store.raw(got.find((m) => m.subject === subject)!.id))!);
+    const ann = await eml("merge Ann <gold>");
+    expect(ann.html).toContain("<p>Your note: &lt;b&gt;bold&lt;/b&gt; &amp; &quot;quoted&quot;</p>");
+    expect(ann.text).toContain('Your note: <b>bold</b> & "quoted"');
+    expect(ann.from).toMatchObject({ name: "Billing", address: "billing@example.com" });
+    expect(ann.headers.find((h) => h.key === "x-plan")?.value).toBe("gold");
+    const bob = await eml("merge Bob <silver>");
+    expect(bob.text).toContain("Your note: two\nlines, with a comma\nPlan silver");
+    const cat = await eml("merge Cat <bronze>");
+    expect(cat.html).toContain("Tom &amp; Jerry");
+    expect(cat.text).toContain("Tom & Jerry");
+    for (const e of [ann, bob, cat]) {
+      expect(e.attachments).toHaveLength(1);
+      expect(e.attachments[0]!.filename).toBe("Terms & Conditions.pdf");
+      expect(Buffer.from(e.attachments[0]!.content as ArrayBuffer).equals(pdf)).toBe(true);
+    }
+  });
+
+  test("stdin: a JSON lines pipeline is sent, and the same pipeline again sends nothing", async () => {
+    const input = jsonl([1, 2, 3].map((i) => ({ to: `p${i}@example.com`, subject: `stdin ${i}`, text: "from a pipe" })));
+    const r = await batch(["-", "-f", "pipe@example.com", "--json"], {}, input);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(jsonLines(r.stdout).map((x) => x.status)).toEqual(["sent", "sent", "sent"]);
+    expect(await stored("stdin ")).toHaveLength(3);
+    const again = await batch(["-", "-f", "pipe@example.com", "--json"], {}, input);
+    expect(again.exitCode, again.stderr).toBe(0);
+    expect(jsonLines(again.stdout).map((x) => x.status)).toEqual(["skipped", "skipped", "skipped"]);
+    expect(await stored("stdin ")).toHaveLength(3);
+  });
+});
+
+describe("bad rows", () => {
+  const rows = (p: string) => [
+    { to: "ok1@example.com", subject: `${p} ok 1`, first: "A" },
+    { to: "not-an-address", subject: `${p} bad address`, first: "B" },
+    { to: "ok2@example.com", subject: `${p} ok 2`, first: "C" },
+    { to: "ok3@example.com", subject: `${p} no first` },
+    '{"to": "ok4@example.com", "subject": broken',
+    { to: "ok5@example.com", subject: `${p} ok 5`, first: "E" },
+  ];
+  const flags = (input: string) => [input, "-f", "rows@example.com", "--html-file", tmp.file("rows.html", "<p>Hi {{first}}</p>")];
+
+  test("are listed before anything is sent; the rest are delivered; exit 65 and a summary line", async () => {
+    const input = tmp.file("bad-rows.jsonl", jsonl(rows("badrows")));
+    const results = join(tmp.dir, "bad-rows-results.jsonl");
+    const r = await batch([...flags(input), "--results", results, "--json"]);
+    expect(r.exitCode, r.stderr).toBe(65);
+    const out = jsonLines(r.stdout);
+    // Pass 1 reports every bad row; only then does pass 2 send.
+    expect(out.map((x) => x.status)).toEqual(["invalid", "invalid", "invalid", "sent", "sent", "sent"]);
+    const invalid = out.slice(0, 3);
+    expect(invalid.map((x) => [x.index, x.line, x.error!.exit, x.error!.class])).toEqual([
+      [1, 2, 65, "dataerr"],
+      [3, 4, 65, "dataerr"],
+      [4, 5, 65, "dataerr"],
+    ]);
+    expect(invalid[0]!.error!.message).toMatch(/row 2 \(line 2\).*not-an-address/);
+    expect(invalid[0]!.recipients).toEqual(["not-an-address"]);
+    expect(invalid[1]!.error!.message).toMatch(/row 4 \(line 4\).*\{\{first\}\}/);
+    expect(invalid[2]!.error!.code).toBe("invalid_json");
+    expect(invalid[2]!.error!.message).toMatch(/row 5 \(line 5\).*not valid JSON/);
+    expect(jsonLines(readFileSync(results, "utf8"))).toEqual(out);
+    expect((await stored("badrows ")).map((m) => m.subject).sort()).toEqual(["badrows ok 1", "badrows ok 2", "badrows ok 5"]);
+    expect(summaryOf(r)).toMatchObject({ total: 6, sent: 3, invalid: 3, exitCode: 65 });
+  });
+
+  test("human output: each bad row on stderr, the summary line on stdout", async () => {
+    const input = tmp.file("bad-rows-human.jsonl", jsonl(rows("human")));
+    const r = await batch(flags(input));
+    expect(r.exitCode, r.stderr).toBe(65);
+    expect(r.stdout).toMatch(/^3 sent, 3 invalid \(of 6\) in \d+\.\d s\n$/);
+    expect(r.stderr).toMatch(/invalid: row 2 \(line 2\): .*not-an-address/);
+    expect(r.stderr).toMatch(/invalid: row 4 \(line 4\): .*no value for \{\{first\}\}/);
+    expect(r.stderr).toMatch(/invalid: row 5 \(line 5\): not valid JSON/);
+    expect(await stored("human ")).toHaveLength(3);
+  });
+
+  test("--check sends nothing: 65 with a bad row, 0 when every row is good (and needs no key)", async () => {
+    const bad = tmp.file("check-bad.jsonl", jsonl(rows("check")));
+    const before = t.sb.stats.toJSON();
+    const r = await batch([...flags(bad), "--check"]);
+    expect(r.exitCode, r.stderr).toBe(65);
+    expect(r.stdout).toBe("3 valid, 3 invalid (of 6); nothing sent (--check)\n");
+    expect(r.stderr).toMatch(/invalid: row 2 \(line 2\)/);
+
+    const good = tmp.file("check-good.csv", "to,subject,first\na@example.com,check good 1,A\nb@example.com,check good 2,B\n");
+    const ok = await batch([...flags(good), "--check", "--json"], { MAILSEND_API_KEY_FILE: undefined });
+    expect(ok.exitCode, ok.stderr).toBe(0);
+    expect(ok.stdout).toBe("");
+    expect(summaryOf(ok)).toMatchObject({ total: 2, invalid: 0, sent: 0, check: true, journal: null });
+    expect(t.sb.stats.toJSON()).toEqual(before);
+    expect(await stored("check")).toHaveLength(0);
+  });
+
+  test("--fail-fast sends nothing when a row is bad", async () => {
+    const input = tmp.file("failfast.jsonl", jsonl(rows("failfast")));
+    const before = t.sb.stats.toJSON();
+    const r = await batch([...flags(input), "--fail-fast", "--json"]);
+    expect(r.exitCode, r.stderr).toBe(65);
+    expect(jsonLines(r.stdout).map((x) => x.status)).toEqual(["invalid", "invalid", "invalid"]);
+    expect(t.sb.stats.toJSON()).toEqual(before);
+    expect(await stored("failfast")).toHaveLength(0);
+  });
+
+  test("--fail-fast stops at the first failed send", async () => {
+    const input = tmp.file("failfast-send.jsonl", jsonl([1, 2, 3, 4, 5].map((i) => ({ to: `f${i}@example.com`, subject: `ffsend ${i}`, text: "x" }))));
+    t.sb.faults.config = { ...t.sb.faults.config, failRate: 1, failStatus: 400 };
+    const r = await batch([input, "-f", "ff@example.com", "--fail-fast", "--concurrency", "1", "--json"]);
+    expect(r.exitCode, r.stderr).toBe(65);
+    const out = jsonLines(r.stdout);
+    expect(out.map((x) => x.status)).toEqual(["failed"]);
+    expect(out[0]!.error).toMatchObject({ code: "invalid_message", exit: 65, class: "dataerr" });
+    expect(summaryOf(r)).toMatchObject({ total: 5, sent: 0, failed: 1 });
+  });
+});
+
+describe("running the same command again", () => {
+  test("a completed batch sends nothing the second time: exit 0, every item skipped with its message id", async () => {
+    const input = tmp.file("again.jsonl", jsonl([0, 1, 2, 3].map((i) => ({ to: `a${i}@example.com`, subject: `again ${i}`, text: "x" }))));
+    const results = join(tmp.dir, "again-results.jsonl");
+    const first = await batch([input, "-f", "again@example.com", "--results", results, "--json"]);
+    expect(first.exitCode, first.stderr).toBe(0);
+    const sent = byIndex(jsonLines(first.stdout));
+    const before = t.sb.stats.toJSON();
+
+    const second = await batch([input, "-f", "again@example.com", "--results", results]);
+    expect(second.exitCode, second.stderr).toBe(0);
+    expect(second.stdout).toMatch(/^0 sent, 4 already sent \(of 4\)/);
+    expect(t.sb.stats.toJSON()).toEqual(before);
+    // The results file describes this run: one line per item.
+    const again = byIndex(jsonLines(readFileSync(results, "utf8")));
+    expect(again.map((x) => x.status)).toEqual(["skipped", "skipped", "skipped", "skipped"]);
+    expect(again.map((x) => x.message_id)).toEqual(sent.map((x) => x.message_id));
+    expect(again.map((x) => x.idempotency_key)).toEqual(sent.map((x) => x.idempotency_key));
+    expect(await stored("again ")).toHaveLength(4);
+  });
+
+  test("a changed input with an unfinished journal is refused; --fresh starts over", async () => {
+    const rows = [0, 1, 2].map((i) => ({ to: `c${i}@example.com`, subject: `changed ${i}`, text: "x" }));
+    const input = tmp.file("changed.jsonl", jsonl(rows));
+    // Unfinished: the service is down for the first run.
+    t.sb.faults.config = { ...t.sb.faults.config, failRate: 1, failStatus: 503 };
+    const down = await batch([input, "-f", "ch@example.com", "--json"]);
+    expect(down.exitCode, down.stderr).toBe(69);
+    expect(jsonLines(down.stdout).map((x) => x.status)).toEqual(["failed", "failed", "failed"]);
+    expect(jsonLines(down.stdout)[0]!.error).toMatchObject({ code: "service_error", exit: 69, class: "unavailable" });
+    t.sb.faults.config = { ...t.sb.faults.config, failRate: 0 };
+
+    writeFileSync(input, jsonl([...rows, { to: "c3@example.com", subject: "changed 3", text: "x" }]));
+    const refused = await batch([input, "-f", "ch@example.com"]);
+    expect(refused.exitCode).toBe(64);
+    expect(refused.stderr).toMatch(/belongs to a different input, and some of its items are unfinished/);
+    expect(refused.stderr).toMatch(/--fresh/);
+    expect(await stored("changed ")).toHaveLength(0);
+
+    const fresh = await batch([input, "-f", "ch@example.com", "--fresh", "--json"]);
+    expect(fresh.exitCode, fresh.stderr).toBe(0);
+    expect(jsonLines(fresh.stdout).map((x) => x.status)).toEqual(["sent", "sent", "sent", "sent"]);
+    expect((await stored("changed ")).map((m) => m.subject).sort()).toEqual(["changed 0", "changed 1", "changed 2", "changed 3"]);
+    const journal = summaryOf(fresh).journal as string;
+    // The old journal is kept beside the new one, not erased.
+    expect(existsSync(journal)).toBe(true);
+    expect(readdirSync(dirname(journal)).filter((f) => f.startsWith(`${basename(journal)}.`) && f.endsWith(".old"))).toHaveLength(1);
+  });
+
+  test("an unfinished run is finished by the same command: only what failed is sent, with the same keys", async () => {
+    const input = tmp.file("retry.jsonl", jsonl([0, 1, 2, 3, 4, 5].map((i) => ({ to: `r${i}@example.com`, subject: `retry ${i}`, text: "x" }))));
+    const results = join(tmp.dir, "retry-results.jsonl");
+    t.sb.faults.config = { ...t.sb.faults.config, failRate: 0.5, failStatus: 503 };
+    const first = await batch([input, "-f", "retry@example.com", "--results", results, "--json"]);
+    t.sb.faults.config = { ...t.sb.faults.config, failRate: 0 };
+    const firstOut = byIndex(jsonLines(first.stdout));
+    const failed = firstOut.filter((x) => x.status === "failed").map((x) => x.index);
+    expect(first.exitCode).toBe(failed.length ? 69 : 0);
+    expect(summaryOf(first).journal).toBe(`${results}.journal`);
+
+    const second = await batch([input, "-f", "retry@example.com", "--results", results, "--json"]);
+    expect(second.exitCode, second.stderr).toBe(0);
+    const secondOut = byIndex(jsonLines(second.stdout));
+    expect(secondOut.filter((x) => x.status === "sent").map((x) => x.index)).toEqual(failed);
+    expect(secondOut.filter((x) => x.status === "skipped").length).toBe(6 - failed.length);
+    expect(secondOut.map((x) => x.idempotency_key)).toEqual(firstOut.map((x) => x.idempotency_key));
+    const got = await stored("retry ");
+    expect(got.map((m) => m.subject).sort()).toEqual([0, 1, 2, 3, 4, 5].map((i) => `retry ${i}`));
+  });
+});

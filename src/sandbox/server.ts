@@ -219,6 +219,9 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
       ...(core.smtpUser !== DEFAULTS.smtpUser ? { MAILSEND_SMTP_USER: core.smtpUser } : {}),
       NODE_EXTRA_CA_CERTS: tls.caPath,
       ...(keyFile ? { MAILSEND_API_KEY_FILE: keyFile } : {}),
+      // A client's own budget must match the limit it is held to.
+      ...(limiter.limit !== DEFAULTS.rateLimit ? { MAILSEND_RATE_LIMIT: String(limiter.limit) } : {}),
+      ...(limiter.windowMs !== 60_000 ? { MAILSEND_RATE_WINDOW: String(Math.ceil(limiter.windowMs / 1000)) } : {}),
     };
 
     let closing: Promise<void> | undefined;

@@ -10,9 +10,13 @@ import { addKey, inProcessSandbox, post, revokeKey, sendRequest, SmtpDialog, typ
 
 const sendArgs = (subject: string) => ["send", "--json", "-f", "a@example.com", "-t", "b@example.com", "-s", subject, "--text", "hi"];
 
+/**
+ * These tests watch the sandbox refuse: the client's own budget (which the
+ * sandbox's export lines set to its limit) is switched off so it does not wait.
+ */
 function withKey(env: Record<string, string>, key: string): Record<string, string> {
   const { MAILSEND_API_KEY_FILE: _f, ...rest } = env;
-  return { ...rest, MAILSEND_API_KEY: key };
+  return { ...rest, MAILSEND_API_KEY: key, MAILSEND_RATE_LIMIT: "0" };
 }
 
 describe("keys", () => {

@@ -8,7 +8,12 @@ import { build } from "esbuild";
 const root = new URL("..", import.meta.url).pathname;
 const tmp = join(root, "node_modules", `.mailsend-docs-${process.pid}.mjs`);
 await build({
-  stdin: { contents: 'export * from "./src/cli/options.ts"; export { EXIT, EXIT_MEANING } from "./src/core/errors.ts";', resolveDir: root, loader: "ts" },
+  stdin: {
+    contents:
+      'export * from "./src/cli/options.ts"; export { SANDBOX_OPTIONS } from "./src/cli/sandbox-options.ts"; export { EXIT, EXIT_MEANING } from "./src/core/errors.ts";',
+    resolveDir: root,
+    loader: "ts",
+  },
   bundle: true,
   packages: "external",
   format: "esm",
@@ -16,19 +21,28 @@ await build({
   outfile: tmp,
   logLevel: "error",
 });
-const { SEND_OPTIONS, EXTRA_ENV, EXIT, EXIT_MEANING } = await import(tmp);
+const { SEND_OPTIONS, BATCH_OPTIONS, SANDBOX_OPTIONS, EXTRA_ENV, EXIT, EXIT_MEANING } = await import(tmp);
 rmSync(tmp, { force: true });
 
 const cell = (s) => String(s).replace(/\|/g, "\\|");
 const lines = [];
-for (const group of [...new Set(SEND_OPTIONS.map((o) => o.group))]) {
-  lines.push(`**${group}**`, "", "| option | meaning | environment |", "|---|---|---|");
-  for (const o of SEND_OPTIONS.filter((x) => x.group === group)) {
+function optionTable(title, specs) {
+  lines.push(`**${title}**`, "", "| option | meaning | environment |", "|---|---|---|");
+  for (const o of specs) {
     const flags = `\`${o.flags}\`${o.repeatable ? " (repeatable)" : ""}${o.choices ? ` (${o.choices.join(" \\| ")})` : ""}`;
     lines.push(`| ${cell(flags)} | ${cell(o.description)} | ${o.env ? `\`${o.env}\`` : ""} |`);
   }
   lines.push("");
 }
+for (const group of [...new Set(SEND_OPTIONS.map((o) => o.group))]) {
+  optionTable(`send: ${group}`, SEND_OPTIONS.filter((x) => x.group === group));
+}
+// batch shares send's Connection and Limits options; list only its own.
+optionTable(
+  "batch (plus send's Connection and Limits options)",
+  BATCH_OPTIONS.filter((o) => o.group !== "Connection" && o.group !== "Limits"),
+);
+optionTable("sandbox", SANDBOX_OPTIONS.filter((o) => !o.hidden));
 lines.push("**Environment only**", "", "| variable | meaning |", "|---|---|");
 for (const e of EXTRA_ENV) lines.push(`| \`${e.name}\` | ${cell(e.description)} |`);
 lines.push("", "**Exit codes**", "", "| code | meaning |", "|---|---|");

@@ -6,6 +6,7 @@
  * Nodemailer is handed {name, address} objects and an explicit envelope,
  * never an address string it would parse again.
  */
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { PassThrough, pipeline } from "node:stream";
 import { rootCertificates } from "node:tls";
@@ -31,6 +32,17 @@ interface SmtpError extends Error {
   rejected?: string[];
 }
 
+/**
+ * The Message-ID of a message, derived from its idempotency key: a resend of
+ * the same message (a retry, a resumed batch) carries the same one, so the id
+ * we report is the id of the copy the server kept when it drops the resend as
+ * a duplicate. Same shape as nodemailer's own (UUID-like @ the sender's domain).
+ */
+export function stableMessageId(m: Message): string {
+  const h = createHash("sha256").update(`mailsend message-id\0${m.idempotencyKey}`).digest("hex");
+  return `<${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}@${m.from.address.split("@").pop()}>`;
+}
+
 /** The message as nodemailer options, with the envelope spelled out. */
 export function mailOptions(m: Message): MailOptions {
   const envelope = { from: m.from.address, to: allRecipients(m).map((r) => r.address) };
@@ -45,6 +57,8 @@ export function mailOptions(m: Message): MailOptions {
     ...(m.bcc.length ? { bcc: m.bcc.map(box) } : {}),
     ...(m.replyTo ? { replyTo: box(m.replyTo) } : {}),
     subject: m.subject,
+    // A Message-ID given as a custom header wins (nodemailer would replace it with this one).
+    ...(m.headers.some(([key]) => key.toLowerCase() === "message-id") ? {} : { messageId: stableMessageId(m) }),
     ...(m.text !== undefined ? { text: m.text } : {}),
     ...(m.html !== undefined ? { html: m.html } : {}),
     headers: [...m.headers.map(([key, value]) => ({ key, value })), { key: "X-Idempotency-Key", value: m.idempotencyKey }],

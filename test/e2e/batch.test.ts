@@ -124,7 +124,7 @@ describe("delivery", () => {
     const rows = [
       { from: "ops@example.com", to: "ann@example.com", cc: "carol@example.com", subject: "array 0", text: "zero" },
       { from: "ops@example.com", to: ["bob@example.com"], bcc: ["hidden@example.com"], subject: "array 1", html: "<p>one</p>", text: "one" },
-      { from: "ops@example.com", to: "dan@example.com", subject: "array 2", text: "two", idempotency_key: "own-key-array-2" },
+      { from: "ops@example.com", to: "dan@example.com", subject: "array 2", text: "two", idempotency_key: "own-key-array-2", headers: { "Message-ID": "<own-id-array-2@example.com>" } },
     ];
     // Pretty-printed, as a person or jq writes it.
     const input = tmp.file("smtp.json", JSON.stringify(rows, null, 2));
@@ -152,6 +152,9 @@ describe("delivery", () => {
     expect(m1.idempotencyKey).toBe(out[1]!.idempotency_key);
     // A row's own idempotency_key wins over the batch's.
     expect(got.find((m) => m.subject === "array 2")!.idempotencyKey).toBe("own-key-array-2");
+    // A row's own Message-ID header is kept, and is the id reported.
+    expect(got.find((m) => m.subject === "array 2")!.messageId).toBe("<own-id-array-2@example.com>");
+    expect(out[2]!.message_id).toBe("<own-id-array-2@example.com>");
     expect(got.find((m) => m.subject === "array 0")!.envelope.to.sort()).toEqual(["ann@example.com", "carol@example.com"]);
   });
 

@@ -102,7 +102,8 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
   program
     .description("Send email through the service's REST endpoint or SMTP submission.")
     .version(VERSION, "-V, --version")
-    .showHelpAfterError("(run with --help for usage)")
+    // Under --json, stderr carries only the error object.
+    .showHelpAfterError(json ? false : "(run with --help for usage)")
     .configureOutput({
       writeOut: (s) => io.stdout.write(s),
       writeErr: (s) => io.stderr.write(s),
@@ -114,8 +115,9 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
       },
     })
     .exitOverride((err: CommanderError) => {
-      const ok = err.code === "commander.helpDisplayed" || err.code === "commander.version" || err.code === "commander.help";
-      throw new UsageExit(ok ? 0 : EXIT.usage);
+      // --help and --version exit 0; everything else commander stops on (no command,
+      // unknown option, missing value) is a usage error.
+      throw new UsageExit(err.exitCode === 0 ? 0 : EXIT.usage);
     })
     .addHelpText("after", ROOT_HELP);
 

@@ -6,7 +6,13 @@ export interface InputStreams {
   stdin: NodeJS.ReadableStream & { isTTY?: boolean };
 }
 
-export function fileError(e: unknown, path: string, what: string): MailsendError {
+/** A path as it may be shown: quoted when it holds control characters (no terminal escapes from a file name). */
+export function shownPath(path: string): string {
+  return /[\u0000-\u001f\u007f-\u009f]/.test(path) ? JSON.stringify(path) : path;
+}
+
+export function fileError(e: unknown, rawPath: string, what: string): MailsendError {
+  const path = shownPath(rawPath);
   const code = (e as NodeJS.ErrnoException)?.code;
   if (code === "ENOENT") {
     return new MailsendError("file_not_found", `${what} not found: ${path}`, { cause: e });
@@ -46,7 +52,7 @@ export async function regularFileSize(path: string, what: string): Promise<numbe
   }
   if (st.isDirectory()) throw fileError(Object.assign(new Error(), { code: "EISDIR" }), path, what);
   if (!st.isFile()) {
-    throw new MailsendError("file_unreadable", `${what} is not a regular file: ${path}`);
+    throw new MailsendError("file_unreadable", `${what} is not a regular file: ${shownPath(path)}`);
   }
   try {
     await access(path, constants.R_OK);

@@ -32,11 +32,13 @@ export function resultJson(r: SendResult): Record<string, unknown> {
 }
 
 function warnings(m: Message, transport: string, flags: SendFlags, io: CliIO): void {
+  const say = (text: string) => (flags.json ? io.stderr.write(`${JSON.stringify({ warning: text })}\n`) : warn(io, text));
   if (flags.insecure) {
-    warn(io, "--insecure: TLS certificates are NOT verified; anyone on the path can read the key and the message.");
+    say("--insecure: TLS certificates are NOT verified; anyone on the path can read the key and the message.");
   }
-  if (transport === "rest" && m.html !== undefined && m.text !== undefined) {
-    warn(io, "the REST send request has only an html field: the text body is not sent (use --transport smtp to send both).");
+  // An .eml's text part is the plain version of its HTML; only a text the user wrote is worth a warning.
+  if (transport === "rest" && m.html !== undefined && m.text !== undefined && !m.raw) {
+    say("the REST send request has only an html field: the text body is not sent (use --transport smtp to send both).");
   }
 }
 

@@ -7,7 +7,7 @@ const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url),
 
 // Small pure-ESM libraries are bundled; the large ones stay in node_modules and
 // are imported lazily, so a REST send never loads nodemailer.
-const external = ["nodemailer", "nodemailer/*", "smtp-server", "postal-mime", "undici", "ora", "@peculiar/x509", "reflect-metadata"];
+const external = ["nodemailer", "nodemailer/*", "smtp-server", "postal-mime", "undici", "ora", "@peculiar/x509", "reflect-metadata", "marked"];
 
 // Build beside dist/ and swap it in, so a CLI already running from dist/ (a
 // test in another terminal) is not left without its files halfway.

@@ -331,6 +331,21 @@ export class RestTransport implements Transport {
       req.on("error", (e) => {
         if (settled || probing) return;
         if (e instanceof MailsendError) return fail(e);
+        if (signal?.aborted) {
+          // Interrupted by the caller: whether it was sent depends only on how far it got.
+          return fail(
+            handedOver()
+              ? new MailsendError("outcome_unknown", `interrupted after the message was sent to ${url.origin}, before the answer`, {
+                  cause: e,
+                  mayHaveBeenSent: true,
+                  hint: `The message may have been sent. Check before sending again (resending with --idempotency-key ${headers["Idempotency-Key"]} is safe).`,
+                })
+              : new MailsendError("temporary_failure", `interrupted before the message was sent to ${url.origin}`, {
+                  cause: e,
+                  hint: "Nothing was sent; it is safe to try again.",
+                }),
+          );
+        }
         const early = connectError(e, endpoint, TRUST_HINT);
         if (early && !handedOver()) return fail(early);
         if (isReset(e) || early) {

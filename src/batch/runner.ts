@@ -60,7 +60,77 @@ export interface BatchOptions {
   journal?: Journal;
   onResult: (r: ItemResult) => void;
   onProgress?: (c: Counts & { left: number }) => void;
+  /**
+   * Stop: start nothing more (no new item, no retry, no wait for a slot);
+   * the sends in flight finish, so a stop does not make items "in doubt".
+   */
   signal?: AbortSignal;
+  /** Abort the sends in flight too (a second interrupt). */
+  abortSends?: AbortSignal;
+}
+
+/** Errors that only say "the batch was stopped here", not how the item's last attempt went. */
+const interruptions = new WeakSet<MailsendError>();
+
+function interrupted(): MailsendError {
+  const e = new MailsendError("temporary_failure", "interrupted before it was sent", {
+    hint: "Nothing was sent for this item; run the same command again to send it.",
+  });
+  interruptions.add(e);
+  return e;
+}
+
+/**
+ * deliver()'s waits (for a slot, between retries): they end at once when the
+ * batch is stopped, also when it was stopped before the wait began, and leave
+ * no listener on the shared signal (one per wait would pile up over a batch).
+ */
+function stoppableSleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) return reject(interrupted());
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(interrupted());
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** Per message: the attempts made, how the last one failed, and the failure that left it in doubt, if any. */
+type Tries = WeakMap<Message, { attempts: number; error?: MailsendError; doubt?: MailsendError }>;
+
+const inDoubt = (e: MailsendError) => e.mayHaveBeenSent || e.code === "outcome_unknown";
+
+/**
+ * The transport as deliver() sees it: no attempt starts once stopped; a send
+ * in flight ends only on abortSends. It notes each message's last failure:
+ * a stop during the wait before a retry must report that failure (it may be
+ * "outcome unknown"), not "interrupted before it was sent".
+ */
+function stoppable(t: Transport, stop: AbortSignal | undefined, abort: AbortSignal | undefined, tries: Tries): Transport {
+  return {
+    name: t.name,
+    preview: (m, sink, o) => t.preview(m, sink, o),
+    close: () => t.close(),
+    async send(m, ctx = {}) {
+      if (stop?.aborted) throw interrupted();
+      const mine = tries.get(m) ?? { attempts: 0 };
+      tries.set(m, mine);
+      mine.attempts++;
+      const { signal: _stop, ...rest } = ctx;
+      try {
+        return await t.send(m, { ...rest, ...(abort ? { signal: abort } : {}) });
+      } catch (e) {
+        mine.error = toMailsendError(e);
+        if (inDoubt(mine.error)) mine.doubt ??= mine.error;
+        throw e;
+      }
+    },
+  };
 }
 
 function errorOf(e: MailsendError): NonNullable<ItemResult["error"]> {
@@ -114,6 +184,9 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   if (opts.check || (opts.failFast && counts.invalid > 0) || !opts.transport) return finish();
 
   // Pass 2: send.
+  const tries: Tries = new WeakMap();
+  const transport = stoppable(opts.transport, opts.signal, opts.abortSends, tries);
+  const deliverOptions = { sleep: stoppableSleep, ...opts.deliver, ...(opts.signal ? { signal: opts.signal } : {}) };
   const inFlight = new Set<Promise<void>>();
   let stop = false;
   const sendOne = async (row: Row): Promise<void> => {
@@ -122,13 +195,19 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
     const base = { index: row.index, line: row.line, recipients: allRecipients(message).map((r) => r.address), idempotency_key: message.idempotencyKey };
     await opts.journal?.record(row.index, { s: "intended", k: message.idempotencyKey });
     try {
-      const r = await deliver(opts.transport!, message, { ...opts.deliver, ...(opts.signal ? { signal: opts.signal } : {}) });
+      const r = await deliver(transport, message, deliverOptions);
       await opts.journal?.record(row.index, { s: "done", k: message.idempotencyKey, id: r.messageId });
       counts.sent++;
       opts.onResult({ ...base, status: "sent", message_id: r.messageId, attempts: r.attempts });
     } catch (e) {
-      const err = toMailsendError(e);
-      const unknown = err.mayHaveBeenSent || err.code === "outcome_unknown";
+      let err = toMailsendError(e);
+      const tried = tries.get(message);
+      // Stopped while waiting to retry: the last attempt's failure is the item's state.
+      if (interruptions.has(err) && tried?.error) err = tried.error;
+      // An attempt that may have gone through keeps the item in doubt, whatever the retries after it said.
+      if (!inDoubt(err) && tried?.doubt) err = tried.doubt;
+      if (tried) err.attempts = tried.attempts;
+      const unknown = inDoubt(err);
       await opts.journal?.record(row.index, unknown ? { s: "unknown", k: message.idempotencyKey, code: err.code } : { s: "failed", k: message.idempotencyKey, code: err.code, exit: err.exitCode });
       if (unknown) counts.unknown++;
       else counts.failed++;

@@ -169,10 +169,21 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
 
     const transport = flags.check ? undefined : await createTransport(config, { pool: concurrency });
     const budget = flags.check ? undefined : await openBudget(flags, config.apiKey, io.env);
+    // The first interrupt stops the batch: nothing new starts and the messages in
+    // flight finish (aborting them would leave them in doubt). A second one aborts those too.
     const abort = new AbortController();
-    const onSignal = () => abort.abort(new MailsendError("temporary_failure", "interrupted"));
-    process.once("SIGINT", onSignal);
-    process.once("SIGTERM", onSignal);
+    const abortSends = new AbortController();
+    const onSignal = () => {
+      if (abort.signal.aborted) {
+        abortSends.abort(new MailsendError("temporary_failure", "interrupted twice"));
+        return;
+      }
+      abort.abort(new MailsendError("temporary_failure", "interrupted"));
+      progress.stop();
+      if (!flags.quiet && !json) io.stderr.write("mailsend batch: stopping; the messages in flight finish (interrupt again to abort them)\n");
+    };
+    process.on("SIGINT", onSignal);
+    process.on("SIGTERM", onSignal);
     progress.begin(flags.check ? "checking..." : "sending...");
     let summary;
     try {
@@ -192,6 +203,7 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
         onResult,
         onProgress,
         signal: abort.signal,
+        abortSends: abortSends.signal,
       });
     } finally {
       progress.stop();

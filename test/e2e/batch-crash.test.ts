@@ -41,6 +41,7 @@ afterAll(async () => {
 interface Result {
   index: number;
   status: string;
+  error?: { code: string; message: string; exit: number; class: string };
   message_id?: string;
   idempotency_key?: string;
 }
@@ -165,28 +166,76 @@ describe.each(["rest", "smtp"] as const)("over %s", (transport) => {
   });
 });
 
-test("SIGINT stops a batch with exit 75 and a summary; the same command finishes it", async () => {
-  const prefix = "sigint";
-  const n = 120;
-  const file = input(prefix, n);
-  const results = join(tmp.dir, "sigint-results.jsonl");
-  const args = [file, "-f", "int@example.com", "--results", results, "--concurrency", "4"];
-  t.sb.faults.config = { ...t.sb.faults.config, latencyMs: LATENCY_MS };
+describe("interrupted", () => {
+  const results = (name: string) => join(tmp.dir, `${name}-results.jsonl`);
 
-  const child = start(args, {});
-  await until(() => resultLines(results).length >= 20, 20_000);
-  child.kill("SIGINT");
-  const stopped = await child;
-  expect(stopped.exitCode, String(stopped.stderr)).toBe(75);
-  expect(stopped.stdout).toMatch(/\d+ sent.* \(of 120\) in \d+\.\d s/);
-  expect(stopped.stderr).toMatch(/run the same command again/);
-  const first = resultLines(results);
-  expect(first.length).toBeLessThan(n);
+  test("SIGINT: nothing new starts, the messages in flight finish; exit 75 and a summary; the same command finishes it", async () => {
+    const prefix = "sigint";
+    const n = 120;
+    const file = input(prefix, n);
+    const res = results("sigint");
+    const args = [file, "-f", "int@example.com", "--results", res, "--concurrency", "4"];
+    t.sb.faults.config = { ...t.sb.faults.config, latencyMs: LATENCY_MS };
 
-  t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0 };
-  const again = await runCli(["batch", ...args], { env: { ...t.env }, timeoutMs: 60_000 });
-  expect(again.exitCode, again.stderr).toBe(0);
-  const sent = first.filter((r) => r.status === "sent").length;
-  expect(again.stdout).toMatch(new RegExp(`^${n - sent} sent, ${sent} already sent \\(of ${n}\\)`));
-  await expectEachOnce(prefix, n, journalOf(`${results}.journal`).batch);
+    const child = start(args, {});
+    await until(() => resultLines(res).length >= 20, 20_000);
+    child.kill("SIGINT");
+    const stopped = await child;
+    expect(stopped.exitCode, String(stopped.stderr)).toBe(75);
+    expect(stopped.stdout).toMatch(/\d+ sent.* \(of 120\) in \d+\.\d s/);
+    expect(stopped.stderr).toMatch(/stopping; the messages in flight finish/);
+    expect(stopped.stderr).toMatch(/run the same command again/);
+    const first = resultLines(res);
+    expect(first.length).toBeLessThan(n);
+    // A stop is not a crash: what was on the wire got its answer; nothing is left in doubt.
+    expect(first.filter((r) => r.status === "unknown")).toEqual([]);
+    for (const r of first.filter((x) => x.status === "failed")) expect(r).toMatchObject({ error: { code: "temporary_failure", message: "interrupted before it was sent" } });
+    const sent = first.filter((r) => r.status === "sent").length;
+    expect((await stored(`${prefix} `)).length).toBe(sent);
+
+    t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0 };
+    const again = await runCli(["batch", ...args], { env: { ...t.env }, timeoutMs: 60_000 });
+    expect(again.exitCode, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(new RegExp(`^${n - sent} sent, ${sent} already sent \\(of ${n}\\)`));
+    await expectEachOnce(prefix, n, journalOf(`${res}.journal`).batch);
+  });
+
+  test("a second SIGINT aborts the sends in flight: reported as outcome unknown (76 class), resent with their keys, stored once", async () => {
+    const prefix = "twice";
+    const n = 40;
+    const file = input(prefix, n);
+    const res = results("twice");
+    const args = [file, "-f", "int@example.com", "--results", res, "--concurrency", "4", "--json"];
+    // Long enough that the second signal lands while the answers are held back.
+    t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 1000 };
+    const before = t.sb.stats.toJSON().rest;
+
+    const child = start(args, {});
+    await until(async () => (await stored(`${prefix} `)).length >= 6, 20_000);
+    child.kill("SIGINT");
+    await new Promise((r) => setTimeout(r, 100));
+    child.kill("SIGINT");
+    const stopped = await child;
+    expect(stopped.exitCode, String(stopped.stderr)).toBe(75);
+    const first = resultLines(res);
+    const unknown = first.filter((r) => r.status === "unknown");
+    expect(unknown.length).toBeGreaterThan(0);
+    for (const r of unknown) expect(r).toMatchObject({ error: { code: "outcome_unknown", exit: 76, class: "protocol" } });
+    const journal = journalOf(`${res}.journal`);
+    for (const r of unknown) expect(journal.states.get(r.index)).toBe("unknown");
+
+    t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0 };
+    const again = await runCli(["batch", ...args], { env: { ...t.env }, timeoutMs: 60_000 });
+    expect(again.exitCode, again.stderr).toBe(0);
+    await expectEachOnce(prefix, n, journal.batch);
+    const after = t.sb.stats.toJSON().rest;
+    expect(after.duplicates - before.duplicates).toBeGreaterThanOrEqual(unknown.length);
+    // The in-doubt ones now report the id of the copy the sandbox kept.
+    const ids = new Map((await stored(`${prefix} `)).map((m) => [Number(m.subject.slice(prefix.length + 1)), m.messageId]));
+    const out = again.stdout
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Result);
+    for (const r of unknown) expect(out.find((x) => x.index === r.index)).toMatchObject({ status: "sent", message_id: ids.get(r.index) });
+  });
 });

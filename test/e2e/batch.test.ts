@@ -199,6 +199,16 @@ describe("delivery", () => {
     }
   });
 
+  test("--concurrency 32: many sends in flight at once, and no warning on stderr", async () => {
+    const input = tmp.file("wide.jsonl", jsonl(Array.from({ length: 48 }, (_, i) => ({ to: `w${i}@example.com`, subject: `wide ${i}`, text: "x" }))));
+    t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 200 };
+    const r = await batch([input, "-f", "wide@example.com", "--concurrency", "32", "--json"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(jsonLines(r.stdout).filter((x) => x.status === "sent")).toHaveLength(48);
+    expect(r.stderr.split("\n").filter((l) => l && !l.startsWith('{"summary"'))).toEqual([]);
+    expect(await stored("wide ")).toHaveLength(48);
+  });
+
   test("stdin: a JSON lines pipeline is sent, and the same pipeline again sends nothing", async () => {
     const input = jsonl([1, 2, 3].map((i) => ({ to: `p${i}@example.com`, subject: `stdin ${i}`, text: "from a pipe" })));
     const r = await batch(["-", "-f", "pipe@example.com", "--json"], {}, input);

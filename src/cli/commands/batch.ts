@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { setMaxListeners } from "node:events";
 import { closeSync, createReadStream, createWriteStream, fsyncSync, mkdirSync, openSync, readSync, rmSync, writeSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -11,13 +12,15 @@ import type { RowDefaults } from "../../batch/item.js";
 import { formatFromContent, formatFromName, type Format } from "../../batch/rows.js";
 import { runBatch, type BatchInput, type Counts, type ItemResult } from "../../batch/runner.js";
 import { resolveTransportConfig, type ConnectionFlags } from "../../input/config.js";
+import { loadSettings } from "../../input/profile.js";
 import { fileError, regularFileSize, utf8 } from "../../input/read.js";
 import { stateDir } from "../../limits/budget.js";
 import { createTransport } from "../../transports/index.js";
 import { openBudget, type BudgetCliFlags } from "../budget.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { Progress } from "../progress.js";
-import { reportError } from "../report.js";
+import { reportError, warn } from "../report.js";
+import { annotation, inGitHubActions, writeGitHubOutputs } from "../github.js";
 
 interface BatchFlags extends ConnectionFlags, BudgetCliFlags {
   from?: string;
@@ -28,6 +31,8 @@ interface BatchFlags extends ConnectionFlags, BudgetCliFlags {
   attach?: string[];
   htmlFile?: string;
   textFile?: string;
+  markdownFile?: string;
+  allowHtml?: boolean;
   format?: Format;
   concurrency?: number;
   check?: boolean;
@@ -38,6 +43,8 @@ interface BatchFlags extends ConnectionFlags, BudgetCliFlags {
   fresh?: boolean;
   json?: boolean;
   quiet?: boolean;
+  githubOutput?: boolean;
+  profile?: string;
 }
 
 async function template(path: string | undefined, what: string): Promise<string | undefined> {
@@ -47,6 +54,29 @@ async function template(path: string | undefined, what: string): Promise<string 
   } catch (e) {
     throw e instanceof MailsendError ? e : fileError(e, path, what);
   }
+}
+
+/**
+ * The body templates: --html-file / --text-file, or --markdown-file for both
+ * (rendered once, placeholders kept, filled per row like the others).
+ */
+async function bodyTemplates(flags: BatchFlags): Promise<Pick<RowDefaults, "htmlTemplate" | "textTemplate" | "templateFlag">> {
+  if (flags.allowHtml && flags.markdownFile === undefined) throw new MailsendError("usage", "--allow-html applies only to --markdown-file");
+  if (flags.markdownFile !== undefined) {
+    const clash = [flags.htmlFile !== undefined && "--html-file", flags.textFile !== undefined && "--text-file"].filter(Boolean);
+    if (clash.length > 0) throw new MailsendError("usage", `--markdown-file makes the HTML and the text template; it cannot be combined with ${clash.join(", ")}`);
+    const source = (await template(flags.markdownFile, "Markdown template"))!;
+    const { renderMarkdownTemplate } = await import("../../input/markdown.js");
+    return {
+      htmlTemplate: await renderMarkdownTemplate(source, { allowHtml: flags.allowHtml ?? false }),
+      textTemplate: source,
+      templateFlag: "--markdown-file",
+    };
+  }
+  return {
+    ...(flags.htmlFile ? { htmlTemplate: (await template(flags.htmlFile, "HTML template"))! } : {}),
+    ...(flags.textFile ? { textTemplate: (await template(flags.textFile, "text template"))! } : {}),
+  };
 }
 
 /**
@@ -108,15 +138,17 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     if (flags.resume && flags.fresh) throw new MailsendError("usage", "--resume and --fresh contradict each other");
     const concurrency = flags.concurrency ?? 4;
     if (concurrency < 1 || concurrency > 64) throw new MailsendError("usage", "--concurrency must be from 1 to 64");
-    const config = await resolveTransportConfig(flags, io.env, { stdin: io.stdin, needKey: !flags.check });
+    // flags > environment > profile > defaults: the profile is layered under the environment here.
+    const settings = loadSettings(flags.profile, io.env);
+    const config = await resolveTransportConfig(flags, settings.env, { stdin: io.stdin, needKey: !flags.check, profile: settings.profile });
     const headers: HeaderList = (flags.header ?? []).map(parseHeaderFlag);
+    const from = flags.from ?? (settings.env.MAILSEND_FROM || undefined);
     const defaults: RowDefaults = {
-      ...(flags.from ? { from: flags.from } : {}),
+      ...(from ? { from } : {}),
       ...(flags.name ? { name: flags.name } : {}),
       ...(flags.replyTo ? { replyTo: flags.replyTo } : {}),
       ...(flags.subject !== undefined ? { subject: flags.subject } : {}),
-      ...(flags.htmlFile ? { htmlTemplate: (await template(flags.htmlFile, "HTML template"))! } : {}),
-      ...(flags.textFile ? { textTemplate: (await template(flags.textFile, "text template"))! } : {}),
+      ...(await bodyTemplates(flags)),
       headers,
       attach: flags.attach ?? [],
     };
@@ -168,11 +200,14 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     };
 
     const transport = flags.check ? undefined : await createTransport(config, { pool: concurrency });
-    const budget = flags.check ? undefined : await openBudget(flags, config.apiKey, io.env);
+    const budget = flags.check ? undefined : await openBudget(flags, config.apiKey, settings.env);
     // The first interrupt stops the batch: nothing new starts and the messages in
     // flight finish (aborting them would leave them in doubt). A second one aborts those too.
     const abort = new AbortController();
     const abortSends = new AbortController();
+    // Each send in flight listens on them (one per item, so up to --concurrency): above
+    // that, Node's leak warning would be real; below, it is only noise on stderr.
+    setMaxListeners(concurrency + 10, abort.signal, abortSends.signal);
     const onSignal = () => {
       if (abort.signal.aborted) {
         abortSends.abort(new MailsendError("temporary_failure", "interrupted twice"));
@@ -226,6 +261,14 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
         : summaryLine(summary);
       io.stdout.write(`${line}\n`);
       if (journal && unfinished) io.stderr.write(`${c.dim(`journal: ${journal.path} — run the same command again to retry what did not go out`)}\n`);
+    }
+    if (flags.githubOutput) {
+      const { sent, skipped, failed, unknown, invalid, total } = summary;
+      const problem = writeGitHubOutputs(io.env, { sent, already_sent: skipped, failed, unknown, invalid, total });
+      if (problem) json ? io.stderr.write(`${JSON.stringify({ warning: problem })}\n`) : warn(io, problem);
+    }
+    if (inGitHubActions(io.env) && summary.failed + summary.unknown + summary.invalid > 0) {
+      io.stderr.write(annotation("error", `batch: ${summaryLine(summary)}`, journal && unfinished ? "Run the same command again to retry what did not go out." : undefined));
     }
     if (abort.signal.aborted) return 75;
     return summary.exitCode;

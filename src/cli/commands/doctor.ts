@@ -1,0 +1,91 @@
+import type { CertificateInfo } from "../../doctor/tls-info.js";
+import type { CheckName, CheckResult, DoctorFlags } from "../../doctor/checks.js";
+import { colorsFor, type CliIO } from "../io.js";
+import { reportError } from "../report.js";
+
+const LABELS: Record<CheckName, string> = {
+  "config.profile": "profile",
+  "config.key": "API key",
+  "config.transport": "transport",
+  "config.rest": "REST config",
+  "config.smtp": "SMTP config",
+  ratelimit: "rate limit",
+  "rest.connect": "REST connect",
+  "rest.key": "REST key",
+  "smtp.connect": "SMTP TLS",
+  "smtp.auth": "SMTP AUTH",
+};
+const WIDTH = Math.max(...Object.values(LABELS).map((l) => l.length));
+
+function certificateJson(c: CertificateInfo): Record<string, unknown> {
+  return {
+    subject: c.subject,
+    issuer: c.issuer,
+    ...(c.altNames ? { alt_names: c.altNames } : {}),
+    valid_from: c.validFrom,
+    valid_to: c.validTo,
+    days_left: c.daysLeft,
+    ...(c.protocol ? { protocol: c.protocol } : {}),
+    trusted: c.trusted,
+    ...(c.trustError ? { trust_error: c.trustError } : {}),
+  };
+}
+
+export function checkJson(r: CheckResult): Record<string, unknown> {
+  return {
+    name: r.name,
+    ok: r.ok,
+    ...(r.skipped ? { skipped: true } : {}),
+    detail: r.detail,
+    ...(r.hint ? { hint: r.hint } : {}),
+    ...(r.exit !== undefined ? { exit: r.exit, code: r.code } : {}),
+    ...(r.certificate ? { certificate: certificateJson(r.certificate) } : {}),
+  };
+}
+
+/**
+ * One line per check. On a terminal: ✓ ✗ – in colour; otherwise (CI logs,
+ * NO_COLOR, pipes) the words ok / FAIL / skip, which grep and read the same.
+ */
+function lineWriter(io: CliIO) {
+  const c = colorsFor(io.stdout, io.env);
+  const fancy = io.stdout.isTTY === true && io.env.NO_COLOR === undefined && io.env.TERM !== "dumb";
+  const mark = (r: CheckResult) =>
+    r.skipped ? (fancy ? c.dim("–") : "skip") : r.ok ? (fancy ? c.green("✓") : "ok  ") : fancy ? c.red("✗") : "FAIL";
+  const indent = " ".repeat((fancy ? 2 : 5) + WIDTH + 2);
+  return (r: CheckResult) => {
+    const label = LABELS[r.name].padEnd(WIDTH);
+    const detail = r.ok ? r.detail : `${r.detail} ${c.dim(`(exit ${r.exit})`)}`;
+    io.stdout.write(`${mark(r)} ${r.skipped ? c.dim(label) : c.bold(label)}  ${r.skipped ? c.dim(detail) : detail}\n`);
+    if (r.hint) io.stdout.write(`${indent}${r.ok ? c.dim(`-> ${r.hint}`) : c.yellow(`-> ${r.hint}`)}\n`);
+  };
+}
+
+export async function runDoctorCommand(opts: Record<string, unknown>, io: CliIO): Promise<number> {
+  const flags = opts as DoctorFlags & { json?: boolean };
+  const json = flags.json ?? false;
+  try {
+    const { runDoctor } = await import("../../doctor/checks.js");
+    const print = json ? undefined : lineWriter(io);
+    const report = await runDoctor(flags, { env: io.env, stdin: io.stdin, ...(print ? { onCheck: print } : {}) });
+    if (json) {
+      io.stdout.write(`${JSON.stringify({ ok: report.ok, checks: report.checks.map(checkJson) })}\n`);
+    } else {
+      const c = colorsFor(io.stdout, io.env);
+      const failed = report.checks.filter((r) => !r.ok);
+      const skipped = report.checks.filter((r) => r.skipped).length;
+      const skippedNote = skipped ? ` (${skipped} skipped)` : "";
+      io.stdout.write(
+        report.firstFailure
+          ? `\n${c.red(`${failed.length} of ${report.checks.length} checks failed`)}${skippedNote}; exit ${report.firstFailure.exit} from the first: ${LABELS[report.firstFailure.name]}\n`
+          : `\n${c.green("all checks passed")}${skippedNote}\n`,
+      );
+    }
+    const first = report.firstFailure;
+    if (!first?.error) return 0;
+    // Under --json the first failure is also the usual {"error":...} line on stderr.
+    return json ? reportError(first.error, io, { json: true }) : first.error.exitCode;
+  } catch (e) {
+    return reportError(e, io, { json });
+  }
+}

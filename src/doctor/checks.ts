@@ -1,0 +1,390 @@
+/**
+ * `mailsend doctor` as data: each check of the configuration, the local
+ * rate-limit state, the REST endpoint and the SMTP server, in a fixed order.
+ * The CLI prints them; the first failure's exit class is the exit code.
+ *
+ * No mail is sent. The REST key check is a POST /send the service must
+ * refuse as invalid; it may count as one request against the service's
+ * limit, so it takes a slot of the local budget like any send. The SMTP
+ * check stops after AUTH (a request there is one DATA).
+ */
+import { createHash } from "node:crypto";
+import type { RestConfig, SmtpConfig, TransportConfig } from "../core/config.js";
+import { MailsendError, toMailsendError, type ErrorCode } from "../core/errors.js";
+import { makeRedactor } from "../core/redact.js";
+import type { TransportName } from "../core/transport.js";
+import { resolveApiKey, resolveTransportConfig, resolveTransportName, type ConnectionFlags, type Env } from "../input/config.js";
+import { configPath, loadSettings, type ActiveProfile } from "../input/profile.js";
+import type { InputStreams } from "../input/read.js";
+import { openSlotStore, resolveLimits } from "../limits/budget.js";
+import { FileSlotStore } from "../limits/file-store.js";
+import type { Limits } from "../limits/sliding-log.js";
+import type { SlotStore } from "../limits/store.js";
+import { statusError } from "../transports/rest.js";
+import { postEmptySend, reachRest, sendUrlOf } from "./rest-probe.js";
+import { probeSmtp } from "./smtp-probe.js";
+import { certificateSummary, trustFailure, type CertificateInfo } from "./tls-info.js";
+
+export const CHECK_NAMES = [
+  "config.profile",
+  "config.key",
+  "config.transport",
+  "config.rest",
+  "config.smtp",
+  "ratelimit",
+  "rest.connect",
+  "rest.key",
+  "smtp.connect",
+  "smtp.auth",
+] as const;
+
+export type CheckName = (typeof CHECK_NAMES)[number];
+
+export interface CheckResult {
+  name: CheckName;
+  /** True for a pass and for a skip. */
+  ok: boolean;
+  skipped?: boolean;
+  detail: string;
+  /** What to do: always on a failure, sometimes a note on a pass. */
+  hint?: string;
+  /** On a failure: the exit code of its class (DESIGN.md section 3). */
+  exit?: number;
+  code?: ErrorCode;
+  certificate?: CertificateInfo;
+  /** On a failure, the error itself (for the CLI's error report; not serialised). */
+  error?: MailsendError;
+}
+
+export interface DoctorReport {
+  ok: boolean;
+  checks: CheckResult[];
+  /** The first failure, whose exit class is doctor's exit code. */
+  firstFailure?: CheckResult;
+}
+
+export interface DoctorFlags extends ConnectionFlags {
+  profile?: string;
+  rateLimit?: number;
+}
+
+export interface DoctorOptions extends InputStreams {
+  env: Env;
+  /** Called with each result as soon as it is known (for printing as it goes). */
+  onCheck?: (r: CheckResult) => void;
+}
+
+/** A short, non-reversible name for a key: enough to tell two keys apart, nothing to log in with. */
+export function keyFingerprint(key: string): string {
+  return `sha256:${createHash("sha256").update(key).digest("hex").slice(0, 12)}`;
+}
+
+/** Where resolveApiKey found the key, in its order. */
+function keySource(flags: ConnectionFlags, env: Env, profile: ActiveProfile | undefined): string {
+  if (flags.apiKeyStdin) return "from stdin (--api-key-stdin)";
+  if (env.MAILSEND_API_KEY) return "from MAILSEND_API_KEY";
+  if (env.MAILSEND_API_KEY_FILE) return `from MAILSEND_API_KEY_FILE (${env.MAILSEND_API_KEY_FILE})`;
+  if (profile) return `where profile "${profile.name}" says`;
+  return "found";
+}
+
+function transportSource(flags: ConnectionFlags, env: Env): string {
+  if (flags.transport) return "--transport";
+  if (env.MAILSEND_TRANSPORT) return "MAILSEND_TRANSPORT";
+  return "the default";
+}
+
+/** resolveTransportConfig's "nothing set for this transport": optional unless it is the selected one. */
+function notConfigured(e: MailsendError): boolean {
+  return e.code === "config_missing" && /^no (REST base URL|SMTP host)\b/.test(e.message);
+}
+
+/** Slot ids of doctor's own requests, recognisable in a state file. */
+function slotId(): string {
+  return `doctor-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** Failures that happened before the request reached the service: its slot was not used. */
+const NEVER_REACHED: readonly ErrorCode[] = ["connection_failed", "timeout", "tls_mismatch", "tls_untrusted", "config_invalid", "config_missing"];
+
+const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|\[?::1\]?)$/i;
+
+function describeTls(c: CertificateInfo, insecure: boolean): string {
+  const trust = c.trusted ? "" : insecure ? ` — NOT trusted (${c.trustError}), accepted because of --insecure` : "";
+  return `${c.protocol ? `${c.protocol}, ` : ""}${certificateSummary(c)}${trust}`;
+}
+
+function expiryNote(c: CertificateInfo | undefined): string | undefined {
+  if (!c || c.daysLeft >= 21) return undefined;
+  return c.daysLeft < 0 ? "The certificate has expired." : `The certificate expires in ${c.daysLeft} days: make sure it is renewed.`;
+}
+
+function rateHeaders(headers: Record<string, string | string[] | undefined>): string {
+  const limit = headers["ratelimit-limit"];
+  const remaining = headers["ratelimit-remaining"];
+  return typeof limit === "string" && typeof remaining === "string" ? `; the service reports ${remaining} of ${limit} requests left in its window` : "";
+}
+
+export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promise<DoctorReport> {
+  let env = opts.env;
+  const checks: CheckResult[] = [];
+  let redact: (s: string) => string = (s) => s;
+
+  const add = (r: CheckResult): CheckResult => {
+    // Servers echo things back: nothing leaves doctor with the key in it.
+    const clean: CheckResult = { ...r, detail: redact(r.detail), ...(r.hint !== undefined ? { hint: redact(r.hint) } : {}) };
+    checks.push(clean);
+    opts.onCheck?.(clean);
+    return clean;
+  };
+  const pass = (name: CheckName, detail: string, extra: Partial<CheckResult> = {}) => add({ name, ok: true, detail, ...extra });
+  const skip = (name: CheckName, detail: string, hint?: string) => add({ name, ok: true, skipped: true, detail, ...(hint ? { hint } : {}) });
+  const fail = (name: CheckName, e: unknown, extra: Partial<CheckResult> = {}) => {
+    const err = toMailsendError(e);
+    return add({
+      name,
+      ok: false,
+      detail: err.message,
+      ...(err.hint ? { hint: err.hint } : {}),
+      exit: err.exitCode,
+      code: err.code,
+      error: err,
+      ...extra,
+    });
+  };
+
+  // --- configuration -------------------------------------------------------
+  // flags > environment > profile > defaults, as for send: the profile is layered under the environment.
+  let profile: ActiveProfile | undefined;
+  try {
+    const settings = loadSettings(flags.profile, opts.env);
+    env = settings.env;
+    profile = settings.profile;
+    if (profile) pass("config.profile", `profile "${profile.name}" from ${profile.file}`);
+    else skip("config.profile", `no profile in use (config file: ${configPath(opts.env)})`);
+  } catch (e) {
+    fail("config.profile", e);
+  }
+
+  let key: string | undefined;
+  try {
+    key = await resolveApiKey(flags, env, opts, profile);
+    redact = makeRedactor(key, flags.smtpUser ?? env.MAILSEND_SMTP_USER);
+    pass("config.key", `${keySource(flags, env, profile)}: ${key.length} characters, fingerprint ${keyFingerprint(key)}`);
+  } catch (e) {
+    fail("config.key", e);
+  }
+
+  let selected: TransportName | undefined;
+  try {
+    selected = resolveTransportName(flags, env);
+    pass("config.transport", `${selected} (from ${transportSource(flags, env)}); both transports are checked when both are configured`);
+  } catch (e) {
+    fail("config.transport", e);
+  }
+
+  const resolve = async (t: TransportName): Promise<TransportConfig | MailsendError | "absent"> => {
+    try {
+      const c = await resolveTransportConfig({ ...flags, transport: t }, env, { stdin: opts.stdin, needKey: false, profile });
+      return { ...c, apiKey: key ?? "" };
+    } catch (e) {
+      const err = toMailsendError(e);
+      return notConfigured(err) && selected !== t ? "absent" : err;
+    }
+  };
+  const chosen = (t: TransportName) => (selected === t ? " (the selected transport)" : "");
+
+  let rest: RestConfig | undefined;
+  const restResolved = await resolve("rest");
+  if (restResolved === "absent") {
+    skip("config.rest", "REST is not configured", "Optional: set --base-url / MAILSEND_BASE_URL to check the REST endpoint too.");
+  } else if (restResolved instanceof MailsendError) {
+    fail("config.rest", restResolved);
+  } else if (restResolved.transport === "rest") {
+    let url: URL | undefined;
+    try {
+      url = sendUrlOf(restResolved.baseUrl);
+    } catch {
+      fail("config.rest", new MailsendError("config_invalid", `the base URL is not a valid URL: ${restResolved.baseUrl}`, { hint: "Set --base-url or MAILSEND_BASE_URL to e.g. https://api.example.com" }));
+    }
+    if (url && url.protocol !== "http:" && url.protocol !== "https:") {
+      fail("config.rest", new MailsendError("config_invalid", `the base URL must start with http:// or https://, not ${url.protocol}`, { hint: "Set --base-url or MAILSEND_BASE_URL to e.g. https://api.example.com" }));
+    } else if (url) {
+      rest = restResolved;
+      const plainRemote = url.protocol === "http:" && !LOOPBACK.test(url.hostname);
+      pass("config.rest", `POST ${url.href}${chosen("rest")}`, plainRemote ? { hint: "This is plain http:// to another machine: the key crosses the network unencrypted. Use https:// if the service offers it." } : {});
+    }
+  }
+
+  let smtp: SmtpConfig | undefined;
+  const smtpResolved = await resolve("smtp");
+  if (smtpResolved === "absent") {
+    skip("config.smtp", "SMTP is not configured", "Optional: set --smtp-host / MAILSEND_SMTP_HOST to check SMTP submission too.");
+  } else if (smtpResolved instanceof MailsendError) {
+    fail("config.smtp", smtpResolved);
+  } else if (smtpResolved.transport === "smtp") {
+    smtp = smtpResolved;
+    const mode = smtp.tls === "implicit" ? "implicit TLS" : "STARTTLS required";
+    // A sandbox or a local relay uses other ports; only a remote server on one is worth a word.
+    const odd = smtp.port !== 587 && smtp.port !== 465 && !LOOPBACK.test(smtp.host);
+    pass("config.smtp", `${smtp.host}:${smtp.port}, ${mode}, user ${smtp.user}${chosen("smtp")}`, odd ? { hint: `Port ${smtp.port} is not one of the service's submission ports (587 STARTTLS, 465 implicit TLS); fine for a sandbox.` } : {});
+  }
+
+  // --- the local rate-limit budget -----------------------------------------
+  let store: SlotStore | undefined;
+  let limits: Limits | undefined;
+  try {
+    limits = resolveLimits({ ...(flags.rateLimit !== undefined ? { rateLimit: flags.rateLimit } : {}) }, env);
+    if (limits.limit === 0) {
+      skip("ratelimit", "the local budget is off (--rate-limit 0 / MAILSEND_RATE_LIMIT=0): mailsend does not pace itself");
+    } else if (!key) {
+      skip("ratelimit", "not checked: the budget is kept per key, and there is no key");
+    } else {
+      const redisUrl = env.MAILSEND_RATE_LIMIT_URL;
+      const opened = openSlotStore(key, limits, env)!;
+      try {
+        const used = await opened.used(limits);
+        store = opened;
+        const where = redisUrl
+          ? `shared through Redis at ${redisLabel(redisUrl)} (MAILSEND_RATE_LIMIT_URL, reachable)`
+          : `per machine, in ${opened instanceof FileSlotStore ? opened.path : "the state dir"}`;
+        const full = used >= limits.limit;
+        pass("ratelimit", `${used}/${limits.limit} slots used in the last ${limits.windowMs / 1000} s for this key; ${where}`, full ? { hint: "The budget is used up: the next send waits for a slot (or fails at once with --no-wait)." } : {});
+      } catch (e) {
+        await opened.close().catch(() => {});
+        throw e;
+      }
+    }
+  } catch (e) {
+    fail("ratelimit", e);
+  }
+
+  try {
+    // --- REST ---------------------------------------------------------------
+    if (!rest) {
+      const why = restResolved === "absent" ? "REST is not configured" : "not checked: the REST configuration failed";
+      skip("rest.connect", why);
+      skip("rest.key", why);
+    } else {
+      let reached = false;
+      try {
+        const r = await reachRest(rest, rest.timeoutMs);
+        const url = sendUrlOf(rest.baseUrl);
+        const untrusted = url.protocol === "https:" ? trustFailure(r.certificate, url.origin, rest) : undefined;
+        if (untrusted) {
+          fail("rest.connect", untrusted, r.certificate ? { certificate: r.certificate } : {});
+        } else {
+          reached = true;
+          const how = r.certificate ? describeTls(r.certificate, rest.insecure) : "plain HTTP (no TLS)";
+          const note = expiryNote(r.certificate);
+          pass("rest.connect", `${url.host}${r.address && r.address !== url.hostname ? ` (${r.address})` : ""} reached in ${r.ms} ms, ${how}`, {
+            ...(r.certificate ? { certificate: r.certificate } : {}),
+            ...(note ? { hint: note } : {}),
+          });
+        }
+      } catch (e) {
+        fail("rest.connect", e);
+      }
+      if (!reached) skip("rest.key", "not checked: the endpoint was not reached");
+      else if (!key) skip("rest.key", "not checked: there is no key");
+      else await checkRestKey(rest);
+    }
+
+    // --- SMTP ---------------------------------------------------------------
+    if (!smtp) {
+      const why = smtpResolved === "absent" ? "SMTP is not configured" : "not checked: the SMTP configuration failed";
+      skip("smtp.connect", why);
+      skip("smtp.auth", why);
+    } else {
+      const probe = await probeSmtp(smtp, { auth: key !== undefined });
+      const c = probe.connect.certificate;
+      const mode = smtp.tls === "implicit" ? "implicit TLS" : "STARTTLS";
+      if (probe.connect.ok) {
+        const note = expiryNote(c);
+        pass("smtp.connect", `${smtp.host}:${smtp.port} ${mode} in ${probe.connect.ms} ms, ${c ? describeTls(c, smtp.insecure) : "no certificate"}`, {
+          ...(c ? { certificate: c } : {}),
+          ...(note ? { hint: note } : {}),
+        });
+      } else {
+        fail("smtp.connect", probe.connect.error, c ? { certificate: c } : {});
+      }
+      if (!probe.connect.ok) skip("smtp.auth", "not checked: no secure SMTP session");
+      else if (!probe.auth) skip("smtp.auth", "not checked: there is no key");
+      else if (probe.auth.ok) pass("smtp.auth", `AUTH ${probe.auth.method} as ${smtp.user} accepted; no mail sent`);
+      else fail("smtp.auth", probe.auth.error);
+    }
+  } finally {
+    await store?.close().catch(() => {});
+  }
+
+  const firstFailure = checks.find((r) => !r.ok);
+  return { ok: firstFailure === undefined, checks, ...(firstFailure ? { firstFailure } : {}) };
+
+  async function checkRestKey(config: RestConfig): Promise<void> {
+    const id = slotId();
+    let slot = false;
+    if (store && limits) {
+      const taken = await store.tryTake(id, limits).catch((e: unknown) => e);
+      if (taken instanceof Error) {
+        // The ratelimit check just worked; a store failing now is reported there on the next run.
+        fail("rest.key", taken);
+        return;
+      }
+      if (!(taken as { ok: boolean }).ok) {
+        const seconds = Math.ceil((taken as { waitMs: number }).waitMs / 1000);
+        fail(
+          "rest.key",
+          new MailsendError("rate_limited", `not checked: the local budget of ${limits.limit} per ${limits.windowMs / 1000} s for this key is used up (the next slot frees in ${seconds} s)`, {
+            retryAfter: seconds,
+            hint: `The REST key check counts as a request, so it waits its turn like mail does: run doctor again in ${seconds} s. The SMTP check uses no slot.`,
+          }),
+        );
+        return;
+      }
+      slot = true;
+    }
+    const limitsNow = limits;
+    const settle = async (reachedService: boolean) => {
+      if (!slot || !store || !limitsNow) return;
+      await (reachedService ? store.complete(id, limitsNow) : store.release(id, limitsNow)).catch(() => {});
+    };
+    const url = sendUrlOf(config.baseUrl);
+    const counted = slot ? "; it counted as one request against the service's limit (one slot of the local budget)" : "; it may count as one request against the service's limit";
+    try {
+      const answer = await postEmptySend(config, config.timeoutMs);
+      await settle(true);
+      if (answer.status === 400 || answer.status === 422) {
+        pass("rest.key", `accepted: POST ${url.pathname} with an empty request was refused as invalid (HTTP ${answer.status}), not for the key; nothing was sent${counted}${rateHeaders(answer.headers)}`);
+      } else if (answer.status >= 200 && answer.status < 300) {
+        fail(
+          "rest.key",
+          new MailsendError("protocol_error", `the service answered HTTP ${answer.status} to an empty send request; it should have refused it as invalid`, {
+            status: answer.status,
+            hint: "Check that --base-url / MAILSEND_BASE_URL points at the mail service.",
+          }),
+        );
+      } else {
+        const err = statusError(answer.status, answer.body, answer.headers, url, redact);
+        if (err.code === "rate_limited") {
+          fail("rest.key", new MailsendError("rate_limited", `not checked: ${err.message}`, { status: answer.status, hint: "The service is limiting this key right now; run doctor again in a minute." }));
+        } else fail("rest.key", err);
+      }
+    } catch (e) {
+      const err = toMailsendError(e);
+      await settle(!NEVER_REACHED.includes(err.code));
+      fail("rest.key", err);
+    }
+  }
+}
+
+/** redis://user:secret@host:port/db -> redis://host:port/db */
+function redisLabel(url: string): string {
+  try {
+    const u = new URL(url);
+    u.username = "";
+    u.password = "";
+    return u.href.replace(/\/$/, "");
+  } catch {
+    return "(unparsable URL)";
+  }
+}

@@ -1,0 +1,353 @@
+/**
+ * `mailsend doctor`, the built binary against an in-process sandbox (and a
+ * small HTTPS endpoint for the certificate checks): all green, a revoked or
+ * wrong key (77), port/TLS-mode mistakes with their hint (78), what is
+ * skipped, the local budget, --json's shape, and that neither the key nor a
+ * message ever comes out of it.
+ *
+ * The sandbox answers from this process: the CLI runs with execa, async.
+ */
+import https from "node:https";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CHECK_NAMES } from "../../src/doctor/checks.js";
+import { runCli, type CliResult, type RunOptions } from "../helpers/cli.js";
+import { REDIS_SERVER, startRedis } from "../helpers/redis.js";
+import { addKey, inProcessSandbox, revokeKey, type TestSandbox } from "../helpers/sandbox.js";
+import { scratch } from "../helpers/tmp.js";
+
+let t: TestSandbox;
+const tmp = scratch("mailsend-doctor-");
+/** Keys that must never appear in any output of these tests. */
+const secrets: string[] = [];
+
+beforeAll(async () => {
+  t = await inProcessSandbox();
+  secrets.push(t.key);
+});
+afterAll(async () => {
+  await t?.stop();
+  tmp.remove();
+});
+
+interface Check {
+  name: string;
+  ok: boolean;
+  skipped?: boolean;
+  detail: string;
+  hint?: string;
+  exit?: number;
+  code?: string;
+  certificate?: { subject: string; issuer: string; valid_to: string; days_left: number; trusted: boolean };
+}
+
+function assertNoSecrets(r: CliResult): void {
+  for (const k of secrets) {
+    for (const form of [k, Buffer.from(k).toString("base64")]) {
+      expect(r.stdout).not.toContain(form);
+      expect(r.stderr).not.toContain(form);
+    }
+  }
+}
+
+/** doctor with the sandbox's settings (no config file of the developer's leaks in). */
+async function doctor(args: string[] = [], opts: RunOptions = {}): Promise<CliResult> {
+  const r = await runCli(["doctor", ...args], {
+    ...opts,
+    env: { ...t.env, MAILSEND_CONFIG: join(tmp.dir, "no-config.json"), ...opts.env },
+  });
+  assertNoSecrets(r);
+  expect(r.timedOut).toBe(false);
+  return r;
+}
+
+async function doctorJson(args: string[] = [], opts: RunOptions = {}): Promise<{ r: CliResult; report: { ok: boolean; checks: Check[] }; byName: Record<string, Check> }> {
+  const r = await doctor([...args, "--json"], opts);
+  const report = JSON.parse(r.stdout) as { ok: boolean; checks: Check[] };
+  return { r, report, byName: Object.fromEntries(report.checks.map((c) => [c.name, c])) };
+}
+
+/** The line of one check in the human output. */
+function line(r: CliResult, label: string): string {
+  const found = r.stdout.split("\n").find((l) => new RegExp(`^(ok  |FAIL|skip) ${label}\\b`).test(l));
+  if (!found) throw new Error(`no line for ${label} in:\n${r.stdout}`);
+  return found;
+}
+
+describe("against a healthy sandbox", () => {
+  it("passes every check, one readable line each, and sends nothing", async () => {
+    const before = t.sb.store.count;
+    const r = await doctor();
+    expect(r.exitCode, r.stdout + r.stderr).toBe(0);
+    for (const label of ["API key", "transport", "REST config", "SMTP config", "REST connect", "REST key", "SMTP TLS", "SMTP AUTH"]) {
+      expect(line(r, label)).toMatch(/^ok  /);
+    }
+    // The budget is off in the test environment (MAILSEND_RATE_LIMIT=0), and there is no profile.
+    expect(line(r, "rate limit")).toMatch(/^skip .*off/);
+    expect(line(r, "profile")).toMatch(/^skip /);
+    expect(r.stdout).toMatch(/all checks passed/);
+    expect(r.stdout).not.toMatch(/FAIL/);
+    // Not a terminal: words, no colour codes.
+    expect(r.stdout).not.toContain("\u001b[");
+    expect(line(r, "API key")).toMatch(/\d+ characters, fingerprint sha256:[0-9a-f]{12}/);
+    expect(line(r, "SMTP TLS")).toMatch(/STARTTLS .*TLSv1\.[23], certificate CN=localhost \(issuer CN=mailsend sandbox CA\), expires \d{4}-\d\d-\d\d \(in \d+ days\)/);
+    expect(line(r, "SMTP AUTH")).toMatch(/AUTH LOGIN as mailsend accepted/);
+    expect(line(r, "REST key")).toMatch(/HTTP 400/);
+    expect(r.stderr).toBe("");
+    expect(t.sb.store.count).toBe(before);
+  });
+
+  it("--json: one object {ok, checks[]} with every check in order", async () => {
+    const { r, report, byName } = await doctorJson();
+    expect(r.exitCode).toBe(0);
+    expect(r.stderr).toBe("");
+    expect(Object.keys(report).sort()).toEqual(["checks", "ok"]);
+    expect(report.ok).toBe(true);
+    expect(report.checks.map((c) => c.name)).toEqual([...CHECK_NAMES]);
+    for (const c of report.checks) {
+      expect(typeof c.name).toBe("string");
+      expect(c.ok).toBe(true);
+      expect(typeof c.detail).toBe("string");
+      expect(c.exit).toBeUndefined();
+      if ("skipped" in c) expect(c.skipped).toBe(true);
+      if ("hint" in c) expect(typeof c.hint).toBe("string");
+    }
+    const cert = byName["smtp.connect"]!.certificate!;
+    expect(cert.subject).toBe("CN=localhost");
+    expect(cert.trusted).toBe(true);
+    expect(cert.days_left).toBeGreaterThan(0);
+    expect(Date.parse(cert.valid_to)).toBeGreaterThan(Date.now());
+  });
+
+  it("checks both transports whichever is selected", async () => {
+    const { r, byName } = await doctorJson(["--transport", "smtp"]);
+    expect(r.exitCode).toBe(0);
+    expect(byName["config.transport"]!.detail).toMatch(/^smtp \(from --transport\)/);
+    for (const n of ["rest.connect", "rest.key", "smtp.connect", "smtp.auth"]) expect(byName[n]!.skipped, n).toBeUndefined();
+  });
+
+  it("implicit TLS on the 465-role port", async () => {
+    const { r, byName } = await doctorJson([], { env: t.envImplicit });
+    expect(r.exitCode).toBe(0);
+    expect(byName["smtp.connect"]!.detail).toMatch(/implicit TLS/);
+    expect(byName["smtp.auth"]!.ok).toBe(true);
+  });
+});
+
+describe("a key the service refuses", () => {
+  it("a revoked key: the AUTH check fails with 77, and so does the REST key check", async () => {
+    const { id, key } = await addKey(t.dir);
+    secrets.push(key);
+    await revokeKey(t.dir, id);
+    const env = { MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: key };
+    const human = await doctor([], { env });
+    expect(human.exitCode).toBe(77);
+    expect(line(human, "SMTP AUTH")).toMatch(/^FAIL SMTP AUTH .*(revoked).*\(exit 77\)/);
+    expect(line(human, "REST key")).toMatch(/^FAIL REST key .*HTTP 403.*\(exit 77\)/);
+    expect(line(human, "SMTP TLS")).toMatch(/^ok  /);
+    expect(human.stdout).toMatch(/-> The key is revoked or expired: create a new one\./);
+    expect(human.stdout).toMatch(/exit 77 from the first: REST key/);
+
+    const { r, byName } = await doctorJson([], { env });
+    expect(r.exitCode).toBe(77);
+    expect(byName["smtp.auth"]).toMatchObject({ ok: false, exit: 77, code: "key_revoked" });
+    expect(byName["rest.key"]).toMatchObject({ ok: false, exit: 77, code: "key_revoked" });
+    // The usual error line on stderr carries the first failure.
+    const err = JSON.parse(r.stderr.trim()) as { error: { code: string; exit: number } };
+    expect(err.error).toMatchObject({ code: "key_revoked", exit: 77 });
+  });
+
+  it("a key the service never issued: 77 with a hint to check the key", async () => {
+    const wrong = "msk_not_a_real_key_0123456789abcdef";
+    secrets.push(wrong);
+    const { r, byName } = await doctorJson(["--transport", "smtp"], { env: { MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: wrong } });
+    expect(r.exitCode).toBe(77);
+    expect(byName["smtp.auth"]).toMatchObject({ ok: false, exit: 77, code: "auth_failed" });
+    expect(byName["rest.key"]).toMatchObject({ ok: false, exit: 77, code: "auth_failed" });
+    expect(byName["smtp.auth"]!.hint).toMatch(/Check the API key/);
+  });
+});
+
+describe("port and TLS mode mistakes", () => {
+  it("implicit TLS against the STARTTLS port: 78 with the TLS-mode hint", async () => {
+    const r = await doctor(["--smtp-tls", "implicit"]);
+    expect(r.exitCode).toBe(78);
+    expect(line(r, "SMTP TLS")).toMatch(/^FAIL .*did not answer with TLS.*\(exit 78\)/);
+    expect(r.stdout).toMatch(/-> .*use --smtp-tls starttls/);
+    expect(line(r, "SMTP AUTH")).toMatch(/^skip /);
+  });
+
+  it("STARTTLS against the implicit-TLS port: 78 with the TLS-mode hint, in seconds", async () => {
+    const started = Date.now();
+    const { r, byName } = await doctorJson(["--smtp-port", String(t.sb.ports.smtps), "--smtp-tls", "starttls"]);
+    expect(r.exitCode).toBe(78);
+    expect(byName["smtp.connect"]).toMatchObject({ ok: false, exit: 78, code: "tls_mismatch" });
+    expect(byName["smtp.connect"]!.hint).toMatch(/--smtp-tls implicit/);
+    expect(Date.now() - started).toBeLessThan(9000);
+  });
+
+  it("port 465 with STARTTLS is caught in the configuration", async () => {
+    const { r, byName } = await doctorJson(["--smtp-port", "465", "--smtp-tls", "starttls"]);
+    expect(r.exitCode).toBe(78);
+    expect(byName["config.smtp"]).toMatchObject({ ok: false, exit: 78, code: "tls_mismatch" });
+    expect(byName["config.smtp"]!.hint).toMatch(/587 with starttls or 465 with implicit/);
+    expect(byName["smtp.connect"]!.skipped).toBe(true);
+  });
+
+  it("https:// on the sandbox's plain HTTP port: 78 with the scheme hint", async () => {
+    const { r, byName } = await doctorJson(["--base-url", `https://127.0.0.1:${t.sb.ports.http}`]);
+    expect(r.exitCode).toBe(78);
+    expect(byName["rest.connect"]).toMatchObject({ ok: false, exit: 78, code: "tls_mismatch" });
+    expect(byName["rest.connect"]!.hint).toMatch(/https:\/\/ for a TLS port, http:\/\/ for a plain one/);
+    expect(byName["rest.key"]!.skipped).toBe(true);
+  });
+
+  it("http:// on a TLS port: the REST key check says so (78)", async () => {
+    const { r, byName } = await doctorJson(["--base-url", `http://127.0.0.1:${t.sb.ports.smtps}`]);
+    expect(r.exitCode).toBe(78);
+    expect(byName["rest.key"]).toMatchObject({ ok: false, code: "tls_mismatch" });
+    expect(byName["rest.key"]!.hint).toMatch(/Use https:\/\//);
+  });
+
+  it("nothing listening: 69, and the other transport is still checked", async () => {
+    const { r, byName } = await doctorJson(["--base-url", "http://127.0.0.1:1"]);
+    expect(r.exitCode).toBe(69);
+    expect(byName["rest.connect"]).toMatchObject({ ok: false, exit: 69, code: "connection_failed" });
+    expect(byName["smtp.auth"]!.ok).toBe(true);
+  });
+});
+
+describe("what is not configured", () => {
+  it("the other transport is skipped, not failed", async () => {
+    const { r, byName } = await doctorJson([], { env: { MAILSEND_SMTP_HOST: undefined } });
+    expect(r.exitCode).toBe(0);
+    expect(byName["config.smtp"]).toMatchObject({ ok: true, skipped: true });
+    expect(byName["smtp.connect"]).toMatchObject({ ok: true, skipped: true });
+    expect(byName["smtp.auth"]).toMatchObject({ ok: true, skipped: true });
+    expect(byName["rest.key"]!.skipped).toBeUndefined();
+  });
+
+  it("but the selected one fails (78)", async () => {
+    const { r, byName } = await doctorJson(["--transport", "smtp"], { env: { MAILSEND_SMTP_HOST: undefined } });
+    expect(r.exitCode).toBe(78);
+    expect(byName["config.smtp"]).toMatchObject({ ok: false, exit: 78, code: "config_missing" });
+    expect(byName["config.smtp"]!.hint).toMatch(/MAILSEND_SMTP_HOST/);
+  });
+
+  it("no key: 78 at the key, the network is still reached, the key checks are skipped", async () => {
+    const { r, byName } = await doctorJson([], { env: { MAILSEND_API_KEY_FILE: undefined } });
+    expect(r.exitCode).toBe(78);
+    expect(byName["config.key"]).toMatchObject({ ok: false, exit: 78, code: "config_missing" });
+    expect(byName["rest.connect"]!.ok).toBe(true);
+    expect(byName["smtp.connect"]!.ok).toBe(true);
+    expect(byName["rest.key"]!.skipped).toBe(true);
+    expect(byName["smtp.auth"]!.skipped).toBe(true);
+  });
+
+  it("a malformed key (a space in it): 78, and the key is not repeated", async () => {
+    const bad = "msk_has a_space_inside_0123456789";
+    secrets.push(bad);
+    const { r, byName } = await doctorJson([], { env: { MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: bad } });
+    expect(r.exitCode).toBe(78);
+    expect(byName["config.key"]).toMatchObject({ ok: false, code: "config_invalid" });
+  });
+});
+
+describe("the local rate-limit budget", () => {
+  it("shows the slots used, and the REST key check takes one", async () => {
+    const env = { MAILSEND_RATE_LIMIT: "60", MAILSEND_STATE_DIR: join(tmp.dir, "state-a") };
+    const first = await doctorJson([], { env });
+    expect(first.r.exitCode).toBe(0);
+    expect(first.byName.ratelimit!.detail).toMatch(/^0\/60 slots used in the last 60 s for this key; per machine, in /);
+    expect(first.byName["rest.key"]!.detail).toMatch(/one slot of the local budget/);
+    const second = await doctorJson([], { env });
+    expect(second.byName.ratelimit!.detail).toMatch(/^1\/60 slots used/);
+  });
+
+  it("when the budget is used up, the REST key check waits its turn: 75, nothing sent to the service", async () => {
+    const env = { MAILSEND_RATE_LIMIT: "1", MAILSEND_STATE_DIR: join(tmp.dir, "state-b") };
+    expect((await doctorJson([], { env })).r.exitCode).toBe(0);
+    const { r, byName } = await doctorJson([], { env });
+    expect(r.exitCode).toBe(75);
+    expect(byName.ratelimit).toMatchObject({ ok: true });
+    expect(byName.ratelimit!.detail).toMatch(/^1\/1 slots used/);
+    expect(byName["rest.key"]).toMatchObject({ ok: false, exit: 75, code: "rate_limited" });
+    expect(byName["rest.key"]!.hint).toMatch(/The SMTP check uses no slot/);
+    expect(byName["smtp.auth"]!.ok).toBe(true);
+  });
+
+  it("a shared Redis that cannot be reached: 78 at the rate limit", async () => {
+    const env = { MAILSEND_RATE_LIMIT: "60", MAILSEND_RATE_LIMIT_URL: "redis://127.0.0.1:1" };
+    const { r, byName } = await doctorJson([], { env });
+    expect(r.exitCode).toBe(78);
+    expect(byName.ratelimit).toMatchObject({ ok: false, exit: 78 });
+    expect(byName.ratelimit!.detail).toMatch(/Redis at 127\.0\.0\.1:1/);
+    // The REST key check still runs (without a slot).
+    expect(byName["rest.key"]!.ok).toBe(true);
+  });
+});
+
+describe.skipIf(!REDIS_SERVER && !process.env.CI)("a shared Redis budget", () => {
+  it("is named as reachable, with the slots used there", async () => {
+    const redis = await startRedis();
+    try {
+      const env = { MAILSEND_RATE_LIMIT: "60", MAILSEND_RATE_LIMIT_URL: redis.url };
+      const first = await doctorJson([], { env });
+      expect(first.r.exitCode).toBe(0);
+      expect(first.byName.ratelimit!.detail).toMatch(/^0\/60 slots used .*shared through Redis at redis:\/\/127\.0\.0\.1:\d+ \(MAILSEND_RATE_LIMIT_URL, reachable\)/);
+      const second = await doctorJson([], { env });
+      expect(second.byName.ratelimit!.detail).toMatch(/^1\/60 slots used/);
+    } finally {
+      await redis.stop();
+    }
+  });
+});
+
+describe("an HTTPS endpoint", () => {
+  let server: https.Server;
+  let url: string;
+  let caPath: string;
+
+  beforeAll(async () => {
+    const tls = await tmp.tls();
+    caPath = tls.caPath;
+    server = https.createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
+      req.resume();
+      req.on("end", () => {
+        const ok = req.headers.authorization === `Bearer ${t.key}`;
+        res.writeHead(ok ? 400 : 401, { "Content-Type": "application/json" });
+        res.end(JSON.stringify(ok ? { success: false, error: { code: "invalid_request", message: "from is required" } } : { success: false, error: { code: "invalid_api_key", message: "no" } }));
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    url = `https://localhost:${(server.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await new Promise<void>((r) => server?.close(() => r()));
+  });
+
+  it("verifies the certificate and shows its subject and expiry", async () => {
+    const { r, byName } = await doctorJson(["--base-url", url, "--ca-file", caPath], { env: { MAILSEND_SMTP_HOST: undefined } });
+    expect(r.exitCode).toBe(0);
+    const c = byName["rest.connect"]!;
+    expect(c.detail).toMatch(/TLSv1\.[23], certificate CN=localhost \(issuer CN=mailsend sandbox CA\), expires \d{4}-\d\d-\d\d/);
+    expect(c.certificate).toMatchObject({ subject: "CN=localhost", trusted: true });
+    expect(byName["rest.key"]!.ok).toBe(true);
+  });
+
+  it("an untrusted certificate: 78 with what to do, the subject shown, and the key not sent", async () => {
+    const { r, byName } = await doctorJson(["--base-url", url], { env: { MAILSEND_SMTP_HOST: undefined, NODE_EXTRA_CA_CERTS: undefined } });
+    expect(r.exitCode).toBe(78);
+    expect(byName["rest.connect"]).toMatchObject({ ok: false, exit: 78, code: "tls_untrusted" });
+    expect(byName["rest.connect"]!.detail).toMatch(/CN=localhost, issued by CN=mailsend sandbox CA/);
+    expect(byName["rest.connect"]!.hint).toMatch(/--ca-file/);
+    expect(byName["rest.key"]!.skipped).toBe(true);
+  });
+
+  it("--insecure accepts it, and says it was not trusted", async () => {
+    const { r, byName } = await doctorJson(["--base-url", url, "--insecure"], { env: { MAILSEND_SMTP_HOST: undefined, NODE_EXTRA_CA_CERTS: undefined } });
+    expect(r.exitCode).toBe(0);
+    expect(byName["rest.connect"]!.detail).toMatch(/NOT trusted .*--insecure/);
+  });
+});

@@ -1,0 +1,154 @@
+/**
+ * `mailsend completion <shell>`: the bash script run in a real bash (execa,
+ * async) completing commands, options, choices and files as a user's Tab
+ * would; the zsh and fish scripts produced, and checked for syntax where the
+ * shell is installed. The options offered come from the same tables as the
+ * commands, so a test compares them.
+ */
+import { execa } from "execa";
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DOCTOR_OPTIONS, SEND_OPTIONS, type OptionSpec } from "../../src/cli/options.js";
+import { runCli } from "../helpers/cli.js";
+import { scratch } from "../helpers/tmp.js";
+
+const tmp = scratch("mailsend-completion-");
+let bashScript: string;
+
+function installed(shell: string): string | undefined {
+  return ["/bin", "/usr/bin", "/usr/local/bin"].map((d) => join(d, shell)).find((p) => existsSync(p));
+}
+
+beforeAll(async () => {
+  const r = await runCli(["completion", "bash"]);
+  expect(r.exitCode, r.stderr).toBe(0);
+  bashScript = tmp.file("mailsend.bash", r.stdout);
+});
+afterAll(() => tmp.remove());
+
+/**
+ * What bash offers for the line typed so far (words split as readline does;
+ * the last word is the one being completed, "" after a space).
+ */
+async function complete(words: string[], cwd = tmp.dir): Promise<string[]> {
+  const driver = `
+source ${JSON.stringify(bashScript)}
+COMP_WORDS=("$@")
+COMP_CWORD=$(( \${#COMP_WORDS[@]} - 1 ))
+COMP_LINE="$*"
+COMP_POINT=\${#COMP_LINE}
+_mailsend
+printf '%s\\n' "\${COMPREPLY[@]}"
+`;
+  const r = await execa("bash", ["--norc", "--noprofile", "-c", driver, "bash", ...words], { cwd, reject: false });
+  expect(r.exitCode, r.stderr).toBe(0);
+  expect(r.stderr).toBe("");
+  return r.stdout.split("\n").filter((l) => l !== "");
+}
+
+const longFlags = (specs: readonly OptionSpec[]) => specs.map((o) => o.flags.split(/[ ,]+/).find((f) => f.startsWith("--"))!);
+
+describe("bash", () => {
+  it("is valid bash and registers itself for mailsend", async () => {
+    expect((await execa("bash", ["-n", bashScript], { reject: false })).exitCode).toBe(0);
+    const r = await execa("bash", ["--norc", "--noprofile", "-c", `source ${JSON.stringify(bashScript)} && complete -p mailsend`]);
+    expect(r.stdout).toBe("complete -F _mailsend mailsend");
+  });
+
+  it("completes a command: mailsend se -> send", async () => {
+    expect(await complete(["mailsend", "se"])).toEqual(["send"]);
+  });
+
+  it("completes an option: mailsend send --tr -> --transport", async () => {
+    expect(await complete(["mailsend", "send", "--tr"])).toEqual(["--transport"]);
+  });
+
+  it("offers an option's choices: mailsend send --transport <Tab> -> rest smtp", async () => {
+    expect(await complete(["mailsend", "send", "--transport", ""])).toEqual(["rest", "smtp"]);
+    // --transport=<Tab>: bash splits the word at "=".
+    expect(await complete(["mailsend", "send", "--transport", "=", "sm"])).toEqual(["smtp"]);
+    expect(await complete(["mailsend", "doctor", "--smtp-tls", ""])).toEqual(["starttls", "implicit"]);
+    expect(await complete(["mailsend", "batch", "--format", ""])).toEqual(["jsonl", "json", "csv"]);
+  });
+
+  it("lists every command, and the subcommands under sandbox keys and inbox", async () => {
+    const top = await complete(["mailsend", ""]);
+    for (const c of ["send", "batch", "sandbox", "inbox", "doctor", "completion"]) expect(top).toContain(c);
+    expect(await complete(["mailsend", "sandbox", "keys", ""])).toEqual(expect.arrayContaining(["add", "list", "revoke"]));
+    // An option of sandbox (and its value) before the subcommand does not lose the place.
+    expect(await complete(["mailsend", "sandbox", "--dir", "/tmp", "keys", "re"])).toEqual(["revoke"]);
+    expect(await complete(["mailsend", "inbox", "s"])).toEqual(["show"]);
+    expect(await complete(["mailsend", "sandbox", "keys", "add", "--"])).toEqual(expect.arrayContaining(["--label", "--expires", "--save", "--dir", "--json"]));
+  });
+
+  it("offers exactly the option table's flags (no drift)", async () => {
+    const send = await complete(["mailsend", "send", "--"]);
+    for (const f of longFlags(SEND_OPTIONS)) expect(send).toContain(f);
+    const doctor = await complete(["mailsend", "doctor", "--"]);
+    for (const f of longFlags(DOCTOR_OPTIONS)) expect(doctor).toContain(f);
+    expect(doctor).not.toContain("--subject");
+  });
+
+  it("completes file arguments: --attach, --html-file, --ca-file, batch's <file>; directories for --dir", async () => {
+    const dir = tmp.dir;
+    writeFileSync(join(dir, "report.html"), "<p>x</p>");
+    writeFileSync(join(dir, "rows.csv"), "to\n");
+    expect(await complete(["mailsend", "send", "--attach", "rep"], dir)).toEqual(["report.html"]);
+    expect(await complete(["mailsend", "send", "--html-file", "rep"], dir)).toEqual(["report.html"]);
+    expect(await complete(["mailsend", "doctor", "--ca-file", "rep"], dir)).toEqual(["report.html"]);
+    expect(await complete(["mailsend", "batch", "ro"], dir)).toEqual(["rows.csv"]);
+    expect(await complete(["mailsend", "batch", "-s", "Hi", "ro"], dir)).toEqual(["rows.csv"]);
+    // A value that is not a file is not completed as one.
+    expect(await complete(["mailsend", "send", "--subject", "rep"], dir)).toEqual([]);
+    expect(await complete(["mailsend", "sandbox", "--dir", "/tm"])).toEqual(["/tmp"]);
+  });
+
+  it("completes the shells of mailsend completion", async () => {
+    expect(await complete(["mailsend", "completion", ""])).toEqual(["bash", "zsh", "fish"]);
+  });
+});
+
+describe("zsh and fish", () => {
+  it("zsh: a #compdef script covering the commands, options and choices", async () => {
+    const r = await runCli(["completion", "zsh"]);
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.length).toBeGreaterThan(1000);
+    expect(r.stdout.startsWith("#compdef mailsend\n")).toBe(true);
+    expect(r.stdout).toContain("compdef _mailsend mailsend");
+    for (const c of ["'send:send one message'", "'doctor:", "'completion:", "'sandbox keys')", "'--transport:rest or smtp'"]) expect(r.stdout).toContain(c);
+    expect(r.stdout).toContain("'send|--transport') REPLY='choice rest smtp'");
+    expect(r.stdout).toMatch(/'send\|--html-file'[^)]*\) REPLY='file'/);
+    const zsh = installed("zsh");
+    if (zsh) {
+      const f = tmp.file("_mailsend", r.stdout);
+      expect((await execa(zsh, ["-n", f], { reject: false })).exitCode).toBe(0);
+    }
+  });
+
+  it("fish: complete lines for commands, options, choices and files", async () => {
+    const r = await runCli(["completion", "fish"]);
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.length).toBeGreaterThan(1000);
+    const lines = r.stdout.split("\n");
+    expect(lines).toContain("complete -c mailsend -f");
+    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'\\'' -a 'send' -d 'send one message'");
+    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'send\\'' -l transport -x -a 'rest smtp' -d 'rest or smtp'");
+    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'send\\'' -s a -l attach -r -F");
+    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'sandbox keys\\'' -a 'revoke'");
+    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'batch\\'' -F");
+    // Every function the conditions call is defined.
+    for (const fn of ["__mailsend_at", "__mailsend_path", "__mailsend_optarg", "__mailsend_commands"]) expect(r.stdout).toContain(`function ${fn}`);
+    const fish = installed("fish");
+    if (fish) {
+      const f = tmp.file("mailsend.fish", r.stdout);
+      expect((await execa(fish, ["--no-execute", f], { reject: false })).exitCode).toBe(0);
+    }
+  });
+
+  it("an unknown shell is a usage error (64)", async () => {
+    const r = await runCli(["completion", "powershell"]);
+    expect(r.exitCode).toBe(64);
+    expect(r.stderr).toMatch(/bash, zsh, fish/);
+  });
+});

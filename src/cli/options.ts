@@ -85,6 +85,13 @@ export const BATCH_OPTIONS: readonly OptionSpec[] = [
   { group: "Output", flags: "-q, --quiet", description: "no progress and no summary" },
 ];
 
+/** `mailsend doctor`: send's connection settings, its budget, and --json. */
+export const DOCTOR_OPTIONS: readonly OptionSpec[] = [
+  ...SEND_OPTIONS.filter((o) => o.group === "Connection"),
+  ...SEND_OPTIONS.filter((o) => o.flags.startsWith("--rate-limit ")),
+  { group: "Output", flags: "--json", description: 'print {"ok":bool,"checks":[...]} on stdout' },
+];
+
 /** Environment variables read without a matching flag. */
 export const EXTRA_ENV: ReadonlyArray<{ name: string; description: string }> = [
   { name: "MAILSEND_API_KEY", description: "the API key" },

@@ -1,12 +1,16 @@
-import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { Argument, Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { EXIT } from "../core/errors.js";
 import { VERSION } from "../core/version.js";
 import type { CliIO } from "./io.js";
-import { BATCH_OPTIONS, SEND_OPTIONS, type OptionSpec } from "./options.js";
+import { BATCH_OPTIONS, DOCTOR_OPTIONS, SEND_OPTIONS, type OptionSpec } from "./options.js";
+import * as HELP from "./help-examples.js";
 import { reportError } from "./report.js";
 import { addSandboxOptions, DIR_OPTION, JSON_OPTION, SANDBOX_OPTIONS } from "./sandbox-options.js";
 
 const SEND_EXAMPLES = `
+Exit codes: 0 sent, 64 usage, 65 bad message, 66 missing file, 69 unavailable,
+75 temporary (retry later), 76 outcome unknown, 77 key refused, 78 configuration.
+
 Examples:
   # A CI notification (key and endpoint from the environment)
   export MAILSEND_API_KEY=...  MAILSEND_BASE_URL=https://api.example.com
@@ -21,15 +25,16 @@ Examples:
 
   # See exactly what would be sent, without sending
   mailsend send -n -f a@example.com -t b@example.com -s Hi --html '<p>Hi</p>'
-
-Exit codes: 0 sent, 64 usage, 65 bad message, 66 missing file, 69 unavailable,
-75 temporary (retry later), 76 outcome unknown, 77 key refused, 78 configuration.
 `;
 
 const BATCH_EXAMPLES = `
 Input rows use the API's field names (from, to, subject, html, name, reply_to,
 headers, attachments) plus text, cc, bcc and idempotency_key; other fields or
 CSV columns are {{variables}} for the --subject / --html-file / --text-file templates.
+
+A crash or Ctrl-C loses nothing: run the same command again and it sends only
+what did not go out, with the same idempotency keys (see --journal, --resume).
+Exit code: 0 when every item was sent, else the most serious failure's code.
 
 Examples:
   # Mail merge from a spreadsheet export: columns to, name, plan
@@ -41,32 +46,29 @@ Examples:
 
   # JSON lines from another program, 8 at a time over SMTP (pooled connections)
   ./notifications | mailsend batch - --transport smtp --concurrency 8 --json
-
-A crash or Ctrl-C loses nothing: run the same command again and it sends only
-what did not go out, with the same idempotency keys (see --journal, --resume).
-Exit code: 0 when every item was sent, else the most serious failure's code.
 `;
 
 const ROOT_HELP = `
+Environment: MAILSEND_API_KEY (or MAILSEND_API_KEY_FILE), MAILSEND_BASE_URL,
+MAILSEND_SMTP_HOST, MAILSEND_SMTP_PORT, MAILSEND_SMTP_USER, MAILSEND_TRANSPORT.
+
 Examples:
   mailsend send -f me@example.com -t you@example.com -s Hello --text "Hi there"
   mailsend sandbox            # a local copy of the service, for trying things out
+  mailsend doctor             # check the settings, the key and the connections
   mailsend send --help        # every option of send
-
-Environment: MAILSEND_API_KEY (or MAILSEND_API_KEY_FILE), MAILSEND_BASE_URL,
-MAILSEND_SMTP_HOST, MAILSEND_SMTP_PORT, MAILSEND_SMTP_USER, MAILSEND_TRANSPORT.
 `;
 
 const SANDBOX_HELP = `
+While it runs: POST /_sandbox/faults {"failRate":0.5,"failStatus":503} changes the faults,
+DELETE /_sandbox/faults clears them, GET /_sandbox/stats counts answers per channel.
+
 Examples:
   mailsend sandbox                              # ports 8025 (HTTP), 2587 (STARTTLS), 2465 (TLS)
   mailsend sandbox --http-port 0 --smtp-port 0 --smtps-port 0 --json   # free ports, one JSON line
   mailsend sandbox --rate-limit 5 --fail-rate 0.2 --latency 300        # test a script's retries
   mailsend sandbox keys add --label ci --expires 30d
   mailsend inbox && mailsend inbox show <id> --raw
-
-While it runs: POST /_sandbox/faults {"failRate":0.5,"failStatus":503} changes the faults,
-DELETE /_sandbox/faults clears them, GET /_sandbox/stats counts answers per channel.
 `;
 
 function collect(value: string, previous: string[] | undefined): string[] {
@@ -191,6 +193,34 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
     const { runInboxShow } = await import("./commands/inbox.js");
     setExit(await runInboxShow(id, cmd.optsWithGlobals(), io));
   });
+
+  const doctor = program
+    .command("doctor")
+    .description("check the configuration, the key, TLS and both transports, without sending mail")
+    .addHelpText("after", HELP.DOCTOR_HELP);
+  addOptions(doctor, DOCTOR_OPTIONS);
+  doctor.action(async (opts: Record<string, unknown>) => {
+    const { runDoctorCommand } = await import("./commands/doctor.js");
+    setExit(await runDoctorCommand(opts, io));
+  });
+
+  program
+    .command("completion")
+    .description("print a shell completion script for bash, zsh or fish")
+    .addArgument(new Argument("<shell>", "bash, zsh or fish").choices(["bash", "zsh", "fish"]))
+    .addHelpText("after", HELP.COMPLETION_HELP)
+    .action(async (shell: "bash" | "zsh" | "fish") => {
+      const { runCompletion } = await import("./commands/completion.js");
+      setExit(await runCompletion(shell, program, io));
+    });
+
+  // Every command's --help ends with examples (help-examples.ts).
+  keys.addHelpText("after", HELP.KEYS_HELP);
+  keysAdd.addHelpText("after", HELP.KEYS_ADD_HELP);
+  keysList.addHelpText("after", HELP.KEYS_LIST_HELP);
+  keysRevoke.addHelpText("after", HELP.KEYS_REVOKE_HELP);
+  inbox.addHelpText("after", HELP.INBOX_HELP);
+  inboxShow.addHelpText("after", HELP.INBOX_SHOW_HELP);
 
   return program;
 }

@@ -1,7 +1,8 @@
 // Bundles src/ into dist/ with code splitting: each command's code and its
 // heavy dependencies load only when that command runs (see bench/startup).
 import { build } from "esbuild";
-import { readFileSync, renameSync, rmSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
 
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
 
@@ -23,6 +24,8 @@ await build({
   platform: "node",
   target: "node20.18",
   sourcemap: "linked",
+  // Maps give file and line in src/ for a stack trace; the sources themselves are not shipped.
+  sourcesContent: false,
   external,
   chunkNames: "chunks/[name]-[hash]",
   // commander is CommonJS and calls require() for Node built-ins.
@@ -31,8 +34,47 @@ await build({
   logLevel: "warning",
 });
 
+await emitTypes(`${tmp}/types`);
+
 try {
   renameSync(`${root}dist`, old);
 } catch {}
 renameSync(tmp, `${root}dist`);
 rmSync(old, { recursive: true, force: true });
+
+/**
+ * The public API's declarations (dist/types), emitted file by file with
+ * TypeScript's isolated declaration emit: from src/index.ts, following only
+ * the imports the declarations themselves keep, so just the files the
+ * public types reach are shipped. Each file must annotate its exports
+ * (--isolatedDeclarations rules); a file that does not fails the build.
+ * The test of a TypeScript consumer (test/e2e/pack.test.ts) compiles them.
+ */
+async function emitTypes(outDir) {
+  const { default: ts } = await import("typescript");
+  const compilerOptions = { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, strict: true };
+  const queue = ["src/index.ts"];
+  const done = new Set();
+  const problems = [];
+  while (queue.length > 0) {
+    const file = queue.shift();
+    if (done.has(file)) continue;
+    done.add(file);
+    const source = readFileSync(join(root, file), "utf8");
+    const r = ts.transpileDeclaration(source, { fileName: file, compilerOptions, reportDiagnostics: true });
+    for (const d of r.diagnostics ?? []) {
+      const { line } = d.file?.getLineAndCharacterOfPosition(d.start ?? 0) ?? { line: 0 };
+      problems.push(`${file}:${line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`);
+    }
+    const out = join(outDir, relative("src", file).replace(/\.ts$/, ".d.ts"));
+    mkdirSync(dirname(out), { recursive: true });
+    writeFileSync(out, r.outputText);
+    for (const m of r.outputText.matchAll(/(?:from\s+|import\()\s*["'](\.{1,2}\/[^"']+)\.js["']/g)) {
+      queue.push(join(dirname(file), `${m[1]}.ts`));
+    }
+  }
+  if (problems.length > 0) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw new Error(`the public API's declarations cannot be emitted file by file:\n${problems.join("\n")}`);
+  }
+}

@@ -1,14 +1,34 @@
 /**
- * The programmatic API: the same validation and transports as the CLI,
- * without process-wide side effects (no exit, no console output).
+ * The programmatic API: `import { send, sendBatch, createSandbox } from "mailsend"`.
+ * The same validation, transports, rate-limit budget and retries as the CLI,
+ * without process-wide side effects: no exit, no console output, no signal
+ * handlers, and the environment is read only when passed as `options.env`.
  */
-export { MailsendError, EXIT, type ErrorCode, type ExitClass } from "./core/errors.js";
-export type { Mailbox } from "./core/address.js";
-export { parseAddressList, formatMailbox } from "./core/address.js";
-export type { Message } from "./core/message.js";
-export type { SendResult, Transport, TransportName } from "./core/transport.js";
-export type { TransportConfig, RestConfig, SmtpConfig } from "./core/config.js";
-export { sendRequestSchema, type SendRequest } from "./core/schema.js";
-export { buildMessage, type MessageFlags } from "./input/build.js";
-export { createTransport } from "./transports/index.js";
+export { send } from "./api/send.js";
+export { sendBatch } from "./api/batch.js";
+export { createSandbox } from "./api/sandbox.js";
+export { MailsendError, isMailsendError, EXIT, EXIT_MEANING, exitCodeFor, type ErrorCode, type ExitClass } from "./core/errors.js";
 export { VERSION } from "./core/version.js";
+export type {
+  AttachmentInput,
+  BatchItem,
+  BatchItemError,
+  BatchItemResult,
+  BatchItemStatus,
+  BatchResult,
+  BatchSummary,
+  BatchTemplate,
+  ConnectionOptions,
+  ContentAttachment,
+  DeliveryOptions,
+  MailSandbox,
+  MessageInput,
+  PathAttachment,
+  SandboxMessage,
+  SandboxOptions,
+  SendBatchOptions,
+  SendOptions,
+  SendResult,
+  SmtpOptions,
+  WaitInfo,
+} from "./api/types.js";

@@ -1,0 +1,217 @@
+/**
+ * sendBatch(): many messages through the runner of `mailsend batch` (every
+ * item validated first, then sent N at a time over a connection pool,
+ * through the shared budget, optionally journaled for resuming). The items
+ * are handed to the runner as JSON lines, the rows `mailsend batch` reads;
+ * an input that is not an array is spooled to a private temp file, since the
+ * runner reads its input twice (validate, then send).
+ */
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { EXIT, MailsendError } from "../core/errors.js";
+import { checkHeader, type HeaderList } from "../core/headers.js";
+import type { Transport } from "../core/transport.js";
+import type { RowDefaults } from "../batch/item.js";
+import type { Journal } from "../batch/journal.js";
+import type { BatchInput, ItemResult } from "../batch/runner.js";
+import { createTransport } from "../transports/index.js";
+import { openBudget, resolveConnection, resolveTransportName, type Budget } from "./options.js";
+import { asMailsendError } from "./send.js";
+import type { BatchItem, BatchItemResult, BatchResult, BatchTemplate, SendBatchOptions } from "./types.js";
+
+const CHUNK = 64 * 1024;
+
+/** An error thrown by the caller's onResult: rethrown as it is, not as a mailsend error. */
+class CallerError {
+  constructor(readonly error: unknown) {}
+}
+
+/** One item as a JSON line; bytes given as Buffers become base64, as in the REST API. */
+function line(item: unknown): string {
+  let value = item;
+  if (item && typeof item === "object" && !Array.isArray(item) && Array.isArray((item as BatchItem).attachments)) {
+    const attachments = (item as BatchItem).attachments!.map((a) =>
+      a && typeof a === "object" && "content" in a && a.content instanceof Uint8Array
+        ? { ...a, content: Buffer.from(a.content.buffer, a.content.byteOffset, a.content.byteLength).toString("base64") }
+        : a,
+    );
+    value = { ...item, attachments };
+  }
+  try {
+    return `${JSON.stringify(value) ?? "null"}\n`;
+  } catch {
+    // Not serialisable (a BigInt, a cycle): the runner reports it as an invalid item.
+    return "null\n";
+  }
+}
+
+async function* chunks(items: Iterable<unknown> | AsyncIterable<unknown>): AsyncGenerator<Buffer> {
+  let buf = "";
+  for await (const item of items) {
+    buf += line(item);
+    if (buf.length >= CHUNK) {
+      yield Buffer.from(buf);
+      buf = "";
+    }
+  }
+  if (buf) yield Buffer.from(buf);
+}
+
+/** The input, readable twice: an array as it is, anything else spooled to a 0600 file in a 0700 dir. */
+async function inputOf(items: Iterable<unknown> | AsyncIterable<unknown>): Promise<{ input: BatchInput; cleanup: () => Promise<void> }> {
+  if (Array.isArray(items)) return { input: { format: "jsonl", open: () => chunks(items) }, cleanup: async () => {} };
+  const dir = await mkdtemp(join(tmpdir(), "mailsend-api-batch-"));
+  const cleanup = () => rm(dir, { recursive: true, force: true });
+  try {
+    const path = join(dir, "items.jsonl");
+    const out = createWriteStream(path, { mode: 0o600 });
+    const failed = new Promise<never>((_, reject) => out.once("error", reject));
+    failed.catch(() => {});
+    for await (const chunk of chunks(items)) {
+      if (!out.write(chunk)) await Promise.race([new Promise<void>((r) => out.once("drain", () => r())), failed]);
+    }
+    await Promise.race([new Promise<void>((r, j) => out.end((e?: Error | null) => (e ? j(e) : r()))), failed]);
+    return { input: { format: "jsonl", open: () => createReadStream(path, { highWaterMark: CHUNK }) }, cleanup };
+  } catch (e) {
+    await cleanup();
+    throw e;
+  }
+}
+
+function defaultsOf(t: BatchTemplate | undefined): RowDefaults {
+  if (t === undefined) return {};
+  if (!t || typeof t !== "object") throw new MailsendError("usage", "options.template must be an object");
+  const s = (k: keyof BatchTemplate) => {
+    const v = t[k];
+    if (v !== undefined && typeof v !== "string") throw new MailsendError("usage", `options.template.${k} must be a string`);
+    return v as string | undefined;
+  };
+  const headers: HeaderList = Object.entries(t.headers ?? {}).map(([n, v]) => {
+    if (typeof v !== "string") throw new MailsendError("usage", `options.template.headers[${JSON.stringify(n)}] must be a string`);
+    checkHeader(n, v);
+    return [n, v];
+  });
+  const attach = t.attachments ?? [];
+  if (!Array.isArray(attach) || !attach.every((a) => typeof a === "string")) {
+    throw new MailsendError("usage", "options.template.attachments must be an array of file paths");
+  }
+  const [from, name, replyTo, subject, html, text] = [s("from"), s("name"), s("reply_to"), s("subject"), s("html"), s("text")];
+  return {
+    ...(from !== undefined ? { from } : {}),
+    ...(name !== undefined ? { name } : {}),
+    ...(replyTo !== undefined ? { replyTo } : {}),
+    ...(subject !== undefined ? { subject } : {}),
+    ...(html !== undefined ? { htmlTemplate: html } : {}),
+    ...(text !== undefined ? { textTemplate: text } : {}),
+    headers,
+    attach,
+  };
+}
+
+function resultOf(r: ItemResult): BatchItemResult {
+  return {
+    index: r.index,
+    status: r.status,
+    recipients: r.recipients,
+    ...(r.message_id !== undefined ? { messageId: r.message_id } : {}),
+    ...(r.idempotency_key !== undefined ? { idempotencyKey: r.idempotency_key } : {}),
+    ...(r.attempts !== undefined ? { attempts: r.attempts } : {}),
+    ...(r.error ? { error: { code: r.error.code, message: r.error.message, exitCode: r.error.exit, exitClass: r.error.class } } : {}),
+  };
+}
+
+/**
+ * Send many messages. Resolves, once every item is settled, to a summary and
+ * the per-item results (also given to `onResult` as they come); a failed item
+ * does not reject. Rejects with a MailsendError only when the batch cannot
+ * run at all (no key, bad options, a journal that cannot be used).
+ */
+export async function sendBatch(items: Iterable<BatchItem> | AsyncIterable<BatchItem>, options: SendBatchOptions = {}): Promise<BatchResult> {
+  let cleanup = async () => {};
+  let transport: Transport | undefined;
+  let budget: Budget | undefined;
+  let journal: Journal | undefined;
+  try {
+    if (!items || (typeof (items as Iterable<unknown>)[Symbol.iterator] !== "function" && typeof (items as AsyncIterable<unknown>)[Symbol.asyncIterator] !== "function")) {
+      throw new MailsendError("usage", "sendBatch() takes an array, an iterable or an async iterable of messages");
+    }
+    const check = options.check === true;
+    const concurrency = options.concurrency ?? 4;
+    if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new MailsendError("usage", "options.concurrency must be a whole number from 1 to 64");
+    if (options.journal !== undefined && typeof options.journal !== "string") throw new MailsendError("usage", "options.journal must be a file path");
+    const defaults = defaultsOf(options.template);
+    const transportName = check ? resolveTransportName(options) : undefined;
+    const config = check ? undefined : await resolveConnection(options, { needKey: true });
+    if (!check && options.journal !== undefined) {
+      const { Journal } = await import("../batch/journal.js");
+      try {
+        journal = await Journal.open({ path: options.journal, input: null, fresh: options.fresh === true, resume: false });
+      } catch (e) {
+        if (e instanceof MailsendError) throw e;
+        throw new MailsendError("file_unreadable", `cannot use the journal ${options.journal}: ${(e as Error).message}`, { cause: e });
+      }
+    }
+    const opened = await inputOf(items);
+    cleanup = opened.cleanup;
+    if (config) {
+      budget = openBudget(options, config.apiKey);
+      transport = await createTransport(config, { pool: concurrency });
+    }
+    const results: BatchItemResult[] = [];
+    let callbackError: CallerError | undefined;
+    const keep = options.collectResults !== false;
+    const { runBatch } = await import("../batch/runner.js");
+    const summary = await runBatch({
+      input: opened.input,
+      defaults,
+      transportName: config?.transport ?? transportName!,
+      ...(transport ? { transport } : {}),
+      deliver: {
+        ...(budget?.options ?? { limits: { limit: 0, windowMs: 60_000 }, retries: 0, maxWaitMs: 0, noWait: true }),
+        ...(options.onWait ? { onWait: options.onWait } : {}),
+      },
+      concurrency,
+      check,
+      failFast: options.failFast === true,
+      ...(journal ? { journal } : {}),
+      onResult: (r) => {
+        const result = resultOf(r);
+        if (keep) results.push(result);
+        try {
+          options.onResult?.(result);
+        } catch (e) {
+          callbackError ??= new CallerError(e);
+        }
+      },
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    // The caller's own callback threw: that is their error to see, after the batch settled.
+    if (callbackError) throw callbackError;
+    const wasAborted = options.signal?.aborted === true;
+    return {
+      summary: {
+        total: summary.total,
+        sent: summary.sent,
+        failed: summary.failed,
+        invalid: summary.invalid,
+        skipped: summary.skipped,
+        unknown: summary.unknown,
+        exitCode: wasAborted ? EXIT.tempfail : summary.exitCode,
+        elapsedMs: summary.elapsedMs,
+        aborted: wasAborted,
+        ...(journal ? { journal: journal.path } : {}),
+      },
+      results,
+    };
+  } catch (e) {
+    if (e instanceof CallerError) throw e.error;
+    throw asMailsendError(e);
+  } finally {
+    await transport?.close();
+    await budget?.close();
+    await journal?.close();
+    await cleanup();
+  }
+}

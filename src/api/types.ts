@@ -1,0 +1,291 @@
+/**
+ * The public types of the programmatic API (`import { send } from "mailsend"`).
+ * They are written out here, rather than re-exported from the internals, so
+ * that the published declarations stay small and name no internal module.
+ */
+import type { MailsendError } from "../core/errors.js";
+
+/** An attachment given as bytes: a Buffer/Uint8Array, or a base64 string (the REST API's form). */
+export interface ContentAttachment {
+  filename: string;
+  content: Uint8Array | string;
+  /** Used over SMTP only; the REST send request carries just filename and content. */
+  contentType?: string;
+}
+
+/** An attachment read from a file (streamed over SMTP, read once over REST). */
+export interface PathAttachment {
+  path: string;
+  /** Defaults to the file's base name. */
+  filename?: string;
+  /** Used over SMTP only. */
+  contentType?: string;
+}
+
+export type AttachmentInput = ContentAttachment | PathAttachment;
+
+/**
+ * One message in the REST API's shape (from, to, subject, html, name,
+ * reply_to, headers, attachments), plus `text`, and `cc`/`bcc` for SMTP.
+ */
+export interface MessageInput {
+  /** "ops@example.com" or "Ops <ops@example.com>". */
+  from: string;
+  /** One address, a comma-separated list, or an array of either. */
+  to: string | string[];
+  /** SMTP only: over REST a message with cc or bcc is refused (a usage error, exit 64). */
+  cc?: string | string[];
+  /** SMTP only; never appears in the message's headers. */
+  bcc?: string | string[];
+  subject: string;
+  /** At least one of html and text. Over REST, a text-only body is sent as escaped `<pre>` HTML, and text beside html is not sent. */
+  html?: string;
+  text?: string;
+  /** The sender's display name; overrides a name given in `from`. */
+  name?: string;
+  reply_to?: string;
+  /** Custom headers (not From/To/Subject/Content-Type...). */
+  headers?: Record<string, string>;
+  attachments?: AttachmentInput[];
+}
+
+/** SMTP submission settings. */
+export interface SmtpOptions {
+  host: string;
+  /** Default 587. */
+  port?: number;
+  /** Default: "implicit" on port 465, else "starttls". Port 465 with starttls, or 587 with implicit, is refused. */
+  tls?: "starttls" | "implicit";
+  /** AUTH user name (the key is the password). Default "mailsend". */
+  user?: string;
+}
+
+/** Where and how to connect. */
+export interface ConnectionOptions {
+  /**
+   * Default: the `transport` option, else MAILSEND_TRANSPORT from `env`, else
+   * "smtp" when `smtp` is given and `baseUrl` is not, else "rest".
+   */
+  transport?: "rest" | "smtp";
+  /** The REST service's base URL: mail is POSTed to `<baseUrl>/send`. */
+  baseUrl?: string;
+  smtp?: SmtpOptions;
+  /** The API key. It is never written into an error, a trace line, or a state file. */
+  apiKey?: string;
+  /** A file holding the API key (instead of `apiKey`). */
+  apiKeyFile?: string;
+  /** PEM file of extra CA certificates to trust (the sandbox's `caFile`). */
+  caFile?: string;
+  /** Skip TLS certificate verification. Not for production. */
+  insecure?: boolean;
+  /** Per request/connection timeout in milliseconds. Default 30000. */
+  timeoutMs?: number;
+  /**
+   * Environment variables to fill in what the options leave unset, as the CLI
+   * does (MAILSEND_BASE_URL, MAILSEND_API_KEY, MAILSEND_API_KEY_FILE,
+   * MAILSEND_SMTP_HOST, MAILSEND_RATE_LIMIT, ...). Pass `process.env` to use
+   * the process's own. Without it, the environment is not read at all.
+   */
+  env?: Record<string, string | undefined>;
+}
+
+/** What send() calls while it waits: for a rate-limit slot, or before a retry. */
+export interface WaitInfo {
+  reason: "budget" | "retry";
+  ms: number;
+  /** The attempt about to be made (1 = the first). */
+  attempt: number;
+  /** The failure being retried. */
+  error?: MailsendError;
+}
+
+/** The shared rate-limit budget and the retry policy (the same as the CLI's). */
+export interface DeliveryOptions {
+  /** Retries after the first attempt (only when the message surely did not arrive, or carries an idempotency key). Default 3. */
+  retries?: number;
+  /** Longest total time to wait for rate-limit slots and between retries, in ms. Default 300000. */
+  maxWaitMs?: number;
+  /** false: fail at once (rate_limited, exit 75) instead of waiting for a slot. Default true. */
+  wait?: boolean;
+  /** Requests per window for this key, shared with every mailsend process on this machine; 0 switches the local budget off. Default 60. */
+  rateLimit?: number;
+  /** The budget's window in ms. Default 60000 (the service's minute). */
+  rateWindowMs?: number;
+  /** Where the budget's state file lives. Default: the platform's state dir (~/.local/state/mailsend on Linux), as for the CLI. */
+  stateDir?: string;
+  /** A redis:// URL to share the budget across machines instead of a local file. */
+  rateLimitUrl?: string;
+  /** Abort waits and (over REST) the request in flight. */
+  signal?: AbortSignal;
+  onWait?: (info: WaitInfo) => void;
+  /** Protocol trace lines, with the key redacted. */
+  trace?: (line: string) => void;
+}
+
+export interface SendOptions extends ConnectionOptions, DeliveryOptions {
+  /** Stable across retries; resending with the same key is de-duplicated by the service. Default: a random UUID. */
+  idempotencyKey?: string;
+}
+
+/** What a successful send() returns. */
+export interface SendResult {
+  transport: "rest" | "smtp";
+  /** REST: the service's message_id. SMTP: the Message-ID header of what was submitted. */
+  messageId: string;
+  /** Every envelope recipient (to, cc, bcc). */
+  recipients: string[];
+  idempotencyKey: string;
+  /** REST: HTTP status. */
+  status?: number;
+  /** SMTP: the server's final reply to DATA. */
+  smtpResponse?: string;
+  attempts: number;
+}
+
+/** One item of sendBatch(): a message, with its own idempotency key if wanted and template variables. */
+export interface BatchItem extends Partial<MessageInput> {
+  /** Default: derived from the journal (stable across resumes), else unique per run. */
+  idempotency_key?: string;
+  /** Variables for the `template` option's {{placeholders}}. */
+  vars?: Record<string, unknown>;
+}
+
+/** Defaults for every item of a batch; subject, html and text are templates ({{name}}, HTML-escaped in html). */
+export interface BatchTemplate {
+  from?: string;
+  name?: string;
+  reply_to?: string;
+  subject?: string;
+  html?: string;
+  text?: string;
+  headers?: Record<string, string>;
+  /** File paths attached to every message (read once). */
+  attachments?: string[];
+}
+
+export type BatchItemStatus = "sent" | "failed" | "invalid" | "skipped" | "unknown";
+
+export interface BatchItemError {
+  code: string;
+  message: string;
+  exitCode: number;
+  exitClass: string;
+}
+
+export interface BatchItemResult {
+  /** 0-based position of the item in the input. */
+  index: number;
+  /**
+   * sent; failed (not sent); invalid (never tried: bad data); skipped (sent by
+   * an earlier run of the same journal); unknown (may have been sent: the
+   * connection broke after hand-over).
+   */
+  status: BatchItemStatus;
+  recipients: string[];
+  messageId?: string;
+  idempotencyKey?: string;
+  attempts?: number;
+  error?: BatchItemError;
+}
+
+export interface BatchSummary {
+  total: number;
+  sent: number;
+  failed: number;
+  invalid: number;
+  skipped: number;
+  unknown: number;
+  /** The CLI's exit code for this batch: 0 when every item was sent (or skipped), else the most serious failure's; 75 when aborted. */
+  exitCode: number;
+  elapsedMs: number;
+  /** True when `signal` stopped the batch before every item was tried. */
+  aborted: boolean;
+  /** The journal's path, when one was kept. */
+  journal?: string;
+}
+
+export interface BatchResult {
+  summary: BatchSummary;
+  /** In completion order (not input order); empty when `collectResults` is false. */
+  results: BatchItemResult[];
+}
+
+export interface SendBatchOptions extends ConnectionOptions, Omit<DeliveryOptions, "trace"> {
+  /** Messages in flight at once, over a pool of as many connections. 1 to 64, default 4. */
+  concurrency?: number;
+  /** Defaults and templates for every item. */
+  template?: BatchTemplate;
+  /**
+   * A file recording each item's state (fsynced before and after its send).
+   * Run the same items with the same journal again and the items already
+   * sent are skipped, the ones in doubt are resent with the same idempotency
+   * key. Without it, nothing is written.
+   */
+  journal?: string;
+  /** Start the journal over (the old one is kept beside it). */
+  fresh?: boolean;
+  /** Validate every item and send nothing (no key needed). */
+  check?: boolean;
+  /** Stop at the first invalid or failed item. */
+  failFast?: boolean;
+  /** Called for each item as it is settled. */
+  onResult?: (result: BatchItemResult) => void;
+  /** Keep every item's result in BatchResult.results (default true; false for very large batches). */
+  collectResults?: boolean;
+}
+
+export interface SandboxOptions {
+  /** The data dir (keys, messages, TLS material). Default: a new temporary dir, removed by close(). */
+  dir?: string;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** Ports; 0 (the default) picks free ones. */
+  httpPort?: number;
+  smtpPort?: number;
+  smtpsPort?: number;
+  /** Requests per window per key (default 60). */
+  rateLimit?: number;
+  /** The limit's window in ms (default 60000). */
+  rateWindowMs?: number;
+  /** Largest message in bytes (default 10 MiB). */
+  maxSize?: number;
+}
+
+/** A message the sandbox accepted. */
+export interface SandboxMessage {
+  id: string;
+  receivedAt: string;
+  channel: "rest" | "smtp";
+  envelope: { from: string; to: string[] };
+  from: string;
+  to: string[];
+  subject: string;
+  size: number;
+  attachments: Array<{ filename: string; contentType: string; size: number }>;
+  messageId: string;
+  idempotencyKey?: string;
+}
+
+export interface MailSandbox {
+  dir: string;
+  /** For `baseUrl`: POST <baseUrl>/send. */
+  baseUrl: string;
+  /** The web inbox. */
+  inboxUrl: string;
+  smtp: { host: string; port: number; tls: "starttls" };
+  smtps: { host: string; port: number; tls: "implicit" };
+  /** The sandbox's first key. */
+  apiKey: string;
+  /** The sandbox's CA certificate (PEM), for `caFile`. */
+  caFile: string;
+  /** The variables that point the mailsend CLI at this sandbox (for a child process). */
+  env: Record<string, string>;
+  /** Options for send()/sendBatch() that reach this sandbox (REST unless "smtp" or "smtps" is asked for). */
+  options(transport?: "rest" | "smtp" | "smtps"): SendOptions;
+  /** The messages received, newest first. */
+  messages(): Promise<SandboxMessage[]>;
+  /** A received message's .eml bytes. */
+  raw(id: string): Promise<Buffer | undefined>;
+  /** Stop the servers (and remove the data dir if it was a temporary one). */
+  close(): Promise<void>;
+}

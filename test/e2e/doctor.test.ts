@@ -10,7 +10,9 @@
 import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { run } from "../../src/cli/program.js";
 import { CHECK_NAMES } from "../../src/doctor/checks.js";
 import { runCli, type CliResult, type RunOptions } from "../helpers/cli.js";
 import { REDIS_SERVER, startRedis } from "../helpers/redis.js";
@@ -135,6 +137,45 @@ describe("against a healthy sandbox", () => {
   });
 });
 
+describe("on a terminal", () => {
+  /** The CLI in this process with terminal streams (NODE_EXTRA_CA_CERTS is read only at start: --ca-file instead). */
+  async function onTty(env: Record<string, string | undefined>) {
+    const tty = () => Object.assign(new PassThrough(), { isTTY: true });
+    const stdout = tty();
+    const stderr = tty();
+    let out = "";
+    let err = "";
+    stdout.on("data", (d: Buffer) => (out += d.toString()));
+    stderr.on("data", (d: Buffer) => (err += d.toString()));
+    const code = await run(["doctor", "--ca-file", t.sb.tls.caPath], {
+      stdout,
+      stderr,
+      stdin: tty(),
+      env: { ...t.env, NODE_EXTRA_CA_CERTS: undefined, MAILSEND_CONFIG: join(tmp.dir, "no-config.json"), MAILSEND_RATE_LIMIT: "0", TERM: "xterm-256color", HOME: tmp.dir, ...env },
+    });
+    for (const k of secrets) expect(out + err).not.toContain(k);
+    return { code, out, err };
+  }
+
+  it("marks checks ✓ / – in colour", async () => {
+    const r = await onTty({});
+    expect(r.code, r.out + r.err).toBe(0);
+    expect(r.out).toMatch(/✓.*SMTP AUTH/);
+    expect(r.out).toMatch(/–.*rate limit/);
+    expect(r.out).toContain("\u001b[");
+    expect(r.out).not.toMatch(/^(ok  |FAIL|skip) /m);
+  });
+
+  it("with NO_COLOR: the words, no escape codes", async () => {
+    const r = await onTty({ NO_COLOR: "1", MAILSEND_SMTP_TLS: "implicit" });
+    expect(r.code).toBe(78);
+    expect(r.out).toMatch(/^ok   SMTP config/m);
+    expect(r.out).toMatch(/^FAIL SMTP TLS/m);
+    expect(r.out).not.toContain("\u001b[");
+    expect(r.out).not.toMatch(/[✓✗]/);
+  });
+});
+
 describe("a key the service refuses", () => {
   it("a revoked key: the AUTH check fails with 77, and so does the REST key check", async () => {
     const { id, key } = await addKey(t.dir);
@@ -148,6 +189,9 @@ describe("a key the service refuses", () => {
     expect(line(human, "SMTP TLS")).toMatch(/^ok  /);
     expect(human.stdout).toMatch(/-> The key is revoked or expired: create a new one\./);
     expect(human.stdout).toMatch(/exit 77 from the first: REST key/);
+    // The first failure is also the command's error on stderr, as for any command.
+    expect(human.stderr).toMatch(/^error: the API key is not allowed to send \(HTTP 403\)/);
+    expect(human.stderr).toMatch(/\nhint: /);
 
     const { r, byName } = await doctorJson([], { env });
     expect(r.exitCode).toBe(77);

@@ -83,8 +83,9 @@ export async function runDoctorCommand(opts: Record<string, unknown>, io: CliIO)
     }
     const first = report.firstFailure;
     if (!first?.error) return 0;
-    // Under --json the first failure is also the usual {"error":...} line on stderr.
-    return json ? reportError(first.error, io, { json: true }) : first.error.exitCode;
+    // The first failure is also reported as any command's error is (stderr; {"error":...}
+    // under --json; an annotation in GitHub Actions): it sets the exit code.
+    return reportError(first.error, io, { json });
   } catch (e) {
     return reportError(e, io, { json });
   }

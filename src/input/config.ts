@@ -1,11 +1,14 @@
 /**
  * Where the transport settings and the key come from.
- * Precedence: flags > environment > defaults.
+ * Precedence: flags > environment > profile > defaults. The profile (see
+ * profile.ts) arrives already layered under `env`; only the key needs it
+ * spelled out, as a profile says where the key is, not what it is.
  */
 import { DEFAULTS, type SmtpTlsMode, type TransportConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import type { TransportName } from "../core/transport.js";
 import { USER_AGENT } from "../core/version.js";
+import { readProfileKey, type ActiveProfile } from "./profile.js";
 import { readSource, readStdin, type InputStreams } from "./read.js";
 
 export interface ConnectionFlags {
@@ -67,7 +70,7 @@ export function checkKey(raw: string, source: string): string {
   return key;
 }
 
-export async function resolveApiKey(flags: ConnectionFlags, env: Env, io: InputStreams): Promise<string> {
+export async function resolveApiKey(flags: ConnectionFlags, env: Env, io: InputStreams, profile?: ActiveProfile): Promise<string> {
   if (flags.apiKeyStdin) {
     if (io.stdin.isTTY) {
       throw new MailsendError("usage", "--api-key-stdin reads the key from stdin, but stdin is a terminal", {
@@ -94,26 +97,33 @@ export async function resolveApiKey(flags: ConnectionFlags, env: Env, io: InputS
     }
     return checkKey(buf.toString("utf8"), `MAILSEND_API_KEY_FILE (${file})`);
   }
-  throw configError("no API key", "Set MAILSEND_API_KEY, or MAILSEND_API_KEY_FILE to a file holding it, or pipe it with --api-key-stdin. To try mailsend locally, start `mailsend sandbox`.");
+  const fromProfile = profile ? await readProfileKey(profile, env) : undefined;
+  if (fromProfile) return checkKey(fromProfile.raw, fromProfile.source);
+  throw configError(
+    profile ? `no API key (profile "${profile.name}" does not say where it is)` : "no API key",
+    "Set MAILSEND_API_KEY, or MAILSEND_API_KEY_FILE to a file holding it, or pipe it with --api-key-stdin, or name its variable or file in a profile (mailsend config set api_key_env NAME). To try mailsend locally, start `mailsend sandbox`.",
+  );
 }
 
 export interface ResolveOptions extends InputStreams {
   /** --dry-run prints a redacted key and needs none. */
   needKey: boolean;
+  /** The active profile (its settings are already layered into `env`): where the key is. */
+  profile?: ActiveProfile | undefined;
 }
 
 export async function resolveTransportConfig(flags: ConnectionFlags, env: Env, opts: ResolveOptions): Promise<TransportConfig> {
   const transport = resolveTransportName(flags, env);
   const timeoutSeconds = intFrom(flags.timeout ?? fromEnv(env, "MAILSEND_TIMEOUT"), "--timeout", 1, 3600) ?? DEFAULTS.timeoutSeconds;
   const tls = { insecure: flags.insecure ?? false, ...(flags.caFile ? { caFile: flags.caFile } : {}) };
-  const apiKey = opts.needKey ? await resolveApiKey(flags, env, opts) : "";
+  const apiKey = opts.needKey ? await resolveApiKey(flags, env, opts, opts.profile) : "";
 
   if (transport === "rest") {
     const baseUrl = flags.baseUrl ?? fromEnv(env, "MAILSEND_BASE_URL");
     if (!baseUrl) {
       throw configError(
         "no REST base URL",
-        "Set --base-url or MAILSEND_BASE_URL to the service's address (mailsend POSTs to <base-url>/send). For a local one, run `mailsend sandbox` and paste the export lines it prints.",
+        "Set --base-url or MAILSEND_BASE_URL (or base_url in a profile: mailsend config set base_url URL) to the service's address (mailsend POSTs to <base-url>/send). For a local one, run `mailsend sandbox` and paste the export lines it prints.",
       );
     }
     return { transport, baseUrl, apiKey, timeoutMs: timeoutSeconds * 1000, userAgent: USER_AGENT, ...tls };

@@ -1,7 +1,7 @@
 /**
  * Run the built CLI (bin/mailsend.js -> dist/) as a user would, in a clean
  * environment: nothing from the parent's MAILSEND_* or NODE_EXTRA_CA_CERTS
- * leaks in, and stdin is either the given input or closed, so no run can hang
+ * leaks in, nor the developer's config file, and stdin is either the given input or closed, so no run can hang
  * waiting for a terminal.
  */
 import { execa } from "execa";
@@ -44,7 +44,14 @@ function testStateDir(): string {
  * (the limits tests do): a test of one send sees exactly one attempt.
  */
 export function baseEnv(): Record<string, string> {
-  const env: Record<string, string> = { NO_COLOR: "1", MAILSEND_STATE_DIR: testStateDir(), MAILSEND_RATE_LIMIT: "0", MAILSEND_RETRIES: "0" };
+  const env: Record<string, string> = {
+    NO_COLOR: "1",
+    MAILSEND_STATE_DIR: testStateDir(),
+    MAILSEND_RATE_LIMIT: "0",
+    MAILSEND_RETRIES: "0",
+    // HOME is passed through: without this, a developer's own ~/.config/mailsend profile would apply.
+    MAILSEND_CONFIG: join(testStateDir(), "no-config.json"),
+  };
   for (const name of ["PATH", "HOME", "TMPDIR", "LANG", "SYSTEMROOT"]) {
     const v = process.env[name];
     if (v !== undefined) env[name] = v;

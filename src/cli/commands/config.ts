@@ -1,0 +1,196 @@
+/**
+ * `mailsend config list|get|set|unset|path`: read and edit the config file.
+ * There is never a key to show: a profile only says where the key is.
+ */
+import { MailsendError } from "../../core/errors.js";
+import {
+  checkConfigData,
+  configPath,
+  isSettingName,
+  looksLikeKeyField,
+  parseSettingValue,
+  readConfigFile,
+  selectProfile,
+  SETTING_NAMES,
+  writeConfigFile,
+  type ConfigFile,
+  type ProfileSettings,
+} from "../../input/profile.js";
+import { shownPath } from "../../input/read.js";
+import type { CliIO } from "../io.js";
+import { reportError } from "../report.js";
+
+export interface ConfigFlags {
+  profile?: string;
+  json?: boolean;
+}
+
+/** Exit status of `config get` for a key that is not set (as `git config --get`). */
+const NOT_SET = 1;
+
+function checkKeyName(key: string): void {
+  if (key === "profile" || isSettingName(key)) return;
+  if (looksLikeKeyField(key)) {
+    throw new MailsendError("usage", `${key}: the config file never holds an API key`, {
+      hint: "Name where it is instead: `mailsend config set api_key_env VARIABLE` or `mailsend config set api_key_file ~/.secrets/mailsend`. If you typed a key on this command line, remove it from your shell history.",
+    });
+  }
+  throw new MailsendError("usage", `unknown setting ${JSON.stringify(key)}`, {
+    hint: `Settings: ${SETTING_NAMES.join(", ")}; and "profile", the default profile's name.`,
+  });
+}
+
+/** The profile get/set/unset act on: --profile, MAILSEND_PROFILE, the file's default, else "default". */
+function targetName(cfg: ConfigFile, flags: ConfigFlags, env: CliIO["env"]): { name: string; explicit: boolean } {
+  const asked = flags.profile ?? (env.MAILSEND_PROFILE || undefined);
+  if (asked !== undefined) return { name: asked, explicit: true };
+  return { name: cfg.defaultProfile ?? "default", explicit: false };
+}
+
+function show(v: string | number): string {
+  return String(v);
+}
+
+async function guarded(io: CliIO, flags: ConfigFlags, body: () => number | Promise<number>): Promise<number> {
+  try {
+    return await body();
+  } catch (e) {
+    return reportError(e, io, { json: flags.json ?? false });
+  }
+}
+
+export function runConfigPath(_flags: ConfigFlags, io: CliIO): Promise<number> {
+  return guarded(io, {}, () => {
+    io.stdout.write(`${configPath(io.env)}\n`);
+    return 0;
+  });
+}
+
+export function runConfigList(flags: ConfigFlags, io: CliIO): Promise<number> {
+  return guarded(io, flags, () => {
+    const cfg = readConfigFile(configPath(io.env));
+    // Only an explicit --profile narrows the list; MAILSEND_PROFILE picks the profile a send uses.
+    const one = flags.profile !== undefined ? selectProfile(cfg, flags.profile, {}) : undefined;
+    if (flags.json) {
+      const profiles = one ? { [one.name]: one.settings } : cfg.profiles;
+      io.stdout.write(`${JSON.stringify({ path: cfg.path, exists: cfg.exists, profile: cfg.defaultProfile ?? null, profiles })}\n`);
+      return 0;
+    }
+    if (!cfg.exists) {
+      io.stderr.write(`mailsend config: no config file at ${shownPath(cfg.path)} (create one with mailsend config set <key> <value>)\n`);
+      return 0;
+    }
+    const lines: string[] = [];
+    const entries = (s: ProfileSettings) => Object.entries(s).filter(([, v]) => v !== undefined) as Array<[string, string | number]>;
+    if (one) {
+      for (const [k, v] of entries(one.settings)) lines.push(`${k}=${show(v)}`);
+    } else {
+      if (cfg.defaultProfile) lines.push(`profile=${cfg.defaultProfile}`);
+      for (const [name, settings] of Object.entries(cfg.profiles)) {
+        const list = entries(settings);
+        if (list.length === 0) lines.push(`${name}.`);
+        for (const [k, v] of list) lines.push(`${name}.${k}=${show(v)}`);
+      }
+    }
+    if (lines.length) io.stdout.write(`${lines.join("\n")}\n`);
+    return 0;
+  });
+}
+
+export function runConfigGet(key: string, flags: ConfigFlags, io: CliIO): Promise<number> {
+  return guarded(io, flags, () => {
+    checkKeyName(key);
+    const cfg = readConfigFile(configPath(io.env));
+    let value: string | number | undefined;
+    let where: string;
+    if (key === "profile") {
+      value = cfg.defaultProfile;
+      where = shownPath(cfg.path);
+    } else {
+      const target = targetName(cfg, flags, io.env);
+      // An unknown profile asked for by name is an error (it lists those there are).
+      if (target.explicit) selectProfile(cfg, flags.profile, io.env);
+      value = Object.hasOwn(cfg.profiles, target.name) ? cfg.profiles[target.name]![key as keyof ProfileSettings] : undefined;
+      where = `profile "${target.name}"`;
+    }
+    if (value === undefined) {
+      if (flags.json) io.stdout.write(`${JSON.stringify({ key, value: null })}\n`);
+      else io.stderr.write(`mailsend config: ${key} is not set in ${where}\n`);
+      return NOT_SET;
+    }
+    io.stdout.write(flags.json ? `${JSON.stringify({ key, value })}\n` : `${show(value)}\n`);
+    return 0;
+  });
+}
+
+/** Change the document, check the result as a whole, write it atomically. */
+function edit(io: CliIO, change: (data: Record<string, unknown>, cfg: ConfigFile) => void): void {
+  const path = configPath(io.env);
+  const cfg = readConfigFile(path);
+  const data = structuredClone(cfg.data);
+  change(data, cfg);
+  try {
+    checkConfigData(path, { value: data, keyPosition: () => undefined });
+  } catch (e) {
+    const err = e as MailsendError;
+    throw new MailsendError("usage", err.message, err.hint ? { hint: err.hint } : {});
+  }
+  try {
+    writeConfigFile(path, data);
+  } catch (e) {
+    throw new MailsendError("config_invalid", `cannot write the config file ${shownPath(path)} (${(e as NodeJS.ErrnoException).code ?? String(e)})`, { cause: e });
+  }
+}
+
+function profileObject(data: Record<string, unknown>, name: string): Record<string, unknown> {
+  const profiles = (data.profiles ??= {}) as Record<string, Record<string, unknown>>;
+  if (!Object.hasOwn(profiles, name)) Object.defineProperty(profiles, name, { value: {}, enumerable: true, writable: true, configurable: true });
+  return profiles[name]!;
+}
+
+export function runConfigSet(key: string, raw: string, flags: ConfigFlags, io: CliIO): Promise<number> {
+  return guarded(io, flags, () => {
+    checkKeyName(key);
+    edit(io, (data, cfg) => {
+      if (key === "profile") {
+        if (!Object.hasOwn(cfg.profiles, raw)) {
+          const names = Object.keys(cfg.profiles);
+          throw new MailsendError("usage", `no profile "${raw}" to make the default`, {
+            hint: `${names.length ? `Profiles: ${names.join(", ")}. ` : ""}Create it first: mailsend config set --profile ${raw} <key> <value>`,
+          });
+        }
+        data.profile = raw;
+        return;
+      }
+      const value = parseSettingValue(key as keyof ProfileSettings, raw);
+      const target = targetName(cfg, flags, io.env);
+      const profile = profileObject(data, target.name);
+      profile[key] = value;
+      // One place for the key: naming a variable replaces a file, and the other way round.
+      const other = key === "api_key_env" ? "api_key_file" : key === "api_key_file" ? "api_key_env" : undefined;
+      if (other && other in profile) {
+        delete profile[other];
+        io.stderr.write(`mailsend config: removed ${other} from profile "${target.name}" (a profile names one place for the key)\n`);
+      }
+    });
+    return 0;
+  });
+}
+
+export function runConfigUnset(key: string, flags: ConfigFlags, io: CliIO): Promise<number> {
+  return guarded(io, flags, () => {
+    checkKeyName(key);
+    if (!readConfigFile(configPath(io.env)).exists) return 0;
+    edit(io, (data, cfg) => {
+      if (key === "profile") {
+        delete data.profile;
+        return;
+      }
+      const target = targetName(cfg, flags, io.env);
+      if (target.explicit) selectProfile(cfg, flags.profile, io.env);
+      const profiles = data.profiles as Record<string, Record<string, unknown>> | undefined;
+      if (profiles && Object.hasOwn(profiles, target.name)) delete profiles[target.name]![key];
+    });
+    return 0;
+  });
+}

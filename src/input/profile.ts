@@ -1,0 +1,367 @@
+/**
+ * The config file: named profiles, each a set of defaults for the settings
+ * that also have an environment variable, and where the API key is (an
+ * environment variable's name or a file's path, never the key itself).
+ *
+ *   {
+ *     "profile": "work",
+ *     "profiles": {
+ *       "work": { "base_url": "https://api.example.com", "from": "ci@example.com", "api_key_env": "WORK_MAILSEND_KEY" }
+ *     }
+ *   }
+ *
+ * A profile is a layer under the environment: layeredEnv() fills in the
+ * MAILSEND_* variables the environment leaves unset, so every reader of
+ * those variables (config.ts, the rate limit, the sender) gets
+ * flags > environment > profile > defaults without knowing about profiles.
+ */
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { homedir } from "node:os";
+import { dirname, isAbsolute, join, resolve } from "node:path";
+import { formatMailbox, parseMailbox1 } from "../core/address.js";
+import { MailsendError } from "../core/errors.js";
+import { parseLocatedJson, JsonSyntaxError, type LocatedJson } from "./located-json.js";
+import { shownPath } from "./read.js";
+
+export type Env = Record<string, string | undefined>;
+
+type Kind = "string" | "url" | "choice" | "int" | "address" | "name" | "envname" | "path";
+
+export interface SettingSpec {
+  kind: Kind;
+  /** The environment variable of the same setting; the profile's value is used when it is unset. */
+  env?: string;
+  choices?: readonly string[];
+  min?: number;
+  max?: number;
+  description: string;
+}
+
+/** Every key a profile may hold. README's "Profiles" section lists the same (a unit test checks). */
+export const PROFILE_SETTINGS = {
+  transport: { kind: "choice", choices: ["rest", "smtp"], env: "MAILSEND_TRANSPORT", description: "rest or smtp" },
+  base_url: { kind: "url", env: "MAILSEND_BASE_URL", description: "REST base address" },
+  smtp_host: { kind: "string", env: "MAILSEND_SMTP_HOST", description: "SMTP server host" },
+  smtp_port: { kind: "int", min: 1, max: 65535, env: "MAILSEND_SMTP_PORT", description: "587 or 465" },
+  smtp_tls: { kind: "choice", choices: ["starttls", "implicit"], env: "MAILSEND_SMTP_TLS", description: "starttls or implicit" },
+  smtp_user: { kind: "string", env: "MAILSEND_SMTP_USER", description: "SMTP username" },
+  from: { kind: "address", env: "MAILSEND_FROM", description: 'sender, "Name <addr>" or addr' },
+  name: { kind: "name", description: "display name of the profile's from" },
+  rate_limit: { kind: "int", min: 0, max: 1_000_000, env: "MAILSEND_RATE_LIMIT", description: "requests per minute (0 = off)" },
+  timeout: { kind: "int", min: 1, max: 3600, env: "MAILSEND_TIMEOUT", description: "seconds" },
+  retries: { kind: "int", min: 0, max: 100, env: "MAILSEND_RETRIES", description: "retries of a temporary failure" },
+  max_wait: { kind: "int", min: 0, max: 86_400, env: "MAILSEND_MAX_WAIT", description: "longest wait in seconds" },
+  api_key_env: { kind: "envname", description: "name of the environment variable holding the key" },
+  api_key_file: { kind: "path", description: "path of a file holding the key (~ and paths relative to the config file allowed)" },
+} as const satisfies Record<string, SettingSpec>;
+
+export type SettingName = keyof typeof PROFILE_SETTINGS;
+export type ProfileSettings = { [K in SettingName]?: string | number };
+
+export const SETTING_NAMES = Object.keys(PROFILE_SETTINGS) as SettingName[];
+
+export function isSettingName(s: string): s is SettingName {
+  return Object.hasOwn(PROFILE_SETTINGS, s);
+}
+
+/** A field that would hold a key, a password or a token: refused, whatever its value. */
+export function looksLikeKeyField(name: string): boolean {
+  return !isSettingName(name) && /key|token|secret|passw|^pass$|_pass$|credential/i.test(name);
+}
+
+const KEY_FIELD_HINT =
+  'The config file says WHERE the key is, never the key: use "api_key_env": "SOME_VARIABLE" or "api_key_file": "~/.secrets/mailsend" instead.';
+
+/** What is wrong with a value for a setting, without repeating the value (it might be a secret in the wrong place). */
+export function settingProblem(name: SettingName, value: unknown): string | undefined {
+  const spec: SettingSpec = PROFILE_SETTINGS[name];
+  switch (spec.kind) {
+    case "int":
+      return typeof value === "number" && Number.isInteger(value) && value >= spec.min! && value <= spec.max!
+        ? undefined
+        : `${name} must be a whole number from ${spec.min} to ${spec.max}`;
+    case "choice":
+      return typeof value === "string" && spec.choices!.includes(value) ? undefined : `${name} must be ${spec.choices!.join(" or ")}`;
+    default:
+      break;
+  }
+  if (typeof value !== "string" || value === "") return `${name} must be a non-empty string`;
+  if (/[\u0000-\u001f\u007f]/.test(value)) return `${name} must be one line without control characters`;
+  switch (spec.kind) {
+    case "url": {
+      let u: URL;
+      try {
+        u = new URL(value);
+      } catch {
+        return `${name} must be an http:// or https:// URL`;
+      }
+      return u.protocol === "http:" || u.protocol === "https:" ? undefined : `${name} must be an http:// or https:// URL`;
+    }
+    case "address":
+      try {
+        parseMailbox1(value, name);
+        return undefined;
+      } catch {
+        return `${name} must be one address, "Name <addr>" or addr`;
+      }
+    case "envname":
+      return /^[A-Z_][A-Z0-9_]*$/.test(value)
+        ? undefined
+        : `${name} must be the NAME of an environment variable (capitals, digits and _, like WORK_MAILSEND_KEY), not the key`;
+    default:
+      return undefined;
+  }
+}
+
+/** A value given on the command line (`config set`), as the file stores it. */
+export function parseSettingValue(name: SettingName, raw: string): string | number {
+  const spec: SettingSpec = PROFILE_SETTINGS[name];
+  const value = spec.kind === "int" && /^\d+$/.test(raw.trim()) ? Number(raw.trim()) : raw;
+  const problem = settingProblem(name, value);
+  if (problem) throw new MailsendError("usage", problem);
+  return value;
+}
+
+function homeOf(env: Env): string {
+  return env.HOME || homedir();
+}
+
+function expandHome(p: string, env: Env): string {
+  if (p === "~") return homeOf(env);
+  if (p.startsWith("~/")) return join(homeOf(env), p.slice(2));
+  return p;
+}
+
+/** MAILSEND_CONFIG, else $XDG_CONFIG_HOME/mailsend/config.json, else ~/.config/mailsend/config.json (%APPDATA% on Windows). */
+export function configPath(env: Env, platform = process.platform): string {
+  if (env.MAILSEND_CONFIG) return resolve(expandHome(env.MAILSEND_CONFIG, env));
+  if (platform === "win32") return join(env.APPDATA || join(homeOf(env), "AppData", "Roaming"), "mailsend", "config.json");
+  const xdg = env.XDG_CONFIG_HOME && isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : join(homeOf(env), ".config");
+  return join(xdg, "mailsend", "config.json");
+}
+
+export interface ConfigFile {
+  path: string;
+  exists: boolean;
+  /** The top-level "profile": the profile used when none is asked for. */
+  defaultProfile?: string;
+  profiles: Record<string, ProfileSettings>;
+  /** The parsed document, for rewriting it (`config set`). */
+  data: Record<string, unknown>;
+}
+
+function invalid(path: string, where: { line: number; column?: number } | undefined, message: string, hint?: string): MailsendError {
+  const at = where ? `:${where.line}${where.column ? `:${where.column}` : ""}` : "";
+  return new MailsendError("config_invalid", `${shownPath(path)}${at}: ${message}`, hint ? { hint } : {});
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** Validate a parsed config document; errors name the file and the line. */
+export function checkConfigData(path: string, parsed: LocatedJson): ConfigFile {
+  const data = parsed.value;
+  const at = (obj: object, key: string) => parsed.keyPosition(obj, key);
+  if (!isObject(data)) throw invalid(path, { line: 1 }, "the config file must hold a JSON object", 'Start from: {"profiles": {"default": {}}}');
+
+  const keyFields = (obj: Record<string, unknown>) => Object.keys(obj).filter(looksLikeKeyField);
+  const topKeyLike = keyFields(data);
+  if (topKeyLike.length > 0) {
+    throw invalid(path, at(data, topKeyLike[0]!), `${topKeyLike.join(", ")}: the config file must not hold an API key`, KEY_FIELD_HINT);
+  }
+  const unknownTop = Object.keys(data).filter((k) => k !== "profile" && k !== "profiles");
+  if (unknownTop.length > 0) {
+    const list = unknownTop.map((k) => `${JSON.stringify(k)} (line ${at(data, k)?.line})`).join(", ");
+    throw invalid(path, at(data, unknownTop[0]!), `unknown top-level key${unknownTop.length > 1 ? "s" : ""} ${list}`, 'The file holds "profiles" (an object of named profiles) and optionally "profile" (the name of the default one).');
+  }
+  const profilesValue = data.profiles ?? {};
+  if (!isObject(profilesValue)) throw invalid(path, at(data, "profiles"), '"profiles" must be an object of named profiles');
+  const profiles: Record<string, ProfileSettings> = {};
+  for (const [name, value] of Object.entries(profilesValue)) {
+    const pos = at(profilesValue, name);
+    if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(name)) {
+      throw invalid(path, pos, `profile name ${JSON.stringify(name)} must be letters, digits, ".", "_" or "-" (up to 64)`);
+    }
+    if (!isObject(value)) throw invalid(path, pos, `profile "${name}" must be an object`);
+    const keyLike = keyFields(value);
+    if (keyLike.length > 0) {
+      throw invalid(path, at(value, keyLike[0]!), `profile "${name}": ${keyLike.join(", ")}: a profile must not hold an API key`, KEY_FIELD_HINT);
+    }
+    const unknown = Object.keys(value).filter((k) => !isSettingName(k));
+    if (unknown.length > 0) {
+      const list = unknown.map((k) => `${JSON.stringify(k)} (line ${at(value, k)?.line})`).join(", ");
+      throw invalid(path, at(value, unknown[0]!), `profile "${name}": unknown key${unknown.length > 1 ? "s" : ""} ${list}`, `A profile may hold: ${SETTING_NAMES.join(", ")}.`);
+    }
+    for (const [k, v] of Object.entries(value)) {
+      const problem = settingProblem(k as SettingName, v);
+      if (problem) throw invalid(path, at(value, k), `profile "${name}": ${problem}`);
+    }
+    if (value.api_key_env !== undefined && value.api_key_file !== undefined) {
+      throw invalid(path, at(value, "api_key_file"), `profile "${name}": give api_key_env or api_key_file, not both`);
+    }
+    if (value.name !== undefined && value.from === undefined) {
+      throw invalid(path, at(value, "name"), `profile "${name}": name is the display name of the profile's from; set from too`);
+    }
+    profiles[name] = value as ProfileSettings;
+  }
+  let defaultProfile: string | undefined;
+  if (data.profile !== undefined) {
+    if (typeof data.profile !== "string" || !Object.hasOwn(profiles, data.profile)) {
+      const names = Object.keys(profiles);
+      throw invalid(path, at(data, "profile"), `"profile" must name one of the profiles (${names.length ? names.join(", ") : "there are none"})`);
+    }
+    defaultProfile = data.profile;
+  }
+  return { path, exists: true, ...(defaultProfile ? { defaultProfile } : {}), profiles, data };
+}
+
+/** Read and check the config file; a file that does not exist is an empty one. */
+export function readConfigFile(path: string): ConfigFile {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return { path, exists: false, profiles: {}, data: {} };
+    const why = code === "EACCES" || code === "EPERM" ? "permission denied" : code === "EISDIR" ? "it is a directory" : (code ?? String(e));
+    throw new MailsendError("config_invalid", `cannot read the config file ${shownPath(path)} (${why})`, {
+      cause: e,
+      hint: "Fix its permissions, or point MAILSEND_CONFIG at another file.",
+    });
+  }
+  let parsed: LocatedJson;
+  try {
+    parsed = parseLocatedJson(text);
+  } catch (e) {
+    if (!(e instanceof JsonSyntaxError)) throw e;
+    throw invalid(path, e.position, `not valid JSON: ${e.reason}`, "The config file is JSON: double-quoted names and strings, no comments, no trailing commas.");
+  }
+  return checkConfigData(path, parsed);
+}
+
+export interface ActiveProfile {
+  name: string;
+  /** The config file it is in. */
+  file: string;
+  settings: ProfileSettings;
+}
+
+/** Which profile applies: --profile, else MAILSEND_PROFILE, else the file's "profile", else one named "default". */
+export function selectProfile(cfg: ConfigFile, requested: string | undefined, env: Env): ActiveProfile | undefined {
+  const fromEnv = env.MAILSEND_PROFILE || undefined;
+  const asked = requested ?? fromEnv;
+  const name = asked ?? cfg.defaultProfile ?? (Object.hasOwn(cfg.profiles, "default") ? "default" : undefined);
+  if (name === undefined) return undefined;
+  if (!Object.hasOwn(cfg.profiles, name)) {
+    const via = requested !== undefined ? "--profile" : "MAILSEND_PROFILE";
+    const names = Object.keys(cfg.profiles);
+    const where = shownPath(cfg.path);
+    throw new MailsendError(
+      "config_missing",
+      cfg.exists ? `no profile "${name}" (from ${via}) in ${where}` : `no profile "${name}" (from ${via}): there is no config file at ${where}`,
+      {
+        hint: `${names.length ? `Profiles there: ${names.join(", ")}. ` : ""}Create it with: mailsend config set --profile ${name} base_url https://...`,
+      },
+    );
+  }
+  return { name, file: cfg.path, settings: cfg.profiles[name]! };
+}
+
+const unset = (env: Env, name: string) => env[name] === undefined || env[name] === "";
+
+/** The environment with the profile's settings filled in where the environment has none. */
+export function layeredEnv(env: Env, profile: ActiveProfile | undefined): Env {
+  if (!profile) return env;
+  const out: Env = { ...env };
+  for (const name of SETTING_NAMES) {
+    const spec: SettingSpec = PROFILE_SETTINGS[name];
+    const value = profile.settings[name];
+    if (spec.env === undefined || value === undefined || !unset(env, spec.env)) continue;
+    out[spec.env] = String(value);
+  }
+  // The display name belongs to the profile's own from: fold it in, so a sender from
+  // the environment or a flag never gets the profile's name.
+  const { from, name } = profile.settings;
+  if (typeof from === "string" && typeof name === "string" && unset(env, "MAILSEND_FROM")) {
+    out.MAILSEND_FROM = formatMailbox({ name, address: parseMailbox1(from, "from").address });
+  }
+  return out;
+}
+
+export interface Settings {
+  /** The environment with the active profile's settings under it. */
+  env: Env;
+  profile?: ActiveProfile;
+}
+
+/** The settings a command runs with: read the config file, pick the profile, layer it under the environment. */
+export function loadSettings(requested: string | undefined, env: Env): Settings {
+  const cfg = readConfigFile(configPath(env));
+  const profile = selectProfile(cfg, requested, env);
+  return profile ? { env: layeredEnv(env, profile), profile } : { env };
+}
+
+/**
+ * The key the profile points at. Called only when the environment and the
+ * flags give none. Every failure is a configuration error naming the profile.
+ */
+export async function readProfileKey(profile: ActiveProfile, env: Env): Promise<{ raw: string; source: string } | undefined> {
+  const label = `profile "${profile.name}" (${shownPath(profile.file)})`;
+  const { api_key_env: varName, api_key_file: file } = profile.settings;
+  if (typeof varName === "string") {
+    const raw = env[varName];
+    if (raw === undefined || raw === "") {
+      throw new MailsendError("config_missing", `${label} takes the API key from $${varName}, which is not set`, {
+        hint: `Set ${varName} (in CI: from the secret store), or change the profile: mailsend config set --profile ${profile.name} api_key_env OTHER_VARIABLE`,
+      });
+    }
+    return { raw, source: `$${varName} (${label})` };
+  }
+  if (typeof file === "string") {
+    const path = resolve(dirname(profile.file), expandHome(file, env));
+    try {
+      return { raw: await readFile(path, "utf8"), source: `${shownPath(path)} (${label})` };
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      const why = code === "ENOENT" ? "it does not exist" : code === "EACCES" || code === "EPERM" ? "permission denied" : code === "EISDIR" ? "it is a directory" : (code ?? String(e));
+      throw new MailsendError("config_missing", `${label} takes the API key from ${shownPath(path)}, which cannot be read (${why})`, {
+        cause: e,
+        hint: `Put the key in that file (mode 0600), or change the profile: mailsend config set --profile ${profile.name} api_key_file <path>`,
+      });
+    }
+  }
+  return undefined;
+}
+
+/** Write the config file atomically: a 0600 temp file beside it, fsynced, renamed over it. */
+export function writeConfigFile(path: string, data: Record<string, unknown>): void {
+  const dir = dirname(path);
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const tmp = join(dir, `.config.json.${process.pid}.${Date.now().toString(36)}.tmp`);
+  const fd = openSync(tmp, "wx", 0o600);
+  try {
+    writeSync(fd, `${JSON.stringify(data, null, 2)}\n`);
+    fsyncSync(fd);
+  } catch (e) {
+    closeSync(fd);
+    rmSync(tmp, { force: true });
+    throw e;
+  }
+  closeSync(fd);
+  try {
+    renameSync(tmp, path);
+  } catch (e) {
+    rmSync(tmp, { force: true });
+    throw e;
+  }
+  try {
+    const dfd = openSync(dir, "r");
+    try {
+      fsyncSync(dfd);
+    } finally {
+      closeSync(dfd);
+    }
+  } catch {
+    // Not every platform can fsync a directory; the rename is already atomic.
+  }
+}

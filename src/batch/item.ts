@@ -22,6 +22,8 @@ export interface RowDefaults {
   subject?: string;
   htmlTemplate?: string;
   textTemplate?: string;
+  /** The flag a template came from, for error messages (default --html-file / --text-file). */
+  templateFlag?: string;
   headers?: HeaderList;
   attach?: string[];
 }
@@ -147,8 +149,8 @@ export async function messageOfRow(data: Record<string, unknown>, ctx: ItemConte
   const d = ctx.defaults;
   const vars = variables(data);
   const subject = str(data.subject, "subject") ?? (d.subject !== undefined ? render(d.subject, vars, "text", "--subject") : undefined);
-  const html = str(data.html, "html") ?? (d.htmlTemplate !== undefined ? render(d.htmlTemplate, vars, "html", "--html-file") : undefined);
-  const text = str(data.text, "text") ?? (d.textTemplate !== undefined ? render(d.textTemplate, vars, "text", "--text-file") : undefined);
+  const html = str(data.html, "html") ?? (d.htmlTemplate !== undefined ? render(d.htmlTemplate, vars, "html", d.templateFlag ?? "--html-file") : undefined);
+  const text = str(data.text, "text") ?? (d.textTemplate !== undefined ? render(d.textTemplate, vars, "text", d.templateFlag ?? "--text-file") : undefined);
   const from = str(data.from, "from") ?? d.from;
   const to = list(data.to, "to");
   const missing = [!from && "from", to.length === 0 && "to", !subject && "subject", !html && !text && "html or text"].filter(Boolean);

@@ -21,6 +21,10 @@ export interface MessageFlags {
   htmlFile?: string;
   text?: string;
   textFile?: string;
+  /** Markdown: rendered to the HTML body, and itself the text body. */
+  markdownFile?: string;
+  /** Keep raw HTML in the Markdown instead of escaping it. */
+  allowHtml?: boolean;
   name?: string;
   replyTo?: string;
   attach?: string[];
@@ -34,6 +38,8 @@ export interface BuildOptions extends InputStreams {
   transport: TransportName;
   /** Stdin already carries the API key (--api-key-stdin). */
   stdinTaken?: boolean;
+  /** The sender when neither a flag nor a JSON request gives one (MAILSEND_FROM, or the profile's from). */
+  defaultFrom?: string | undefined;
 }
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7E]{1,255}$/;
@@ -45,7 +51,7 @@ function usage(message: string, hint?: string): MailsendError {
 function checkStdinUse(flags: MessageFlags, stdinTaken: boolean): void {
   const users = [
     ...(stdinTaken ? ["--api-key-stdin"] : []),
-    ...(["htmlFile", "textFile", "jsonFile", "eml"] as const)
+    ...(["htmlFile", "textFile", "markdownFile", "jsonFile", "eml"] as const)
       .filter((k) => flags[k] === "-")
       .map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} -`),
   ];
@@ -89,11 +95,29 @@ async function bodyFrom(
   return utf8(await readSource(file, `${flag} body file`, io), file === "-" ? "stdin" : file);
 }
 
-const MESSAGE_FLAGS = ["from", "to", "cc", "bcc", "subject", "html", "htmlFile", "text", "textFile", "name", "replyTo", "attach", "header", "jsonFile"] as const;
+const MESSAGE_FLAGS = ["from", "to", "cc", "bcc", "subject", "html", "htmlFile", "text", "textFile", "markdownFile", "name", "replyTo", "attach", "header", "jsonFile"] as const;
+
+const flagName = (k: string) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+
+/** --markdown-file makes both bodies: the HTML from the rendering, the text from the source. */
+async function markdownBody(flags: MessageFlags, io: InputStreams): Promise<{ html: string; text: string } | undefined> {
+  if (flags.markdownFile === undefined) return undefined;
+  const clash = (["html", "htmlFile", "text", "textFile"] as const).filter((k) => flags[k] !== undefined);
+  if (clash.length > 0) {
+    throw usage(
+      `--markdown-file makes the HTML body and the text body; it cannot be combined with ${clash.map(flagName).join(", ")}`,
+      "Give the body once: as Markdown, or as --html/--text.",
+    );
+  }
+  const source = utf8(await readSource(flags.markdownFile, "Markdown file", io), flags.markdownFile === "-" ? "stdin" : flags.markdownFile);
+  const { renderMarkdown } = await import("./markdown.js");
+  return { html: await renderMarkdown(source, { allowHtml: flags.allowHtml ?? false }), text: source };
+}
 
 /** Build and validate the message from flags, a JSON send request, an .eml, or stdin. */
 export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Promise<Message> {
   checkStdinUse(flags, opts.stdinTaken ?? false);
+  if (flags.allowHtml && flags.markdownFile === undefined) throw usage("--allow-html applies only to --markdown-file");
   if (flags.idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(flags.idempotencyKey)) {
     throw usage("--idempotency-key must be 1 to 255 printable ASCII characters without spaces");
   }
@@ -123,22 +147,27 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
       )
     : {};
 
-  let html = (await bodyFrom(flags.html, flags.htmlFile, "html", opts)) ?? file.html;
-  const text = await bodyFrom(flags.text, flags.textFile, "text", opts);
+  const markdown = await markdownBody(flags, opts);
+  let html = markdown?.html ?? (await bodyFrom(flags.html, flags.htmlFile, "html", opts)) ?? file.html;
+  const text = markdown?.text ?? (await bodyFrom(flags.text, flags.textFile, "text", opts));
   const stdinFree = !opts.stdinTaken && flags.jsonFile !== "-";
   if (html === undefined && text === undefined && stdinFree && !opts.stdin.isTTY) {
     const piped = utf8(await readSource("-", "stdin", opts), "stdin");
     if (piped.length > 0) html = piped;
   }
 
-  const fromText = flags.from ?? file.from;
+  if (flags.from === undefined && file.from === undefined && opts.defaultFrom !== undefined) {
+    // Checked here so that a bad MAILSEND_FROM is named as such, not as --from.
+    parseMailbox1(opts.defaultFrom, "MAILSEND_FROM");
+  }
+  const fromText = flags.from ?? file.from ?? opts.defaultFrom;
   const toValues = flags.to?.length ? flags.to : file.to !== undefined ? [file.to] : [];
   const subject = flags.subject ?? file.subject;
   const missing = [
     fromText === undefined && "--from",
     toValues.length === 0 && "--to",
     subject === undefined && "--subject",
-    html === undefined && text === undefined && "a body (--html, --html-file, --text, --text-file, or HTML on stdin)",
+    html === undefined && text === undefined && "a body (--html, --html-file, --text, --text-file, --markdown-file, or HTML on stdin)",
   ].filter(Boolean);
   if (missing.length > 0) {
     throw usage(`missing ${missing.join(", ")}`, "See mailsend send --help for examples.");

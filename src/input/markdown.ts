@@ -1,0 +1,57 @@
+/**
+ * Markdown bodies, rendered with marked (GFM). marked is imported only here
+ * and only when a Markdown body is given: start-up time of every other send
+ * does not pay for it.
+ *
+ * Raw HTML in the Markdown is escaped (shown as text) unless allowHtml, and
+ * links or images with a script-capable scheme lose their URL: a
+ * notification built from a commit message or a log must not become markup.
+ */
+import { escapeHtml } from "../core/message.js";
+
+export interface MarkdownOptions {
+  /** Keep raw HTML (and any link scheme) as written: only for Markdown you trust. */
+  allowHtml: boolean;
+}
+
+const UNSAFE_LINK = /^\s*(?:javascript|vbscript|data|file):/i;
+const SAFE_DATA_IMAGE = /^\s*data:image\/(?:png|gif|jpe?g|webp);base64,[A-Za-z0-9+/=\s]+$/i;
+
+export async function renderMarkdown(source: string, opts: MarkdownOptions): Promise<string> {
+  const { Marked } = await import("marked");
+  const marked = new Marked({ gfm: true, async: false });
+  if (!opts.allowHtml) {
+    marked.use({
+      renderer: {
+        html({ text, block }) {
+          // A block of HTML becomes a paragraph of text; inline tags stay inline.
+          return block ? `<p>${escapeHtml(text.trim())}</p>\n` : escapeHtml(text);
+        },
+        link({ href, tokens }) {
+          if (!UNSAFE_LINK.test(href)) return false;
+          return this.parser.parseInline(tokens);
+        },
+        image({ href, text }) {
+          if (!UNSAFE_LINK.test(href) || SAFE_DATA_IMAGE.test(href)) return false;
+          return escapeHtml(text);
+        },
+      },
+    });
+  }
+  return marked.parse(source, { async: false });
+}
+
+/**
+ * A Markdown template (batch): rendered once, its {{placeholders}} kept as
+ * they are, so they can be filled per row (HTML-escaped) in the HTML and
+ * as they are in the text. Placeholders are swapped for plain tokens
+ * before rendering: marked would otherwise percent-encode them in URLs.
+ */
+export async function renderMarkdownTemplate(source: string, opts: MarkdownOptions): Promise<string> {
+  const names: string[] = [];
+  const nonce = Math.random().toString(36).slice(2, 8).toUpperCase();
+  const token = (i: number) => `MAILSENDVAR${nonce}X${i}X`;
+  const shielded = source.replace(/\{\{\s*([A-Za-z0-9_.\-]+)\s*\}\}/g, (_, name: string) => token(names.push(name) - 1));
+  const html = await renderMarkdown(shielded, opts);
+  return html.replace(new RegExp(`MAILSENDVAR${nonce}X(\\d+)X`, "g"), (_, i: string) => `{{${names[Number(i)]}}}`);
+}

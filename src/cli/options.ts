@@ -18,7 +18,7 @@ export interface OptionSpec {
 }
 
 export const SEND_OPTIONS: readonly OptionSpec[] = [
-  { group: "Message", flags: "-f, --from <address>", description: 'sender, "Name <addr>" or addr' },
+  { group: "Message", flags: "-f, --from <address>", description: 'sender, "Name <addr>" or addr', env: "MAILSEND_FROM" },
   { group: "Message", flags: "-t, --to <addresses>", description: "recipient(s), comma-separated and/or repeated", repeatable: true },
   { group: "Message", flags: "-s, --subject <text>", description: "subject line" },
   { group: "Message", flags: "--name <text>", description: "sender display name (overrides the one in --from)" },
@@ -34,6 +34,9 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
   { group: "Body", flags: "--text-file <path|->", description: "plain-text body from a file or stdin" },
   { group: "Body", flags: "--json-file <path|->", description: "a whole send request (API JSON); flags override its fields" },
   { group: "Body", flags: "--eml <path|->", description: "an RFC 5322 message (.eml) to send" },
+  { group: "Body", flags: "--markdown-file <path|->", description: "Markdown body: rendered to the HTML body; the source is the text part (SMTP)" },
+  { group: "Body", flags: "--allow-html", description: "keep raw HTML in the Markdown (default: escaped, shown as text)" },
+  { group: "Connection", flags: "--profile <name>", description: "use this profile of the config file (see mailsend config)", env: "MAILSEND_PROFILE" },
   { group: "Connection", flags: "--transport <name>", description: "rest or smtp", env: "MAILSEND_TRANSPORT", choices: ["rest", "smtp"] },
   { group: "Connection", flags: "--base-url <url>", description: "REST base address (POST <url>/send)", env: "MAILSEND_BASE_URL" },
   { group: "Connection", flags: "--smtp-host <host>", description: "SMTP server host", env: "MAILSEND_SMTP_HOST" },
@@ -58,13 +61,14 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
   { group: "Output", flags: "--json", description: "print one JSON result object on stdout" },
   { group: "Output", flags: "-v, --verbose", description: "show the protocol exchange on stderr (key redacted)" },
   { group: "Output", flags: "-q, --quiet", description: "print nothing on success" },
+  { group: "Output", flags: "--github-output", description: "in GitHub Actions: append message_id=<id> to $GITHUB_OUTPUT" },
 ];
 
 const SHARED = SEND_OPTIONS.filter((o) => o.group === "Connection" || o.group === "Limits");
 
 /** `mailsend batch`: per-row defaults and templates, then everything send has for the connection. */
 export const BATCH_OPTIONS: readonly OptionSpec[] = [
-  { group: "Message", flags: "-f, --from <address>", description: "sender for rows without a from" },
+  { group: "Message", flags: "-f, --from <address>", description: "sender for rows without a from", env: "MAILSEND_FROM" },
   { group: "Message", flags: "--name <text>", description: "sender display name for rows without a name" },
   { group: "Message", flags: "--reply-to <address>", description: "reply-to for rows without one" },
   { group: "Message", flags: "-s, --subject <template>", description: "subject for rows without one; {{column}} is filled per row" },
@@ -72,6 +76,12 @@ export const BATCH_OPTIONS: readonly OptionSpec[] = [
   { group: "Message", flags: "-a, --attach <path[#name]>", description: "attach to every message (read once)", repeatable: true },
   { group: "Body", flags: "--html-file <path>", description: "HTML template for rows without html; {{column}} filled and HTML-escaped" },
   { group: "Body", flags: "--text-file <path>", description: "text template for rows without text; {{column}} filled as is" },
+  {
+    group: "Body",
+    flags: "--markdown-file <path>",
+    description: "Markdown template: the HTML (values HTML-escaped) and the text (values as is) of rows without them",
+  },
+  { group: "Body", flags: "--allow-html", description: "keep raw HTML in the Markdown template (default: escaped)" },
   { group: "Batch", flags: "--format <format>", description: "input format (default: from the file name, else from the content)", choices: ["jsonl", "json", "csv"] },
   { group: "Batch", flags: "-c, --concurrency <n>", description: "messages in flight at once (default 4)", int: true },
   { group: "Batch", flags: "--check", description: "validate every row and send nothing" },
@@ -83,6 +93,7 @@ export const BATCH_OPTIONS: readonly OptionSpec[] = [
   ...SHARED,
   { group: "Output", flags: "--json", description: "one JSON line per item on stdout, a JSON summary on stderr" },
   { group: "Output", flags: "-q, --quiet", description: "no progress and no summary" },
+  { group: "Output", flags: "--github-output", description: "in GitHub Actions: append the counts (sent=, failed=, ...) to $GITHUB_OUTPUT" },
 ];
 
 /** `mailsend doctor`: send's connection settings, its budget, and --json. */
@@ -100,6 +111,9 @@ export const EXTRA_ENV: ReadonlyArray<{ name: string; description: string }> = [
   { name: "MAILSEND_STATE_DIR", description: "where the shared rate-limit state lives (default $XDG_STATE_HOME/mailsend, ~/.local/state/mailsend)" },
   { name: "MAILSEND_RATE_LIMIT_URL", description: "redis://host:port — share the rate-limit budget across machines through Redis" },
   { name: "MAILSEND_RATE_WINDOW", description: "the limit's window in seconds (default 60, the service's); change only to match a sandbox" },
+  { name: "MAILSEND_CONFIG", description: "path of the config file (default $XDG_CONFIG_HOME/mailsend/config.json, ~/.config/mailsend/config.json)" },
+  { name: "GITHUB_ACTIONS", description: "true (set by GitHub Actions): errors are also printed as ::error annotations" },
+  { name: "GITHUB_OUTPUT", description: "the file --github-output appends to (set by GitHub Actions)" },
   { name: "NO_COLOR", description: "disable colours" },
 ];
 

@@ -4,6 +4,7 @@ import { VERSION } from "../core/version.js";
 import type { CliIO } from "./io.js";
 import { BATCH_OPTIONS, DOCTOR_OPTIONS, SEND_OPTIONS, type OptionSpec } from "./options.js";
 import * as HELP from "./help-examples.js";
+import { annotation, inGitHubActions } from "./github.js";
 import { reportError } from "./report.js";
 import { addSandboxOptions, DIR_OPTION, JSON_OPTION, SANDBOX_OPTIONS } from "./sandbox-options.js";
 
@@ -22,6 +23,13 @@ Examples:
 
   # Send an .eml file over SMTP (587, STARTTLS)
   mailsend send --transport smtp --smtp-host smtp.example.com --eml message.eml
+
+  # A Markdown body (raw HTML in it escaped); in GitHub Actions, the id as a step output
+  mailsend send -f ci@example.com -t dev@example.com -s "Build #42" \\
+    --markdown-file summary.md --github-output
+
+  # With the settings of a profile of the config file (mailsend config --help)
+  mailsend send --profile work -t dev@example.com -s Hi --text ok
 
   # See exactly what would be sent, without sending
   mailsend send -n -f a@example.com -t b@example.com -s Hi --html '<p>Hi</p>'
@@ -51,12 +59,29 @@ Examples:
 const ROOT_HELP = `
 Environment: MAILSEND_API_KEY (or MAILSEND_API_KEY_FILE), MAILSEND_BASE_URL,
 MAILSEND_SMTP_HOST, MAILSEND_SMTP_PORT, MAILSEND_SMTP_USER, MAILSEND_TRANSPORT.
+Profiles of defaults in a config file: mailsend config --help.
 
 Examples:
   mailsend send -f me@example.com -t you@example.com -s Hello --text "Hi there"
   mailsend sandbox            # a local copy of the service, for trying things out
   mailsend doctor             # check the settings, the key and the connections
   mailsend send --help        # every option of send
+`;
+
+const CONFIG_HELP = `
+The config file (mailsend config path) holds named profiles: defaults for the
+connection, the sender and the rate limit, and WHERE the key is (api_key_env or
+api_key_file), never the key. Flags beat the environment, which beats the profile.
+The profile used: --profile, else MAILSEND_PROFILE, else the file's "profile",
+else one named "default".
+
+Examples:
+  mailsend config set --profile work base_url https://api.example.com
+  mailsend config set --profile work api_key_env WORK_MAILSEND_KEY
+  mailsend config set --profile work from 'CI <ci@example.com>'
+  mailsend config set profile work           # the default profile
+  mailsend config list
+  mailsend send --profile work -t dev@example.com -s Hi --text ok
 `;
 
 const SANDBOX_HELP = `
@@ -110,10 +135,11 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
       writeOut: (s) => io.stdout.write(s),
       writeErr: (s) => io.stderr.write(s),
       outputError: (s, write) => {
+        const message = s.replace(/^error: /, "").trim();
         if (json) {
-          const message = s.replace(/^error: /, "").trim();
           io.stderr.write(`${JSON.stringify({ error: { code: "usage", message, exit: EXIT.usage } })}\n`);
         } else write(s);
+        if (inGitHubActions(io.env)) io.stderr.write(annotation("error", message));
       },
     })
     .exitOverride((err: CommanderError) => {
@@ -180,6 +206,70 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
     const { runKeysRevoke } = await import("./commands/sandbox.js");
     setExit(await runKeysRevoke(id, keyOpts(cmd), io));
   });
+
+  const config = program.command("config").description("show or change the config file's profiles (never a key)").addHelpText("after", CONFIG_HELP);
+  const profileOption = () => new Option("--profile <name>", "the profile to act on (default: MAILSEND_PROFILE, the file's default, else \"default\")");
+  const configOpts = (cmd: Command) => cmd.optsWithGlobals() as Record<string, unknown>;
+  const configExamples = (...lines: string[]) => `\nExamples:\n${lines.map((l) => `  ${l}`).join("\n")}\n`;
+  config.addOption(profileOption());
+  config
+    .command("path")
+    .description("print the config file's path ($MAILSEND_CONFIG, $XDG_CONFIG_HOME/mailsend/config.json or ~/.config/mailsend/config.json)")
+    .addHelpText("after", configExamples("mailsend config path", '$EDITOR "$(mailsend config path)"'))
+    .action(async (_opts: unknown, cmd: Command) => {
+      const { runConfigPath } = await import("./commands/config.js");
+      setExit(await runConfigPath(configOpts(cmd), io));
+    });
+  config
+    .command("list")
+    .description("print every profile's settings as profile.key=value (with --profile: that profile's)")
+    .addOption(profileOption())
+    .option("--json", "print the file's profiles as one JSON object")
+    .addHelpText("after", configExamples("mailsend config list                 # profile=work, work.base_url=https://...", "mailsend config list --profile work", "mailsend config list --json | jq '.profiles | keys'"))
+    .action(async (_opts: unknown, cmd: Command) => {
+      const { runConfigList } = await import("./commands/config.js");
+      setExit(await runConfigList(configOpts(cmd), io));
+    });
+  config
+    .command("get")
+    .description("print one setting of the profile (exit 1 when it is not set); `get profile` prints the default profile")
+    .argument("<key>")
+    .addOption(profileOption())
+    .option("--json", 'print {"key","value"}')
+    .addHelpText("after", configExamples("mailsend config get base_url               # of the default profile", "mailsend config get --profile work api_key_env", "mailsend config get profile                # the default profile's name"))
+    .action(async (key: string, _opts: unknown, cmd: Command) => {
+      const { runConfigGet } = await import("./commands/config.js");
+      setExit(await runConfigGet(key, configOpts(cmd), io));
+    });
+  config
+    .command("set")
+    .description("set one setting of the profile (creating the file and the profile); `set profile <name>` sets the default")
+    .argument("<key>")
+    .argument("<value>")
+    .addOption(profileOption())
+    .addHelpText(
+      "after",
+      configExamples(
+        "mailsend config set --profile work base_url https://api.example.com",
+        "mailsend config set --profile work api_key_env WORK_MAILSEND_KEY   # the variable's NAME",
+        "mailsend config set --profile home api_key_file ~/.secrets/mailsend",
+        "mailsend config set profile work            # make work the default",
+      ),
+    )
+    .action(async (key: string, value: string, _opts: unknown, cmd: Command) => {
+      const { runConfigSet } = await import("./commands/config.js");
+      setExit(await runConfigSet(key, value, configOpts(cmd), io));
+    });
+  config
+    .command("unset")
+    .description("remove one setting from the profile; `unset profile` removes the default")
+    .argument("<key>")
+    .addOption(profileOption())
+    .addHelpText("after", configExamples("mailsend config unset --profile work rate_limit", "mailsend config unset profile               # no default profile"))
+    .action(async (key: string, _opts: unknown, cmd: Command) => {
+      const { runConfigUnset } = await import("./commands/config.js");
+      setExit(await runConfigUnset(key, configOpts(cmd), io));
+    });
 
   const inbox = program.command("inbox").description("list the messages a sandbox stored");
   addSandboxOptions(inbox, [DIR_OPTION, { flags: "--limit <n>", description: "newest n only", parse: "int" }, JSON_OPTION]);

@@ -2,6 +2,7 @@
  * The one place where an error becomes output and an exit code.
  */
 import { toMailsendError } from "../core/errors.js";
+import { annotation, inGitHubActions } from "./github.js";
 import { colorsFor, type CliIO } from "./io.js";
 
 export function reportError(e: unknown, io: CliIO, opts: { json: boolean; verbose?: boolean }): number {
@@ -16,6 +17,9 @@ export function reportError(e: unknown, io: CliIO, opts: { json: boolean; verbos
       io.stderr.write(`${err.cause.stack}\n`);
     }
   }
+  // In GitHub Actions the error also shows on the run's summary page. On stderr, so
+  // stdout stays data (--json); error messages never hold the key.
+  if (inGitHubActions(io.env)) io.stderr.write(annotation("error", err.message, err.hint));
   return err.exitCode;
 }
 

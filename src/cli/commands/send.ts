@@ -2,18 +2,22 @@ import type { Message } from "../../core/message.js";
 import type { SendResult } from "../../core/transport.js";
 import { buildMessage, type MessageFlags } from "../../input/build.js";
 import { resolveTransportConfig, resolveTransportName, type ConnectionFlags } from "../../input/config.js";
+import { loadSettings } from "../../input/profile.js";
 import { createTransport } from "../../transports/index.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { deliver } from "../../limits/deliver.js";
 import { openBudget, type BudgetCliFlags } from "../budget.js";
 import { Progress } from "../progress.js";
 import { reportError, warn } from "../report.js";
+import { writeGitHubOutputs } from "../github.js";
 
 interface OutputFlags {
   dryRun?: boolean;
   json?: boolean;
   verbose?: boolean;
   quiet?: boolean;
+  githubOutput?: boolean;
+  profile?: string;
 }
 
 type SendFlags = MessageFlags & ConnectionFlags & OutputFlags & BudgetCliFlags;
@@ -31,13 +35,19 @@ export function resultJson(r: SendResult): Record<string, unknown> {
   };
 }
 
+function sayWarning(flags: SendFlags, io: CliIO, text: string): void {
+  if (flags.json) io.stderr.write(`${JSON.stringify({ warning: text })}\n`);
+  else warn(io, text);
+}
+
 function warnings(m: Message, transport: string, flags: SendFlags, io: CliIO): void {
-  const say = (text: string) => (flags.json ? io.stderr.write(`${JSON.stringify({ warning: text })}\n`) : warn(io, text));
+  const say = (text: string) => sayWarning(flags, io, text);
   if (flags.insecure) {
     say("--insecure: TLS certificates are NOT verified; anyone on the path can read the key and the message.");
   }
-  // An .eml's text part is the plain version of its HTML; only a text the user wrote is worth a warning.
-  if (transport === "rest" && m.html !== undefined && m.text !== undefined && !m.raw) {
+  // An .eml's text part is the plain version of its HTML, as a Markdown source is of
+  // its rendering; only a text the user wrote is worth a warning.
+  if (transport === "rest" && m.html !== undefined && m.text !== undefined && !m.raw && flags.markdownFile === undefined) {
     say("the REST send request has only an html field: the text body is not sent (use --transport smtp to send both).");
   }
 }
@@ -46,10 +56,17 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
   const flags = opts as SendFlags;
   const json = flags.json ?? false;
   try {
-    const transportName = resolveTransportName(flags, io.env);
+    // flags > environment > profile > defaults: the profile is layered under the environment here.
+    const settings = loadSettings(flags.profile, io.env);
+    const transportName = resolveTransportName(flags, settings.env);
     // The key is read first: with --api-key-stdin it is what stdin holds.
-    const config = await resolveTransportConfig(flags, io.env, { stdin: io.stdin, needKey: !flags.dryRun });
-    const message = await buildMessage(flags, { transport: transportName, stdin: io.stdin, stdinTaken: flags.apiKeyStdin ?? false });
+    const config = await resolveTransportConfig(flags, settings.env, { stdin: io.stdin, needKey: !flags.dryRun, profile: settings.profile });
+    const message = await buildMessage(flags, {
+      transport: transportName,
+      stdin: io.stdin,
+      stdinTaken: flags.apiKeyStdin ?? false,
+      defaultFrom: settings.env.MAILSEND_FROM || undefined,
+    });
     warnings(message, transportName, flags, io);
     const transport = await createTransport(config);
     try {
@@ -61,7 +78,7 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
       const trace = flags.verbose ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
       const progress = new Progress(io, !flags.quiet && !json && !trace);
       const sending = `sending over ${transport.name}...`;
-      const budget = await openBudget(flags, config.apiKey, io.env);
+      const budget = await openBudget(flags, config.apiKey, settings.env);
       let result: SendResult;
       try {
         progress.begin(sending);
@@ -82,6 +99,10 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
       else if (!flags.quiet) {
         const out = colorsFor(io.stdout, io.env);
         io.stdout.write(`${out.green("sent")} ${result.messageId} ${out.dim(`(${result.transport}, to ${result.recipients.join(", ")})`)}\n`);
+      }
+      if (flags.githubOutput) {
+        const problem = writeGitHubOutputs(io.env, { message_id: result.messageId });
+        if (problem) sayWarning(flags, io, problem);
       }
       return 0;
     } finally {

@@ -1,0 +1,178 @@
+/**
+ * The package as a user gets it: `npm pack` the built tree (no scripts: the
+ * suite has just built it, and a rebuild here would swap dist/ under the
+ * other test files), install the tarball into an empty project (its
+ * dependencies from the registry), then run the installed CLI and library
+ * against a sandbox, and compile a TypeScript consumer against its types.
+ */
+import { execa } from "execa";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { baseEnv, ROOT } from "../helpers/cli.js";
+import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { scratch } from "../helpers/tmp.js";
+
+const work = scratch("mailsend-pack-");
+const app = join(work.dir, "app");
+const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string; name: string };
+let files: string[] = [];
+let sandbox: TestSandbox | undefined;
+
+/** npm with the caller's environment (registry, cache, proxy settings), quiet about what does not matter here. */
+function npm(args: string[], cwd: string, timeout: number) {
+  return execa("npm", [...args, "--no-audit", "--no-fund", "--loglevel=error"], { cwd, timeout, reject: false, env: { npm_config_update_notifier: "false" } });
+}
+
+beforeAll(async () => {
+  const packed = await npm(["pack", "--ignore-scripts", "--json", "--pack-destination", work.dir], ROOT, 60_000);
+  if (packed.exitCode !== 0) throw new Error(`npm pack failed: ${packed.stderr}`);
+  const [info] = JSON.parse(packed.stdout) as Array<{ filename: string; files: Array<{ path: string }> }>;
+  files = info!.files.map((f) => f.path).sort();
+  mkdirSync(app);
+  writeFileSync(join(app, "package.json"), JSON.stringify({ name: "pack-smoke", version: "1.0.0", private: true }));
+  const installed = await npm(["install", "--prefer-offline", join(work.dir, info!.filename)], app, 180_000);
+  if (installed.exitCode !== 0) throw new Error(`npm install of the tarball failed: ${installed.stderr}`);
+}, 240_000);
+
+afterAll(async () => {
+  await sandbox?.stop();
+  work.remove();
+});
+
+describe("npm pack", () => {
+  it("holds only the built files, README, LICENSE and package.json", () => {
+    const allowed = /^(package\.json|README\.md|LICENSE|bin\/mailsend\.js|dist\/.+\.(js|js\.map|d\.ts))$/;
+    expect(files.filter((f) => !allowed.test(f))).toEqual([]);
+    for (const f of ["LICENSE", "README.md", "bin/mailsend.js", "dist/cli/main.js", "dist/index.js", "dist/types/index.d.ts"]) expect(files).toContain(f);
+    expect(files.some((f) => f.startsWith("dist/chunks/"))).toBe(true);
+    expect(files.length).toBeLessThan(200);
+  });
+
+  it("ships source maps without the sources", () => {
+    const maps = files.filter((f) => f.endsWith(".map"));
+    expect(maps.length).toBeGreaterThan(0);
+    for (const f of maps) {
+      const map = JSON.parse(readFileSync(join(app, "node_modules", pkg.name, f), "utf8")) as { sourcesContent?: unknown };
+      expect(map.sourcesContent, f).toBeUndefined();
+    }
+  });
+});
+
+describe("installed from the tarball into an empty project", () => {
+  it("npx mailsend --version", async () => {
+    const r = await execa("npx", ["--no", "--", "mailsend", "--version"], { cwd: app, timeout: 60_000, reject: false, env: { npm_config_loglevel: "error" } });
+    expect(r.stdout.trim()).toBe(pkg.version);
+    expect(r.exitCode).toBe(0);
+  });
+
+  it("npx mailsend send: REST and SMTP to a sandbox", async () => {
+    sandbox = await inProcessSandbox();
+    const before = sandbox.sb.store.count;
+    const env = { ...baseEnv(), ...sandbox.env, npm_config_loglevel: "error" };
+    for (const transport of ["rest", "smtp"]) {
+      const r = await execa(
+        "npx",
+        ["--no", "--", "mailsend", "send", "--transport", transport, "--from", "ci@example.com", "--to", "dev@example.com", "--subject", `packed ${transport}`, "--text", "from the tarball", "--json"],
+        { cwd: app, env, extendEnv: false, timeout: 60_000, reject: false, stdin: "ignore" },
+      );
+      expect(r.stderr).toBe("");
+      expect(r.exitCode).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ ok: true, transport });
+    }
+    const subjects = (await sandbox.sb.store.list()).map((m) => m.subject);
+    expect(sandbox.sb.store.count).toBe(before + 2);
+    expect(subjects).toEqual(expect.arrayContaining(["packed rest", "packed smtp"]));
+  });
+
+  it('import { send, sendBatch, createSandbox } from "mailsend" works in a program', async () => {
+    writeFileSync(
+      join(app, "use.mjs"),
+      `import { send, sendBatch, createSandbox, MailsendError, VERSION } from "mailsend";
+const sb = await createSandbox();
+const stateDir = new URL("./state", import.meta.url).pathname;
+const m = { from: "ci@example.com", to: "dev@example.com", subject: "library", html: "<p>ok</p>" };
+const rest = await send(m, { ...sb.options(), stateDir });
+const smtp = await send({ ...m, attachments: [{ filename: "log.txt", content: Buffer.from("log") }] }, { ...sb.options("smtp"), stateDir });
+const batch = await sendBatch([m, m, { ...m, to: "bad" }], { ...sb.options(), stateDir });
+let error;
+try { await send(m, { ...sb.options(), stateDir, apiKey: "msk_wrong" }); } catch (e) { error = { mailsend: e instanceof MailsendError, code: e.code, exitCode: e.exitCode }; }
+const stored = (await sb.messages()).length;
+await sb.close();
+console.log(JSON.stringify({ version: VERSION, rest: rest.transport, smtp: smtp.transport, summary: batch.summary, error, stored }));
+`,
+    );
+    const r = await execa(process.execPath, ["use.mjs"], { cwd: app, timeout: 60_000, reject: false });
+    expect(r.stderr).toBe("");
+    expect(r.exitCode).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      version: pkg.version,
+      rest: "rest",
+      smtp: "smtp",
+      summary: { total: 3, sent: 2, invalid: 1, exitCode: 65 },
+      error: { mailsend: true, code: "auth_failed", exitCode: 77 },
+      stored: 4,
+    });
+  });
+
+  it("a TypeScript consumer compiles against its types (strict, library files checked)", async () => {
+    writeFileSync(
+      join(app, "consumer.mts"),
+      `import { send, sendBatch, createSandbox, MailsendError, EXIT, type SendOptions, type SendResult, type BatchResult, type ErrorCode, type ExitClass, type MessageInput } from "mailsend";
+
+async function main(): Promise<void> {
+  const sb = await createSandbox({ rateLimit: 10 });
+  const options: SendOptions = { ...sb.options("smtp"), retries: 1, signal: AbortSignal.timeout(10_000) };
+  const message: MessageInput = { from: "a@example.com", to: ["b@example.com"], subject: "s", text: "t", attachments: [{ path: "x.pdf" }, { filename: "y", content: Buffer.from("") }] };
+  const r: SendResult = await send(message, options);
+  const id: string = r.messageId;
+  const b: BatchResult = await sendBatch([{ to: "c@example.com", vars: { n: 1 } }], { template: { from: "a@example.com", subject: "{{n}}", text: "x" }, concurrency: 2 });
+  const exit: number = b.summary.exitCode;
+  try {
+    await send(message, { apiKey: "k", baseUrl: "http://localhost" });
+  } catch (e) {
+    if (e instanceof MailsendError) {
+      const code: ErrorCode = e.code;
+      const cls: ExitClass = e.exitClass;
+      const n: number = e.exitCode;
+      void [code, cls, n];
+    }
+  }
+  const tempfail: 75 = EXIT.tempfail;
+  // @ts-expect-error: not a transport
+  await send(message, { transport: "carrier-pigeon" });
+  // @ts-expect-error: not an error code
+  const bogus: ErrorCode = "bogus";
+  // @ts-expect-error: a message needs a subject
+  await send({ from: "a@example.com", to: "b@example.com", html: "x" });
+  // @ts-expect-error: the timeout is a number of milliseconds
+  await send(message, { timeoutMs: "30s" });
+  void [id, exit, tempfail, bogus];
+  await sb.close();
+}
+void main;
+`,
+    );
+    // The consumer and the package's declarations are type-checked in full (as skipLibCheck: false would),
+    // without paying for a check of all of @types/node: only those files' diagnostics are asked for.
+    writeFileSync(
+      join(app, "check-types.cjs"),
+      `const ts = require(${JSON.stringify(join(ROOT, "node_modules", "typescript"))});
+const options = {
+  target: ts.ScriptTarget.ES2022, lib: ["lib.es2023.d.ts"], module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext,
+  strict: true, noEmit: true, types: ["node"], typeRoots: [${JSON.stringify(join(ROOT, "node_modules", "@types"))}],
+};
+const program = ts.createProgram({ rootNames: [require("node:path").join(__dirname, "consumer.mts")], options });
+const checked = program.getSourceFiles().filter((f) => f.fileName.includes("/node_modules/mailsend/") || f.fileName.endsWith("/consumer.mts"));
+const diagnostics = [...program.getOptionsDiagnostics(), ...program.getGlobalDiagnostics(), ...checked.flatMap((f) => [...program.getSyntacticDiagnostics(f), ...program.getSemanticDiagnostics(f)])];
+const host = { getCanonicalFileName: (f) => f, getCurrentDirectory: () => process.cwd(), getNewLine: () => "\\n" };
+process.stdout.write(JSON.stringify({ checked: checked.map((f) => require("node:path").relative(__dirname, f.fileName)), errors: ts.formatDiagnostics(diagnostics, host) }));
+`,
+    );
+    const r = await execa(process.execPath, ["check-types.cjs"], { cwd: app, timeout: 90_000, reject: false });
+    expect(r.stderr).toBe("");
+    const result = JSON.parse(r.stdout) as { checked: string[]; errors: string };
+    expect(result.errors).toBe("");
+    expect(result.checked).toEqual(expect.arrayContaining(["consumer.mts", ...["index", "api/types", "api/send", "core/errors"].map((f) => `node_modules/mailsend/dist/types/${f}.d.ts`)]));
+  }, 120_000);
+});

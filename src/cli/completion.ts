@@ -281,7 +281,7 @@ _mailsend_values() {
   case "$1" in
     file) _files ;;
     dir) _files -/ ;;
-    choice\\ *) local -a vals; vals=(\${=1#choice }); compadd -a vals ;;
+    choice\\ *) local words_=\${1#choice }; local -a vals; vals=(\${=words_}); compadd -a vals ;;
     *) _message 'value' ;;
   esac
 }
@@ -384,21 +384,22 @@ end
 function __mailsend_path
     set -l cmdpath ''
     set -l skip 0
-    for w in (commandline -opc)[2..-1]
+    set -l tokens (commandline -opc)
+    set -e tokens[1]
+    for w in $tokens
         if test $skip -eq 1
             set skip 0
             continue
         end
-        switch $w
-            case '--*=*'
-            case '-*'
-                if test (__mailsend_optarg "$cmdpath" $w) != none
-                    set skip 1
-                end
-            case '*'
-                if contains -- $w (__mailsend_commands "$cmdpath")
-                    set cmdpath (string trim -- "$cmdpath $w")
-                end
+        # string match, not switch: a case pattern starting with "-" reads like an option.
+        if string match -q -- '--*=*' $w
+            continue
+        else if string match -q -- '-*' $w
+            if test (__mailsend_optarg "$cmdpath" $w) != none
+                set skip 1
+            end
+        else if contains -- $w (__mailsend_commands "$cmdpath")
+            set cmdpath (string trim -- "$cmdpath $w")
         end
     end
     echo $cmdpath

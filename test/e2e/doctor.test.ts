@@ -298,6 +298,32 @@ describe("what is not configured", () => {
   });
 });
 
+describe("profiles", () => {
+  it("uses the profile's settings and key file, and names the profile", async () => {
+    const config = tmp.file(
+      "config.json",
+      JSON.stringify({ profiles: { work: { base_url: t.env.MAILSEND_BASE_URL, api_key_file: t.sb.paths.apiKeyFile, transport: "rest" } } }),
+    );
+    const env = { MAILSEND_CONFIG: config, MAILSEND_BASE_URL: undefined, MAILSEND_API_KEY_FILE: undefined, MAILSEND_SMTP_HOST: undefined };
+    const { r, byName } = await doctorJson(["--profile", "work"], { env });
+    expect(r.exitCode, r.stdout).toBe(0);
+    expect(byName["config.profile"]).toMatchObject({ ok: true });
+    expect(byName["config.profile"]!.detail).toBe(`profile "work" from ${config}`);
+    expect(byName["config.key"]!.detail).toMatch(/^where profile "work" says: \d+ characters/);
+    expect(byName["rest.key"]!.ok).toBe(true);
+  });
+
+  it("a config file that is not JSON: 78 at the profile, naming the file", async () => {
+    const config = tmp.file("broken.json", '{ "profiles": { "work": { "base_url": } } }');
+    const { r, byName } = await doctorJson([], { env: { MAILSEND_CONFIG: config } });
+    expect(r.exitCode).toBe(78);
+    expect(byName["config.profile"]).toMatchObject({ ok: false, exit: 78 });
+    expect(byName["config.profile"]!.detail).toContain(config);
+    // The rest is still checked, with the environment's settings.
+    expect(byName["smtp.auth"]!.ok).toBe(true);
+  });
+});
+
 describe("the local rate-limit budget", () => {
   it("shows the slots used, and the REST key check takes one", async () => {
     const env = { MAILSEND_RATE_LIMIT: "60", MAILSEND_STATE_DIR: join(tmp.dir, "state-a") };

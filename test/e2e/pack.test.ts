@@ -60,6 +60,14 @@ describe("npm pack", () => {
 });
 
 describe("installed from the tarball into an empty project", () => {
+  it("runs on the Node the suite runs on (CI's Node 24 run sets MAILSEND_TEST_NODE_MAJOR)", async () => {
+    const major = process.versions.node.split(".")[0];
+    if (process.env.MAILSEND_TEST_NODE_MAJOR) expect(major).toBe(process.env.MAILSEND_TEST_NODE_MAJOR);
+    // What the bin's `#!/usr/bin/env node` (and so npx mailsend) starts: the same Node as process.execPath.
+    const r = await execa("node", ["-p", "process.versions.node"], { cwd: app, timeout: 20_000 });
+    expect(r.stdout.trim()).toBe(process.versions.node);
+  });
+
   it("npx mailsend --version", async () => {
     const r = await execa("npx", ["--no", "--", "mailsend", "--version"], { cwd: app, timeout: 60_000, reject: false, env: { npm_config_loglevel: "error" } });
     expect(r.stdout.trim()).toBe(pkg.version);

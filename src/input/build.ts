@@ -217,10 +217,9 @@ export interface MessageParts {
 }
 
 /** Validate the parts and make the Message: one path for every way a message is given. */
-export function assembleMessage(p: MessageParts, transport: TransportName, where = ""): Message {
-  const field = (flag: string) => `${where}${flag}`;
+export function assembleMessage(p: MessageParts, transport: TransportName, field: (flag: string) => string = (f) => f): Message {
   if (!p.subject) throw usage(`${field("--subject")} must not be empty`);
-  if (!p.html && !p.text) throw usage(`${where}the body is empty`);
+  if (!p.html && !p.text) throw usage("the body is empty");
   const fromBox = parseMailbox1(p.from, field("--from"));
   const name = p.name ?? fromBox.name;
   if (name !== undefined) checkSingleLine(name, field("--name"));

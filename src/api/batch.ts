@@ -134,7 +134,7 @@ export async function sendBatch(items: Iterable<BatchItem> | AsyncIterable<Batch
   let budget: Budget | undefined;
   let journal: Journal | undefined;
   try {
-    if (!items || (typeof (items as Iterable<unknown>)[Symbol.iterator] !== "function" && typeof (items as AsyncIterable<unknown>)[Symbol.asyncIterator] !== "function")) {
+    if (!items || typeof items === "string" || (typeof (items as Iterable<unknown>)[Symbol.iterator] !== "function" && typeof (items as AsyncIterable<unknown>)[Symbol.asyncIterator] !== "function")) {
       throw new MailsendError("usage", "sendBatch() takes an array, an iterable or an async iterable of messages");
     }
     const check = options.check === true;

@@ -142,11 +142,16 @@ export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> 
   });
 }
 
+/** The errors that only say "aborted during a wait", not how the last attempt went. */
+export const abortedWaits: WeakSet<MailsendError> = new WeakSet();
+
 export function aborted(signal: AbortSignal): MailsendError {
-  return new MailsendError("temporary_failure", "aborted before the message was sent", {
+  const e = new MailsendError("temporary_failure", "aborted before the message was sent", {
     cause: signal.reason,
     hint: "Nothing was sent; it is safe to try again.",
   });
+  abortedWaits.add(e);
+  return e;
 }
 
 export interface Budget {

@@ -4,10 +4,11 @@
  * no output, no exit, no signal handlers, no environment unless given.
  */
 import { MailsendError } from "../core/errors.js";
+import type { Transport } from "../core/transport.js";
 import { deliver } from "../limits/deliver.js";
 import { createTransport } from "../transports/index.js";
 import { messageOf } from "./message.js";
-import { abortableSleep, aborted, openBudget, resolveConnection } from "./options.js";
+import { abortableSleep, aborted, abortedWaits, openBudget, resolveConnection } from "./options.js";
 import type { MessageInput, SendOptions, SendResult } from "./types.js";
 
 /** Anything that is not a MailsendError is a bug of ours: code "internal", exit 70. */
@@ -17,6 +18,44 @@ export function asMailsendError(e: unknown): MailsendError {
     cause: e,
     hint: "This is a bug in mailsend; please report it.",
   });
+}
+
+const inDoubt = (e: MailsendError) => e.mayHaveBeenSent || e.code === "outcome_unknown";
+
+/**
+ * The transport with its attempts noted, so that the error reported is the
+ * message's state: an abort while waiting to retry reports the failure being
+ * retried (it may have reached the service), not "nothing was sent"; and an
+ * attempt that may have gone through keeps the message in doubt, whatever the
+ * retries after it said (as the batch runner reports an item).
+ */
+function watched(t: Transport) {
+  let count = 0;
+  let last: MailsendError | undefined;
+  let doubt: MailsendError | undefined;
+  const transport: Transport = {
+    name: t.name,
+    preview: (m, sink, o) => t.preview(m, sink, o),
+    close: () => t.close(),
+    async send(m, ctx) {
+      count++;
+      try {
+        return await t.send(m, ctx);
+      } catch (e) {
+        last = asMailsendError(e);
+        if (inDoubt(last)) doubt ??= last;
+        throw e;
+      }
+    },
+  };
+  const verdict = (err: MailsendError): MailsendError => {
+    let out = err;
+    if (abortedWaits.has(err) && last) out = last;
+    if (!inDoubt(out) && doubt) out = doubt;
+    if (count > 0) out.attempts = count;
+    return out;
+  };
+  return { transport, verdict };
 }
 
 /**
@@ -32,14 +71,17 @@ export async function send(message: MessageInput, options: SendOptions = {}): Pr
     const budget = openBudget(options, config.apiKey);
     try {
       const transport = await createTransport(config);
+      const attempts = watched(transport);
       try {
-        return await deliver(transport, msg, {
+        return await deliver(attempts.transport, msg, {
           ...budget.options,
           sleep: abortableSleep,
           ...(signal ? { signal } : {}),
           ...(options.onWait ? { onWait: options.onWait } : {}),
           ...(options.trace ? { trace: options.trace } : {}),
         });
+      } catch (e) {
+        throw attempts.verdict(asMailsendError(e));
       } finally {
         await transport.close();
       }

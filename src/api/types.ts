@@ -83,8 +83,9 @@ export interface ConnectionOptions {
   /**
    * Environment variables to fill in what the options leave unset, as the CLI
    * does (MAILSEND_BASE_URL, MAILSEND_API_KEY, MAILSEND_API_KEY_FILE,
-   * MAILSEND_SMTP_HOST, MAILSEND_RATE_LIMIT, ...). Pass `process.env` to use
-   * the process's own. Without it, the environment is not read at all.
+   * MAILSEND_SMTP_HOST, MAILSEND_RATE_LIMIT, ...; NODE_EXTRA_CA_CERTS as
+   * `caFile`). Pass `process.env` to use the process's own. Without it, the
+   * environment is not read at all.
    */
   env?: Record<string, string | undefined>;
 }

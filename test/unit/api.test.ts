@@ -197,6 +197,20 @@ describe("send()", () => {
     expect(Date.now() - started).toBeLessThan(5000);
   });
 
+  it("aborted while waiting to retry a send that may have arrived: reports that (76), not 'nothing was sent'", async () => {
+    await fetch(`${sb.baseUrl}/_sandbox/faults`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ dropRate: 1, dropWhen: "after" }) });
+    try {
+      const ac = new AbortController();
+      const e = await failure(send(msg({ subject: "in doubt" }), { ...rest, retries: 3, signal: ac.signal, onWait: (w) => w.reason === "retry" && ac.abort() }));
+      expect(e.code).toBe("outcome_unknown");
+      expect(e.exitCode).toBe(76);
+      expect(e.mayHaveBeenSent).toBe(true);
+      expect(e.attempts).toBe(1);
+    } finally {
+      await fetch(`${sb.baseUrl}/_sandbox/faults`, { method: "DELETE" });
+    }
+  });
+
   it("an already aborted signal sends nothing", async () => {
     const e = await failure(send(msg(), { ...rest, signal: AbortSignal.abort() }));
     expect(e.exitCode).toBe(75);
@@ -343,6 +357,7 @@ describe("sendBatch()", () => {
     const e = await failure(sendBatch(items(1), { baseUrl: sb.baseUrl }));
     expect(e.exitCode).toBe(78);
     expect((await failure(sendBatch(42 as never, rest))).exitCode).toBe(64);
+    expect((await failure(sendBatch("not items" as never, rest))).exitCode).toBe(64);
     expect((await failure(sendBatch([], { ...rest, concurrency: 0 }))).exitCode).toBe(64);
   });
 

@@ -123,6 +123,11 @@ console.log(JSON.stringify({ version: VERSION, rest: rest.transport, smtp: smtp.
     });
   });
 
+  it.runIf(process.features.require_module)("require(\"mailsend\") works where Node can require ES modules", async () => {
+    const r = await execa(process.execPath, ["-e", 'const m = require("mailsend"); console.log(typeof m.send, typeof m.createSandbox, m.VERSION)'], { cwd: app, timeout: 20_000, reject: false });
+    expect(r.stdout.trim()).toBe(`function function ${pkg.version}`);
+  });
+
   it("a TypeScript consumer compiles against its types (strict, library files checked)", async () => {
     writeFileSync(
       join(app, "consumer.mts"),

@@ -15,6 +15,7 @@ import http from "node:http";
 import https from "node:https";
 import { isIP } from "node:net";
 import { connect as tlsConnect, rootCertificates } from "node:tls";
+import { urlToHttpOptions } from "node:url";
 import type { RestConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import type { Attachment, Message } from "../core/message.js";
@@ -47,6 +48,8 @@ async function* base64OfFile(path: string, size: number): AsyncGenerator<Buffer>
 interface BodyPlan {
   length: number;
   chunks: () => AsyncGenerator<Buffer>;
+  /** The whole body, when it has no attachments: written in one go (most of a batch). */
+  whole?: Buffer;
 }
 
 /** The wire body as a length and a generator. `shorten` is for --dry-run. */
@@ -55,7 +58,7 @@ function planBody(m: Message, shorten = false): BodyPlan {
   const head = JSON.stringify(fields).slice(0, -1);
   if (m.attachments.length === 0) {
     const whole = Buffer.from(`${head}}`);
-    return { length: whole.length, chunks: async function* () { yield whole; } };
+    return { length: whole.length, whole, chunks: async function* () { yield whole; } };
   }
   const parts = m.attachments.map((a, i) => {
     const open = Buffer.from(`${i === 0 ? ',"attachments":[' : ","}{"content":"`);
@@ -193,6 +196,8 @@ export class RestTransport implements Transport {
   readonly name = "rest" as const;
   readonly #config: RestConfig;
   readonly #url: URL;
+  /** #url as request options, converted once rather than on every request of a batch. */
+  readonly #target: http.RequestOptions;
   readonly #agent: http.Agent;
   readonly #redact: (s: string) => string;
 
@@ -208,6 +213,7 @@ export class RestTransport implements Transport {
     if (this.#url.protocol !== "http:" && this.#url.protocol !== "https:") {
       throw new MailsendError("config_invalid", `base URL must start with http:// or https://, not ${this.#url.protocol}`);
     }
+    this.#target = urlToHttpOptions(this.#url);
     this.#redact = makeRedactor(config.apiKey);
     const tls = this.#url.protocol === "https:";
     const agentOptions: https.AgentOptions = { keepAlive: true, maxSockets: opts.pool ?? 1 };
@@ -303,7 +309,7 @@ export class RestTransport implements Transport {
         req.destroy();
         reject(e);
       };
-      const req = client.request(url, { method: "POST", headers, agent: this.#agent, ...(signal ? { signal } : {}) });
+      const req = client.request({ ...this.#target, method: "POST", headers, agent: this.#agent, ...(signal ? { signal } : {}) });
       if (trace) {
         trace(`> POST ${url.pathname}${url.search} HTTP/1.1`);
         trace(`> Host: ${url.host}`);
@@ -405,6 +411,11 @@ export class RestTransport implements Transport {
           resolve({ status: res.statusCode ?? 0, headers: res.headers, body, rawHead: "" });
         });
       });
+      if (plan.whole) {
+        ended = true;
+        req.end(plan.whole);
+        return;
+      }
       (async () => {
         try {
           for await (const chunk of plan.chunks()) {

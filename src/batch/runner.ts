@@ -157,6 +157,20 @@ function recipientsOf(row: Row): string[] {
   return Array.isArray(to) ? to.filter((x): x is string => typeof x === "string") : [];
 }
 
+/**
+ * Messages built in pass 1 are kept for pass 2 up to about this many bytes,
+ * so a batch of ordinary size is built once; beyond it, rows are built again
+ * as they are sent, and memory stays flat.
+ */
+const REUSE_BUDGET = 8 * 1024 * 1024;
+
+/** A rough size of a message in memory: its texts (UTF-16) and attachment bytes, plus the objects around them. */
+function footprint(m: Message): number {
+  let n = 2048 + 2 * (m.subject.length + (m.html?.length ?? 0) + (m.text?.length ?? 0));
+  for (const a of m.attachments) n += a.source.kind === "bytes" ? a.source.data.length : 256;
+  return n;
+}
+
 export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   const started = Date.now();
   const cache = new AttachmentCache();
@@ -167,10 +181,17 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   const progress = () => opts.onProgress?.({ ...counts, left: counts.total - counts.invalid - counts.sent - counts.failed - counts.skipped - counts.unknown });
 
   // Pass 1: validate everything; list the bad rows first.
+  const built = new Map<number, Message>();
+  let builtBytes = 0;
   for await (const row of rowsOf(opts.input.format, opts.input.open())) {
     counts.total++;
     try {
-      await build(row, opts, cache, keyFor(row.index));
+      const message = await build(row, opts, cache, keyFor(row.index));
+      const size = footprint(message);
+      if (!opts.check && opts.journal?.previous.get(row.index)?.s !== "done" && builtBytes + size <= REUSE_BUDGET) {
+        built.set(row.index, message);
+        builtBytes += size;
+      }
     } catch (e) {
       const err = toMailsendError(e);
       invalid.add(row.index);
@@ -187,19 +208,28 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   const tries: Tries = new WeakMap();
   const transport = stoppable(opts.transport, opts.signal, opts.abortSends, tries);
   const deliverOptions = { sleep: stoppableSleep, ...opts.deliver, ...(opts.signal ? { signal: opts.signal } : {}) };
-  const inFlight = new Set<Promise<void>>();
+  // An item holds one of the --concurrency slots while it is being sent; the
+  // fsync of its "done" line happens after, so the next item need not wait for it.
+  const onWire = new Set<Promise<void>>();
+  const pending = new Set<Promise<void>>();
   let stop = false;
-  const sendOne = async (row: Row): Promise<void> => {
+  const sendOne = async (row: Row, sent: () => void): Promise<void> => {
     const key = keyFor(row.index);
-    const message = await build(row, opts, cache, key);
+    const kept = built.get(row.index);
+    built.delete(row.index);
+    const message = kept ?? (await build(row, opts, cache, key));
     const base = { index: row.index, line: row.line, recipients: allRecipients(message).map((r) => r.address), idempotency_key: message.idempotencyKey };
     await opts.journal?.record(row.index, { s: "intended", k: message.idempotencyKey });
     try {
       const r = await deliver(transport, message, deliverOptions);
+      sent();
       await opts.journal?.record(row.index, { s: "done", k: message.idempotencyKey, id: r.messageId });
       counts.sent++;
       opts.onResult({ ...base, status: "sent", message_id: r.messageId, attempts: r.attempts });
     } catch (e) {
+      // Before the slot is freed, so that no other item starts after a failure.
+      if (opts.failFast) stop = true;
+      sent();
       let err = toMailsendError(e);
       const tried = tries.get(message);
       // Stopped while waiting to retry: the last attempt's failure is the item's state.
@@ -213,7 +243,6 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
       else counts.failed++;
       classes.add(unknown ? "protocol" : err.exitClass);
       opts.onResult({ ...base, status: unknown ? "unknown" : "failed", ...(err.attempts ? { attempts: err.attempts } : {}), error: errorOf(err) });
-      if (opts.failFast) stop = true;
     }
     progress();
   };
@@ -228,16 +257,25 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
       progress();
       continue;
     }
-    const p: Promise<void> = sendOne(row).catch((e) => {
-      const err = toMailsendError(e);
-      counts.failed++;
-      classes.add(err.exitClass);
-      opts.onResult({ index: row.index, line: row.line, recipients: recipientsOf(row), status: "failed", error: errorOf(err) });
+    let sent!: () => void;
+    const slot: Promise<void> = new Promise<void>((r) => (sent = r)).then(() => {
+      onWire.delete(slot);
     });
-    const tracked = p.finally(() => inFlight.delete(tracked));
-    inFlight.add(tracked);
-    if (inFlight.size >= opts.concurrency) await Promise.race(inFlight);
+    onWire.add(slot);
+    const item: Promise<void> = sendOne(row, sent)
+      .catch((e) => {
+        const err = toMailsendError(e);
+        counts.failed++;
+        classes.add(err.exitClass);
+        opts.onResult({ index: row.index, line: row.line, recipients: recipientsOf(row), status: "failed", error: errorOf(err) });
+      })
+      .finally(() => {
+        sent();
+        pending.delete(item);
+      });
+    pending.add(item);
+    if (onWire.size >= opts.concurrency) await Promise.race(onWire);
   }
-  await Promise.all(inFlight);
+  await Promise.all(pending);
   return finish();
 }

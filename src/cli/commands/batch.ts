@@ -185,7 +185,11 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     const progress = new Progress(io, !flags.quiet && !json);
     const started = Date.now();
     let lastLine = 0;
+    let lastDraw = 0;
     const onProgress = (p: Counts & { left: number }) => {
+      // Called once per item: the text is made at most every 100 ms, and only when something shows it.
+      if (flags.quiet || json || Date.now() - lastDraw < 100) return;
+      lastDraw = Date.now();
       const done = p.sent + p.skipped;
       const secs = (Date.now() - started) / 1000;
       const rate = secs > 0 ? p.sent / secs : 0;
@@ -193,7 +197,7 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       const text = `sent ${done}, failed ${p.failed + p.unknown}, left ${p.left}${rate ? `, ${rate.toFixed(1)}/s` : ""}${eta !== undefined ? `, ETA ${eta} s` : ""}`;
       progress.update(text);
       // Off a terminal, a line every few seconds is enough to show it is alive.
-      if (!io.stderr.isTTY && !flags.quiet && !json && Date.now() - lastLine > 5000) {
+      if (!io.stderr.isTTY && Date.now() - lastLine > 5000) {
         lastLine = Date.now();
         io.stderr.write(`mailsend batch: ${text}\n`);
       }

@@ -6,10 +6,10 @@
  * an untrusted certificate can still be described. Nothing secret is sent on
  * a connection that failed this judgement.
  */
-import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
-import { rootCertificates, type ConnectionOptions, type PeerCertificate, type TLSSocket } from "node:tls";
+import { type ConnectionOptions, type PeerCertificate, type TLSSocket } from "node:tls";
 import { MailsendError } from "../core/errors.js";
+import { trustedCas } from "../transports/ca.js";
 import { TRUST_HINT } from "../transports/net-errors.js";
 
 export interface CertificateInfo {
@@ -77,17 +77,10 @@ export function tlsClientOptions(host: string, settings: TlsSettings): Connectio
     rejectUnauthorized: false,
     // SNI with an IP address is invalid (and makes Node print DEP0123).
     ...(isIP(host) ? {} : { servername: host }),
-    ...(settings.caFile ? { ca: [...rootCertificates, readCa(settings.caFile)] } : {}),
+    ...(settings.caFile ? { ca: trustedCas(settings.caFile) } : {}),
   };
 }
 
-function readCa(path: string): string {
-  try {
-    return readFileSync(path, "utf8");
-  } catch (e) {
-    throw new MailsendError("config_invalid", `--ca-file ${path} cannot be read (${(e as NodeJS.ErrnoException).code ?? e})`);
-  }
-}
 
 /** Undefined when the certificate may be used (trusted, or --insecure); else the error to report. */
 export function trustFailure(c: CertificateInfo | undefined, label: string, settings: TlsSettings): MailsendError | undefined {

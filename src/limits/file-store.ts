@@ -9,6 +9,7 @@
  * torn file.
  */
 import { closeSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
+import { processAlive } from "../core/pid.js";
 import { join } from "node:path";
 import { MailsendError } from "../core/errors.js";
 import { block, complete, EMPTY, release, tryTake, used, type Limits, type LogState } from "./sliding-log.js";
@@ -24,14 +25,6 @@ export interface FileStoreOptions {
   now?: () => number;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -84,7 +77,7 @@ export class FileSlotStore implements SlotStore {
     const at = Number(atText);
     // A lock written but not yet filled in reads as empty: give it time.
     const age = Number.isFinite(at) && at > 0 ? Math.abs(this.#now() - at) : 0;
-    const dead = Number.isInteger(pid) && pid > 0 && pid !== process.pid && !alive(pid);
+    const dead = Number.isInteger(pid) && pid > 0 && pid !== process.pid && !processAlive(pid);
     if (dead || age > this.#staleMs) {
       try {
         // Only break the lock we judged: if it changed meanwhile, leave it.

@@ -4,16 +4,9 @@
  * whose process is gone is taken over.
  */
 import { readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import { processAlive } from "../core/pid.js";
 import { MailsendError } from "../core/errors.js";
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 export function acquireLock(path: string, dir: string): () => void {
   for (let attempt = 0; attempt < 3; attempt++) {
@@ -30,7 +23,7 @@ export function acquireLock(path: string, dir: string): () => void {
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
       const pid = Number.parseInt(readFileSync(path, "utf8"), 10);
-      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid)) {
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) {
         throw new MailsendError("config_invalid", `another sandbox (pid ${pid}) is already running with the data dir ${dir}`, {
           hint: "Stop it first, or give this one its own --dir.",
         });

@@ -10,11 +10,11 @@
  * chunk by chunk, with the Content-Length computed up front, so a 50 MB file
  * never sits in memory as a string.
  */
-import { closeSync, createReadStream, openSync, readFileSync, readSync } from "node:fs";
+import { closeSync, createReadStream, openSync, readSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import { isIP } from "node:net";
-import { connect as tlsConnect, rootCertificates } from "node:tls";
+import { connect as tlsConnect } from "node:tls";
 import { urlToHttpOptions } from "node:url";
 import type { RestConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
@@ -23,6 +23,7 @@ import { allRecipients } from "../core/message.js";
 import { makeRedactor, REDACTED } from "../core/redact.js";
 import { base64Length, sendRequestFields } from "../core/request.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
+import { trustedCas } from "./ca.js";
 import { connectError, isReset, TRUST_HINT } from "./net-errors.js";
 
 /** Bytes read per chunk: a multiple of 3, so each chunk base64-encodes on its own. */
@@ -218,7 +219,7 @@ export class RestTransport implements Transport {
     const tls = this.#url.protocol === "https:";
     const agentOptions: https.AgentOptions = { keepAlive: true, maxSockets: opts.pool ?? 1 };
     if (tls) {
-      if (config.caFile) agentOptions.ca = [...rootCertificates, readCaFile(config.caFile)];
+      if (config.caFile) agentOptions.ca = trustedCas(config.caFile);
       if (config.insecure) agentOptions.rejectUnauthorized = false;
     }
     this.#agent = tls ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
@@ -457,13 +458,6 @@ function speaksTls(url: URL, timeoutMs: number): Promise<boolean> {
   });
 }
 
-function readCaFile(path: string): string {
-  try {
-    return readFileSync(path, "utf8");
-  } catch (e) {
-    throw new MailsendError("config_invalid", `--ca-file ${path} cannot be read (${(e as NodeJS.ErrnoException).code ?? e})`);
-  }
-}
 
 export function create(config: RestConfig, opts: TransportOptions = {}): Transport {
   return new RestTransport(config, opts);

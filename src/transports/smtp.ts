@@ -7,9 +7,7 @@
  * never an address string it would parse again.
  */
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { PassThrough, pipeline } from "node:stream";
-import { rootCertificates } from "node:tls";
 import { format } from "node:util";
 import nodemailer, { type SendMailOptions } from "nodemailer";
 import MailComposer from "nodemailer/lib/mail-composer";
@@ -19,6 +17,7 @@ import type { Message } from "../core/message.js";
 import { allRecipients } from "../core/message.js";
 import { makeRedactor, REDACTED } from "../core/redact.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
+import { trustedCas } from "./ca.js";
 import { connectError, TRUST_HINT } from "./net-errors.js";
 
 type MailOptions = SendMailOptions;
@@ -88,7 +87,7 @@ export class SmtpTransport implements Transport {
     this.#config = config;
     this.#poolSize = opts.pool;
     this.#redact = makeRedactor(config.apiKey, config.user);
-    this.#ca = config.caFile ? [...rootCertificates, readCa(config.caFile)] : undefined;
+    this.#ca = config.caFile ? trustedCas(config.caFile) : undefined;
   }
 
   get #label(): string {
@@ -341,13 +340,6 @@ function traceLogger(trace: (l: string) => void) {
   return { trace: log, debug: log, info: log, warn: log, error: log, fatal: log, level: () => {} };
 }
 
-function readCa(path: string): string {
-  try {
-    return readFileSync(path, "utf8");
-  } catch (e) {
-    throw new MailsendError("config_invalid", `--ca-file ${path} cannot be read (${(e as NodeJS.ErrnoException).code ?? e})`);
-  }
-}
 
 export function create(config: SmtpConfig, opts: TransportOptions = {}): Transport {
   return new SmtpTransport(config, opts);

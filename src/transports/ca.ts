@@ -1,0 +1,15 @@
+import { readFileSync } from "node:fs";
+import { rootCertificates } from "node:tls";
+import { MailsendError } from "../core/errors.js";
+
+/**
+ * The CAs to trust with --ca-file: Node's own roots plus the file's, since a
+ * `ca` option replaces the defaults instead of adding to them.
+ */
+export function trustedCas(caFile: string): string[] {
+  try {
+    return [...rootCertificates, readFileSync(caFile, "utf8")];
+  } catch (e) {
+    throw new MailsendError("config_invalid", `--ca-file ${caFile} cannot be read (${(e as NodeJS.ErrnoException).code ?? e})`);
+  }
+}

@@ -6,9 +6,10 @@ import { dirname, join, relative } from "node:path";
 
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
 
-// Small pure-ESM libraries are bundled; the large ones stay in node_modules and
-// are imported lazily, so a REST send never loads nodemailer.
-const external = ["nodemailer", "nodemailer/*", "smtp-server", "postal-mime", "undici", "ora", "@peculiar/x509", "reflect-metadata", "marked"];
+// commander, chalk and zod are bundled (so they are build-time dependencies only);
+// the large libraries stay in node_modules and are imported lazily, so a REST send
+// never loads nodemailer.
+const external = ["nodemailer", "nodemailer/*", "smtp-server", "postal-mime", "ora", "@peculiar/x509", "reflect-metadata", "marked"];
 
 // Build beside dist/ and swap it in, so a CLI already running from dist/ (a
 // test in another terminal) is not left without its files halfway.

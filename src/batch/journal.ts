@@ -50,6 +50,8 @@ export interface OpenOptions {
   resume: boolean;
 }
 
+const FINISHED_JOURNAL_TTL_MS = 24 * 3600 * 1000;
+
 export class Journal {
   readonly path: string;
   readonly batchId: string;
@@ -76,7 +78,10 @@ export class Journal {
     const { header, states } = Journal.read(path);
     const unfinished = [...states.values()].some((s) => s.s !== "done");
     const sameInput = header.input === opts.input || opts.input === null;
-    if (opts.fresh || (!sameInput && !unfinished)) {
+    // A finished run older than the service's 24 h idempotency window is history, not
+    // something to resume: the same input tomorrow (a nightly job) is a new batch.
+    const stale = !unfinished && Date.now() - Date.parse(header.created) > FINISHED_JOURNAL_TTL_MS;
+    if (opts.fresh || stale || (!sameInput && !unfinished)) {
       // Keep the old journal beside the new one rather than erase a record of sends.
       renameSync(path, `${path}.${Date.now()}.old`);
       return Journal.#create(path, opts.input);

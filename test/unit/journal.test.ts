@@ -1,0 +1,58 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, expect, test } from "vitest";
+import { Journal } from "../../src/batch/journal.js";
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function journalFile(created: Date, lines: object[]): string {
+  const dir = mkdtempSync(join(tmpdir(), "mailsend-journal-"));
+  dirs.push(dir);
+  const path = join(dir, "j.journal");
+  const header = { mailsend_journal: 1, batch: "b1", input: "fp1", created: created.toISOString() };
+  writeFileSync(path, [header, ...lines].map((l) => JSON.stringify(l)).join("\n") + "\n");
+  return path;
+}
+
+const opts = (path: string) => ({ path, input: "fp1", fresh: false, resume: false });
+
+test("a finished journal of the same input is resumed (every item skipped) within 24 h", async () => {
+  const path = journalFile(new Date(Date.now() - 3600_000), [{ i: 0, s: "done", k: "b1-0", id: "m0" }]);
+  const j = await Journal.open(opts(path));
+  expect(j.batchId).toBe("b1");
+  expect(j.previous.get(0)).toMatchObject({ s: "done", id: "m0" });
+  await j.close();
+});
+
+test("a finished journal older than 24 h starts a new batch (a nightly job with the same input sends again)", async () => {
+  const path = journalFile(new Date(Date.now() - 25 * 3600_000), [{ i: 0, s: "done", k: "b1-0", id: "m0" }]);
+  const j = await Journal.open(opts(path));
+  expect(j.batchId).not.toBe("b1");
+  expect(j.previous.size).toBe(0);
+  await j.close();
+  expect(readdirSync(join(path, "..")).some((f) => f.endsWith(".old"))).toBe(true);
+});
+
+test("an unfinished journal is resumed however old, so nothing in doubt is sent without its key", async () => {
+  const path = journalFile(new Date(Date.now() - 72 * 3600_000), [{ i: 0, s: "intended", k: "b1-0" }]);
+  const j = await Journal.open(opts(path));
+  expect(j.batchId).toBe("b1");
+  expect(j.keyFor(0)).toBe("b1-0");
+  await j.close();
+});
+
+test("records survive as JSON lines; a torn last line is ignored", async () => {
+  const path = journalFile(new Date(), []);
+  const j = await Journal.open(opts(path));
+  await Promise.all([j.record(1, { s: "intended", k: "b1-1" }), j.record(2, { s: "intended", k: "b1-2" })]);
+  await j.record(1, { s: "done", k: "b1-1", id: "m1" });
+  await j.close();
+  writeFileSync(path, readFileSync(path, "utf8") + '{"i":2,"s":"do');
+  const { states } = Journal.read(path);
+  expect(states.get(1)).toMatchObject({ s: "done", id: "m1" });
+  expect(states.get(2)).toMatchObject({ s: "intended" });
+});

@@ -34,13 +34,19 @@ export interface DeliverOptions {
   trace?: SendContext["trace"];
 }
 
+/** Sleep that ends at once on an abort (also one that came before), leaving no listener behind. */
 const defaultSleep = (ms: number, signal?: AbortSignal) =>
   new Promise<void>((resolve, reject) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener("abort", () => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
       clearTimeout(t);
-      reject(signal.reason);
-    });
+      reject(signal!.reason);
+    };
+    const t = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
   });
 
 /** Errors raised before anything reached the service: the slot was not used. */

@@ -200,3 +200,35 @@ describe("deliver", () => {
     await expect(deliver(script(["ok"]), message, { ...base, store: full, maxWaitMs: 10_000 })).rejects.toThrow(/--max-wait/);
   });
 });
+
+describe("deliver's own sleep", () => {
+  test("an abort that came before the wait ends it at once, and waits leave no abort listener behind", async () => {
+    const t: Transport = {
+      name: "rest",
+      async send() {
+        throw new MailsendError("connection_failed", "refused");
+      },
+      async preview() {},
+      async close() {},
+    };
+    const base = { limits: { limit: 60, windowMs: 60_000 }, retries: 5, maxWaitMs: 600_000, noWait: false };
+    const done = new AbortController();
+    done.abort(new Error("stopped"));
+    const t0 = Date.now();
+    await expect(deliver(t, { idempotencyKey: "k" } as Message, { ...base, signal: done.signal })).rejects.toThrow();
+    expect(Date.now() - t0).toBeLessThan(5_000);
+
+    const live = new AbortController();
+    let added = 0;
+    let removed = 0;
+    const add = live.signal.addEventListener.bind(live.signal);
+    const remove = live.signal.removeEventListener.bind(live.signal);
+    live.signal.addEventListener = ((...a: Parameters<typeof add>) => (added++, add(...a))) as typeof add;
+    live.signal.removeEventListener = ((...a: Parameters<typeof remove>) => (removed++, remove(...a))) as typeof remove;
+    const quick = { ...base, retries: 2 };
+    // Backoff with full jitter from 500 ms: two short real sleeps.
+    await expect(deliver(t, { idempotencyKey: "k" } as Message, { ...quick, signal: live.signal })).rejects.toMatchObject({ code: "connection_failed", attempts: 3 });
+    expect(added).toBe(2);
+    expect(removed).toBe(2);
+  });
+});

@@ -128,20 +128,8 @@ export interface SendOptions extends ConnectionOptions, DeliveryOptions {
   idempotencyKey?: string;
 }
 
-/** What a successful send() returns. */
-export interface SendResult {
-  transport: "rest" | "smtp";
-  /** REST: the service's message_id. SMTP: the Message-ID header of what was submitted. */
-  messageId: string;
-  /** Every envelope recipient (to, cc, bcc). */
-  recipients: string[];
-  idempotencyKey: string;
-  /** REST: HTTP status. */
-  status?: number;
-  /** SMTP: the server's final reply to DATA. */
-  smtpResponse?: string;
-  attempts: number;
-}
+/** What a successful send() returns: the same result the CLI reports. */
+export type { SendResult } from "../core/transport.js";
 
 /** One item of sendBatch(): a message, with its own idempotency key if wanted and template variables. */
 export interface BatchItem extends Partial<MessageInput> {

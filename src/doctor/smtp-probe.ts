@@ -10,16 +10,9 @@ import type { SmtpConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import { makeRedactor } from "../core/redact.js";
 import { connectError, TRUST_HINT } from "../transports/net-errors.js";
+import type { SmtpError } from "../transports/smtp.js";
 import { speaksTls } from "./rest-probe.js";
 import { describeCertificate, tlsClientOptions, trustFailure, type CertificateInfo } from "./tls-info.js";
-
-interface SmtpError extends Error {
-  code?: string;
-  originalCode?: string;
-  responseCode?: number;
-  response?: string;
-  command?: string;
-}
 
 export type Outcome<T> = ({ ok: true } & T) | { ok: false; error: MailsendError };
 

@@ -22,7 +22,8 @@ import { connectError, TRUST_HINT } from "./net-errors.js";
 
 type MailOptions = SendMailOptions;
 
-interface SmtpError extends Error {
+/** What nodemailer attaches to its errors (also read by `mailsend doctor`). */
+export interface SmtpError extends Error {
   code?: string;
   originalCode?: string;
   responseCode?: number;

@@ -233,7 +233,7 @@ export class SmtpTransport implements Transport {
     const early = connectError(sys, endpoint, TRUST_HINT);
     if (early && !code) return early;
     if (e.code === "ETIMEDOUT" && /greeting/i.test(e.message) && c.tls === "starttls") {
-      return new MailsendError("tls_mismatch", `${this.#label} sent no SMTP greeting within the time limit`, {
+      return new MailsendError("tls_mismatch", `${this.#label} sent no SMTP greeting within ${seconds(Math.min(c.timeoutMs, 10_000))}`, {
         cause: e,
         hint: "The port may expect implicit TLS: use port 465 or --smtp-tls implicit. Nothing was sent.",
       });
@@ -344,4 +344,9 @@ function traceLogger(trace: (l: string) => void) {
 
 export function create(config: SmtpConfig, opts: TransportOptions = {}): Transport {
   return new SmtpTransport(config, opts);
+}
+
+/** "1 s", "2.5 s": a time limit as a person reads it. */
+function seconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(1))} s`;
 }

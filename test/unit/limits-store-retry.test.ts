@@ -42,7 +42,7 @@ describe("file slot store", () => {
     writeFileSync(join(dir, "k.json.lock"), `${dead} ${Date.now()}`);
     const t0 = Date.now();
     expect((await store.tryTake("a", { limit: 1, windowMs: 1000 })).ok).toBe(true);
-    expect(Date.now() - t0).toBeLessThan(5_000);
+    expect(Date.now() - t0).toBeLessThan(30_000);
   });
 
   test("a lock older than the stale timeout is broken even if its pid is alive", async () => {
@@ -203,9 +203,11 @@ describe("deliver", () => {
 
 describe("deliver's own sleep", () => {
   test("an abort that came before the wait ends it at once, and waits leave no abort listener behind", async () => {
+    let sends = 0;
     const t: Transport = {
       name: "rest",
       async send() {
+        sends++;
         throw new MailsendError("connection_failed", "refused");
       },
       async preview() {},
@@ -216,7 +218,10 @@ describe("deliver's own sleep", () => {
     done.abort(new Error("stopped"));
     const t0 = Date.now();
     await expect(deliver(t, { idempotencyKey: "k" } as Message, { ...base, signal: done.signal })).rejects.toThrow();
-    expect(Date.now() - t0).toBeLessThan(5_000);
+    // No retry after the aborted wait (five retries were allowed), and no long sleep.
+    expect(sends).toBeLessThanOrEqual(1);
+    expect(Date.now() - t0).toBeLessThan(30_000);
+    sends = 0;
 
     const live = new AbortController();
     let added = 0;

@@ -3,8 +3,10 @@
  *
  * undici is not used for the one-shot path: loading it and making its first
  * request costs ~240 ms more than node:http in a short-lived process
- * (DESIGN.md section 7), and node:http's keep-alive Agent pools connections
- * for a batch just as well.
+ * (DESIGN.md section 7). A batch (a pool of more than one connection) goes
+ * through an undici Pool instead (rest-pool.ts), loaded only then: less CPU
+ * per request than node:http's Agent. Both engines share failureOf(), so a
+ * failure means the same thing whichever sent it.
  *
  * The JSON body is streamed: attachments are read from disk and base64'd
  * chunk by chunk, with the Content-Length computed up front, so a 50 MB file
@@ -25,6 +27,7 @@ import { base64Length, sendRequestFields } from "../core/request.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
 import { trustedCas } from "./ca.js";
 import { connectError, isReset, TRUST_HINT } from "./net-errors.js";
+import type { PoolPoster } from "./rest-pool.js";
 
 /** Bytes read per chunk: a multiple of 3, so each chunk base64-encodes on its own. */
 const CHUNK = 3 * 64 * 1024;
@@ -186,11 +189,107 @@ export function statusError(status: number, body: string, headers: http.Incoming
   return new MailsendError("protocol_error", `unexpected answer from the service (HTTP ${status}): ${ex}`, { status });
 }
 
-interface Answer {
+export interface Answer {
   status: number;
+  statusText: string;
+  httpVersion: string;
+  /** Lower-case names, as node:http gives them. */
   headers: http.IncomingHttpHeaders;
+  /** As received, for --verbose. */
+  rawHeaders: [string, string][];
+  /** The start of the body (at most about 64 KiB). */
   body: string;
-  rawHead: string;
+}
+
+/** How far one request got: what decides whether a failure may have sent the message. */
+export interface Progress {
+  /** The connection (and TLS) is up and the request is on it. */
+  connected: boolean;
+  /** The whole body has been handed to the connection. */
+  sent: boolean;
+  /** The answer's status line arrived. */
+  answered: boolean;
+}
+
+export interface PostContext {
+  url: URL;
+  headers: Record<string, string>;
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+const handedOver = (p: Progress) => p.connected && p.sent;
+
+function resendHint(ctx: PostContext): string {
+  return `The message may have been sent. Check before sending again (resending with --idempotency-key ${ctx.headers["Idempotency-Key"]} is safe).`;
+}
+
+/** The --timeout ran out: whether anything was sent depends on how far the request got. */
+export function timeoutFailure(p: Progress, ctx: PostContext): MailsendError {
+  const { url, timeoutMs } = ctx;
+  return handedOver(p)
+    ? new MailsendError("outcome_unknown", `no answer from ${url.origin} within ${timeoutMs / 1000} s after the message was sent`, {
+        mayHaveBeenSent: true,
+        hint: resendHint(ctx),
+      })
+    : new MailsendError("timeout", `${url.origin} did not respond within ${timeoutMs / 1000} s; nothing was sent`, {
+        hint: "Check the network, or raise --timeout.",
+      });
+}
+
+/**
+ * What a failed request means for the message, from the error and how far the
+ * request got. Shared by both HTTP engines (node:http and the undici pool).
+ */
+export async function failureOf(e: unknown, p: Progress, ctx: PostContext): Promise<MailsendError> {
+  const { url, signal, timeoutMs } = ctx;
+  if (e instanceof MailsendError) return e;
+  if (signal?.aborted) {
+    // Interrupted by the caller: whether it was sent depends only on how far it got.
+    return handedOver(p)
+      ? new MailsendError("outcome_unknown", `interrupted after the message was sent to ${url.origin}, before the answer`, {
+          cause: e,
+          mayHaveBeenSent: true,
+          hint: resendHint(ctx),
+        })
+      : new MailsendError("temporary_failure", `interrupted before the message was sent to ${url.origin}`, {
+          cause: e,
+          hint: "Nothing was sent; it is safe to try again.",
+        });
+  }
+  const endpoint = {
+    label: url.origin,
+    setting: "--base-url / MAILSEND_BASE_URL",
+    tlsHint: "Check the scheme of --base-url / MAILSEND_BASE_URL: https:// for a TLS port, http:// for a plain one.",
+  };
+  const early = connectError(e, endpoint, TRUST_HINT);
+  if (early && !handedOver(p)) return early;
+  if (isReset(e) || early) {
+    const unknown = () =>
+      new MailsendError("outcome_unknown", `the connection to ${url.origin} broke after the message was sent (${(e as Error).message})`, {
+        cause: e,
+        mayHaveBeenSent: true,
+        hint: resendHint(ctx),
+      });
+    if (handedOver(p) && !p.answered && url.protocol === "http:") {
+      // A TLS port drops a plain-text request without a byte of answer, exactly
+      // like a server that died mid-request. If the port speaks TLS, the request
+      // cannot have been understood: that is a scheme mismatch, and nothing was sent.
+      return (await speaksTls(url, Math.min(timeoutMs, 3000)))
+        ? new MailsendError("tls_mismatch", `${url.origin} speaks TLS, but --base-url says http://`, {
+            cause: e,
+            hint: "Use https:// in --base-url / MAILSEND_BASE_URL. Nothing was sent.",
+          })
+        : unknown();
+    }
+    return handedOver(p)
+      ? unknown()
+      : new MailsendError("connection_failed", `the connection to ${url.origin} broke before the message was sent (${(e as Error).message})`, {
+          cause: e,
+          hint: "Nothing was sent; it is safe to try again.",
+        });
+  }
+  return new MailsendError("connection_failed", `request to ${url.origin} failed: ${(e as Error).message}`, { cause: e });
 }
 
 export class RestTransport implements Transport {
@@ -201,6 +300,9 @@ export class RestTransport implements Transport {
   readonly #target: http.RequestOptions;
   readonly #agent: http.Agent;
   readonly #redact: (s: string) => string;
+  /** A batch's undici pool (more than one connection), made on the first send. */
+  #pool: Promise<PoolPoster> | undefined;
+  readonly #connections: number;
 
   constructor(config: RestConfig, opts: TransportOptions = {}) {
     this.#config = config;
@@ -223,6 +325,21 @@ export class RestTransport implements Transport {
       if (config.insecure) agentOptions.rejectUnauthorized = false;
     }
     this.#agent = tls ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+    this.#connections = opts.pool ?? 1;
+  }
+
+  /** The batch's undici pool, loaded and made once. */
+  #poolPoster(): Promise<PoolPoster> {
+    this.#pool ??= import("./rest-pool.js").then(
+      ({ PoolPoster }) =>
+        new PoolPoster(this.#url, {
+          connections: this.#connections,
+          timeoutMs: this.#config.timeoutMs,
+          ...(this.#url.protocol === "https:" && this.#config.caFile ? { ca: trustedCas(this.#config.caFile) } : {}),
+          ...(this.#config.insecure ? { insecure: true } : {}),
+        }),
+    );
+    return this.#pool;
   }
 
   #headers(m: Message, length: number): Record<string, string> {
@@ -288,22 +405,34 @@ export class RestTransport implements Transport {
     });
   }
 
-  #post(plan: BodyPlan, headers: Record<string, string>, trace: ((l: string) => void) | undefined, signal?: AbortSignal): Promise<Answer> {
-    const url = this.#url;
+  async #post(plan: BodyPlan, headers: Record<string, string>, trace: ((l: string) => void) | undefined, signal?: AbortSignal): Promise<Answer> {
+    if (trace) {
+      const url = this.#url;
+      trace(`> POST ${url.pathname}${url.search} HTTP/1.1`);
+      trace(`> Host: ${url.host}`);
+      for (const [k, v] of Object.entries(headers)) trace(`> ${k}: ${k === "Authorization" ? `Bearer ${REDACTED}` : v}`);
+      trace(`> (body: ${plan.length} bytes of JSON)`);
+    }
+    const ctx: PostContext = { url: this.#url, headers, timeoutMs: this.#config.timeoutMs, ...(signal ? { signal } : {}) };
+    const answer = this.#connections > 1 ? await (await this.#poolPoster()).post(plan, ctx) : await this.#postHttp(plan, ctx);
+    if (trace) {
+      trace(`< HTTP/${answer.httpVersion} ${answer.status} ${answer.statusText}`.trimEnd());
+      for (const [k, v] of answer.rawHeaders) trace(`< ${k}: ${v}`);
+      trace(`< ${excerpt(answer.body, (s) => s)}`);
+    }
+    return answer;
+  }
+
+  /** One request over node:http(s) and the keep-alive agent. */
+  #postHttp(plan: BodyPlan, ctx: PostContext): Promise<Answer> {
+    const { url, headers, signal, timeoutMs } = ctx;
     const client = url.protocol === "https:" ? https : http;
-    const timeoutMs = this.#config.timeoutMs;
-    const endpoint = {
-      label: url.origin,
-      setting: "--base-url / MAILSEND_BASE_URL",
-      tlsHint: "Check the scheme of --base-url / MAILSEND_BASE_URL: https:// for a TLS port, http:// for a plain one.",
-    };
     return new Promise<Answer>((resolve, reject) => {
       // The request may have reached the service only once the connection is
       // up and the whole body has been written to it.
-      let connected = false;
-      let ended = false;
-      const handedOver = () => connected && ended;
+      const progress: Progress = { connected: false, sent: false, answered: false };
       let settled = false;
+      let classifying = false;
       const fail = (e: MailsendError) => {
         if (settled) return;
         settled = true;
@@ -311,87 +440,19 @@ export class RestTransport implements Transport {
         reject(e);
       };
       const req = client.request({ ...this.#target, method: "POST", headers, agent: this.#agent, ...(signal ? { signal } : {}) });
-      if (trace) {
-        trace(`> POST ${url.pathname}${url.search} HTTP/1.1`);
-        trace(`> Host: ${url.host}`);
-        for (const [k, v] of Object.entries(headers)) trace(`> ${k}: ${k === "Authorization" ? `Bearer ${REDACTED}` : v}`);
-        trace(`> (body: ${plan.length} bytes of JSON)`);
-      }
       req.on("socket", (socket) => {
-        if (!socket.connecting) connected = true;
-        else socket.once(url.protocol === "https:" ? "secureConnect" : "connect", () => (connected = true));
+        if (!socket.connecting) progress.connected = true;
+        else socket.once(url.protocol === "https:" ? "secureConnect" : "connect", () => (progress.connected = true));
       });
-      req.setTimeout(timeoutMs, () => {
-        fail(
-          handedOver()
-            ? new MailsendError("outcome_unknown", `no answer from ${url.origin} within ${timeoutMs / 1000} s after the message was sent`, {
-                mayHaveBeenSent: true,
-                hint: `The message may have been sent. Check before sending again (resending with --idempotency-key ${headers["Idempotency-Key"]} is safe).`,
-              })
-            : new MailsendError("timeout", `${url.origin} did not respond within ${timeoutMs / 1000} s; nothing was sent`, {
-                hint: "Check the network, or raise --timeout.",
-              }),
-        );
-      });
-      let probing = false;
-      let answered = false;
+      req.setTimeout(timeoutMs, () => fail(timeoutFailure(progress, ctx)));
       req.on("error", (e) => {
-        if (settled || probing) return;
+        if (settled || classifying) return;
         if (e instanceof MailsendError) return fail(e);
-        if (signal?.aborted) {
-          // Interrupted by the caller: whether it was sent depends only on how far it got.
-          return fail(
-            handedOver()
-              ? new MailsendError("outcome_unknown", `interrupted after the message was sent to ${url.origin}, before the answer`, {
-                  cause: e,
-                  mayHaveBeenSent: true,
-                  hint: `The message may have been sent. Check before sending again (resending with --idempotency-key ${headers["Idempotency-Key"]} is safe).`,
-                })
-              : new MailsendError("temporary_failure", `interrupted before the message was sent to ${url.origin}`, {
-                  cause: e,
-                  hint: "Nothing was sent; it is safe to try again.",
-                }),
-          );
-        }
-        const early = connectError(e, endpoint, TRUST_HINT);
-        if (early && !handedOver()) return fail(early);
-        if (isReset(e) || early) {
-          const unknown = () =>
-            new MailsendError("outcome_unknown", `the connection to ${url.origin} broke after the message was sent (${(e as Error).message})`, {
-              cause: e,
-              mayHaveBeenSent: true,
-              hint: `The message may have been sent. Check before sending again (resending with --idempotency-key ${headers["Idempotency-Key"]} is safe).`,
-            });
-          if (handedOver() && !answered && url.protocol === "http:") {
-            // A TLS port drops a plain-text request without a byte of answer, exactly
-            // like a server that died mid-request. If the port speaks TLS, the request
-            // cannot have been understood: that is a scheme mismatch, and nothing was sent.
-            probing = true;
-            void speaksTls(url, Math.min(timeoutMs, 3000)).then((tls) =>
-              fail(
-                tls
-                  ? new MailsendError("tls_mismatch", `${url.origin} speaks TLS, but --base-url says http://`, {
-                      cause: e,
-                      hint: "Use https:// in --base-url / MAILSEND_BASE_URL. Nothing was sent.",
-                    })
-                  : unknown(),
-              ),
-            );
-            return;
-          }
-          return fail(
-            handedOver()
-              ? unknown()
-              : new MailsendError("connection_failed", `the connection to ${url.origin} broke before the message was sent (${(e as Error).message})`, {
-                  cause: e,
-                  hint: "Nothing was sent; it is safe to try again.",
-                }),
-          );
-        }
-        fail(new MailsendError("connection_failed", `request to ${url.origin} failed: ${(e as Error).message}`, { cause: e }));
+        classifying = true;
+        void failureOf(e, progress, ctx).then(fail);
       });
       req.on("response", (res) => {
-        answered = true;
+        progress.answered = true;
         const chunks: Buffer[] = [];
         let size = 0;
         res.on("data", (c: Buffer) => {
@@ -403,17 +464,20 @@ export class RestTransport implements Transport {
         res.on("end", () => {
           if (settled) return;
           settled = true;
-          const body = Buffer.concat(chunks).toString("utf8");
-          if (trace) {
-            trace(`< HTTP/${res.httpVersion} ${res.statusCode} ${res.statusMessage ?? ""}`.trimEnd());
-            for (let i = 0; i < res.rawHeaders.length; i += 2) trace(`< ${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}`);
-            trace(`< ${excerpt(body, (s) => s)}`);
-          }
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body, rawHead: "" });
+          const rawHeaders: [string, string][] = [];
+          for (let i = 0; i < res.rawHeaders.length; i += 2) rawHeaders.push([res.rawHeaders[i]!, res.rawHeaders[i + 1]!]);
+          resolve({
+            status: res.statusCode ?? 0,
+            statusText: res.statusMessage ?? "",
+            httpVersion: res.httpVersion,
+            headers: res.headers,
+            rawHeaders,
+            body: Buffer.concat(chunks).toString("utf8"),
+          });
         });
       });
       if (plan.whole) {
-        ended = true;
+        progress.sent = true;
         req.end(plan.whole);
         return;
       }
@@ -423,7 +487,7 @@ export class RestTransport implements Transport {
             if (settled) return;
             if (!req.write(chunk)) await new Promise<void>((r) => req.once("drain", r));
           }
-          ended = true;
+          progress.sent = true;
           req.end();
         } catch (e) {
           fail(e instanceof MailsendError ? e : new MailsendError("file_unreadable", `cannot read an attachment: ${(e as Error).message}`, { cause: e }));
@@ -434,6 +498,7 @@ export class RestTransport implements Transport {
 
   async close(): Promise<void> {
     this.#agent.destroy();
+    if (this.#pool) await (await this.#pool).close();
   }
 }
 

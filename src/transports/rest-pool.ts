@@ -1,0 +1,143 @@
+/**
+ * The batch's REST engine: one keep-alive undici Pool for the whole batch
+ * (issue 5), N connections for N messages in flight.
+ *
+ * Loaded only when a transport is made with a pool of more than one
+ * connection, so `mailsend send` never pays for undici's start-up. Requests
+ * go through `dispatch` with a handler, not `request()`, because the handler
+ * is told when the whole body has been written (`onRequestSent`): that is what
+ * decides whether a broken connection may have sent the message, exactly as
+ * on the node:http path. Failures are classified by the same `failureOf`.
+ */
+import { Readable } from "node:stream";
+import { Pool } from "undici";
+import { MailsendError } from "../core/errors.js";
+import { failureOf, timeoutFailure, type Answer, type PostContext, type Progress } from "./rest.js";
+
+/** What rest.ts hands over: the body as a length, and whole or as chunks. */
+export interface PoolBody {
+  length: number;
+  whole?: Buffer;
+  chunks: () => AsyncGenerator<Buffer>;
+}
+
+export interface PoolOptions {
+  connections: number;
+  timeoutMs: number;
+  ca?: string[];
+  insecure?: boolean;
+}
+
+/** Keep only the start of a huge error page: enough for an excerpt. */
+const KEEP = 64 * 1024;
+
+const TIMEOUT_CODES = new Set(["UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
+
+export class PoolPoster {
+  readonly #pool: Pool;
+  readonly #path: string;
+
+  constructor(url: URL, opts: PoolOptions) {
+    this.#path = `${url.pathname}${url.search}`;
+    this.#pool = new Pool(url.origin, {
+      connections: opts.connections,
+      pipelining: 1,
+      connectTimeout: opts.timeoutMs,
+      headersTimeout: opts.timeoutMs,
+      bodyTimeout: opts.timeoutMs,
+      ...(url.protocol === "https:"
+        ? { connect: { ...(opts.ca ? { ca: opts.ca } : {}), ...(opts.insecure ? { rejectUnauthorized: false } : {}) } }
+        : {}),
+    });
+  }
+
+  post(body: PoolBody, ctx: PostContext): Promise<Answer> {
+    const { signal } = ctx;
+    return new Promise<Answer>((resolve, reject) => {
+      const progress: Progress = { connected: false, sent: false, answered: false };
+      let settled = false;
+      let abortRequest: ((err?: Error) => void) | undefined;
+      let status = 0;
+      let statusText = "";
+      const headers: Record<string, string> = {};
+      const rawHeaders: [string, string][] = [];
+      const chunks: Buffer[] = [];
+      let size = 0;
+
+      const done = (e: MailsendError | undefined, answer?: Answer) => {
+        if (settled) return;
+        settled = true;
+        signal?.removeEventListener("abort", onAbort);
+        if (e) reject(e);
+        else resolve(answer!);
+      };
+      const failWith = (err: unknown) => {
+        if (settled) return;
+        const code = (err as { code?: unknown })?.code;
+        if (typeof code === "string" && TIMEOUT_CODES.has(code) && !signal?.aborted) {
+          // undici's connect and headers timeouts are our --timeout.
+          done(timeoutFailure(progress, ctx));
+          return;
+        }
+        void failureOf(err, progress, ctx).then((m) => done(m));
+      };
+      function onAbort() {
+        // Before the request has a connection there is nothing to abort on the
+        // wire: it is refused at once, and dropped when its turn comes.
+        // A plain error, not the signal's reason: failureOf() then judges it by how far the request got.
+        const err = Object.assign(new Error("the request was aborted"), { name: "AbortError" });
+        if (abortRequest) abortRequest(err);
+        else failWith(err);
+      }
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener("abort", onAbort, { once: true });
+
+      const handler = {
+        onConnect(abort: (err?: Error) => void) {
+          if (settled) return abort(new Error("no longer wanted"));
+          abortRequest = abort;
+          progress.connected = true;
+        },
+        // Not in undici's handler types, but called by its core request: the whole body is written.
+        onRequestSent() {
+          progress.sent = true;
+        },
+        onHeaders(statusCode: number, raw: Buffer[], _resume: () => void, text: string): boolean {
+          if (statusCode < 200) return true;
+          progress.answered = true;
+          status = statusCode;
+          statusText = text ?? "";
+          for (let i = 0; i + 1 < raw.length; i += 2) {
+            const name = raw[i]!.toString("latin1");
+            const value = raw[i + 1]!.toString("latin1");
+            rawHeaders.push([name, value]);
+            const lower = name.toLowerCase();
+            headers[lower] = lower in headers ? `${headers[lower]}, ${value}` : value;
+          }
+          return true;
+        },
+        onData(chunk: Buffer): boolean {
+          if (size < KEEP) chunks.push(chunk);
+          size += chunk.length;
+          return true;
+        },
+        onComplete() {
+          done(undefined, { status, statusText, httpVersion: "1.1", headers, rawHeaders, body: Buffer.concat(chunks).toString("utf8") });
+        },
+        onError(err: Error) {
+          failWith(err);
+        },
+      };
+      const requestBody = body.whole ?? Readable.from(body.chunks(), { objectMode: false });
+      try {
+        this.#pool.dispatch({ path: this.#path, method: "POST", headers: ctx.headers, body: requestBody }, handler as never);
+      } catch (e) {
+        failWith(e);
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.#pool.destroy();
+  }
+}

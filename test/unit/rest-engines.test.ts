@@ -1,0 +1,215 @@
+/**
+ * The two REST engines mean the same thing: `mailsend send` goes through
+ * node:http (a pool of 1), a batch through an undici Pool (a pool of more).
+ * Every case runs against both, with real servers on 127.0.0.1, and must give
+ * the same result or the same error code — above all, the same answer to
+ * "may this message have been sent?".
+ */
+import { randomBytes } from "node:crypto";
+import { createServer as createTcpServer, type Server as TcpServer, type Socket } from "node:net";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { RestConfig } from "../../src/core/config.js";
+import { MailsendError } from "../../src/core/errors.js";
+import type { Message } from "../../src/core/message.js";
+import type { TlsMaterial } from "../../src/sandbox/tls.js";
+import { create } from "../../src/transports/rest.js";
+import { startRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
+import { scratch } from "../helpers/tmp.js";
+
+const KEY = "msk_engine_parity_7c1d";
+
+const message = (over: Partial<Message> = {}): Message => ({
+  from: { name: "Sender", address: "a@example.com" },
+  to: [{ address: "b@example.com" }],
+  cc: [],
+  bcc: [],
+  subject: "engines",
+  html: "<p>x</p>",
+  attachments: [],
+  headers: [],
+  idempotencyKey: "engine-key-1",
+  ...over,
+});
+
+async function failure(p: Promise<unknown>): Promise<MailsendError> {
+  try {
+    await p;
+  } catch (e) {
+    expect(e).toBeInstanceOf(MailsendError);
+    return e as MailsendError;
+  }
+  throw new Error("expected a failure");
+}
+
+const tmp = scratch("mailsend-engines-");
+let tls: TlsMaterial;
+let plain: RestRecorder;
+let secure: RestRecorder;
+/** Accepts connections and never says a word: a TLS port seen by a plain client stalls like this too. */
+let silent: TcpServer;
+const silentSockets = new Set<Socket>();
+
+beforeAll(async () => {
+  tls = await tmp.tls();
+  plain = await startRestRecorder();
+  secure = await startRestRecorder({ tls });
+  silent = createTcpServer((s) => {
+    silentSockets.add(s);
+    s.on("close", () => silentSockets.delete(s));
+    s.resume();
+  });
+  await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+});
+afterAll(async () => {
+  await plain?.close();
+  await secure?.close();
+  for (const s of silentSockets) s.destroy();
+  await new Promise((r) => silent?.close(r));
+  tmp.remove();
+});
+beforeEach(() => {
+  plain.reset();
+  secure.reset();
+});
+
+describe.each([
+  ["node:http (send)", 1],
+  ["undici pool (batch)", 4],
+] as const)("%s", (_name, pool) => {
+  const transport = (over: Partial<RestConfig> = {}) =>
+    create({ baseUrl: plain.url, apiKey: KEY, timeoutMs: 5000, userAgent: "mailsend/test", insecure: false, ...over }, { pool });
+
+  it("streams attachments with a matching Content-Length, the spec's headers, and returns the message id", async () => {
+    const data = randomBytes(3 * 64 * 1024 + 2);
+    const path = tmp.file(`a-${pool}.bin`, data);
+    const t = transport();
+    const lines: string[] = [];
+    const r = await t.send(
+      message({ attachments: [{ filename: "a.bin", source: { kind: "file", path, size: data.length } }, { filename: "b.txt", source: { kind: "bytes", data: Buffer.from("hi") } }] }),
+      { trace: (l) => lines.push(l) },
+    );
+    await t.close();
+    expect(r).toMatchObject({ transport: "rest", status: 200, idempotencyKey: "engine-key-1" });
+    expect(r.messageId).toMatch(/^msg_/);
+    const req = plain.requests[0]!;
+    expect(Number(req.headers["content-length"])).toBe(req.body.length);
+    expect(req.headers.authorization).toBe(`Bearer ${KEY}`);
+    expect(req.headers["idempotency-key"]).toBe("engine-key-1");
+    expect(req.json.attachments[0].content).toBe(data.toString("base64"));
+    expect(req.json.attachments[1]).toEqual({ content: Buffer.from("hi").toString("base64"), filename: "b.txt" });
+    // --verbose: both directions, the key never.
+    expect(lines.some((l) => /^< HTTP\/1\.1 200/.test(l))).toBe(true);
+    expect(lines.join("\n")).not.toContain(KEY);
+  });
+
+  it("sends many at once over one pool, each once", async () => {
+    const t = transport();
+    const results = await Promise.all(Array.from({ length: 12 }, (_, i) => t.send(message({ subject: `m${i}`, idempotencyKey: `k${i}` }))));
+    await t.close();
+    expect(new Set(results.map((r) => r.messageId)).size).toBe(12);
+    expect(plain.requests.map((r) => r.json.subject).sort()).toEqual(Array.from({ length: 12 }, (_, i) => `m${i}`).sort());
+    expect(plain.connections).toBeLessThanOrEqual(Math.max(pool, 1));
+  });
+
+  it("429 -> rate_limited with the server's Retry-After", async () => {
+    plain.script({ status: 429, headers: { "Retry-After": "7" }, body: { success: false, error: { code: "rate_limited" } } });
+    const t = transport();
+    const e = await failure(t.send(message()));
+    await t.close();
+    expect(e).toMatchObject({ code: "rate_limited", retryAfter: 7, status: 429, exitCode: 75 });
+  });
+
+  it("a body that is not a success -> protocol_error that may have sent", async () => {
+    plain.script({ status: 200, body: "<html>proxy</html>" });
+    const t = transport();
+    const e = await failure(t.send(message()));
+    await t.close();
+    expect(e).toMatchObject({ code: "protocol_error", mayHaveBeenSent: true });
+  });
+
+  it("connection refused -> connection_failed (nothing sent)", async () => {
+    const closed = createTcpServer();
+    await new Promise<void>((r) => closed.listen(0, "127.0.0.1", r));
+    const port = (closed.address() as { port: number }).port;
+    await new Promise((r) => closed.close(r));
+    const t = transport({ baseUrl: `http://127.0.0.1:${port}` });
+    const e = await failure(t.send(message()));
+    await t.close();
+    expect(e).toMatchObject({ code: "connection_failed", exitCode: 69 });
+    expect(e.mayHaveBeenSent).toBeFalsy();
+  });
+
+  it("the connection breaks after the whole request was read -> outcome_unknown (may have been sent)", async () => {
+    plain.script({ destroy: "after-body" });
+    const t = transport();
+    const e = await failure(t.send(message()));
+    await t.close();
+    expect(e).toMatchObject({ code: "outcome_unknown", mayHaveBeenSent: true, exitCode: 76 });
+    expect(e.hint).toContain("--idempotency-key engine-key-1");
+  });
+
+  it("no answer within the timeout after the request was sent -> outcome_unknown", async () => {
+    plain.script({ delayMs: 5_000 });
+    const t = transport({ timeoutMs: 400 });
+    const e = await failure(t.send(message()));
+    await t.close();
+    expect(e).toMatchObject({ code: "outcome_unknown", mayHaveBeenSent: true });
+    expect(e.message).toMatch(/within 0\.4 s/);
+  });
+
+  it("an abort after the request was sent -> outcome_unknown; an abort before -> temporary_failure", async () => {
+    plain.script({ delayMs: 5_000 });
+    const t = transport();
+    const late = new AbortController();
+    const p = t.send(message(), { signal: late.signal });
+    // Abort once the server holds the whole request.
+    for (let i = 0; i < 200 && plain.requests.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(plain.requests).toHaveLength(1);
+    late.abort(new MailsendError("temporary_failure", "interrupted twice"));
+    expect(await failure(p)).toMatchObject({ code: "outcome_unknown", mayHaveBeenSent: true });
+
+    const early = new AbortController();
+    early.abort(new MailsendError("temporary_failure", "interrupted twice"));
+    const e = await failure(t.send(message(), { signal: early.signal }));
+    expect(e.code).toBe("temporary_failure");
+    expect(e.mayHaveBeenSent).toBeFalsy();
+    await t.close();
+  });
+
+  it("https: an untrusted certificate -> tls_untrusted; with --ca-file it is sent", async () => {
+    const bad = transport({ baseUrl: secure.url });
+    expect(await failure(bad.send(message()))).toMatchObject({ code: "tls_untrusted", exitCode: 78 });
+    await bad.close();
+    const good = transport({ baseUrl: secure.url, caFile: tls.caPath });
+    expect((await good.send(message())).status).toBe(200);
+    await good.close();
+    const insecure = transport({ baseUrl: secure.url, insecure: true });
+    expect((await insecure.send(message())).status).toBe(200);
+    await insecure.close();
+    expect(secure.requests).toHaveLength(2);
+  });
+
+  it("http:// to a TLS port -> tls_mismatch (nothing sent), not 'may have been sent'", async () => {
+    const t = transport({ baseUrl: secure.url.replace("https:", "http:") });
+    const e = await failure(t.send(message()));
+    await t.close();
+    expect(e).toMatchObject({ code: "tls_mismatch", exitCode: 78 });
+    expect(secure.requests).toHaveLength(0);
+  });
+
+  it("an attachment that changed size fails before anything is accepted", async () => {
+    const path = tmp.file(`shrinks-${pool}.bin`, randomBytes(10));
+    const t = transport();
+    const e = await failure(t.send(message({ attachments: [{ filename: "s.bin", source: { kind: "file", path, size: 50 } }] })));
+    await t.close();
+    expect(e.code).toBe("file_unreadable");
+    expect(plain.requests).toHaveLength(0);
+  });
+
+  it("a server that accepts and never answers -> timeout or outcome_unknown, never a hang", async () => {
+    const t = transport({ baseUrl: `http://127.0.0.1:${(silent.address() as { port: number }).port}`, timeoutMs: 400 });
+    const e = await failure(t.send(message()));
+    await t.close();
+    expect(["timeout", "outcome_unknown"]).toContain(e.code);
+  });
+});

@@ -183,10 +183,24 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   // Pass 1: validate everything; list the bad rows first.
   const built = new Map<number, Message>();
   let builtBytes = 0;
+  // Keys the rows give themselves: a repeat would be taken by the service for the
+  // same message and answered without sending, so it is a bad row, not a silent loss.
+  const givenKeys = new Map<string, number>();
   for await (const row of rowsOf(opts.input.format, opts.input.open())) {
     counts.total++;
     try {
       const message = await build(row, opts, cache, keyFor(row.index));
+      if (row.data?.idempotency_key !== undefined) {
+        const first = givenKeys.get(message.idempotencyKey);
+        if (first !== undefined) {
+          throw new MailsendError(
+            "invalid_message",
+            `row ${row.index + 1} (line ${row.line}): idempotency_key ${JSON.stringify(message.idempotencyKey)} is also row ${first + 1}'s; the service would take this message for that one and not send it`,
+            { hint: "Give each row its own idempotency_key, or leave the column out and mailsend makes one per row." },
+          );
+        }
+        givenKeys.set(message.idempotencyKey, row.index);
+      }
       const size = footprint(message);
       if (!opts.check && opts.journal?.previous.get(row.index)?.s !== "done" && builtBytes + size <= REUSE_BUDGET) {
         built.set(row.index, message);

@@ -285,6 +285,35 @@ describe("bad rows", () => {
     expect(await stored("check")).toHaveLength(0);
   });
 
+  test("a row repeating another row's idempotency_key is bad (the service would drop it as a repeat); the rest are sent", async () => {
+    const input = tmp.file(
+      "repeated-keys.jsonl",
+      jsonl([
+        { to: "k1@example.com", subject: "repkey 1", text: "x", idempotency_key: "same-key-1" },
+        { to: "k2@example.com", subject: "repkey 2", text: "x", idempotency_key: "other-key" },
+        { to: "k3@example.com", subject: "repkey 3", text: "x", idempotency_key: "same-key-1" },
+        { to: "k4@example.com", subject: "repkey 4", text: "x" },
+      ]),
+    );
+    const check = await batch([input, "-f", "rows@example.com", "--check", "--json"]);
+    expect(check.exitCode, check.stderr).toBe(65);
+    const bad = jsonLines(check.stdout);
+    expect(bad).toHaveLength(1);
+    expect(bad[0]).toMatchObject({ index: 2, status: "invalid", error: { code: "invalid_message", exit: 65 } });
+    expect(bad[0]!.error!.message).toMatch(/row 3 \(line 3\): idempotency_key "same-key-1" is also row 1's/);
+
+    const r = await batch([input, "-f", "rows@example.com", "--json"]);
+    expect(r.exitCode, r.stderr).toBe(65);
+    const out = jsonLines(r.stdout);
+    expect(out[0]).toMatchObject({ index: 2, status: "invalid" });
+    expect(out.slice(1).map((x) => [x.index, x.status]).sort()).toEqual([
+      [0, "sent"],
+      [1, "sent"],
+      [3, "sent"],
+    ]);
+    expect((await stored("repkey ")).map((m) => m.subject).sort()).toEqual(["repkey 1", "repkey 2", "repkey 4"]);
+  });
+
   test("--fail-fast sends nothing when a row is bad", async () => {
     const input = tmp.file("failfast.jsonl", jsonl(rows("failfast")));
     const before = t.sb.stats.toJSON();

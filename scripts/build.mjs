@@ -1,7 +1,7 @@
 // Bundles src/ into dist/ with code splitting: each command's code and its
 // heavy dependencies load only when that command runs (see bench/startup).
 import { build } from "esbuild";
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
@@ -16,7 +16,7 @@ const external = ["nodemailer", "nodemailer/*", "smtp-server", "postal-mime", "o
 const root = new URL("..", import.meta.url).pathname;
 const tmp = `${root}dist.tmp-${process.pid}`;
 const old = `${root}dist.old-${process.pid}`;
-await build({
+const result = await build({
   entryPoints: { "cli/main": "src/cli/main.ts", index: "src/index.ts" },
   outdir: tmp,
   bundle: true,
@@ -33,7 +33,10 @@ await build({
   banner: { js: 'import { createRequire as __mailsendRequire } from "node:module"; const require = __mailsendRequire(import.meta.url);' },
   define: { __MAILSEND_VERSION__: JSON.stringify(pkg.version) },
   logLevel: "warning",
+  metafile: true,
 });
+
+writeThirdPartyNotices(result.metafile, `${tmp}/THIRD_PARTY_LICENSES.txt`);
 
 await emitTypes(`${tmp}/types`);
 
@@ -78,4 +81,26 @@ async function emitTypes(outDir) {
     rmSync(tmp, { recursive: true, force: true });
     throw new Error(`the public API's declarations cannot be emitted file by file:\n${problems.join("\n")}`);
   }
+}
+
+/**
+ * The packages bundled into dist/ (commander, chalk, zod, undici, ...) ship
+ * inside our files, so their licence texts ship with them: one file listing
+ * each bundled package, its version and its LICENSE.
+ */
+function writeThirdPartyNotices(metafile, path) {
+  const names = new Set();
+  for (const input of Object.keys(metafile.inputs)) {
+    const m = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(input);
+    if (m) names.add(m[1]);
+  }
+  const parts = [];
+  for (const name of [...names].sort()) {
+    const dir = join(root, "node_modules", name);
+    const meta = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
+    const file = ["LICENSE", "LICENSE.md", "LICENSE.txt", "license", "LICENCE"].map((f) => join(dir, f)).find((f) => existsSync(f));
+    if (!file) throw new Error(`build: ${name} is bundled into dist/ but has no LICENSE file to ship with it`);
+    parts.push(`${name}@${meta.version} (${meta.license})\n\n${readFileSync(file, "utf8").trim()}\n`);
+  }
+  writeFileSync(path, `Packages bundled into mailsend's dist/ files, and their licences.\n\n${parts.join(`\n${"-".repeat(72)}\n\n`)}`);
 }

@@ -42,9 +42,9 @@ afterAll(async () => {
 
 describe("npm pack", () => {
   it("holds only the built files, README, LICENSE and package.json", () => {
-    const allowed = /^(package\.json|README\.md|LICENSE|bin\/mailsend\.js|dist\/.+\.(js|js\.map|d\.ts))$/;
+    const allowed = /^(package\.json|README\.md|LICENSE|bin\/mailsend\.js|dist\/THIRD_PARTY_LICENSES\.txt|dist\/.+\.(js|js\.map|d\.ts))$/;
     expect(files.filter((f) => !allowed.test(f))).toEqual([]);
-    for (const f of ["LICENSE", "README.md", "bin/mailsend.js", "dist/cli/main.js", "dist/index.js", "dist/types/index.d.ts"]) expect(files).toContain(f);
+    for (const f of ["LICENSE", "README.md", "bin/mailsend.js", "dist/cli/main.js", "dist/index.js", "dist/types/index.d.ts", "dist/THIRD_PARTY_LICENSES.txt"]) expect(files).toContain(f);
     expect(files.some((f) => f.startsWith("dist/chunks/"))).toBe(true);
     expect(files.length).toBeLessThan(200);
   });

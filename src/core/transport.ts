@@ -13,6 +13,8 @@ export interface SendResult {
   /** SMTP: the server's final reply to DATA, e.g. "250 2.0.0 Ok: queued as 1234". */
   smtpResponse?: string;
   attempts: number;
+  /** Time spent waiting for a rate-limit slot and before retries, in ms (0 when none). */
+  waitedMs?: number;
 }
 
 export interface SendContext {

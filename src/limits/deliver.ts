@@ -72,7 +72,13 @@ function slotId(): string {
   return `${process.pid}-${Date.now().toString(36)}-${(counter++).toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 }
 
-async function takeSlot(store: SlotStore, opts: DeliverOptions, attempt: number, waited: { ms: number }): Promise<string> {
+/** Waits so far: `ms` as asked for (checked against --max-wait), `actualMs` as they took. */
+interface Waited {
+  ms: number;
+  actualMs: number;
+}
+
+async function takeSlot(store: SlotStore, opts: DeliverOptions, attempt: number, waited: Waited): Promise<string> {
   const sleep = opts.sleep ?? defaultSleep;
   const id = slotId();
   for (let round = 0; round < 10_000; round++) {
@@ -92,22 +98,24 @@ async function takeSlot(store: SlotStore, opts: DeliverOptions, attempt: number,
       });
     }
     opts.onWait?.({ reason: "budget", ms: r.waitMs, attempt });
+    const before = Date.now();
     await sleep(r.waitMs, opts.signal);
     waited.ms += r.waitMs;
+    waited.actualMs += Date.now() - before;
   }
   throw new MailsendError("internal", "gave up waiting for a rate-limit slot");
 }
 
 export async function deliver(transport: Transport, message: Message, opts: DeliverOptions): Promise<SendResult> {
   const sleep = opts.sleep ?? defaultSleep;
-  const waited = { ms: 0 };
+  const waited: Waited = { ms: 0, actualMs: 0 };
   const idempotent = carriesIdempotencyKey(message);
   for (let attempt = 1; ; attempt++) {
     const id = opts.store ? await takeSlot(opts.store, opts, attempt, waited) : undefined;
     try {
       const result = await transport.send(message, { ...(opts.trace ? { trace: opts.trace } : {}), ...(opts.signal ? { signal: opts.signal } : {}) });
       if (id) await opts.store!.complete(id, opts.limits);
-      return { ...result, attempts: attempt };
+      return { ...result, attempts: attempt, waitedMs: waited.actualMs };
     } catch (e) {
       const err = toMailsendError(e);
       if (id) {
@@ -120,8 +128,10 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
       if (attempt > opts.retries || !shouldRetry(err, idempotent)) throw withAttempts(err, attempt);
       if (waited.ms + delay > opts.maxWaitMs) throw withAttempts(err, attempt);
       opts.onWait?.({ reason: "retry", ms: delay, attempt: attempt + 1, error: err });
+      const before = Date.now();
       await sleep(delay, opts.signal);
       waited.ms += delay;
+      waited.actualMs += Date.now() - before;
     }
   }
 }

@@ -257,6 +257,7 @@ describe("output", () => {
       recipients: ["b@example.com", "c@example.com"],
       idempotency_key: "k-json",
       attempts: 1,
+      waited_ms: 0,
       status: 200,
     });
   });

@@ -162,6 +162,7 @@ describe("a full message over STARTTLS (587 role)", () => {
       recipients: ["b@example.com", "c@example.com"],
       idempotency_key: "k-smtp-json",
       attempts: 1,
+      waited_ms: 0,
       smtp_response: expect.stringMatching(/^250 2\.0\.0 Ok: queued as SINK1/),
     });
   });

@@ -171,6 +171,25 @@ describe("deliver", () => {
     expect(waits).toEqual([2000]);
   });
 
+  test("the result tells how long it waited, for the budget and before retries (0 when it did not)", async () => {
+    const clock = { now: 1_000_000 };
+    const realNow = Date.now;
+    Date.now = () => clock.now;
+    try {
+      const sleep = async (ms: number) => void (clock.now += ms);
+      let first = true;
+      const store: SlotStore = { ...memoryStore(), tryTake: async () => (first ? ((first = false), { ok: false, waitMs: 1500 }) : { ok: true }) };
+      const t = script([new MailsendError("connection_failed", "refused"), "ok"]);
+      const r = await deliver(t, message, { ...base, store, sleep, onWait: () => {} });
+      expect(r.attempts).toBe(2);
+      expect(r.waitedMs).toBeGreaterThanOrEqual(1500);
+      expect(r.waitedMs).toBeLessThanOrEqual(1500 + 500); // 1.5 s for the slot, plus one backoff (at most 500 ms)
+      expect((await deliver(script(["ok"]), message, base)).waitedMs).toBe(0);
+    } finally {
+      Date.now = realNow;
+    }
+  });
+
   test("never retries a 400 or a bad key", async () => {
     for (const code of ["invalid_message", "auth_failed", "key_revoked", "too_large"] as const) {
       const t = script([new MailsendError(code, code), "ok"]);

@@ -30,6 +30,7 @@ export function resultJson(r: SendResult): Record<string, unknown> {
     recipients: r.recipients,
     idempotency_key: r.idempotencyKey,
     attempts: r.attempts,
+    waited_ms: r.waitedMs ?? 0,
     ...(r.status !== undefined ? { status: r.status } : {}),
     ...(r.smtpResponse !== undefined ? { smtp_response: r.smtpResponse } : {}),
   };

@@ -1,12 +1,12 @@
 /**
  * `mailsend completion <shell>`: the bash script run in a real bash (execa,
  * async) completing commands, options, choices and files as a user's Tab
- * would; the zsh and fish scripts produced, and checked for syntax where the
- * shell is installed. The options offered come from the same tables as the
+ * would; the zsh and fish scripts run in real zsh and fish (installed by
+ * .ci/run) the same way. The options offered come from the same tables as the
  * commands, so a test compares them.
  */
 import { execa } from "execa";
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DOCTOR_OPTIONS, SEND_OPTIONS, type OptionSpec } from "../../src/cli/options.js";
@@ -144,6 +144,88 @@ describe("zsh and fish", () => {
       const f = tmp.file("mailsend.fish", r.stdout);
       expect((await execa(fish, ["--no-execute", f], { reject: false })).exitCode).toBe(0);
     }
+  });
+
+  // The completion logic run for real in each shell (.ci/run installs both).
+  // zsh: compsys's own builtins (_describe, compadd, _files) are stood in for by
+  // functions that print what they are given, so what runs is our script's code.
+  // fish: `complete -C` asks fish itself what Tab would offer.
+  describe.skipIf(!installed("zsh"))("zsh, run", () => {
+    let script: string;
+    let driver: string;
+    beforeAll(async () => {
+      script = tmp.file("_mailsend.zsh", (await runCli(["completion", "zsh"])).stdout);
+      driver = tmp.file(
+        "zdrive.zsh",
+        [
+          "compdef() { :; }",
+          "_describe() { local arr=${@[-1]}; print -l -- \"${(@P)arr}\"; }",
+          "compadd() { local arr=${@[-1]}; print -l -- \"${(@P)arr}\"; }",
+          "_files() { if [[ $1 == -/ ]]; then print DIRS; else print FILES; fi; }",
+          "compset() { return 0; }",
+          "_message() { print \"MESSAGE:$1\"; }",
+          "source $1; shift",
+          'words=("$@"); CURRENT=${#words}',
+          "_mailsend",
+        ].join("\n"),
+      );
+    });
+    const zcomplete = async (...words: string[]) => {
+      const r = await execa(installed("zsh")!, ["-f", driver, script, ...words], { reject: false });
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(r.stderr).toBe("");
+      return r.stdout.split("\n").filter(Boolean);
+    };
+
+    it("registers itself with compinit, sourced or from $fpath (the README's two ways)", async () => {
+      const zsh = installed("zsh")!;
+      const fp = join(tmp.dir, "fpath");
+      mkdirSync(fp, { recursive: true });
+      writeFileSync(join(fp, "_mailsend"), readFileSync(script));
+      const init = `autoload -U compinit; compinit -u -d ${join(tmp.dir, "zcompdump")}`;
+      expect((await execa(zsh, ["-f", "-c", `${init}; source ${script}; print -r -- $_comps[mailsend]`])).stdout).toBe("_mailsend");
+      expect((await execa(zsh, ["-f", "-c", `fpath=(${fp} $fpath); ${init}-2; print -r -- $_comps[mailsend]`])).stdout).toBe("_mailsend");
+    });
+
+    it("offers the commands with their descriptions, and the subcommands of sandbox keys", async () => {
+      expect(await zcomplete("mailsend", "se")).toContain("send:send one message");
+      expect((await zcomplete("mailsend", "sandbox", "keys", "")).map((l) => l.split(":")[0])).toEqual(expect.arrayContaining(["add", "list", "revoke"]));
+    });
+
+    it("offers send's options, an option's choices, and files where a file goes", async () => {
+      const options = (await zcomplete("mailsend", "send", "--tr")).map((l) => l.split(":")[0]);
+      expect(options).toEqual(expect.arrayContaining(longFlags(SEND_OPTIONS)));
+      expect(await zcomplete("mailsend", "send", "--transport", "")).toEqual(["rest", "smtp"]);
+      expect(await zcomplete("mailsend", "send", "--attach", "")).toEqual(["FILES"]);
+      expect(await zcomplete("mailsend", "sandbox", "--dir", "")).toEqual(["DIRS"]);
+      expect(await zcomplete("mailsend", "batch", "")).toContain("FILES");
+    });
+  });
+
+  describe.skipIf(!installed("fish"))("fish, run", () => {
+    let script: string;
+    beforeAll(async () => {
+      script = tmp.file("mailsend.fish", (await runCli(["completion", "fish"])).stdout);
+    });
+    const fcomplete = async (line: string, cwd = tmp.dir) => {
+      const r = await execa(installed("fish")!, ["--no-config", "-c", `source ${script}; complete -C ${JSON.stringify(line)}`], { reject: false, cwd });
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(r.stderr).toBe("");
+      return r.stdout.split("\n").filter(Boolean).map((l) => l.split("\t")[0]!);
+    };
+
+    it("completes a command and an option as Tab would", async () => {
+      expect(await fcomplete("mailsend se")).toEqual(["send"]);
+      expect(await fcomplete("mailsend send --tr")).toEqual(["--transport"]);
+      expect(await fcomplete("mailsend batch --con")).toEqual(["--concurrency"]);
+    });
+
+    it("offers choices, subcommands and files", async () => {
+      expect(await fcomplete("mailsend send --transport ")).toEqual(["rest", "smtp"]);
+      expect(await fcomplete("mailsend sandbox keys ")).toEqual(expect.arrayContaining(["add", "list", "revoke"]));
+      tmp.file("report-for-fish.html", "<p>x</p>");
+      expect(await fcomplete("mailsend send --html-file report-for-f")).toEqual(["report-for-fish.html"]);
+    });
   });
 
   it("an unknown shell is a usage error (64)", async () => {

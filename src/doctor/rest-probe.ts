@@ -9,7 +9,7 @@ import net from "node:net";
 import tls from "node:tls";
 import type { RestConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
-import { connectError, isReset, TRUST_HINT, type Endpoint } from "../transports/net-errors.js";
+import { connectError, isReset, speaksTls, TRUST_HINT, type Endpoint } from "../transports/net-errors.js";
 import { describeCertificate, tlsClientOptions, type CertificateInfo } from "./tls-info.js";
 
 export function sendUrlOf(baseUrl: string): URL {
@@ -157,17 +157,3 @@ export function postEmptySend(config: RestConfig, timeoutMs: number): Promise<Ke
   });
 }
 
-/** Whether host:port completes a TLS handshake (any certificate). */
-export function speaksTls(host: string, port: number, timeoutMs: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = tls.connect({ host, port, rejectUnauthorized: false, ...(net.isIP(host) ? {} : { servername: host }) });
-    const finish = (yes: boolean) => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(yes);
-    };
-    const timer = setTimeout(() => finish(false), timeoutMs);
-    socket.once("secureConnect", () => finish(true));
-    socket.once("error", () => finish(false));
-  });
-}

@@ -11,7 +11,7 @@ import { MailsendError } from "../core/errors.js";
 import { makeRedactor } from "../core/redact.js";
 import { connectError, TRUST_HINT } from "../transports/net-errors.js";
 import type { SmtpError } from "../transports/smtp.js";
-import { speaksTls } from "./rest-probe.js";
+import { speaksTls } from "../transports/net-errors.js";
 import { describeCertificate, tlsClientOptions, trustFailure, type CertificateInfo } from "./tls-info.js";
 
 export type Outcome<T> = ({ ok: true } & T) | { ok: false; error: MailsendError };

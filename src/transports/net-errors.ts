@@ -1,3 +1,5 @@
+import { isIP } from "node:net";
+import { connect as tlsConnect } from "node:tls";
 import { MailsendError } from "../core/errors.js";
 
 const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"]);
@@ -77,3 +79,23 @@ export function isReset(e: unknown): boolean {
 
 export const TRUST_HINT =
   "If the server uses a private CA (the sandbox does), pass --ca-file <pem> or set NODE_EXTRA_CA_CERTS. --insecure skips the check (not for production).";
+
+/**
+ * Whether host:port completes a TLS handshake (any certificate): tells a
+ * TLS-from-the-first-byte port from a plain one when a client set for the
+ * other mode hears nothing.
+ */
+export function speaksTls(host: string, port: number, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const bare = host.replace(/^\[|\]$/g, "");
+    const socket = tlsConnect({ host: bare, port, rejectUnauthorized: false, ...(isIP(bare) ? {} : { servername: bare }) });
+    const finish = (yes: boolean) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(yes);
+    };
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    socket.once("secureConnect", () => finish(true));
+    socket.once("error", () => finish(false));
+  });
+}

@@ -15,8 +15,6 @@
 import { closeSync, createReadStream, openSync, readSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
-import { isIP } from "node:net";
-import { connect as tlsConnect } from "node:tls";
 import { urlToHttpOptions } from "node:url";
 import type { RestConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
@@ -26,7 +24,7 @@ import { makeRedactor, REDACTED } from "../core/redact.js";
 import { base64Length, sendRequestFields } from "../core/request.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
 import { trustedCas } from "./ca.js";
-import { connectError, isReset, TRUST_HINT } from "./net-errors.js";
+import { connectError, isReset, speaksTls, TRUST_HINT } from "./net-errors.js";
 import type { PoolPoster } from "./rest-pool.js";
 
 /** Bytes read per chunk: a multiple of 3, so each chunk base64-encodes on its own. */
@@ -275,7 +273,7 @@ export async function failureOf(e: unknown, p: Progress, ctx: PostContext): Prom
       // A TLS port drops a plain-text request without a byte of answer, exactly
       // like a server that died mid-request. If the port speaks TLS, the request
       // cannot have been understood: that is a scheme mismatch, and nothing was sent.
-      return (await speaksTls(url, Math.min(timeoutMs, 3000)))
+      return (await speaksTls(url.hostname, Number(url.port || 80), Math.min(timeoutMs, 3000)))
         ? new MailsendError("tls_mismatch", `${url.origin} speaks TLS, but --base-url says http://`, {
             cause: e,
             hint: "Use https:// in --base-url / MAILSEND_BASE_URL. Nothing was sent.",
@@ -501,28 +499,6 @@ export class RestTransport implements Transport {
     if (this.#pool) await (await this.#pool).close();
   }
 }
-
-/** Whether the server at url's host and port completes a TLS handshake. */
-function speaksTls(url: URL, timeoutMs: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const host = url.hostname.replace(/^\[|\]$/g, "");
-    const socket = tlsConnect({
-      host,
-      port: Number(url.port || 80),
-      rejectUnauthorized: false,
-      ...(isIP(host) ? {} : { servername: host }),
-    });
-    const done = (tls: boolean) => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(tls);
-    };
-    const timer = setTimeout(() => done(false), timeoutMs);
-    socket.once("secureConnect", () => done(true));
-    socket.once("error", () => done(false));
-  });
-}
-
 
 export function create(config: RestConfig, opts: TransportOptions = {}): Transport {
   return new RestTransport(config, opts);

@@ -7,6 +7,7 @@
  * never an address string it would parse again.
  */
 import { createHash } from "node:crypto";
+import { connect as netConnect, type Socket } from "node:net";
 import { PassThrough, pipeline } from "node:stream";
 import { format } from "node:util";
 import nodemailer, { type SendMailOptions } from "nodemailer";
@@ -18,7 +19,7 @@ import { allRecipients } from "../core/message.js";
 import { makeRedactor, REDACTED } from "../core/redact.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
 import { trustedCas } from "./ca.js";
-import { connectError, TRUST_HINT } from "./net-errors.js";
+import { connectError, speaksTls, TRUST_HINT } from "./net-errors.js";
 
 type MailOptions = SendMailOptions;
 
@@ -165,8 +166,10 @@ export class SmtpTransport implements Transport {
     }
   }
 
-  #transporter(method: "LOGIN" | "PLAIN", trace?: (l: string) => void) {
-    if (this.#poolSize === undefined) return watchHandOver(nodemailer.createTransport(this.#transportOptions(method, trace)));
+  #transporter(method: "LOGIN" | "PLAIN", trace?: (l: string) => void, watch?: GreetingWatch) {
+    if (this.#poolSize === undefined) {
+      return watchHandOver(nodemailer.createTransport({ ...this.#transportOptions(method, trace), ...(watch ? { getSocket: watch.getSocket } : {}) }));
+    }
     let pool = this.#pools.get(method);
     if (!pool) {
       // One TLS handshake and AUTH per connection, not per message.
@@ -179,11 +182,19 @@ export class SmtpTransport implements Transport {
   }
 
   async #sendWith(method: "LOGIN" | "PLAIN", m: Message, trace?: (l: string) => void): Promise<SendResult> {
-    const transport = this.#transporter(method, trace);
+    // One message on its own connection, STARTTLS: watch for a port that waits for TLS.
+    const watch = this.#poolSize === undefined && this.#config.tls === "starttls" ? new GreetingWatch(this.#config) : undefined;
+    const transport = this.#transporter(method, trace, watch);
     let handedOver = false;
     try {
-      const options = { ...mailOptions(m), [HAND_OVER]: () => (handedOver = true) };
+      const options = { ...mailOptions(m), [HAND_OVER]: () => (handedOver = true), ...(watch ? { signal: watch.signal } : {}) };
       const info = await transport.sendMail(options as SendMailOptions).catch((e: SmtpError) => {
+        if (watch?.mismatch) {
+          throw new MailsendError("tls_mismatch", `${this.#label} expects TLS from the first byte, but mailsend is set to STARTTLS`, {
+            cause: e,
+            hint: "Use --smtp-tls implicit (MAILSEND_SMTP_TLS=implicit) for this port, or the STARTTLS port (587). Nothing was sent.",
+          });
+        }
         // Every byte of the message went out and then the session failed without a reply
         // (a timeout, a reset): the server may have queued it. A reply code is a real answer.
         if (handedOver && e.responseCode === undefined && !(e instanceof MailsendError)) {
@@ -212,6 +223,7 @@ export class SmtpTransport implements Transport {
         attempts: 1,
       };
     } finally {
+      watch?.stop();
       if (this.#poolSize === undefined) transport.close();
     }
   }
@@ -349,4 +361,69 @@ export function create(config: SmtpConfig, opts: TransportOptions = {}): Transpo
 /** "1 s", "2.5 s": a time limit as a person reads it. */
 function seconds(ms: number): string {
   return `${Number((ms / 1000).toFixed(1))} s`;
+}
+
+/** How long a STARTTLS connection may stay silent before we check whether the port expects TLS. */
+const TLS_PROBE_AFTER_MS = 2500;
+
+/**
+ * A STARTTLS client on an implicit-TLS port (465) waits for a greeting that
+ * never comes: the server is waiting for a TLS ClientHello. nodemailer would
+ * give up only at the greeting timeout (10 s). This opens the connection for
+ * nodemailer (its getSocket hook) and, if not a byte has arrived after a short
+ * while, asks the port for a TLS handshake on a second connection: if it
+ * answers, the send is aborted at once as a port/TLS-mode mismatch.
+ */
+class GreetingWatch {
+  readonly #config: SmtpConfig;
+  readonly #abort = new AbortController();
+  #timer: NodeJS.Timeout | undefined;
+  /** Set when the port turned out to expect TLS from the first byte. */
+  mismatch = false;
+
+  constructor(config: SmtpConfig) {
+    this.#config = config;
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  readonly getSocket = (_options: unknown, callback: (err: Error | null, socketOptions?: { connection: Socket }) => void): void => {
+    const c = this.#config;
+    const socket = netConnect({ host: c.host, port: c.port });
+    let given = false;
+    const give = (err: Error | null) => {
+      if (given) return;
+      given = true;
+      clearTimeout(connectTimer);
+      if (err) {
+        socket.destroy();
+        callback(err);
+        return;
+      }
+      callback(null, { connection: socket });
+      this.#watch(socket);
+    };
+    // As nodemailer's own connectionTimeout, with its code, so the error reads the same.
+    const connectTimer = setTimeout(() => give(Object.assign(new Error("Connection timeout"), { code: "ETIMEDOUT" })), c.timeoutMs);
+    socket.once("connect", () => give(null));
+    socket.once("error", (e) => give(e));
+  };
+
+  #watch(socket: Socket): void {
+    const c = this.#config;
+    this.#timer = setTimeout(() => {
+      if (socket.bytesRead > 0 || socket.destroyed) return;
+      void speaksTls(c.host, c.port, 2000).then((tls) => {
+        if (!tls || socket.bytesRead > 0 || socket.destroyed || this.#abort.signal.aborted) return;
+        this.mismatch = true;
+        this.#abort.abort();
+      });
+    }, Math.min(TLS_PROBE_AFTER_MS, c.timeoutMs / 2));
+  }
+
+  stop(): void {
+    clearTimeout(this.#timer);
+  }
 }

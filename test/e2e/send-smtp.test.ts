@@ -275,10 +275,19 @@ describe("TLS problems are configuration errors (78) with a hint", () => {
   it("STARTTLS against the implicit-TLS port (with a short --timeout)", async () => {
     const r = await smtp(implicit, [...MIN, "--timeout", "1"], { mode: "starttls" });
     expect(r.exitCode).toBe(78);
-    // The short --timeout is the one applied (not the 10 s default), said in the message.
-    expect(r.stderr).toMatch(/no SMTP greeting within 1 s/);
+    // Found by the TLS probe (after half the --timeout), or else by the 1 s greeting
+    // limit — not by the 10 s default.
+    expect(r.stderr).toMatch(/expects TLS from the first byte|no SMTP greeting within 1 s/);
     expect(r.stderr).toMatch(/hint:.*implicit/i);
     expect(r.stderr).not.toMatch(/ssl3_|SSL routines/i);
+    nothingDelivered(implicit);
+  });
+
+  it("STARTTLS against the implicit-TLS port: found by a TLS probe, not by the 10 s greeting timeout", async () => {
+    const r = await smtp(implicit, MIN, { mode: "starttls" });
+    expect(r.exitCode).toBe(78);
+    expect(r.stderr).toMatch(/expects TLS from the first byte/);
+    expect(r.stderr).toMatch(/hint:.*--smtp-tls implicit/);
     nothingDelivered(implicit);
   });
 

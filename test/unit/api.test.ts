@@ -7,11 +7,12 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { createSandbox, EXIT, MailsendError, send, sendBatch, type BatchItem, type BatchItemResult, type MailSandbox, type SendOptions } from "../../src/index.js";
+import { createSandbox, EXIT, send, sendBatch, type BatchItem, type BatchItemResult, type MailSandbox, type SendOptions } from "../../src/index.js";
 import { resolveConnection } from "../../src/api/options.js";
 import { resolveTransportConfig } from "../../src/input/config.js";
 import { parseEml } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
+import { failure } from "../helpers/failure.js";
 
 const tmp = scratch("mailsend-api-unit-");
 let sb: MailSandbox;
@@ -29,16 +30,6 @@ afterAll(async () => {
   await sb?.close();
   tmp.remove();
 });
-
-async function failure(p: Promise<unknown>): Promise<MailsendError> {
-  try {
-    await p;
-  } catch (e) {
-    expect(e).toBeInstanceOf(MailsendError);
-    return e as MailsendError;
-  }
-  throw new Error("expected a failure");
-}
 
 async function stored(messageId: string) {
   const all = await sb.messages();

@@ -9,6 +9,7 @@ import type { TransportName } from "../../src/core/transport.js";
 import { buildMessage, checkRestFit, type MessageFlags } from "../../src/input/build.js";
 import { parseSendRequestFile } from "../../src/input/json.js";
 import { scratch } from "../helpers/tmp.js";
+import { failure } from "../helpers/failure.js";
 
 const tmp = scratch();
 afterAll(() => tmp.remove());
@@ -27,16 +28,6 @@ function build(flags: MessageFlags, opts: { transport?: TransportName; stdin?: s
     stdin: io(opts.stdin, opts.tty ?? opts.stdin === undefined),
     stdinTaken: opts.stdinTaken ?? false,
   });
-}
-
-async function failure(p: Promise<unknown>): Promise<MailsendError> {
-  try {
-    await p;
-  } catch (e) {
-    expect(e).toBeInstanceOf(MailsendError);
-    return e as MailsendError;
-  }
-  throw new Error("expected a failure");
 }
 
 describe("flags -> Message", () => {

@@ -4,6 +4,7 @@ import { MailsendError } from "../../src/core/errors.js";
 import { USER_AGENT } from "../../src/core/version.js";
 import { checkKey, resolveApiKey, resolveTransportConfig, resolveTransportName, type Env } from "../../src/input/config.js";
 import { scratch } from "../helpers/tmp.js";
+import { failure } from "../helpers/failure.js";
 
 const KEY = "msk_test_unit_4f1c9a";
 const tmp = scratch();
@@ -13,16 +14,6 @@ function stdin(text?: string, isTTY = false) {
   const s = Readable.from(text === undefined ? [] : [Buffer.from(text)]) as Readable & { isTTY?: boolean };
   s.isTTY = isTTY;
   return { stdin: s };
-}
-
-async function failure(p: Promise<unknown>): Promise<MailsendError> {
-  try {
-    await p;
-  } catch (e) {
-    expect(e).toBeInstanceOf(MailsendError);
-    return e as MailsendError;
-  }
-  throw new Error("expected a failure");
 }
 
 describe("the API key", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { MailsendError } from "../../src/core/errors.js";
 import { sendRequestFields } from "../../src/core/request.js";
 import { messageFromEml, stripHeader } from "../../src/input/eml.js";
+import { failure } from "../helpers/failure.js";
 
 const crlf = (lines: string[]) => Buffer.from(lines.join("\r\n"));
 
@@ -24,16 +24,6 @@ const SIMPLE = crlf([
   "Bcc: this line is body text, not a header",
   "",
 ]);
-
-async function failure(p: Promise<unknown>): Promise<MailsendError> {
-  try {
-    await p;
-  } catch (e) {
-    expect(e).toBeInstanceOf(MailsendError);
-    return e as MailsendError;
-  }
-  throw new Error("expected a failure");
-}
 
 describe("stripHeader", () => {
   it("removes the header with its folded lines and nothing else, byte for byte", () => {

@@ -1,11 +1,11 @@
 import { Readable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
-import { MailsendError } from "../../src/core/errors.js";
 import { annotation, escapeData, escapeProperty, formatOutputs } from "../../src/cli/github.js";
 import { buildMessage, type MessageFlags } from "../../src/input/build.js";
 import { renderMarkdown, renderMarkdownTemplate } from "../../src/input/markdown.js";
 import { render } from "../../src/batch/template.js";
 import { scratch } from "../helpers/tmp.js";
+import { failure } from "../helpers/failure.js";
 
 const tmp = scratch();
 afterAll(() => tmp.remove());
@@ -54,16 +54,6 @@ function stdinOf(text?: string) {
   const s = Readable.from(text === undefined ? [] : [Buffer.from(text)]) as Readable & { isTTY?: boolean };
   s.isTTY = text === undefined;
   return s;
-}
-
-async function failure(p: Promise<unknown>): Promise<MailsendError> {
-  try {
-    await p;
-  } catch (e) {
-    expect(e).toBeInstanceOf(MailsendError);
-    return e as MailsendError;
-  }
-  throw new Error("expected a failure");
 }
 
 describe("buildMessage with --markdown-file", () => {

@@ -21,6 +21,7 @@ import {
 } from "../../src/input/profile.js";
 import { resolveLimits } from "../../src/limits/budget.js";
 import { scratch } from "../helpers/tmp.js";
+import { failure, failureOf } from "../helpers/failure.js";
 
 const tmp = scratch();
 afterAll(() => tmp.remove());
@@ -31,26 +32,6 @@ function stdin() {
   const s = Readable.from([]) as Readable & { isTTY?: boolean };
   s.isTTY = false;
   return { stdin: s };
-}
-
-function failure(f: () => unknown): MailsendError {
-  try {
-    f();
-  } catch (e) {
-    expect(e).toBeInstanceOf(MailsendError);
-    return e as MailsendError;
-  }
-  throw new Error("expected a failure");
-}
-
-async function asyncFailure(p: Promise<unknown>): Promise<MailsendError> {
-  try {
-    await p;
-  } catch (e) {
-    expect(e).toBeInstanceOf(MailsendError);
-    return e as MailsendError;
-  }
-  throw new Error("expected a failure");
 }
 
 function syntaxError(text: string): JsonSyntaxError {
@@ -131,7 +112,7 @@ describe("the config file", () => {
 
   it("that is not JSON: a config error (78) with the file, line and column", () => {
     const path = configFile('{\n  "profiles": {\n    "work": { "base_url": "https://x.example", }\n  }\n}\n');
-    const e = failure(() => readConfigFile(path));
+    const e = failureOf(() => readConfigFile(path));
     expect(e.exitCode).toBe(78);
     expect(e.message).toBe(`${path}:3:48: not valid JSON: trailing comma before }`);
   });
@@ -139,25 +120,25 @@ describe("the config file", () => {
   it("that is a directory or unreadable: 78 naming it", () => {
     const dir = join(tmp.dir, "a-dir.json");
     mkdirSync(dir);
-    const e = failure(() => readConfigFile(dir));
+    const e = failureOf(() => readConfigFile(dir));
     expect(e.exitCode).toBe(78);
     expect(e.message).toContain(dir);
   });
 
   it("with unknown keys: 78 naming each key with its line, and the file", () => {
     const path = configFile('{\n  "profiles": {\n    "work": {\n      "smtp_hots": "x",\n      "bse_url": "y"\n    }\n  }\n}');
-    const e = failure(() => readConfigFile(path));
+    const e = failureOf(() => readConfigFile(path));
     expect(e.exitCode).toBe(78);
     expect(e.message).toBe(`${path}:4:7: profile "work": unknown keys "smtp_hots" (line 4), "bse_url" (line 5)`);
     expect(e.hint).toMatch(/smtp_host/);
-    const top = failure(() => readConfigFile(configFile('{"profiles": {}, "defaults": {}}')));
+    const top = failureOf(() => readConfigFile(configFile('{"profiles": {}, "defaults": {}}')));
     expect(top.message).toMatch(/unknown top-level key "defaults" \(line 1\)/);
   });
 
   it("refuses a field that would hold the key, whatever it is called, and never repeats its value", () => {
     for (const field of ["api_key", "apiKey", "key", "password", "smtp_password", "token", "secret", "api-key"]) {
       const path = configFile({ profiles: { work: { [field]: "msk_live_DO_NOT_PRINT" } } });
-      const e = failure(() => readConfigFile(path));
+      const e = failureOf(() => readConfigFile(path));
       expect(e.exitCode, field).toBe(78);
       expect(e.message).toContain(path);
       expect(e.message).toContain(field);
@@ -165,7 +146,7 @@ describe("the config file", () => {
       expect(`${e.message} ${e.hint}`).not.toContain("DO_NOT_PRINT");
       expect(e.hint).toMatch(/api_key_env/);
     }
-    expect(failure(() => readConfigFile(configFile({ api_key: "x" }))).message).toMatch(/must not hold an API key/);
+    expect(failureOf(() => readConfigFile(configFile({ api_key: "x" }))).message).toMatch(/must not hold an API key/);
   });
 
   it("checks each value's type, naming the profile and the line, not the value", () => {
@@ -184,15 +165,15 @@ describe("the config file", () => {
     ];
     for (const [settings, re] of cases) {
       const path = configFile({ profiles: { work: settings } });
-      const e = failure(() => readConfigFile(path));
+      const e = failureOf(() => readConfigFile(path));
       expect(e.message, JSON.stringify(settings)).toMatch(re);
       expect(e.message).toMatch(new RegExp(`^${path}:\\d+:\\d+: profile "work"`));
       expect(e.exitCode).toBe(78);
     }
-    expect(failure(() => readConfigFile(configFile({ profiles: { work: {} }, profile: "home" }))).message).toMatch(/"profile" must name one of the profiles \(work\)/);
-    expect(failure(() => readConfigFile(configFile({ profiles: [] }))).message).toMatch(/"profiles" must be an object/);
-    expect(failure(() => readConfigFile(configFile({ profiles: { "bad name": {} } }))).message).toMatch(/profile name/);
-    expect(failure(() => readConfigFile(configFile("[1]"))).message).toMatch(/must hold a JSON object/);
+    expect(failureOf(() => readConfigFile(configFile({ profiles: { work: {} }, profile: "home" }))).message).toMatch(/"profile" must name one of the profiles \(work\)/);
+    expect(failureOf(() => readConfigFile(configFile({ profiles: [] }))).message).toMatch(/"profiles" must be an object/);
+    expect(failureOf(() => readConfigFile(configFile({ profiles: { "bad name": {} } }))).message).toMatch(/profile name/);
+    expect(failureOf(() => readConfigFile(configFile("[1]"))).message).toMatch(/must hold a JSON object/);
   });
 
   it("accepts every documented setting", () => {
@@ -244,13 +225,13 @@ describe("the profile used", () => {
   });
 
   it("must exist when asked for: 78 listing those there are", () => {
-    const e = failure(() => selectProfile(cfg, "wrok", {}));
+    const e = failureOf(() => selectProfile(cfg, "wrok", {}));
     expect(e.exitCode).toBe(78);
     expect(e.message).toBe('no profile "wrok" (from --profile) in /c.json');
     expect(e.hint).toMatch(/Profiles there: work, home, default/);
-    expect(failure(() => selectProfile(cfg, undefined, { MAILSEND_PROFILE: "x" })).message).toMatch(/from MAILSEND_PROFILE/);
+    expect(failureOf(() => selectProfile(cfg, undefined, { MAILSEND_PROFILE: "x" })).message).toMatch(/from MAILSEND_PROFILE/);
     const missing = readConfigFile(join(tmp.dir, "none.json"));
-    expect(failure(() => selectProfile(missing, "work", {})).message).toMatch(/there is no config file at .*none\.json/);
+    expect(failureOf(() => selectProfile(missing, "work", {})).message).toMatch(/there is no config file at .*none\.json/);
   });
 });
 
@@ -330,28 +311,28 @@ describe("the key a profile points at", () => {
   });
 
   it("a missing variable: 78 naming the variable, the profile and the file", async () => {
-    const e = await asyncFailure(resolveApiKey({}, {}, stdin(), p({ api_key_env: "WORK_KEY" })));
+    const e = await failure(resolveApiKey({}, {}, stdin(), p({ api_key_env: "WORK_KEY" })));
     expect(e.exitCode).toBe(78);
     expect(e.message).toBe(`profile "work" (${join(tmp.dir, "c.json")}) takes the API key from $WORK_KEY, which is not set`);
   });
 
   it("an unreadable file: 78 naming the file and the profile", async () => {
-    const e = await asyncFailure(resolveApiKey({}, {}, stdin(), p({ api_key_file: "/nonexistent/key" })));
+    const e = await failure(resolveApiKey({}, {}, stdin(), p({ api_key_file: "/nonexistent/key" })));
     expect(e.exitCode).toBe(78);
     expect(e.message).toMatch(/profile "work" .* takes the API key from \/nonexistent\/key, which cannot be read \(it does not exist\)/);
-    const dir = await asyncFailure(readProfileKey(p({ api_key_file: tmp.dir }), {}));
+    const dir = await failure(readProfileKey(p({ api_key_file: tmp.dir }), {}));
     expect(dir.message).toMatch(/it is a directory/);
   });
 
   it("an empty key file is refused like any other", async () => {
     tmp.file("profile-empty", "");
-    const e = await asyncFailure(resolveApiKey({}, {}, stdin(), p({ api_key_file: "profile-empty" })));
+    const e = await failure(resolveApiKey({}, {}, stdin(), p({ api_key_file: "profile-empty" })));
     expect(e.exitCode).toBe(78);
     expect(e.message).toMatch(/empty/);
   });
 
   it("a profile without a key location: the usual 'no API key', naming the profile", async () => {
-    const e = await asyncFailure(resolveApiKey({}, {}, stdin(), p({})));
+    const e = await failure(resolveApiKey({}, {}, stdin(), p({})));
     expect(e.message).toMatch(/no API key \(profile "work"/);
   });
 });
@@ -362,7 +343,7 @@ describe("config set's values", () => {
     expect(parseSettingValue("base_url", "https://x.example")).toBe("https://x.example");
     expect(() => parseSettingValue("smtp_port", "x")).toThrow(/whole number/);
     expect(() => parseSettingValue("transport", "fax")).toThrow(/rest or smtp/);
-    expect(failure(() => parseSettingValue("api_key_env", "sk-live-123")).exitCode).toBe(64);
+    expect(failureOf(() => parseSettingValue("api_key_env", "sk-live-123")).exitCode).toBe(64);
   });
 
   it("every setting with an environment variable names one send/batch read", () => {

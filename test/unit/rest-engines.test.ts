@@ -15,6 +15,7 @@ import type { TlsMaterial } from "../../src/sandbox/tls.js";
 import { create } from "../../src/transports/rest.js";
 import { startRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
+import { failure } from "../helpers/failure.js";
 
 const KEY = "msk_engine_parity_7c1d";
 
@@ -30,16 +31,6 @@ const message = (over: Partial<Message> = {}): Message => ({
   idempotencyKey: "engine-key-1",
   ...over,
 });
-
-async function failure(p: Promise<unknown>): Promise<MailsendError> {
-  try {
-    await p;
-  } catch (e) {
-    expect(e).toBeInstanceOf(MailsendError);
-    return e as MailsendError;
-  }
-  throw new Error("expected a failure");
-}
 
 const tmp = scratch("mailsend-engines-");
 let tls: TlsMaterial;

@@ -26,10 +26,10 @@ type Token =
 const ATEXT = /[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~\u0080-\uFFFF]/;
 const CONTROL = /[\u0000-\u0008\u000A-\u001F\u007F]/;
 
-function fail(field: string, input: string, why: string): never {
-  throw new MailsendError("invalid_address", `${field}: ${why} in ${JSON.stringify(input)}`, {
-    hint: 'Write addresses as user@example.com or "Display Name" <user@example.com>, several separated by commas.',
-  });
+const HINT = 'Write addresses as user@example.com or "Display Name" <user@example.com>, several separated by commas.';
+
+function fail(field: string, input: string, why: string, hint = HINT): never {
+  throw new MailsendError("invalid_address", `${field}: ${why} in ${JSON.stringify(input)}`, { hint });
 }
 
 function tokenize(input: string, field: string): Token[] {
@@ -214,8 +214,53 @@ export function parseAddressList(input: string, field = "address"): Mailbox[] {
   const parts = splitTopLevel(tokens);
   return parts.map((part, k) => {
     if (part.length === 0) fail(field, input, k === 0 ? "list starts with a comma" : "empty element between commas");
+    const example = nameSplitByComma(part, parts[k + 1]);
+    if (example !== undefined) {
+      fail(field, input, "missing @", `The comma separates recipients, so the text before it was read as an address: put a display name that has a comma in double quotes, as in ${example}.`);
+    }
     return parseMailbox(part, field, input);
   });
+}
+
+const isSpecial = (t: Token, text: string) => t.kind === "special" && t.text === text;
+
+/**
+ * `Doe, Jane <jane@example.com>`: an element that is only words (no @, no <)
+ * followed by an angle address is a display name cut in two at its comma.
+ * Returns the quoted form to suggest, or undefined when it is not that case.
+ */
+function nameSplitByComma(part: Token[], next: Token[] | undefined): string | undefined {
+  if (!next || !part.every((t) => t.kind === "atom" || t.kind === "quoted" || isSpecial(t, "."))) return undefined;
+  const open = next.findIndex((t) => isSpecial(t, "<"));
+  if (open < 0) return undefined;
+  try {
+    const rest = parseMailbox(next, "", "");
+    const first = displayName(part, "", "");
+    const name = [first, rest.name].filter(Boolean).join(", ");
+    return `"${name.replace(/(["\\])/g, "\\$1")}" <${rest.address}>`;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The quoted form of a display name that a comma cut in two
+ * (`Doe, Jane <jane@example.com>` -> `"Doe, Jane" <jane@example.com>`), or
+ * undefined when `input` is not that mistake. Batch uses it to show the fix
+ * as it must be written inside a CSV cell.
+ */
+export function commaSplitNameFix(input: string): string | undefined {
+  try {
+    if (CONTROL.test(input)) return undefined;
+    const parts = splitTopLevel(tokenize(input, ""));
+    for (let k = 0; k < parts.length - 1; k++) {
+      const example = nameSplitByComma(parts[k]!, parts[k + 1]);
+      if (example !== undefined) return example;
+    }
+  } catch {
+    // Not this mistake: some other one, which the parser reports.
+  }
+  return undefined;
 }
 
 /** Exactly one mailbox (from, reply-to). */

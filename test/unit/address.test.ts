@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  commaSplitNameFix,
   formatAddressList,
   formatMailbox,
   parseAddressList,
@@ -107,6 +108,26 @@ describe("parseAddressList: what it rejects", () => {
   it("names the field and the reason", () => {
     const err = rejects("a@x.com <b@y.com>");
     expect(err.hint).toMatch(/user@example\.com/);
+  });
+
+  it("a display name cut in two by its comma: the hint says the comma separates recipients and shows the quoted form", () => {
+    const err = rejects("Doe, Jane <jane@example.com>");
+    expect(err.message).toBe('--to: missing @ in "Doe, Jane <jane@example.com>"');
+    expect(err.hint).toMatch(/comma separates recipients/);
+    expect(err.hint).toContain('"Doe, Jane" <jane@example.com>');
+    // Further along a list, with a quote in the name: escaped in the suggestion.
+    const later = rejects('a@example.com, "O\\"Neil", J. Roe <jr@example.com>');
+    expect(later.hint).toContain('"O\\"Neil, J. Roe" <jr@example.com>');
+    expect(commaSplitNameFix("Doe, Jane <jane@example.com>")).toBe('"Doe, Jane" <jane@example.com>');
+  });
+
+  it.each([
+    ["a bare word", "example.com"],
+    ["a word and a bare address", "team, a@example.com"],
+    ["an addr-spec before an angle address", "a@x.com, <b@y.com> c"],
+  ])("no comma hint for %s", (_why, input) => {
+    expect(rejects(input).hint).not.toMatch(/comma separates/);
+    expect(commaSplitNameFix(input)).toBeUndefined();
   });
 });
 

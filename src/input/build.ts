@@ -8,7 +8,7 @@ import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
 import { messageFromEml } from "./eml.js";
 import type { SendRequestFile } from "./json.js";
-import { readSource, regularFileSize, utf8, type InputStreams } from "./read.js";
+import { readSource, readStdin, regularFileSize, utf8, type InputStreams } from "./read.js";
 
 /** The message-shaping options of `mailsend send`, as plain values. */
 export interface MessageFlags {
@@ -40,7 +40,16 @@ export interface BuildOptions extends InputStreams {
   stdinTaken?: boolean;
   /** The sender when neither a flag nor a JSON request gives one (MAILSEND_FROM, or the profile's from). */
   defaultFrom?: string | undefined;
+  /**
+   * Called once when the body is read from stdin because no body flag was
+   * given, and nothing has arrived on it for a while: an open pipe that never
+   * ends would otherwise leave the user waiting in silence.
+   */
+  onStdinWait?: () => void;
 }
+
+/** How long an implicit stdin body may stay silent before onStdinWait is called. */
+const STDIN_NOTICE_MS = 3000;
 
 const IDEMPOTENCY_KEY = /^[\x21-\x7E]{1,255}$/;
 
@@ -152,7 +161,7 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
   const text = markdown?.text ?? (await bodyFrom(flags.text, flags.textFile, "text", opts));
   const stdinFree = !opts.stdinTaken && flags.jsonFile !== "-";
   if (html === undefined && text === undefined && stdinFree && !opts.stdin.isTTY) {
-    const piped = utf8(await readSource("-", "stdin", opts), "stdin");
+    const piped = utf8(await readStdinNoticing(opts, STDIN_NOTICE_MS), "stdin");
     if (piped.length > 0) html = piped;
   }
 
@@ -268,4 +277,22 @@ export function checkRestFit(m: Message): void {
   if (m.replyTo === undefined) return;
   // reply_to over REST is a single mailbox; parse the formatted form again to be sure it survives.
   parseAddressList(m.replyTo.address, "--reply-to");
+}
+
+/** Read stdin whole; if neither data nor its end arrives within afterMs, say so once. */
+async function readStdinNoticing(opts: BuildOptions, afterMs: number): Promise<Buffer> {
+  if (!opts.onStdinWait) return readStdin(opts.stdin);
+  const notice = opts.onStdinWait;
+  const chunks: Buffer[] = [];
+  let timer: NodeJS.Timeout | undefined = setTimeout(notice, afterMs);
+  try {
+    for await (const chunk of opts.stdin) {
+      clearTimeout(timer);
+      timer = undefined;
+      chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string));
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  return Buffer.concat(chunks);
 }

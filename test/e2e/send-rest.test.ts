@@ -4,7 +4,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { runCli, stdoutJson, type RunOptions } from "../helpers/cli.js";
+import { execa } from "execa";
+import { BIN, baseEnv, runCli, stdoutJson, type RunOptions } from "../helpers/cli.js";
 import { headerNames, startRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
@@ -109,6 +110,30 @@ describe("the request", () => {
     const r = await send(MIN, { input: html });
     expect(r.exitCode).toBe(0);
     expect(rec.requests[0]!.json.html).toBe(html);
+  });
+
+  it("a stdin pipe that stays silent gets a notice on stderr; the body that comes later is sent", async () => {
+    const child = execa(process.execPath, [BIN, "send", ...MIN], {
+      reject: false,
+      extendEnv: false,
+      env: { ...baseEnv(), MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url },
+      stdin: "pipe",
+      timeout: 30_000,
+    });
+    // Wait for the notice (event-driven, no fixed sleep), then send the body.
+    await new Promise<void>((resolve) => {
+      let seen = "";
+      child.stderr!.on("data", (d: Buffer) => {
+        seen += d.toString();
+        if (seen.includes("waiting for the HTML body on stdin")) resolve();
+      });
+      void child.then(() => resolve());
+    });
+    child.stdin!.end("<p>late but here</p>");
+    const r = await child;
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    expect(String(r.stderr)).toMatch(/^warning: waiting for the HTML body on stdin .*Ctrl-D/m);
+    expect(rec.requests[0]!.json.html).toBe("<p>late but here</p>");
   });
 
   it("a text-only body is HTML-escaped inside <pre>", async () => {

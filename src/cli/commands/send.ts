@@ -67,6 +67,16 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
       stdin: io.stdin,
       stdinTaken: flags.apiKeyStdin ?? false,
       defaultFrom: settings.env.MAILSEND_FROM || undefined,
+      ...(flags.quiet
+        ? {}
+        : {
+            onStdinWait: () =>
+              sayWarning(
+                flags,
+                io,
+                "waiting for the HTML body on stdin (no --html, --text or body file was given); end it with Ctrl-D, or give a body flag, or run with </dev/null",
+              ),
+          }),
     });
     warnings(message, transportName, flags, io);
     const transport = await createTransport(config);

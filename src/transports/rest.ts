@@ -236,6 +236,22 @@ export function timeoutFailure(p: Progress, ctx: PostContext): MailsendError {
 }
 
 /**
+ * The start of what a server said when its answer was not HTTP at all (an
+ * SMTP greeting, say), as printable text; "" when unknown; undefined when the
+ * error is not an HTTP parse error. node:http and undici report it differently.
+ */
+function notHttpAnswer(e: unknown): string | undefined {
+  const err = e as { code?: unknown; name?: unknown; rawPacket?: unknown; data?: unknown };
+  const parse = (typeof err?.code === "string" && err.code.startsWith("HPE_")) || err?.name === "HTTPParserError";
+  if (!parse) return undefined;
+  const raw = Buffer.isBuffer(err.rawPacket) ? err.rawPacket : Buffer.isBuffer(err.data) ? err.data : typeof err.data === "string" ? Buffer.from(err.data) : undefined;
+  if (!raw) return "";
+  // HTTP-looking answers that merely broke the parser are not this case.
+  if (/^HTTP\//.test(raw.toString("latin1", 0, 5))) return undefined;
+  return raw.toString("latin1", 0, 80).split(/\r?\n/)[0]!.replace(/[^\x20-\x7e]/g, "?").trim();
+}
+
+/**
  * What a failed request means for the message, from the error and how far the
  * request got. Shared by both HTTP engines (node:http and the undici pool).
  */
@@ -254,6 +270,15 @@ export async function failureOf(e: unknown, p: Progress, ctx: PostContext): Prom
           cause: e,
           hint: "Nothing was sent; it is safe to try again.",
         });
+  }
+  const notHttp = notHttpAnswer(e);
+  if (notHttp !== undefined) {
+    return new MailsendError("config_invalid", `${url.origin} did not answer with HTTP${notHttp ? ` (it said ${JSON.stringify(notHttp)})` : ""}`, {
+      cause: e,
+      hint: /^\d{3}[ -]/.test(notHttp)
+        ? "That looks like an SMTP server's greeting: --base-url / MAILSEND_BASE_URL must be the service's HTTP(S) address; for SMTP use --transport smtp with --smtp-host/--smtp-port."
+        : "Check --base-url / MAILSEND_BASE_URL: it must be the service's HTTP(S) address.",
+    });
   }
   const endpoint = {
     label: url.origin,

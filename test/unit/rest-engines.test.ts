@@ -38,6 +38,8 @@ let plain: RestRecorder;
 let secure: RestRecorder;
 /** Accepts connections and never says a word: a TLS port seen by a plain client stalls like this too. */
 let silent: TcpServer;
+/** Greets like an SMTP server: what --base-url pointed at the SMTP port meets. */
+let greeter: TcpServer;
 const silentSockets = new Set<Socket>();
 
 beforeAll(async () => {
@@ -50,12 +52,21 @@ beforeAll(async () => {
     s.resume();
   });
   await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+  greeter = createTcpServer((s) => {
+    silentSockets.add(s);
+    s.on("close", () => silentSockets.delete(s));
+    s.on("error", () => {});
+    s.resume();
+    s.write("220 mx.example ESMTP ready\r\n");
+  });
+  await new Promise<void>((r) => greeter.listen(0, "127.0.0.1", r));
 });
 afterAll(async () => {
   await plain?.close();
   await secure?.close();
   for (const s of silentSockets) s.destroy();
   await new Promise((r) => silent?.close(r));
+  await new Promise((r) => greeter?.close(r));
   tmp.remove();
 });
 beforeEach(() => {
@@ -195,6 +206,15 @@ describe.each([
     await t.close();
     expect(e.code).toBe("file_unreadable");
     expect(plain.requests).toHaveLength(0);
+  });
+
+  it("a server that does not speak HTTP (an SMTP port) -> config_invalid naming what it said (never retried: a configuration error)", async () => {
+    const t = transport({ baseUrl: `http://127.0.0.1:${(greeter.address() as { port: number }).port}` });
+    const e = await failure(t.send(message()));
+    await t.close();
+    expect(e).toMatchObject({ code: "config_invalid", exitCode: 78 });
+    expect(e.message).toContain('"220 mx.example ESMTP ready"');
+    expect(e.hint).toMatch(/SMTP server's greeting.*--transport smtp/);
   });
 
   it("a server that accepts and never answers -> timeout or outcome_unknown, never a hang", async () => {

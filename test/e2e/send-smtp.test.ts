@@ -256,6 +256,13 @@ describe("--eml over SMTP", () => {
     expect((await parseMessage(got.raw)).subject).toBe("Grüße");
   });
 
+  it("an .eml without a Message-ID: the human line shows the server's reply instead of a blank id", async () => {
+    const eml = tmp.file("no-id.eml", lines.filter((l) => !l.startsWith("Message-ID:")).join("\r\n"));
+    const r = await smtp(starttls, ["--eml", eml]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^sent \(no Message-ID; the server said: 250 .*\) \(smtp, to /);
+  });
+
   it("--eml - reads the message from stdin", async () => {
     const r = await smtp(starttls, ["--eml", "-"], { input: lines.join("\r\n") });
     expect(r.exitCode).toBe(0);

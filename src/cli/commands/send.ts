@@ -109,7 +109,9 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
       if (json) io.stdout.write(`${JSON.stringify(resultJson(result))}\n`);
       else if (!flags.quiet) {
         const out = colorsFor(io.stdout, io.env);
-        io.stdout.write(`${out.green("sent")} ${result.messageId} ${out.dim(`(${result.transport}, to ${result.recipients.join(", ")})`)}\n`);
+        // A raw .eml without a Message-ID has no id of ours to show: show the server's reply instead.
+        const id = result.messageId || `(no Message-ID; the server said: ${result.smtpResponse ?? "ok"})`;
+        io.stdout.write(`${out.green("sent")} ${id} ${out.dim(`(${result.transport}, to ${result.recipients.join(", ")})`)}\n`);
       }
       if (flags.githubOutput) {
         const problem = writeGitHubOutputs(io.env, { message_id: result.messageId });

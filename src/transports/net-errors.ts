@@ -1,4 +1,4 @@
-import { isIP } from "node:net";
+import { connect as netConnect, isIP } from "node:net";
 import { connect as tlsConnect } from "node:tls";
 import { MailsendError } from "../core/errors.js";
 
@@ -96,6 +96,28 @@ export function speaksTls(host: string, port: number, timeoutMs: number): Promis
     };
     const timer = setTimeout(() => finish(false), timeoutMs);
     socket.once("secureConnect", () => finish(true));
+    socket.once("error", () => finish(false));
+  });
+}
+
+/** Whether host:port answers a plain HTTP request with an HTTP status line: an HTTP port where SMTP was expected. */
+export function speaksHttp(host: string, port: number, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const bare = host.replace(/^\[|\]$/g, "");
+    const socket = netConnect({ host: bare, port });
+    let got = Buffer.alloc(0);
+    const finish = (yes: boolean) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(yes);
+    };
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    socket.once("connect", () => socket.write(`HEAD / HTTP/1.0\r\nHost: ${bare}\r\n\r\n`));
+    socket.on("data", (d: Buffer) => {
+      got = Buffer.concat([got, d]);
+      if (got.length >= 5) finish(got.subarray(0, 5).toString("latin1") === "HTTP/");
+    });
+    socket.once("end", () => finish(false));
     socket.once("error", () => finish(false));
   });
 }

@@ -19,7 +19,7 @@ import { allRecipients } from "../core/message.js";
 import { makeRedactor, REDACTED } from "../core/redact.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
 import { trustedCas } from "./ca.js";
-import { connectError, speaksTls, TRUST_HINT } from "./net-errors.js";
+import { connectError, speaksHttp, speaksTls, TRUST_HINT } from "./net-errors.js";
 
 type MailOptions = SendMailOptions;
 
@@ -189,10 +189,16 @@ export class SmtpTransport implements Transport {
     try {
       const options = { ...mailOptions(m), [HAND_OVER]: () => (handedOver = true), ...(watch ? { signal: watch.signal } : {}) };
       const info = await transport.sendMail(options as SendMailOptions).catch((e: SmtpError) => {
-        if (watch?.mismatch) {
+        if (watch?.mismatch === "tls") {
           throw new MailsendError("tls_mismatch", `${this.#label} expects TLS from the first byte, but mailsend is set to STARTTLS`, {
             cause: e,
             hint: "Use --smtp-tls implicit (MAILSEND_SMTP_TLS=implicit) for this port, or the STARTTLS port (587). Nothing was sent.",
+          });
+        }
+        if (watch?.mismatch === "http") {
+          throw new MailsendError("config_invalid", `${this.#label} is an HTTP server, not SMTP submission`, {
+            cause: e,
+            hint: "Check --smtp-port / MAILSEND_SMTP_PORT (587 or 465; the sandbox prints its own), or use --transport rest for an HTTP address. Nothing was sent.",
           });
         }
         // Every byte of the message went out and then the session failed without a reply
@@ -371,15 +377,16 @@ const TLS_PROBE_AFTER_MS = 2500;
  * never comes: the server is waiting for a TLS ClientHello. nodemailer would
  * give up only at the greeting timeout (10 s). This opens the connection for
  * nodemailer (its getSocket hook) and, if not a byte has arrived after a short
- * while, asks the port for a TLS handshake on a second connection: if it
- * answers, the send is aborted at once as a port/TLS-mode mismatch.
+ * while, asks the port for a TLS handshake on a second connection (and, if
+ * not, for an HTTP answer): if it gives one, the send is aborted at once as a
+ * port/TLS-mode mismatch (or a wrong port: an HTTP server).
  */
 class GreetingWatch {
   readonly #config: SmtpConfig;
   readonly #abort = new AbortController();
   #timer: NodeJS.Timeout | undefined;
-  /** Set when the port turned out to expect TLS from the first byte. */
-  mismatch = false;
+  /** What the silent port turned out to be: TLS from the first byte, or HTTP. */
+  mismatch: "tls" | "http" | undefined;
 
   constructor(config: SmtpConfig) {
     this.#config = config;
@@ -415,11 +422,12 @@ class GreetingWatch {
     const c = this.#config;
     this.#timer = setTimeout(() => {
       if (socket.bytesRead > 0 || socket.destroyed) return;
-      void speaksTls(c.host, c.port, 2000).then((tls) => {
-        if (!tls || socket.bytesRead > 0 || socket.destroyed || this.#abort.signal.aborted) return;
-        this.mismatch = true;
+      void (async () => {
+        const what = (await speaksTls(c.host, c.port, 2000)) ? "tls" : (await speaksHttp(c.host, c.port, 2000)) ? "http" : undefined;
+        if (!what || socket.bytesRead > 0 || socket.destroyed || this.#abort.signal.aborted) return;
+        this.mismatch = what;
         this.#abort.abort();
-      });
+      })();
     }, Math.min(TLS_PROBE_AFTER_MS, c.timeoutMs / 2));
   }
 

@@ -5,6 +5,8 @@
  * exit code.
  */
 import { randomBytes } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { decodeWords } from "postal-mime";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { runCli, stdoutJson, type RunOptions } from "../helpers/cli.js";
@@ -296,6 +298,23 @@ describe("TLS problems are configuration errors (78) with a hint", () => {
     expect(r.stderr).toMatch(/expects TLS from the first byte/);
     expect(r.stderr).toMatch(/hint:.*--smtp-tls implicit/);
     nothingDelivered(implicit);
+  });
+
+  it("an HTTP port given as the SMTP port: a configuration error (78) saying so, found by the probe", async () => {
+    const web = createServer((_req, res) => res.end("ok"));
+    await new Promise<void>((r) => web.listen(0, "127.0.0.1", r));
+    try {
+      const port = (web.address() as AddressInfo).port;
+      const r = await runCli(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(port), "--smtp-tls", "starttls", ...MIN], {
+        env: { MAILSEND_API_KEY: KEY },
+      });
+      expect(r.exitCode, r.stderr).toBe(78);
+      expect(r.stderr).toMatch(/is an HTTP server, not SMTP submission/);
+      expect(r.stderr).toMatch(/hint:.*--smtp-port/);
+    } finally {
+      web.closeAllConnections();
+      await new Promise((r) => web.close(r));
+    }
   });
 
   it("an untrusted certificate without --ca-file (STARTTLS and implicit)", async () => {

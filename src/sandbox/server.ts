@@ -8,6 +8,7 @@ import { accessSync, constants, existsSync, mkdirSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { availableParallelism } from "node:os";
+import { resolve as resolvePath } from "node:path";
 import { MailsendError } from "../core/errors.js";
 import { DEFAULTS } from "../core/config.js";
 import type { SandboxCore } from "./core.js";
@@ -110,7 +111,8 @@ function urlHost(host: string): string {
 }
 
 export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
-  const paths = sandboxPaths(options.dir);
+  // Absolute: the export lines and the ready line are used from other shells, in other directories.
+  const paths = sandboxPaths(resolvePath(options.dir));
   const host = options.host ?? SANDBOX_DEFAULTS.host;
   try {
     mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
@@ -219,6 +221,8 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
       ...(core.smtpUser !== DEFAULTS.smtpUser ? { MAILSEND_SMTP_USER: core.smtpUser } : {}),
       NODE_EXTRA_CA_CERTS: tls.caPath,
       ...(keyFile ? { MAILSEND_API_KEY_FILE: keyFile } : {}),
+      // For `mailsend inbox` and `sandbox keys` in the other shell: they read this dir, not the default.
+      MAILSEND_SANDBOX_DIR: paths.dir,
       // A client's own budget must match the limit it is held to.
       ...(limiter.limit !== DEFAULTS.rateLimit ? { MAILSEND_RATE_LIMIT: String(limiter.limit) } : {}),
       ...(limiter.windowMs !== 60_000 ? { MAILSEND_RATE_WINDOW: String(Math.ceil(limiter.windowMs / 1000)) } : {}),

@@ -39,6 +39,7 @@ describe("mailsend sandbox --json", () => {
         MAILSEND_SMTP_TLS: "starttls",
         NODE_EXTRA_CA_CERTS: ready.ca_file,
         MAILSEND_API_KEY_FILE: ready.api_key_file,
+        MAILSEND_SANDBOX_DIR: dir,
       });
       expect((await runCli(send("json rest"), { env: ready.env })).exitCode).toBe(0);
       const smtp = await runCli(send("json smtp", ["--transport", "smtp"]), { env: ready.env });
@@ -77,9 +78,9 @@ describe("mailsend sandbox --json", () => {
 });
 
 describe("mailsend sandbox (human output)", () => {
-  async function startHuman(dir: string) {
+  async function startHuman(dir: string, cwd = ROOT) {
     const child = execa(process.execPath, [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0"], {
-      env: baseEnv(), extendEnv: false, cwd: ROOT, stdin: "ignore", reject: false, timeout: 60_000,
+      env: baseEnv(), extendEnv: false, cwd, stdin: "ignore", reject: false, timeout: 60_000,
     });
     const lines: string[] = [];
     const rl = createInterface({ input: child.stdout! });
@@ -104,8 +105,21 @@ describe("mailsend sandbox (human output)", () => {
     expect(first.banner.split(key).length).toBe(2);
     const env: Record<string, string> = {};
     for (const m of first.banner.matchAll(/^  export (\w+)=(\S+)$/gm)) env[m[1]!] = m[2]!;
-    expect(Object.keys(env)).toEqual(["MAILSEND_BASE_URL", "MAILSEND_SMTP_HOST", "MAILSEND_SMTP_PORT", "MAILSEND_SMTP_TLS", "NODE_EXTRA_CA_CERTS", "MAILSEND_API_KEY_FILE"]);
+    expect(Object.keys(env)).toEqual([
+      "MAILSEND_BASE_URL",
+      "MAILSEND_SMTP_HOST",
+      "MAILSEND_SMTP_PORT",
+      "MAILSEND_SMTP_TLS",
+      "NODE_EXTRA_CA_CERTS",
+      "MAILSEND_API_KEY_FILE",
+      "MAILSEND_SANDBOX_DIR",
+    ]);
+    expect(env.MAILSEND_SANDBOX_DIR).toBe(dir);
     expect((await runCli(send("pasted env"), { env })).exitCode).toBe(0);
+    // `mailsend inbox` in the other shell, with only the pasted lines and no --dir, finds the mail.
+    const inbox = await runCli(["inbox", "--json"], { env, cwd: s.dir });
+    expect(inbox.exitCode, inbox.stderr).toBe(0);
+    expect((stdoutJson(inbox) as Array<{ subject: string }>).map((m) => m.subject)).toEqual(["pasted env"]);
     first.child.kill("SIGINT");
     const r1 = await first.child;
     expect(r1.exitCode).toBe(0);
@@ -117,6 +131,19 @@ describe("mailsend sandbox (human output)", () => {
     expect(second.banner).toContain(`export MAILSEND_API_KEY_FILE=${join(dir, "api-key")}`);
     second.child.kill("SIGTERM");
     expect((await second.child).exitCode).toBe(0);
+  });
+
+  it("a relative --dir is printed as an absolute path, so the lines work from any directory", async () => {
+    const started = await startHuman("rel-dir", s.dir);
+    try {
+      const abs = join(s.dir, "rel-dir");
+      expect(started.banner).toContain(`export MAILSEND_SANDBOX_DIR=${abs}\n`);
+      expect(started.banner).toContain(`export NODE_EXTRA_CA_CERTS=${join(abs, "tls", "ca.pem")}\n`);
+      expect(started.banner).toContain(`export MAILSEND_API_KEY_FILE=${join(abs, "api-key")}\n`);
+    } finally {
+      started.child.kill("SIGTERM");
+      expect((await started.child).exitCode).toBe(0);
+    }
   });
 });
 

@@ -6,12 +6,13 @@
  */
 import { accessSync, constants, existsSync, mkdirSync } from "node:fs";
 import http from "node:http";
-import type { AddressInfo } from "node:net";
+import net, { type AddressInfo } from "node:net";
 import { availableParallelism } from "node:os";
 import { resolve as resolvePath } from "node:path";
 import { MailsendError } from "../core/errors.js";
 import { DEFAULTS } from "../core/config.js";
 import type { SandboxCore } from "./core.js";
+import { createdByStart } from "./created.js";
 import { Faults, mergeFaults, NO_FAULTS, type FaultConfig } from "./faults.js";
 import { writeFileAtomic } from "./fsutil.js";
 import { IdempotencyCache, IDEMPOTENCY_TTL_MS } from "./idempotency.js";
@@ -110,25 +111,71 @@ function urlHost(host: string): string {
   return host.includes(":") ? `[${host}]` : host;
 }
 
-export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
-  // Absolute: the export lines and the ready line are used from other shells, in other directories.
-  const paths = sandboxPaths(resolvePath(options.dir));
-  const host = options.host ?? SANDBOX_DEFAULTS.host;
+/** mkdir -p the data dir and check it can be used; returns the first directory it made, if any. */
+function openDataDir(dir: string): string | undefined {
   try {
-    mkdirSync(paths.dir, { recursive: true, mode: 0o700 });
-    accessSync(paths.dir, constants.R_OK | constants.W_OK);
+    const made = mkdirSync(dir, { recursive: true, mode: 0o700 });
+    accessSync(dir, constants.R_OK | constants.W_OK);
+    return made;
   } catch (e) {
-    throw new MailsendError("config_invalid", `cannot use ${paths.dir} as the sandbox data dir (${(e as NodeJS.ErrnoException).code ?? e})`, {
+    throw new MailsendError("config_invalid", `cannot use ${dir} as the sandbox data dir (${(e as NodeJS.ErrnoException).code ?? e})`, {
       cause: e,
       hint: "Give --dir (or MAILSEND_SANDBOX_DIR) a directory you can write to.",
     });
   }
-  const releaseLock = acquireLock(paths.lock, paths.dir);
-  const cleanups: Array<() => Promise<void> | void> = [releaseLock];
+}
+
+/**
+ * Bind every fixed port at once, then let go: a port in use (or given twice)
+ * fails the start before a first start has made a key, a CA or the data dir.
+ * The real servers bind a moment later; if one loses that race, the start
+ * still removes what it made (createdByStart).
+ */
+async function checkPorts(host: string, ports: ReadonlyArray<readonly [number | undefined, string]>): Promise<void> {
+  const fixed = ports.filter(([port]) => port);
+  for (const [i, [port, flag]] of fixed.entries()) {
+    const other = fixed.slice(0, i).find(([p]) => p === port);
+    if (other) throw new MailsendError("usage", `--${other[1]} and --${flag} are both ${port}: each needs a port of its own`);
+  }
+  const probes: net.Server[] = [];
+  try {
+    for (const [port, flag] of ports) {
+      if (!port) continue;
+      const probe = net.createServer();
+      await listen(probe, () => probe.address() as AddressInfo, port, host, flag);
+      probes.push(probe);
+    }
+  } finally {
+    await Promise.all(probes.map((p) => new Promise<void>((resolve) => p.close(() => resolve()))));
+  }
+}
+
+export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
+  // Absolute: the export lines and the ready line are used from other shells, in other directories.
+  const paths = sandboxPaths(resolvePath(options.dir));
+  const host = options.host ?? SANDBOX_DEFAULTS.host;
+  const created = createdByStart(paths);
+  const cleanups: Array<() => Promise<void> | void> = [];
   const cleanup = async () => {
     for (const c of cleanups.reverse()) await c();
   };
   try {
+    // A sandbox already running on this dir is the better message than its ports being in use.
+    const existed = existsSync(paths.dir);
+    if (existed) {
+      openDataDir(paths.dir);
+      cleanups.push(acquireLock(paths.lock, paths.dir));
+    }
+    await checkPorts(host, [
+      [options.httpPort, "http-port"],
+      [options.smtpPort, "smtp-port"],
+      [options.smtpsPort, "smtps-port"],
+    ]);
+    if (!existed) {
+      created.madeDir(openDataDir(paths.dir));
+      cleanups.push(acquireLock(paths.lock, paths.dir));
+    }
+
     const tlsHosts = ["localhost", "127.0.0.1", "::1"];
     const reach = clientHost(host);
     if (!tlsHosts.includes(reach)) tlsHosts.push(reach);
@@ -248,6 +295,7 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     };
   } catch (e) {
     await cleanup();
+    created.remove();
     throw e;
   }
 }

@@ -1,16 +1,20 @@
 /**
  * `mailsend sandbox` as a user runs it: a child process that prints its
  * export lines (or one JSON ready line), serves until SIGTERM, stops cleanly,
- * and keeps its messages and keys for the next start. Fault injection, from
- * flags and from the control endpoint.
+ * and keeps its messages and keys for the next start. A start that fails on
+ * a port leaves the data dir as it found it. Fault injection, from flags and
+ * from the control endpoint.
  */
 import { execa } from "execa";
-import { existsSync, readFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { createServer, type AddressInfo, type Server } from "node:net";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { baseEnv, BIN, ROOT, runCli, stderrJson, stdoutJson } from "../helpers/cli.js";
+import { createdByStart } from "../../src/sandbox/created.js";
+import { sandboxPaths } from "../../src/sandbox/paths.js";
+import { startSandbox } from "../../src/sandbox/server.js";
 import { childSandbox, inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
@@ -144,6 +148,112 @@ describe("mailsend sandbox (human output)", () => {
       started.child.kill("SIGTERM");
       expect((await started.child).exitCode).toBe(0);
     }
+  });
+});
+
+describe("a start that fails on a port makes nothing in the data dir", () => {
+  let busy: Server;
+  let busyPort: number;
+  beforeAll(async () => {
+    busy = createServer();
+    await new Promise<void>((resolve) => busy.listen(0, "127.0.0.1", () => resolve()));
+    busyPort = (busy.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await new Promise<void>((resolve) => busy.close(() => resolve()));
+  });
+
+  const start = (dir: string, ports: string[]) => runCli(["sandbox", "--dir", dir, ...ports, "--json"], { timeoutMs: 30_000 });
+
+  /** Every path under dir with its size and mtime: what an earlier start left. */
+  function snapshot(dir: string): string[] {
+    return readdirSync(dir, { recursive: true, encoding: "utf8" })
+      .map((p) => {
+        const st = statSync(join(dir, p));
+        return `${p} ${st.isDirectory() ? "dir" : st.size} ${st.mtimeMs}`;
+      })
+      .sort();
+  }
+
+  it("a first start: no data dir, no parents, no key, no CA (78)", async () => {
+    const top = join(s.dir, "never");
+    const dir = join(top, "made", "sb");
+    for (const ports of [
+      ["--http-port", String(busyPort), "--smtp-port", "0", "--smtps-port", "0"],
+      ["--http-port", "0", "--smtp-port", "0", "--smtps-port", String(busyPort)],
+    ]) {
+      const r = await start(dir, ports);
+      expect(r.exitCode, r.stderr).toBe(78);
+      expect(stderrJson(r).error.message).toContain(`port ${busyPort} on 127.0.0.1 is already in use`);
+      expect(existsSync(top)).toBe(false);
+    }
+    // The next start is a real first start: it makes and prints the key.
+    const sb = await childSandbox(dir);
+    try {
+      expect(sb.ready.key_created).toMatch(/^key_/);
+    } finally {
+      await sb.stop();
+    }
+  });
+
+  it("an earlier start's dir is left exactly as it was: keys, CA, messages, no lock", async () => {
+    const earlier = await inProcessSandbox({ dir: join(s.dir, "earlier") }, s);
+    expect((await runCli(send("kept"), { env: earlier.env })).exitCode).toBe(0);
+    await earlier.stop();
+    const before = snapshot(earlier.dir);
+    expect(before.some((l) => l.startsWith("api-key "))).toBe(true);
+    const r = await start(earlier.dir, ["--http-port", "0", "--smtp-port", String(busyPort), "--smtps-port", "0"]);
+    expect(r.exitCode, r.stderr).toBe(78);
+    expect(snapshot(earlier.dir)).toEqual(before);
+    expect(existsSync(join(earlier.dir, "sandbox.lock"))).toBe(false);
+  });
+
+  it("an empty dir made beforehand stays, and stays empty", async () => {
+    const dir = join(s.dir, "made-by-user");
+    mkdirSync(dir);
+    const r = await start(dir, ["--http-port", String(busyPort), "--smtp-port", "0", "--smtps-port", "0"]);
+    expect(r.exitCode).toBe(78);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("the same port for two roles is a usage error (64), found before anything is made", async () => {
+    const dir = join(s.dir, "twice-the-port");
+    const r = await start(dir, ["--http-port", "0", "--smtp-port", "45999", "--smtps-port", "45999"]);
+    expect(r.exitCode).toBe(64);
+    expect(stderrJson(r).error.message).toContain("--smtp-port and --smtps-port are both 45999");
+    expect(existsSync(dir)).toBe(false);
+  });
+
+  it("a start that fails later (a damaged keys file) takes back the CA it made, and only that", async () => {
+    const dir = join(s.dir, "damaged");
+    mkdirSync(join(dir, "keys.json"), { recursive: true });
+    await expect(startSandbox({ dir, httpPort: 0, smtpPort: 0, smtpsPort: 0 })).rejects.toMatchObject({ code: "config_invalid" });
+    expect(readdirSync(dir)).toEqual(["keys.json"]);
+  });
+
+  it("createdByStart removes the dirs mkdir -p made, deepest first, and nothing that was there or is not empty", () => {
+    const top = join(s.dir, "undo");
+    mkdirSync(top);
+    const dir = join(top, "a", "b");
+    const created = createdByStart(sandboxPaths(dir));
+    mkdirSync(dir, { recursive: true });
+    created.madeDir(join(top, "a"));
+    mkdirSync(join(dir, "tls"));
+    writeFileSync(join(dir, "tls", "ca.pem"), "x");
+    writeFileSync(join(dir, "keys.json"), "{}");
+    created.remove();
+    expect(existsSync(join(top, "a"))).toBe(false);
+    expect(existsSync(top)).toBe(true);
+
+    const kept = join(top, "kept");
+    mkdirSync(join(kept, "messages"), { recursive: true });
+    writeFileSync(join(kept, "index.jsonl"), "");
+    const again = createdByStart(sandboxPaths(kept));
+    writeFileSync(join(kept, "api-key"), "k");
+    mkdirSync(join(kept, "tls"));
+    writeFileSync(join(kept, "tls", "someone-elses"), "x");
+    again.remove();
+    expect(readdirSync(kept).sort()).toEqual(["index.jsonl", "messages", "tls"]);
   });
 });
 

@@ -8,7 +8,7 @@
  * fsync that covers it, and one fsync covers all lines written before it.
  */
 import { createHash, randomUUID } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, readSync, renameSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, readSync, renameSync, statSync, writeSync } from "node:fs";
 import { open, stat, type FileHandle } from "node:fs/promises";
 import { MailsendError } from "../core/errors.js";
 
@@ -20,7 +20,7 @@ export type ItemState =
 
 type Line = { i: number } & ItemState;
 
-interface Header {
+export interface Header {
   mailsend_journal: 1;
   batch: string;
   input: string | null;
@@ -52,11 +52,32 @@ export interface OpenOptions {
 
 const FINISHED_JOURNAL_TTL_MS = 24 * 3600 * 1000;
 
+/** An earlier run's journal that a new batch took the place of (kept, renamed). */
+export interface Replaced {
+  /** --fresh; a finished run older than 24 h; a finished run of another input. */
+  reason: "fresh" | "stale" | "input_changed";
+  /** Where the old journal is now. */
+  path: string;
+  /** When the old run last wrote its journal: when it finished, for a finished one. */
+  finishedAt: Date;
+  /** Items that run sent. */
+  sent: number;
+}
+
+/** What open() does with the journal at `path`, decided without touching it. */
+export type Plan =
+  | { action: "create" }
+  | { action: "resume"; header: Header; states: Map<number, ItemState> }
+  | { action: "replace"; reason: Replaced["reason"]; finishedAt: Date; sent: number }
+  | { action: "refuse" };
+
 export class Journal {
   readonly path: string;
   readonly batchId: string;
   /** Last known state of each item, from the journal as found. */
   readonly previous: ReadonlyMap<number, ItemState>;
+  /** The earlier run's journal this new batch replaced, if it did. */
+  replaced: Replaced | undefined;
   #fh: FileHandle | undefined;
   #queue: string[] = [];
   #waiters: Array<() => void> = [];
@@ -69,11 +90,15 @@ export class Journal {
     this.previous = previous;
   }
 
-  static async open(opts: OpenOptions): Promise<Journal> {
+  /**
+   * What open() would do, without changing anything: --check uses it to say
+   * what a run would do with the journal.
+   */
+  static plan(opts: OpenOptions): Plan {
     const { path } = opts;
     if (!existsSync(path)) {
       if (opts.resume) throw new MailsendError("usage", `--resume: there is no journal at ${path}`, { hint: "Give the --journal of the run to resume." });
-      return Journal.#create(path, opts.input);
+      return { action: "create" };
     }
     const { header, states } = Journal.read(path);
     const unfinished = [...states.values()].some((s) => s.s !== "done");
@@ -82,16 +107,31 @@ export class Journal {
     // something to resume: the same input tomorrow (a nightly job) is a new batch.
     const stale = !unfinished && Date.now() - Date.parse(header.created) > FINISHED_JOURNAL_TTL_MS;
     if (opts.fresh || stale || (!sameInput && !unfinished)) {
-      // Keep the old journal beside the new one rather than erase a record of sends.
-      renameSync(path, `${path}.${Date.now()}.old`);
-      return Journal.#create(path, opts.input);
+      const reason = opts.fresh ? "fresh" : stale ? "stale" : "input_changed";
+      const sent = [...states.values()].filter((s) => s.s === "done").length;
+      return { action: "replace", reason, finishedAt: statSync(path).mtime, sent };
     }
-    if (!sameInput) {
+    return sameInput ? { action: "resume", header, states } : { action: "refuse" };
+  }
+
+  static async open(opts: OpenOptions): Promise<Journal> {
+    const { path } = opts;
+    const plan = Journal.plan(opts);
+    if (plan.action === "create") return Journal.#create(path, opts.input);
+    if (plan.action === "replace") {
+      // Keep the old journal beside the new one rather than erase a record of sends.
+      const old = `${path}.${Date.now()}.old`;
+      renameSync(path, old);
+      const j = await Journal.#create(path, opts.input);
+      j.replaced = { reason: plan.reason, path: old, finishedAt: plan.finishedAt, sent: plan.sent };
+      return j;
+    }
+    if (plan.action === "refuse") {
       throw new MailsendError("usage", `the journal ${path} belongs to a different input, and some of its items are unfinished`, {
         hint: "Resume with the original input, pass another --journal, or --fresh to start over (items in doubt may then be sent twice).",
       });
     }
-    const j = new Journal(path, header.batch, states);
+    const j = new Journal(path, plan.header.batch, plan.states);
     j.#fh = await open(path, "a");
     return j;
   }

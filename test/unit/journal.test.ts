@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
@@ -55,4 +55,45 @@ test("records survive as JSON lines; a torn last line is ignored", async () => {
   const { states } = Journal.read(path);
   expect(states.get(1)).toMatchObject({ s: "done", id: "m1" });
   expect(states.get(2)).toMatchObject({ s: "intended" });
+});
+
+test("a finished journal of another input is replaced and kept; replaced says when that run finished and how many it sent", async () => {
+  const path = journalFile(new Date(Date.now() - 3600_000), [
+    { i: 0, s: "done", k: "b1-0", id: "m0" },
+    { i: 1, s: "done", k: "b1-1", id: "m1" },
+  ]);
+  const finished = new Date(Date.now() - 1800_000);
+  utimesSync(path, finished, finished);
+  const changed = { ...opts(path), input: "fp2" };
+  // plan() decides without touching the file.
+  expect(Journal.plan(changed)).toMatchObject({ action: "replace", reason: "input_changed", sent: 2 });
+  expect(readdirSync(join(path, "..")).filter((f) => f.endsWith(".old"))).toEqual([]);
+
+  const j = await Journal.open(changed);
+  await j.close();
+  expect(j.batchId).not.toBe("b1");
+  expect(j.replaced).toMatchObject({ reason: "input_changed", sent: 2 });
+  expect(Math.abs(j.replaced!.finishedAt.getTime() - finished.getTime())).toBeLessThan(1000);
+  expect(existsSync(j.replaced!.path)).toBe(true);
+  expect(j.replaced!.path.startsWith(`${path}.`) && j.replaced!.path.endsWith(".old")).toBe(true);
+  expect(Journal.read(j.replaced!.path).states.get(1)).toMatchObject({ s: "done", id: "m1" });
+});
+
+test("replaced is unset when a journal is resumed or new; its reason is fresh or stale for those cases", async () => {
+  const path = journalFile(new Date(Date.now() - 3600_000), [{ i: 0, s: "done", k: "b1-0", id: "m0" }]);
+  expect(Journal.plan(opts(path)).action).toBe("resume");
+  const same = await Journal.open(opts(path));
+  await same.close();
+  expect(same.replaced).toBeUndefined();
+  const fresh = await Journal.open({ ...opts(path), fresh: true });
+  await fresh.close();
+  expect(fresh.replaced).toMatchObject({ reason: "fresh", sent: 1 });
+
+  const old = journalFile(new Date(Date.now() - 25 * 3600_000), [{ i: 0, s: "done", k: "b1-0", id: "m0" }]);
+  expect(Journal.plan(opts(old))).toMatchObject({ action: "replace", reason: "stale" });
+  const unfinished = journalFile(new Date(), [{ i: 0, s: "intended", k: "b1-0" }]);
+  expect(Journal.plan({ ...opts(unfinished), input: "fp2" }).action).toBe("refuse");
+  const none = join(join(unfinished, ".."), "none.journal");
+  expect(Journal.plan(opts(none)).action).toBe("create");
+  expect(() => Journal.plan({ ...opts(none), resume: true })).toThrow(/no journal/);
 });

@@ -12,7 +12,7 @@ import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
 import { assembleMessage, type MessageParts } from "../input/build.js";
 import { regularFileSize } from "../input/read.js";
-import { render } from "./template.js";
+import { placeholders, render } from "./template.js";
 
 /** What flags give every row: defaults (a row's own value wins) and templates. */
 export interface RowDefaults {
@@ -47,13 +47,85 @@ function list(v: unknown, field: string): string[] {
   throw bad(`${field} must be a string or an array of strings`);
 }
 
+/** What a row's own field does to its message, for the warning when a template uses it too. */
+const FIELD_EFFECT: Record<string, string> = {
+  from: "each row's value is the sender address of its message (instead of --from)",
+  name: "each row's value becomes the sender's display name of its message (From: <value> <address>), replacing --name and the name in --from",
+  subject: "each row's value is the subject line of its message (instead of --subject)",
+  reply_to: "each row's value is the Reply-To address of its message",
+  html: "each row's value is the HTML body of its message (instead of the HTML template)",
+  text: "each row's value is the text body of its message (instead of the text template)",
+  cc: "each row's value is a Cc recipient of its message",
+  bcc: "each row's value is a Bcc recipient of its message",
+  headers: "each row's value is a JSON object of headers set on its message",
+  attachments: "each row's value names files attached to its message",
+  idempotency_key: "each row's value is the idempotency key of its message",
+};
+
+/** The message's own fields that variables() also offers to templates. */
+const FIELDS_AS_VARIABLES = ["to", "name", "from", "subject"];
+
+/**
+ * A column (or JSON field) named like a send-request field is that field,
+ * whatever else it is meant for: a `name` column meant for "Dear {{name}}"
+ * also becomes every message's From display name. When a template uses
+ * such a column, say so once per field, before anything is sent. `to` is
+ * left out: every row needs it as the recipient anyway.
+ */
+export class FieldClashes {
+  /** placeholder -> the flags whose templates use it. */
+  readonly #used = new Map<string, string[]>();
+  readonly #warned = new Set<string>();
+  readonly #what: string;
+
+  constructor(defaults: RowDefaults, format: "jsonl" | "json" | "csv") {
+    this.#what = format === "csv" ? "column" : "field";
+    const templates: Array<[string | undefined, string]> = [
+      [defaults.subject, "--subject"],
+      [defaults.htmlTemplate, defaults.templateFlag ?? "--html-file"],
+      [defaults.textTemplate, defaults.templateFlag ?? "--text-file"],
+    ];
+    for (const [template, flag] of templates) {
+      if (template === undefined) continue;
+      for (const p of placeholders(template)) {
+        if (!Object.hasOwn(FIELD_EFFECT, p)) continue;
+        const flags = this.#used.get(p) ?? [];
+        if (!flags.includes(flag)) flags.push(flag);
+        this.#used.set(p, flags);
+      }
+    }
+  }
+
+  /** The warnings this row gives that no earlier row gave. */
+  check(data: Record<string, unknown>): string[] {
+    if (this.#used.size === 0) return [];
+    const vars = data.vars && typeof data.vars === "object" && !Array.isArray(data.vars) ? (data.vars as Record<string, unknown>) : {};
+    const out: string[] = [];
+    for (const [field, flags] of this.#used) {
+      if (this.#warned.has(field) || data[field] === undefined || data[field] === null) continue;
+      // A JSON row's own vars.<field> fills the placeholder: the two are kept apart already.
+      if (vars[field] !== undefined) continue;
+      this.#warned.add(field);
+      const where = `{{${field}}} in ${flags.join(" and ")}`;
+      const fills = FIELDS_AS_VARIABLES.includes(field)
+        ? `it also fills ${where}`
+        : `${where} gets no value from it (only other ${this.#what}s are template variables), so those rows are invalid`;
+      out.push(
+        `${this.#what} "${field}" is the send request's field ${field}: ${FIELD_EFFECT[field]}; ${fills}. ` +
+          `Rename the ${this.#what}${field === "name" ? " (e.g. to first_name)" : ""} if it is only meant for the template.`,
+      );
+    }
+    return out;
+  }
+}
+
 /** Template variables: every field that is not one of the message's own, and a `vars` object. */
 export function variables(data: Record<string, unknown>): Record<string, unknown> {
   const vars: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(data)) if (!FIELDS.has(k) && !k.startsWith("header:")) vars[k] = v;
   if (data.vars && typeof data.vars === "object" && !Array.isArray(data.vars)) Object.assign(vars, data.vars);
   // The message's own fields can be used in templates too ({{to}}, {{name}}).
-  for (const k of ["to", "name", "from", "subject"]) if (typeof data[k] === "string" && !(k in vars)) vars[k] = data[k];
+  for (const k of FIELDS_AS_VARIABLES) if (typeof data[k] === "string" && !(k in vars)) vars[k] = data[k];
   return vars;
 }
 

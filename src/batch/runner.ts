@@ -5,12 +5,13 @@
  * state in the journal before and after its send. Rows are streamed in both
  * passes: memory does not grow with the input.
  */
+import { commaSplitNameFix, parseAddressValues } from "../core/address.js";
 import { EXIT, MailsendError, toMailsendError, worstExitClass, type ExitClass } from "../core/errors.js";
 import type { Message } from "../core/message.js";
 import { allRecipients } from "../core/message.js";
 import type { TransportName, Transport } from "../core/transport.js";
 import { deliver, type DeliverOptions } from "../limits/deliver.js";
-import { AttachmentCache, messageOfRow, type RowDefaults } from "./item.js";
+import { AttachmentCache, FieldClashes, messageOfRow, type RowDefaults } from "./item.js";
 import type { Journal } from "./journal.js";
 import { rowsOf, type Format, type Row } from "./rows.js";
 
@@ -30,7 +31,7 @@ export interface ItemResult {
   message_id?: string;
   attempts?: number;
   idempotency_key?: string;
-  error?: { code: string; message: string; exit: number; class: ExitClass };
+  error?: { code: string; message: string; exit: number; class: ExitClass; hint?: string };
 }
 
 export interface Counts {
@@ -60,6 +61,8 @@ export interface BatchOptions {
   journal?: Journal;
   onResult: (r: ItemResult) => void;
   onProgress?: (c: Counts & { left: number }) => void;
+  /** Something about the input as a whole the user should know, said once, before anything is sent. */
+  onWarning?: (text: string) => void;
   /**
    * Stop: start nothing more (no new item, no retry, no wait for a slot);
    * the sends in flight finish, so a stop does not make items "in doubt".
@@ -136,7 +139,17 @@ function stoppable(t: Transport, stop: AbortSignal | undefined, abort: AbortSign
 function errorOf(e: MailsendError): NonNullable<ItemResult["error"]> {
   // A row that cannot be a message is bad data, whatever the flag-level code would be.
   const err = e.code === "usage" ? new MailsendError("invalid_message", e.message) : e;
-  return { code: err.code, message: err.message, exit: err.exitCode, class: err.exitClass };
+  return { code: err.code, message: err.message, exit: err.exitCode, class: err.exitClass, ...(e.hint ? { hint: e.hint } : {}) };
+}
+
+/** A CSV cell holding `"Doe, Jane" <jane@example.com>` has its quotes doubled, and the cell quoted. */
+function csvHint(data: Record<string, unknown>, hint: string | undefined): string | undefined {
+  for (const field of ["to", "cc", "bcc", "reply_to", "from"]) {
+    const v = data[field];
+    const fix = typeof v === "string" ? commaSplitNameFix(v) : undefined;
+    if (fix !== undefined) return `${hint ?? ""} In a CSV cell the quotes are doubled and the cell quoted: "${fix.replace(/"/g, '""')}".`.trim();
+  }
+  return hint;
 }
 
 async function build(row: Row, opts: BatchOptions, cache: AttachmentCache, key: string): Promise<Message> {
@@ -145,16 +158,30 @@ async function build(row: Row, opts: BatchOptions, cache: AttachmentCache, key: 
     return await messageOfRow(row.data!, { defaults: opts.defaults, transport: opts.transportName, cache, idempotencyKey: key });
   } catch (e) {
     const err = toMailsendError(e);
+    const hint = opts.input.format === "csv" && err.code === "invalid_address" ? csvHint(row.data!, err.hint) : err.hint;
     throw new MailsendError(err.code === "usage" ? "invalid_message" : err.code, `row ${row.index + 1} (line ${row.line}): ${err.message}`, {
-      ...(err.hint ? { hint: err.hint } : {}),
+      ...(hint ? { hint } : {}),
     });
   }
 }
 
+/**
+ * The row's recipients for a result that has no message to take them from
+ * (invalid, or sent by an earlier run): its to, cc and bcc parsed as a send
+ * parses them, so a skipped item names the addresses its first run named;
+ * the raw text when they do not parse.
+ */
 function recipientsOf(row: Row): string[] {
-  const to = row.data?.to;
-  if (typeof to === "string") return [to];
-  return Array.isArray(to) ? to.filter((x): x is string => typeof x === "string") : [];
+  const raw = (["to", "cc", "bcc"] as const).flatMap((f) => {
+    const v = row.data?.[f];
+    if (typeof v === "string") return v === "" ? [] : [v];
+    return Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : [];
+  });
+  try {
+    return parseAddressValues(raw, "to").map((m) => m.address);
+  } catch {
+    return raw;
+  }
 }
 
 /**
@@ -186,8 +213,10 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   // Keys the rows give themselves: a repeat would be taken by the service for the
   // same message and answered without sending, so it is a bad row, not a silent loss.
   const givenKeys = new Map<string, number>();
+  const clashes = new FieldClashes(opts.defaults, opts.input.format);
   for await (const row of rowsOf(opts.input.format, opts.input.open())) {
     counts.total++;
+    if (row.data && opts.onWarning) for (const text of clashes.check(row.data)) opts.onWarning(text);
     try {
       const message = await build(row, opts, cache, keyFor(row.index));
       if (row.data?.idempotency_key !== undefined) {

@@ -28,6 +28,11 @@ export class Progress {
     this.#tty = io.stderr.isTTY === true && !io.env.CI;
   }
 
+  /** A spinner on a terminal; off one (a pipe, a CI log), only lines of text. */
+  get interactive(): boolean {
+    return this.#tty;
+  }
+
   /** Show `text` if the work is still going after `delayMs`. */
   begin(text: string, delayMs = 400): void {
     this.#text = text;

@@ -406,3 +406,123 @@ describe("running the same command again", () => {
     expect(got.map((m) => m.subject).sort()).toEqual([0, 1, 2, 3, 4, 5].map((i) => `retry ${i}`));
   });
 });
+
+describe("what a first run trips over", () => {
+  const warnings = (stderr: string) => stderr.split("\n").filter((l) => l.startsWith("warning: "));
+  const jsonWarnings = (stderr: string) =>
+    stderr
+      .split("\n")
+      .filter((l) => l.startsWith('{"warning"'))
+      .map((l) => (JSON.parse(l) as { warning: string }).warning);
+
+  test("a name column used as {{name}}: one warning before sending (also with --check, also with --json); it is the From name", async () => {
+    const html = tmp.file("renewal.html", "<p>Dear {{name}}, your {{plan}} plan renews soon.</p>");
+    const input = tmp.file("renewal.csv", "to,name,plan\nalice@example.com,Alice,gold\nbob@example.com,Bob,silver\ncat@example.com,Cat,bronze\n");
+    const args = [input, "-f", "Billing <billing@example.com>", "-s", "fieldname {{plan}}", "--html-file", html];
+
+    const check = await batch([...args, "--check"]);
+    expect(check.exitCode, check.stderr).toBe(0);
+    const w = warnings(check.stderr);
+    expect(w).toHaveLength(1);
+    expect(w[0]).toMatch(/column "name" is the send request's field name: .*sender's display name.*\{\{name\}\} in --html-file.*Rename the column \(e\.g\. to first_name\)/);
+    const checkJson = await batch([...args, "--check", "--json"]);
+    expect(checkJson.exitCode, checkJson.stderr).toBe(0);
+    expect(jsonWarnings(checkJson.stderr)).toEqual([w[0]!.replace(/^warning: /, "")]);
+
+    const r = await batch([...args, "--json"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(jsonWarnings(r.stderr)).toHaveLength(1);
+    // The warning is true: the column became the From display name.
+    const got = await stored("fieldname ");
+    const alice = await parseEml((await t.sb.store.raw(got.find((m) => m.subject === "fieldname gold")!.id))!);
+    expect(alice.from).toMatchObject({ name: "Alice", address: "billing@example.com" });
+
+    // The README's way: a template-only column gets no warning and leaves the From name alone.
+    const fixedHtml = tmp.file("renewal-fixed.html", "<p>Dear {{first_name}}, your {{plan}} plan renews soon.</p>");
+    const fixed = tmp.file("renewal-fixed.csv", "to,first_name,plan\nalice@example.com,Alice,gold\n");
+    const ok = await batch([fixed, "-f", "Billing <billing@example.com>", "-s", "firstname {{plan}}", "--html-file", fixedHtml]);
+    expect(ok.exitCode, ok.stderr).toBe(0);
+    expect(ok.stderr).toBe("");
+    const m = (await stored("firstname "))[0]!;
+    const eml = await parseEml((await t.sb.store.raw(m.id))!);
+    expect(eml.from).toMatchObject({ name: "Billing", address: "billing@example.com" });
+    expect(eml.html).toContain("Dear Alice,");
+  });
+
+  test("an edited input after a finished run: a notice on stderr that every row goes out again, and where the old journal is", async () => {
+    const rows = [0, 1].map((i) => ({ to: `e${i}@example.com`, subject: `edited ${i}`, text: "x" }));
+    const input = tmp.file("edited.jsonl", jsonl(rows));
+    const first = await batch([input, "-f", "ed@example.com"]);
+    expect(first.exitCode, first.stderr).toBe(0);
+    expect(first.stderr).toBe("");
+
+    writeFileSync(input, jsonl([...rows, { to: "e2@example.com", subject: "edited 2", text: "x" }]));
+    const check = await batch([input, "-f", "ed@example.com", "--check"]);
+    expect(check.exitCode, check.stderr).toBe(0);
+    expect(warnings(check.stderr)).toHaveLength(1);
+    expect(check.stderr).toMatch(/^warning: the input differs from the last run's \(finished at \d{4}-\d\d-\d\dT[\d:]+Z, 2 sent\), so sending it would start a new batch: every row of it would be sent/m);
+
+    const again = await batch([input, "-f", "ed@example.com", "--json"]);
+    expect(again.exitCode, again.stderr).toBe(0);
+    expect(jsonLines(again.stdout).map((x) => x.status)).toEqual(["sent", "sent", "sent"]);
+    const notice = jsonWarnings(again.stderr);
+    expect(notice).toHaveLength(1);
+    expect(notice[0]).toMatch(/^the input differs from the last run's \(finished at [^,]+Z, 2 sent\), so this is a new batch: every row of it is sent, also any the last run sent; the old journal is kept at (.+\.old)$/);
+    const kept = /kept at (.+\.old)$/.exec(notice[0]!)![1]!;
+    expect(existsSync(kept)).toBe(true);
+    expect(basename(kept).startsWith(basename(summaryOf(again).journal as string))).toBe(true);
+    expect(await stored("edited ")).toHaveLength(5);
+
+    // Run again unchanged: resumed, nothing sent, nothing to say.
+    const same = await batch([input, "-f", "ed@example.com"]);
+    expect(same.exitCode, same.stderr).toBe(0);
+    expect(same.stderr).toBe("");
+    expect(same.stdout).toMatch(/^0 sent, 3 already sent/);
+  });
+
+  test("off a terminal: no progress line at the start nor with --check; periodic lines only after the first interval", async () => {
+    const input = tmp.file("progress.jsonl", jsonl([0, 1, 2].map((i) => ({ to: `g${i}@example.com`, subject: `progress ${i}`, text: "x" }))));
+    const check = await batch([input, "-f", "pg@example.com", "--check"]);
+    expect(check.exitCode, check.stderr).toBe(0);
+    expect(check.stderr).toBe("");
+    const quick = await batch([input, "-f", "pg@example.com"]);
+    expect(quick.exitCode, quick.stderr).toBe(0);
+    expect(quick.stderr).toBe("");
+
+    // Slow sends, one at a time: the run lasts well past the 5 s interval.
+    const slow = tmp.file("progress-slow.jsonl", jsonl([0, 1, 2, 3, 4, 5].map((i) => ({ to: `s${i}@example.com`, subject: `slowprogress ${i}`, text: "x" }))));
+    t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 1200 };
+    const r = await batch([slow, "-f", "pg@example.com", "--concurrency", "1"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const lines = r.stderr.split("\n").filter(Boolean);
+    expect(lines.length).toBeGreaterThanOrEqual(1);
+    for (const l of lines) expect(l).toMatch(/^mailsend batch: sent [1-9]\d*, failed 0, left \d+/);
+  });
+
+  test("a CSV display name with an unquoted comma: the hint says the comma separates recipients and how to quote it in CSV", async () => {
+    const input = tmp.file("comma.csv", 'to,subject,text\n"Doe, Jane <jane@example.com>",comma 0,x\n"""Roe, Al"" <al@example.com>",comma 1,x\n');
+    const results = join(tmp.dir, "comma-results.jsonl");
+    const r = await batch([input, "-f", "cm@example.com", "--results", results]);
+    expect(r.exitCode, r.stderr).toBe(65);
+    expect(r.stderr).toContain('invalid: row 1 (line 2): to: missing @ in "Doe, Jane <jane@example.com>"\nhint: The comma separates recipients');
+    expect(r.stderr).toContain('as in "Doe, Jane" <jane@example.com>.');
+    expect(r.stderr).toContain('In a CSV cell the quotes are doubled and the cell quoted: """Doe, Jane"" <jane@example.com>".');
+    const bad = jsonLines(readFileSync(results, "utf8")).find((x) => x.index === 0)!;
+    expect((bad.error as { hint?: string }).hint).toMatch(/comma separates recipients/);
+    expect((await stored("comma ")).map((m) => m.subject)).toEqual(["comma 1"]);
+  });
+
+  test("--results: a skipped row names the same parsed addresses as the run that sent it", async () => {
+    const input = tmp.file("recips.csv", 'to,subject,text\n"""Doe, Jane"" <jane@example.com>",recips 0,x\n"Ann <ann@example.com>, bob@example.com",recips 1,x\n');
+    const results = join(tmp.dir, "recips-results.jsonl");
+    const first = await batch([input, "-f", "rc@example.com", "--results", results]);
+    expect(first.exitCode, first.stderr).toBe(0);
+    const sent = byIndex(jsonLines(readFileSync(results, "utf8")));
+    expect(sent.map((x) => x.recipients)).toEqual([["jane@example.com"], ["ann@example.com", "bob@example.com"]]);
+    const second = await batch([input, "-f", "rc@example.com", "--results", results]);
+    expect(second.exitCode, second.stderr).toBe(0);
+    const skipped = byIndex(jsonLines(readFileSync(results, "utf8")));
+    expect(skipped.map((x) => x.status)).toEqual(["skipped", "skipped"]);
+    expect(skipped.map((x) => x.recipients)).toEqual(sent.map((x) => x.recipients));
+  });
+});

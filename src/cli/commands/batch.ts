@@ -7,7 +7,7 @@ import { join, resolve } from "node:path";
 import type { HeaderList } from "../../core/headers.js";
 import { parseHeaderFlag } from "../../core/headers.js";
 import { MailsendError } from "../../core/errors.js";
-import { fingerprint, Journal } from "../../batch/journal.js";
+import { fingerprint, Journal, type Replaced } from "../../batch/journal.js";
 import type { RowDefaults } from "../../batch/item.js";
 import { formatFromContent, formatFromName, type Format } from "../../batch/rows.js";
 import { runBatch, type BatchInput, type Counts, type ItemResult } from "../../batch/runner.js";
@@ -120,6 +120,22 @@ async function openInput(file: string, io: CliIO, format: Format | undefined): P
   return { input, identity, fp, cleanup };
 }
 
+const when = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, "Z");
+
+/**
+ * A finished run's journal of another input is replaced (kept as *.old) and
+ * the batch starts over: every row goes out, also those that run sent. Right,
+ * when the input is a new one; a surprise when it is the old one edited, so
+ * it is said out loud. (--fresh asks for it; a run older than 24 h is
+ * documented as history.)
+ */
+function newBatchNotice(r: Pick<Replaced, "finishedAt" | "sent">, keptAt: string, checking: boolean): string {
+  const last = `the input differs from the last run's (finished at ${when(r.finishedAt)}, ${r.sent} sent)`;
+  return checking
+    ? `${last}, so sending it would start a new batch: every row of it would be sent, also any the last run sent; the old journal would be kept as ${keptAt}`
+    : `${last}, so this is a new batch: every row of it is sent, also any the last run sent; the old journal is kept at ${keptAt}`;
+}
+
 function summaryLine(c: Counts & { elapsedMs: number }): string {
   const parts = [`${c.sent} sent`];
   if (c.skipped) parts.push(`${c.skipped} already sent`);
@@ -159,7 +175,21 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       flags.journal ??
       (flags.results ? `${flags.results}.journal` : join(stateDir(io.env), "batches", `${createHash("sha256").update(opened.identity).digest("hex").slice(0, 24)}.journal`));
     if (!flags.journal && !flags.results) mkdirSync(join(stateDir(io.env), "batches"), { recursive: true, mode: 0o700 });
-    const journal = flags.check ? undefined : await Journal.open({ path: journalPath, input: opened.fp, fresh: flags.fresh ?? false, resume: flags.resume ?? false });
+    const say = (text: string) => (json ? io.stderr.write(`${JSON.stringify({ warning: text })}\n`) : warn(io, text));
+    const journalOptions = { path: journalPath, input: opened.fp, fresh: flags.fresh ?? false, resume: flags.resume ?? false };
+    const journal = flags.check ? undefined : await Journal.open(journalOptions);
+    if (journal?.replaced?.reason === "input_changed" && journal.replaced.sent > 0) say(newBatchNotice(journal.replaced, journal.replaced.path, false));
+    if (flags.check) {
+      // What the run would do with the journal, so that --check does not say "all fine" before a resend.
+      // A journal that is missing or unusable is the real run's error to report, not --check's.
+      let plan;
+      try {
+        plan = Journal.plan({ ...journalOptions, resume: false });
+      } catch {
+        plan = undefined;
+      }
+      if (plan?.action === "replace" && plan.reason === "input_changed" && plan.sent > 0) say(newBatchNotice(plan, `${journalPath}.<time>.old`, true));
+    }
 
     let resultsFd: number | undefined;
     if (flags.results) {
@@ -172,6 +202,9 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       }
     }
     const c = colorsFor(io.stderr, io.env);
+    // A bad row's hint says how to fix it; rows with the same mistake get it once (the
+    // start of a hint names the mistake, the rest may quote the row: compare the start).
+    const hintsShown = new Set<string>();
     const onResult = (r: ItemResult) => {
       const line = `${JSON.stringify(r)}\n`;
       if (resultsFd !== undefined) writeSync(resultsFd, line);
@@ -179,12 +212,20 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       else if (!flags.quiet && (r.status === "invalid" || r.status === "failed" || r.status === "unknown")) {
         const label = r.status === "unknown" ? c.yellow("unknown") : c.red(r.status);
         io.stderr.write(`${label}: ${r.error?.message ?? `item ${r.index + 1}`}\n`);
+        const hint = r.status === "invalid" ? r.error?.hint : undefined;
+        if (hint && !hintsShown.has(hint.slice(0, 48))) {
+          hintsShown.add(hint.slice(0, 48));
+          io.stderr.write(`${c.dim("hint:")} ${hint}\n`);
+        }
       }
     };
 
     const progress = new Progress(io, !flags.quiet && !json);
     const started = Date.now();
-    let lastLine = 0;
+    // Off a terminal the first line comes one interval in: a "sent 0, failed 0" before
+    // anything was sent reads like a failure in a CI log. --check sends nothing to count.
+    const lineEveryMs = 5000;
+    let lastLine = started;
     let lastDraw = 0;
     const onProgress = (p: Counts & { left: number }) => {
       // Called once per item: the text is made at most every 100 ms, and only when something shows it.
@@ -197,7 +238,7 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       const text = `sent ${done}, failed ${p.failed + p.unknown}, left ${p.left}${rate ? `, ${rate.toFixed(1)}/s` : ""}${eta !== undefined ? `, ETA ${eta} s` : ""}`;
       progress.update(text);
       // Off a terminal, a line every few seconds is enough to show it is alive.
-      if (!io.stderr.isTTY && Date.now() - lastLine > 5000) {
+      if (!progress.interactive && !flags.check && Date.now() - lastLine >= lineEveryMs) {
         lastLine = Date.now();
         io.stderr.write(`mailsend batch: ${text}\n`);
       }
@@ -241,6 +282,7 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
         ...(journal ? { journal } : {}),
         onResult,
         onProgress,
+        onWarning: say,
         signal: abort.signal,
         abortSends: abortSends.signal,
       });
@@ -269,7 +311,7 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     if (flags.githubOutput) {
       const { sent, skipped, failed, unknown, invalid, total } = summary;
       const problem = writeGitHubOutputs(io.env, { sent, already_sent: skipped, failed, unknown, invalid, total });
-      if (problem) json ? io.stderr.write(`${JSON.stringify({ warning: problem })}\n`) : warn(io, problem);
+      if (problem) say(problem);
     }
     if (inGitHubActions(io.env) && summary.failed + summary.unknown + summary.invalid > 0) {
       io.stderr.write(annotation("error", `batch: ${summaryLine(summary)}`, journal && unfinished ? "Run the same command again to retry what did not go out." : undefined));

@@ -65,6 +65,14 @@ export function isMessageId(id: string): boolean {
   return ID_RE.test(id);
 }
 
+/**
+ * Whether `dir` holds a sandbox's messages: every sandbox start makes the
+ * index, so without one no sandbox ever ran there (or it is another dir).
+ */
+export function hasSandboxData(dir: string): boolean {
+  return existsSync(sandboxPaths(dir).index);
+}
+
 export class FileMessageStore implements MessageStore {
   readonly paths: SandboxPaths;
   readonly readOnly: boolean;

@@ -3,11 +3,11 @@
  * data dir (the sandbox need not be running).
  */
 import { MailsendError } from "../../core/errors.js";
-import { isMessageId, FileMessageStore } from "../../sandbox/store.js";
+import { hasSandboxData, isMessageId, FileMessageStore } from "../../sandbox/store.js";
 import type { StoredMessage } from "../../sandbox/types.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
-import { sandboxDir, table } from "./sandbox.js";
+import { sandboxDir, shellQuote, table } from "./sandbox.js";
 
 interface InboxFlags {
   dir?: string;
@@ -26,8 +26,26 @@ function cut(s: string, n: number): string {
   return s.length > n ? `${s.slice(0, n - 1)}…` : s;
 }
 
+/** Where the dir came from, for the message that finds no sandbox there. */
+function dirSource(flags: InboxFlags, env: CliIO["env"]): string {
+  if (flags.dir !== undefined) return "from --dir";
+  if (env.MAILSEND_SANDBOX_DIR) return "from MAILSEND_SANDBOX_DIR";
+  return "the default; MAILSEND_SANDBOX_DIR is not set";
+}
+
+/**
+ * The store of the sandbox data dir. A dir where no sandbox ever ran is an
+ * error (66), not an empty inbox: it is almost always the wrong dir, and
+ * "no messages" would look like lost mail.
+ */
 async function open(flags: InboxFlags, io: CliIO): Promise<FileMessageStore> {
-  return FileMessageStore.open(sandboxDir(flags, io.env), { readOnly: true });
+  const dir = sandboxDir(flags, io.env);
+  if (!hasSandboxData(dir)) {
+    throw new MailsendError("file_not_found", `no sandbox data in ${dir} (${dirSource(flags, io.env)})`, {
+      hint: `Start one with \`mailsend sandbox --dir ${shellQuote(dir)}\`, or set MAILSEND_SANDBOX_DIR (or --dir) to the data dir of the sandbox you started (its banner prints the export line).`,
+    });
+  }
+  return FileMessageStore.open(dir, { readOnly: true });
 }
 
 export async function runInbox(flags: InboxFlags, io: CliIO): Promise<number> {

@@ -1,0 +1,85 @@
+/**
+ * `mailsend inbox` and `inbox show` as a user meets them: a dir with no
+ * sandbox in it is an error that says so (66), not an empty inbox.
+ */
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCli, stderrJson, stdoutJson } from "../helpers/cli.js";
+import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { scratch, type Scratch } from "../helpers/tmp.js";
+
+let s: Scratch;
+let t: TestSandbox;
+let smtpMessageId: string;
+let restId: string;
+
+const send = (subject: string, extra: string[] = []) => ["send", "-f", "a@example.com", "-t", "b@example.com", "-s", subject, "--text", `body of ${subject}`, ...extra];
+
+beforeAll(async () => {
+  s = scratch("mailsend-inbox-");
+  t = await inProcessSandbox({}, s);
+  const smtp = await runCli([...send("over smtp", ["--transport", "smtp", "--json", "-H", "X-A-Rather-Long-Custom-Header: yes"])], { env: t.env });
+  expect(smtp.exitCode, smtp.stderr).toBe(0);
+  smtpMessageId = stdoutJson(smtp).message_id;
+  const rest = await runCli([...send("over rest", ["--json"])], { env: t.env });
+  expect(rest.exitCode, rest.stderr).toBe(0);
+  restId = stdoutJson(rest).message_id;
+});
+
+afterAll(async () => {
+  await t?.stop();
+  s?.remove();
+});
+
+describe("a dir without sandbox data", () => {
+  it("is an error naming the dir and how to start one (66), in both output modes", async () => {
+    const dir = join(s.dir, "does", "not", "exist");
+    const r = await runCli(["inbox", "--dir", dir]);
+    expect(r.exitCode).toBe(66);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toContain(`no sandbox data in ${dir}`);
+    expect(r.stderr).toContain(`mailsend sandbox --dir ${dir}`);
+    expect(r.stderr).toContain("MAILSEND_SANDBOX_DIR");
+    expect(r.stderr).not.toContain("no messages");
+
+    const j = await runCli(["inbox", "--dir", dir, "--json"]);
+    expect(j.exitCode).toBe(66);
+    expect(j.stdout).toBe("");
+    expect(stderrJson(j).error).toMatchObject({ code: "file_not_found", exit: 66 });
+    expect(stderrJson(j).error.message).toContain(dir);
+  });
+
+  it("the same for an empty dir, a file, and `inbox show`", async () => {
+    const empty = join(s.dir, "empty");
+    mkdirSync(empty);
+    expect((await runCli(["inbox", "--dir", empty])).exitCode).toBe(66);
+    const file = s.file("not-a-dir", "x");
+    expect((await runCli(["inbox", "--dir", file])).exitCode).toBe(66);
+    const show = await runCli(["inbox", "show", restId, "--dir", empty]);
+    expect(show.exitCode).toBe(66);
+    expect(show.stderr).toContain(`no sandbox data in ${empty}`);
+  });
+
+  it("says where the dir came from: MAILSEND_SANDBOX_DIR, or the default", async () => {
+    const fromEnv = await runCli(["inbox"], { env: { MAILSEND_SANDBOX_DIR: join(s.dir, "env-dir") } });
+    expect(fromEnv.exitCode).toBe(66);
+    expect(fromEnv.stderr).toContain("from MAILSEND_SANDBOX_DIR");
+    const xdg = join(s.dir, "xdg");
+    const byDefault = await runCli(["inbox"], { env: { XDG_DATA_HOME: xdg } });
+    expect(byDefault.exitCode).toBe(66);
+    expect(byDefault.stderr).toContain(`no sandbox data in ${join(xdg, "mailsend", "sandbox")}`);
+    expect(byDefault.stderr).toContain("MAILSEND_SANDBOX_DIR is not set");
+  });
+
+  it("a sandbox dir with no messages yet is an empty inbox (0)", async () => {
+    const quiet = await inProcessSandbox({ dir: join(s.dir, "quiet") }, s);
+    await quiet.stop();
+    const r = await runCli(["inbox", "--dir", quiet.dir]);
+    expect(r.exitCode).toBe(0);
+    expect(r.stderr).toContain(`no messages in ${quiet.dir}`);
+    const j = await runCli(["inbox", "--dir", quiet.dir, "--json"]);
+    expect(j.exitCode).toBe(0);
+    expect(stdoutJson(j)).toEqual([]);
+  });
+});

@@ -12,9 +12,7 @@ import MailComposer from "nodemailer/lib/mail-composer";
 import * as mimeFuncs from "nodemailer/lib/mime-funcs";
 import { formatMailbox, parseAddressList, parseMailbox1, type Mailbox } from "../core/address.js";
 import type { SendRequest } from "../core/schema.js";
-import type { StoredAttachment } from "./types.js";
-
-export const MESSAGE_ID_DOMAIN = "sandbox.mailsend.invalid";
+import { MESSAGE_ID_DOMAIN, type StoredAttachment } from "./types.js";
 
 const detectMimeType = (mimeFuncs as unknown as { detectMimeType(name: string): string }).detectMimeType;
 

@@ -16,7 +16,7 @@ import { open, readFile, unlink, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { MailsendError } from "../core/errors.js";
 import { sandboxPaths, type SandboxPaths } from "./paths.js";
-import type { MessageStore, StoredMessage } from "./types.js";
+import { MESSAGE_ID_DOMAIN, type MessageStore, type StoredMessage } from "./types.js";
 import { inlineWriter, type MessageWriter, type Payload } from "./writer.js";
 
 /** What the index keeps beyond the public record: never shown to readers. */
@@ -63,6 +63,12 @@ export function newMessageId(now = Date.now()): string {
 
 export function isMessageId(id: string): boolean {
   return ID_RE.test(id);
+}
+
+/** A Message-ID as written in a header or printed by `mailsend send`, without its angle brackets. */
+export function bareMessageId(s: string): string {
+  const t = s.trim();
+  return t.startsWith("<") && t.endsWith(">") ? t.slice(1, -1).trim() : t;
 }
 
 /**
@@ -172,6 +178,22 @@ export class FileMessageStore implements MessageStore {
   async get(id: string): Promise<StoredMessage | undefined> {
     const r = this.#byId.get(id);
     return r && publicRecord(r);
+  }
+
+  /**
+   * The messages whose Message-ID header is `messageId` (with or without
+   * its angle brackets), newest first: what `mailsend send` printed for an
+   * SMTP send. A REST message answers to its <id@sandbox> header too.
+   */
+  findByMessageId(messageId: string): StoredMessage[] {
+    const want = bareMessageId(messageId);
+    if (want === "") return [];
+    const out: StoredMessage[] = [];
+    for (let i = this.#records.length - 1; i >= 0; i--) {
+      const r = this.#records[i]!;
+      if (bareMessageId(r.messageId) === want || (r.channel === "rest" && `${r.id}@${MESSAGE_ID_DOMAIN}` === want)) out.push(publicRecord(r));
+    }
+    return out;
   }
 
   async raw(id: string): Promise<Buffer | undefined> {

@@ -2,6 +2,12 @@
  * The contract between the sandbox's store and its readers (the web inbox,
  * `mailsend inbox`). The key itself is never stored: `keyId` names it.
  */
+/**
+ * The domain of the Message-ID header the sandbox gives a REST message
+ * (<id@this>); the REST answer's message_id is the bare id.
+ */
+export const MESSAGE_ID_DOMAIN = "sandbox.mailsend.invalid";
+
 export interface StoredAttachment {
   filename: string;
   contentType: string;

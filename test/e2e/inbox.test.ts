@@ -1,6 +1,8 @@
 /**
  * `mailsend inbox` and `inbox show` as a user meets them: a dir with no
- * sandbox in it is an error that says so (66), not an empty inbox.
+ * sandbox in it is an error that says so (66), not an empty inbox; a message
+ * is found by its sandbox id or by the Message-ID `mailsend send` printed; an
+ * id that matches nothing is a missing input (66), not a usage error.
  */
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -81,5 +83,75 @@ describe("a dir without sandbox data", () => {
     const j = await runCli(["inbox", "--dir", quiet.dir, "--json"]);
     expect(j.exitCode).toBe(0);
     expect(stdoutJson(j)).toEqual([]);
+  });
+});
+
+describe("inbox show finds a message", () => {
+  it("by the Message-ID an SMTP send printed, with or without the angle brackets", async () => {
+    expect(smtpMessageId).toMatch(/^<[^<>@\s]+@[^<>\s]+>$/);
+    const stored = (await t.sb.store.list()).find((m) => m.subject === "over smtp")!;
+    for (const id of [smtpMessageId, smtpMessageId.slice(1, -1)]) {
+      const r = await runCli(["inbox", "show", id, "--dir", t.dir, "--json"]);
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(stdoutJson(r)).toMatchObject({ id: stored.id, subject: "over smtp" });
+    }
+    const raw = await runCli(["inbox", "show", smtpMessageId, "--raw", "--dir", t.dir]);
+    expect(raw.stdout).toBe((await t.sb.store.raw(stored.id))!.toString("utf8"));
+  });
+
+  it("by the id a REST send printed (the sandbox id), and by that message's Message-ID header", async () => {
+    const byId = await runCli(["inbox", "show", restId, "--dir", t.dir, "--json"]);
+    expect(byId.exitCode, byId.stderr).toBe(0);
+    const shown = stdoutJson(byId) as { id: string; headers: Array<{ name: string; value: string }> };
+    expect(shown.id).toBe(restId);
+    const header = shown.headers.find((h) => h.name.toLowerCase() === "message-id")!.value;
+    const byHeader = await runCli(["inbox", "show", header, "--dir", t.dir, "--json"]);
+    expect(byHeader.exitCode, byHeader.stderr).toBe(0);
+    expect(stdoutJson(byHeader).id).toBe(restId);
+  });
+
+  it("through MAILSEND_SANDBOX_DIR from the sandbox's env, without --dir", async () => {
+    expect(t.env.MAILSEND_SANDBOX_DIR).toBe(t.dir);
+    const r = await runCli(["inbox", "show", smtpMessageId], { env: t.env });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toContain("body of over smtp");
+  });
+
+  it("the newest of several messages with one Message-ID, naming the others", async () => {
+    const args = send("same id", ["--transport", "smtp", "-H", "Message-ID: <same-id-twice@example.com>"]);
+    for (let i = 0; i < 2; i++) expect((await runCli(args, { env: t.env })).exitCode).toBe(0);
+    const ids = (await t.sb.store.list()).filter((m) => m.subject === "same id").map((m) => m.id);
+    expect(ids).toHaveLength(2);
+    const r = await runCli(["inbox", "show", "same-id-twice@example.com", "--dir", t.dir]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`Id:`);
+    expect(r.stdout).toContain(ids[0]!);
+    expect(r.stderr).toContain(`2 messages have this Message-ID`);
+    expect(r.stderr).toContain(ids[1]!);
+  });
+});
+
+describe("inbox show of what is not there", () => {
+  it("a well-formed id that matches nothing is missing input (66), with the error JSON in --json mode", async () => {
+    for (const id of ["nosuchid", "0000000000000000zz", "<nobody@example.com>"]) {
+      const r = await runCli(["inbox", "show", id, "--dir", t.dir]);
+      expect(r.exitCode, id).toBe(66);
+      expect(r.stdout).toBe("");
+      expect(r.stderr).toContain(`no message ${id} in ${t.dir}`);
+      expect(r.stderr).toContain("mailsend inbox");
+    }
+    const j = await runCli(["inbox", "show", "nosuchid", "--dir", t.dir, "--json"]);
+    expect(j.exitCode).toBe(66);
+    expect(j.stdout).toBe("");
+    expect(stderrJson(j).error).toMatchObject({ code: "file_not_found", exit: 66 });
+    expect(stderrJson(j).error.message).toContain("no message nosuchid");
+  });
+
+  it("something that cannot be an id at all is a usage error (64)", async () => {
+    for (const id of ["", "<>", "two words", "a<b>c"]) {
+      const r = await runCli(["inbox", "show", id, "--dir", t.dir, "--json"]);
+      expect(r.exitCode, JSON.stringify(id)).toBe(64);
+      expect(stderrJson(r).error.code).toBe("usage");
+    }
   });
 });

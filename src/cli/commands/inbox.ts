@@ -3,7 +3,7 @@
  * data dir (the sandbox need not be running).
  */
 import { MailsendError } from "../../core/errors.js";
-import { hasSandboxData, isMessageId, FileMessageStore } from "../../sandbox/store.js";
+import { bareMessageId, hasSandboxData, isMessageId, FileMessageStore } from "../../sandbox/store.js";
 import type { StoredMessage } from "../../sandbox/types.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
@@ -78,17 +78,47 @@ export async function runInbox(flags: InboxFlags, io: CliIO): Promise<number> {
   }
 }
 
-function notFound(id: string, dir: string): MailsendError {
-  return new MailsendError("usage", `no message ${id} in ${dir}`, { hint: "`mailsend inbox` lists the ids." });
+/**
+ * A sandbox id, or a Message-ID with or without its angle brackets (what
+ * `mailsend send` prints for an SMTP send). Anything else cannot name a
+ * message at all: a usage error, not a missing message.
+ */
+function checkId(id: string): void {
+  const bare = bareMessageId(id);
+  if (bare === "" || /[\s<>\p{Cc}]/u.test(bare)) {
+    throw new MailsendError("usage", `${JSON.stringify(id)} is not a message id`, {
+      hint: "Give the id `mailsend inbox` lists, or the Message-ID `mailsend send` printed (with or without the <>).",
+    });
+  }
+}
+
+/** By sandbox id, else by Message-ID header; when several share a Message-ID, the newest. */
+async function find(store: FileMessageStore, id: string, io: CliIO, json: boolean): Promise<{ m: StoredMessage; raw: Buffer }> {
+  let m = isMessageId(id) ? await store.get(id) : undefined;
+  if (!m) {
+    const matches = store.findByMessageId(id);
+    m = matches[0];
+    if (matches.length > 1 && !json) {
+      const c = colorsFor(io.stderr, io.env);
+      io.stderr.write(c.dim(`${matches.length} messages have this Message-ID; showing the newest, ${m!.id} (the others: ${matches.slice(1).map((x) => x.id).join(", ")})\n`));
+    }
+  }
+  if (!m) {
+    throw new MailsendError("file_not_found", `no message ${id} in ${store.paths.dir}`, {
+      hint: "`mailsend inbox` lists the ids; the Message-ID `mailsend send` printed works too.",
+    });
+  }
+  const raw = await store.raw(m.id);
+  if (!raw) throw new MailsendError("file_not_found", `message ${m.id} is in the index of ${store.paths.dir} but its file messages/${m.id}.eml is missing`);
+  return { m, raw };
 }
 
 export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Promise<number> {
   const json = flags.json ?? false;
   try {
+    checkId(id);
     const store = await open(flags, io);
-    const m: StoredMessage | undefined = isMessageId(id) ? await store.get(id) : undefined;
-    const raw = m && (await store.raw(id));
-    if (!m || !raw) throw notFound(id, store.paths.dir);
+    const { m, raw } = await find(store, id, io, json);
     if (flags.raw) {
       io.stdout.write(raw);
       return 0;

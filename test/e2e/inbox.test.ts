@@ -2,7 +2,8 @@
  * `mailsend inbox` and `inbox show` as a user meets them: a dir with no
  * sandbox in it is an error that says so (66), not an empty inbox; a message
  * is found by its sandbox id or by the Message-ID `mailsend send` printed; an
- * id that matches nothing is a missing input (66), not a usage error.
+ * id that matches nothing is a missing input (66), not a usage error; and the
+ * header block of `inbox show` keeps one column for its values.
  */
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -153,5 +154,20 @@ describe("inbox show of what is not there", () => {
       expect(r.exitCode, JSON.stringify(id)).toBe(64);
       expect(stderrJson(r).error.code).toBe("usage");
     }
+  });
+});
+
+describe("inbox show's header block", () => {
+  it("puts every value in one column, X- headers (X-Idempotency-Key too) after the standard ones", async () => {
+    const r = await runCli(["inbox", "show", smtpMessageId, "--dir", t.dir]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const block = r.stdout.split("\n\n")[0]!.split("\n");
+    const labels = block.map((l) => /^([\w-]+):/.exec(l)?.[1]);
+    expect(labels).toEqual(expect.arrayContaining(["Id", "Received", "Envelope", "From", "To", "Subject", "Message-ID", "X-Idempotency-Key", "X-A-Rather-Long-Custom-Header"]));
+    const columns = new Set(block.map((l) => /^[\w-]+: +/.exec(l)![0].length));
+    expect(columns.size, block.join("\n")).toBe(1);
+    const firstX = labels.findIndex((l) => l!.startsWith("X-"));
+    expect(labels.slice(firstX).every((l) => l!.startsWith("X-")), block.join("\n")).toBe(true);
+    expect(r.stdout).toContain("body of over smtp");
   });
 });

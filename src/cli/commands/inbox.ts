@@ -113,6 +113,9 @@ async function find(store: FileMessageStore, id: string, io: CliIO, json: boolea
   return { m, raw };
 }
 
+/** The headers `inbox show` prints, in this order; then the X- headers as the message has them. */
+const SHOWN_HEADERS = ["from", "to", "cc", "reply-to", "subject", "date", "message-id"];
+
 export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Promise<number> {
   const json = flags.json ?? false;
   try {
@@ -136,16 +139,20 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
       );
       return 0;
     }
-    const c = colorsFor(io.stdout, io.env);
-    const out: string[] = [];
-    const field = (k: string, v: string) => out.push(`${c.bold(`${k}:`.padEnd(13))} ${v}`);
-    field("Id", m.id);
-    field("Received", `${m.receivedAt} via ${m.channel} (key ${m.keyId})`);
-    field("Envelope", `${m.envelope.from} -> ${m.envelope.to.join(", ")}`);
-    for (const h of email.headers) {
-      if (["from", "to", "cc", "reply-to", "subject", "date", "message-id"].includes(h.key) || h.key.startsWith("x-")) field(h.originalKey, h.value);
+    const fields: Array<[string, string]> = [
+      ["Id", m.id],
+      ["Received", `${m.receivedAt} via ${m.channel} (key ${m.keyId})`],
+      ["Envelope", `${m.envelope.from} -> ${m.envelope.to.join(", ")}`],
+    ];
+    for (const key of SHOWN_HEADERS) {
+      for (const h of email.headers) if (h.key === key) fields.push([h.originalKey, h.value]);
     }
-    for (const a of m.attachments) field("Attachment", `${a.filename} (${a.contentType}, ${size(a.size)})`);
+    for (const h of email.headers) if (h.key.startsWith("x-")) fields.push([h.originalKey, h.value]);
+    for (const a of m.attachments) fields.push(["Attachment", `${a.filename} (${a.contentType}, ${size(a.size)})`]);
+    // One column for every value, however long a custom header's name.
+    const width = Math.max(...fields.map(([k]) => k.length)) + 1;
+    const c = colorsFor(io.stdout, io.env);
+    const out = fields.map(([k, v]) => `${c.bold(`${k}:`.padEnd(width))} ${v}`);
     out.push("");
     if (email.text) out.push(email.text.trimEnd());
     else if (email.html) out.push(c.dim("(HTML only; --raw shows the source, the web inbox renders it)"), email.html.trimEnd());

@@ -180,10 +180,10 @@ describe("mailsend inbox", () => {
     expect(show.stdout).toContain("blob.bin");
   });
 
-  it("an unknown id is a usage error", async () => {
+  it("an unknown id is missing input (66), not a usage error", async () => {
     const r = await runCli(["inbox", "show", "nope", "--dir", t.dir]);
-    expect(r.exitCode).toBe(64);
-    expect(r.stderr).toContain("no message nope");
+    expect(r.exitCode).toBe(66);
+    expect(r.stderr).toContain("nope");
   });
 });
 

@@ -68,4 +68,5 @@ export const INBOX_SHOW_HELP = examples([
   "mailsend inbox show <id>",
   "mailsend inbox show <id> --raw > message.eml     # the stored .eml, byte for byte",
   "mailsend inbox show <id> --json | jq .subject",
+  "mailsend inbox show '<6d48a104-...@example.com>'  # by the Message-ID an SMTP send printed",
 ]);

@@ -277,7 +277,7 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
     const { runInbox } = await import("./commands/inbox.js");
     setExit(await runInbox(opts, io));
   });
-  const inboxShow = inbox.command("show").description("show one stored message").argument("<id>");
+  const inboxShow = inbox.command("show").description("show one stored message").argument("<id>", "an id from `mailsend inbox`, or the Message-ID an SMTP send printed");
   addSandboxOptions(inboxShow, [DIR_OPTION, { flags: "--raw", description: "print the .eml exactly as stored" }, JSON_OPTION]);
   inboxShow.action(async (id: string, _opts: unknown, cmd: Command) => {
     const { runInboxShow } = await import("./commands/inbox.js");

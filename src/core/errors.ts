@@ -24,7 +24,7 @@ export const EXIT_MEANING: Record<ExitClass, string> = {
   ok: "sent",
   usage: "usage: unknown flag, missing --to/--from/--subject/body, cc/bcc over REST",
   dataerr: "bad message data: invalid address, header with CR/LF, bad JSON/EML; or the server refused the message (400, 413, SMTP 550/552/554)",
-  noinput: "an attachment or body file is missing or unreadable",
+  noinput: "an input is missing or unreadable: an attachment or body file, a sandbox data dir, a stored message",
   unavailable: "service unavailable: connection refused, DNS failure, 5xx",
   software: "internal error (a bug in mailsend)",
   tempfail: "temporary failure, safe to retry later: rate limited (429), SMTP 4xx, timeout before sending",

@@ -186,6 +186,17 @@ export async function sendBatch(items: Iterable<BatchItem> | AsyncIterable<Batch
         }
       },
       ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.onWarning
+        ? {
+            onWarning: (text: string) => {
+              try {
+                options.onWarning!(text);
+              } catch (e) {
+                callbackError ??= new CallerError(e);
+              }
+            },
+          }
+        : {}),
     });
     // The caller's own callback threw: that is their error to see, after the batch settled.
     if (callbackError) throw callbackError;

@@ -219,6 +219,13 @@ export interface SendBatchOptions extends ConnectionOptions, Omit<DeliveryOption
   failFast?: boolean;
   /** Called for each item as it is settled. */
   onResult?: (result: BatchItemResult) => void;
+  /**
+   * Called once, before anything is sent, for what the items as a whole
+   * suggest is a mistake: e.g. a template placeholder that is also a send
+   * request's field (a `name` variable is the sender's display name). The
+   * library prints nothing itself.
+   */
+  onWarning?: (text: string) => void;
   /** Keep every item's result in BatchResult.results (default true; false for very large batches). */
   collectResults?: boolean;
 }

@@ -320,6 +320,20 @@ describe("sendBatch()", () => {
     expect(eml.html).toContain("Hello Ann &lt;3");
   });
 
+  it("onWarning hears of an item field that a template also uses as a variable (name is the sender's display name), once", async () => {
+    const warnings: string[] = [];
+    const r = await sendBatch([{ to: "ann@example.com", name: "Ann" }, { to: "bob@example.com", name: "Bob" }], {
+      ...rest,
+      ...state(),
+      check: true,
+      template: { from: "Billing <ci@example.com>", subject: "Hi {{name}}", text: "x" },
+      onWarning: (w) => warnings.push(w),
+    });
+    expect(r.summary.invalid).toBe(0);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/name/);
+  });
+
   it("keeps a journal: a second run skips what was sent", async () => {
     const journal = join(tmp.dir, "api.journal");
     const list = items(3);

@@ -33,6 +33,15 @@ const KEEP = 64 * 1024;
 
 const TIMEOUT_CODES = new Set(["UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
 
+/** A failure while reading an attachment is the file's, as on the node:http path: never a connection's. */
+async function* readingErrors(chunks: AsyncGenerator<Buffer>): AsyncGenerator<Buffer> {
+  try {
+    yield* chunks;
+  } catch (e) {
+    throw e instanceof MailsendError ? e : new MailsendError("file_unreadable", `cannot read an attachment: ${(e as Error).message}`, { cause: e });
+  }
+}
+
 export class PoolPoster {
   readonly #pool: Pool;
   readonly #path: string;
@@ -74,6 +83,11 @@ export class PoolPoster {
       const failWith = (err: unknown) => {
         if (settled) return;
         const code = (err as { code?: unknown })?.code;
+        if (code === "UND_ERR_REQ_CONTENT_LENGTH_MISMATCH") {
+          // The body came out longer than planned: an attachment grew while it was being sent.
+          done(new MailsendError("file_unreadable", "an attachment changed size while it was being sent", { cause: err }));
+          return;
+        }
         if (typeof code === "string" && TIMEOUT_CODES.has(code) && !signal?.aborted) {
           // undici's connect and headers timeouts are our --timeout.
           done(timeoutFailure(progress, ctx));
@@ -128,7 +142,7 @@ export class PoolPoster {
           failWith(err);
         },
       };
-      const requestBody = body.whole ?? Readable.from(body.chunks(), { objectMode: false });
+      const requestBody = body.whole ?? Readable.from(readingErrors(body.chunks()), { objectMode: false });
       try {
         this.#pool.dispatch({ path: this.#path, method: "POST", headers: ctx.headers, body: requestBody }, handler as never);
       } catch (e) {

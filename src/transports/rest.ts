@@ -35,8 +35,13 @@ async function* base64OfFile(path: string, size: number): AsyncGenerator<Buffer>
   let carry: Buffer = Buffer.alloc(0);
   let total = 0;
   for await (const chunk of createReadStream(path, { highWaterMark: CHUNK })) {
-    const buf: Buffer = carry.length ? Buffer.concat([carry, chunk as Buffer]) : (chunk as Buffer);
     total += (chunk as Buffer).length;
+    // Grown since it was checked: stop before a byte beyond the planned Content-Length goes out
+    // (on a keep-alive connection it would be read as the start of the next request).
+    if (total > size) {
+      throw new MailsendError("file_unreadable", `attachment ${path} changed size while it was being sent (${size} -> more than ${size} bytes)`);
+    }
+    const buf: Buffer = carry.length ? Buffer.concat([carry, chunk as Buffer]) : (chunk as Buffer);
     const usable = buf.length - (buf.length % 3);
     if (usable > 0) yield Buffer.from(buf.subarray(0, usable).toString("base64"), "latin1");
     carry = buf.subarray(usable);

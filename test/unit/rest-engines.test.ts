@@ -6,6 +6,7 @@
  * "may this message have been sent?".
  */
 import { randomBytes } from "node:crypto";
+import { rmSync } from "node:fs";
 import { createServer as createTcpServer, type Server as TcpServer, type Socket } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { RestConfig } from "../../src/core/config.js";
@@ -205,6 +206,22 @@ describe.each([
     const e = await failure(t.send(message({ attachments: [{ filename: "s.bin", source: { kind: "file", path, size: 50 } }] })));
     await t.close();
     expect(e.code).toBe("file_unreadable");
+    expect(plain.requests).toHaveLength(0);
+  });
+
+  it("an attachment that grew, or was deleted, after it was checked -> file_unreadable (66, not retried), nothing accepted", async () => {
+    const grown = tmp.file(`grows-${pool}.bin`, randomBytes(4000));
+    const gone = tmp.file(`gone-${pool}.bin`, randomBytes(10));
+    rmSync(gone);
+    for (const [path, size] of [
+      [grown, 1000],
+      [gone, 10],
+    ] as const) {
+      const t = transport();
+      const e = await failure(t.send(message({ attachments: [{ filename: "a.bin", source: { kind: "file", path, size } }] })));
+      await t.close();
+      expect(e, path).toMatchObject({ code: "file_unreadable", exitCode: 66 });
+    }
     expect(plain.requests).toHaveLength(0);
   });
 

@@ -85,15 +85,19 @@ export const TRUST_HINT =
  * TLS-from-the-first-byte port from a plain one when a client set for the
  * other mode hears nothing.
  */
-export function speaksTls(host: string, port: number, timeoutMs: number): Promise<boolean> {
+export function speaksTls(host: string, port: number, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+  if (signal?.aborted) return Promise.resolve(false);
   return new Promise((resolve) => {
     const bare = host.replace(/^\[|\]$/g, "");
     const socket = tlsConnect({ host: bare, port, rejectUnauthorized: false, ...(isIP(bare) ? {} : { servername: bare }) });
     const finish = (yes: boolean) => {
       clearTimeout(timer);
+      signal?.removeEventListener("abort", cancel);
       socket.destroy();
       resolve(yes);
     };
+    const cancel = () => finish(false);
+    signal?.addEventListener("abort", cancel, { once: true });
     const timer = setTimeout(() => finish(false), timeoutMs);
     socket.once("secureConnect", () => finish(true));
     socket.once("error", () => finish(false));
@@ -101,16 +105,20 @@ export function speaksTls(host: string, port: number, timeoutMs: number): Promis
 }
 
 /** Whether host:port answers a plain HTTP request with an HTTP status line: an HTTP port where SMTP was expected. */
-export function speaksHttp(host: string, port: number, timeoutMs: number): Promise<boolean> {
+export function speaksHttp(host: string, port: number, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+  if (signal?.aborted) return Promise.resolve(false);
   return new Promise((resolve) => {
     const bare = host.replace(/^\[|\]$/g, "");
     const socket = netConnect({ host: bare, port });
     let got = Buffer.alloc(0);
     const finish = (yes: boolean) => {
       clearTimeout(timer);
+      signal?.removeEventListener("abort", cancel);
       socket.destroy();
       resolve(yes);
     };
+    const cancel = () => finish(false);
+    signal?.addEventListener("abort", cancel, { once: true });
     const timer = setTimeout(() => finish(false), timeoutMs);
     socket.once("connect", () => socket.write(`HEAD / HTTP/1.0\r\nHost: ${bare}\r\n\r\n`));
     socket.on("data", (d: Buffer) => {

@@ -349,6 +349,8 @@ function watchHandOver(t: Transporter): Transporter {
 function traceLogger(trace: (l: string) => void) {
   let bodyLines = 0;
   const log = (meta: { tnx?: string }, ...args: unknown[]) => {
+    // The socket mailsend opened and handed to nodemailer is not a proxy, whatever nodemailer calls it.
+    if (meta?.tnx === "proxy") return;
     const text = format(...(args as [string]));
     if (meta?.tnx === "message") {
       if (bodyLines === 40) trace("  ... (rest of the message not shown)");
@@ -384,6 +386,8 @@ const TLS_PROBE_AFTER_MS = 2500;
 class GreetingWatch {
   readonly #config: SmtpConfig;
   readonly #abort = new AbortController();
+  /** Ends the watch: the send is over, so no probe starts and a running one closes its socket. */
+  readonly #stopped = new AbortController();
   #timer: NodeJS.Timeout | undefined;
   /** What the silent port turned out to be: TLS from the first byte, or HTTP. */
   mismatch: "tls" | "http" | undefined;
@@ -420,11 +424,17 @@ class GreetingWatch {
 
   #watch(socket: Socket): void {
     const c = this.#config;
+    const stopped = this.#stopped.signal;
+    if (stopped.aborted) return;
+    // Still silent, and still wanted: the server has not greeted and the send is not over.
+    const silent = () => socket.bytesRead === 0 && !socket.destroyed && !stopped.aborted && !this.#abort.signal.aborted;
     this.#timer = setTimeout(() => {
-      if (socket.bytesRead > 0 || socket.destroyed) return;
+      if (!silent()) return;
       void (async () => {
-        const what = (await speaksTls(c.host, c.port, 2000)) ? "tls" : (await speaksHttp(c.host, c.port, 2000)) ? "http" : undefined;
-        if (!what || socket.bytesRead > 0 || socket.destroyed || this.#abort.signal.aborted) return;
+        let what: "tls" | "http" | undefined;
+        if (await speaksTls(c.host, c.port, 2000, stopped)) what = "tls";
+        else if (silent() && (await speaksHttp(c.host, c.port, 2000, stopped))) what = "http";
+        if (!what || !silent()) return;
         this.mismatch = what;
         this.#abort.abort();
       })();
@@ -433,5 +443,6 @@ class GreetingWatch {
 
   stop(): void {
     clearTimeout(this.#timer);
+    this.#stopped.abort();
   }
 }

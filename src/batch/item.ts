@@ -102,7 +102,8 @@ export class FieldClashes {
     const vars = data.vars && typeof data.vars === "object" && !Array.isArray(data.vars) ? (data.vars as Record<string, unknown>) : {};
     const out: string[] = [];
     for (const [field, flags] of this.#used) {
-      if (this.#warned.has(field) || data[field] === undefined || data[field] === null) continue;
+      // An empty CSV cell sets nothing (it is read as absent), so it clashes with nothing.
+      if (this.#warned.has(field) || data[field] === undefined || data[field] === null || data[field] === "") continue;
       // A JSON row's own vars.<field> fills the placeholder: the two are kept apart already.
       if (vars[field] !== undefined) continue;
       this.#warned.add(field);

@@ -9,10 +9,14 @@ import { dirname, join } from "node:path";
 import type { SandboxPaths } from "./paths.js";
 
 export interface CreatedByStart {
+  /** Note what exists now (call it with the data dir's lock held); remove() spares it. */
+  snapshot(): void;
   /** The first directory that making the data dir created (mkdir -p's answer), if it made one. */
   madeDir(first: string | undefined): void;
-  /** Remove what was not there when createdByStart() was called. Never throws. */
+  /** Remove what was not there at the last snapshot (or when createdByStart() was called). Never throws. */
   remove(): void;
+  /** Remove the data dir and the parents this start made, where they are empty (after the lock file is gone). */
+  removeEmptyDirs(): void;
 }
 
 /** Files and directories a start may make, a directory before what is in it. */
@@ -29,9 +33,13 @@ function startOutputs(paths: SandboxPaths): Array<{ path: string; dir: boolean }
 
 export function createdByStart(paths: SandboxPaths): CreatedByStart {
   const outputs = startOutputs(paths);
-  const before = new Set(outputs.filter((o) => existsSync(o.path)).map((o) => o.path));
+  const existing = () => new Set(outputs.filter((o) => existsSync(o.path)).map((o) => o.path));
+  let before = existing();
   let firstMadeDir: string | undefined;
   return {
+    snapshot() {
+      before = existing();
+    },
     madeDir(first) {
       firstMadeDir = first;
     },
@@ -45,6 +53,9 @@ export function createdByStart(paths: SandboxPaths): CreatedByStart {
           // Not made after all, or (a directory) someone else put a file in it: leave it.
         }
       }
+      this.removeEmptyDirs();
+    },
+    removeEmptyDirs() {
       if (firstMadeDir === undefined) return;
       // The data dir and the parents mkdir -p made for it, deepest first, each only if empty.
       for (let d = paths.dir; ; d = dirname(d)) {

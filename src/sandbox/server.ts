@@ -159,12 +159,24 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
   const cleanup = async () => {
     for (const c of cleanups.reverse()) await c();
   };
+  // Held from before the snapshot of what exists until after a failed start has taken back
+  // what it made: no other start can write in between and have its files taken for ours.
+  let releaseLock: (() => void) | undefined;
+  let holdLock = false;
+  const lock = () => {
+    const release = acquireLock(paths.lock, paths.dir);
+    releaseLock = release;
+    cleanups.push(() => {
+      if (!holdLock) release();
+    });
+    created.snapshot();
+  };
   try {
     // A sandbox already running on this dir is the better message than its ports being in use.
     const existed = existsSync(paths.dir);
     if (existed) {
       openDataDir(paths.dir);
-      cleanups.push(acquireLock(paths.lock, paths.dir));
+      lock();
     }
     await checkPorts(host, [
       [options.httpPort, "http-port"],
@@ -173,7 +185,7 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     ]);
     if (!existed) {
       created.madeDir(openDataDir(paths.dir));
-      cleanups.push(acquireLock(paths.lock, paths.dir));
+      lock();
     }
 
     const tlsHosts = ["localhost", "127.0.0.1", "::1"];
@@ -294,8 +306,12 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
       close: () => (closing ??= cleanup()),
     };
   } catch (e) {
+    // Everything but the lock first (servers, store), then what this start made, then the lock.
+    holdLock = true;
     await cleanup();
     created.remove();
+    releaseLock?.();
+    created.removeEmptyDirs();
     throw e;
   }
 }

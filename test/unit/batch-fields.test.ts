@@ -31,6 +31,8 @@ describe("FieldClashes", () => {
     expect(c.check({ to: "a@example.com", first_name: "Alice", reply_to: "r@example.com" })).toEqual([]);
     expect(c.check({ to: "a@example.com", name: "Sender", vars: { name: "Alice" } })).toEqual([]);
     expect(c.check({ to: "a@example.com", name: null })).toEqual([]);
+    // An empty CSV cell is an absent field: it sets no display name.
+    expect(new FieldClashes({ htmlTemplate: "Dear {{name}}" }, "csv").check({ to: "a@example.com", name: "" })).toEqual([]);
     expect(new FieldClashes({}, "csv").check({ name: "x" })).toEqual([]);
     // Placeholders that are not fields, even ones an object has by inheritance.
     expect(new FieldClashes({ subject: "{{constructor}} {{toString}}" }, "csv").check({ constructor: "x", toString: "y" })).toEqual([]);

@@ -3,7 +3,7 @@ import { Chalk, type ChalkInstance } from "chalk";
 /** The terminal streams and environment a command sees; tests pass their own. */
 export interface CliIO {
   stdout: NodeJS.WritableStream & { isTTY?: boolean };
-  stderr: NodeJS.WritableStream & { isTTY?: boolean };
+  stderr: NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
   stdin: NodeJS.ReadableStream & { isTTY?: boolean };
   env: Record<string, string | undefined>;
 }

@@ -25,7 +25,9 @@ export class Progress {
   constructor(io: CliIO, enabled: boolean) {
     this.#io = io;
     this.#enabled = enabled;
-    this.#tty = io.stderr.isTTY === true && !io.env.CI;
+    // A terminal that reports no width (script(1), `docker run -t` without a size) cannot
+    // host a spinner: ora counts its lines by the width and would loop forever at 0.
+    this.#tty = io.stderr.isTTY === true && !io.env.CI && (io.stderr.columns ?? 0) > 0 && io.env.TERM !== "dumb";
   }
 
   /** A spinner on a terminal; off one (a pipe, a CI log), only lines of text. */

@@ -6,6 +6,7 @@
  * an input that is not an array is spooled to a private temp file, since the
  * runner reads its input twice (validate, then send).
  */
+import { createHash } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -59,9 +60,17 @@ async function* chunks(items: Iterable<unknown> | AsyncIterable<unknown>): Async
   if (buf) yield Buffer.from(buf);
 }
 
-/** The input, readable twice: an array as it is, anything else spooled to a 0600 file in a 0700 dir. */
-async function inputOf(items: Iterable<unknown> | AsyncIterable<unknown>): Promise<{ input: BatchInput; cleanup: () => Promise<void> }> {
-  if (Array.isArray(items)) return { input: { format: "jsonl", open: () => chunks(items) }, cleanup: async () => {} };
+/**
+ * The input, readable twice: an array as it is, anything else spooled to a
+ * 0600 file in a 0700 dir; with a hash of its content, the journal's identity
+ * of the input (other items with the same journal are a new batch, as in the CLI).
+ */
+async function inputOf(items: Iterable<unknown> | AsyncIterable<unknown>): Promise<{ input: BatchInput; fingerprint: string; cleanup: () => Promise<void> }> {
+  if (Array.isArray(items)) {
+    const hash = createHash("sha256");
+    for await (const chunk of chunks(items)) hash.update(chunk);
+    return { input: { format: "jsonl", open: () => chunks(items) }, fingerprint: hash.digest("hex").slice(0, 32), cleanup: async () => {} };
+  }
   const dir = await mkdtemp(join(tmpdir(), "mailsend-api-batch-"));
   const cleanup = () => rm(dir, { recursive: true, force: true });
   try {
@@ -69,11 +78,13 @@ async function inputOf(items: Iterable<unknown> | AsyncIterable<unknown>): Promi
     const out = createWriteStream(path, { mode: 0o600 });
     const failed = new Promise<never>((_, reject) => out.once("error", reject));
     failed.catch(() => {});
+    const hash = createHash("sha256");
     for await (const chunk of chunks(items)) {
+      hash.update(chunk);
       if (!out.write(chunk)) await Promise.race([new Promise<void>((r) => out.once("drain", () => r())), failed]);
     }
     await Promise.race([new Promise<void>((r, j) => out.end((e?: Error | null) => (e ? j(e) : r()))), failed]);
-    return { input: { format: "jsonl", open: () => createReadStream(path, { highWaterMark: CHUNK }) }, cleanup };
+    return { input: { format: "jsonl", open: () => createReadStream(path, { highWaterMark: CHUNK }) }, fingerprint: hash.digest("hex").slice(0, 32), cleanup };
   } catch (e) {
     await cleanup();
     throw e;
@@ -144,17 +155,17 @@ export async function sendBatch(items: Iterable<BatchItem> | AsyncIterable<Batch
     const defaults = defaultsOf(options.template);
     const transportName = check ? resolveTransportName(options) : undefined;
     const config = check ? undefined : await resolveConnection(options, { needKey: true });
+    const opened = await inputOf(items);
+    cleanup = opened.cleanup;
     if (!check && options.journal !== undefined) {
       const { Journal } = await import("../batch/journal.js");
       try {
-        journal = await Journal.open({ path: options.journal, input: null, fresh: options.fresh === true, resume: false });
+        journal = await Journal.open({ path: options.journal, input: opened.fingerprint, fresh: options.fresh === true, resume: false });
       } catch (e) {
         if (e instanceof MailsendError) throw e;
         throw new MailsendError("file_unreadable", `cannot use the journal ${options.journal}: ${(e as Error).message}`, { cause: e });
       }
     }
-    const opened = await inputOf(items);
-    cleanup = opened.cleanup;
     if (config) {
       budget = openBudget(options, config.apiKey);
       transport = await createTransport(config, { pool: concurrency });

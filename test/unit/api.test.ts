@@ -345,6 +345,17 @@ describe("sendBatch()", () => {
     expect(second.results.map((x) => x.messageId).sort()).toEqual(first.results.map((x) => x.messageId).sort());
   });
 
+  it("other items with the same journal are a new batch: every one is sent, none taken for the old ones", async () => {
+    const journal = join(tmp.dir, "api-changed.journal");
+    const a = [{ to: "a1@example.com", subject: "journal a1", text: "x" }, { to: "a2@example.com", subject: "journal a2", text: "x" }];
+    const b = [{ to: "b1@example.com", subject: "journal b1", text: "x" }, { to: "b2@example.com", subject: "journal b2", text: "x" }, { to: "b3@example.com", subject: "journal b3", text: "x" }];
+    const opts = { ...rest, ...state(), journal, template: { from: "ci@example.com" } };
+    expect((await sendBatch(a, opts)).summary).toMatchObject({ sent: 2, skipped: 0 });
+    expect((await sendBatch(b, opts)).summary).toMatchObject({ total: 3, sent: 3, skipped: 0 });
+    // The same items again: this time they are the journal's, and skipped.
+    expect((await sendBatch(b, opts)).summary).toMatchObject({ total: 3, sent: 0, skipped: 3 });
+  });
+
   it("check: validates without a key and sends nothing", async () => {
     const before = (await sb.messages()).length;
     const r = await sendBatch([msg(), msg({ to: "bad" })], { check: true });

@@ -92,7 +92,7 @@ async function takeSlot(store: SlotStore, opts: DeliverOptions, attempt: number,
       });
     }
     if (waited.ms + r.waitMs > opts.maxWaitMs) {
-      throw new MailsendError("rate_limited", `the rate limit for this key is used up and the next slot needs ${seconds} s more than --max-wait allows`, {
+      throw new MailsendError("rate_limited", `the rate limit for this key is used up and the next slot frees in ${seconds} s, beyond --max-wait (${Math.round(opts.maxWaitMs / 1000)} s)`, {
         retryAfter: seconds,
         hint: `Raise --max-wait (now ${Math.round(opts.maxWaitMs / 1000)} s), or try again in ${seconds} s. Nothing was sent.`,
       });

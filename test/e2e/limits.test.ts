@@ -122,8 +122,26 @@ describe("shared budget", () => {
     expect(JSON.parse(r.stderr.trim().split("\n").pop()!).error.code).toBe("rate_limited");
     const m = await send("nowait 4", env, ["--max-wait", "1"]);
     expect(m.exitCode).toBe(75);
-    expect(m.stderr).toMatch(/max-wait/);
+    expect(m.stderr).toMatch(/next slot frees in \d+ s, beyond --max-wait \(1 s\)/);
     expect((await subjects()).filter((x) => x.startsWith("nowait ")).sort()).toEqual(["nowait 1", "nowait 2"]);
+    s.remove();
+  });
+});
+
+describe("waiting, as --json says it", () => {
+  afterEach(quiet);
+
+  test("a send that waits for the budget says so on stderr as a JSON line, and its result has waited_ms", async () => {
+    const s = scratch("mailsend-jsonwait-");
+    const env = budgetEnv(s.dir, { MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "2" });
+    expect((await send("jsonwait 1", env)).exitCode).toBe(0);
+    const r = await send("jsonwait 2", env);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const waits = r.stderr.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { wait?: { reason: string; seconds: number; attempt: number } });
+    expect(waits.length).toBeGreaterThan(0);
+    expect(waits[0]!.wait).toMatchObject({ reason: "budget", attempt: 1 });
+    expect(waits[0]!.wait!.seconds).toBeGreaterThanOrEqual(1);
+    expect(JSON.parse(r.stdout).waited_ms).toBeGreaterThan(0);
     s.remove();
   });
 });

@@ -95,7 +95,16 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
         progress.begin(sending);
         result = await deliver(transport, message, {
           ...budget.options,
-          onWait: (w) => progress.wait(w),
+          onWait: (w) => {
+            // The spinner or line is off with --json and --verbose; a wait is still said, in that mode's form.
+            if (flags.quiet) return;
+            const seconds = Math.ceil(w.ms / 1000);
+            if (json) {
+              io.stderr.write(`${JSON.stringify({ wait: { reason: w.reason, seconds, attempt: w.attempt, ...(w.error ? { error: w.error.code } : {}) } })}\n`);
+            } else if (trace) {
+              trace(`* ${w.reason === "budget" ? "rate limit for this key reached" : `${w.error?.message ?? "temporary failure"}; retry ${w.attempt - 1}`}; waiting ${seconds} s`);
+            } else progress.wait(w);
+          },
           sleep: async (ms) => {
             await new Promise((r) => setTimeout(r, ms));
             progress.resume(sending);

@@ -174,7 +174,13 @@ export function openBudget(o: DeliveryOptions & { env?: Env }, apiKey: string): 
   const stateDir = str(o.stateDir, "options.stateDir");
   const redisUrl = str(o.rateLimitUrl, "options.rateLimitUrl");
   // openSlotStore() reads only these names: the caller's env when given, the options over it.
+  // Where the platform keeps state (XDG_STATE_HOME, HOME, LOCALAPPDATA) is taken from the
+  // process like HOME is, so the default file is the one the CLI's processes share.
+  const platformDirs = Object.fromEntries(
+    (["XDG_STATE_HOME", "HOME", "LOCALAPPDATA"] as const).flatMap((k) => (process.env[k] ? [[k, process.env[k]]] : [])),
+  );
   const storeEnv: Env = {
+    ...platformDirs,
     ...(o.env ?? {}),
     ...(stateDir ? { MAILSEND_STATE_DIR: stateDir } : {}),
     ...(redisUrl ? { MAILSEND_RATE_LIMIT_URL: redisUrl } : {}),

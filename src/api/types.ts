@@ -112,7 +112,12 @@ export interface DeliveryOptions {
   rateLimit?: number;
   /** The budget's window in ms. Default 60000 (the service's minute). */
   rateWindowMs?: number;
-  /** Where the budget's state file lives. Default: the platform's state dir (~/.local/state/mailsend on Linux), as for the CLI. */
+  /**
+   * Where the budget's state file lives. Default: the platform's state dir, as for the CLI
+   * ($XDG_STATE_HOME/mailsend, else ~/.local/state/mailsend on Linux), so the library and
+   * `mailsend` processes of one key share one budget. MAILSEND_STATE_DIR is read from `env`
+   * when that option is given.
+   */
   stateDir?: string;
   /** A redis:// URL to share the budget across machines instead of a local file. */
   rateLimitUrl?: string;

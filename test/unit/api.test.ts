@@ -274,6 +274,23 @@ describe("options", () => {
   });
 });
 
+describe("the budget's default place", () => {
+  it("is the CLI's: $XDG_STATE_HOME/mailsend/ratelimit, so library and CLI processes of a key share it", async () => {
+    const xdg = join(tmp.dir, "xdg-state");
+    const before = process.env.XDG_STATE_HOME;
+    process.env.XDG_STATE_HOME = xdg;
+    try {
+      const { stateDir: _unused, ...noStateDir } = rest;
+      await send(msg({ subject: "default state dir" }), { ...noStateDir, rateLimit: 5 });
+      const { readdirSync } = await import("node:fs");
+      expect(readdirSync(join(xdg, "mailsend", "ratelimit")).some((f) => f.endsWith(".json"))).toBe(true);
+    } finally {
+      if (before === undefined) delete process.env.XDG_STATE_HOME;
+      else process.env.XDG_STATE_HOME = before;
+    }
+  });
+});
+
 describe("sendBatch()", () => {
   const items = (n: number, over: (i: number) => Partial<BatchItem> = () => ({})): BatchItem[] =>
     Array.from({ length: n }, (_, i) => ({ ...msg({ to: `user${i}@example.com`, subject: `Item ${i}` }), ...over(i) }));

@@ -3,10 +3,11 @@
  * file in the runner's format; with GITHUB_ACTIONS=true errors are also
  * ::error annotations (escaped, never with the key), and only then.
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { execa } from "execa";
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { runCli, stderrJson, stdoutJson, type RunOptions } from "../helpers/cli.js";
+import { BIN, baseEnv, runCli, stderrJson, stdoutJson, type RunOptions } from "../helpers/cli.js";
 import { startRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
@@ -196,6 +197,107 @@ describe("the recipes in the README", () => {
     expect(section).toContain("steps.mail.outputs.message_id");
     expect(section).toMatch(/stage: \.post/);
     expect(section).toContain("--attach build.log");
+  });
+});
+
+describe("the README's recipes, run", () => {
+  const readme = () => readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+  /** A PATH on which `mailsend` is the built binary, as after the recipes' install. */
+  const pathWithMailsend = () => {
+    const dir = join(tmp.dir, "bin");
+    mkdirSync(dir, { recursive: true });
+    if (!existsSync(join(dir, "mailsend"))) symlinkSync(BIN, join(dir, "mailsend"));
+    return `${dir}:${process.env.PATH}`;
+  };
+
+  /** The `run: |` block of the "Mail the build log" step, dedented. */
+  function githubStep(): string {
+    const text = readme();
+    const step = text.indexOf("- name: Mail the build log");
+    const lines = text.slice(text.indexOf("run: |", step)).split("\n").slice(1);
+    const body = lines.slice(0, lines.findIndex((l) => /^\s*- /.test(l) || l.startsWith("```")));
+    const indent = Math.min(...body.filter((l) => l.trim()).map((l) => l.length - l.trimStart().length));
+    return body.map((l) => l.slice(indent)).join("\n");
+  }
+
+  /** The GitLab job's script lines (a folded continuation joined to its line), without the install. */
+  function gitlabScript(): string[] {
+    const text = readme();
+    const yaml = text.slice(text.indexOf("notify:"), text.indexOf("```", text.indexOf("notify:")));
+    const lines = yaml.slice(yaml.indexOf("script:")).split("\n").slice(1);
+    const out: string[] = [];
+    for (const l of lines) {
+      if (/^\s*- /.test(l)) out.push(l.replace(/^\s*- /, ""));
+      else if (l.trim() && out.length) out[out.length - 1] += ` ${l.trim()}`;
+    }
+    return out.filter((l) => !l.startsWith("npm install"));
+  }
+
+  for (const withLog of [true, false]) {
+    it(`GitHub Actions: the mail step as written sends the summary and ${withLog ? "the build log" : "a placeholder when there is no log"}; message_id reaches $GITHUB_OUTPUT`, async () => {
+      const cwd = join(tmp.dir, `gh-run-${withLog}`);
+      mkdirSync(cwd, { recursive: true });
+      if (withLog) writeFileSync(join(cwd, "build.log"), "compiling...\nerror: it broke\n");
+      const out = outputFile();
+      rec.script({ body: { success: true, message_id: "msg_recipe_gh" } });
+      const r = await execa("bash", ["-eo", "pipefail", "-c", githubStep()], {
+        cwd,
+        reject: false,
+        extendEnv: false,
+        env: {
+          ...baseEnv(),
+          PATH: pathWithMailsend(),
+          GITHUB_ACTIONS: "true",
+          GITHUB_OUTPUT: out,
+          GITHUB_REPOSITORY: "acme/app",
+          GITHUB_SHA: "0123abc",
+          GITHUB_RUN_NUMBER: "42",
+          GITHUB_RUN_ID: "9001",
+          GITHUB_SERVER_URL: "https://github.example",
+          STATUS: withLog ? "failure" : "cancelled",
+          MAILSEND_API_KEY: KEY,
+          MAILSEND_BASE_URL: rec.url,
+        },
+        timeout: 30_000,
+      });
+      expect(r.exitCode, String(r.stderr)).toBe(0);
+      expect(parseOutputs(readFileSync(out, "utf8")).message_id).toBe("msg_recipe_gh");
+      const req = rec.requests[0]!;
+      expect(req.json.subject).toBe(`acme/app #42: ${withLog ? "failure" : "cancelled"}`);
+      expect(req.json.html).toContain("acme/app");
+      expect(req.json.html).toContain('href="https://github.example/acme/app/actions/runs/9001"');
+      const log = Buffer.from(req.json.attachments[0].content, "base64").toString();
+      expect(req.json.attachments[0].filename).toBe("build.log");
+      expect(log).toContain(withLog ? "error: it broke" : "stopped before the build wrote a log");
+    });
+  }
+
+  it("GitLab CI: the notify job's script lines as written send the pipeline summary with the log", async () => {
+    const cwd = join(tmp.dir, "gl-run");
+    mkdirSync(cwd, { recursive: true });
+    writeFileSync(join(cwd, "build.log"), "gitlab build output\n");
+    rec.script({ body: { success: true, message_id: "msg_recipe_gl" } });
+    const r = await execa("sh", ["-ec", gitlabScript().join("\n")], {
+      cwd,
+      reject: false,
+      extendEnv: false,
+      env: {
+        ...baseEnv(),
+        PATH: pathWithMailsend(),
+        CI_PROJECT_PATH: "acme/app",
+        CI_PIPELINE_ID: "777",
+        CI_PIPELINE_URL: "https://gitlab.example/acme/app/-/pipelines/777",
+        CI_COMMIT_REF_NAME: "main",
+        MAILSEND_API_KEY: KEY,
+        MAILSEND_BASE_URL: rec.url,
+      },
+      timeout: 30_000,
+    });
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    const req = rec.requests[0]!;
+    expect(req.json.subject).toBe("acme/app pipeline 777 (main)");
+    expect(req.json.html).toContain("https://gitlab.example/acme/app/-/pipelines/777");
+    expect(Buffer.from(req.json.attachments[0].content, "base64").toString()).toBe("gitlab build output\n");
   });
 });
 

@@ -116,6 +116,7 @@ function defaultsOf(t: BatchTemplate | undefined): RowDefaults {
     ...(subject !== undefined ? { subject } : {}),
     ...(html !== undefined ? { htmlTemplate: html } : {}),
     ...(text !== undefined ? { textTemplate: text } : {}),
+    labels: { subject: "template.subject", html: "template.html", text: "template.text" },
     headers,
     attach,
   };

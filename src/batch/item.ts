@@ -24,6 +24,8 @@ export interface RowDefaults {
   textTemplate?: string;
   /** The flag a template came from, for error messages (default --html-file / --text-file). */
   templateFlag?: string;
+  /** What to call the subject, HTML and text templates in messages (the library: template.subject, ...). */
+  labels?: { subject?: string; html?: string; text?: string };
   headers?: HeaderList;
   attach?: string[];
 }
@@ -81,9 +83,9 @@ export class FieldClashes {
   constructor(defaults: RowDefaults, format: "jsonl" | "json" | "csv") {
     this.#what = format === "csv" ? "column" : "field";
     const templates: Array<[string | undefined, string]> = [
-      [defaults.subject, "--subject"],
-      [defaults.htmlTemplate, defaults.templateFlag ?? "--html-file"],
-      [defaults.textTemplate, defaults.templateFlag ?? "--text-file"],
+      [defaults.subject, defaults.labels?.subject ?? "--subject"],
+      [defaults.htmlTemplate, defaults.labels?.html ?? defaults.templateFlag ?? "--html-file"],
+      [defaults.textTemplate, defaults.labels?.text ?? defaults.templateFlag ?? "--text-file"],
     ];
     for (const [template, flag] of templates) {
       if (template === undefined) continue;
@@ -221,9 +223,9 @@ export interface ItemContext {
 export async function messageOfRow(data: Record<string, unknown>, ctx: ItemContext): Promise<Message> {
   const d = ctx.defaults;
   const vars = variables(data);
-  const subject = str(data.subject, "subject") ?? (d.subject !== undefined ? render(d.subject, vars, "text", "--subject") : undefined);
-  const html = str(data.html, "html") ?? (d.htmlTemplate !== undefined ? render(d.htmlTemplate, vars, "html", d.templateFlag ?? "--html-file") : undefined);
-  const text = str(data.text, "text") ?? (d.textTemplate !== undefined ? render(d.textTemplate, vars, "text", d.templateFlag ?? "--text-file") : undefined);
+  const subject = str(data.subject, "subject") ?? (d.subject !== undefined ? render(d.subject, vars, "text", d.labels?.subject ?? "--subject") : undefined);
+  const html = str(data.html, "html") ?? (d.htmlTemplate !== undefined ? render(d.htmlTemplate, vars, "html", d.labels?.html ?? d.templateFlag ?? "--html-file") : undefined);
+  const text = str(data.text, "text") ?? (d.textTemplate !== undefined ? render(d.textTemplate, vars, "text", d.labels?.text ?? d.templateFlag ?? "--text-file") : undefined);
   const from = str(data.from, "from") ?? d.from;
   const to = list(data.to, "to");
   const missing = [!from && "from", to.length === 0 && "to", !subject && "subject", !html && !text && "html or text"].filter(Boolean);

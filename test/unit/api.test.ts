@@ -349,6 +349,13 @@ describe("sendBatch()", () => {
     expect(r.summary.invalid).toBe(0);
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toMatch(/name/);
+    expect(warnings[0]).toContain("{{name}} in template.subject");
+  });
+
+  it("a missing template variable names the template option, not a CLI flag", async () => {
+    const r = await sendBatch([{ to: "ann@example.com" }], { ...rest, ...state(), check: true, template: { from: "ci@example.com", subject: "x", html: "<p>{{first_name}}</p>" } });
+    expect(r.summary.invalid).toBe(1);
+    expect(r.results[0]!.error!.message).toMatch(/template\.html: no value for \{\{first_name\}\}/);
   });
 
   it("keeps a journal: a second run skips what was sent", async () => {

@@ -106,6 +106,14 @@ describe("keys", () => {
     await d.quit();
   });
 
+  it("keys add: the key alone on stdout (for a pipe); on stderr how to keep it", async () => {
+    const r = await runCli(["sandbox", "keys", "add", "--dir", t.dir, "--label", "piped"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout.trim().split("\n")).toHaveLength(1);
+    expect(r.stderr).toMatch(/shown only this once; keep it in a 0600 file and point MAILSEND_API_KEY_FILE at it/);
+    expect(r.stderr).not.toContain(r.stdout.trim());
+  });
+
   it("keys add rejects a bad --expires", async () => {
     const r = await runCli(["sandbox", "keys", "add", "--dir", t.dir, "--expires", "yesterday"]);
     expect(r.exitCode).toBe(64);

@@ -186,7 +186,11 @@ export async function runKeysAdd(flags: KeysFlags, io: CliIO): Promise<number> {
       const c = colorsFor(io.stderr, io.env);
       io.stderr.write(
         c.dim(
-          `key ${record.id}${record.label ? ` (${record.label})` : ""}${record.expires ? `, expires ${record.expires}` : ""}: shown only this once${saved ? `; saved in ${saved}` : ""}\n`,
+          `key ${record.id}${record.label ? ` (${record.label})` : ""}${record.expires ? `, expires ${record.expires}` : ""}: shown only this once${
+            saved
+              ? `; saved in ${saved}`
+              : "; keep it in a 0600 file and point MAILSEND_API_KEY_FILE at it (or `--save` writes the sandbox's key file)"
+          }\n`,
         ),
       );
     }

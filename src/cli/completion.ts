@@ -123,7 +123,7 @@ function bash(root: CommandModel): string {
   const all = walk(root);
   const withSubs = all.filter((m) => m.subcommands.length);
   return `${header("bash", [
-    "Install: mailsend completion bash > ~/.local/share/bash-completion/completions/mailsend",
+    "Install (with the bash-completion package): mkdir -p ~/.local/share/bash-completion/completions && mailsend completion bash > ~/.local/share/bash-completion/completions/mailsend",
     "or add to ~/.bashrc: source <(mailsend completion bash)",
   ])}
 # The subcommands of a command path ("" is mailsend itself).
@@ -364,7 +364,7 @@ function fish(root: CommandModel): string {
       .filter((o) => o.value)
       .map((o) => `        case ${flagsOf(o).map((f) => fq(`${key(m)}|${f}`)).join(" ")}\n            echo ${fq(kindWord(o.value))}`),
   );
-  return `${header("fish", ["Install: mailsend completion fish > ~/.config/fish/completions/mailsend.fish"])}
+  return `${header("fish", ["Install: mkdir -p ~/.config/fish/completions && mailsend completion fish > ~/.config/fish/completions/mailsend.fish"])}
 function __mailsend_commands --argument-names cmdpath
     switch "$cmdpath"
 ${withSubs.map((m) => `        case ${fq(key(m))}\n            printf '%s\\n' ${m.subcommands.map((s) => fq(s.path.at(-1)!)).join(" ")}`).join("\n")}

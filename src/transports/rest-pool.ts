@@ -9,7 +9,7 @@
  * decides whether a broken connection may have sent the message, exactly as
  * on the node:http path. Failures are classified by the same `failureOf`.
  */
-import { Readable } from "node:stream";
+import type { Readable } from "node:stream";
 import { Pool } from "undici";
 import { MailsendError } from "../core/errors.js";
 import { failureOf, timeoutFailure, type Answer, type PostContext, type Progress } from "./rest.js";
@@ -142,7 +142,9 @@ export class PoolPoster {
           failWith(err);
         },
       };
-      const requestBody = body.whole ?? Readable.from(readingErrors(body.chunks()), { objectMode: false });
+      // An async iterable body is written chunk by chunk with backpressure (undici's own
+      // iterable path; its types list only Readable): no stream buffering in between.
+      const requestBody = body.whole ?? (readingErrors(body.chunks()) as unknown as Readable);
       try {
         this.#pool.dispatch({ path: this.#path, method: "POST", headers: ctx.headers, body: requestBody }, handler as never);
       } catch (e) {

@@ -5,7 +5,9 @@
  * request costs ~240 ms more than node:http in a short-lived process
  * (DESIGN.md section 7). A batch (a pool of more than one connection) goes
  * through an undici Pool instead (rest-pool.ts), loaded only then: less CPU
- * per request than node:http's Agent. Both engines share failureOf(), so a
+ * per request than node:http's Agent. So does a body over 1 MB: a service
+ * that refuses it early (413) and closes is heard by undici, while node:http
+ * mostly reports only the broken pipe. Both engines share failureOf(), so a
  * failure means the same thing whichever sent it.
  *
  * The JSON body is streamed: attachments are read from disk and base64'd
@@ -30,6 +32,8 @@ import type { PoolPoster } from "./rest-pool.js";
 /** Bytes read per chunk: a multiple of 3, so each chunk base64-encodes on its own. */
 const CHUNK = 3 * 64 * 1024;
 const EXCERPT = 300;
+/** Bodies longer than this go through undici (see #post). */
+const LARGE_BODY = 1024 * 1024;
 
 async function* base64OfFile(path: string, size: number): AsyncGenerator<Buffer> {
   let carry: Buffer = Buffer.alloc(0);
@@ -442,7 +446,12 @@ export class RestTransport implements Transport {
       trace(`> (body: ${plan.length} bytes of JSON)`);
     }
     const ctx: PostContext = { url: this.#url, headers, timeoutMs: this.#config.timeoutMs, ...(signal ? { signal } : {}) };
-    const answer = this.#connections > 1 ? await (await this.#poolPoster()).post(plan, ctx) : await this.#postHttp(plan, ctx);
+    // A large body goes through undici even for one message: when the service refuses it
+    // early (413) and closes, undici still reads that answer, where node:http mostly reports
+    // only the broken pipe (a retried "connection failed"). Loading undici is cheap next to
+    // uploading megabytes.
+    const undici = this.#connections > 1 || plan.length > LARGE_BODY;
+    const answer = undici ? await (await this.#poolPoster()).post(plan, ctx) : await this.#postHttp(plan, ctx);
     if (trace) {
       trace(`< HTTP/${answer.httpVersion} ${answer.status} ${answer.statusText}`.trimEnd());
       for (const [k, v] of answer.rawHeaders) trace(`< ${k}: ${v}`);

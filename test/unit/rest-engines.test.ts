@@ -7,6 +7,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
+import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { createServer as createTcpServer, type Server as TcpServer, type Socket } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { RestConfig } from "../../src/core/config.js";
@@ -41,6 +42,8 @@ let secure: RestRecorder;
 let silent: TcpServer;
 /** Greets like an SMTP server: what --base-url pointed at the SMTP port meets. */
 let greeter: TcpServer;
+/** Refuses every request from its headers alone (413) and closes, without reading the body. */
+let refuser: HttpServer;
 const silentSockets = new Set<Socket>();
 
 beforeAll(async () => {
@@ -61,6 +64,11 @@ beforeAll(async () => {
     s.write("220 mx.example ESMTP ready\r\n");
   });
   await new Promise<void>((r) => greeter.listen(0, "127.0.0.1", r));
+  refuser = createHttpServer((_req, res) => {
+    res.writeHead(413, { "Content-Type": "application/json", Connection: "close" });
+    res.end(JSON.stringify({ success: false, error: { code: "payload_too_large", message: "too large" } }));
+  });
+  await new Promise<void>((r) => refuser.listen(0, "127.0.0.1", r));
 });
 afterAll(async () => {
   await plain?.close();
@@ -68,6 +76,8 @@ afterAll(async () => {
   for (const s of silentSockets) s.destroy();
   await new Promise((r) => silent?.close(r));
   await new Promise((r) => greeter?.close(r));
+  refuser?.closeAllConnections();
+  await new Promise((r) => refuser?.close(r));
   tmp.remove();
 });
 beforeEach(() => {
@@ -223,6 +233,16 @@ describe.each([
       expect(e, path).toMatchObject({ code: "file_unreadable", exitCode: 66 });
     }
     expect(plain.requests).toHaveLength(0);
+  });
+
+  it("a large body the server refuses at once (413 from Content-Length, then close) -> too_large, not a broken pipe", async () => {
+    const path = tmp.file(`large-${pool}.bin`, randomBytes(3 * 1024 * 1024));
+    for (let i = 0; i < 3; i++) {
+      const t = transport({ baseUrl: `http://127.0.0.1:${(refuser.address() as { port: number }).port}` });
+      const e = await failure(t.send(message({ attachments: [{ filename: "big.bin", source: { kind: "file", path, size: 3 * 1024 * 1024 } }] })));
+      await t.close();
+      expect(e).toMatchObject({ code: "too_large", status: 413, exitCode: 65 });
+    }
   });
 
   it("a server that does not speak HTTP (an SMTP port) -> config_invalid naming what it said (never retried: a configuration error)", async () => {

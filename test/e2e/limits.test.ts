@@ -133,7 +133,8 @@ describe("waiting, as --json says it", () => {
 
   test("a send that waits for the budget says so on stderr as a JSON line, and its result has waited_ms", async () => {
     const s = scratch("mailsend-jsonwait-");
-    const env = budgetEnv(s.dir, { MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "2" });
+    // A 10 s window: longer than a loaded machine takes to start the second process, so it waits.
+    const env = budgetEnv(s.dir, { MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "10" });
     expect((await send("jsonwait 1", env)).exitCode).toBe(0);
     const r = await send("jsonwait 2", env);
     expect(r.exitCode, r.stderr).toBe(0);

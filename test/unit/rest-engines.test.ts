@@ -176,7 +176,7 @@ describe.each([
     const late = new AbortController();
     const p = t.send(message(), { signal: late.signal });
     // Abort once the server holds the whole request.
-    for (let i = 0; i < 200 && plain.requests.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 1000 && plain.requests.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
     expect(plain.requests).toHaveLength(1);
     late.abort(new MailsendError("temporary_failure", "interrupted twice"));
     expect(await failure(p)).toMatchObject({ code: "outcome_unknown", mayHaveBeenSent: true });

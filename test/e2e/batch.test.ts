@@ -487,7 +487,10 @@ describe("what a first run trips over", () => {
     expect(check.stderr).toBe("");
     const quick = await batch([input, "-f", "pg@example.com"]);
     expect(quick.exitCode, quick.stderr).toBe(0);
-    expect(quick.stderr).toBe("");
+    // Three quick sends finish within the first 5 s interval: nothing on stderr. (A machine
+    // slow enough to pass 5 s may print one periodic line, never a line at the start.)
+    expect(quick.stderr.split("\n").filter(Boolean).length).toBeLessThanOrEqual(1);
+    expect(quick.stderr).toMatch(/^(|mailsend batch: sent \d+, failed 0, left \d+.*\n)$/);
 
     // Slow sends, one at a time: the run lasts well past the 5 s interval.
     const slow = tmp.file("progress-slow.jsonl", jsonl([0, 1, 2, 3, 4, 5].map((i) => ({ to: `s${i}@example.com`, subject: `slowprogress ${i}`, text: "x" }))));

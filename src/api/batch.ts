@@ -62,14 +62,21 @@ async function* chunks(items: Iterable<unknown> | AsyncIterable<unknown>): Async
 
 /**
  * The input, readable twice: an array as it is, anything else spooled to a
- * 0600 file in a 0700 dir; with a hash of its content, the journal's identity
- * of the input (other items with the same journal are a new batch, as in the CLI).
+ * 0600 file in a 0700 dir; and a hash of its content, the journal's identity
+ * of the input (other items with the same journal are a new batch, as in the CLI):
+ * taken while spooling, and for an array only when a journal asks for it.
  */
-async function inputOf(items: Iterable<unknown> | AsyncIterable<unknown>): Promise<{ input: BatchInput; fingerprint: string; cleanup: () => Promise<void> }> {
+async function inputOf(
+  items: Iterable<unknown> | AsyncIterable<unknown>,
+): Promise<{ input: BatchInput; fingerprint: () => Promise<string>; cleanup: () => Promise<void> }> {
+  const digest = (hash: ReturnType<typeof createHash>) => hash.digest("hex").slice(0, 32);
   if (Array.isArray(items)) {
-    const hash = createHash("sha256");
-    for await (const chunk of chunks(items)) hash.update(chunk);
-    return { input: { format: "jsonl", open: () => chunks(items) }, fingerprint: hash.digest("hex").slice(0, 32), cleanup: async () => {} };
+    const fingerprint = async () => {
+      const hash = createHash("sha256");
+      for await (const chunk of chunks(items)) hash.update(chunk);
+      return digest(hash);
+    };
+    return { input: { format: "jsonl", open: () => chunks(items) }, fingerprint, cleanup: async () => {} };
   }
   const dir = await mkdtemp(join(tmpdir(), "mailsend-api-batch-"));
   const cleanup = () => rm(dir, { recursive: true, force: true });
@@ -84,7 +91,8 @@ async function inputOf(items: Iterable<unknown> | AsyncIterable<unknown>): Promi
       if (!out.write(chunk)) await Promise.race([new Promise<void>((r) => out.once("drain", () => r())), failed]);
     }
     await Promise.race([new Promise<void>((r, j) => out.end((e?: Error | null) => (e ? j(e) : r()))), failed]);
-    return { input: { format: "jsonl", open: () => createReadStream(path, { highWaterMark: CHUNK }) }, fingerprint: hash.digest("hex").slice(0, 32), cleanup };
+    const fingerprint = digest(hash);
+    return { input: { format: "jsonl", open: () => createReadStream(path, { highWaterMark: CHUNK }) }, fingerprint: async () => fingerprint, cleanup };
   } catch (e) {
     await cleanup();
     throw e;
@@ -161,7 +169,7 @@ export async function sendBatch(items: Iterable<BatchItem> | AsyncIterable<Batch
     if (!check && options.journal !== undefined) {
       const { Journal } = await import("../batch/journal.js");
       try {
-        journal = await Journal.open({ path: options.journal, input: opened.fingerprint, fresh: options.fresh === true, resume: false });
+        journal = await Journal.open({ path: options.journal, input: await opened.fingerprint(), fresh: options.fresh === true, resume: false });
       } catch (e) {
         if (e instanceof MailsendError) throw e;
         throw new MailsendError("file_unreadable", `cannot use the journal ${options.journal}: ${(e as Error).message}`, { cause: e });

@@ -86,32 +86,45 @@ export const TRUST_HINT =
  * other mode hears nothing.
  */
 export function speaksTls(host: string, port: number, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
-  if (signal?.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const bare = host.replace(/^\[|\]$/g, "");
+  return probe(timeoutMs, signal, (bare, answer) => {
     const socket = tlsConnect({ host: bare, port, rejectUnauthorized: false, ...(isIP(bare) ? {} : { servername: bare }) });
-    const finish = (yes: boolean) => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", cancel);
-      socket.destroy();
-      resolve(yes);
-    };
-    const cancel = () => finish(false);
-    signal?.addEventListener("abort", cancel, { once: true });
-    const timer = setTimeout(() => finish(false), timeoutMs);
-    socket.once("secureConnect", () => finish(true));
-    socket.once("error", () => finish(false));
-  });
+    socket.once("secureConnect", () => answer(true));
+    return socket;
+  }, host);
 }
 
 /** Whether host:port answers a plain HTTP request with an HTTP status line: an HTTP port where SMTP was expected. */
 export function speaksHttp(host: string, port: number, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
-  if (signal?.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const bare = host.replace(/^\[|\]$/g, "");
+  return probe(timeoutMs, signal, (bare, answer) => {
     const socket = netConnect({ host: bare, port });
     let got = Buffer.alloc(0);
+    socket.once("connect", () => socket.write(`HEAD / HTTP/1.0\r\nHost: ${bare}\r\n\r\n`));
+    socket.on("data", (d: Buffer) => {
+      got = Buffer.concat([got, d]);
+      if (got.length >= 5) answer(got.subarray(0, 5).toString("latin1") === "HTTP/");
+    });
+    return socket;
+  }, host);
+}
+
+/**
+ * One yes/no question asked of a port on a connection of its own: `open`
+ * connects and calls `answer` when it knows. No answer within timeoutMs, an
+ * error, the peer closing, or the signal all mean no; the socket is always
+ * destroyed and the promise settles once.
+ */
+function probe(
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+  open: (bareHost: string, answer: (yes: boolean) => void) => NodeJS.EventEmitter & { destroy(): void },
+  host: string,
+): Promise<boolean> {
+  if (signal?.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    let done = false;
     const finish = (yes: boolean) => {
+      if (done) return;
+      done = true;
       clearTimeout(timer);
       signal?.removeEventListener("abort", cancel);
       socket.destroy();
@@ -119,13 +132,9 @@ export function speaksHttp(host: string, port: number, timeoutMs: number, signal
     };
     const cancel = () => finish(false);
     signal?.addEventListener("abort", cancel, { once: true });
-    const timer = setTimeout(() => finish(false), timeoutMs);
-    socket.once("connect", () => socket.write(`HEAD / HTTP/1.0\r\nHost: ${bare}\r\n\r\n`));
-    socket.on("data", (d: Buffer) => {
-      got = Buffer.concat([got, d]);
-      if (got.length >= 5) finish(got.subarray(0, 5).toString("latin1") === "HTTP/");
-    });
-    socket.once("end", () => finish(false));
-    socket.once("error", () => finish(false));
+    const timer = setTimeout(cancel, timeoutMs);
+    const socket = open(host.replace(/^\[|\]$/g, ""), finish);
+    socket.once("end", cancel);
+    socket.once("error", cancel);
   });
 }

@@ -6,23 +6,16 @@
 import { execa } from "execa";
 import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { BIN, baseEnv, runCli, stderrJson, stdoutJson, type RunOptions } from "../helpers/cli.js";
-import { startRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
+import { useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
 const KEY = "msk_test_e2e_github_Hn52Kc";
 const tmp = scratch();
 let rec: RestRecorder;
-
-beforeAll(async () => {
-  rec = await startRestRecorder();
-});
-afterAll(async () => {
-  await rec.close();
-  tmp.remove();
-});
-beforeEach(() => rec.reset());
+useRestRecorder((r) => (rec = r));
+afterAll(() => tmp.remove());
 
 const MSG = ["-f", "ci@example.com", "-t", "dev@example.com", "-s", "Build", "--text", "ok"];
 let n = 0;
@@ -210,6 +203,16 @@ describe("the README's recipes, run", () => {
     return `${dir}:${process.env.PATH}`;
   };
 
+  /** A recipe's shell, in cwd, with mailsend on PATH and pointed at the recorder, plus the CI system's variables. */
+  const runRecipe = ([shell, ...args]: string[], cwd: string, ciEnv: Record<string, string>) =>
+    execa(shell!, args, {
+      cwd,
+      reject: false,
+      extendEnv: false,
+      env: { ...baseEnv(), PATH: pathWithMailsend(), ...ciEnv, MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url },
+      timeout: 30_000,
+    });
+
   /** The `run: |` block of the "Mail the build log" step, dedented. */
   function githubStep(): string {
     const text = readme();
@@ -240,25 +243,15 @@ describe("the README's recipes, run", () => {
       if (withLog) writeFileSync(join(cwd, "build.log"), "compiling...\nerror: it broke\n");
       const out = outputFile();
       rec.script({ body: { success: true, message_id: "msg_recipe_gh" } });
-      const r = await execa("bash", ["-eo", "pipefail", "-c", githubStep()], {
-        cwd,
-        reject: false,
-        extendEnv: false,
-        env: {
-          ...baseEnv(),
-          PATH: pathWithMailsend(),
-          GITHUB_ACTIONS: "true",
-          GITHUB_OUTPUT: out,
-          GITHUB_REPOSITORY: "acme/app",
-          GITHUB_SHA: "0123abc",
-          GITHUB_RUN_NUMBER: "42",
-          GITHUB_RUN_ID: "9001",
-          GITHUB_SERVER_URL: "https://github.example",
-          STATUS: withLog ? "failure" : "cancelled",
-          MAILSEND_API_KEY: KEY,
-          MAILSEND_BASE_URL: rec.url,
-        },
-        timeout: 30_000,
+      const r = await runRecipe(["bash", "-eo", "pipefail", "-c", githubStep()], cwd, {
+        GITHUB_ACTIONS: "true",
+        GITHUB_OUTPUT: out,
+        GITHUB_REPOSITORY: "acme/app",
+        GITHUB_SHA: "0123abc",
+        GITHUB_RUN_NUMBER: "42",
+        GITHUB_RUN_ID: "9001",
+        GITHUB_SERVER_URL: "https://github.example",
+        STATUS: withLog ? "failure" : "cancelled",
       });
       expect(r.exitCode, String(r.stderr)).toBe(0);
       expect(parseOutputs(readFileSync(out, "utf8")).message_id).toBe("msg_recipe_gh");
@@ -277,21 +270,11 @@ describe("the README's recipes, run", () => {
     mkdirSync(cwd, { recursive: true });
     writeFileSync(join(cwd, "build.log"), "gitlab build output\n");
     rec.script({ body: { success: true, message_id: "msg_recipe_gl" } });
-    const r = await execa("sh", ["-ec", gitlabScript().join("\n")], {
-      cwd,
-      reject: false,
-      extendEnv: false,
-      env: {
-        ...baseEnv(),
-        PATH: pathWithMailsend(),
-        CI_PROJECT_PATH: "acme/app",
-        CI_PIPELINE_ID: "777",
-        CI_PIPELINE_URL: "https://gitlab.example/acme/app/-/pipelines/777",
-        CI_COMMIT_REF_NAME: "main",
-        MAILSEND_API_KEY: KEY,
-        MAILSEND_BASE_URL: rec.url,
-      },
-      timeout: 30_000,
+    const r = await runRecipe(["sh", "-ec", gitlabScript().join("\n")], cwd, {
+      CI_PROJECT_PATH: "acme/app",
+      CI_PIPELINE_ID: "777",
+      CI_PIPELINE_URL: "https://gitlab.example/acme/app/-/pipelines/777",
+      CI_COMMIT_REF_NAME: "main",
     });
     expect(r.exitCode, String(r.stderr)).toBe(0);
     const req = rec.requests[0]!;

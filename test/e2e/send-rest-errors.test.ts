@@ -4,23 +4,16 @@
  * (Retries are off in the test environment: one answer, one outcome.)
  */
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { runCli, stderrJson } from "../helpers/cli.js";
-import { startRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
+import { startRestRecorder, useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
 const KEY = "msk_test_e2e_resterr_Yb6Nc1Xs";
 const tmp = scratch();
 let rec: RestRecorder;
-
-beforeAll(async () => {
-  rec = await startRestRecorder();
-});
-afterAll(async () => {
-  await rec.close();
-  tmp.remove();
-});
-beforeEach(() => rec.reset());
+useRestRecorder((r) => (rec = r));
+afterAll(() => tmp.remove());
 
 const MB = ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi", "--html", "<p>x</p>"];
 

@@ -6,21 +6,14 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { execa } from "execa";
 import { BIN, baseEnv, runCli, stdoutJson, type RunOptions } from "../helpers/cli.js";
-import { headerNames, startRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
+import { headerNames, startRestRecorder, useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
 const KEY = "msk_test_e2e_rest_5Gq8Lw2Zp";
 const tmp = scratch();
 let rec: RestRecorder;
-
-beforeAll(async () => {
-  rec = await startRestRecorder();
-});
-afterAll(async () => {
-  await rec.close();
-  tmp.remove();
-});
-beforeEach(() => rec.reset());
+useRestRecorder((r) => (rec = r));
+afterAll(() => tmp.remove());
 
 function send(args: string[], opts: RunOptions = {}) {
   return runCli(["send", ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });

@@ -9,10 +9,14 @@
  *   expect(rec.requests).toHaveLength(1);
  *   rec.reset();                                      // between tests
  *   await rec.close();                                // afterAll
+ *
+ *   let rec: RestRecorder;
+ *   useRestRecorder((r) => (rec = r));                // all three, as hooks of the file or describe
  */
 import http from "node:http";
 import https from "node:https";
 import type { AddressInfo, Socket } from "node:net";
+import { afterAll, beforeAll, beforeEach } from "vitest";
 import type { TlsMaterial } from "../../src/sandbox/tls.js";
 
 export interface RecordedRequest {
@@ -193,4 +197,17 @@ export async function startRestRecorder(opts: { tls?: TlsMaterial } = {}): Promi
 /** Header names as the client wrote them (for checking exact spelling). */
 export function headerNames(req: RecordedRequest): string[] {
   return req.rawHeaders.filter((_, i) => i % 2 === 0);
+}
+
+/** A recorder for the file (or describe) it is called in: started before all, reset before each test, closed after all. */
+export function useRestRecorder(set: (rec: RestRecorder) => void): void {
+  let rec: RestRecorder | undefined;
+  beforeAll(async () => {
+    rec = await startRestRecorder();
+    set(rec);
+  });
+  afterAll(async () => {
+    await rec?.close();
+  });
+  beforeEach(() => rec?.reset());
 }

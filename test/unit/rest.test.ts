@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
 import type { Message } from "../../src/core/message.js";
 import { makeRedactor } from "../../src/core/redact.js";
 import { create, retryAfterSeconds, statusError } from "../../src/transports/rest.js";
-import { startRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
+import { useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
 const KEY = "msk_test_rest_unit_81b2";
@@ -103,14 +103,8 @@ describe("HTTP status -> error", () => {
 describe("RestTransport against a recorder (in process)", () => {
   let rec: RestRecorder;
   const tmp = scratch();
-  beforeAll(async () => {
-    rec = await startRestRecorder();
-  });
-  afterAll(async () => {
-    await rec.close();
-    tmp.remove();
-  });
-  beforeEach(() => rec.reset());
+  useRestRecorder((r) => (rec = r));
+  afterAll(() => tmp.remove());
 
   const message = (over: Partial<Message> = {}): Message => ({
     from: { name: "Ünïcode Sender", address: "a@example.com" },

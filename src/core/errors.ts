@@ -11,6 +11,8 @@ export const EXIT = {
   noinput: 66,
   unavailable: 69,
   software: 70,
+  cantcreat: 73,
+  ioerr: 74,
   tempfail: 75,
   protocol: 76,
   noperm: 77,
@@ -27,6 +29,8 @@ export const EXIT_MEANING: Record<ExitClass, string> = {
   noinput: "an input is missing or unreadable: an attachment or body file, a sandbox data dir, a stored message",
   unavailable: "service unavailable: connection refused, DNS failure, 5xx",
   software: "internal error (a bug in mailsend)",
+  cantcreat: "a local file cannot be created or written: the state dir, outbox, journal or results file (disk full, read-only, permission)",
+  ioerr: "a local file could not be read or synced (an I/O error of this machine)",
   tempfail: "temporary failure, safe to retry later: rate limited (429), SMTP 4xx, timeout before sending",
   protocol: "unexpected answer, or outcome unknown: the connection broke after the message was handed over; check before resending",
   noperm: "the key was refused: wrong (401, SMTP 535), revoked or expired (403)",
@@ -38,7 +42,7 @@ export const EXIT_MEANING: Record<ExitClass, string> = {
  * these that occurred: what needs a person's attention before what only
  * needs another try.
  */
-const SEVERITY: readonly ExitClass[] = ["software", "config", "noperm", "protocol", "unavailable", "noinput", "dataerr", "usage", "tempfail"];
+const SEVERITY: readonly ExitClass[] = ["software", "config", "noperm", "protocol", "cantcreat", "ioerr", "unavailable", "noinput", "dataerr", "usage", "tempfail"];
 
 export function worstExitClass(classes: Iterable<ExitClass>): ExitClass {
   const seen = new Set(classes);
@@ -59,6 +63,8 @@ const EXIT_CLASS = {
   connection_failed: "unavailable",
   service_error: "unavailable",
   internal: "software",
+  local_write_failed: "cantcreat",
+  local_io_failed: "ioerr",
   rate_limited: "tempfail",
   temporary_failure: "tempfail",
   timeout: "tempfail",
@@ -144,4 +150,46 @@ export function toMailsendError(e: unknown): MailsendError {
 
 export function exitCodeFor(code: ErrorCode): number {
   return EXIT[EXIT_CLASS[code]];
+}
+
+/** The errno codes of local file faults, in words a user can act on. */
+const ERRNO_WORDS: Record<string, string> = {
+  ENOSPC: "no space left on device",
+  EDQUOT: "disk quota exceeded",
+  EROFS: "read-only file system",
+  EACCES: "permission denied",
+  EPERM: "operation not permitted",
+  ENOENT: "no such file or directory",
+  ENOTDIR: "a part of the path is not a directory",
+  EISDIR: "it is a directory",
+  EEXIST: "it already exists",
+  EMFILE: "too many open files",
+  ENFILE: "too many open files on the system",
+  EIO: "input/output error",
+  ENAMETOOLONG: "file name too long",
+};
+
+export function errnoWords(code: string | undefined): string {
+  return (code && ERRNO_WORDS[code]) ?? code ?? "unknown error";
+}
+
+/**
+ * A fault of this machine while writing (73) or reading/syncing (74) a local
+ * file: the path, the errno in words and what to do. Never "internal" (70).
+ */
+export function localFileError(e: unknown, path: string, action: "write" | "read" | "sync", what = "file"): MailsendError {
+  const code = (e as NodeJS.ErrnoException | undefined)?.code;
+  const words = errnoWords(code);
+  const hint =
+    code === "ENOSPC" || code === "EDQUOT"
+      ? `Free space on the file system that holds ${path}, then run again.`
+      : code === "EROFS"
+        ? `The file system is mounted read-only; point MAILSEND_STATE_DIR at a writable directory.`
+        : code === "EACCES" || code === "EPERM"
+          ? `Check the owner and mode of ${path} and its directory, or point MAILSEND_STATE_DIR at a directory you own.`
+          : undefined;
+  return new MailsendError(action === "write" ? "local_write_failed" : "local_io_failed", `cannot ${action} the ${what} ${path}: ${words}`, {
+    cause: e,
+    ...(hint ? { hint } : {}),
+  });
 }

@@ -31,6 +31,9 @@ const POLICY: Record<ErrorCode, RetryVerdict> = {
   file_not_found: "never",
   file_unreadable: "never",
   internal: "never",
+  // A fault of this machine: a person must free space or fix a mode first.
+  local_write_failed: "never",
+  local_io_failed: "never",
   auth_failed: "never",
   key_revoked: "never",
   config_missing: "never",

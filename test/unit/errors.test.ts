@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { EXIT, exitCodeFor, MailsendError, toMailsendError, type ErrorCode } from "../../src/core/errors.js";
+import { EXIT, exitCodeFor, localFileError, MailsendError, toMailsendError, type ErrorCode } from "../../src/core/errors.js";
 
 // DESIGN.md section 3, restated here on purpose: a change to the table must be a deliberate one.
 const TABLE: Record<ErrorCode, number> = {
@@ -16,6 +16,8 @@ const TABLE: Record<ErrorCode, number> = {
   connection_failed: 69,
   service_error: 69,
   internal: 70,
+  local_write_failed: 73,
+  local_io_failed: 74,
   rate_limited: 75,
   temporary_failure: 75,
   timeout: 75,
@@ -38,6 +40,8 @@ describe("error code -> exit code", () => {
       noinput: 66,
       unavailable: 69,
       software: 70,
+      cantcreat: 73,
+      ioerr: 74,
       tempfail: 75,
       protocol: 76,
       noperm: 77,
@@ -100,5 +104,20 @@ describe("toMailsendError", () => {
     expect(e.message).toContain("x is undefined");
     expect(e.hint).toMatch(/bug/);
     expect(toMailsendError("a string").message).toContain("a string");
+  });
+});
+
+describe("localFileError", () => {
+  it("names the path and the errno in words, 73 for a write and 74 for a read or sync", () => {
+    const full = Object.assign(new Error("ENOSPC: no space"), { code: "ENOSPC" });
+    const w = localFileError(full, "/var/x/journal", "write", "journal");
+    expect(w.code).toBe("local_write_failed");
+    expect(w.exitCode).toBe(73);
+    expect(w.message).toBe("cannot write the journal /var/x/journal: no space left on device");
+    expect(w.hint).toMatch(/Free space/);
+    const r = localFileError(Object.assign(new Error("EIO"), { code: "EIO" }), "/x", "sync");
+    expect(r.exitCode).toBe(74);
+    expect(r.message).toContain("input/output error");
+    expect(localFileError(Object.assign(new Error("ro"), { code: "EROFS" }), "/x", "write").hint).toMatch(/read-only/);
   });
 });

@@ -176,7 +176,7 @@ export async function sendBatch(items: Iterable<BatchItem> | AsyncIterable<Batch
       }
     }
     if (config) {
-      budget = openBudget(options, config.apiKey);
+      budget = openBudget(options, config.apiKey, config.caFile);
       transport = await createTransport(config, { pool: concurrency });
     }
     const results: BatchItemResult[] = [];

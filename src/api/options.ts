@@ -160,7 +160,7 @@ export interface Budget {
 }
 
 /** The shared budget and retry settings: the CLI's defaults, the state dir's budget file unless switched off. */
-export function openBudget(o: DeliveryOptions & { env?: Env }, apiKey: string): Budget {
+export function openBudget(o: DeliveryOptions & { env?: Env }, apiKey: string, caFile?: string): Budget {
   const limits: Limits = {
     limit: whole(o.rateLimit, "options.rateLimit", 0) ?? whole(fromEnv(o.env, "MAILSEND_RATE_LIMIT"), "MAILSEND_RATE_LIMIT", 0) ?? DEFAULTS.rateLimit,
     windowMs:
@@ -187,7 +187,7 @@ export function openBudget(o: DeliveryOptions & { env?: Env }, apiKey: string): 
   };
   let store;
   try {
-    store = openSlotStore(apiKey, limits, storeEnv);
+    store = openSlotStore(apiKey, limits, storeEnv, caFile ? { caFile } : {});
   } catch (e) {
     if (e instanceof MailsendError) throw e;
     throw invalid(`cannot use the rate-limit state dir: ${(e as Error).message}`, "Pass options.stateDir (a writable dir), or rateLimit: 0 to switch the local budget off.");

@@ -68,7 +68,7 @@ export async function send(message: MessageInput, options: SendOptions = {}): Pr
     if (signal?.aborted) throw aborted(signal);
     const config = await resolveConnection(options, { needKey: true });
     const msg = await messageOf(message, config.transport, options.idempotencyKey);
-    const budget = openBudget(options, config.apiKey);
+    const budget = openBudget(options, config.apiKey, config.caFile);
     try {
       const transport = await createTransport(config);
       const attempts = watched(transport);

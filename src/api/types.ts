@@ -119,7 +119,12 @@ export interface DeliveryOptions {
    * when that option is given.
    */
   stateDir?: string;
-  /** A redis:// URL to share the budget across machines instead of a local file. */
+  /**
+   * Share the budget across machines through Redis or Valkey instead of a local file:
+   * redis://[user:password@]host[:port][/db], rediss:// (TLS, verified against Node's CAs and
+   * `caFile`), or redis-sentinel://host1:26379,host2:26379/mymaster[/db]. The password may come
+   * from a file named by MAILSEND_RATE_LIMIT_PASSWORD_FILE in `env` instead.
+   */
   rateLimitUrl?: string;
   /** Abort waits and (over REST) the request in flight. */
   signal?: AbortSignal;

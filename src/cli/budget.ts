@@ -1,4 +1,4 @@
-import { resolveLimits, openSlotStore } from "../limits/budget.js";
+import { resolveLimits, openSlotStore, type StoreSettings } from "../limits/budget.js";
 import type { DeliverOptions } from "../limits/deliver.js";
 import { MailsendError } from "../core/errors.js";
 
@@ -21,9 +21,9 @@ function whole(v: string | number | undefined, what: string): number | undefined
 }
 
 /** The shared budget and retry settings of one CLI run. */
-export async function openBudget(flags: BudgetCliFlags, apiKey: string, env: Record<string, string | undefined>) {
+export async function openBudget(flags: BudgetCliFlags, apiKey: string, env: Record<string, string | undefined>, settings: StoreSettings = {}) {
   const limits = resolveLimits(flags, env);
-  const store = openSlotStore(apiKey, limits, env);
+  const store = openSlotStore(apiKey, limits, env, settings);
   const options: Omit<DeliverOptions, "onWait" | "sleep"> = {
     ...(store ? { store } : {}),
     limits,

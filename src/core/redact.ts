@@ -22,3 +22,22 @@ export function makeRedactor(secret: string | undefined, user = "mailsend"): (s:
     return out;
   };
 }
+
+/**
+ * Any URL in `text` without its userinfo (`redis://user:secret@host` ->
+ * `redis://host`), for printing a URL from the environment: an error about a
+ * URL that does not parse must not print the password in it either.
+ * The authority ends at the last "@" of the URL's run of non-blank
+ * characters; an "@" after a path (`https://host/a@b`) is left alone unless
+ * a ":" before the first "/" says it is a password holding a "/".
+ */
+export function stripUserinfo(text: string): string {
+  return text.replace(/\b([a-z][a-z0-9+.-]*:\/\/)(\S*)/gi, (whole: string, scheme: string, rest: string) => {
+    const at = rest.lastIndexOf("@");
+    if (at < 0) return whole;
+    const before = rest.slice(0, at);
+    const cut = before.search(/[/?#]/);
+    if (cut >= 0 && !before.slice(0, cut).includes(":")) return whole;
+    return scheme + rest.slice(at + 1);
+  });
+}

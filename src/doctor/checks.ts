@@ -18,6 +18,8 @@ import { configPath, loadSettings, type ActiveProfile } from "../input/profile.j
 import type { InputStreams } from "../input/read.js";
 import { openSlotStore, resolveLimits } from "../limits/budget.js";
 import { FileSlotStore } from "../limits/file-store.js";
+import type { RedisConfig } from "../limits/redis-config.js";
+import { RedisSlotStore, type RedisProbe } from "../limits/redis-store.js";
 import type { Limits } from "../limits/sliding-log.js";
 import type { SlotStore } from "../limits/store.js";
 import { statusError } from "../transports/rest.js";
@@ -240,16 +242,21 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
     } else if (!key) {
       skip("ratelimit", "not checked: the budget is kept per key, and there is no key");
     } else {
-      const redisUrl = env.MAILSEND_RATE_LIMIT_URL;
-      const opened = openSlotStore(key, limits, env)!;
+      const opened = openSlotStore(key, limits, env, flags.caFile ? { caFile: flags.caFile } : {})!;
       try {
+        // Redis first answers how it was reached, then what is used there.
+        const redis = opened instanceof RedisSlotStore ? await opened.probe() : undefined;
         const used = await opened.used(limits);
         store = opened;
-        const where = redisUrl
-          ? `shared through Redis at ${redisLabel(redisUrl)} (MAILSEND_RATE_LIMIT_URL, reachable)`
-          : `per machine, in ${opened instanceof FileSlotStore ? opened.path : "the state dir"}`;
-        const full = used >= limits.limit;
-        pass("ratelimit", `${used}/${limits.limit} slots used in the last ${limits.windowMs / 1000} s for this key; ${where}`, full ? { hint: "The budget is used up: the next send waits for a slot (or fails at once with --no-wait)." } : {});
+        const where =
+          opened instanceof RedisSlotStore && redis
+            ? `shared through Redis at ${opened.config.label} (MAILSEND_RATE_LIMIT_URL): ${describeRedis(opened.config, redis)}`
+            : `per machine, in ${opened instanceof FileSlotStore ? opened.path : "the state dir"}`;
+        const hints = [
+          ...(used >= limits.limit ? ["The budget is used up: the next send waits for a slot (or fails at once with --no-wait)."] : []),
+          ...(opened instanceof RedisSlotStore && opened.passwordUnneeded ? [`The Redis server requires no password, but one was given (from ${opened.config.passwordSource}); it is not used.`] : []),
+        ];
+        pass("ratelimit", `${used}/${limits.limit} slots used in the last ${limits.windowMs / 1000} s for this key; ${where}`, hints.length ? { hint: hints.join(" ") } : {});
       } catch (e) {
         await opened.close().catch(() => {});
         throw e;
@@ -377,14 +384,10 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
   }
 }
 
-/** redis://user:secret@host:port/db -> redis://host:port/db */
-function redisLabel(url: string): string {
-  try {
-    const u = new URL(url);
-    u.username = "";
-    u.password = "";
-    return u.href.replace(/\/$/, "");
-  } catch {
-    return "(unparsable URL)";
-  }
+/** How the budget's Redis was reached: never its password, only where the password came from. */
+function describeRedis(config: RedisConfig, p: RedisProbe): string {
+  const who = config.password ? `authenticated as ${config.username ?? "default"} (password from ${config.passwordSource})` : "no password";
+  const tls = p.tlsProtocol ? `${p.tlsProtocol}, certificate verified` : "plain TCP (no TLS)";
+  const master = p.master ? `, master ${config.masterName} at ${p.master}` : "";
+  return `reachable in ${Math.round(p.connectMs)} ms${master}, ${who}, ${tls}, round trip ${p.rttMs.toFixed(1)} ms${p.server ? `, ${p.server}` : ""}`;
 }

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { DEFAULTS } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import { FileSlotStore } from "./file-store.js";
+import { redisConfigFrom } from "./redis-config.js";
 import { RedisSlotStore } from "./redis-store.js";
 import type { Limits } from "./sliding-log.js";
 import type { SlotStore } from "./store.js";
@@ -50,10 +51,22 @@ export function resolveLimits(flags: BudgetFlags, env: Env): Limits {
   return { limit, windowMs: windowSeconds * 1000 };
 }
 
-export function openSlotStore(apiKey: string, limits: Limits, env: Env): SlotStore | undefined {
+export interface StoreSettings {
+  /** --ca-file: trusted beside Node's own CAs for a rediss:// budget too. */
+  caFile?: string;
+  /** --verbose: how the store was reached (never a password). */
+  trace?: (line: string) => void;
+}
+
+/**
+ * The key's budget: in Redis when MAILSEND_RATE_LIMIT_URL is set (its URL
+ * is checked now, the client loaded and connected on the first operation),
+ * else in a file of the state dir.
+ */
+export function openSlotStore(apiKey: string, limits: Limits, env: Env, settings: StoreSettings = {}): SlotStore | undefined {
   if (limits.limit === 0) return undefined;
   const hash = keyHash(apiKey);
-  const url = env.MAILSEND_RATE_LIMIT_URL;
-  if (url) return new RedisSlotStore(url, hash);
+  const redis = redisConfigFrom(env, settings);
+  if (redis) return new RedisSlotStore(redis, hash, settings.trace ? { trace: settings.trace } : {});
   return new FileSlotStore({ dir: join(stateDir(env), "ratelimit"), keyHash: hash });
 }

@@ -1,20 +1,34 @@
 /**
- * The sliding log in Redis, for budgets shared by many machines: a sorted
- * set of send ids scored by time. Each operation is one Lua script, so it is
- * atomic, and the time is Redis's own clock, so machines whose clocks
- * disagree still share one window.
+ * The sliding log in Redis (or Valkey), for budgets shared by many machines:
+ * a sorted set of send ids scored by time. Each operation is one Lua script,
+ * so it is atomic, and the time is the server's own clock, so machines whose
+ * clocks disagree still share one window.
+ *
+ * The client is ioredis, loaded (a dynamic import) on the first operation,
+ * so a send without MAILSEND_RATE_LIMIT_URL never pays for it. It is set up
+ * to fail rather than wait: no reconnect loop, no queue of commands while
+ * disconnected, a time limit on the connection and on each command. A
+ * connection that went away while a send waited for its slot (an idle
+ * timeout of the server, a restart) is made again once; if that fails the
+ * operation fails closed (75) and nothing is sent outside the budget.
  */
-import { MailsendError } from "../core/errors.js";
-import { RespClient } from "./resp.js";
+import type { Redis, RedisOptions } from "ioredis";
+import type { ConnectionOptions } from "node:tls";
+import { trustedCas } from "../transports/ca.js";
+import type { RedisConfig } from "./redis-config.js";
+import { diagnoseConnect, isConnectionLoss, redisError, type RedisOp } from "./redis-errors.js";
 import type { Limits } from "./sliding-log.js";
 import type { SlotStore, TakeOutcome } from "./store.js";
 
 const NOW = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
-// KEYS[1] log (zset), KEYS[2] blocked-until (string); ARGV limit, window, id
+// KEYS[1] log (zset), KEYS[2] blocked-until (string); ARGV limit, window, id.
+// An id already in the log holds its slot: a take repeated after a lost reply
+// (the connection broke after Redis ran the script) does not take a second one.
 const TAKE = `${NOW}
 local limit = tonumber(ARGV[1]) local window = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+if redis.call('ZSCORE', KEYS[1], ARGV[3]) then return {1, 0} end
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 if blocked > now then return {0, blocked - now} end
 local n = redis.call('ZCARD', KEYS[1])
@@ -26,6 +40,7 @@ end
 local freeing = redis.call('ZRANGE', KEYS[1], n - limit, n - limit, 'WITHSCORES')
 return {0, math.max(1, tonumber(freeing[2]) + window - now + 1)}`;
 
+// GT keeps the later of the two times; XX never re-adds a released slot.
 const COMPLETE = `${NOW}
 redis.call('ZADD', KEYS[1], 'XX', 'GT', now, ARGV[1]) return 1`;
 
@@ -39,56 +54,230 @@ const USED = `${NOW}
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[1]))
 return redis.call('ZCARD', KEYS[1])`;
 
+export interface RedisStoreOptions {
+  /** Longest wait for a connection (TCP, TLS and AUTH) and for each command's answer. */
+  timeoutMs?: number;
+  /** --verbose: a line when the store connects (again). */
+  trace?: (line: string) => void;
+}
+
+/** What `mailsend doctor` shows about the store. */
+export interface RedisProbe {
+  /** Milliseconds to connect, TLS and AUTH included (the sentinels' answer too). */
+  connectMs: number;
+  /** Milliseconds of a PING's round trip on the open connection. */
+  rttMs: number;
+  /** The TLS version in use, undefined for plain TCP. */
+  tlsProtocol?: string;
+  /** The master the sentinels named, host:port (Sentinel only). */
+  master?: string;
+  /** "redis 7.0.15" or "valkey 8.0.1", when INFO may be read. */
+  server?: string;
+}
+
+/** Milliseconds since a process.hrtime.bigint() reading (the global `performance` would load perf_hooks, ~1 ms, in every send). */
+function msSince(t0: bigint): number {
+  return Number(process.hrtime.bigint() - t0) / 1e6;
+}
+
+type Socket = { getProtocol?: () => string | null; remoteAddress?: string; remotePort?: number };
+
+/** ioredis's socket (a TLSSocket for rediss://): not in its public types. */
+function streamOf(client: Redis): Socket | undefined {
+  return (client as unknown as { stream?: Socket }).stream;
+}
+
 export class RedisSlotStore implements SlotStore {
-  readonly #client: RespClient;
+  readonly config: RedisConfig;
   readonly #log: string;
   readonly #blocked: string;
+  readonly #timeoutMs: number;
+  readonly #trace: ((line: string) => void) | undefined;
+  #pending: Promise<Redis> | undefined;
+  #connected = false;
+  #connectMs = 0;
+  #closed = false;
+  /** A password was given, and the server said it requires none (doctor says so). */
+  passwordUnneeded = false;
+  /** The last error the client reported as an event: the cause behind a command's bare "Connection is closed." */
+  #lastError: unknown;
 
-  constructor(url: string, keyHash: string) {
-    let parsed: URL;
-    try {
-      parsed = new URL(url);
-    } catch {
-      throw new MailsendError("config_invalid", `MAILSEND_RATE_LIMIT_URL is not a URL: ${url}`, { hint: "Expected redis://host:port" });
-    }
-    if (parsed.protocol !== "redis:") {
-      throw new MailsendError("config_invalid", `MAILSEND_RATE_LIMIT_URL must start with redis://, not ${parsed.protocol}`);
-    }
-    this.#client = new RespClient(parsed);
+  constructor(config: RedisConfig, keyHash: string, opts: RedisStoreOptions = {}) {
+    this.config = config;
     this.#log = `mailsend:ratelimit:${keyHash}`;
     this.#blocked = `${this.#log}:blocked`;
-    const db = parsed.pathname.replace(/^\//, "");
-    const password = decodeURIComponent(parsed.password);
-    if (password) void this.#client.command("AUTH", ...(parsed.username ? [decodeURIComponent(parsed.username)] : []), password).catch(() => {});
-    if (db) void this.#client.command("SELECT", db).catch(() => {});
+    this.#timeoutMs = opts.timeoutMs ?? 5_000;
+    this.#trace = opts.trace;
   }
 
-  async #eval(script: string, ...args: Array<string | number>): Promise<unknown> {
-    return this.#client.command("EVAL", script, 2, this.#log, this.#blocked, ...args);
+  #options(): RedisOptions {
+    const c = this.config;
+    const tls: ConnectionOptions | undefined = c.tls ? (c.caFile ? { ca: trustedCas(c.caFile) } : {}) : undefined;
+    const common: RedisOptions = {
+      lazyConnect: true,
+      // Fail, never wait in a queue or a reconnect loop: the store makes a lost connection again itself.
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+      reconnectOnError: () => false,
+      autoResendUnfulfilledCommands: false,
+      enableReadyCheck: false,
+      disableClientInfo: true,
+      protocol: 2,
+      connectTimeout: this.#timeoutMs,
+      // How long disconnect() lets a socket that already failed linger before destroying it:
+      // that timer would hold a finished CLI process open.
+      disconnectTimeout: 100,
+      commandTimeout: this.#timeoutMs,
+      ...(tls ? { tls } : {}),
+    };
+    if (c.kind === "standalone") return { ...common, host: c.nodes[0]!.host, port: c.nodes[0]!.port };
+    return {
+      ...common,
+      sentinels: c.nodes,
+      name: c.masterName!,
+      sentinelRetryStrategy: () => null,
+      sentinelCommandTimeout: this.#timeoutMs,
+      ...(c.sentinelPassword ? { sentinelPassword: c.sentinelPassword } : {}),
+      ...(tls ? { enableTLSForSentinelMode: true, sentinelTLS: tls } : {}),
+    };
+  }
+
+  async #connect(op: RedisOp): Promise<Redis> {
+    const phase = this.#connected ? "later" : "connect";
+    let client: Redis | undefined;
+    let reported: unknown;
+    try {
+      // A CommonJS module: `default` is module.exports, which is the client class and also
+      // carries it as `.default` (the one TypeScript knows), bundled or not.
+      const Redis = (await import("ioredis")).default.default;
+      client = new Redis(this.#options());
+      // connect() rejects with a bare "Connection is closed."; the cause comes as an event
+      // (without a listener ioredis would print it).
+      client.on("error", (e: unknown) => {
+        reported = e;
+        this.#lastError = e;
+      });
+      const t0 = process.hrtime.bigint();
+      await client.connect();
+      await this.#login(client);
+      this.#connectMs = msSince(t0);
+      if (this.#trace) {
+        const stream = streamOf(client);
+        const how = stream?.getProtocol?.() ? `${stream.getProtocol!()}, certificate verified` : "plain TCP";
+        const master = this.config.kind === "sentinel" && stream?.remoteAddress ? `, master ${this.config.masterName} at ${stream.remoteAddress}:${stream.remotePort}` : "";
+        this.#trace(`* budget: ${this.#connected ? "connected again to" : "shared through"} Redis ${this.config.label} (${how}${master}) in ${Math.round(this.#connectMs)} ms`);
+        if (this.passwordUnneeded) this.#trace("* budget: the Redis server requires no password, but one was given; it was not used");
+      }
+      this.#connected = true;
+      return client;
+    } catch (e) {
+      client?.disconnect();
+      const cause = reported ?? e;
+      throw phase === "connect" ? await diagnoseConnect(cause, this.config, op, this.#timeoutMs) : redisError(cause, this.config, phase, op);
+    }
+  }
+
+  /**
+   * AUTH and SELECT, sent together by us rather than by ioredis's handshake,
+   * which turns a refused AUTH into a bare "Connection is closed." and prints
+   * warnings of its own on stderr.
+   */
+  async #login(client: Redis): Promise<void> {
+    const { username, password, db } = this.config;
+    const auth = password
+      ? (username ? client.auth(username, password) : client.auth(password)).catch((e: unknown) => {
+          // What redis-cli and ioredis let pass with a warning: a password the server does not ask for.
+          if (!/called without any password configured|no password is set/i.test((e as Error)?.message ?? "")) throw e;
+          this.passwordUnneeded = true;
+          return "OK";
+        })
+      : undefined;
+    const select = db ? client.select(db) : undefined;
+    await Promise.all([auth, select]);
+  }
+
+  #open(op: RedisOp): Promise<Redis> {
+    this.#pending ??= this.#connect(op).catch((e: unknown) => {
+      this.#pending = undefined;
+      throw e;
+    });
+    return this.#pending;
+  }
+
+  /** Run `fn` on the connection; a connection that was lost is made again once. */
+  async #run<T>(op: RedisOp, fn: (client: Redis) => Promise<T>): Promise<T> {
+    if (this.#closed) throw redisError(new Error("Connection is closed."), this.config, "later", op);
+    for (let attempt = 1; ; attempt++) {
+      const pending = this.#open(op);
+      const client = await pending;
+      this.#lastError = undefined;
+      try {
+        return await fn(client);
+      } catch (e) {
+        if (attempt === 1 && isConnectionLoss(e)) {
+          client.disconnect();
+          if (this.#pending === pending) this.#pending = undefined;
+          continue;
+        }
+        throw redisError(/Connection is closed/.test((e as Error)?.message) && this.#lastError ? this.#lastError : e, this.config, "later", op);
+      }
+    }
+  }
+
+  #eval(op: RedisOp, script: string, ...args: Array<string | number>): Promise<unknown> {
+    return this.#run(op, (c) => c.eval(script, 2, this.#log, this.#blocked, ...args));
   }
 
   async tryTake(id: string, limits: Limits): Promise<TakeOutcome> {
-    const r = (await this.#eval(TAKE, limits.limit, limits.windowMs, id)) as [number, number];
+    const r = (await this.#eval("take", TAKE, limits.limit, limits.windowMs, id)) as [number, number];
     return r[0] === 1 ? { ok: true } : { ok: false, waitMs: Number(r[1]) };
   }
 
   async complete(id: string, _limits?: Limits): Promise<void> {
-    await this.#eval(COMPLETE, id);
+    await this.#eval("record", COMPLETE, id);
   }
 
   async release(id: string, _limits?: Limits): Promise<void> {
-    await this.#client.command("ZREM", this.#log, id);
+    await this.#run("record", (c) => c.zrem(this.#log, id));
   }
 
   async block(waitMs: number, _limits?: Limits): Promise<void> {
-    await this.#eval(BLOCK, Math.ceil(waitMs));
+    await this.#eval("record", BLOCK, Math.ceil(waitMs));
   }
 
   async used(limits: Limits): Promise<number> {
-    return Number(await this.#eval(USED, limits.windowMs));
+    return Number(await this.#eval("check", USED, limits.windowMs));
   }
 
-  close(): Promise<void> {
-    return this.#client.close();
+  /** Connect (if not yet) and measure, for `mailsend doctor`. */
+  async probe(): Promise<RedisProbe> {
+    return this.#run("check", async (c) => {
+      const t0 = process.hrtime.bigint();
+      await c.ping();
+      const rttMs = msSince(t0);
+      const stream = streamOf(c);
+      const tlsProtocol = stream?.getProtocol?.() ?? undefined;
+      const master = this.config.kind === "sentinel" && stream?.remoteAddress ? `${stream.remoteAddress}:${stream.remotePort}` : undefined;
+      // INFO may be refused to a restricted ACL user: the version is a nicety.
+      const info = await c.info("server").catch(() => "");
+      const name = /^server_name:(\S+)/m.exec(info)?.[1] ?? (/^valkey_version:/m.test(info) ? "valkey" : "redis");
+      const version = /^(?:valkey|redis)_version:(\S+)/m.exec(info)?.[1];
+      return {
+        connectMs: this.#connectMs,
+        rttMs,
+        ...(tlsProtocol ? { tlsProtocol } : {}),
+        ...(master ? { master } : {}),
+        ...(version ? { server: `${name} ${version}` } : {}),
+      };
+    });
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const pending = this.#pending;
+    this.#pending = undefined;
+    const client = await pending?.catch(() => undefined);
+    client?.disconnect();
   }
 }

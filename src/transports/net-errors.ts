@@ -2,9 +2,9 @@ import { connect as netConnect, isIP } from "node:net";
 import { connect as tlsConnect } from "node:tls";
 import { MailsendError } from "../core/errors.js";
 
-const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"]);
+export const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"]);
 
-const UNTRUSTED = new Set([
+export const UNTRUSTED = new Set([
   "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
   "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
   "UNABLE_TO_GET_ISSUER_CERT",
@@ -113,7 +113,7 @@ export function speaksHttp(host: string, port: number, timeoutMs: number, signal
  * error, the peer closing, or the signal all mean no; the socket is always
  * destroyed and the promise settles once.
  */
-function probe(
+export function probe(
   timeoutMs: number,
   signal: AbortSignal | undefined,
   open: (bareHost: string, answer: (yes: boolean) => void) => NodeJS.EventEmitter & { destroy(): void },

@@ -347,12 +347,14 @@ describe("the local rate-limit budget", () => {
     expect(byName["smtp.auth"]!.ok).toBe(true);
   });
 
-  it("a shared Redis that cannot be reached: 78 at the rate limit", async () => {
-    const env = { MAILSEND_RATE_LIMIT: "60", MAILSEND_RATE_LIMIT_URL: "redis://127.0.0.1:1" };
+  it("a shared Redis that cannot be reached: 69 at the rate limit, as send says it", async () => {
+    const env = { MAILSEND_RATE_LIMIT: "60", MAILSEND_RATE_LIMIT_URL: "redis://:hunter2@127.0.0.1:1" };
     const { r, byName } = await doctorJson([], { env });
-    expect(r.exitCode).toBe(78);
-    expect(byName.ratelimit).toMatchObject({ ok: false, exit: 78 });
-    expect(byName.ratelimit!.detail).toMatch(/Redis at 127\.0\.0\.1:1/);
+    expect(r.exitCode).toBe(69);
+    expect(byName.ratelimit).toMatchObject({ ok: false, exit: 69, code: "connection_failed" });
+    expect(byName.ratelimit!.detail).toMatch(/Redis at 127\.0\.0\.1:1: connection refused/);
+    expect(byName.ratelimit!.hint).toMatch(/MAILSEND_RATE_LIMIT_URL \(redis:\/\/127\.0\.0\.1:1\) chose this Redis/);
+    expect(r.stdout + r.stderr).not.toContain("hunter2");
     // The REST key check still runs (without a slot).
     expect(byName["rest.key"]!.ok).toBe(true);
   });
@@ -365,7 +367,9 @@ describe.skipIf(!REDIS_SERVER && !process.env.CI)("a shared Redis budget", () =>
       const env = { MAILSEND_RATE_LIMIT: "60", MAILSEND_RATE_LIMIT_URL: redis.url };
       const first = await doctorJson([], { env });
       expect(first.r.exitCode).toBe(0);
-      expect(first.byName.ratelimit!.detail).toMatch(/^0\/60 slots used .*shared through Redis at redis:\/\/127\.0\.0\.1:\d+ \(MAILSEND_RATE_LIMIT_URL, reachable\)/);
+      expect(first.byName.ratelimit!.detail).toMatch(
+        /^0\/60 slots used .*shared through Redis at redis:\/\/127\.0\.0\.1:\d+ \(MAILSEND_RATE_LIMIT_URL\): reachable in \d+ ms, no password, plain TCP \(no TLS\), round trip \d+\.\d ms, redis \d/,
+      );
       const second = await doctorJson([], { env });
       expect(second.byName.ratelimit!.detail).toMatch(/^1\/60 slots used/);
     } finally {

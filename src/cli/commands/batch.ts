@@ -245,7 +245,7 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     };
 
     const transport = flags.check ? undefined : await createTransport(config, { pool: concurrency });
-    const budget = flags.check ? undefined : await openBudget(flags, config.apiKey, settings.env);
+    const budget = flags.check ? undefined : await openBudget(flags, config.apiKey, settings.env, config.caFile ? { caFile: config.caFile } : {});
     // The first interrupt stops the batch: nothing new starts and the messages in
     // flight finish (aborting them would leave them in doubt). A second one aborts those too.
     const abort = new AbortController();

@@ -89,7 +89,7 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
       const trace = flags.verbose ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
       const progress = new Progress(io, !flags.quiet && !json && !trace);
       const sending = `sending over ${transport.name}...`;
-      const budget = await openBudget(flags, config.apiKey, settings.env);
+      const budget = await openBudget(flags, config.apiKey, settings.env, { ...(config.caFile ? { caFile: config.caFile } : {}), ...(trace ? { trace } : {}) });
       let result: SendResult;
       try {
         progress.begin(sending);

@@ -1,0 +1,208 @@
+/**
+ * The budget shared through a real redis-server, end to end with the built
+ * CLI: "machines" are processes with state dirs of their own, sharing one
+ * key's budget only through Redis (plain, TLS with an ACL user and a password
+ * file, Sentinel). The sandbox enforces the same limit, so a budget that was
+ * not shared exactly would show as 429s. Then the faults: a wrong password,
+ * Redis unreachable or stopped while a send waits, a URL that does not parse.
+ */
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import type { TlsMaterial } from "../../src/sandbox/tls.js";
+import { runCli, type CliResult } from "../helpers/cli.js";
+import { REDIS_SERVER, startRedis, startSentinel, type RedisHandle, type SentinelHandle } from "../helpers/redis.js";
+import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { scratch, type Scratch } from "../helpers/tmp.js";
+
+const LIMIT = 10;
+const WINDOW_S = 4;
+const ACL = ["~mailsend:*", "+select", "+eval", "+evalsha", "+zrem", "+ping", "+time", "+get", "+set", "+zadd", "+zcard", "+zrange", "+zscore", "+zremrangebyscore", "+pexpire"];
+const SECRETS = ["acl-secret-1", "master-secret-2", "wrong-secret-3", "url-secret-4"];
+
+let t: TestSandbox;
+let tmp: Scratch;
+let tls: TlsMaterial;
+beforeAll(async () => {
+  t = await inProcessSandbox({ rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
+  tmp = scratch("mailsend-redis-e2e-");
+  tls = await tmp.tls();
+});
+afterAll(async () => {
+  await t?.stop();
+  t?.scratch.remove();
+  tmp?.remove();
+});
+
+function env(stateDir: string, extra: Record<string, string> = {}): Record<string, string> {
+  return { ...t.env, MAILSEND_STATE_DIR: stateDir, MAILSEND_RATE_LIMIT: String(LIMIT), MAILSEND_RATE_WINDOW: String(WINDOW_S), MAILSEND_RETRIES: "3", ...extra };
+}
+
+async function send(subject: string, e: Record<string, string>, extra: string[] = []): Promise<CliResult> {
+  const r = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "hi", "--json", ...extra], { env: e, timeoutMs: 60_000 });
+  for (const s of SECRETS) expect(r.stdout + r.stderr, `a password in the output of "${subject}"`).not.toContain(s);
+  return r;
+}
+
+async function subjects(prefix: string): Promise<string[]> {
+  return (await t.sb.store.list({ limit: 100_000 })).map((m) => m.subject).filter((s) => s.startsWith(prefix));
+}
+
+/** Until the sandbox's window is empty, so a test starts with the whole budget. */
+const quiet = () => new Promise((r) => setTimeout(r, WINDOW_S * 1000 + 200));
+
+/** Two machines, 7 sends each in a row, one key, limit 10 per window both here and at the sandbox. */
+async function twoMachines(name: string, extra: Record<string, string>): Promise<void> {
+  await quiet();
+  const a = scratch("mailsend-machine-a-");
+  const b = scratch("mailsend-machine-b-");
+  try {
+    const before = t.sb.stats.toJSON().rest;
+    const machine = async (dir: string, m: string) => {
+      const out: CliResult[] = [];
+      for (let i = 0; i < 7; i++) out.push(await send(`${name} ${m} ${i}`, env(dir, extra)));
+      return out;
+    };
+    const runs = await Promise.all([machine(a.dir, "a"), machine(b.dir, "b")]);
+    for (const r of runs.flat()) expect(r.exitCode, r.stderr).toBe(0);
+    const after = t.sb.stats.toJSON().rest;
+    expect(after.rateLimited - before.rateLimited).toBe(0);
+    expect((await subjects(`${name} `)).length).toBe(14);
+    // 14 sends at 10 per window: some waited for the other machine's slots to free.
+    expect(runs.flat().some((r) => JSON.parse(r.stdout).waited_ms > 0)).toBe(true);
+  } finally {
+    a.remove();
+    b.remove();
+  }
+}
+
+describe.skipIf(!REDIS_SERVER && !process.env.CI)("the budget shared through Redis", () => {
+  let plain: RedisHandle;
+  let secure: RedisHandle;
+  let master: RedisHandle;
+  let sentinel: SentinelHandle;
+  let passwordFile: string;
+  beforeAll(async () => {
+    plain = await startRedis();
+    secure = await startRedis({ tls, users: [["budget", "on", ">acl-secret-1", ...ACL]], password: "another-default-secret" });
+    master = await startRedis({ password: "master-secret-2" });
+    sentinel = await startSentinel(master.port, "budget", { masterPassword: "master-secret-2" });
+    passwordFile = tmp.file("redis-password", "acl-secret-1\n");
+  });
+  afterAll(async () => {
+    await sentinel?.stop();
+    await Promise.all([plain?.stop(), secure?.stop(), master?.stop()]);
+  });
+
+  test("rediss:// with an ACL user, its password in a file, a database and the CA from NODE_EXTRA_CA_CERTS: two machines, zero 429s", async () => {
+    await twoMachines("tls", { MAILSEND_RATE_LIMIT_URL: `rediss://budget@127.0.0.1:${secure.port}/2`, MAILSEND_RATE_LIMIT_PASSWORD_FILE: passwordFile, NODE_EXTRA_CA_CERTS: tls.caPath });
+  });
+
+  test("Sentinel: two machines find the master through it, zero 429s", async () => {
+    await twoMachines("sentinel", { MAILSEND_RATE_LIMIT_URL: `redis-sentinel://:master-secret-2@127.0.0.1:${sentinel.port}/budget` });
+  });
+
+  test("four processes sharing 3 per window: the one that waits longer than 5 s is sent", async () => {
+    await quiet();
+    const s = scratch("mailsend-redis-wait-");
+    try {
+      const e = env(s.dir, { MAILSEND_RATE_LIMIT_URL: plain.url, MAILSEND_RATE_LIMIT: "3", MAILSEND_RATE_WINDOW: "7" });
+      const runs = await Promise.all([0, 1, 2, 3].map((p) => send(`wait ${p}`, e)));
+      for (const r of runs) expect(r.exitCode, r.stderr).toBe(0);
+      const waited = runs.map((r) => JSON.parse(r.stdout).waited_ms as number);
+      expect(Math.max(...waited)).toBeGreaterThan(5_000);
+      expect((await subjects("wait ")).length).toBe(4);
+    } finally {
+      s.remove();
+    }
+  });
+
+  test("--verbose and --json over TLS with a password never show it, DEBUG=* neither", async () => {
+    const s = scratch("mailsend-redis-verbose-");
+    try {
+      // DEBUG=ioredis:* would make ioredis's own `debug` print every command, AUTH's password too.
+      const e = env(s.dir, { MAILSEND_RATE_LIMIT_URL: `rediss://budget:acl-secret-1@127.0.0.1:${secure.port}`, DEBUG: "*" });
+      const r = await send("verbose", e, ["--verbose", "--ca-file", tls.caPath]);
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(r.stderr).toMatch(new RegExp(`\\* budget: shared through Redis rediss://127\\.0\\.0\\.1:${secure.port} \\(TLSv1\\.[23], certificate verified\\) in \\d+ ms`));
+    } finally {
+      s.remove();
+    }
+  });
+
+  test("a wrong password: 77, authentication failed, nothing sent", async () => {
+    const s = scratch("mailsend-redis-auth-");
+    try {
+      const before = t.sb.store.count;
+      const r = await send("auth", env(s.dir, { MAILSEND_RATE_LIMIT_URL: `rediss://budget:wrong-secret-3@127.0.0.1:${secure.port}`, NODE_EXTRA_CA_CERTS: tls.caPath }), ["--verbose"]);
+      expect(r.exitCode).toBe(77);
+      const err = JSON.parse(r.stderr.trim().split("\n").at(-1)!).error;
+      expect(err).toMatchObject({ code: "auth_failed", exit: 77 });
+      expect(err.message).toMatch(new RegExp(`Redis at 127\\.0\\.0\\.1:${secure.port} refused the user "budget" or its password \\(authentication failed\\)`));
+      expect(t.sb.store.count).toBe(before);
+    } finally {
+      s.remove();
+    }
+  });
+
+  test("rediss:// without the CA: 78, the certificate is not trusted", async () => {
+    const s = scratch("mailsend-redis-ca-");
+    try {
+      const r = await send("ca", env(s.dir, { MAILSEND_RATE_LIMIT_URL: `rediss://budget:acl-secret-1@127.0.0.1:${secure.port}` }));
+      expect(r.exitCode).toBe(78);
+      expect(JSON.parse(r.stderr.trim()).error.code).toBe("tls_untrusted");
+    } finally {
+      s.remove();
+    }
+  });
+
+  test("Redis unreachable: 69 with host and port and the variable that chose it, nothing sent", async () => {
+    const s = scratch("mailsend-redis-down-");
+    try {
+      const before = t.sb.store.count;
+      const r = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "down", "--text", "hi"], {
+        env: env(s.dir, { MAILSEND_RATE_LIMIT_URL: "redis://:url-secret-4@127.0.0.1:1" }),
+      });
+      expect(r.exitCode).toBe(69);
+      expect(r.stderr).toMatch(/cannot reach the shared-budget Redis at 127\.0\.0\.1:1: connection refused/);
+      expect(r.stderr).toMatch(/MAILSEND_RATE_LIMIT_URL \(redis:\/\/127\.0\.0\.1:1\) chose this Redis/);
+      expect(r.stderr).not.toContain("url-secret-4");
+      expect(t.sb.store.count).toBe(before);
+    } finally {
+      s.remove();
+    }
+  });
+
+  test("Redis stopped while a send waits for its slot: 75, nothing sent, no hang", async () => {
+    await quiet();
+    const r1 = await startRedis();
+    const s = scratch("mailsend-redis-lost-");
+    try {
+      const e = env(s.dir, { MAILSEND_RATE_LIMIT_URL: r1.url, MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "6" });
+      expect((await send("lost 1", e)).exitCode).toBe(0);
+      const waiting = send("lost 2", e);
+      await new Promise((r) => setTimeout(r, 2_000));
+      await r1.stop();
+      const r = await waiting;
+      expect(r.exitCode, r.stderr).toBe(75);
+      const err = JSON.parse(r.stderr.trim().split("\n").at(-1)!).error;
+      expect(err.message).toMatch(new RegExp(`lost the shared-budget Redis at 127\\.0\\.0\\.1:${r1.port}`));
+      expect(err.hint).toMatch(/Nothing was sent/);
+      expect(await subjects("lost ")).toEqual(["lost 1"]);
+    } finally {
+      await r1.stop();
+      s.remove();
+    }
+  });
+});
+
+describe("a MAILSEND_RATE_LIMIT_URL that does not parse", () => {
+  test("send and doctor say so (78) without printing the password", async () => {
+    const e = env(tmp.dir, { MAILSEND_RATE_LIMIT_URL: "redis://:url-secret-4@cache.internal:notaport/0" });
+    const r = await send("bad url", e);
+    expect(r.exitCode).toBe(78);
+    expect(r.stderr).toMatch(/MAILSEND_RATE_LIMIT_URL \(redis:\/\/cache\.internal:notaport\/0\)/);
+    const d = await runCli(["doctor"], { env: { ...e, MAILSEND_CONFIG: join(tmp.dir, "none.json") } });
+    expect(d.stdout + d.stderr).toMatch(/MAILSEND_RATE_LIMIT_URL \(redis:\/\/cache\.internal:notaport\/0\)/);
+    expect(d.stdout + d.stderr).not.toContain("url-secret-4");
+  });
+});

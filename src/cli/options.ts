@@ -36,6 +36,12 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
   { group: "Body", flags: "--eml <path|->", description: "an RFC 5322 message (.eml) to send" },
   { group: "Body", flags: "--markdown-file <path|->", description: "Markdown body: rendered to the HTML body; the source is the text part (SMTP)" },
   { group: "Body", flags: "--allow-html", description: "keep raw HTML in the Markdown (default: escaped, shown as text)" },
+  {
+    group: "Body",
+    flags: "--stdin-type <type>",
+    description: "a body piped without a body flag is HTML or text (default: HTML only when it starts as HTML; see --help)",
+    choices: ["html", "text"],
+  },
   { group: "Connection", flags: "--profile <name>", description: "use this profile of the config file (see mailsend config)", env: "MAILSEND_PROFILE" },
   { group: "Connection", flags: "--transport <name>", description: "rest or smtp", env: "MAILSEND_TRANSPORT", choices: ["rest", "smtp"] },
   { group: "Connection", flags: "--base-url <url>", description: "REST base address (POST <url>/send)", env: "MAILSEND_BASE_URL" },

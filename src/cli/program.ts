@@ -9,6 +9,11 @@ import { reportError } from "./report.js";
 import { addSandboxOptions, DIR_OPTION, JSON_OPTION, SANDBOX_OPTIONS } from "./sandbox-options.js";
 
 const SEND_EXAMPLES = `
+A body piped on stdin without a body flag is HTML when it starts as HTML
+(<!DOCTYPE html>, or an HTML element such as <p> or <table> with an end tag
+later), else plain text (over REST escaped inside <pre>, over SMTP text/plain);
+--stdin-type html|text decides instead, -v and --json say which was chosen.
+
 Exit codes: 0 sent, 64 usage, 65 bad message, 66 missing file, 69 unavailable,
 75 temporary (retry later), 76 outcome unknown, 77 key refused, 78 configuration.
 
@@ -18,7 +23,8 @@ Examples:
   mailsend send --from 'CI <ci@example.com>' --to dev@example.com \\
     --subject "Build #42 passed" --text "All 311 tests passed." --attach build.log
 
-  # Pipe an HTML report (stdin is the HTML body when no body flag is given)
+  # Pipe the body (no body flag): text such as df's is sent as text, a page as HTML
+  df -h | mailsend send -f cron@example.com -t ops@example.com -s "disk on $(hostname)"
   ./make-report.sh | mailsend send -f reports@example.com -t team@example.com -s "Nightly report"
 
   # Send an .eml file over SMTP (587, STARTTLS)

@@ -8,7 +8,8 @@ import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
 import { messageFromEml } from "./eml.js";
 import type { SendRequestFile } from "./json.js";
-import { readSource, readStdin, regularFileSize, utf8, type InputStreams } from "./read.js";
+import { readSource, readStdin, regularFileSize, shownPath, utf8, type InputStreams } from "./read.js";
+import { checkBodyBytes, classifyStdin, pipedOrFile, type StdinDecision, type StdinType } from "./stdin-body.js";
 
 /** The message-shaping options of `mailsend send`, as plain values. */
 export interface MessageFlags {
@@ -32,6 +33,8 @@ export interface MessageFlags {
   jsonFile?: string;
   eml?: string;
   idempotencyKey?: string;
+  /** How a body piped on stdin without a body flag is read; by default by the rule of stdin-body.ts. */
+  stdinType?: StdinType;
 }
 
 export interface BuildOptions extends InputStreams {
@@ -46,6 +49,13 @@ export interface BuildOptions extends InputStreams {
    * ends would otherwise leave the user waiting in silence.
    */
   onStdinWait?: () => void;
+  /** Told how a body piped on stdin was read (html or text) and why. */
+  onStdinBody?: (decision: StdinDecision) => void;
+  /**
+   * Called when stdin is free (not a terminal, not the key) but the body came
+   * from a flag, which is named: the CLI warns if data arrives on it anyway.
+   */
+  onStdinUnused?: (bodyFlag: string) => void;
 }
 
 /** How long an implicit stdin body may stay silent before onStdinWait is called. */
@@ -101,7 +111,9 @@ async function bodyFrom(
   if (value !== undefined && file !== undefined) throw usage(`give --${flag} or --${flag}-file, not both`);
   if (value !== undefined) return value;
   if (file === undefined) return undefined;
-  return utf8(await readSource(file, `${flag} body file`, io), file === "-" ? "stdin" : file);
+  const buf = await readSource(file, `${flag} body file`, io);
+  checkBodyBytes(buf, file === "-" ? "stdin" : shownPath(file), file === "-" && pipedOrFile(io.stdin));
+  return utf8(buf, file === "-" ? "stdin" : file);
 }
 
 const MESSAGE_FLAGS = ["from", "to", "cc", "bcc", "subject", "html", "htmlFile", "text", "textFile", "markdownFile", "name", "replyTo", "attach", "header", "jsonFile"] as const;
@@ -142,6 +154,8 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
         "Edit the .eml file instead, or build the message from flags.",
       );
     }
+    if (flags.stdinType !== undefined) throw usage("--stdin-type applies only to a body piped on stdin without a body flag", "Leave out --stdin-type.");
+    if (!stdinUsed(flags, opts) && !opts.stdin.isTTY) opts.onStdinUnused?.("--eml");
     const raw = await readSource(flags.eml, "EML file", opts);
     const message = await messageFromEml(raw, flags.eml === "-" ? "stdin" : flags.eml, flags.idempotencyKey);
     if (opts.transport === "rest") checkRestFit(message);
@@ -158,11 +172,26 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
 
   const markdown = await markdownBody(flags, opts);
   let html = markdown?.html ?? (await bodyFrom(flags.html, flags.htmlFile, "html", opts)) ?? file.html;
-  const text = markdown?.text ?? (await bodyFrom(flags.text, flags.textFile, "text", opts));
+  let text = markdown?.text ?? (await bodyFrom(flags.text, flags.textFile, "text", opts));
   const stdinFree = !opts.stdinTaken && flags.jsonFile !== "-";
   if (html === undefined && text === undefined && stdinFree && !opts.stdin.isTTY) {
-    const piped = utf8(await readStdinNoticing(opts, STDIN_NOTICE_MS), "stdin");
-    if (piped.length > 0) html = piped;
+    const raw = await readStdinNoticing(opts, STDIN_NOTICE_MS);
+    checkBodyBytes(raw, "stdin", pipedOrFile(opts.stdin));
+    if (raw.length > 0) {
+      const piped = utf8(raw, "stdin");
+      const decision: StdinDecision = flags.stdinType
+        ? { type: flags.stdinType, reason: `--stdin-type ${flags.stdinType}` }
+        : classifyStdin(piped);
+      opts.onStdinBody?.(decision);
+      if (decision.type === "html") html = piped;
+      else text = piped;
+    }
+  } else {
+    if (flags.stdinType !== undefined) {
+      throw usage("--stdin-type applies only to a body piped on stdin without a body flag", "Leave out --stdin-type, or the body flag.");
+    }
+    const from = bodyFlagGiven(flags, html !== undefined && markdown === undefined && flags.html === undefined && flags.htmlFile === undefined);
+    if (!stdinUsed(flags, opts) && !opts.stdin.isTTY && from !== undefined) opts.onStdinUnused?.(from);
   }
 
   if (flags.from === undefined && file.from === undefined && opts.defaultFrom !== undefined) {
@@ -176,7 +205,7 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
     fromText === undefined && "--from",
     toValues.length === 0 && "--to",
     subject === undefined && "--subject",
-    html === undefined && text === undefined && "a body (--html, --html-file, --text, --text-file, --markdown-file, or HTML on stdin)",
+    html === undefined && text === undefined && "a body (--html, --html-file, --text, --text-file, --markdown-file, or a body piped on stdin)",
   ].filter(Boolean);
   if (missing.length > 0) {
     throw usage(`missing ${missing.join(", ")}`, "See mailsend send --help for examples.");
@@ -277,6 +306,17 @@ export function checkRestFit(m: Message): void {
   if (m.replyTo === undefined) return;
   // reply_to over REST is a single mailbox; parse the formatted form again to be sure it survives.
   parseAddressList(m.replyTo.address, "--reply-to");
+}
+
+/** The flag the body came from (the JSON request only when its html was the body). */
+function bodyFlagGiven(flags: MessageFlags, fromJson: boolean): string | undefined {
+  const found = (["markdownFile", "html", "htmlFile", "text", "textFile"] as const).find((k) => flags[k] !== undefined);
+  return found !== undefined ? flagName(found) : fromJson ? "--json-file" : undefined;
+}
+
+/** Whether something else reads stdin: the key, or a "-" input. */
+function stdinUsed(flags: MessageFlags, opts: BuildOptions): boolean {
+  return (opts.stdinTaken ?? false) || (["htmlFile", "textFile", "markdownFile", "jsonFile", "eml"] as const).some((k) => flags[k] === "-");
 }
 
 /** Read stdin whole; if neither data nor its end arrives within afterMs, say so once. */

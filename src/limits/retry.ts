@@ -30,6 +30,7 @@ const POLICY: Record<ErrorCode, RetryVerdict> = {
   too_large: "never",
   file_not_found: "never",
   file_unreadable: "never",
+  empty_input: "never",
   internal: "never",
   // A fault of this machine: a person must free space or fix a mode first.
   local_write_failed: "never",

@@ -118,14 +118,14 @@ describe("the request", () => {
       let seen = "";
       child.stderr!.on("data", (d: Buffer) => {
         seen += d.toString();
-        if (seen.includes("waiting for the HTML body on stdin")) resolve();
+        if (seen.includes("waiting for the body on stdin")) resolve();
       });
       void child.then(() => resolve());
     });
     child.stdin!.end("<p>late but here</p>");
     const r = await child;
     expect(r.exitCode, String(r.stderr)).toBe(0);
-    expect(String(r.stderr)).toMatch(/^warning: waiting for the HTML body on stdin .*Ctrl-D/m);
+    expect(String(r.stderr)).toMatch(/^warning: waiting for the body on stdin .*Ctrl-D/m);
     expect(rec.requests[0]!.json.html).toBe("<p>late but here</p>");
   });
 

@@ -97,6 +97,26 @@ describe("flags -> Message", () => {
     expect(m.html).toBe("<p>piped</p>");
   });
 
+  it("piped text is the text body, and the decision is reported; --stdin-type forces it", async () => {
+    const seen: string[] = [];
+    const m = await buildMessage({ ...BASE, html: undefined }, { transport: "rest", stdin: io("<none>  <none>  1.2GB\n"), onStdinBody: (d) => seen.push(d.type) });
+    expect(m.text).toBe("<none>  <none>  1.2GB\n");
+    expect(m.html).toBeUndefined();
+    const forced = await buildMessage({ ...BASE, html: undefined, stdinType: "html" }, { transport: "rest", stdin: io("plain"), onStdinBody: (d) => seen.push(d.reason) });
+    expect(forced.html).toBe("plain");
+    expect(seen).toEqual(["text", "--stdin-type html"]);
+  });
+
+  it("a body flag with stdin free: onStdinUnused names the flag; not when stdin holds the key or a - input", async () => {
+    const named: string[] = [];
+    const opts = { transport: "rest" as const, stdin: io("x"), onStdinUnused: (f: string) => named.push(f) };
+    await buildMessage({ ...BASE }, opts);
+    await buildMessage({ ...BASE, html: undefined, textFile: tmp.file("t.txt", "t") }, opts);
+    await buildMessage({ ...BASE }, { ...opts, stdinTaken: true });
+    await buildMessage({ ...BASE, html: undefined, htmlFile: "-" }, opts);
+    expect(named).toEqual(["--html", "--text-file"]);
+  });
+
   it("stdin is not read when it is a terminal, or when it holds the key", async () => {
     expect((await failure(build({ ...BASE, html: undefined }, { tty: true }))).exitCode).toBe(64);
     const e = await failure(build({ ...BASE, html: undefined }, { stdin: "<p>the key, really</p>", stdinTaken: true }));

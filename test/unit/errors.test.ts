@@ -13,6 +13,7 @@ const TABLE: Record<ErrorCode, number> = {
   too_large: 65,
   file_not_found: 66,
   file_unreadable: 66,
+  empty_input: 66,
   connection_failed: 69,
   service_error: 69,
   internal: 70,

@@ -1,6 +1,7 @@
 import type { Message } from "../../core/message.js";
 import type { SendResult } from "../../core/transport.js";
 import { buildMessage, type MessageFlags } from "../../input/build.js";
+import type { StdinDecision } from "../../input/stdin-body.js";
 import { resolveTransportConfig, resolveTransportName, type ConnectionFlags } from "../../input/config.js";
 import { loadSettings } from "../../input/profile.js";
 import { createTransport } from "../../transports/index.js";
@@ -22,7 +23,7 @@ interface OutputFlags {
 
 type SendFlags = MessageFlags & ConnectionFlags & OutputFlags & BudgetCliFlags;
 
-export function resultJson(r: SendResult): Record<string, unknown> {
+export function resultJson(r: SendResult, stdin?: StdinDecision): Record<string, unknown> {
   return {
     ok: true,
     transport: r.transport,
@@ -33,6 +34,7 @@ export function resultJson(r: SendResult): Record<string, unknown> {
     waited_ms: r.waitedMs ?? 0,
     ...(r.status !== undefined ? { status: r.status } : {}),
     ...(r.smtpResponse !== undefined ? { smtp_response: r.smtpResponse } : {}),
+    ...(stdin ? { stdin: { type: stdin.type, reason: stdin.reason } } : {}),
   };
 }
 
@@ -56,17 +58,31 @@ function warnings(m: Message, transport: string, flags: SendFlags, io: CliIO): v
 export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise<number> {
   const flags = opts as SendFlags;
   const json = flags.json ?? false;
+  let stopWatching = () => {};
   try {
     // flags > environment > profile > defaults: the profile is layered under the environment here.
     const settings = loadSettings(flags.profile, io.env);
     const transportName = resolveTransportName(flags, settings.env);
     // The key is read first: with --api-key-stdin it is what stdin holds.
     const config = await resolveTransportConfig(flags, settings.env, { stdin: io.stdin, needKey: !flags.dryRun, profile: settings.profile });
+    const c = colorsFor(io.stderr, io.env);
+    const trace = flags.verbose ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
+    let stdinBody: StdinDecision | undefined;
     const message = await buildMessage(flags, {
       transport: transportName,
       stdin: io.stdin,
       stdinTaken: flags.apiKeyStdin ?? false,
       defaultFrom: settings.env.MAILSEND_FROM || undefined,
+      onStdinBody: (d) => {
+        stdinBody = d;
+        const other = d.type === "html" ? "text" : "html";
+        trace?.(`* the body piped on stdin is sent as ${d.type === "html" ? "HTML" : "plain text"}: ${d.reason} (--stdin-type ${other} to change that)`);
+      },
+      onStdinUnused: (bodyFlag) => {
+        stopWatching = watchIgnoredStdin(io.stdin, () =>
+          sayWarning(flags, io, `data on stdin is not read: the body comes from ${bodyFlag}${bodyFlag === "--eml" ? "" : " (to send what is piped, use --text-file - or --html-file -, or leave out the body flag)"}`),
+        );
+      },
       ...(flags.quiet
         ? {}
         : {
@@ -74,7 +90,7 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
               sayWarning(
                 flags,
                 io,
-                "waiting for the HTML body on stdin (no --html, --text or body file was given); end it with Ctrl-D, or give a body flag, or run with </dev/null",
+                "waiting for the body on stdin (no --html, --text or body file was given); end it with Ctrl-D, or give a body flag, or run with </dev/null",
               ),
           }),
     });
@@ -85,8 +101,6 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
         await transport.preview(message, io.stdout, { json });
         return 0;
       }
-      const c = colorsFor(io.stderr, io.env);
-      const trace = flags.verbose ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
       const progress = new Progress(io, !flags.quiet && !json && !trace);
       const sending = `sending over ${transport.name}...`;
       const budget = await openBudget(flags, config.apiKey, settings.env, { ...(config.caFile ? { caFile: config.caFile } : {}), ...(trace ? { trace } : {}) });
@@ -115,7 +129,7 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
         progress.stop();
         await budget.close();
       }
-      if (json) io.stdout.write(`${JSON.stringify(resultJson(result))}\n`);
+      if (json) io.stdout.write(`${JSON.stringify(resultJson(result, stdinBody))}\n`);
       else if (!flags.quiet) {
         const out = colorsFor(io.stdout, io.env);
         // A raw .eml without a Message-ID has no id of ours to show: show the server's reply instead.
@@ -132,5 +146,29 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
     }
   } catch (e) {
     return reportError(e, io, { json, verbose: flags.verbose ?? false });
+  } finally {
+    stopWatching();
   }
+}
+
+/**
+ * Data piped to a command whose body came from a flag is probably a mistake
+ * (`df -h | mailsend send --text "disk"`), so it is said. Stdin is read in
+ * the background and thrown away, never waited for: a terminal is not read
+ * at all, an idle pipe costs nothing, and stop() lets the process exit.
+ */
+function watchIgnoredStdin(stdin: CliIO["stdin"], onData: () => void): () => void {
+  let told = false;
+  const onChunk = () => {
+    if (!told) onData();
+    told = true;
+  };
+  const onError = () => {};
+  stdin.on("data", onChunk);
+  stdin.on("error", onError);
+  return () => {
+    stdin.off("data", onChunk);
+    stdin.pause();
+    (stdin as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
+  };
 }

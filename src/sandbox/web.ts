@@ -19,6 +19,7 @@
  * is opened directly; the iframe's sandbox has no allow-scripts and no
  * allow-same-origin. Everything else from a message is escaped.
  */
+import { formatSize } from "../core/size.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Address, Email } from "postal-mime";
 import { INBOX_CSS, INBOX_JS } from "./web/assets.js";
@@ -101,12 +102,6 @@ function html(strings: TemplateStringsArray, ...values: unknown[]): Html {
 
 // ---------------------------------------------------------------------------
 // Formatting
-
-function formatSize(n: number): string {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
-}
 
 /** UTC, readable without script; the page's script replaces it with local time. */
 function formatTime(iso: string): string {

@@ -171,3 +171,35 @@ describe("inbox show's header block", () => {
     expect(r.stdout).toContain("body of over smtp");
   });
 });
+
+describe("inbox show prints headers as people read them (issue 13)", () => {
+  it("RFC 2047 encoded words decoded, never =?UTF-8?...?= ", async () => {
+    const subject = "Grüße aus Köln — Q3 📈";
+    const r = await runCli(
+      ["send", "--transport", "smtp", "-f", "Jürgen Müller <j@example.de>", "-t", "Zoë Ærø <z@example.com>", "-s", subject, "--text", "x", "-H", "X-Note: naïve café", "--json"],
+      { env: t.env },
+    );
+    expect(r.exitCode, r.stderr).toBe(0);
+    const raw = await runCli(["inbox", "show", stdoutJson(r).message_id, "--raw", "--dir", t.dir]);
+    expect(raw.stdout).toMatch(/^Subject: =\?UTF-8\?/im);
+    const show = await runCli(["inbox", "show", stdoutJson(r).message_id, "--dir", t.dir]);
+    expect(show.exitCode, show.stderr).toBe(0);
+    const block = show.stdout.split("\n\n")[0]!;
+    expect(block).not.toMatch(/=\?utf-8\?/i);
+    expect(block).toMatch(new RegExp(`^Subject: +${subject}$`, "m"));
+    expect(block).toMatch(/^From: +Jürgen Müller <j@example\.de>$/m);
+    expect(block).toMatch(/^To: +Zoë Ærø <z@example\.com>$/m);
+    expect(block).toMatch(/^X-Note: +naïve café$/m);
+  });
+
+  it("sizes in the unit the web inbox uses (B, KiB, MiB)", async () => {
+    const big = s.file("big.bin", Buffer.alloc(3000, 1));
+    const r = await runCli([...send("sized", ["--attach", big, "--json"])], { env: t.env });
+    expect(r.exitCode, r.stderr).toBe(0);
+    const list = await runCli(["inbox", "--dir", t.dir]);
+    expect(list.stdout).toMatch(/\d+\.\d KiB/);
+    expect(list.stdout).not.toMatch(/\bKB\b/);
+    const show = await runCli(["inbox", "show", stdoutJson(r).message_id, "--dir", t.dir]);
+    expect(show.stdout).toMatch(/^Attachment: +big\.bin \([^,]+, 2\.9 KiB\)$/m);
+  });
+});

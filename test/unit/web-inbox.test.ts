@@ -368,3 +368,16 @@ describe("events", () => {
     expect(store.subscriberCount).toBe(before);
   });
 });
+
+describe("sizes: one unit everywhere (issue 13)", () => {
+  it("the page script's size() is the server's and the CLI's formatSize", async () => {
+    const { INBOX_JS } = await import("../../src/sandbox/web/assets.js");
+    const { formatSize } = await import("../../src/core/size.js");
+    const src = /var size = ([\s\S]*?\n\s*\});\n/.exec(INBOX_JS)?.[1];
+    expect(src, "the script defines size()").toBeDefined();
+    const size = new Function(`return (${src});`)() as (n: number) => string;
+    for (const n of [0, 1023, 1024, 3000, 1024 * 1024 - 1, 5 * 1024 * 1024 + 7]) expect(size(n)).toBe(formatSize(n));
+    expect(formatSize(3000)).toBe("2.9 KiB");
+    expect(formatSize(5 * 1024 * 1024)).toBe("5.0 MiB");
+  });
+});

@@ -3,6 +3,7 @@
  * data dir (the sandbox need not be running).
  */
 import { MailsendError } from "../../core/errors.js";
+import { formatSize } from "../../core/size.js";
 import { bareMessageId, hasSandboxData, isMessageId, FileMessageStore } from "../../sandbox/store.js";
 import type { StoredMessage } from "../../sandbox/types.js";
 import { colorsFor, type CliIO } from "../io.js";
@@ -14,12 +15,6 @@ interface InboxFlags {
   json?: boolean;
   limit?: number;
   raw?: boolean;
-}
-
-function size(n: number): string {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MB`;
 }
 
 function cut(s: string, n: number): string {
@@ -67,7 +62,7 @@ export async function runInbox(flags: InboxFlags, io: CliIO): Promise<number> {
       m.channel,
       cut(m.from, 32),
       cut(m.to.join(", "), 40),
-      size(m.size),
+      formatSize(m.size),
       String(m.attachments.length),
       cut(m.subject, 50),
     ]);
@@ -126,7 +121,10 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
       io.stdout.write(raw);
       return 0;
     }
-    const { default: PostalMime } = await import("postal-mime");
+    const { default: PostalMime, decodeWords } = await import("postal-mime");
+    // RFC 2047 encoded words (=?UTF-8?B?...?=) as the text they stand for; folded lines joined.
+    // A decoded control character (an escape sequence) would act on the terminal: shown as U+FFFD instead.
+    const shown = (v: string) => decodeWords(v.replace(/\r?\n[ \t]+/g, " ")).replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f]/g, "\ufffd");
     const email = await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer" });
     if (json) {
       io.stdout.write(
@@ -145,10 +143,10 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
       ["Envelope", `${m.envelope.from} -> ${m.envelope.to.join(", ")}`],
     ];
     for (const key of SHOWN_HEADERS) {
-      for (const h of email.headers) if (h.key === key) fields.push([h.originalKey, h.value]);
+      for (const h of email.headers) if (h.key === key) fields.push([h.originalKey, shown(h.value)]);
     }
-    for (const h of email.headers) if (h.key.startsWith("x-")) fields.push([h.originalKey, h.value]);
-    for (const a of m.attachments) fields.push(["Attachment", `${a.filename} (${a.contentType}, ${size(a.size)})`]);
+    for (const h of email.headers) if (h.key.startsWith("x-")) fields.push([h.originalKey, shown(h.value)]);
+    for (const a of m.attachments) fields.push(["Attachment", `${a.filename} (${a.contentType}, ${formatSize(a.size)})`]);
     // One column for every value, however long a custom header's name.
     const width = Math.max(...fields.map(([k]) => k.length)) + 1;
     const c = colorsFor(io.stdout, io.env);

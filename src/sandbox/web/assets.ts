@@ -6,6 +6,7 @@
  * The script builds DOM with textContent only: nothing from a message ever
  * goes through innerHTML.
  */
+import { formatSize } from "../../core/size.js";
 
 export const INBOX_CSS = `
 :root { color-scheme: light dark; --bg: #fff; --fg: #1d2125; --muted: #66707a; --line: #dde1e5; --head: #f4f6f8; --accent: #1f6feb; --new: #fff4c2; }
@@ -80,11 +81,8 @@ export const INBOX_JS = `
       times[i].title = times[i].getAttribute("datetime");
     }
   }
-  function size(n) {
-    if (n < 1024) return n + " B";
-    if (n < 1024 * 1024) return (n / 1024).toFixed(1) + " KiB";
-    return (n / 1024 / 1024).toFixed(1) + " MiB";
-  }
+  // The same function as the server's pages and the CLI use (src/core/size.ts).
+  var size = ${formatSize.toString()};
 
   localizeTimes(document);
 

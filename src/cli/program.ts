@@ -130,9 +130,17 @@ class UsageExit extends Error {
   }
 }
 
-export function buildProgram(io: CliIO, setExit: (code: number) => void, json = false): Command {
+export function buildProgram(io: CliIO, setExit: (code: number) => void, json = false, argv: readonly string[] = []): Command {
   const program = new Command("mailsend");
   program
+    // Words no option takes are named by the preAction hook below (stray.ts), with the quoted form.
+    .allowExcessArguments(true)
+    .hook("preAction", async (_program, action) => {
+      if (action.args.length <= action.registeredArguments.length) return;
+      const { strayArgumentError } = await import("./stray.js");
+      const e = strayArgumentError(action, argv);
+      if (e) throw e;
+    })
     .description("Send email through the service's REST endpoint or SMTP submission.")
     .version(VERSION, "-V, --version")
     // Under --json, stderr carries only the error object.
@@ -330,8 +338,14 @@ export async function run(argv: string[], io: CliIO): Promise<number> {
       code = c;
     },
     json,
+    argv,
   );
   try {
+    if (argv[0] === "help" && argv.length >= 2 && !argv[1]!.startsWith("-")) {
+      const { unknownHelpTopic } = await import("./stray.js");
+      const e = unknownHelpTopic(program, argv[1]!);
+      if (e) throw e;
+    }
     await program.parseAsync(argv, { from: "user" });
     return code;
   } catch (e) {

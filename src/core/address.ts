@@ -180,6 +180,11 @@ function displayName(tokens: Token[], field: string, input: string): string | un
 }
 
 function parseMailbox(tokens: Token[], field: string, input: string): Mailbox {
+  // `a@x.com; b@y.com` (Outlook's separator) is not a group: no ":" before the ";".
+  if (tokens.some((t) => t.kind === "special" && t.text === ";") && !tokens.some((t) => t.kind === "special" && t.text === ":")) {
+    const fixed = input.split(";").map((p) => p.trim()).filter(Boolean).join(", ");
+    fail(field, input, "separate recipients with commas, not semicolons", `Write ${JSON.stringify(fixed)}, or give each recipient its own ${field}.`);
+  }
   if (tokens.some((t) => t.kind === "special" && (t.text === ":" || t.text === ";"))) {
     fail(field, input, "groups (name: a@x, b@y;) are not supported");
   }

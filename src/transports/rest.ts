@@ -26,6 +26,7 @@ import { makeRedactor, REDACTED } from "../core/redact.js";
 import { base64Length, sendRequestFields } from "../core/request.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
 import { trustedCas } from "./ca.js";
+import { revokedKeyHint, TOO_LARGE_HINT } from "./hints.js";
 import { connectError, isReset, speaksTls, TRUST_HINT } from "./net-errors.js";
 import type { PoolPoster } from "./rest-pool.js";
 
@@ -160,7 +161,7 @@ export function statusError(status: number, body: string, headers: http.Incoming
   if (status === 403) {
     return new MailsendError("key_revoked", `the API key is not allowed to send (HTTP 403): ${ex}`, {
       status,
-      hint: "The key may be revoked or expired: create a new one in the dashboard.",
+      hint: revokedKeyHint(url.hostname),
     });
   }
   if (status === 404 || status === 405) {
@@ -172,7 +173,7 @@ export function statusError(status: number, body: string, headers: http.Incoming
   if (status === 413) {
     return new MailsendError("too_large", `the message is too large for the service (HTTP 413): ${ex}`, {
       status,
-      hint: "Send smaller or fewer attachments, or a link to the file.",
+      hint: TOO_LARGE_HINT,
     });
   }
   if (status === 429) {

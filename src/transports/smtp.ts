@@ -19,6 +19,7 @@ import { allRecipients } from "../core/message.js";
 import { makeRedactor, REDACTED } from "../core/redact.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
 import { trustedCas } from "./ca.js";
+import { revokedKeyHint, TOO_LARGE_HINT } from "./hints.js";
 import { connectError, speaksHttp, speaksTls, TRUST_HINT } from "./net-errors.js";
 
 type MailOptions = SendMailOptions;
@@ -268,7 +269,7 @@ export class SmtpTransport implements Transport {
         const revoked = /revoked|expired|disabled/i.test(text);
         return new MailsendError(revoked ? "key_revoked" : "auth_failed", `SMTP authentication failed: ${text}`, {
           status: code,
-          hint: revoked ? "The key is revoked or expired: create a new one." : `Check the API key and the username (${c.user}; MAILSEND_SMTP_USER).`,
+          hint: revoked ? revokedKeyHint(c.host) : `Check the API key and the username (${c.user}; MAILSEND_SMTP_USER).`,
         });
       }
       if (code >= 400 && code < 500) {
@@ -280,7 +281,7 @@ export class SmtpTransport implements Transport {
           hint: "A temporary failure: nothing was accepted; try again later.",
         });
       }
-      if (code === 552) return new MailsendError("too_large", `the SMTP server refused the message as too large: ${text}`, { status: code });
+      if (code === 552) return new MailsendError("too_large", `the SMTP server refused the message as too large: ${text}`, { status: code, hint: TOO_LARGE_HINT });
       if (code === 550 || code === 551 || code === 553 || code === 554 || code === 501 || code === 555) {
         return new MailsendError("rejected", `the SMTP server refused the message: ${text}`, {
           status: code,

@@ -1,6 +1,8 @@
 import type { CertificateInfo } from "../../doctor/tls-info.js";
 import type { CheckName, CheckResult, DoctorFlags } from "../../doctor/checks.js";
 import { colorsFor, type CliIO } from "../io.js";
+import { toMailsendError } from "../../core/errors.js";
+import { annotation, inGitHubActions } from "../github.js";
 import { reportError } from "../report.js";
 
 const LABELS: Record<CheckName, string> = {
@@ -83,9 +85,13 @@ export async function runDoctorCommand(opts: Record<string, unknown>, io: CliIO)
     }
     const first = report.firstFailure;
     if (!first?.error) return 0;
-    // The first failure is also reported as any command's error is (stderr; {"error":...}
-    // under --json; an annotation in GitHub Actions): it sets the exit code.
-    return reportError(first.error, io, { json });
+    // The first failure sets the exit code. Under --json it is also the {"error":...} object
+    // on stderr, as for any command; in human mode its line and hint above said it once already
+    // (in GitHub Actions it still becomes an annotation, for the run's summary page).
+    if (json) return reportError(first.error, io, { json });
+    const err = toMailsendError(first.error);
+    if (inGitHubActions(io.env)) io.stderr.write(annotation("error", err.message, err.hint));
+    return err.exitCode;
   } catch (e) {
     return reportError(e, io, { json });
   }

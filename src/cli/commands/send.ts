@@ -1,3 +1,4 @@
+import { statSync } from "node:fs";
 import type { Message } from "../../core/message.js";
 import type { SendResult } from "../../core/transport.js";
 import { buildMessage, type MessageFlags } from "../../input/build.js";
@@ -11,6 +12,7 @@ import { openBudget, type BudgetCliFlags } from "../budget.js";
 import { Progress } from "../progress.js";
 import { reportError, warn } from "../report.js";
 import { writeGitHubOutputs } from "../github.js";
+import { shellWord } from "../stray.js";
 
 interface OutputFlags {
   dryRun?: boolean;
@@ -38,6 +40,16 @@ export function resultJson(r: SendResult, stdin?: StdinDecision): Record<string,
   };
 }
 
+/** A body flag's value that names an existing file (`--html report.html`) rather than being a body. */
+function looksLikeFile(value: string): boolean {
+  if (value.length > 1024 || /[\n<>]/.test(value)) return false;
+  try {
+    return statSync(value).isFile();
+  } catch {
+    return false;
+  }
+}
+
 function sayWarning(flags: SendFlags, io: CliIO, text: string): void {
   if (flags.json) io.stderr.write(`${JSON.stringify({ warning: text })}\n`);
   else warn(io, text);
@@ -45,6 +57,11 @@ function sayWarning(flags: SendFlags, io: CliIO, text: string): void {
 
 function warnings(m: Message, transport: string, flags: SendFlags, io: CliIO): void {
   const say = (text: string) => sayWarning(flags, io, text);
+  for (const [flag, value] of [["--html", flags.html], ["--text", flags.text]] as const) {
+    if (value !== undefined && looksLikeFile(value)) {
+      say(`${flag} ${shellWord(value)} sends these words as the body, but a file of that name exists: did you mean ${flag}-file ${shellWord(value)}?`);
+    }
+  }
   if (flags.insecure) {
     say("--insecure: TLS certificates are NOT verified; anyone on the path can read the key and the message.");
   }

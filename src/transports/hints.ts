@@ -1,0 +1,24 @@
+/**
+ * Hints that REST and SMTP give for the same situation, so that a refusal
+ * reads the same whichever way the message went (a 413 and a 552 are the
+ * same advice).
+ */
+import { isIP } from "node:net";
+
+/** The message is over the service's size limit (REST 413, SMTP 552). */
+export const TOO_LARGE_HINT = "Send smaller or fewer attachments, or a link to the file.";
+
+/** Whether a host is this machine, where a mailsend sandbox is what usually answers. */
+export function isLoopback(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
+  if (h === "localhost" || h.endsWith(".localhost")) return true;
+  if (isIP(h) === 4) return h.startsWith("127.");
+  return h === "::1" || h === "0:0:0:0:0:0:0:1";
+}
+
+/** A revoked or expired key (REST 403, SMTP 535 saying so). */
+export function revokedKeyHint(host: string): string {
+  return isLoopback(host)
+    ? "The key is revoked or expired. On a mailsend sandbox (the endpoint is on this machine), `mailsend sandbox keys add --save` makes a new key and writes it to the file MAILSEND_API_KEY_FILE points at; `mailsend sandbox keys list` shows the keys."
+    : "The key is revoked or expired: create a new one in the service's dashboard.";
+}

@@ -10,6 +10,7 @@ import type { TransportName } from "../core/transport.js";
 import { USER_AGENT } from "../core/version.js";
 import { checkKey } from "../input/config.js";
 import { fileError } from "../input/read.js";
+import { proxyFor, smtpProxyFrom } from "../input/proxy.js";
 import { openSlotStore } from "../limits/budget.js";
 import type { DeliverOptions } from "../limits/deliver.js";
 import type { Limits } from "../limits/sliding-log.js";
@@ -100,7 +101,15 @@ export async function resolveConnection(o: ConnectionOptions, opts: { needKey: b
         hint: 'Pass options.baseUrl (mail is POSTed to <baseUrl>/send), or transport: "smtp" with options.smtp. createSandbox() gives a local one.',
       });
     }
-    return { transport, baseUrl, apiKey, timeoutMs, userAgent: USER_AGENT, ...tls };
+    let target: URL | undefined;
+    try {
+      target = new URL(baseUrl);
+    } catch {
+      // The transport reports a base URL that does not parse.
+    }
+    // The environment's proxies only with options.env, like every other variable.
+    const { proxy, bypass } = target ? proxyFor(target, str(o.proxy, "options.proxy"), o.env ?? {}) : {};
+    return { transport, baseUrl, apiKey, timeoutMs, userAgent: USER_AGENT, ...tls, ...(proxy ? { proxy } : {}), ...(bypass ? { proxyBypass: bypass } : {}) };
   }
 
   const smtp = o.smtp ?? {};
@@ -123,7 +132,8 @@ export async function resolveConnection(o: ConnectionOptions, opts: { needKey: b
     });
   }
   const user = str(s.user, "options.smtp.user") ?? fromEnv(o.env, "MAILSEND_SMTP_USER") ?? DEFAULTS.smtpUser;
-  return { transport, host, port, tls: mode, user, apiKey, timeoutMs, ...tls };
+  const smtpProxy = smtpProxyFrom(str(s.proxy, "options.smtp.proxy"), o.env ?? {});
+  return { transport, host, port, tls: mode, user, apiKey, timeoutMs, ...tls, ...(smtpProxy ? { proxy: smtpProxy } : {}) };
 }
 
 /** An abortable wait that leaves no listener behind. */

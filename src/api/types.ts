@@ -58,6 +58,8 @@ export interface SmtpOptions {
   tls?: "starttls" | "implicit";
   /** AUTH user name (the key is the password). Default "mailsend". */
   user?: string;
+  /** A proxy for the SMTP connection: socks5://[user:password@]host:port (also socks4://) or http://host:port (CONNECT). Default: MAILSEND_SMTP_PROXY from `env`, else none. */
+  proxy?: string;
 }
 
 /** Where and how to connect. */
@@ -78,6 +80,11 @@ export interface ConnectionOptions {
   caFile?: string;
   /** Skip TLS certificate verification. Not for production. */
   insecure?: boolean;
+  /**
+   * An HTTP proxy for REST (http://[user:password@]host:port), or "none". Default: from `env`
+   * (HTTPS_PROXY / HTTP_PROXY / NO_PROXY and their lower-case forms, MAILSEND_PROXY), when given.
+   */
+  proxy?: string;
   /** Per request/connection timeout in milliseconds. Default 30000. */
   timeoutMs?: number;
   /**

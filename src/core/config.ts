@@ -9,11 +9,31 @@ export interface TlsOptions {
   insecure: boolean;
 }
 
+/** A proxy: HTTP for REST (resolved for the base URL: see src/input/proxy.ts), HTTP or SOCKS for SMTP. */
+export interface ProxySetting {
+  protocol: "http:" | "https:" | "socks4:" | "socks4a:" | "socks5:" | "socks5h:";
+  host: string;
+  port: number;
+  /** scheme://host:port: what messages print (never the user or password). */
+  label: string;
+  /** Where it was named: "--proxy", "MAILSEND_PROXY", "HTTPS_PROXY", "https_proxy", ... */
+  source: string;
+  /** The Proxy-Authorization value from the URL's user:password. */
+  authorization?: string;
+  user?: string;
+  /** For SOCKS (HTTP proxies get `authorization`). Never printed. */
+  password?: string;
+}
+
 export interface RestConfig extends TlsOptions {
   baseUrl: string;
   apiKey: string;
   timeoutMs: number;
   userAgent: string;
+  /** The proxy the requests go through; absent: direct. */
+  proxy?: ProxySetting;
+  /** A proxy was named but the base URL goes direct: why (for doctor and -v). */
+  proxyBypass?: string;
 }
 
 export interface SmtpConfig extends TlsOptions {
@@ -25,6 +45,8 @@ export interface SmtpConfig extends TlsOptions {
   timeoutMs: number;
   /** Name announced in EHLO. */
   clientName?: string;
+  /** --smtp-proxy: the SMTP connection goes through it. */
+  proxy?: ProxySetting;
 }
 
 export type TransportConfig =

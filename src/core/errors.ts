@@ -33,7 +33,7 @@ export const EXIT_MEANING: Record<ExitClass, string> = {
   ioerr: "a local file could not be read or synced (an I/O error of this machine)",
   tempfail: "temporary failure, safe to retry later: rate limited (429), SMTP 4xx, timeout before sending",
   protocol: "unexpected answer, or outcome unknown: the connection broke after the message was handed over; check before resending",
-  noperm: "the key was refused: wrong (401, SMTP 535), revoked or expired (403)",
+  noperm: "the key was refused: wrong (401, SMTP 535), revoked or expired (403); Redis or proxy credentials refused",
   config: "configuration: no API key, no base URL/SMTP host, port/TLS mismatch, untrusted certificate",
 };
 

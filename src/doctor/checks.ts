@@ -22,6 +22,7 @@ import type { RedisConfig } from "../limits/redis-config.js";
 import { RedisSlotStore, type RedisProbe } from "../limits/redis-store.js";
 import type { Limits } from "../limits/sliding-log.js";
 import type { SlotStore } from "../limits/store.js";
+import { proxyAnswerError } from "../transports/proxy.js";
 import { statusError } from "../transports/rest.js";
 import { postEmptySend, reachRest, sendUrlOf } from "./rest-probe.js";
 import { probeSmtp } from "./smtp-probe.js";
@@ -214,7 +215,12 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
     } else if (url) {
       rest = restResolved;
       const plainRemote = url.protocol === "http:" && !LOOPBACK.test(url.hostname);
-      pass("config.rest", `POST ${url.href}${chosen("rest")}`, plainRemote ? { hint: "This is plain http:// to another machine: the key crosses the network unencrypted. Use https:// if the service offers it." } : {});
+      const via = rest.proxy
+        ? `, through the proxy ${rest.proxy.label} (from ${rest.proxy.source}${rest.proxy.user ? `, as ${rest.proxy.user}` : ""}; ${url.protocol === "https:" ? "CONNECT" : "absolute-form requests"})`
+        : rest.proxyBypass
+          ? `, direct (a proxy is set, but ${rest.proxyBypass} exempts this host)`
+          : "";
+      pass("config.rest", `POST ${url.href}${chosen("rest")}${via}`, plainRemote ? { hint: "This is plain http:// to another machine: the key crosses the network unencrypted. Use https:// if the service offers it." } : {});
     }
   }
 
@@ -284,7 +290,12 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
           reached = true;
           const how = r.certificate ? describeTls(r.certificate, rest.insecure) : "plain HTTP (no TLS)";
           const note = expiryNote(r.certificate);
-          pass("rest.connect", `${url.host}${r.address && r.address !== url.hostname ? ` (${r.address})` : ""} reached in ${r.ms} ms, ${how}`, {
+          const reachedHow = !rest.proxy
+            ? `${url.host}${r.address && r.address !== url.hostname ? ` (${r.address})` : ""} reached in ${r.ms} ms`
+            : url.protocol === "https:"
+              ? `${url.host} reached through the proxy ${rest.proxy.label} in ${r.ms} ms`
+              : `the proxy ${rest.proxy.label} reached in ${r.ms} ms (${url.host} answers the key check through it)`;
+          pass("rest.connect", `${reachedHow}, ${how}`, {
             ...(r.certificate ? { certificate: r.certificate } : {}),
             ...(note ? { hint: note } : {}),
           });
@@ -371,7 +382,8 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
           }),
         );
       } else {
-        const err = statusError(answer.status, answer.body, answer.headers, url, redact);
+        const byProxy = config.proxy && url.protocol === "http:" ? proxyAnswerError(answer.status, answer.body, config.proxy, url) : undefined;
+        const err = byProxy ?? statusError(answer.status, answer.body, answer.headers, url, redact);
         if (err.code === "rate_limited") {
           fail("rest.key", new MailsendError("rate_limited", `not checked: ${err.message}`, { status: answer.status, hint: "The service is limiting this key right now; run doctor again in a minute." }));
         } else fail("rest.key", err);

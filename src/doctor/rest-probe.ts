@@ -10,6 +10,8 @@ import tls from "node:tls";
 import type { RestConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import { connectError, isReset, speaksTls, TRUST_HINT, type Endpoint } from "../transports/net-errors.js";
+import { absoluteForm, openToProxy, openTunnel, proxyAgent } from "../transports/proxy.js";
+import { urlToHttpOptions } from "node:url";
 import { describeCertificate, tlsClientOptions, type CertificateInfo } from "./tls-info.js";
 
 export function sendUrlOf(baseUrl: string): URL {
@@ -55,11 +57,48 @@ export interface Reach {
 }
 
 /**
+ * Through a proxy: for https://, the CONNECT tunnel and the TLS handshake
+ * inside it (the certificate described as on a direct connection); for
+ * http://, only the proxy can be reached before a request (the key check
+ * makes one).
+ */
+async function reachThroughProxy(config: RestConfig, url: URL, timeoutMs: number): Promise<Reach> {
+  const proxy = config.proxy!;
+  const started = Date.now();
+  const host = hostOf(url);
+  const tunnelOpts = { timeoutMs, ...(config.caFile ? { caFile: config.caFile } : {}) };
+  if (url.protocol !== "https:") {
+    (await openToProxy(proxy, tunnelOpts)).destroy();
+    return { ms: Date.now() - started };
+  }
+  const raw = await openTunnel(proxy, host, portOf(url), tunnelOpts);
+  return new Promise((resolve, reject) => {
+    const socket = tls.connect({ socket: raw, ...tlsClientOptions(host, config) });
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new MailsendError("timeout", `${url.origin} did not finish the TLS handshake through the proxy within ${timeoutMs / 1000} s`, { hint: "Check the network, or raise --timeout." }));
+    }, timeoutMs);
+    socket.once("secureConnect", () => {
+      clearTimeout(timer);
+      const certificate = describeCertificate(socket);
+      socket.destroy();
+      resolve({ ms: Date.now() - started, ...(certificate ? { certificate } : {}) });
+    });
+    socket.once("error", (e) => {
+      clearTimeout(timer);
+      socket.destroy();
+      reject(classify(e, url));
+    });
+  });
+}
+
+/**
  * A TCP connection, and for https:// a TLS handshake, to the endpoint's host
  * and port. The certificate is described, not judged: see trustFailure.
  */
 export function reachRest(config: RestConfig, timeoutMs: number): Promise<Reach> {
   const url = sendUrlOf(config.baseUrl);
+  if (config.proxy) return reachThroughProxy(config, url, timeoutMs);
   const host = hostOf(url);
   const port = portOf(url);
   const started = Date.now();
@@ -117,7 +156,16 @@ export function postEmptySend(config: RestConfig, timeoutMs: number): Promise<Ke
     };
     const options: https.RequestOptions = { method: "POST", headers, agent: false, ...(secure ? tlsClientOptions(hostOf(url), config) : {}) };
     if (secure) options.rejectUnauthorized = !config.insecure;
-    const req = (secure ? https : http).request(url, options, (res) => {
+    if (config.proxy) {
+      const agentOptions: https.AgentOptions = { keepAlive: false, ...(secure ? { ...tlsClientOptions(hostOf(url), config), rejectUnauthorized: !config.insecure } : {}) };
+      options.agent = proxyAgent(config.proxy, url, agentOptions, { timeoutMs, ...(config.caFile ? { caFile: config.caFile } : {}) });
+      if (!secure) {
+        const form = absoluteForm(config.proxy, url);
+        options.path = form.path;
+        options.headers = { ...headers, ...form.headers };
+      }
+    }
+    const req = (secure ? https : http).request({ ...urlToHttpOptions(url), ...options }, (res) => {
       const chunks: Buffer[] = [];
       let size = 0;
       res.on("data", (c: Buffer) => {

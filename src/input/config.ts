@@ -9,6 +9,7 @@ import { MailsendError } from "../core/errors.js";
 import type { TransportName } from "../core/transport.js";
 import { USER_AGENT } from "../core/version.js";
 import { readProfileKey, type ActiveProfile } from "./profile.js";
+import { checkProxyFlag, proxyFor, smtpProxyFrom } from "./proxy.js";
 import { readSource, readStdin, type InputStreams } from "./read.js";
 
 export interface ConnectionFlags {
@@ -22,6 +23,10 @@ export interface ConnectionFlags {
   caFile?: string;
   insecure?: boolean;
   timeout?: number;
+  /** --proxy: an HTTP proxy for REST, or "none" (overrides HTTPS_PROXY and friends). */
+  proxy?: string;
+  /** --smtp-proxy: a SOCKS or HTTP proxy for SMTP. */
+  smtpProxy?: string;
 }
 
 export type Env = Record<string, string | undefined>;
@@ -126,7 +131,15 @@ export async function resolveTransportConfig(flags: ConnectionFlags, env: Env, o
         "Set --base-url or MAILSEND_BASE_URL (or base_url in a profile: mailsend config set base_url URL) to the service's address (mailsend POSTs to <base-url>/send). For a local one, run `mailsend sandbox` and paste the export lines it prints.",
       );
     }
-    return { transport, baseUrl, apiKey, timeoutMs: timeoutSeconds * 1000, userAgent: USER_AGENT, ...tls };
+    checkProxyFlag(flags.proxy, "--proxy", "MAILSEND_PROXY (or HTTPS_PROXY)");
+    let target: URL | undefined;
+    try {
+      target = new URL(baseUrl);
+    } catch {
+      // A base URL that does not parse is the transport's to report.
+    }
+    const { proxy, bypass } = target ? proxyFor(target, flags.proxy, env) : {};
+    return { transport, baseUrl, apiKey, timeoutMs: timeoutSeconds * 1000, userAgent: USER_AGENT, ...tls, ...(proxy ? { proxy } : {}), ...(bypass ? { proxyBypass: bypass } : {}) };
   }
 
   const host = flags.smtpHost ?? fromEnv(env, "MAILSEND_SMTP_HOST");
@@ -148,5 +161,7 @@ export async function resolveTransportConfig(flags: ConnectionFlags, env: Env, o
     });
   }
   const user = flags.smtpUser ?? fromEnv(env, "MAILSEND_SMTP_USER") ?? DEFAULTS.smtpUser;
-  return { transport, host, port, tls: mode, user, apiKey, timeoutMs: timeoutSeconds * 1000, ...tls };
+  checkProxyFlag(flags.smtpProxy, "--smtp-proxy", "MAILSEND_SMTP_PROXY");
+  const proxy = smtpProxyFrom(flags.smtpProxy, env);
+  return { transport, host, port, tls: mode, user, apiKey, timeoutMs: timeoutSeconds * 1000, ...tls, ...(proxy ? { proxy } : {}) };
 }

@@ -10,8 +10,10 @@
  * on the node:http path. Failures are classified by the same `failureOf`.
  */
 import type { Readable } from "node:stream";
-import { Pool } from "undici";
+import { Pool, ProxyAgent, type Dispatcher } from "undici";
+import type { ProxySetting } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
+import { proxyFailure } from "./proxy.js";
 import { failureOf, timeoutFailure, type Answer, type PostContext, type Progress } from "./rest.js";
 
 /** What rest.ts hands over: the body as a length, and whole or as chunks. */
@@ -26,6 +28,8 @@ export interface PoolOptions {
   timeoutMs: number;
   ca?: string[];
   insecure?: boolean;
+  /** Through this proxy: undici's ProxyAgent, CONNECT for https://, the absolute form for http://. */
+  proxy?: ProxySetting;
 }
 
 /** Keep only the start of a huge error page: enough for an excerpt. */
@@ -43,21 +47,28 @@ async function* readingErrors(chunks: AsyncGenerator<Buffer>): AsyncGenerator<Bu
 }
 
 export class PoolPoster {
-  readonly #pool: Pool;
+  readonly #pool: Dispatcher;
   readonly #path: string;
+  readonly #origin: string;
+  readonly #proxy: ProxySetting | undefined;
 
   constructor(url: URL, opts: PoolOptions) {
     this.#path = `${url.pathname}${url.search}`;
-    this.#pool = new Pool(url.origin, {
-      connections: opts.connections,
-      pipelining: 1,
-      connectTimeout: opts.timeoutMs,
-      headersTimeout: opts.timeoutMs,
-      bodyTimeout: opts.timeoutMs,
-      ...(url.protocol === "https:"
-        ? { connect: { ...(opts.ca ? { ca: opts.ca } : {}), ...(opts.insecure ? { rejectUnauthorized: false } : {}) } }
-        : {}),
-    });
+    this.#origin = url.origin;
+    this.#proxy = opts.proxy;
+    const common = { connections: opts.connections, pipelining: 1, connectTimeout: opts.timeoutMs, headersTimeout: opts.timeoutMs, bodyTimeout: opts.timeoutMs };
+    const tls = { ...(opts.ca ? { ca: opts.ca } : {}), ...(opts.insecure ? { rejectUnauthorized: false } : {}) };
+    const proxy = opts.proxy;
+    this.#pool = proxy
+      ? new ProxyAgent({
+          ...common,
+          uri: `${proxy.protocol}//${proxy.host.includes(":") ? `[${proxy.host}]` : proxy.host}:${proxy.port}`,
+          ...(proxy.authorization ? { token: proxy.authorization } : {}),
+          proxyTunnel: false,
+          requestTls: tls,
+          ...(opts.ca ? { proxyTls: { ca: opts.ca } } : {}),
+        })
+      : new Pool(url.origin, { ...common, ...(url.protocol === "https:" ? { connect: tls } : {}) });
   }
 
   post(body: PoolBody, ctx: PostContext): Promise<Answer> {
@@ -80,7 +91,7 @@ export class PoolPoster {
         if (e) reject(e);
         else resolve(answer!);
       };
-      const failWith = (err: unknown) => {
+      const failWith = (err: unknown): void => {
         if (settled) return;
         const code = (err as { code?: unknown })?.code;
         if (code === "UND_ERR_REQ_CONTENT_LENGTH_MISMATCH") {
@@ -93,6 +104,9 @@ export class PoolPoster {
           done(timeoutFailure(progress, ctx));
           return;
         }
+        // Before a connection to the service, the only peer was the proxy: its failures name it.
+        const byProxy = this.#proxy && !progress.connected ? proxyFailure(err, this.#proxy, ctx.url.host) : undefined;
+        if (byProxy) return done(byProxy);
         void failureOf(err, progress, ctx).then((m) => done(m));
       };
       function onAbort() {
@@ -146,7 +160,7 @@ export class PoolPoster {
       // iterable path; its types list only Readable): no stream buffering in between.
       const requestBody = body.whole ?? (readingErrors(body.chunks()) as unknown as Readable);
       try {
-        this.#pool.dispatch({ path: this.#path, method: "POST", headers: ctx.headers, body: requestBody }, handler as never);
+        this.#pool.dispatch({ origin: this.#origin, path: this.#path, method: "POST", headers: ctx.headers, body: requestBody }, handler as never);
       } catch (e) {
         failWith(e);
       }

@@ -28,6 +28,7 @@ import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions 
 import { trustedCas } from "./ca.js";
 import { revokedKeyHint, TOO_LARGE_HINT } from "./hints.js";
 import { connectError, isReset, speaksTls, TRUST_HINT } from "./net-errors.js";
+import { absoluteForm, proxyAgent, proxyAnswerError } from "./proxy.js";
 import type { PoolPoster } from "./rest-pool.js";
 
 /** Bytes read per chunk: a multiple of 3, so each chunk base64-encodes on its own. */
@@ -330,8 +331,10 @@ export class RestTransport implements Transport {
   readonly #config: RestConfig;
   readonly #url: URL;
   /** #url as request options, converted once rather than on every request of a batch. */
-  readonly #target: http.RequestOptions;
+  #target: http.RequestOptions;
   readonly #agent: http.Agent;
+  /** Proxy-Authorization for an http:// service through a proxy (a tunnel carries it in its CONNECT). */
+  #proxyHeaders: Record<string, string> = {};
   readonly #redact: (s: string) => string;
   /** A batch's undici pool (more than one connection), made on the first send. */
   #pool: Promise<PoolPoster> | undefined;
@@ -357,7 +360,18 @@ export class RestTransport implements Transport {
       if (config.caFile) agentOptions.ca = trustedCas(config.caFile);
       if (config.insecure) agentOptions.rejectUnauthorized = false;
     }
-    this.#agent = tls ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+    const proxy = config.proxy;
+    if (proxy) {
+      // https://: a CONNECT tunnel per connection; http://: the absolute form to the proxy.
+      this.#agent = proxyAgent(proxy, this.#url, agentOptions, { timeoutMs: config.timeoutMs, ...(config.caFile ? { caFile: config.caFile } : {}) });
+      if (!tls) {
+        const form = absoluteForm(proxy, this.#url);
+        this.#target = { ...this.#target, path: form.path };
+        this.#proxyHeaders = form.headers;
+      }
+    } else {
+      this.#agent = tls ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+    }
     this.#connections = opts.pool ?? 1;
   }
 
@@ -368,8 +382,9 @@ export class RestTransport implements Transport {
         new PoolPoster(this.#url, {
           connections: this.#connections,
           timeoutMs: this.#config.timeoutMs,
-          ...(this.#url.protocol === "https:" && this.#config.caFile ? { ca: trustedCas(this.#config.caFile) } : {}),
+          ...(this.#config.caFile ? { ca: trustedCas(this.#config.caFile) } : {}),
           ...(this.#config.insecure ? { insecure: true } : {}),
+          ...(this.#config.proxy ? { proxy: this.#config.proxy } : {}),
         }),
     );
     return this.#pool;
@@ -412,6 +427,9 @@ export class RestTransport implements Transport {
       parsed = undefined;
     }
     if (answer.status < 200 || answer.status > 299) {
+      // Through a proxy in the absolute form, the proxy's own refusals come back as answers.
+      const byProxy = this.#config.proxy && this.#url.protocol === "http:" ? proxyAnswerError(answer.status, answer.body, this.#config.proxy, this.#url) : undefined;
+      if (byProxy) throw byProxy;
       throw statusError(answer.status, answer.body, answer.headers, this.#url, this.#redact);
     }
     const res = parsed as { success?: unknown; message_id?: unknown } | undefined;
@@ -445,6 +463,9 @@ export class RestTransport implements Transport {
       trace(`> Host: ${url.host}`);
       for (const [k, v] of Object.entries(headers)) trace(`> ${k}: ${k === "Authorization" ? `Bearer ${REDACTED}` : v}`);
       trace(`> (body: ${plan.length} bytes of JSON)`);
+      const { proxy, proxyBypass } = this.#config;
+      if (proxy) trace(`* through the proxy ${proxy.label} (from ${proxy.source}${proxy.user ? `, as ${proxy.user}` : ""}): ${url.protocol === "https:" ? "CONNECT tunnel" : "absolute-form request"}`);
+      else if (proxyBypass) trace(`* direct, not through the proxy: ${proxyBypass}`);
     }
     const ctx: PostContext = { url: this.#url, headers, timeoutMs: this.#config.timeoutMs, ...(signal ? { signal } : {}) };
     // A large body goes through undici even for one message: when the service refuses it
@@ -477,7 +498,7 @@ export class RestTransport implements Transport {
         req.destroy();
         reject(e);
       };
-      const req = client.request({ ...this.#target, method: "POST", headers, agent: this.#agent, ...(signal ? { signal } : {}) });
+      const req = client.request({ ...this.#target, method: "POST", headers: { ...headers, ...this.#proxyHeaders }, agent: this.#agent, ...(signal ? { signal } : {}) });
       req.on("socket", (socket) => {
         if (!socket.connecting) progress.connected = true;
         else socket.once(url.protocol === "https:" ? "secureConnect" : "connect", () => (progress.connected = true));

@@ -21,6 +21,7 @@ import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions 
 import { trustedCas } from "./ca.js";
 import { revokedKeyHint, TOO_LARGE_HINT } from "./hints.js";
 import { connectError, speaksHttp, speaksTls, TRUST_HINT } from "./net-errors.js";
+import { smtpSocket } from "./proxy.js";
 
 type MailOptions = SendMailOptions;
 
@@ -167,15 +168,30 @@ export class SmtpTransport implements Transport {
     }
   }
 
+  /** --smtp-proxy: nodemailer's connections are opened through it (getSocket). */
+  #proxied(): { getSocket?: (options: unknown, callback: (err: Error | null, socketOptions?: { connection: Socket }) => void) => void } {
+    const c = this.#config;
+    const proxy = c.proxy;
+    if (!proxy) return {};
+    return {
+      getSocket: (_options, callback) => {
+        smtpSocket(proxy, c.host, c.port, c.timeoutMs).then(
+          (connection) => callback(null, { connection }),
+          (e: Error) => callback(e),
+        );
+      },
+    };
+  }
+
   #transporter(method: "LOGIN" | "PLAIN", trace?: (l: string) => void, watch?: GreetingWatch) {
     if (this.#poolSize === undefined) {
-      return watchHandOver(nodemailer.createTransport({ ...this.#transportOptions(method, trace), ...(watch ? { getSocket: watch.getSocket } : {}) }));
+      return watchHandOver(nodemailer.createTransport({ ...this.#transportOptions(method, trace), ...(watch ? { getSocket: watch.getSocket } : this.#proxied()) }));
     }
     let pool = this.#pools.get(method);
     if (!pool) {
       // One TLS handshake and AUTH per connection, not per message.
       pool = watchHandOver(
-        nodemailer.createTransport({ ...this.#transportOptions(method, trace), pool: true, maxConnections: this.#poolSize, maxMessages: 1000 }),
+        nodemailer.createTransport({ ...this.#transportOptions(method, trace), ...this.#proxied(), pool: true, maxConnections: this.#poolSize, maxMessages: 1000 }),
       );
       this.#pools.set(method, pool);
     }
@@ -184,7 +200,8 @@ export class SmtpTransport implements Transport {
 
   async #sendWith(method: "LOGIN" | "PLAIN", m: Message, trace?: (l: string) => void): Promise<SendResult> {
     // One message on its own connection, STARTTLS: watch for a port that waits for TLS.
-    const watch = this.#poolSize === undefined && this.#config.tls === "starttls" ? new GreetingWatch(this.#config) : undefined;
+    // (Not through a proxy: its probes would go to the server directly.)
+    const watch = this.#poolSize === undefined && this.#config.tls === "starttls" && !this.#config.proxy ? new GreetingWatch(this.#config) : undefined;
     const transport = this.#transporter(method, trace, watch);
     let handedOver = false;
     try {

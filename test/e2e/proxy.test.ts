@@ -1,0 +1,215 @@
+/**
+ * REST through an HTTP proxy, with the built CLI: a proxy of the test's own
+ * (it logs what it saw, may want credentials or refuse a target) and
+ * tinyproxy. The service is the sandbox, over http:// (absolute-form
+ * requests) and behind an https:// front with the sandbox's certificate
+ * (CONNECT, TLS verified with the sandbox's CA inside the tunnel).
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
+import { runCli, type CliResult } from "../helpers/cli.js";
+import { startProxy, startSocks5, startTinyproxy, startTlsFront, TINYPROXY, type TestProxy } from "../helpers/proxy.js";
+import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+
+let t: TestSandbox;
+let front: { url: string; port: number; stop(): Promise<void> };
+let proxy: TestProxy;
+let guarded: TestProxy;
+let strict: TestProxy;
+const PASSWORD = "proxy-pass-7d1";
+
+beforeAll(async () => {
+  t = await inProcessSandbox();
+  front = await startTlsFront(t.sb.ports.http, t.sb.tls);
+  proxy = await startProxy();
+  guarded = await startProxy({ auth: `alice:${PASSWORD}` });
+  strict = await startProxy({ deny: (target) => target.startsWith("127.0.0.1:") });
+});
+afterAll(async () => {
+  await Promise.all([proxy?.stop(), guarded?.stop(), strict?.stop(), front?.stop()]);
+  await t?.stop();
+  t?.scratch.remove();
+});
+beforeEach(() => {
+  for (const p of [proxy, guarded, strict]) p.log.length = 0;
+});
+
+const https = () => ({ ...t.env, MAILSEND_BASE_URL: front.url });
+
+async function send(subject: string, env: Record<string, string>, extra: string[] = []): Promise<CliResult> {
+  const r = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "hi", ...extra], { env });
+  expect(r.stdout + r.stderr).not.toContain(PASSWORD);
+  expect(r.stdout + r.stderr).not.toContain(Buffer.from(`alice:${PASSWORD}`).toString("base64"));
+  return r;
+}
+
+async function stored(subject: string): Promise<number> {
+  return (await t.sb.store.list({ limit: 100_000 })).filter((m) => m.subject === subject).length;
+}
+
+describe("REST through an HTTP proxy", () => {
+  test("HTTPS_PROXY: an https:// service through a CONNECT tunnel, the certificate verified with the sandbox's CA", async () => {
+    const r = await send("px https", { ...https(), HTTPS_PROXY: proxy.url });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(proxy.log).toEqual([expect.objectContaining({ method: "CONNECT", target: `127.0.0.1:${front.port}`, status: 200 })]);
+    expect(await stored("px https")).toBe(1);
+  });
+
+  test("http_proxy (lower case): an http:// service in the absolute form", async () => {
+    const r = await send("px http", { ...t.env, http_proxy: proxy.url.replace("http://", "") });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(proxy.log).toEqual([expect.objectContaining({ method: "POST", target: `http://127.0.0.1:${t.sb.ports.http}/send`, status: 200 })]);
+    expect(await stored("px http")).toBe(1);
+  });
+
+  test("NO_PROXY exempts the host (also as a CIDR range): the proxy sees nothing", async () => {
+    for (const noProxy of ["127.0.0.1", "example.com, 127.0.0.0/8"]) {
+      const r = await send(`px direct ${noProxy}`, { ...https(), HTTPS_PROXY: proxy.url, NO_PROXY: noProxy });
+      expect(r.exitCode, r.stderr).toBe(0);
+    }
+    expect(proxy.log).toEqual([]);
+  });
+
+  test("--proxy overrides HTTPS_PROXY; --proxy none goes direct; -v says which", async () => {
+    const env = { ...https(), HTTPS_PROXY: "http://127.0.0.1:1" };
+    const via = await send("px flag", env, ["--proxy", proxy.url, "-v"]);
+    expect(via.exitCode, via.stderr).toBe(0);
+    expect(via.stderr).toMatch(new RegExp(`\\* through the proxy http://127\\.0\\.0\\.1:${proxy.port} \\(from --proxy\\): CONNECT tunnel`));
+    expect(proxy.log).toHaveLength(1);
+    const direct = await send("px none", env, ["--proxy", "none", "-v"]);
+    expect(direct.exitCode, direct.stderr).toBe(0);
+    expect(direct.stderr).toMatch(/\* direct, not through the proxy: --proxy none/);
+    expect(proxy.log).toHaveLength(1);
+  });
+
+  test("a proxy that wants credentials: 77 naming the proxy; the right ones get through; the password is never printed", async () => {
+    const none = await send("px 407", { ...https(), HTTPS_PROXY: guarded.url }, ["--json"]);
+    expect(none.exitCode).toBe(77);
+    const err = JSON.parse(none.stderr.trim()).error;
+    expect(err).toMatchObject({ code: "auth_failed", exit: 77 });
+    expect(err.message).toBe(`the proxy http://127.0.0.1:${guarded.port} (from HTTPS_PROXY) requires a user and password (HTTP 407 Proxy Authentication Required)`);
+    expect(err.hint).toMatch(/HTTPS_PROXY: http:\/\/user:password@host:port/);
+
+    const wrong = await send("px 407 wrong", { ...https(), HTTPS_PROXY: `http://alice:nope@127.0.0.1:${guarded.port}` });
+    expect(wrong.exitCode).toBe(77);
+    expect(wrong.stderr).toMatch(/refused its user and password \(HTTP 407/);
+
+    const right = await send("px 407 right", { ...https(), HTTPS_PROXY: `http://alice:${PASSWORD}@127.0.0.1:${guarded.port}` }, ["-v"]);
+    expect(right.exitCode, right.stderr).toBe(0);
+    expect(right.stderr).toMatch(/through the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTPS_PROXY, as alice\)/);
+    // Over http:// the same refusal comes back as an answer: still the proxy's, not the service's.
+    const plain = await send("px 407 http", { ...t.env, HTTP_PROXY: guarded.url });
+    expect(plain.exitCode).toBe(77);
+    expect(plain.stderr).toMatch(/the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTP_PROXY\) requires a user and password/);
+    expect(await stored("px 407")).toBe(0);
+  });
+
+  test("a proxy that refuses the target (403): 77, naming the proxy and the target, not a revoked key", async () => {
+    const r = await send("px 403", { ...https(), HTTPS_PROXY: strict.url });
+    expect(r.exitCode).toBe(77);
+    expect(r.stderr).toMatch(new RegExp(`the proxy http://127\\.0\\.0\\.1:${strict.port} \\(from HTTPS_PROXY\\) does not allow connections to 127\\.0\\.0\\.1:${front.port} \\(HTTP 403\\)`));
+    expect(r.stderr).not.toMatch(/revoked/);
+  });
+
+  test("a proxy that is down: 69 naming it; one that cannot reach the service (502): 69; nothing sent", async () => {
+    const down = await send("px down", { ...https(), HTTPS_PROXY: "http://127.0.0.1:1" });
+    expect(down.exitCode).toBe(69);
+    expect(down.stderr).toMatch(/cannot reach the proxy http:\/\/127\.0\.0\.1:1 \(from HTTPS_PROXY\): connection refused/);
+    const gone = await send("px 502", { ...t.env, MAILSEND_BASE_URL: "https://127.0.0.1:1", HTTPS_PROXY: proxy.url });
+    expect(gone.exitCode).toBe(69);
+    expect(gone.stderr).toMatch(/the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTPS_PROXY\) could not connect to 127\.0\.0\.1:1 \(HTTP 502\)/);
+    expect(await stored("px down")).toBe(0);
+  });
+
+  test("--proxy with a password in it: 64, and the value is not repeated", async () => {
+    const r = await send("px flagpw", https(), ["--proxy", `http://alice:${PASSWORD}@127.0.0.1:${guarded.port}`]);
+    expect(r.exitCode).toBe(64);
+    expect(r.stderr).toMatch(/--proxy must not hold a password/);
+  });
+
+  test("the batch's pooled connections and a body over 1 MB (undici) go through the proxy too", async () => {
+    const rows = join(t.scratch.dir, "px-rows.jsonl");
+    const lines = [0, 1, 2, 3].map((i) => JSON.stringify({ from: "ci@example.com", to: "dev@example.com", subject: `px batch ${i}`, html: "<p>hi</p>" }));
+    t.scratch.file("px-rows.jsonl", `${lines.join("\n")}\n`);
+    const b = await runCli(["batch", rows, "--concurrency", "2", "--journal", join(t.scratch.dir, "px-journal"), "--quiet"], { env: { ...https(), HTTPS_PROXY: proxy.url } });
+    expect(b.exitCode, b.stderr).toBe(0);
+    expect(proxy.log.length).toBeGreaterThanOrEqual(1);
+    expect(proxy.log.every((e) => e.method === "CONNECT" && e.status === 200)).toBe(true);
+    for (let i = 0; i < 4; i++) expect(await stored(`px batch ${i}`)).toBe(1);
+
+    proxy.log.length = 0;
+    const big = t.scratch.file("px-big.bin", Buffer.alloc(1_200_000, 7));
+    const r = await send("px big", { ...https(), HTTPS_PROXY: proxy.url }, ["-a", big]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(proxy.log).toEqual([expect.objectContaining({ method: "CONNECT", status: 200 })]);
+    // Through the batch's engine, a refusing proxy is named too.
+    const refused = await runCli(["batch", rows, "--concurrency", "2", "--journal", join(t.scratch.dir, "px-journal-2"), "--json"], { env: { ...https(), HTTPS_PROXY: guarded.url } });
+    expect(refused.exitCode).toBe(77);
+    expect(refused.stdout + refused.stderr).toMatch(/the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTPS_PROXY\) requires a user and password/);
+  });
+
+  test("doctor names the proxy for the base URL and reaches the service through it", async () => {
+    const r = await runCli(["doctor", "--json"], { env: { ...https(), HTTPS_PROXY: `http://alice:${PASSWORD}@127.0.0.1:${guarded.port}`, MAILSEND_CONFIG: join(t.scratch.dir, "none.json") } });
+    expect(r.stdout + r.stderr).not.toContain(PASSWORD);
+    const checks = Object.fromEntries((JSON.parse(r.stdout).checks as Array<{ name: string; detail: string; ok: boolean }>).map((c) => [c.name, c]));
+    expect(checks["config.rest"]!.detail).toMatch(new RegExp(`through the proxy http://127\\.0\\.0\\.1:${guarded.port} \\(from HTTPS_PROXY, as alice; CONNECT\\)`));
+    expect(checks["rest.connect"]!.detail).toMatch(/reached through the proxy http:\/\/127\.0\.0\.1:\d+ in \d+ ms, TLSv1\.[23], certificate CN=localhost/);
+    expect(checks["rest.key"]!.ok).toBe(true);
+    const direct = await runCli(["doctor", "--json"], { env: { ...https(), HTTPS_PROXY: proxy.url, NO_PROXY: "127.0.0.1", MAILSEND_CONFIG: join(t.scratch.dir, "none.json") } });
+    expect(JSON.parse(direct.stdout).checks.find((c: { name: string }) => c.name === "config.rest").detail).toMatch(/direct \(a proxy is set, but NO_PROXY \(127\.0\.0\.1\) exempts this host\)/);
+  });
+});
+
+describe.skipIf(!TINYPROXY && !process.env.CI)("through tinyproxy", () => {
+  test("https:// by CONNECT and http:// in the absolute form, both seen in its log", async () => {
+    const tp = await startTinyproxy();
+    try {
+      const a = await send("tiny https", { ...https(), HTTPS_PROXY: tp.url });
+      expect(a.exitCode, a.stderr).toBe(0);
+      const b = await send("tiny http", { ...t.env, HTTP_PROXY: tp.url });
+      expect(b.exitCode, b.stderr).toBe(0);
+      const log = readFileSync(tp.logFile, "utf8");
+      expect(log).toMatch(new RegExp(`CONNECT 127\\.0\\.0\\.1:${front.port}`));
+      expect(log).toMatch(new RegExp(`POST http://127\\.0\\.0\\.1:${t.sb.ports.http}/send`));
+      expect(await stored("tiny https")).toBe(1);
+      expect(await stored("tiny http")).toBe(1);
+    } finally {
+      await tp.stop();
+    }
+  });
+});
+
+describe("SMTP through --smtp-proxy", () => {
+  test("socks5:// with a user and password, STARTTLS and implicit TLS inside it; HTTPS_PROXY alone is not used for SMTP", async () => {
+    const socks = await startSocks5({ auth: { user: "bob", password: PASSWORD } });
+    try {
+      const env = { ...t.env, MAILSEND_TRANSPORT: "smtp", HTTPS_PROXY: "http://127.0.0.1:1" };
+      const plain = await send("smtp direct", env);
+      expect(plain.exitCode, plain.stderr).toBe(0);
+      expect(socks.log).toEqual([]);
+      const viaSocks = { ...env, MAILSEND_SMTP_PROXY: `socks5://bob:${PASSWORD}@127.0.0.1:${socks.port}` };
+      const a = await send("smtp socks starttls", viaSocks);
+      expect(a.exitCode, a.stderr).toBe(0);
+      const b = await send("smtp socks implicit", { ...viaSocks, ...t.envImplicit, MAILSEND_TRANSPORT: "smtp", HTTPS_PROXY: "http://127.0.0.1:1" });
+      expect(b.exitCode, b.stderr).toBe(0);
+      expect(socks.log).toEqual([`127.0.0.1:${t.sb.ports.smtp}`, `127.0.0.1:${t.sb.ports.smtps}`]);
+      expect(await stored("smtp socks starttls")).toBe(1);
+      expect(await stored("smtp socks implicit")).toBe(1);
+      const wrong = await send("smtp socks wrong", { ...env, MAILSEND_SMTP_PROXY: `socks5://bob:nope@127.0.0.1:${socks.port}` });
+      expect(wrong.exitCode).toBe(77);
+      expect(wrong.stderr).toMatch(new RegExp(`the proxy socks5://127\\.0\\.0\\.1:${socks.port} \\(from MAILSEND_SMTP_PROXY\\) refused its user and password`));
+      const down = await send("smtp socks down", { ...env }, ["--smtp-proxy", "socks5://127.0.0.1:1"]);
+      expect(down.exitCode).toBe(69);
+      expect(down.stderr).toMatch(/cannot reach the proxy socks5:\/\/127\.0\.0\.1:1 \(from --smtp-proxy\): connection refused/);
+    } finally {
+      await socks.stop();
+    }
+  });
+
+  test("http:// as --smtp-proxy: a CONNECT tunnel to the SMTP port", async () => {
+    const r = await send("smtp connect", { ...t.env, MAILSEND_TRANSPORT: "smtp" }, ["--smtp-proxy", proxy.url]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(proxy.log).toEqual([expect.objectContaining({ method: "CONNECT", target: `127.0.0.1:${t.sb.ports.smtp}`, status: 200 })]);
+  });
+});

@@ -138,6 +138,7 @@ function resultOf(r: ItemResult): BatchItemResult {
     ...(r.message_id !== undefined ? { messageId: r.message_id } : {}),
     ...(r.idempotency_key !== undefined ? { idempotencyKey: r.idempotency_key } : {}),
     ...(r.attempts !== undefined ? { attempts: r.attempts } : {}),
+    ...(r.refused ? { refused: r.refused } : {}),
     ...(r.error ? { error: { code: r.error.code, message: r.error.message, exitCode: r.error.exit, exitClass: r.error.class } } : {}),
   };
 }
@@ -229,6 +230,7 @@ export async function sendBatch(items: Iterable<BatchItem> | AsyncIterable<Batch
         invalid: summary.invalid,
         skipped: summary.skipped,
         unknown: summary.unknown,
+        partial: summary.partial,
         exitCode: wasAborted ? EXIT.tempfail : summary.exitCode,
         elapsedMs: summary.elapsedMs,
         aborted: wasAborted,

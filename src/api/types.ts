@@ -169,7 +169,7 @@ export interface BatchTemplate {
   attachments?: string[];
 }
 
-export type BatchItemStatus = "sent" | "failed" | "invalid" | "skipped" | "unknown";
+export type BatchItemStatus = "sent" | "partial" | "failed" | "invalid" | "skipped" | "unknown";
 
 export interface BatchItemError {
   code: string;
@@ -182,7 +182,8 @@ export interface BatchItemResult {
   /** 0-based position of the item in the input. */
   index: number;
   /**
-   * sent; failed (not sent); invalid (never tried: bad data); skipped (sent by
+   * sent; partial (sent, but the SMTP server refused some recipients: see
+   * `refused`; never resent); failed (not sent); invalid (never tried: bad data); skipped (sent by
    * an earlier run of the same journal); unknown (may have been sent: the
    * connection broke after hand-over).
    */
@@ -191,6 +192,8 @@ export interface BatchItemResult {
   messageId?: string;
   idempotencyKey?: string;
   attempts?: number;
+  /** partial: the recipients the server refused, with its reply. */
+  refused?: Array<{ address: string; reply: string }>;
   error?: BatchItemError;
 }
 
@@ -201,6 +204,8 @@ export interface BatchSummary {
   invalid: number;
   skipped: number;
   unknown: number;
+  /** Of those sent, the messages some recipients of which the server refused (status "partial"). */
+  partial: number;
   /** The CLI's exit code for this batch: 0 when every item was sent (or skipped), else the most serious failure's; 75 when aborted. */
   exitCode: number;
   elapsedMs: number;

@@ -21,7 +21,8 @@ export interface BatchInput {
   format: Format;
 }
 
-export type ItemStatus = "sent" | "failed" | "invalid" | "skipped" | "unknown";
+/** "partial": sent, but some recipients were refused (SMTP); never resent. */
+export type ItemStatus = "sent" | "partial" | "failed" | "invalid" | "skipped" | "unknown";
 
 export interface ItemResult {
   index: number;
@@ -31,6 +32,8 @@ export interface ItemResult {
   message_id?: string;
   attempts?: number;
   idempotency_key?: string;
+  /** "partial": the recipients the server refused, with its reply. */
+  refused?: Array<{ address: string; reply: string }>;
   error?: { code: string; message: string; exit: number; class: ExitClass; hint?: string };
 }
 
@@ -41,6 +44,8 @@ export interface Counts {
   invalid: number;
   skipped: number;
   unknown: number;
+  /** Of those sent, the messages some recipients of which were refused (status "partial"). */
+  partial: number;
 }
 
 export interface BatchSummary extends Counts {
@@ -201,7 +206,7 @@ function footprint(m: Message): number {
 export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   const started = Date.now();
   const cache = new AttachmentCache();
-  const counts: Counts = { total: 0, sent: 0, failed: 0, invalid: 0, skipped: 0, unknown: 0 };
+  const counts: Counts = { total: 0, sent: 0, failed: 0, invalid: 0, skipped: 0, unknown: 0, partial: 0 };
   const classes = new Set<ExitClass>();
   const invalid = new Set<number>();
   const keyFor = (i: number) => opts.journal?.keyFor(i) ?? `${started.toString(36)}-${process.pid}-${i}`;
@@ -274,6 +279,16 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
       if (opts.failFast) stop = true;
       sent();
       let err = toMailsendError(e);
+      if (err.partial) {
+        // Sent to the others: done, so that no run sends it again; its exit class says some were refused.
+        await opts.journal?.record(row.index, { s: "done", k: message.idempotencyKey, id: err.partial.messageId });
+        counts.sent++;
+        counts.partial++;
+        classes.add(err.exitClass);
+        opts.onResult({ ...base, recipients: err.partial.accepted, status: "partial", message_id: err.partial.messageId, refused: err.partial.refused, error: errorOf(err) });
+        progress();
+        return;
+      }
       const tried = tries.get(message);
       // Stopped while waiting to retry: the last attempt's failure is the item's state.
       if (interruptions.has(err) && tried?.error) err = tried.error;

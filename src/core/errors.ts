@@ -9,6 +9,7 @@ export const EXIT = {
   usage: 64,
   dataerr: 65,
   noinput: 66,
+  nouser: 67,
   unavailable: 69,
   software: 70,
   cantcreat: 73,
@@ -26,6 +27,7 @@ export const EXIT_MEANING: Record<ExitClass, string> = {
   ok: "sent",
   usage: "usage: unknown flag, missing --to/--from/--subject/body, cc/bcc over REST",
   dataerr: "bad message data: invalid address, header with CR/LF, bad JSON/EML; or the server refused the message (400, 413, SMTP 550/552/554)",
+  nouser: "some recipients were refused (SMTP RCPT), the message went to the others: the output names the refused ones; resend only to those, after checking them",
   noinput: "an input is missing, unreadable or empty: an attachment or body file, a body piped on stdin that was empty, a sandbox data dir, a stored message",
   unavailable: "service unavailable: connection refused, DNS failure, 5xx",
   software: "internal error (a bug in mailsend)",
@@ -42,7 +44,7 @@ export const EXIT_MEANING: Record<ExitClass, string> = {
  * these that occurred: what needs a person's attention before what only
  * needs another try.
  */
-const SEVERITY: readonly ExitClass[] = ["software", "config", "noperm", "protocol", "cantcreat", "ioerr", "unavailable", "noinput", "dataerr", "usage", "tempfail"];
+const SEVERITY: readonly ExitClass[] = ["software", "config", "noperm", "protocol", "cantcreat", "ioerr", "unavailable", "noinput", "dataerr", "nouser", "usage", "tempfail"];
 
 export function worstExitClass(classes: Iterable<ExitClass>): ExitClass {
   const seen = new Set(classes);
@@ -58,6 +60,7 @@ const EXIT_CLASS = {
   invalid_eml: "dataerr",
   rejected: "dataerr",
   too_large: "dataerr",
+  recipients_refused: "nouser",
   file_not_found: "noinput",
   file_unreadable: "noinput",
   empty_input: "noinput",
@@ -94,6 +97,15 @@ export interface ErrorDetails {
    * before any byte of the message was handed over are `false`.
    */
   mayHaveBeenSent?: boolean;
+  /** recipients_refused: the message went to `accepted`; the server refused `refused`. */
+  partial?: PartialDelivery;
+}
+
+/** A message the server took for some recipients and refused for others (SMTP RCPT). */
+export interface PartialDelivery {
+  messageId: string;
+  accepted: string[];
+  refused: Array<{ address: string; reply: string }>;
 }
 
 export class MailsendError extends Error {
@@ -105,6 +117,8 @@ export class MailsendError extends Error {
   readonly mayHaveBeenSent: boolean;
   /** How many times the message was tried before this error was final. */
   attempts?: number;
+  /** Set for recipients_refused: who got the message and who did not. */
+  readonly partial: PartialDelivery | undefined;
 
   constructor(code: ErrorCode, message: string, details: ErrorDetails = {}) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
@@ -113,6 +127,7 @@ export class MailsendError extends Error {
     this.status = details.status;
     this.retryAfter = details.retryAfter;
     this.mayHaveBeenSent = details.mayHaveBeenSent ?? false;
+    this.partial = details.partial;
   }
 
   get exitClass(): ExitClass {
@@ -123,7 +138,17 @@ export class MailsendError extends Error {
     return EXIT[this.exitClass];
   }
 
-  toJSON(): { code: ErrorCode; message: string; exit: number; hint?: string; status?: number; attempts?: number } {
+  toJSON(): {
+    code: ErrorCode;
+    message: string;
+    exit: number;
+    hint?: string;
+    status?: number;
+    attempts?: number;
+    message_id?: string;
+    accepted?: string[];
+    refused?: Array<{ address: string; reply: string }>;
+  } {
     return {
       code: this.code,
       message: this.message,
@@ -131,6 +156,7 @@ export class MailsendError extends Error {
       ...(this.hint ? { hint: this.hint } : {}),
       ...(this.status !== undefined ? { status: this.status } : {}),
       ...(this.attempts !== undefined ? { attempts: this.attempts } : {}),
+      ...(this.partial ? { message_id: this.partial.messageId, accepted: this.partial.accepted, refused: this.partial.refused } : {}),
     };
   }
 }

@@ -9,7 +9,7 @@ import SMTPConnection from "nodemailer/lib/smtp-connection";
 import type { SmtpConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import { makeRedactor } from "../core/redact.js";
-import { revokedKeyHint } from "../transports/hints.js";
+import { noStartTlsError, revokedKeyHint } from "../transports/hints.js";
 import { connectError, TRUST_HINT } from "../transports/net-errors.js";
 import type { SmtpError } from "../transports/smtp.js";
 import { speaksTls } from "../transports/net-errors.js";
@@ -43,16 +43,11 @@ function classifyConnect(e: SmtpError, c: SmtpConfig, redact: (s: string) => str
   const early = connectError(sys, endpoint, TRUST_HINT);
   if (early && !e.responseCode) return early;
   const reply = e.response ? redact(e.response.replace(/\s+/g, " ").trim()) : "";
+  if (e.command === "STARTTLS" || (/STARTTLS/i.test(e.message) && e.responseCode === undefined)) return noStartTlsError(label(c), reply, e.responseCode, e);
   if (e.responseCode !== undefined) {
     return e.responseCode >= 400 && e.responseCode < 500
       ? new MailsendError("temporary_failure", `${label(c)} turned the session away for now: ${reply}`, { status: e.responseCode, hint: "Try again later." })
       : new MailsendError("service_error", `${label(c)} refused the session: ${reply}`, { status: e.responseCode, hint: "Check --smtp-host / --smtp-port: this may not be the service's submission server." });
-  }
-  if (/STARTTLS/i.test(e.message)) {
-    return new MailsendError("tls_mismatch", `${label(c)} does not offer STARTTLS, and mailsend will not send the key in clear text`, {
-      cause: e,
-      hint: "Use the service's submission port (587 with STARTTLS, or 465 with --smtp-tls implicit).",
-    });
   }
   if (e.code === "ETIMEDOUT") {
     return new MailsendError("timeout", `${label(c)} did not complete the SMTP greeting and TLS in time (${redact(e.message)})`, {

@@ -28,6 +28,8 @@ const POLICY: Record<ErrorCode, RetryVerdict> = {
   invalid_eml: "never",
   rejected: "never",
   too_large: "never",
+  // The message went to the other recipients: a resend would reach them twice.
+  recipients_refused: "never",
   file_not_found: "never",
   file_unreadable: "never",
   empty_input: "never",

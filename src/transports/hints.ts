@@ -4,6 +4,7 @@
  * same advice).
  */
 import { isIP } from "node:net";
+import { MailsendError } from "../core/errors.js";
 
 /** The message is over the service's size limit (REST 413, SMTP 552). */
 export const TOO_LARGE_HINT = "Send smaller or fewer attachments, or a link to the file.";
@@ -21,4 +22,17 @@ export function revokedKeyHint(host: string): string {
   return isLoopback(host)
     ? "The key is revoked or expired. On a mailsend sandbox (the endpoint is on this machine), `mailsend sandbox keys add --save` makes a new key and writes it to the file MAILSEND_API_KEY_FILE points at; `mailsend sandbox keys list` shows the keys."
     : "The key is revoked or expired: create a new one in the service's dashboard.";
+}
+
+/**
+ * The server did not take STARTTLS: it did not offer it, or refused the
+ * command. Nothing was sent (not even the key): a configuration problem,
+ * the same for `send` and `doctor`.
+ */
+export function noStartTlsError(label: string, reply: string, status: number | undefined, cause: unknown): MailsendError {
+  return new MailsendError("tls_mismatch", `${label} does not offer STARTTLS${reply ? ` (it answered: ${reply})` : ""}, and mailsend will not send the key in clear text`, {
+    cause,
+    ...(status !== undefined ? { status } : {}),
+    hint: "Nothing was sent. Use the service's submission port (587 with STARTTLS, or 465 with --smtp-tls implicit); this server may not be the service's submission server.",
+  });
 }

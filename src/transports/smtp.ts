@@ -19,7 +19,7 @@ import { allRecipients } from "../core/message.js";
 import { makeRedactor, REDACTED } from "../core/redact.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
 import { trustedCas } from "./ca.js";
-import { revokedKeyHint, TOO_LARGE_HINT } from "./hints.js";
+import { noStartTlsError, revokedKeyHint, TOO_LARGE_HINT } from "./hints.js";
 import { connectError, speaksHttp, speaksTls, TRUST_HINT } from "./net-errors.js";
 import { smtpSocket } from "./proxy.js";
 
@@ -231,13 +231,7 @@ export class SmtpTransport implements Transport {
         throw e;
       });
       const rejected = (info.rejected ?? []).map(String);
-      if (rejected.length > 0) {
-        throw new MailsendError(
-          "rejected",
-          `the server accepted the message for ${info.accepted.join(", ")} but refused ${rejected.join(", ")}`,
-          { mayHaveBeenSent: true, hint: "Resend only to the refused recipients, after checking their addresses." },
-        );
-      }
+      if (rejected.length > 0) throw this.#partial(m, info, rejected);
       return {
         transport: "smtp",
         messageId: (m.raw ? rawMessageId(m.raw) : info.messageId) ?? "",
@@ -250,6 +244,27 @@ export class SmtpTransport implements Transport {
       watch?.stop();
       if (this.#poolSize === undefined) transport.close();
     }
+  }
+
+  /**
+   * Some RCPT TO refused, the others accepted, and the message sent to those
+   * (nodemailer goes on with the accepted ones). Not "bad message" and never
+   * retried: a resend would reach the accepted recipients twice.
+   */
+  #partial(m: Message, info: { accepted: unknown[]; messageId?: string; rejectedErrors?: SmtpError[] }, rejected: string[]): MailsendError {
+    const replies = new Map<string, string>();
+    for (const e of info.rejectedErrors ?? []) {
+      const who = (e as SmtpError & { recipient?: string }).recipient;
+      if (who) replies.set(who, this.#redact((e.response ?? e.message).replace(/\s+/g, " ").trim()));
+    }
+    const refused = rejected.map((address) => ({ address, reply: replies.get(address) ?? "" }));
+    const accepted = info.accepted.map(String);
+    const messageId = (m.raw ? rawMessageId(m.raw) : info.messageId) ?? "";
+    const listed = refused.map((r) => (r.reply ? `${r.address} (${r.reply})` : r.address)).join(", ");
+    return new MailsendError("recipients_refused", `the server refused ${refused.length} of ${refused.length + accepted.length} recipients: ${listed}; the message went to ${accepted.join(", ")}`, {
+      partial: { messageId, accepted, refused },
+      hint: "Do not resend to everyone: the others have it. Check the refused addresses, then send to those only.",
+    });
   }
 
   #classify(e: SmtpError): MailsendError {
@@ -274,12 +289,7 @@ export class SmtpTransport implements Transport {
         hint: "The port may expect implicit TLS: use port 465 or --smtp-tls implicit. Nothing was sent.",
       });
     }
-    if (/STARTTLS/i.test(e.message) && !code) {
-      return new MailsendError("tls_mismatch", `${this.#label} does not offer STARTTLS, and mailsend will not send the key in clear text`, {
-        cause: e,
-        hint: "Use the service's submission port (587 with STARTTLS, or 465 with --smtp-tls implicit).",
-      });
-    }
+    if (e.command === "STARTTLS" || (/STARTTLS/i.test(e.message) && !code)) return noStartTlsError(this.#label, reply, code, e);
     if (code !== undefined) {
       const text = `${reply}`;
       if (code === 535 || code === 534 || (code === 530 && e.command?.startsWith("AUTH"))) {
@@ -305,16 +315,24 @@ export class SmtpTransport implements Transport {
           hint: "A permanent refusal: check the addresses and the content; resending as it is will fail again.",
         });
       }
-      return new MailsendError("protocol_error", `unexpected SMTP reply to ${e.command ?? "a command"}: ${text}`, { status: code });
+      // Only the reply to the end of the message can leave it in doubt; any other reply
+      // came before the server could accept it: a fault of the server, not "may have been sent".
+      if (e.command === "DATA" && code >= 200 && code < 300) {
+        return new MailsendError("protocol_error", `unexpected SMTP reply to the end of the message: ${text}`, { status: code, mayHaveBeenSent: true });
+      }
+      return new MailsendError("service_error", `unexpected SMTP reply to ${e.command ?? "a command"}: ${text}`, {
+        hint: "Nothing was sent: the server answered before the message was handed over. Check --smtp-host / --smtp-port: this may not be the service's submission server.",
+      });
     }
     if (e.command === "DATA" || e.code === "ESTREAM") {
       if (e.code === "ESTREAM" && /ENOENT|EACCES|EISDIR/.test(e.message)) {
         return new MailsendError("file_unreadable", `an attachment could not be read: ${this.#redact(e.message)}`, { cause: e });
       }
-      return new MailsendError("outcome_unknown", `the connection to ${this.#label} broke while the message was being handed over (${this.#redact(e.message)})`, {
+      // The whole message was not handed over (#sendWith reports that case as outcome unknown):
+      // without its final "." no server accepts it.
+      return new MailsendError("connection_failed", `the connection to ${this.#label} broke before the whole message was handed over (${this.#redact(e.message)})`, {
         cause: e,
-        mayHaveBeenSent: true,
-        hint: "The message may have been sent. Check before sending again.",
+        hint: "Nothing was sent: a server accepts a message only once all of it has arrived. Try again.",
       });
     }
     if (e.code === "ETIMEDOUT") {

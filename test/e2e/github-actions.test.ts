@@ -114,7 +114,7 @@ describe("--github-output", () => {
       env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, GITHUB_OUTPUT: file },
     });
     expect(r.exitCode).toBe(65);
-    expect(parseOutputs(readFileSync(file, "utf8"))).toEqual({ sent: "2", already_sent: "0", failed: "1", unknown: "0", invalid: "1", total: "4" });
+    expect(parseOutputs(readFileSync(file, "utf8"))).toEqual({ sent: "2", already_sent: "0", failed: "1", unknown: "0", invalid: "1", total: "4", partial: "0" });
     expect(r.stderr).not.toContain("::error");
   });
 });

@@ -377,12 +377,12 @@ describe("server answers -> exit codes", () => {
     expect(starttls.messages.filter((m) => m.accepted)).toHaveLength(0);
   });
 
-  it("one refused recipient out of two is an error that names it", async () => {
+  it("one refused recipient out of two is its own status (67) that names it", async () => {
     starttls.script({ rcpt: (a) => (a === "bad@example.com" ? { code: 550, message: "5.1.1 No such user" } : undefined) });
     const r = await smtp(starttls, [...MIN, "-t", "bad@example.com"]);
-    expect(r.exitCode).toBe(65);
-    expect(r.stderr).toMatch(/accepted the message for b@example\.com but refused bad@example\.com/);
-    expect(r.stderr).toMatch(/hint:.*only to the refused/);
+    expect(r.exitCode).toBe(67);
+    expect(r.stderr).toMatch(/refused 1 of 2 recipients: bad@example\.com \(550 5\.1\.1 No such user\); the message went to b@example\.com/);
+    expect(r.stderr).toMatch(/hint:.*send to those only/);
     expect(starttls.messages[0]?.rcptTo).toEqual(["b@example.com"]);
   });
 

@@ -137,7 +137,7 @@ function newBatchNotice(r: Pick<Replaced, "finishedAt" | "sent">, keptAt: string
 }
 
 function summaryLine(c: Counts & { elapsedMs: number }): string {
-  const parts = [`${c.sent} sent`];
+  const parts = [`${c.sent} sent${c.partial ? ` (${c.partial} with refused recipients)` : ""}`];
   if (c.skipped) parts.push(`${c.skipped} already sent`);
   if (c.failed) parts.push(`${c.failed} failed`);
   if (c.unknown) parts.push(`${c.unknown} outcome unknown`);
@@ -209,8 +209,8 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       const line = `${JSON.stringify(r)}\n`;
       if (resultsFd !== undefined) writeSync(resultsFd, line);
       if (json) io.stdout.write(line);
-      else if (!flags.quiet && (r.status === "invalid" || r.status === "failed" || r.status === "unknown")) {
-        const label = r.status === "unknown" ? c.yellow("unknown") : c.red(r.status);
+      else if (!flags.quiet && (r.status === "invalid" || r.status === "failed" || r.status === "unknown" || r.status === "partial")) {
+        const label = r.status === "unknown" || r.status === "partial" ? c.yellow(r.status) : c.red(r.status);
         io.stderr.write(`${label}: ${r.error?.message ?? `item ${r.index + 1}`}\n`);
         const hint = r.status === "invalid" ? r.error?.hint : undefined;
         if (hint && !hintsShown.has(hint.slice(0, 48))) {
@@ -309,8 +309,8 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       if (journal && unfinished) io.stderr.write(`${c.dim(`journal: ${journal.path} — run the same command again to retry what did not go out`)}\n`);
     }
     if (flags.githubOutput) {
-      const { sent, skipped, failed, unknown, invalid, total } = summary;
-      const problem = writeGitHubOutputs(io.env, { sent, already_sent: skipped, failed, unknown, invalid, total });
+      const { sent, skipped, failed, unknown, invalid, total, partial } = summary;
+      const problem = writeGitHubOutputs(io.env, { sent, already_sent: skipped, failed, unknown, invalid, total, partial });
       if (problem) say(problem);
     }
     if (inGitHubActions(io.env) && summary.failed + summary.unknown + summary.invalid > 0) {

@@ -1,4 +1,5 @@
 import { statSync } from "node:fs";
+import { MailsendError } from "../../core/errors.js";
 import type { Message } from "../../core/message.js";
 import type { SendResult } from "../../core/transport.js";
 import { buildMessage, type MessageFlags } from "../../input/build.js";
@@ -162,6 +163,12 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
       await transport.close();
     }
   } catch (e) {
+    const partial = e instanceof MailsendError ? e.partial : undefined;
+    if (partial && !json && !flags.quiet) {
+      // It did go out, to these: said on stdout as a send is; the refused ones are the error.
+      const out = colorsFor(io.stdout, io.env);
+      io.stdout.write(`${out.yellow("sent")} ${partial.messageId} ${out.dim(`(smtp, to ${partial.accepted.join(", ")} only)`)}\n`);
+    }
     return reportError(e, io, { json, verbose: flags.verbose ?? false });
   } finally {
     stopWatching();

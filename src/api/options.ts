@@ -12,6 +12,7 @@ import { checkKey } from "../input/config.js";
 import { fileError } from "../input/read.js";
 import { proxyFor, smtpProxyFrom } from "../input/proxy.js";
 import { openSlotStore } from "../limits/budget.js";
+import { DEFAULT_DEADLINE_MS } from "../limits/deliver.js";
 import type { DeliverOptions } from "../limits/deliver.js";
 import type { Limits } from "../limits/sliding-log.js";
 import type { ConnectionOptions, DeliveryOptions } from "./types.js";
@@ -181,6 +182,8 @@ export function openBudget(o: DeliveryOptions & { env?: Env }, apiKey: string, c
   const maxWaitMs =
     whole(o.maxWaitMs, "options.maxWaitMs", 0) ??
     (whole(fromEnv(o.env, "MAILSEND_MAX_WAIT"), "MAILSEND_MAX_WAIT", 0) ?? DEFAULT_MAX_WAIT_MS / 1000) * 1000;
+  const deadlineMs =
+    whole(o.deadlineMs, "options.deadlineMs", 0) ?? (whole(fromEnv(o.env, "MAILSEND_DEADLINE"), "MAILSEND_DEADLINE", 0) ?? DEFAULT_DEADLINE_MS / 1000) * 1000;
   const stateDir = str(o.stateDir, "options.stateDir");
   const redisUrl = str(o.rateLimitUrl, "options.rateLimitUrl");
   // openSlotStore() reads only these names: the caller's env when given, the options over it.
@@ -203,7 +206,7 @@ export function openBudget(o: DeliveryOptions & { env?: Env }, apiKey: string, c
     throw invalid(`cannot use the rate-limit state dir: ${(e as Error).message}`, "Pass options.stateDir (a writable dir), or rateLimit: 0 to switch the local budget off.");
   }
   return {
-    options: { ...(store ? { store } : {}), limits, retries, maxWaitMs, noWait: o.wait === false },
+    options: { ...(store ? { store } : {}), limits, retries, maxWaitMs, noWait: o.wait === false, deadlineMs },
     close: async () => store?.close(),
   };
 }

@@ -115,6 +115,12 @@ export interface DeliveryOptions {
   maxWaitMs?: number;
   /** false: fail at once (rate_limited, exit 75) instead of waiting for a slot. Default true. */
   wait?: boolean;
+  /**
+   * Longest time for all the attempts and the waits between them, in ms, from
+   * the first attempt (an attempt still running then is stopped); the wait for
+   * a rate-limit slot is bounded by maxWaitMs alone. 0: none. Default 60000.
+   */
+  deadlineMs?: number;
   /** Requests per window for this key, shared with every mailsend process on this machine; 0 switches the local budget off. Default 60. */
   rateLimit?: number;
   /** The budget's window in ms. Default 60000 (the service's minute). */

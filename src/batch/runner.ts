@@ -129,9 +129,12 @@ function stoppable(t: Transport, stop: AbortSignal | undefined, abort: AbortSign
       const mine = tries.get(m) ?? { attempts: 0 };
       tries.set(m, mine);
       mine.attempts++;
+      // The batch's stop signal is not passed on (a send in flight finishes); abortSends and the deadline are.
       const { signal: _stop, ...rest } = ctx;
+      const ends = [abort, ctx.deadline].filter((x): x is AbortSignal => x !== undefined);
+      const signal = ends.length > 1 ? AbortSignal.any(ends) : ends[0];
       try {
-        return await t.send(m, { ...rest, ...(abort ? { signal: abort } : {}) });
+        return await t.send(m, { ...rest, ...(signal ? { signal } : {}) });
       } catch (e) {
         mine.error = toMailsendError(e);
         if (inDoubt(mine.error)) mine.doubt ??= mine.error;

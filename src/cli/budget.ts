@@ -1,5 +1,5 @@
 import { resolveLimits, openSlotStore, type StoreSettings } from "../limits/budget.js";
-import type { DeliverOptions } from "../limits/deliver.js";
+import { DEFAULT_DEADLINE_MS, type DeliverOptions } from "../limits/deliver.js";
 import { MailsendError } from "../core/errors.js";
 
 export interface BudgetCliFlags {
@@ -8,10 +8,12 @@ export interface BudgetCliFlags {
   /** commander's name for --no-wait (false when given). */
   wait?: boolean;
   retries?: number;
+  deadline?: number;
 }
 
 const DEFAULT_MAX_WAIT_S = 300;
 const DEFAULT_RETRIES = 3;
+
 
 function whole(v: string | number | undefined, what: string): number | undefined {
   if (v === undefined || v === "") return undefined;
@@ -30,6 +32,7 @@ export async function openBudget(flags: BudgetCliFlags, apiKey: string, env: Rec
     retries: whole(flags.retries ?? env.MAILSEND_RETRIES, "--retries") ?? DEFAULT_RETRIES,
     maxWaitMs: (whole(flags.maxWait ?? env.MAILSEND_MAX_WAIT, "--max-wait") ?? DEFAULT_MAX_WAIT_S) * 1000,
     noWait: flags.wait === false,
+    deadlineMs: (whole(flags.deadline ?? env.MAILSEND_DEADLINE, "--deadline") ?? DEFAULT_DEADLINE_MS / 1000) * 1000,
   };
   return { options, close: async () => store?.close() };
 }

@@ -69,7 +69,21 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
   { group: "Limits", flags: "--rate-limit <n>", description: "requests per minute for this key, shared by every mailsend on this machine (0 = off)", env: "MAILSEND_RATE_LIMIT", int: true },
   { group: "Limits", flags: "--max-wait <seconds>", description: "longest wait for a free slot or a retry (default 300)", env: "MAILSEND_MAX_WAIT", int: true },
   { group: "Limits", flags: "--no-wait", description: "fail at once (exit 75) when the rate limit is used up" },
-  { group: "Limits", flags: "--retries <n>", description: "retries of a temporary failure (default 3); never for 4xx/5xx refusals", env: "MAILSEND_RETRIES", int: true },
+  {
+    group: "Limits",
+    flags: "--retries <n>",
+    description:
+      "retries (default 3) of: a failed connection, a timeout, HTTP 408, 429 and every 5xx (500 too), SMTP 4xx, a lost answer (the idempotency key makes that safe); never other HTTP 4xx (400, 401, 403, 404, 413, 422) or SMTP 5xx",
+    env: "MAILSEND_RETRIES",
+    int: true,
+  },
+  {
+    group: "Limits",
+    flags: "--deadline <seconds>",
+    description: "longest time for all the attempts and the waits between them (default 60; 0 = none); the rate-limit wait is bounded by --max-wait alone",
+    env: "MAILSEND_DEADLINE",
+    int: true,
+  },
   { group: "Output", flags: "-n, --dry-run", description: "print what would be sent (key redacted) and send nothing" },
   { group: "Output", flags: "--json", description: "print one JSON result object on stdout" },
   { group: "Output", flags: "-v, --verbose", description: "show the protocol exchange on stderr (key redacted)" },

@@ -14,6 +14,12 @@ A body piped on stdin without a body flag is HTML when it starts as HTML
 later), else plain text (over REST escaped inside <pre>, over SMTP text/plain);
 --stdin-type html|text decides instead, -v and --json say which was chosen.
 
+How long a send can take: an attempt gives up after --timeout (30 s) without
+progress; every attempt and the waits between retries end by --deadline (60 s),
+an attempt still running then is stopped; waiting for the rate limit adds at
+most --max-wait (300 s). Worst case with the defaults: 60 s + 300 s = 6 min;
+with --no-wait, 60 s.
+
 Exit codes: 0 sent, 64 usage, 65 bad message, 66 missing file, 69 unavailable,
 75 temporary (retry later), 76 outcome unknown, 77 key refused, 78 configuration.
 
@@ -48,7 +54,10 @@ CSV columns are {{variables}} for the --subject / --html-file / --text-file temp
 
 A crash or Ctrl-C loses nothing: run the same command again and it sends only
 what did not go out, with the same idempotency keys (see --journal, --resume).
-Exit code: 0 when every item was sent, else the most serious failure's code.
+Ctrl-C once lets the messages in flight finish (exit 75); a second Ctrl-C cuts
+them, names the items whose outcome is unknown and exits 130.
+Exit code: 0 when every item was sent, else the most serious failure's code
+(67: a message went out but the SMTP server refused some of its recipients).
 
 Examples:
   # Mail merge from a spreadsheet export: columns to, name, plan

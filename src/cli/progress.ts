@@ -1,6 +1,19 @@
 import type { WaitInfo } from "../limits/deliver.js";
 import type { CliIO } from "./io.js";
 
+/**
+ * A wait as said to a person: whole seconds, except under one second, where
+ * "waiting 1 s" would overstate a blink ("0.3 s").
+ */
+export function waitText(ms: number): string {
+  return ms < 1000 ? `${Math.max(0.1, Math.round(ms / 100) / 10)} s` : `${Math.ceil(ms / 1000)} s`;
+}
+
+/** A wait's length for --json: seconds, to a tenth under one second. */
+export function waitSeconds(ms: number): number {
+  return ms < 1000 ? Math.max(0.1, Math.round(ms / 100) / 10) : Math.ceil(ms / 1000);
+}
+
 interface Spinner {
   text: string;
   start(): Spinner;
@@ -62,14 +75,13 @@ export class Progress {
       info.reason === "budget"
         ? "rate limit for this key reached"
         : `${info.error?.message ?? "temporary failure"}; retry ${info.attempt - 1}`;
-    const seconds = Math.ceil(info.ms / 1000);
     if (!this.#tty) {
-      this.#io.stderr.write(`mailsend: ${why}; waiting ${seconds} s\n`);
+      this.#io.stderr.write(`mailsend: ${why}; waiting ${waitText(info.ms)}\n`);
       return;
     }
     const until = Date.now() + info.ms;
     clearInterval(this.#countdown);
-    const tick = () => this.#setText(`${why}; waiting ${Math.max(0, Math.ceil((until - Date.now()) / 1000))} s`);
+    const tick = () => this.#setText(`${why}; waiting ${waitText(Math.max(0, until - Date.now()))}`);
     tick();
     this.#countdown = setInterval(tick, 1000);
     this.#countdown.unref();

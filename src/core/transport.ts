@@ -21,6 +21,11 @@ export interface SendContext {
   /** Protocol trace for --verbose. Lines are redacted before they get here. */
   trace?: (line: string) => void;
   signal?: AbortSignal;
+  /**
+   * The delivery deadline alone (already part of `signal`): for a wrapper that
+   * replaces `signal` with its own, so the deadline still ends the attempt.
+   */
+  deadline?: AbortSignal;
 }
 
 /** Where a preview (--dry-run) is written: the CLI passes stdout. */

@@ -10,6 +10,9 @@ import { backoffMs, shouldRetry } from "./retry.js";
 import type { Limits } from "./sliding-log.js";
 import type { SlotStore } from "./store.js";
 
+/** The default delivery deadline (CLI --deadline, API deadlineMs): a CI step does not hang on a stuck endpoint. */
+export const DEFAULT_DEADLINE_MS = 60_000;
+
 export interface WaitInfo {
   reason: "budget" | "retry";
   ms: number;
@@ -28,6 +31,13 @@ export interface DeliverOptions {
   maxWaitMs: number;
   /** Fail at once instead of waiting for a slot. */
   noWait: boolean;
+  /**
+   * Longest time for the attempts and the waits between them, counted from
+   * the first attempt; an attempt still running then is stopped. The waits
+   * for a rate-limit slot are not counted (maxWaitMs bounds those). 0 or
+   * absent: no deadline.
+   */
+  deadlineMs?: number;
   onWait?: (info: WaitInfo) => void;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   signal?: AbortSignal;
@@ -106,18 +116,38 @@ async function takeSlot(store: SlotStore, opts: DeliverOptions, attempt: number,
   throw new MailsendError("internal", "gave up waiting for a rate-limit slot");
 }
 
+/** An attempt stopped by the deadline: "outcome unknown" stays so; anything else is a timeout. */
+function overDeadline(err: MailsendError, deadlineMs: number, attempt: number): MailsendError {
+  const s = Math.round(deadlineMs / 1000);
+  if (err.mayHaveBeenSent || err.code === "outcome_unknown") {
+    return new MailsendError("outcome_unknown", `${err.message} (stopped at the ${s} s deadline)`, { cause: err, mayHaveBeenSent: true, ...(err.hint ? { hint: err.hint } : {}) });
+  }
+  return new MailsendError("timeout", `no delivery within the ${s} s deadline (attempt ${attempt} was still running)`, {
+    cause: err,
+    hint: "Nothing was sent. The service or the network is slow or stuck; try again later, or raise --deadline.",
+  });
+}
+
 export async function deliver(transport: Transport, message: Message, opts: DeliverOptions): Promise<SendResult> {
   const sleep = opts.sleep ?? defaultSleep;
   const waited: Waited = { ms: 0, actualMs: 0 };
   const idempotent = carriesIdempotencyKey(message);
+  const deadlineMs = opts.deadlineMs || Infinity;
+  /** Time spent in attempts and in the waits between them: what the deadline bounds. */
+  let spentMs = 0;
   for (let attempt = 1; ; attempt++) {
     const id = opts.store ? await takeSlot(opts.store, opts, attempt, waited) : undefined;
+    const started = Date.now();
+    const deadline = deadlineMs < Infinity ? new AbortController() : undefined;
+    const timer = deadline ? setTimeout(() => deadline.abort(), Math.max(0, deadlineMs - spentMs)) : undefined;
+    const signal = deadline ? (opts.signal ? AbortSignal.any([opts.signal, deadline.signal]) : deadline.signal) : opts.signal;
     try {
-      const result = await transport.send(message, { ...(opts.trace ? { trace: opts.trace } : {}), ...(opts.signal ? { signal: opts.signal } : {}) });
+      const result = await transport.send(message, { ...(opts.trace ? { trace: opts.trace } : {}), ...(signal ? { signal } : {}), ...(deadline ? { deadline: deadline.signal } : {}) });
       if (id) await opts.store!.complete(id, opts.limits);
       return { ...result, attempts: attempt, waitedMs: waited.actualMs };
     } catch (e) {
-      const err = toMailsendError(e);
+      let err = toMailsendError(e);
+      if (deadline?.signal.aborted && !opts.signal?.aborted) err = overDeadline(err, deadlineMs, attempt);
       if (id) {
         if (neverReached(err)) await opts.store!.release(id, opts.limits);
         else await opts.store!.complete(id, opts.limits);
@@ -127,11 +157,19 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
       if (err.code === "rate_limited" && opts.store) await opts.store.block(delay, opts.limits);
       if (attempt > opts.retries || !shouldRetry(err, idempotent)) throw withAttempts(err, attempt);
       if (waited.ms + delay > opts.maxWaitMs) throw withAttempts(err, attempt);
+      spentMs += Date.now() - started;
+      if (spentMs + delay >= deadlineMs) {
+        opts.trace?.(`* no retry: it would start after the ${Math.round(deadlineMs / 1000)} s deadline`);
+        throw withAttempts(err, attempt);
+      }
       opts.onWait?.({ reason: "retry", ms: delay, attempt: attempt + 1, error: err });
       const before = Date.now();
       await sleep(delay, opts.signal);
       waited.ms += delay;
       waited.actualMs += Date.now() - before;
+      spentMs += Date.now() - before;
+    } finally {
+      clearTimeout(timer);
     }
   }
 }

@@ -53,6 +53,8 @@ export function shouldRetry(err: MailsendError, hasIdempotencyKey: boolean): boo
   const v = POLICY[err.code];
   if (v === "retry") return true;
   if (v === "retry-if-idempotent") {
+    // Without an HTTP status: an SMTP server's permanent (5xx) reply, which a retry gets again.
+    if (err.code === "service_error" && err.status === undefined) return false;
     // 502/503/504 never reached the application; otherwise only an idempotency key makes it safe.
     if (err.code === "service_error" && (err.status === 502 || err.status === 503 || err.status === 504)) return true;
     return hasIdempotencyKey;

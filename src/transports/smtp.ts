@@ -152,14 +152,14 @@ export class SmtpTransport implements Transport {
   async send(m: Message, ctx: SendContext = {}): Promise<SendResult> {
     const trace = ctx.trace ? (line: string) => ctx.trace!(this.#redact(line)) : undefined;
     try {
-      return await this.#sendWith("LOGIN", m, trace);
+      return await this.#sendWith("LOGIN", m, trace, ctx.signal);
     } catch (e) {
       // 504: LOGIN not offered. Nothing was sent, so one more try with PLAIN is safe.
       const err = e as SmtpError;
       if (err.responseCode === 504 && err.command?.startsWith("AUTH")) {
         trace?.("* AUTH LOGIN not offered; retrying with AUTH PLAIN");
         try {
-          return await this.#sendWith("PLAIN", m, trace);
+          return await this.#sendWith("PLAIN", m, trace, ctx.signal);
         } catch (e2) {
           throw this.#classify(e2 as SmtpError);
         }
@@ -198,14 +198,17 @@ export class SmtpTransport implements Transport {
     return pool;
   }
 
-  async #sendWith(method: "LOGIN" | "PLAIN", m: Message, trace?: (l: string) => void): Promise<SendResult> {
+  async #sendWith(method: "LOGIN" | "PLAIN", m: Message, trace?: (l: string) => void, stop?: AbortSignal): Promise<SendResult> {
     // One message on its own connection, STARTTLS: watch for a port that waits for TLS.
     // (Not through a proxy: its probes would go to the server directly.)
     const watch = this.#poolSize === undefined && this.#config.tls === "starttls" && !this.#config.proxy ? new GreetingWatch(this.#config) : undefined;
     const transport = this.#transporter(method, trace, watch);
     let handedOver = false;
     try {
-      const options = { ...mailOptions(m), [HAND_OVER]: () => (handedOver = true), ...(watch ? { signal: watch.signal } : {}) };
+      // Stopped by the caller (a deadline, an interrupt) or by the watch (a TLS port): nodemailer ends the session.
+      const signals = [watch?.signal, stop].filter((x): x is AbortSignal => x !== undefined);
+      const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
+      const options = { ...mailOptions(m), [HAND_OVER]: () => (handedOver = true), ...(signal ? { signal } : {}) };
       const info = await transport.sendMail(options as SendMailOptions).catch((e: SmtpError) => {
         if (watch?.mismatch === "tls") {
           throw new MailsendError("tls_mismatch", `${this.#label} expects TLS from the first byte, but mailsend is set to STARTTLS`, {
@@ -217,6 +220,12 @@ export class SmtpTransport implements Transport {
           throw new MailsendError("config_invalid", `${this.#label} is an HTTP server, not SMTP submission`, {
             cause: e,
             hint: "Check --smtp-port / MAILSEND_SMTP_PORT (587 or 465; the sandbox prints its own), or use --transport rest for an HTTP address. Nothing was sent.",
+          });
+        }
+        if (stop?.aborted && !handedOver) {
+          throw new MailsendError("temporary_failure", `interrupted before the message was handed over to ${this.#label}`, {
+            cause: e,
+            hint: "Nothing was sent; it is safe to try again.",
           });
         }
         // Every byte of the message went out and then the session failed without a reply

@@ -206,7 +206,7 @@ describe("interrupted", () => {
     await expectEachOnce(prefix, n, journalOf(`${res}.journal`).batch);
   });
 
-  test("a second SIGINT aborts the sends in flight: reported as outcome unknown (76 class), resent with their keys, stored once", async () => {
+  test("a second SIGINT aborts the sends in flight: reported as outcome unknown (76 class), named on stderr, exit 130; resent with their keys, stored once", async () => {
     const prefix = "twice";
     const n = 40;
     const file = input(prefix, n);
@@ -222,10 +222,18 @@ describe("interrupted", () => {
     await new Promise((r) => setTimeout(r, 100));
     child.kill("SIGINT");
     const stopped = await child;
-    expect(stopped.exitCode, String(stopped.stderr)).toBe(75);
+    expect(stopped.exitCode, String(stopped.stderr)).toBe(130);
     const first = resultLines(res);
     const unknown = first.filter((r) => r.status === "unknown");
     expect(unknown.length).toBeGreaterThan(0);
+    // Which ones are in doubt is said before the exit (--json: as an object on stderr).
+    const said = String(stopped.stderr)
+      .split("\n")
+      .filter((l) => l.startsWith('{"interrupted"'))
+      .map((l) => JSON.parse(l) as { interrupted: { signal: string; unknown: number[] }; message: string });
+    expect(said).toHaveLength(1);
+    expect(said[0]!.interrupted).toEqual({ signal: "SIGINT", unknown: unknown.map((r) => r.index) });
+    expect(said[0]!.message).toMatch(/^interrupted twice: the outcome of items? \d+ \(line \d+, to user\d+@example\.com\)/);
     for (const r of unknown) expect(r).toMatchObject({ error: { code: "outcome_unknown", exit: 76, class: "protocol" } });
     const journal = journalOf(`${res}.journal`);
     for (const r of unknown) expect(journal.states.get(r.index)).toBe("unknown");

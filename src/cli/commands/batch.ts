@@ -18,7 +18,7 @@ import { stateDir } from "../../limits/budget.js";
 import { createTransport } from "../../transports/index.js";
 import { openBudget, type BudgetCliFlags } from "../budget.js";
 import { colorsFor, type CliIO } from "../io.js";
-import { Progress } from "../progress.js";
+import { Progress, waitText } from "../progress.js";
 import { reportError, warn } from "../report.js";
 import { annotation, inGitHubActions, writeGitHubOutputs } from "../github.js";
 
@@ -205,7 +205,10 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     // A bad row's hint says how to fix it; rows with the same mistake get it once (the
     // start of a hint names the mistake, the rest may quote the row: compare the start).
     const hintsShown = new Set<string>();
+    // Items left in doubt, for the report after a second interrupt.
+    const unknownItems: ItemResult[] = [];
     const onResult = (r: ItemResult) => {
+      if (r.status === "unknown") unknownItems.push(r);
       const line = `${JSON.stringify(r)}\n`;
       if (resultsFd !== undefined) writeSync(resultsFd, line);
       if (json) io.stdout.write(line);
@@ -253,8 +256,10 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     // Each send in flight listens on them (one per item, so up to --concurrency): above
     // that, Node's leak warning would be real; below, it is only noise on stderr.
     setMaxListeners(concurrency + 10, abort.signal, abortSends.signal);
-    const onSignal = () => {
+    let secondSignal: NodeJS.Signals | undefined;
+    const onSignal = (sig: NodeJS.Signals) => {
       if (abort.signal.aborted) {
+        secondSignal ??= sig;
         abortSends.abort(new MailsendError("temporary_failure", "interrupted twice"));
         return;
       }
@@ -264,6 +269,7 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     };
     process.on("SIGINT", onSignal);
     process.on("SIGTERM", onSignal);
+    let quietWaitSaid = false;
     progress.begin(flags.check ? "checking..." : "sending...");
     let summary;
     try {
@@ -274,7 +280,15 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
         ...(transport ? { transport } : {}),
         deliver: {
           ...(budget?.options ?? { limits: { limit: 0, windowMs: 60_000 }, retries: 0, maxWaitMs: 0, noWait: true }),
-          onWait: (w) => w.reason === "budget" && progress.update(`waiting ${Math.ceil(w.ms / 1000)} s for the rate limit`),
+          onWait: (w) => {
+            if (w.reason !== "budget") return;
+            progress.update(`waiting ${waitText(w.ms)} for the rate limit`);
+            // -q shows no progress; a long wait is still said once, so the run does not look hung.
+            if (flags.quiet && !json && w.ms > 10_000 && !quietWaitSaid) {
+              quietWaitSaid = true;
+              io.stderr.write(`mailsend batch: rate limit for this key reached; waiting ${waitText(w.ms)}\n`);
+            }
+          },
         },
         concurrency,
         check: flags.check ?? false,
@@ -315,6 +329,17 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     }
     if (inGitHubActions(io.env) && summary.failed + summary.unknown + summary.invalid > 0) {
       io.stderr.write(annotation("error", `batch: ${summaryLine(summary)}`, journal && unfinished ? "Run the same command again to retry what did not go out." : undefined));
+    }
+    if (secondSignal) {
+      // Interrupted twice: the sends in flight were cut. Say which items may or may not have gone
+      // out, then exit as a shell reports the signal (130 for SIGINT, 143 for SIGTERM).
+      const which = unknownItems.map((r) => `${r.index + 1} (line ${r.line}${r.recipients.length ? `, to ${r.recipients.join(", ")}` : ""})`);
+      const text = which.length
+        ? `interrupted twice: the outcome of item${which.length === 1 ? "" : "s"} ${which.join("; ")} is unknown: it may have been sent. Run the same command again: it resends ${which.length === 1 ? "it" : "them"} with the same idempotency key${which.length === 1 ? "" : "s"}, which the service de-duplicates`
+        : "interrupted twice: no item was in doubt; run the same command again to send the rest";
+      if (json) io.stderr.write(`${JSON.stringify({ interrupted: { signal: secondSignal, unknown: unknownItems.map((r) => r.index) }, message: text })}\n`);
+      else io.stderr.write(`mailsend batch: ${text}\n`);
+      return secondSignal === "SIGTERM" ? 143 : 130;
     }
     if (abort.signal.aborted) return 75;
     return summary.exitCode;

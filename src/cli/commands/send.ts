@@ -10,7 +10,7 @@ import { createTransport } from "../../transports/index.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { deliver } from "../../limits/deliver.js";
 import { openBudget, type BudgetCliFlags } from "../budget.js";
-import { Progress } from "../progress.js";
+import { Progress, waitSeconds, waitText } from "../progress.js";
 import { reportError, warn } from "../report.js";
 import { writeGitHubOutputs } from "../github.js";
 import { shellWord } from "../stray.js";
@@ -50,6 +50,9 @@ function looksLikeFile(value: string): boolean {
     return false;
   }
 }
+
+/** Under -q, a wait for the budget longer than this is still said (once). */
+const QUIET_WAIT_MS = 10_000;
 
 function sayWarning(flags: SendFlags, io: CliIO, text: string): void {
   if (flags.json) io.stderr.write(`${JSON.stringify({ warning: text })}\n`);
@@ -123,18 +126,22 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
       const sending = `sending over ${transport.name}...`;
       const budget = await openBudget(flags, config.apiKey, settings.env, { ...(config.caFile ? { caFile: config.caFile } : {}), ...(trace ? { trace } : {}) });
       let result: SendResult;
+      let quietWaitSaid = false;
       try {
         progress.begin(sending);
         result = await deliver(transport, message, {
           ...budget.options,
           onWait: (w) => {
             // The spinner or line is off with --json and --verbose; a wait is still said, in that mode's form.
-            if (flags.quiet) return;
-            const seconds = Math.ceil(w.ms / 1000);
+            // -q says nothing, except once for a long wait for the budget: a silent minute looks like a hang.
+            if (flags.quiet && (w.reason !== "budget" || w.ms <= QUIET_WAIT_MS || quietWaitSaid)) return;
+            if (flags.quiet) quietWaitSaid = true;
             if (json) {
-              io.stderr.write(`${JSON.stringify({ wait: { reason: w.reason, seconds, attempt: w.attempt, ...(w.error ? { error: w.error.code } : {}) } })}\n`);
+              io.stderr.write(`${JSON.stringify({ wait: { reason: w.reason, seconds: waitSeconds(w.ms), attempt: w.attempt, ...(w.error ? { error: w.error.code } : {}) } })}\n`);
             } else if (trace) {
-              trace(`* ${w.reason === "budget" ? "rate limit for this key reached" : `${w.error?.message ?? "temporary failure"}; retry ${w.attempt - 1}`}; waiting ${seconds} s`);
+              trace(`* ${w.reason === "budget" ? "rate limit for this key reached" : `${w.error?.message ?? "temporary failure"}; retry ${w.attempt - 1}`}; waiting ${waitText(w.ms)}`);
+            } else if (flags.quiet) {
+              io.stderr.write(`mailsend: rate limit for this key reached; waiting ${waitText(w.ms)}\n`);
             } else progress.wait(w);
           },
           sleep: async (ms) => {

@@ -9,6 +9,7 @@
  */
 import type { Argument, Command, Option } from "commander";
 import { VERSION } from "../core/version.js";
+import { SETTING_NAMES } from "../input/profile.js";
 
 export const SHELLS = ["bash", "zsh", "fish"] as const;
 export type Shell = (typeof SHELLS)[number];
@@ -30,8 +31,8 @@ export interface CommandModel {
   description: string;
   options: OptionModel[];
   subcommands: CommandModel[];
-  /** The first positional argument, if any. */
-  positional?: ValueKind;
+  /** The positional arguments, in order (what a word that is not a subcommand or an option value is). */
+  positionals: ValueKind[];
 }
 
 const FILE_VALUE = /path|file|pem/i;
@@ -45,11 +46,21 @@ function valueOf(o: Option): ValueKind | undefined {
   return { kind: "any" };
 }
 
-function positionalOf(a: Argument | undefined): ValueKind | undefined {
-  if (!a) return undefined;
+function positionalOf(a: Argument): ValueKind {
   if (a.argChoices?.length) return { kind: "choice", choices: a.argChoices };
   return FILE_VALUE.test(a.name()) ? { kind: "file" } : { kind: "any" };
 }
+
+/**
+ * Arguments whose words commander does not list (a choice there would make
+ * commander refuse other words with its own message, before the command's).
+ */
+const SETTING_KEY: ValueKind = { kind: "choice", choices: ["profile", ...SETTING_NAMES] };
+const POSITIONAL_WORDS: Record<string, ValueKind[]> = {
+  "config get": [SETTING_KEY],
+  "config set": [SETTING_KEY],
+  "config unset": [SETTING_KEY],
+};
 
 /** One line of help text: completion menus have no room for more. */
 function short(text: string): string {
@@ -65,13 +76,13 @@ export function commandModel(cmd: Command, path: string[] = []): CommandModel {
   const subcommands = help
     .visibleCommands(cmd)
     .map((sub) => (sub.commands.length === 0 && sub.options.length === 0 && sub.name() === "help" ? helpModel(sub, path) : commandModel(sub, [...path, sub.name()])));
-  const positional = positionalOf(cmd.registeredArguments[0]);
-  return { path, description: short(cmd.description()), options, subcommands, ...(positional ? { positional } : {}) };
+  const positionals = cmd.registeredArguments.map((a, i) => POSITIONAL_WORDS[path.join(" ")]?.[i] ?? positionalOf(a));
+  return { path, description: short(cmd.description()), options, subcommands, positionals };
 }
 
 /** commander's implicit `help [command]`: completes the command names. */
 function helpModel(sub: Command, path: string[]): CommandModel {
-  return { path: [...path, "help"], description: short(sub.description()), options: [], subcommands: [] };
+  return { path: [...path, "help"], description: short(sub.description()), options: [], subcommands: [], positionals: [] };
 }
 
 function walk(m: CommandModel): CommandModel[] {
@@ -111,8 +122,9 @@ function optargArms(all: CommandModel[], indent: string): string[] {
   return arms;
 }
 
+/** `case "$cmdpath|$n"` arms: what the n-th (0-based) positional word of each command is. */
 function positionalArms(all: CommandModel[], indent: string): string[] {
-  return all.filter((m) => m.positional).map((m) => `${indent}${sq(key(m))}) REPLY=${sq(kindWord(m.positional))} ;;`);
+  return all.flatMap((m) => m.positionals.map((p, i) => `${indent}${sq(`${key(m)}|${i}`)}) REPLY=${sq(kindWord(p))} ;;`));
 }
 
 function header(shell: Shell, install: string[]): string {
@@ -149,9 +161,9 @@ ${optargArms(all, "    ").join("\n")}
   esac
 }
 
-# What a command's first positional argument is.
+# What a command's n-th positional argument is (0-based): none once they are all given.
 _mailsend_positional() {
-  case "$1" in
+  case "$1|$2" in
 ${positionalArms(all, "    ").join("\n")}
     *) REPLY=none ;;
   esac
@@ -171,7 +183,7 @@ _mailsend_values() {
 }
 
 _mailsend() {
-  local cur="\${COMP_WORDS[COMP_CWORD]}" prev="" cmdpath="" i w opt="" subs
+  local cur="\${COMP_WORDS[COMP_CWORD]}" prev="" cmdpath="" i w opt="" subs npos=0
   local REPLY
   COMPREPLY=()
   (( COMP_CWORD > 0 )) && prev="\${COMP_WORDS[COMP_CWORD-1]}"
@@ -189,7 +201,7 @@ _mailsend() {
         ;;
       *)
         _mailsend_commands "$cmdpath"
-        [[ " $REPLY " == *" $w "* ]] && cmdpath="\${cmdpath:+$cmdpath }$w"
+        if [[ " $REPLY " == *" $w "* ]]; then cmdpath="\${cmdpath:+$cmdpath }$w"; npos=0; else (( npos++ )); fi
         ;;
     esac
   done
@@ -221,8 +233,9 @@ _mailsend() {
   fi
   _mailsend_commands "$cmdpath"
   subs="$REPLY"
+  (( npos )) && subs=""
   [[ -n $subs ]] && _mailsend_values "choice $subs" "$cur"
-  _mailsend_positional "$cmdpath"
+  _mailsend_positional "$cmdpath" "$npos"
   if [[ $REPLY != none ]]; then
     _mailsend_values "$REPLY" "$cur"
   elif [[ -z $subs ]]; then
@@ -271,7 +284,7 @@ ${optargArms(all, "    ").join("\n")}
 }
 
 _mailsend_positional() {
-  case "$1" in
+  case "$1|$2" in
 ${positionalArms(all, "    ").join("\n")}
     *) REPLY=none ;;
   esac
@@ -289,7 +302,7 @@ _mailsend_values() {
 _mailsend() {
   local cmdpath="" w kind cur="\${words[CURRENT]}" prev="\${words[CURRENT-1]}" REPLY
   local -a reply names cmds
-  local i
+  local i npos=0
   for (( i = 2; i < CURRENT; i++ )); do
     w="\${words[i]}"
     case "$w" in
@@ -298,7 +311,7 @@ _mailsend() {
       *)
         _mailsend_commands "$cmdpath"
         names=("\${reply[@]%%:*}")
-        (( \${names[(Ie)$w]} )) && cmdpath="\${cmdpath:+$cmdpath }$w"
+        if (( \${names[(Ie)$w]} )); then cmdpath="\${cmdpath:+$cmdpath }$w"; npos=0; else (( npos++ )); fi
         ;;
     esac
   done
@@ -317,8 +330,9 @@ _mailsend() {
   fi
   _mailsend_commands "$cmdpath"
   cmds=("\${reply[@]}")
+  (( npos )) && cmds=()
   (( \${#cmds} )) && _describe -t commands 'command' cmds
-  _mailsend_positional "$cmdpath"
+  _mailsend_positional "$cmdpath" "$npos"
   kind="$REPLY"
   if [[ $kind != none ]]; then
     _mailsend_values "$kind"
@@ -342,7 +356,9 @@ function fish(root: CommandModel): string {
   const lines: string[] = [];
   const at = (m: CommandModel) => `-n ${fq(`__mailsend_at ${sq(key(m))}`)}`;
   for (const m of all) {
-    for (const s of m.subcommands) lines.push(`complete -c mailsend ${at(m)} -a ${fq(s.path.at(-1)!)} -d ${fq(s.description)}`);
+    // Subcommands only where one can stand: before any positional word.
+    const first = `-n ${fq(`__mailsend_at ${sq(key(m))} 0`)}`;
+    for (const s of m.subcommands) lines.push(`complete -c mailsend ${first} -a ${fq(s.path.at(-1)!)} -d ${fq(s.description)}`);
     for (const o of m.options) {
       const parts = [`complete -c mailsend ${at(m)}`];
       if (o.short) parts.push(`-s ${o.short.slice(1)}`);
@@ -355,9 +371,11 @@ function fish(root: CommandModel): string {
       parts.push(`-d ${fq(o.description)}`);
       lines.push(parts.join(" "));
     }
-    const p = m.positional;
-    if (p?.kind === "file") lines.push(`complete -c mailsend ${at(m)} -F`);
-    else if (p?.kind === "choice") lines.push(`complete -c mailsend ${at(m)} -a ${fq(p.choices.join(" "))}`);
+    m.positionals.forEach((p, i) => {
+      const here = `-n ${fq(`__mailsend_at ${sq(key(m))} ${i}`)}`;
+      if (p.kind === "file") lines.push(`complete -c mailsend ${here} -F`);
+      else if (p.kind === "choice") lines.push(`complete -c mailsend ${here} -a ${fq(p.choices.join(" "))}`);
+    });
   }
   const optargCases = all.flatMap((m) =>
     m.options
@@ -380,9 +398,11 @@ ${optargCases.join("\n")}
     end
 end
 
-# The command being typed: the words that name a subcommand, skipping options and their values.
-function __mailsend_path
+# The command being typed and how many of its positional words are given ("<path>|<n>"):
+# the words that name a subcommand, skipping options and their values.
+function __mailsend_where
     set -l cmdpath ''
+    set -l npos 0
     set -l skip 0
     set -l tokens (commandline -opc)
     set -e tokens[1]
@@ -400,14 +420,19 @@ function __mailsend_path
             end
         else if contains -- $w (__mailsend_commands "$cmdpath")
             set cmdpath (string trim -- "$cmdpath $w")
+            set npos 0
+        else
+            set npos (math $npos + 1)
         end
     end
-    echo $cmdpath
+    echo "$cmdpath|$npos"
 end
 
-function __mailsend_at --argument-names want
-    set -l here (__mailsend_path)
-    test "$here" = "$want"
+# At this command; given n, also at its n-th positional word (0: none given yet).
+function __mailsend_at --argument-names want n
+    set -l here (string split -m1 '|' -- (__mailsend_where))
+    test "$here[1]" = "$want"; or return 1
+    test -z "$n"; or test "$here[2]" = "$n"
 end
 
 complete -c mailsend -f

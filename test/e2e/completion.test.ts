@@ -104,8 +104,19 @@ describe("bash", () => {
     expect(await complete(["mailsend", "sandbox", "--dir", "/tm"])).toEqual(["/tmp"]);
   });
 
-  it("completes the shells of mailsend completion", async () => {
+  it("completes the shells of mailsend completion, and nothing once one is given", async () => {
     expect(await complete(["mailsend", "completion", ""])).toEqual(["bash", "zsh", "fish"]);
+    // Only its options are left to offer.
+    expect(await complete(["mailsend", "completion", "bash", ""])).toEqual(["-h", "--help"]);
+  });
+
+  it("config get/set/unset offer the setting names; set's value is not offered them again", async () => {
+    const set = await complete(["mailsend", "config", "set", ""]);
+    expect(set).toEqual(expect.arrayContaining(["profile", "base_url", "smtp_host", "api_key_env", "rate_limit"]));
+    expect(await complete(["mailsend", "config", "set", "smtp_h"])).toEqual(["smtp_host"]);
+    expect(await complete(["mailsend", "config", "set", "--profile", "work", "base"])).toEqual(["base_url"]);
+    expect(await complete(["mailsend", "config", "unset", "api_key_"])).toEqual(["api_key_env", "api_key_file"]);
+    expect(await complete(["mailsend", "config", "set", "base_url", ""])).not.toContain("base_url");
   });
 });
 
@@ -132,13 +143,13 @@ describe("zsh and fish", () => {
     expect(r.stdout.length).toBeGreaterThan(1000);
     const lines = r.stdout.split("\n");
     expect(lines).toContain("complete -c mailsend -f");
-    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'\\'' -a 'send' -d 'send one message'");
+    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'\\' 0' -a 'send' -d 'send one message'");
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'send\\'' -l transport -x -a 'rest smtp' -d 'rest or smtp'");
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'send\\'' -s a -l attach -r -F");
-    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'sandbox keys\\'' -a 'revoke'");
-    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'batch\\'' -F");
+    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'sandbox keys\\' 0' -a 'revoke'");
+    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'batch\\' 0' -F");
     // Every function the conditions call is defined.
-    for (const fn of ["__mailsend_at", "__mailsend_path", "__mailsend_optarg", "__mailsend_commands"]) expect(r.stdout).toContain(`function ${fn}`);
+    for (const fn of ["__mailsend_at", "__mailsend_where", "__mailsend_optarg", "__mailsend_commands"]) expect(r.stdout).toContain(`function ${fn}`);
     const fish = installed("fish");
     if (fish) {
       const f = tmp.file("mailsend.fish", r.stdout);
@@ -187,6 +198,14 @@ describe("zsh and fish", () => {
       expect((await execa(zsh, ["-f", "-c", `fpath=(${fp} $fpath); ${init}-2; print -r -- $_comps[mailsend]`])).stdout).toBe("_mailsend");
     });
 
+    it("completion bash <Tab> offers no shell again; config set <Tab> offers the setting names", async () => {
+      expect(await zcomplete("mailsend", "completion", "")).toEqual(["bash", "zsh", "fish"]);
+      const after = await zcomplete("mailsend", "completion", "bash", "");
+      for (const shell of ["bash", "zsh", "fish"]) expect(after).not.toContain(shell);
+      expect(await zcomplete("mailsend", "config", "set", "")).toEqual(expect.arrayContaining(["profile", "base_url", "smtp_host", "api_key_file"]));
+      expect(await zcomplete("mailsend", "config", "set", "base_url", "")).not.toContain("base_url");
+    });
+
     it("offers the commands with their descriptions, and the subcommands of sandbox keys", async () => {
       expect(await zcomplete("mailsend", "se")).toContain("send:send one message");
       expect((await zcomplete("mailsend", "sandbox", "keys", "")).map((l) => l.split(":")[0])).toEqual(expect.arrayContaining(["add", "list", "revoke"]));
@@ -218,6 +237,15 @@ describe("zsh and fish", () => {
       expect(await fcomplete("mailsend se")).toEqual(["send"]);
       expect(await fcomplete("mailsend send --tr")).toEqual(["--transport"]);
       expect(await fcomplete("mailsend batch --con")).toEqual(["--concurrency"]);
+    });
+
+    it("completion bash <Tab> offers no shell again; config set <Tab> offers the setting names", async () => {
+      expect((await fcomplete("mailsend completion ")).sort()).toEqual(["bash", "fish", "zsh"]);
+      expect(await fcomplete("mailsend completion bash ")).toEqual([]);
+      expect(await fcomplete("mailsend config set ")).toEqual(expect.arrayContaining(["profile", "base_url", "smtp_host"]));
+      expect(await fcomplete("mailsend config set smtp_")).toEqual(expect.arrayContaining(["smtp_host", "smtp_port"]));
+      expect(await fcomplete("mailsend config set base_url ")).toEqual([]);
+      expect(await fcomplete("mailsend batch rows.csv --con")).toEqual(["--concurrency"]);
     });
 
     it("offers choices, subcommands and files", async () => {

@@ -21,6 +21,7 @@ import { createTransport } from "../transports/index.js";
 import { openBudget, resolveConnection, resolveTransportName, type Budget } from "./options.js";
 import { asMailsendError } from "./send.js";
 import type { BatchItem, BatchItemResult, BatchResult, BatchTemplate, SendBatchOptions } from "./types.js";
+import { errorInApiTerms, inApiTerms } from "./terms.js";
 
 const CHUNK = 64 * 1024;
 
@@ -139,7 +140,7 @@ function resultOf(r: ItemResult): BatchItemResult {
     ...(r.idempotency_key !== undefined ? { idempotencyKey: r.idempotency_key } : {}),
     ...(r.attempts !== undefined ? { attempts: r.attempts } : {}),
     ...(r.refused ? { refused: r.refused } : {}),
-    ...(r.error ? { error: { code: r.error.code, message: r.error.message, exitCode: r.error.exit, exitClass: r.error.class } } : {}),
+    ...(r.error ? { error: { code: r.error.code, message: inApiTerms(r.error.message), exitCode: r.error.exit, exitClass: r.error.class } } : {}),
   };
 }
 
@@ -191,7 +192,7 @@ export async function sendBatch(items: Iterable<BatchItem> | AsyncIterable<Batch
       ...(transport ? { transport } : {}),
       deliver: {
         ...(budget?.options ?? { limits: { limit: 0, windowMs: 60_000 }, retries: 0, maxWaitMs: 0, noWait: true }),
-        ...(options.onWait ? { onWait: options.onWait } : {}),
+        ...(options.onWait ? { onWait: (w) => options.onWait!(w.error ? { ...w, error: errorInApiTerms(w.error) } : w) } : {}),
       },
       concurrency,
       check,
@@ -211,7 +212,7 @@ export async function sendBatch(items: Iterable<BatchItem> | AsyncIterable<Batch
         ? {
             onWarning: (text: string) => {
               try {
-                options.onWarning!(text);
+                options.onWarning!(inApiTerms(text));
               } catch (e) {
                 callbackError ??= new CallerError(e);
               }

@@ -8,12 +8,16 @@ import type { Transport } from "../core/transport.js";
 import { deliver } from "../limits/deliver.js";
 import { createTransport } from "../transports/index.js";
 import { messageOf } from "./message.js";
+import { errorInApiTerms } from "./terms.js";
 import { abortableSleep, aborted, abortedWaits, openBudget, resolveConnection } from "./options.js";
 import type { MessageInput, SendOptions, SendResult } from "./types.js";
 
-/** Anything that is not a MailsendError is a bug of ours: code "internal", exit 70. */
+/**
+ * Anything that is not a MailsendError is a bug of ours: code "internal", exit 70.
+ * A MailsendError leaves the API in its terms (baseUrl, not --base-url).
+ */
 export function asMailsendError(e: unknown): MailsendError {
-  if (e instanceof MailsendError) return e;
+  if (e instanceof MailsendError) return errorInApiTerms(e);
   return new MailsendError("internal", `internal error: ${e instanceof Error ? e.message : String(e)}`, {
     cause: e,
     hint: "This is a bug in mailsend; please report it.",
@@ -77,7 +81,7 @@ export async function send(message: MessageInput, options: SendOptions = {}): Pr
           ...budget.options,
           sleep: abortableSleep,
           ...(signal ? { signal } : {}),
-          ...(options.onWait ? { onWait: options.onWait } : {}),
+          ...(options.onWait ? { onWait: (w) => options.onWait!(w.error ? { ...w, error: errorInApiTerms(w.error) } : w) } : {}),
           ...(options.trace ? { trace: options.trace } : {}),
         });
       } catch (e) {

@@ -1,0 +1,122 @@
+/**
+ * The library speaks its own vocabulary. Errors, hints and warnings are
+ * written once, in the CLI's terms (`--base-url / MAILSEND_BASE_URL`, `raise
+ * --timeout`), because the CLI is where most people meet them; at the API's
+ * edge (send, sendBatch) they are put in the API's terms (`baseUrl`, `raise
+ * timeoutMs`), so a program's log never tells its user to pass a flag the
+ * program does not have. test/unit/api-terms.test.ts runs every hint in the
+ * sources through this and checks that no flag or variable name is left.
+ */
+import { MailsendError } from "../core/errors.js";
+
+/** A CLI flag and the option (or message field) of the API that sets the same thing. */
+const FLAGS: ReadonlyArray<[string, string]> = [
+  ["--api-key-stdin", "apiKey"],
+  ["--base-url", "baseUrl"],
+  ["--smtp-host", "smtp.host"],
+  ["--smtp-port", "smtp.port"],
+  ["--smtp-tls", "smtp.tls"],
+  ["--smtp-user", "smtp.user"],
+  ["--smtp-proxy", "smtp.proxy"],
+  ["--proxy", "proxy"],
+  ["--transport", "transport"],
+  ["--timeout", "timeoutMs"],
+  ["--max-wait", "maxWaitMs"],
+  ["--no-wait", "wait: false"],
+  ["--retries", "retries"],
+  ["--deadline", "deadlineMs"],
+  ["--rate-limit", "rateLimit"],
+  ["--ca-file", "caFile"],
+  ["--insecure", "insecure"],
+  ["--idempotency-key", "idempotencyKey"],
+  ["--verbose", "trace"],
+  ["--from", "from"],
+  ["--to", "to"],
+  ["--cc", "cc"],
+  ["--bcc", "bcc"],
+  ["--subject", "subject"],
+  ["--reply-to", "reply_to"],
+  ["--name", "name"],
+  ["--html-file", "template.html"],
+  ["--text-file", "template.text"],
+  ["--html", "html"],
+  ["--text", "text"],
+  ["--attach", "attachments"],
+  ["--header", "headers"],
+  ["--journal", "journal"],
+  ["--fresh", "fresh"],
+  // Not an option of sendBatch (which resumes a journal when it matches): the word, for the rare message.
+  ["--resume", "resume"],
+];
+
+/** Environment variables and the option that does the same (the longest names first). */
+const VARIABLES: ReadonlyArray<[string, string]> = [
+  ["MAILSEND_API_KEY_FILE", "apiKeyFile"],
+  ["MAILSEND_API_KEY", "apiKey"],
+  ["MAILSEND_BASE_URL", "baseUrl"],
+  ["MAILSEND_SMTP_HOST", "smtp.host"],
+  ["MAILSEND_SMTP_PORT", "smtp.port"],
+  ["MAILSEND_SMTP_TLS", "smtp.tls"],
+  ["MAILSEND_SMTP_USER", "smtp.user"],
+  ["MAILSEND_SMTP_PROXY", "smtp.proxy"],
+  ["MAILSEND_PROXY", "proxy"],
+  ["MAILSEND_TRANSPORT", "transport"],
+  ["MAILSEND_TIMEOUT", "timeoutMs"],
+  ["MAILSEND_MAX_WAIT", "maxWaitMs"],
+  ["MAILSEND_RETRIES", "retries"],
+  ["MAILSEND_DEADLINE", "deadlineMs"],
+  ["MAILSEND_RATE_LIMIT_URL", "rateLimitUrl"],
+  ["MAILSEND_RATE_LIMIT", "rateLimit"],
+  ["MAILSEND_RATE_WINDOW", "rateWindowMs"],
+  ["MAILSEND_STATE_DIR", "stateDir"],
+  ["NODE_EXTRA_CA_CERTS", "caFile"],
+];
+
+const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+const VAR = "(?:MAILSEND_[A-Z_]+|NODE_EXTRA_CA_CERTS)(?:=[^\\s),;]*)?";
+
+/** Whole phrases that only make sense on a command line, in the API's words. */
+const PHRASES: ReadonlyArray<[RegExp, string]> = [
+  [/Pipe it: mailsend send --api-key-stdin \.\.\. < keyfile/g, "Pass apiKey (or apiKeyFile)."],
+  [/Run again with --verbose and report the output \(it never contains your key\)\./g, "Pass a trace function to see the exchange, and report it (it never contains your key)."],
+  // "--smtp-tls implicit" -> smtp.tls "implicit": a value after a flag becomes a quoted option value.
+  [/--smtp-tls (starttls|implicit)\b/g, 'smtp.tls: "$1"'],
+  [/--transport (rest|smtp)\b/g, 'transport: "$1"'],
+];
+
+/** A CLI sentence in the API's terms. */
+export function inApiTerms(text: string): string {
+  // A command to run (`mailsend sandbox keys add --save`) stays as it is.
+  const kept: string[] = [];
+  let s = text.replace(/`mailsend [^`]*`/g, (c) => `\u0000${kept.push(c) - 1}\u0000`);
+  for (const [re, to] of PHRASES) s = s.replace(re, to);
+  // "--flag / MAILSEND_X", "--flag or MAILSEND_X", "--flag (MAILSEND_X=...)": the flag alone says it.
+  const FLAG = `(--[a-z][a-z-]*|[A-Za-z.]+: "[a-z]+")`;
+  s = s.replace(new RegExp(`${FLAG}\\s*\\((?:or )?${VAR}(?:\\s*(?:/|,|or)\\s*${VAR})*\\)`, "g"), "$1");
+  s = s.replace(new RegExp(`${FLAG}\\s*(?:/|or)\\s*${VAR}`, "g"), "$1");
+  for (const [flag, option] of FLAGS) s = s.replace(new RegExp(`${escape(flag)}(?![a-z-])`, "g"), option);
+  for (const [name, option] of VARIABLES) s = s.replace(new RegExp(`${escape(name)}(?:=[^\\s),;]*)?(?![A-Z_])`, "g"), option);
+  // A variable with no option of its own is read from options.env.
+  s = s.replace(/(?<![\w.])MAILSEND_[A-Z_]+/g, "env.$&");
+  // What the rewriting may leave: "baseUrl / baseUrl", "apiKey (or apiKey)".
+  s = s.replace(/\b([\w.]+) (?:\/|or) \1\b/g, "$1").replace(/\b([\w.]+) \(or \1\)/g, "$1");
+  return s.replace(/\u0000(\d+)\u0000/g, (_, i: string) => kept[Number(i)]!);
+}
+
+/** The same error, its message and hint in the API's terms (everything else kept). */
+export function errorInApiTerms(e: MailsendError): MailsendError {
+  const message = inApiTerms(e.message);
+  const hint = e.hint === undefined ? undefined : inApiTerms(e.hint);
+  if (message === e.message && hint === e.hint) return e;
+  const out = new MailsendError(e.code, message, {
+    ...(hint !== undefined ? { hint } : {}),
+    ...(e.cause !== undefined ? { cause: e.cause } : {}),
+    ...(e.status !== undefined ? { status: e.status } : {}),
+    ...(e.retryAfter !== undefined ? { retryAfter: e.retryAfter } : {}),
+    ...(e.partial ? { partial: e.partial } : {}),
+    mayHaveBeenSent: e.mayHaveBeenSent,
+  });
+  if (e.attempts !== undefined) out.attempts = e.attempts;
+  if (e.stack) out.stack = e.stack.replace(e.message, message);
+  return out;
+}

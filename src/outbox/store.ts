@@ -1,0 +1,318 @@
+/**
+ * The durable outbox: one message per file, written so that a caller is told
+ * "accepted" only once the message is on disk (temp file, fsync, rename,
+ * fsync of the directory). Postfix's queue is the model: a message moves from
+ * tmp/ to queue/ when it is whole, and to failed/ when it can no longer be
+ * delivered; nothing is ever deleted except a delivered message or by a
+ * person's `queue rm` / `queue purge`.
+ *
+ *   <dir>/tmp/      messages being written (a crash leaves them here, never in queue/)
+ *   <dir>/queue/    <id>.msg: one JSON line of metadata, then the raw RFC 5322 message
+ *                   <id>.state: attempts, next attempt, last error (rewritten atomically)
+ *   <dir>/failed/   the same two files, for what will not be tried again
+ *
+ * The API key is never written here; the profile's name and the transport are.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdirSync } from "node:fs";
+import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from "node:fs/promises";
+import { join } from "node:path";
+import { localFileError, MailsendError } from "../core/errors.js";
+import { stateDir } from "../limits/budget.js";
+import type { Envelope, OutboxMeta, OutboxState, QueuedMessage } from "./types.js";
+
+export type Env = Record<string, string | undefined>;
+
+export function outboxDir(env: Env): string {
+  return env.MAILSEND_OUTBOX_DIR || join(stateDir(env), "outbox");
+}
+
+let seq = 0;
+/** Sortable by time of arrival, unique across processes: 11 base-36 digits of ms, then pid-free randomness. */
+export function newOutboxId(now = Date.now()): string {
+  const t = now.toString(36).padStart(9, "0");
+  seq = (seq + 1) % 1296;
+  return `${t}${seq.toString(36).padStart(2, "0")}${randomBytes(4).toString("hex")}`;
+}
+
+const ID = /^[0-9a-z]{11}[0-9a-f]{8}$/;
+export function isOutboxId(s: string): boolean {
+  return ID.test(s);
+}
+
+async function fsyncPath(path: string): Promise<void> {
+  const fh = await open(path, "r");
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+async function writeDurably(path: string, tmpDir: string, chunks: Buffer[]): Promise<void> {
+  const tmp = join(tmpDir, `${path.split("/").pop()}.${process.pid}.${randomBytes(3).toString("hex")}`);
+  let fh;
+  try {
+    fh = await open(tmp, "wx", 0o600);
+    for (const c of chunks) await fh.write(c);
+    await fh.sync();
+    await fh.close();
+    fh = undefined;
+    await rename(tmp, path);
+  } catch (e) {
+    await fh?.close().catch(() => {});
+    await unlink(tmp).catch(() => {});
+    throw e;
+  }
+}
+
+export interface AddInput {
+  raw: Buffer;
+  envelope: Envelope;
+  idempotencyKey: string;
+  source: OutboxMeta["source"];
+  profile?: string;
+  transport?: OutboxMeta["transport"];
+  subject?: string;
+  headerFrom?: string;
+  /** Not before this time (ms): a caller that tries the message itself holds it this long. */
+  holdUntil?: number;
+}
+
+/** A full disk or a read-only outbox is a temporary failure for the caller (75; the relay says 452). */
+function writeFailure(e: unknown, path: string): MailsendError {
+  const local = localFileError(e, path, "write", "outbox file");
+  return new MailsendError("temporary_failure", `${local.message}; the message was NOT queued`, {
+    cause: e,
+    hint: local.hint ?? "Check the outbox directory (mailsend queue --help), then send again.",
+  });
+}
+
+export class Outbox {
+  readonly queueDir: string;
+  readonly failedDir: string;
+  readonly tmpDir: string;
+
+  constructor(readonly dir: string) {
+    this.queueDir = join(dir, "queue");
+    this.failedDir = join(dir, "failed");
+    this.tmpDir = join(dir, "tmp");
+  }
+
+  static fromEnv(env: Env): Outbox {
+    return new Outbox(outboxDir(env));
+  }
+
+  ensureDirs(): void {
+    try {
+      for (const d of [this.dir, this.queueDir, this.failedDir, this.tmpDir]) mkdirSync(d, { recursive: true, mode: 0o700 });
+    } catch (e) {
+      throw writeFailure(e, this.dir);
+    }
+  }
+
+  /**
+   * Put a message in the outbox. Resolves only once it is on disk; throws a
+   * temporary_failure (75) when it cannot be written, leaving nothing behind.
+   */
+  async add(input: AddInput): Promise<string> {
+    this.ensureDirs();
+    const id = newOutboxId();
+    const meta: OutboxMeta = {
+      v: 1,
+      id,
+      createdAt: Date.now(),
+      envelope: input.envelope,
+      idempotencyKey: input.idempotencyKey,
+      source: input.source,
+      size: input.raw.length,
+      ...(input.profile ? { profile: input.profile } : {}),
+      ...(input.transport ? { transport: input.transport } : {}),
+      ...(input.subject !== undefined ? { subject: input.subject } : {}),
+      ...(input.headerFrom !== undefined ? { headerFrom: input.headerFrom } : {}),
+    };
+    const target = join(this.queueDir, `${id}.msg`);
+    try {
+      if (input.holdUntil) {
+        // The hold is written first: a runner that lists queue/ never sees the message without it.
+        await writeDurably(join(this.queueDir, `${id}.state`), this.tmpDir, [Buffer.from(JSON.stringify({ attempts: 0, nextAttemptAt: input.holdUntil } satisfies OutboxState))]);
+      }
+      await writeDurably(target, this.tmpDir, [Buffer.from(`${JSON.stringify(meta)}\n`), input.raw]);
+      await fsyncPath(this.queueDir);
+    } catch (e) {
+      await unlink(target).catch(() => {});
+      await unlink(join(this.queueDir, `${id}.state`)).catch(() => {});
+      throw writeFailure(e, this.queueDir);
+    }
+    return id;
+  }
+
+  /** Ids of queued messages, oldest first. */
+  async ids(where: "queue" | "failed" = "queue"): Promise<string[]> {
+    let names: string[];
+    try {
+      names = await readdir(where === "queue" ? this.queueDir : this.failedDir);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
+      throw localFileError(e, this.dir, "read", "outbox directory");
+    }
+    const ids: string[] = [];
+    for (const n of names) {
+      if (n.endsWith(".msg") && isOutboxId(n.slice(0, -4))) ids.push(n.slice(0, -4));
+    }
+    return ids.sort();
+  }
+
+  private paths(id: string, where: "queue" | "failed") {
+    const d = where === "queue" ? this.queueDir : this.failedDir;
+    return { msg: join(d, `${id}.msg`), state: join(d, `${id}.state`) };
+  }
+
+  /** The metadata line alone (a list does not read whole messages). */
+  async meta(id: string, where: "queue" | "failed" = "queue"): Promise<OutboxMeta | undefined> {
+    const { msg } = this.paths(id, where);
+    let fh;
+    try {
+      fh = await open(msg, "r");
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw localFileError(e, msg, "read", "outbox file");
+    }
+    try {
+      const buf = Buffer.alloc(16 * 1024);
+      let text = "";
+      for (let pos = 0; pos < 1024 * 1024; ) {
+        const { bytesRead } = await fh.read(buf, 0, buf.length, pos);
+        if (bytesRead === 0) break;
+        pos += bytesRead;
+        text += buf.toString("utf8", 0, bytesRead);
+        const nl = text.indexOf("\n");
+        if (nl >= 0) return JSON.parse(text.slice(0, nl)) as OutboxMeta;
+      }
+      throw new Error("no metadata line");
+    } catch (e) {
+      if (e instanceof SyntaxError || (e as Error).message === "no metadata line") {
+        throw new MailsendError("local_io_failed", `the outbox file ${msg} is damaged (${(e as Error).message})`, {
+          hint: `Move it aside (mailsend queue rm ${id} deletes it) and look at it; the rest of the outbox is unaffected.`,
+        });
+      }
+      throw localFileError(e, msg, "read", "outbox file");
+    } finally {
+      await fh.close();
+    }
+  }
+
+  async load(id: string, where: "queue" | "failed" = "queue"): Promise<QueuedMessage | undefined> {
+    const { msg } = this.paths(id, where);
+    let data: Buffer;
+    try {
+      data = await readFile(msg);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw localFileError(e, msg, "read", "outbox file");
+    }
+    const nl = data.indexOf(0x0a);
+    let meta: OutboxMeta;
+    try {
+      if (nl < 0) throw new SyntaxError("no metadata line");
+      meta = JSON.parse(data.subarray(0, nl).toString("utf8")) as OutboxMeta;
+    } catch (e) {
+      throw new MailsendError("local_io_failed", `the outbox file ${msg} is damaged (${(e as Error).message})`, {
+        hint: `Move it aside (mailsend queue rm ${id} deletes it) and look at it; the rest of the outbox is unaffected.`,
+      });
+    }
+    return { meta, raw: data.subarray(nl + 1), state: await this.state(id, where) };
+  }
+
+  async state(id: string, where: "queue" | "failed" = "queue"): Promise<OutboxState> {
+    const { state } = this.paths(id, where);
+    try {
+      const s = JSON.parse(await readFile(state, "utf8")) as OutboxState;
+      return { attempts: Number(s.attempts) || 0, nextAttemptAt: Number(s.nextAttemptAt) || 0, ...(s.lastError ? { lastError: s.lastError } : {}), ...(s.failedAt ? { failedAt: s.failedAt } : {}) };
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      // A missing state: never tried. A torn one (cannot be, it is renamed into place) reads as never tried too.
+      if (code === "ENOENT" || e instanceof SyntaxError) return { attempts: 0, nextAttemptAt: 0 };
+      throw localFileError(e, state, "read", "outbox state file");
+    }
+  }
+
+  async setState(id: string, s: OutboxState, where: "queue" | "failed" = "queue"): Promise<void> {
+    const { state } = this.paths(id, where);
+    try {
+      await writeDurably(state, this.tmpDir, [Buffer.from(JSON.stringify(s))]);
+    } catch (e) {
+      throw localFileError(e, state, "write", "outbox state file");
+    }
+  }
+
+  /** A delivered message leaves the outbox (the .msg first: without it the rest is nothing). */
+  async remove(id: string, where: "queue" | "failed" = "queue"): Promise<boolean> {
+    const { msg, state } = this.paths(id, where);
+    let existed = true;
+    try {
+      await unlink(msg);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw localFileError(e, msg, "write", "outbox file");
+      existed = false;
+    }
+    await rm(state, { force: true });
+    await fsyncPath(where === "queue" ? this.queueDir : this.failedDir).catch(() => {});
+    return existed;
+  }
+
+  /** Move to failed/ with the reason: it will not be tried again unless a person says so. */
+  async fail(id: string, s: OutboxState): Promise<void> {
+    this.ensureDirs();
+    const from = this.paths(id, "queue");
+    const to = this.paths(id, "failed");
+    await this.setState(id, s, "failed");
+    try {
+      await rename(from.msg, to.msg);
+    } catch (e) {
+      throw localFileError(e, to.msg, "write", "outbox file");
+    }
+    await rm(from.state, { force: true });
+    await fsyncPath(this.failedDir).catch(() => {});
+    await fsyncPath(this.queueDir).catch(() => {});
+  }
+
+  /** Back from failed/ (or due now when queued): `queue retry`. */
+  async retry(id: string): Promise<boolean> {
+    this.ensureDirs();
+    const failed = this.paths(id, "failed");
+    const queued = this.paths(id, "queue");
+    const s = (await stat(failed.msg).catch(() => undefined)) ? await this.state(id, "failed") : undefined;
+    if (s) {
+      await this.setState(id, { attempts: s.attempts, nextAttemptAt: 0, ...(s.lastError ? { lastError: s.lastError } : {}) }, "queue");
+      await rename(failed.msg, queued.msg);
+      await rm(failed.state, { force: true });
+      await fsyncPath(this.queueDir).catch(() => {});
+      return true;
+    }
+    if (!(await stat(queued.msg).catch(() => undefined))) return false;
+    const q = await this.state(id, "queue");
+    await this.setState(id, { ...q, nextAttemptAt: 0 }, "queue");
+    return true;
+  }
+
+  /** Leftovers of writers that died before their rename: never acknowledged, so never mail. */
+  async sweepTmp(olderThanMs = 60 * 60_000): Promise<void> {
+    let names: string[] = [];
+    try {
+      names = await readdir(this.tmpDir);
+    } catch {
+      return;
+    }
+    const now = Date.now();
+    for (const n of names) {
+      const p = join(this.tmpDir, n);
+      const st = await stat(p).catch(() => undefined);
+      if (st && now - st.mtimeMs > olderThanMs) await rm(p, { force: true }).catch(() => {});
+    }
+  }
+
+  async mkdirs(): Promise<void> {
+    for (const d of [this.queueDir, this.failedDir, this.tmpDir]) await mkdir(d, { recursive: true, mode: 0o700 });
+  }
+}

@@ -1,0 +1,47 @@
+/** The SMTP envelope: who the message is from and who gets it, as plain addresses. */
+export interface Envelope {
+  from: string;
+  to: string[];
+}
+
+/** How a command that takes mail from other programs hands it on (--queue, MAILSEND_QUEUE). */
+export type QueueMode = "auto" | "always" | "never";
+
+/** Written once, with the message; never changed. */
+export interface OutboxMeta {
+  v: 1;
+  id: string;
+  createdAt: number;
+  envelope: Envelope;
+  /** The same key on every attempt: the service never delivers the message twice. */
+  idempotencyKey: string;
+  source: "sendmail" | "relay" | "send";
+  size: number;
+  profile?: string;
+  transport?: "rest" | "smtp" | "auto";
+  subject?: string;
+  /** The From header as written, for `queue ls`. */
+  headerFrom?: string;
+}
+
+export interface OutboxError {
+  code: string;
+  message: string;
+  exit: number;
+  at: number;
+}
+
+/** Rewritten after every attempt. */
+export interface OutboxState {
+  attempts: number;
+  /** ms since the epoch; 0 = due now. */
+  nextAttemptAt: number;
+  lastError?: OutboxError;
+  failedAt?: number;
+}
+
+export interface QueuedMessage {
+  meta: OutboxMeta;
+  raw: Buffer;
+  state: OutboxState;
+}

@@ -11,6 +11,12 @@ export interface Attachment {
   source: AttachmentSource;
   /** Only used over SMTP; REST carries just content and filename. */
   contentType?: string;
+  /**
+   * An inline part (multipart/related, Content-Disposition: inline) that the
+   * HTML references as `cid:<cid>`; the Content-ID without its <>. SMTP only:
+   * the REST send request has no way to say it (src/transports/choose.ts).
+   */
+  cid?: string;
 }
 
 /**

@@ -75,7 +75,9 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
   const { default: PostalMime, decodeWords } = await import("postal-mime");
   let email;
   try {
-    email = await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer" });
+    // A forwarded message stays an attachment (not merged into the body), so
+    // transports/choose.ts can see it: REST cannot carry it as it is.
+    email = await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer", rfc822Attachments: true });
   } catch (e) {
     invalid(source, `cannot be parsed (${(e as Error).message})`);
   }
@@ -106,7 +108,9 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
       typeof data === "string" ? Buffer.from(data, "utf8") : Buffer.from(data instanceof Uint8Array ? data : new Uint8Array(data));
     const filename = a.filename ?? `attachment-${i + 1}`;
     checkSingleLine(filename, `${source} attachment file name`);
-    return { filename, source: { kind: "bytes" as const, data: bytes }, contentType: a.mimeType };
+    // An inline part of a multipart/related (an image the HTML shows as cid:): over SMTP the raw message carries it.
+    const cid = a.related && a.contentId ? a.contentId.replace(/^<|>$/g, "") : undefined;
+    return { filename, source: { kind: "bytes" as const, data: bytes }, contentType: a.mimeType, ...(cid ? { cid } : {}) };
   });
 
   // The raw message carries its idempotency key like any other SMTP message

@@ -1,0 +1,72 @@
+/**
+ * `--transport auto`: REST when the REST send request carries the message
+ * losslessly, else SMTP (DESIGN.md section 2, "transport choice").
+ *
+ * Pure functions of the Message, so the CLI's send, the batch runner and the
+ * outbox (mail from sendmail/relay: a Message made from a raw RFC 5322
+ * message, `raw` set) decide the same way.
+ */
+import { MailsendError } from "../core/errors.js";
+import type { Message } from "../core/message.js";
+import type { TransportName } from "../core/transport.js";
+
+/** Which channels are configured: REST needs a base URL, SMTP a host. */
+export interface Channels {
+  rest: boolean;
+  smtp: boolean;
+}
+
+export interface TransportChoice {
+  transport: TransportName;
+  /** Why, in a few words, for -v and --json ("inline images", "cc/bcc", ...). */
+  reason: string;
+}
+
+const type = (t: string | undefined) => (t ?? "").split(";")[0]!.trim().toLowerCase();
+
+/**
+ * What the REST send request (from, to, subject, html, name, reply_to,
+ * attachments as filename + content, headers as one value per name) would
+ * lose of this message, in a few words; undefined when it carries all of it.
+ */
+export function restLoss(m: Message): string | undefined {
+  if (m.cc.length > 0 || m.bcc.length > 0) return m.bcc.length > 0 && m.cc.length === 0 ? "bcc" : m.cc.length > 0 && m.bcc.length === 0 ? "cc" : "cc/bcc";
+  if (m.attachments.some((a) => a.cid !== undefined)) return "inline images";
+  if (m.attachments.some((a) => type(a.contentType) === "message/rfc822")) return "an attached message";
+  if (m.attachments.some((a) => type(a.contentType) === "text/calendar")) return "a calendar part";
+  // REST has only html: a text body would arrive as <pre> HTML, a text part next to HTML not at all.
+  if (m.text !== undefined && m.html === undefined) return "a text-only body";
+  if (m.text !== undefined) return "a text part";
+  const seen = new Set<string>();
+  for (const [name] of m.headers) {
+    const k = name.toLowerCase();
+    if (seen.has(k)) return `header ${name} given more than once`;
+    seen.add(k);
+  }
+  return undefined;
+}
+
+/**
+ * The transport for `--transport auto`. With both channels: REST unless it
+ * would lose something, then SMTP. With one: that one, unless it is REST and
+ * REST would lose something (an error that says what and how to fix it).
+ */
+export function chooseTransport(m: Message, channels: Channels): TransportChoice {
+  const loss = restLoss(m);
+  if (channels.rest && channels.smtp) {
+    return loss === undefined ? { transport: "rest", reason: "REST carries the whole message" } : { transport: "smtp", reason: loss };
+  }
+  if (channels.smtp) return { transport: "smtp", reason: loss ?? "only SMTP is configured" };
+  if (channels.rest) {
+    if (loss === undefined) return { transport: "rest", reason: "only REST is configured" };
+    throw new MailsendError("config_missing", `--transport auto: this message needs SMTP (${loss}: the REST send request cannot carry it), but no SMTP host is configured`, {
+      hint:
+        loss === "inline images"
+          ? "Set --smtp-host or MAILSEND_SMTP_HOST, or send the images as links or attachments with --no-embed. Nothing was sent."
+          : "Set --smtp-host or MAILSEND_SMTP_HOST (the sandbox prints its own), or change the message. Nothing was sent.",
+    });
+  }
+  throw new MailsendError("config_missing", "--transport auto: neither a REST base URL nor an SMTP host is configured", {
+    hint: "Set MAILSEND_BASE_URL or MAILSEND_SMTP_HOST (or --base-url / --smtp-host). For a local one, run `mailsend sandbox` and paste the export lines it prints.",
+  });
+}

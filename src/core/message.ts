@@ -41,6 +41,11 @@ export interface Message {
    * without its Bcc header. The fields above are still filled from it.
    */
   raw?: Buffer;
+  /**
+   * The SMTP envelope when it is not the headers' (mail handed over by
+   * sendmail or the relay): MAIL FROM and RCPT TO use it as it is.
+   */
+  envelope?: { from: string; to: string[] };
 }
 
 export function allRecipients(m: Message): Mailbox[] {

@@ -68,7 +68,7 @@ export function stripHeader(raw: Buffer, name: string): Buffer {
 }
 
 /** Turn an .eml into a Message. Over SMTP the raw bytes (without Bcc) are what is sent. */
-export async function messageFromEml(raw: Buffer, source: string, idempotencyKey?: string): Promise<Message> {
+export async function messageFromEml(raw: Buffer, source: string, idempotencyKey?: string, opts: { envelopeRecipients?: boolean } = {}): Promise<Message> {
   const firstLine = raw.subarray(0, Math.min(raw.length, 1000)).toString("latin1").split(/\r?\n/)[0] ?? "";
   if (!/^[\x21-\x39\x3B-\x7E]+:/.test(firstLine)) invalid(source, "does not start with a header line");
   if (headerEnd(raw) < 0) invalid(source, "no blank line between the headers and the body");
@@ -86,7 +86,8 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
   const to = mailboxes(email.headers, "To", source, decodeWords);
   const cc = mailboxes(email.headers, "Cc", source, decodeWords);
   const bcc = mailboxes(email.headers, "Bcc", source, decodeWords);
-  if (to.length + cc.length + bcc.length === 0) invalid(source, "has no recipients (To, Cc or Bcc)");
+  // Mail from sendmail or the relay has its recipients in the envelope; the headers may name none.
+  if (to.length + cc.length + bcc.length === 0 && !opts.envelopeRecipients) invalid(source, "has no recipients (To, Cc or Bcc)");
   const replyTo = mailboxes(email.headers, "Reply-To", source, decodeWords);
   if (replyTo.length > 1) invalid(source, "more than one Reply-To address is not supported");
   const subject = email.subject ?? "";

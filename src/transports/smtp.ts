@@ -48,7 +48,7 @@ export function stableMessageId(m: Message): string {
 
 /** The message as nodemailer options, with the envelope spelled out. */
 export function mailOptions(m: Message): MailOptions {
-  const envelope = { from: m.from.address, to: allRecipients(m).map((r) => r.address) };
+  const envelope = m.envelope ? { from: m.envelope.from, to: [...m.envelope.to] } : { from: m.from.address, to: allRecipients(m).map((r) => r.address) };
   if (m.raw) return { envelope, raw: m.raw };
   const box = (b: { name?: string; address: string }) => ({ name: b.name ?? "", address: b.address });
   return {

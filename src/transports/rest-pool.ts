@@ -14,7 +14,7 @@ import { Pool, ProxyAgent, type Dispatcher } from "undici";
 import type { ProxySetting } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import { proxyFailure } from "./proxy.js";
-import { failureOf, timeoutFailure, type Answer, type PostContext, type Progress } from "./rest.js";
+import { failureOf, timeoutFailure, type Answer, type PostContext, type Progress } from "./rest-failure.js";
 
 /** What rest.ts hands over: the body as a length, and whole or as chunks. */
 export interface PoolBody {

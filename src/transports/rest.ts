@@ -7,7 +7,8 @@
  * through an undici Pool instead (rest-pool.ts), loaded only then: less CPU
  * per request than node:http's Agent. So does a body over 1 MB: a service
  * that refuses it early (413) and closes is heard by undici, while node:http
- * mostly reports only the broken pipe. Both engines share failureOf(), so a
+ * mostly reports only the broken pipe. Both engines share failureOf()
+ * (rest-failure.js), so a
  * failure means the same thing whichever sent it.
  *
  * The JSON body is streamed: attachments are read from disk and base64'd
@@ -27,7 +28,7 @@ import { base64Length, sendRequestFields } from "../core/request.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
 import { trustedCas } from "./ca.js";
 import { revokedKeyHint, TOO_LARGE_HINT } from "./hints.js";
-import { connectError, isReset, speaksTls, TRUST_HINT } from "./net-errors.js";
+import { failureOf, timeoutFailure, type Answer, type PostContext, type Progress } from "./rest-failure.js";
 import { absoluteForm, proxyAgent, proxyAnswerError } from "./proxy.js";
 import type { PoolPoster } from "./rest-pool.js";
 
@@ -198,133 +199,6 @@ export function statusError(status: number, body: string, headers: http.Incoming
   return new MailsendError("protocol_error", `unexpected answer from the service (HTTP ${status}): ${ex}`, { status });
 }
 
-export interface Answer {
-  status: number;
-  statusText: string;
-  httpVersion: string;
-  /** Lower-case names, as node:http gives them. */
-  headers: http.IncomingHttpHeaders;
-  /** As received, for --verbose. */
-  rawHeaders: [string, string][];
-  /** The start of the body (at most about 64 KiB). */
-  body: string;
-}
-
-/** How far one request got: what decides whether a failure may have sent the message. */
-export interface Progress {
-  /** The connection (and TLS) is up and the request is on it. */
-  connected: boolean;
-  /** The whole body has been handed to the connection. */
-  sent: boolean;
-  /** The answer's status line arrived. */
-  answered: boolean;
-}
-
-export interface PostContext {
-  url: URL;
-  headers: Record<string, string>;
-  timeoutMs: number;
-  signal?: AbortSignal;
-}
-
-const handedOver = (p: Progress) => p.connected && p.sent;
-
-function resendHint(ctx: PostContext): string {
-  return `The message may have been sent. Check before sending again (resending with --idempotency-key ${ctx.headers["Idempotency-Key"]} is safe).`;
-}
-
-/** The --timeout ran out: whether anything was sent depends on how far the request got. */
-export function timeoutFailure(p: Progress, ctx: PostContext): MailsendError {
-  const { url, timeoutMs } = ctx;
-  return handedOver(p)
-    ? new MailsendError("outcome_unknown", `no answer from ${url.origin} within ${timeoutMs / 1000} s after the message was sent`, {
-        mayHaveBeenSent: true,
-        hint: resendHint(ctx),
-      })
-    : new MailsendError("timeout", `${url.origin} did not respond within ${timeoutMs / 1000} s; nothing was sent`, {
-        hint: "Check the network, or raise --timeout.",
-      });
-}
-
-/**
- * The start of what a server said when its answer was not HTTP at all (an
- * SMTP greeting, say), as printable text; "" when unknown; undefined when the
- * error is not an HTTP parse error. node:http and undici report it differently.
- */
-function notHttpAnswer(e: unknown): string | undefined {
-  const err = e as { code?: unknown; name?: unknown; rawPacket?: unknown; data?: unknown };
-  const parse = (typeof err?.code === "string" && err.code.startsWith("HPE_")) || err?.name === "HTTPParserError";
-  if (!parse) return undefined;
-  const raw = Buffer.isBuffer(err.rawPacket) ? err.rawPacket : Buffer.isBuffer(err.data) ? err.data : typeof err.data === "string" ? Buffer.from(err.data) : undefined;
-  if (!raw) return "";
-  // HTTP-looking answers that merely broke the parser are not this case.
-  if (/^HTTP\//.test(raw.toString("latin1", 0, 5))) return undefined;
-  return raw.toString("latin1", 0, 80).split(/\r?\n/)[0]!.replace(/[^\x20-\x7e]/g, "?").trim();
-}
-
-/**
- * What a failed request means for the message, from the error and how far the
- * request got. Shared by both HTTP engines (node:http and the undici pool).
- */
-export async function failureOf(e: unknown, p: Progress, ctx: PostContext): Promise<MailsendError> {
-  const { url, signal, timeoutMs } = ctx;
-  if (e instanceof MailsendError) return e;
-  if (signal?.aborted) {
-    // Interrupted by the caller: whether it was sent depends only on how far it got.
-    return handedOver(p)
-      ? new MailsendError("outcome_unknown", `interrupted after the message was sent to ${url.origin}, before the answer`, {
-          cause: e,
-          mayHaveBeenSent: true,
-          hint: resendHint(ctx),
-        })
-      : new MailsendError("temporary_failure", `interrupted before the message was sent to ${url.origin}`, {
-          cause: e,
-          hint: "Nothing was sent; it is safe to try again.",
-        });
-  }
-  const notHttp = notHttpAnswer(e);
-  if (notHttp !== undefined) {
-    return new MailsendError("config_invalid", `${url.origin} did not answer with HTTP${notHttp ? ` (it said ${JSON.stringify(notHttp)})` : ""}`, {
-      cause: e,
-      hint: /^\d{3}[ -]/.test(notHttp)
-        ? "That looks like an SMTP server's greeting: --base-url / MAILSEND_BASE_URL must be the service's HTTP(S) address; for SMTP use --transport smtp with --smtp-host/--smtp-port."
-        : "Check --base-url / MAILSEND_BASE_URL: it must be the service's HTTP(S) address.",
-    });
-  }
-  const endpoint = {
-    label: url.origin,
-    setting: "--base-url / MAILSEND_BASE_URL",
-    tlsHint: "Check the scheme of --base-url / MAILSEND_BASE_URL: https:// for a TLS port, http:// for a plain one.",
-  };
-  const early = connectError(e, endpoint, TRUST_HINT);
-  if (early && !handedOver(p)) return early;
-  if (isReset(e) || early) {
-    const unknown = () =>
-      new MailsendError("outcome_unknown", `the connection to ${url.origin} broke after the message was sent (${(e as Error).message})`, {
-        cause: e,
-        mayHaveBeenSent: true,
-        hint: resendHint(ctx),
-      });
-    if (handedOver(p) && !p.answered && url.protocol === "http:") {
-      // A TLS port drops a plain-text request without a byte of answer, exactly
-      // like a server that died mid-request. If the port speaks TLS, the request
-      // cannot have been understood: that is a scheme mismatch, and nothing was sent.
-      return (await speaksTls(url.hostname, Number(url.port || 80), Math.min(timeoutMs, 3000)))
-        ? new MailsendError("tls_mismatch", `${url.origin} speaks TLS, but --base-url says http://`, {
-            cause: e,
-            hint: "Use https:// in --base-url / MAILSEND_BASE_URL. Nothing was sent.",
-          })
-        : unknown();
-    }
-    return handedOver(p)
-      ? unknown()
-      : new MailsendError("connection_failed", `the connection to ${url.origin} broke before the message was sent (${(e as Error).message})`, {
-          cause: e,
-          hint: "Nothing was sent; it is safe to try again.",
-        });
-  }
-  return new MailsendError("connection_failed", `request to ${url.origin} failed: ${(e as Error).message}`, { cause: e });
-}
 
 export class RestTransport implements Transport {
   readonly name = "rest" as const;

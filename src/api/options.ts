@@ -6,6 +6,7 @@
 import { readFile } from "node:fs/promises";
 import { DEFAULTS, type SmtpTlsMode, type TransportConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
+import { expandHome } from "../core/home.js";
 import type { TransportName } from "../core/transport.js";
 import { USER_AGENT } from "../core/version.js";
 import { checkKey } from "../input/config.js";
@@ -76,7 +77,7 @@ async function resolveKey(o: ConnectionOptions): Promise<string> {
     throw invalid("both MAILSEND_API_KEY and MAILSEND_API_KEY_FILE are set in options.env", "Unset one of them so it is clear which key is used.");
   }
   if (envKey !== undefined) return checkKey(envKey, "MAILSEND_API_KEY");
-  if (envFile !== undefined) return readKeyFile(envFile, "MAILSEND_API_KEY_FILE");
+  if (envFile !== undefined) return readKeyFile(expandHome(envFile, o.env ?? {}), "MAILSEND_API_KEY_FILE");
   throw new MailsendError("config_missing", "no API key", {
     hint: o.env
       ? "Pass options.apiKey or options.apiKeyFile, or set MAILSEND_API_KEY / MAILSEND_API_KEY_FILE in options.env."

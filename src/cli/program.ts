@@ -6,6 +6,7 @@ import { BATCH_OPTIONS, DOCTOR_OPTIONS, SEND_OPTIONS, type OptionSpec } from "./
 import * as HELP from "./help-examples.js";
 import { annotation, inGitHubActions } from "./github.js";
 import { reportError } from "./report.js";
+import { hideOptionValues, secretOptionError } from "./secret-options.js";
 import { addSandboxOptions, DIR_OPTION, JSON_OPTION, SANDBOX_OPTIONS } from "./sandbox-options.js";
 
 const SEND_EXAMPLES = `
@@ -157,7 +158,9 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
     .configureOutput({
       writeOut: (s) => io.stdout.write(s),
       writeErr: (s) => io.stderr.write(s),
-      outputError: (s, write) => {
+      outputError: (raw, write) => {
+        // Never the value of an unknown --opt=value, nor a key pasted as an option's argument.
+        const s = hideOptionValues(raw);
         const message = s.replace(/^error: /, "").trim();
         if (json) {
           io.stderr.write(`${JSON.stringify({ error: { code: "usage", message, exit: EXIT.usage } })}\n`);
@@ -350,6 +353,9 @@ export async function run(argv: string[], io: CliIO): Promise<number> {
     argv,
   );
   try {
+    // --api-key KEY, --token=KEY, --password KEY: refused, saying where a key goes.
+    const secret = secretOptionError(argv);
+    if (secret) throw secret;
     if (argv[0] === "help" && argv.length >= 2 && !argv[1]!.startsWith("-")) {
       const { unknownHelpTopic } = await import("./stray.js");
       const e = unknownHelpTopic(program, argv[1]!);

@@ -6,6 +6,7 @@
  */
 import { DEFAULTS, type SmtpTlsMode, type TransportConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
+import { expandHome } from "../core/home.js";
 import type { TransportName } from "../core/transport.js";
 import { USER_AGENT } from "../core/version.js";
 import { readProfileKey, type ActiveProfile } from "./profile.js";
@@ -95,7 +96,7 @@ export async function resolveApiKey(flags: ConnectionFlags, env: Env, io: InputS
   if (file !== undefined) {
     let buf: Buffer;
     try {
-      buf = await readSource(file, "MAILSEND_API_KEY_FILE", io);
+      buf = await readSource(expandHome(file, env), "MAILSEND_API_KEY_FILE", io);
     } catch (e) {
       const m = e as MailsendError;
       throw new MailsendError("config_missing", m.message, { cause: e, hint: "MAILSEND_API_KEY_FILE must name a readable file holding the key." });

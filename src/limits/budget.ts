@@ -7,6 +7,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { DEFAULTS } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
+import { expandHome } from "../core/home.js";
 import { FileSlotStore } from "./file-store.js";
 import { redisConfigFrom } from "./redis-config.js";
 import { RedisSlotStore } from "./redis-store.js";
@@ -28,7 +29,7 @@ export function keyHash(apiKey: string): string {
 }
 
 export function stateDir(env: Env, platform = process.platform): string {
-  if (env.MAILSEND_STATE_DIR) return env.MAILSEND_STATE_DIR;
+  if (env.MAILSEND_STATE_DIR) return expandHome(env.MAILSEND_STATE_DIR, env);
   const home = env.HOME || homedir();
   if (platform === "win32") return join(env.LOCALAPPDATA || join(home, "AppData", "Local"), "mailsend", "state");
   if (platform === "darwin") return join(home, "Library", "Application Support", "mailsend", "state");

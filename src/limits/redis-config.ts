@@ -17,6 +17,7 @@
  */
 import { readFileSync } from "node:fs";
 import { MailsendError } from "../core/errors.js";
+import { expandHome } from "../core/home.js";
 import { stripUserinfo } from "../core/redact.js";
 
 export interface RedisNode {
@@ -72,10 +73,10 @@ function parseNode(text: string, defaultPort: number, shown: string): RedisNode 
   return { host: (m[1] ?? m[2])!, port };
 }
 
-function readSecretFile(path: string, variable: string): string {
+function readSecretFile(path: string, variable: string, env: Env): string {
   let text: string;
   try {
-    text = readFileSync(path, "utf8");
+    text = readFileSync(expandHome(path, env), "utf8");
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     throw new MailsendError("config_invalid", `${variable} names ${path}, which cannot be read (${code ?? (e as Error).message})`, {
@@ -136,11 +137,11 @@ export function redisConfigFrom(env: Env, opts: { caFile?: string } = {}): Redis
   const passwordFile = env[PASSWORD_FILE_VARIABLE]?.trim();
   if (passwordFile) {
     if (password) throw invalid(`both ${URL_VARIABLE} and ${PASSWORD_FILE_VARIABLE} give a Redis password`, `Keep one: take the password out of the URL (${shown}), or unset ${PASSWORD_FILE_VARIABLE}.`);
-    password = readSecretFile(passwordFile, PASSWORD_FILE_VARIABLE);
+    password = readSecretFile(passwordFile, PASSWORD_FILE_VARIABLE, env);
     passwordSource = passwordFile;
   }
   const sentinelFile = env[SENTINEL_PASSWORD_FILE_VARIABLE]?.trim();
-  const sentinelPassword = sentinelFile ? readSecretFile(sentinelFile, SENTINEL_PASSWORD_FILE_VARIABLE) : undefined;
+  const sentinelPassword = sentinelFile ? readSecretFile(sentinelFile, SENTINEL_PASSWORD_FILE_VARIABLE, env) : undefined;
 
   const tls = scheme.startsWith("rediss");
   const label = `${scheme}://${nodes.map((n) => `${n.host.includes(":") ? `[${n.host}]` : n.host}:${n.port}`).join(",")}${masterName ? `/${masterName}` : ""}${db ? `/${db}` : ""}`;

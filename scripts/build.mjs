@@ -10,7 +10,7 @@ const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url),
 // commander, chalk and zod are bundled (so they are build-time dependencies only);
 // the large libraries stay in node_modules and are imported lazily, so a REST send
 // never loads nodemailer.
-const external = ["nodemailer", "nodemailer/*", "smtp-server", "postal-mime", "ora", "@peculiar/x509", "reflect-metadata", "marked", "socks"];
+const external = ["nodemailer", "nodemailer/*", "smtp-server", "postal-mime", "ora", "@peculiar/x509", "reflect-metadata", "marked", "socks", "proper-lockfile", "html-to-text", "juice"];
 
 // ioredis is bundled on purpose (see scripts/bundle-ioredis.mjs): one chunk, loaded only by a
 // run with MAILSEND_RATE_LIMIT_URL, costs ~30 ms less than resolving its ~60 files.

@@ -70,3 +70,20 @@ export const INBOX_SHOW_HELP = examples([
   "mailsend inbox show <id> --json | jq .subject",
   "mailsend inbox show '<6d48a104-...@example.com>'  # by the Message-ID an SMTP send printed",
 ]);
+
+export const QUEUE_HELP = `
+Mail handed to mailsend by sendmail, the relay or send --queue waits here
+($MAILSEND_STATE_DIR/outbox) until it is delivered, exactly once, within the
+key's budget. A background runner starts by itself when mail is queued
+(MAILSEND_QUEUE_AUTORUN=0 turns that off where a service runs the queue).
+Temporary failures are retried with backoff for up to 5 days (--max-age),
+then moved to failed/ with the reason; permanent ones go there at once.
+${examples([
+  "mailsend queue                          # what is waiting, and why",
+  "mailsend queue --failed --json",
+  "mailsend queue run                      # deliver what is due now, then exit (cron, a timer)",
+  "mailsend queue run --watch              # keep delivering (a systemd service)",
+  "mailsend queue retry --all              # everything due now, failed/ included",
+  "mailsend queue rm <id>",
+  "mailsend queue purge --failed",
+]).trimStart()}`;

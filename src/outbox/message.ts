@@ -1,15 +1,23 @@
+import { parseMailbox1 } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
+import { messageFromEml } from "../input/eml.js";
 import type { Envelope } from "./types.js";
 
 /**
  * The Message a raw RFC 5322 message from another program becomes, with the
- * envelope's recipients as the ones that get it. Validates: throws a
- * MailsendError (65 bad data) when it cannot be delivered as it is.
+ * envelope's recipients as the ones that get it. Validates what every
+ * transport needs: one From, parseable addresses, at least one recipient;
+ * throws a MailsendError (64/65) before anything is queued.
  */
 export async function prepareMessage(raw: Buffer, envelope: Envelope, idempotencyKey?: string): Promise<Message> {
-  void raw;
-  void envelope;
-  void idempotencyKey;
-  throw new MailsendError("internal", "prepareMessage: not written yet");
+  if (envelope.to.length === 0) {
+    throw new MailsendError("usage", "no recipients: the message names none and none were given", {
+      hint: "Give the recipients as arguments, or use -t to take them from the To, Cc and Bcc headers.",
+    });
+  }
+  const to = envelope.to.map((r) => parseMailbox1(r, "recipient").address);
+  const from = envelope.from === "" ? "" : parseMailbox1(envelope.from, "envelope sender").address;
+  const message = await messageFromEml(raw, "the message", idempotencyKey, { envelopeRecipients: true });
+  return { ...message, envelope: { from: from || message.from.address, to } };
 }

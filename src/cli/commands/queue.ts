@@ -1,0 +1,236 @@
+import { MailsendError } from "../../core/errors.js";
+import { formatSize } from "../../core/size.js";
+import { QueueRunner, DEFAULT_MAX_AGE_MS, type RunnerEvent } from "../../outbox/runner.js";
+import { Outbox, isOutboxId } from "../../outbox/store.js";
+import type { OutboxMeta, OutboxState } from "../../outbox/types.js";
+import { colorsFor, type CliIO } from "../io.js";
+import { reportError } from "../report.js";
+
+interface ListFlags {
+  json?: boolean;
+  failed?: boolean;
+}
+
+function age(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.round(s / 60)}m`;
+  if (s < 172800) return `${Math.round(s / 3600)}h`;
+  return `${Math.round(s / 86400)}d`;
+}
+
+function when(at: number, now: number): string {
+  if (at <= now) return "now";
+  return `in ${age(at - now)}`;
+}
+
+/** A header value shown on one line of a terminal: no control characters. */
+function plain(s: string | undefined, max = 60): string {
+  const t = (s ?? "").replace(/[\u0000-\u001f\u007f-\u009f]/g, "\uFFFD");
+  return t.length > max ? `${t.slice(0, max - 1)}…` : t;
+}
+
+interface Row {
+  meta: OutboxMeta;
+  state: OutboxState;
+}
+
+async function rows(outbox: Outbox, where: "queue" | "failed"): Promise<Row[]> {
+  const out: Row[] = [];
+  for (const id of await outbox.ids(where)) {
+    const meta = await outbox.meta(id, where).catch(() => undefined);
+    if (!meta) continue;
+    out.push({ meta, state: await outbox.state(id, where) });
+  }
+  return out;
+}
+
+function rowJson(r: Row, where: "queue" | "failed") {
+  return {
+    id: r.meta.id,
+    status: where === "failed" ? "failed" : "queued",
+    created_at: new Date(r.meta.createdAt).toISOString(),
+    from: r.meta.envelope.from,
+    header_from: r.meta.headerFrom ?? null,
+    recipients: r.meta.envelope.to,
+    subject: r.meta.subject ?? null,
+    size: r.meta.size,
+    source: r.meta.source,
+    attempts: r.state.attempts,
+    next_attempt_at: where === "failed" ? null : new Date(r.state.nextAttemptAt || r.meta.createdAt).toISOString(),
+    last_error: r.state.lastError ? { code: r.state.lastError.code, message: r.state.lastError.message, exit: r.state.lastError.exit } : null,
+  };
+}
+
+/** `mailsend queue [ls]`, `sendmail -bp`, `mailq`. */
+export async function runQueueList(opts: Record<string, unknown>, io: CliIO): Promise<number> {
+  const flags = opts as ListFlags;
+  try {
+    const outbox = Outbox.fromEnv(io.env);
+    const where = flags.failed ? "failed" : "queue";
+    const list = await rows(outbox, where);
+    if (flags.json) {
+      io.stdout.write(`${JSON.stringify(list.map((r) => rowJson(r, where)))}\n`);
+      return 0;
+    }
+    if (list.length === 0) {
+      io.stdout.write(`${where === "failed" ? "no failed mail" : "the outbox is empty"} (${outbox.dir})\n`);
+      return 0;
+    }
+    const c = colorsFor(io.stdout, io.env);
+    const now = Date.now();
+    for (const r of list) {
+      const next = where === "failed" ? c.red("failed") : when(r.state.nextAttemptAt, now);
+      io.stdout.write(
+        `${c.bold(r.meta.id)}  ${age(now - r.meta.createdAt).padStart(4)}  ${formatSize(r.meta.size).padStart(9)}  tries ${r.state.attempts}  next ${next}\n` +
+          `  from ${plain(r.meta.envelope.from || "<>")} to ${plain(r.meta.envelope.to.join(", "), 200)}\n` +
+          `  subject ${plain(r.meta.subject)}\n` +
+          (r.state.lastError ? `  ${c.yellow("last error:")} ${plain(r.state.lastError.message, 300)}\n` : ""),
+      );
+    }
+    const total = list.reduce((n, r) => n + r.meta.size, 0);
+    io.stdout.write(c.dim(`-- ${list.length} message${list.length === 1 ? "" : "s"}, ${formatSize(total)} in ${where === "failed" ? outbox.failedDir : outbox.queueDir}\n`));
+    return 0;
+  } catch (e) {
+    return reportError(e, io, { json: flags.json ?? false });
+  }
+}
+
+interface RunFlags {
+  watch?: boolean;
+  drain?: boolean;
+  json?: boolean;
+  verbose?: boolean;
+  quiet?: boolean;
+  concurrency?: number;
+  maxAge?: string;
+}
+
+/** 5d, 12h, 30m, 90s, or seconds. */
+export function parseDuration(v: string, what: string): number {
+  const m = /^(\d+)\s*(s|m|h|d|w)?$/.exec(v.trim());
+  if (!m) throw new MailsendError("usage", `${what} must be a duration such as 90s, 30m, 12h, 5d, got ${JSON.stringify(v)}`);
+  const unit = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 }[(m[2] ?? "s") as "s"];
+  return Number(m[1]) * unit * 1000;
+}
+
+function eventLine(e: RunnerEvent, io: CliIO, flags: RunFlags): void {
+  const stamp = new Date().toISOString();
+  if (flags.json) {
+    const base = { at: stamp, event: e.type, ...("id" in e && e.id ? { id: e.id } : {}) };
+    if (e.type === "sent") io.stdout.write(`${JSON.stringify({ ...base, transport: e.transport, reason: e.reason, message_id: e.messageId, recipients: e.recipients, attempts: e.attempts })}\n`);
+    else if (e.type === "deferred") io.stdout.write(`${JSON.stringify({ ...base, error: e.error.toJSON(), attempts: e.attempts, next_attempt_at: new Date(e.nextAttemptAt).toISOString() })}\n`);
+    else if (e.type === "failed") io.stdout.write(`${JSON.stringify({ ...base, error: e.error.toJSON(), attempts: e.attempts })}\n`);
+    else io.stderr.write(`${JSON.stringify({ warning: e.message, ...base })}\n`);
+    return;
+  }
+  if (flags.quiet && e.type === "sent") return;
+  const c = colorsFor(io.stdout, io.env);
+  if (e.type === "sent") io.stdout.write(`${stamp} ${c.green("sent")} ${e.id} ${e.messageId} (${e.transport}, to ${e.recipients.join(", ")})\n`);
+  else if (e.type === "deferred") io.stdout.write(`${stamp} ${c.yellow("deferred")} ${e.id}: ${e.error.message}; next attempt in ${age(e.nextAttemptAt - Date.now())}\n`);
+  else if (e.type === "failed") io.stdout.write(`${stamp} ${c.red("failed")} ${e.id}: ${e.error.message} (moved to failed/; mailsend queue retry ${e.id} to try again)\n`);
+  else io.stderr.write(`${stamp} warning: ${e.id ? `${e.id}: ` : ""}${e.message}\n`);
+}
+
+/** `mailsend queue run`, `sendmail -q`, and the background runner (--drain). */
+export async function runQueueRun(opts: Record<string, unknown>, io: CliIO): Promise<number> {
+  const flags = opts as RunFlags;
+  const json = flags.json ?? false;
+  try {
+    const c = colorsFor(io.stderr, io.env);
+    const trace = flags.verbose ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
+    const runner = new QueueRunner({
+      env: io.env,
+      mode: flags.watch ? "watch" : flags.drain ? "drain" : "due",
+      ...(flags.concurrency ? { concurrency: flags.concurrency } : {}),
+      maxAgeMs: flags.maxAge ? parseDuration(flags.maxAge, "--max-age") : io.env.MAILSEND_QUEUE_MAX_AGE ? parseDuration(io.env.MAILSEND_QUEUE_MAX_AGE, "MAILSEND_QUEUE_MAX_AGE") : DEFAULT_MAX_AGE_MS,
+      onEvent: (e) => eventLine(e, io, flags),
+      ...(trace ? { trace } : {}),
+    });
+    let signals = 0;
+    const onSignal = () => {
+      signals++;
+      if (signals === 1) runner.stop();
+      else runner.abort();
+    };
+    process.on("SIGINT", onSignal);
+    process.on("SIGTERM", onSignal);
+    try {
+      if (flags.watch && !json && !flags.quiet) io.stderr.write(`mailsend: delivering from ${runner.outbox.dir} as mail arrives (Ctrl-C to stop)\n`);
+      const summary = await runner.run();
+      if (!summary.ran) {
+        if (!flags.quiet && !flags.drain) io.stderr.write(`mailsend: another runner is delivering from ${runner.outbox.dir}; ${summary.left} message${summary.left === 1 ? "" : "s"} queued\n`);
+        return 0;
+      }
+      if (json) io.stdout.write(`${JSON.stringify({ summary: { sent: summary.sent, deferred: summary.deferred, failed: summary.failed, left: summary.left } })}\n`);
+      else if (!flags.quiet) io.stderr.write(`mailsend: sent ${summary.sent}, deferred ${summary.deferred}, failed ${summary.failed}; ${summary.left} left in the outbox\n`);
+      return signals > 0 ? (signals > 1 ? 130 : 0) : 0;
+    } finally {
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+    }
+  } catch (e) {
+    return reportError(e, io, { json });
+  }
+}
+
+function checkId(id: string): string {
+  if (!isOutboxId(id)) throw new MailsendError("usage", `not an outbox id: ${JSON.stringify(id.slice(0, 40))}`, { hint: "The ids are in the first column of `mailsend queue` (and `mailsend queue --failed`)." });
+  return id;
+}
+
+/** `mailsend queue retry <id>|--all`: due now, and back from failed/. */
+export async function runQueueRetry(id: string | undefined, opts: Record<string, unknown>, io: CliIO): Promise<number> {
+  const json = (opts.json as boolean | undefined) ?? false;
+  try {
+    const outbox = Outbox.fromEnv(io.env);
+    let ids: string[];
+    if (opts.all) ids = [...(await outbox.ids("failed")), ...(await outbox.ids("queue"))];
+    else if (id) ids = [checkId(id)];
+    else throw new MailsendError("usage", "name an id, or --all");
+    let n = 0;
+    for (const one of ids) if (await outbox.retry(one)) n++;
+    if (id && n === 0) throw new MailsendError("file_not_found", `no message ${id} in the outbox`, { hint: "mailsend queue and mailsend queue --failed list what is there." });
+    if (json) io.stdout.write(`${JSON.stringify({ retried: n })}\n`);
+    else io.stderr.write(`mailsend: ${n} message${n === 1 ? "" : "s"} due now; mailsend queue run delivers them\n`);
+    return 0;
+  } catch (e) {
+    return reportError(e, io, { json });
+  }
+}
+
+/** `mailsend queue rm <id>`: a person's decision; the only way queued mail is deleted. */
+export async function runQueueRm(ids: string[], opts: Record<string, unknown>, io: CliIO): Promise<number> {
+  const json = (opts.json as boolean | undefined) ?? false;
+  try {
+    const outbox = Outbox.fromEnv(io.env);
+    const missing: string[] = [];
+    for (const id of ids.map(checkId)) {
+      const a = await outbox.remove(id, "queue");
+      const b = await outbox.remove(id, "failed");
+      if (!a && !b) missing.push(id);
+    }
+    if (missing.length) throw new MailsendError("file_not_found", `not in the outbox: ${missing.join(", ")}`);
+    if (json) io.stdout.write(`${JSON.stringify({ removed: ids.length })}\n`);
+    else io.stderr.write(`mailsend: removed ${ids.length} message${ids.length === 1 ? "" : "s"}\n`);
+    return 0;
+  } catch (e) {
+    return reportError(e, io, { json });
+  }
+}
+
+/** `mailsend queue purge --failed`. */
+export async function runQueuePurge(opts: Record<string, unknown>, io: CliIO): Promise<number> {
+  const json = (opts.json as boolean | undefined) ?? false;
+  try {
+    if (!opts.failed) throw new MailsendError("usage", "queue purge removes the failed messages only: say --failed", { hint: "To remove queued mail, name it: mailsend queue rm <id>." });
+    const outbox = Outbox.fromEnv(io.env);
+    const ids = await outbox.ids("failed");
+    for (const id of ids) await outbox.remove(id, "failed");
+    if (json) io.stdout.write(`${JSON.stringify({ removed: ids.length })}\n`);
+    else io.stderr.write(`mailsend: removed ${ids.length} failed message${ids.length === 1 ? "" : "s"}\n`);
+    return 0;
+  } catch (e) {
+    return reportError(e, io, { json });
+  }
+}

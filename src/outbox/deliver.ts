@@ -1,0 +1,159 @@
+/**
+ * Delivery of mail the outbox holds (or that a sendmail caller hands over):
+ * which transport carries it, through the same budget, retry policy and
+ * idempotency as `mailsend send`.
+ */
+import { Readable } from "node:stream";
+import type { TransportConfig } from "../core/config.js";
+import { MailsendError } from "../core/errors.js";
+import type { Message } from "../core/message.js";
+import type { SendResult, Transport, TransportName } from "../core/transport.js";
+import { resolveTransportConfig } from "../input/config.js";
+import { loadSettings } from "../input/profile.js";
+import { resolveLimits, openSlotStore, type Env } from "../limits/budget.js";
+import { deliver, type DeliverOptions, type WaitInfo } from "../limits/deliver.js";
+import type { SlotStore } from "../limits/store.js";
+import { createTransport } from "../transports/index.js";
+import { restLossOfRaw } from "./choose.js";
+
+export type Preferred = TransportName | "auto";
+
+export interface Chosen {
+  transport: TransportName;
+  /** Why this one, for -v and --json. */
+  reason: string;
+}
+
+/** The transport a message goes over: the configured one, or under auto REST when it carries the message whole. */
+export function chooseFor(message: Message, preferred: Preferred, available: { rest: boolean; smtp: boolean }): Chosen {
+  const loss = restLossOfRaw(message);
+  if (preferred === "smtp") return { transport: "smtp", reason: "--transport smtp" };
+  if (preferred === "rest") {
+    if (loss) {
+      throw new MailsendError("invalid_message", `this message cannot go over REST without loss: ${loss}`, {
+        hint: "Configure SMTP (MAILSEND_SMTP_HOST) and set MAILSEND_TRANSPORT=auto (or smtp): such messages then go over SMTP unchanged.",
+      });
+    }
+    return { transport: "rest", reason: "--transport rest" };
+  }
+  if (!loss && available.rest) return { transport: "rest", reason: "REST carries it whole" };
+  if (available.smtp) return { transport: "smtp", reason: loss ? loss : "only SMTP is configured" };
+  throw new MailsendError("invalid_message", `this message cannot go over REST without loss (${loss}), and no SMTP server is configured`, {
+    hint: "Set MAILSEND_SMTP_HOST (and MAILSEND_SMTP_PORT) so that such messages go over SMTP unchanged; nothing was changed or sent.",
+  });
+}
+
+/** Over REST the envelope's recipients are the `to`; the headers' Cc/Bcc were checked away by chooseFor. */
+function forTransport(message: Message, transport: TransportName): Message {
+  if (transport === "smtp" || !message.envelope) return message;
+  return { ...message, to: message.envelope.to.map((address) => message.to.find((t) => t.address.toLowerCase() === address.toLowerCase()) ?? { address }) };
+}
+
+export interface SenderOptions {
+  /** Connections to keep per transport (the runner's concurrency). */
+  pool?: number;
+  trace?: (line: string) => void;
+  /** The rest of deliver()'s settings. */
+  retries: number;
+  maxWaitMs: number;
+  deadlineMs: number;
+  noWait?: boolean;
+}
+
+const noStdin = () => Readable.from([]) as unknown as NodeJS.ReadableStream;
+
+/**
+ * The connections and the budget of one profile. The key is read from the
+ * environment or the profile at delivery time, never from the outbox.
+ */
+export class OutboxSender {
+  private transports = new Map<TransportName, Promise<Transport>>();
+
+  private constructor(
+    private readonly configs: Partial<Record<TransportName, TransportConfig>>,
+    readonly preferred: Preferred,
+    private readonly store: SlotStore | undefined,
+    private readonly limits: DeliverOptions["limits"],
+    private readonly opts: SenderOptions,
+  ) {}
+
+  static async open(env: Env, profile: string | undefined, opts: SenderOptions): Promise<OutboxSender> {
+    const settings = loadSettings(profile, env);
+    const e = settings.env;
+    const raw = (e.MAILSEND_TRANSPORT ?? "").trim();
+    if (raw !== "" && raw !== "rest" && raw !== "smtp" && raw !== "auto") {
+      throw new MailsendError("config_invalid", `transport must be rest, smtp or auto, got ${JSON.stringify(raw)}`);
+    }
+    const preferred: Preferred = raw === "" ? "auto" : (raw as Preferred);
+    const configs: Partial<Record<TransportName, TransportConfig>> = {};
+    let firstError: unknown;
+    for (const name of ["rest", "smtp"] as const) {
+      if (preferred !== "auto" && preferred !== name) continue;
+      try {
+        configs[name] = await resolveTransportConfig({ transport: name }, e, { stdin: noStdin(), needKey: true, profile: settings.profile });
+      } catch (err) {
+        firstError ??= err;
+      }
+    }
+    const any = configs.rest ?? configs.smtp;
+    if (!any) throw firstError;
+    const limits = resolveLimits({}, e);
+    const store = openSlotStore(any.apiKey, limits, e, { ...(any.caFile ? { caFile: any.caFile } : {}), ...(opts.trace ? { trace: opts.trace } : {}) });
+    return new OutboxSender(configs, preferred, store, limits, opts);
+  }
+
+  choose(message: Message): Chosen {
+    return chooseFor(message, this.preferred, { rest: this.configs.rest !== undefined, smtp: this.configs.smtp !== undefined });
+  }
+
+  private transport(name: TransportName): Promise<Transport> {
+    let t = this.transports.get(name);
+    if (!t) {
+      const config = this.configs[name];
+      if (!config) throw new MailsendError("config_missing", `no ${name === "rest" ? "REST base URL" : "SMTP host"} is configured`);
+      t = createTransport(config, this.opts.pool ? { pool: this.opts.pool } : {});
+      this.transports.set(name, t);
+    }
+    return t;
+  }
+
+  async send(message: Message, chosen: Chosen, extra: { onWait?: (w: WaitInfo) => void; signal?: AbortSignal } = {}): Promise<SendResult> {
+    const transport = await this.transport(chosen.transport);
+    return deliver(transport, forTransport(message, chosen.transport), {
+      ...(this.store ? { store: this.store } : {}),
+      limits: this.limits,
+      retries: this.opts.retries,
+      maxWaitMs: this.opts.maxWaitMs,
+      deadlineMs: this.opts.deadlineMs,
+      noWait: this.opts.noWait ?? false,
+      ...(extra.onWait ? { onWait: extra.onWait } : {}),
+      ...(extra.signal ? { signal: extra.signal } : {}),
+      ...(this.opts.trace ? { trace: this.opts.trace } : {}),
+    });
+  }
+
+  async close(): Promise<void> {
+    for (const t of this.transports.values()) await (await t.catch(() => undefined))?.close();
+    await this.store?.close();
+  }
+}
+
+/**
+ * What is worth another try later (it stays in the outbox) and what is not
+ * (it goes to failed/ at once, or is refused to the caller).
+ */
+export function isTemporary(e: MailsendError): boolean {
+  return [
+    "rate_limited",
+    "temporary_failure",
+    "timeout",
+    "connection_failed",
+    "service_error",
+    "outcome_unknown",
+    "protocol_error",
+    "local_write_failed",
+    "local_io_failed",
+    "config_missing",
+    "tls_untrusted",
+  ].includes(e.code);
+}

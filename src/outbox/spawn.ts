@@ -1,0 +1,52 @@
+/**
+ * Queued mail goes out by itself: when a message is queued and no runner
+ * holds the outbox, a runner is started in the background, detached from the
+ * caller's terminal and process group (cron and PHP return at once), logging
+ * to the outbox's runner.log. It drains the outbox and exits when it is empty.
+ */
+import { spawn } from "node:child_process";
+import { openSync, closeSync, realpathSync } from "node:fs";
+import { join } from "node:path";
+import type { Env } from "../limits/budget.js";
+import { runnerHoldsOutbox } from "./runner.js";
+import { Outbox } from "./store.js";
+
+/** The mailsend entry script, whatever name it was called by (a `sendmail` symlink). */
+function entryScript(): string {
+  const argv1 = process.argv[1];
+  if (!argv1) throw new Error("no entry script");
+  return realpathSync(argv1);
+}
+
+export function autorunOff(env: Env): boolean {
+  const v = (env.MAILSEND_QUEUE_AUTORUN ?? "").trim().toLowerCase();
+  return v === "0" || v === "false" || v === "no" || v === "off";
+}
+
+/**
+ * Start a background runner unless one holds the outbox (or the setting says
+ * a service runs the queue). Returns the log's path when one was started.
+ */
+export async function kickRunner(env: Env, outbox: Outbox = Outbox.fromEnv(env)): Promise<string | undefined> {
+  if (autorunOff(env)) return undefined;
+  if (await runnerHoldsOutbox(outbox)) return undefined;
+  const log = join(outbox.dir, "runner.log");
+  let fd: number | undefined;
+  try {
+    fd = openSync(log, "a", 0o600);
+    const child = spawn(process.execPath, [entryScript(), "queue", "run", "--drain"], {
+      detached: true,
+      stdio: ["ignore", fd, fd],
+      env: { ...env, MAILSEND_OUTBOX_DIR: outbox.dir },
+      cwd: "/",
+    });
+    child.on("error", () => {});
+    child.unref();
+    return log;
+  } catch {
+    // The mail is safe in the outbox; `mailsend queue run` delivers it.
+    return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}

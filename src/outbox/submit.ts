@@ -1,0 +1,101 @@
+/**
+ * Mail handed over by another program (sendmail, `send --queue`): delivered
+ * at once when that is quick, else kept in the outbox and delivered later.
+ * The message is on disk before the attempt, held for that attempt, so a
+ * crash in the middle loses nothing and a later delivery carries the same
+ * idempotency key.
+ */
+import { randomUUID } from "node:crypto";
+import { MailsendError, toMailsendError } from "../core/errors.js";
+import type { SendResult } from "../core/transport.js";
+import type { Env } from "../limits/budget.js";
+import { OutboxSender, isTemporary, type Chosen } from "./deliver.js";
+import { prepareMessage } from "./message.js";
+import { retryDelayMs } from "./runner.js";
+import { kickRunner } from "./spawn.js";
+import { Outbox } from "./store.js";
+import type { Envelope, OutboxMeta, QueueMode } from "./types.js";
+
+export type SubmitResult =
+  | { status: "sent"; result: SendResult; chosen: Chosen }
+  | { status: "queued"; id: string; reason: string; log?: string };
+
+export interface SubmitOptions {
+  mode: QueueMode;
+  env: Env;
+  source: OutboxMeta["source"];
+  profile?: string;
+  trace?: (line: string) => void;
+  /** How long the at-once attempt may wait for the budget before the message is queued instead (ms). */
+  quickWaitMs?: number;
+  /** How long the at-once attempt may take (ms). */
+  quickDeadlineMs?: number;
+}
+
+export function queueModeFrom(flag: string | undefined, env: Env): QueueMode {
+  const v = (flag ?? env.MAILSEND_QUEUE ?? "auto").trim();
+  if (v === "auto" || v === "always" || v === "never") return v;
+  throw new MailsendError("usage", `--queue must be auto, always or never, got ${JSON.stringify(v)}`);
+}
+
+const HOLD_MS = 120_000;
+
+export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOptions): Promise<SubmitResult> {
+  const key = randomUUID();
+  // Bad input is refused before anything is queued.
+  const message = await prepareMessage(raw, envelope, key);
+  const outbox = Outbox.fromEnv(opts.env);
+  const quickWaitMs = opts.quickWaitMs ?? 3_000;
+  const deadlineMs = opts.quickDeadlineMs ?? 15_000;
+  // No key, no base URL: a configuration error now, not mail that can never leave.
+  const sender = await OutboxSender.open(opts.env, opts.profile, {
+    retries: opts.mode === "never" ? 3 : 0,
+    maxWaitMs: opts.mode === "never" ? 300_000 : quickWaitMs,
+    deadlineMs: opts.mode === "never" ? 60_000 : deadlineMs,
+    ...(opts.trace ? { trace: opts.trace } : {}),
+  });
+  try {
+    const chosen = sender.choose(message);
+    opts.trace?.(`* over ${chosen.transport}: ${chosen.reason}`);
+    if (opts.mode === "never") return { status: "sent", result: await sender.send(message, chosen), chosen };
+    const add = (holdUntil?: number) =>
+      outbox.add({
+        raw,
+        envelope,
+        idempotencyKey: key,
+        source: opts.source,
+        ...(opts.profile ? { profile: opts.profile } : {}),
+        subject: message.subject,
+        headerFrom: message.from.name ? `${message.from.name} <${message.from.address}>` : message.from.address,
+        ...(holdUntil ? { holdUntil } : {}),
+      });
+    if (opts.mode === "always") {
+      const id = await add();
+      const log = await kickRunner(opts.env, outbox);
+      return { status: "queued", id, reason: "--queue always", ...(log ? { log } : {}) };
+    }
+    const id = await add(Date.now() + HOLD_MS);
+    try {
+      const result = await sender.send(message, chosen);
+      try {
+        await outbox.remove(id);
+      } catch {
+        // Sent; the copy left behind goes again under the same key, which the service drops.
+      }
+      return { status: "sent", result, chosen };
+    } catch (e) {
+      const err = toMailsendError(e);
+      if (!isTemporary(err)) {
+        await outbox.remove(id).catch(() => {});
+        throw err;
+      }
+      await outbox
+        .setState(id, { attempts: 1, nextAttemptAt: Date.now() + (err.code === "rate_limited" ? (err.retryAfter ?? 1) * 1000 : retryDelayMs(1, err.retryAfter)), lastError: { code: err.code, message: err.message, exit: 75, at: Date.now() } })
+        .catch(() => {});
+      const log = await kickRunner(opts.env, outbox);
+      return { status: "queued", id, reason: err.message, ...(log ? { log } : {}) };
+    }
+  } finally {
+    await sender.close();
+  }
+}

@@ -310,6 +310,68 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
     setExit(await runInboxShow(id, cmd.optsWithGlobals(), io));
   });
 
+  const queue = program
+    .command("queue")
+    .description("the outbox: mail from sendmail, the relay and send --queue, kept on disk until delivered")
+    .option("--failed", "list the messages that will not be tried again (failed/)")
+    .option("--json", "print the list as one JSON array")
+    .addHelpText("after", HELP.QUEUE_HELP)
+    .action(async (opts: Record<string, unknown>) => {
+      const { runQueueList } = await import("./commands/queue.js");
+      setExit(await runQueueList(opts, io));
+    });
+  queue
+    .command("ls")
+    .description("list the outbox (the default): id, age, size, attempts, next attempt, from, recipients, subject, last error")
+    .option("--failed", "list failed/ instead")
+    .option("--json", "print one JSON array")
+    .action(async (_opts: unknown, cmd: Command) => {
+      const { runQueueList } = await import("./commands/queue.js");
+      setExit(await runQueueList(cmd.optsWithGlobals(), io));
+    });
+  queue
+    .command("run")
+    .description("deliver what is due, then exit (cron, a systemd timer); --watch keeps delivering as mail arrives")
+    .option("--watch", "keep running: deliver as messages arrive and as the budget frees up (a systemd service)")
+    .addOption(new Option("--drain", "stay until the outbox is empty (the background runner)").hideHelp())
+    .addOption(new Option("--concurrency <n>", "messages in flight at once (default 4)").argParser(wholeNumber))
+    .option("--max-age <duration>", "give up on a message after this long in the outbox (default 5d) [env MAILSEND_QUEUE_MAX_AGE]")
+    .option("--json", "one JSON line per event on stdout")
+    .option("-v, --verbose", "show each connection's protocol trace (the key redacted)")
+    .option("-q, --quiet", "say only what failed")
+    .action(async (_opts: unknown, cmd: Command) => {
+      const { runQueueRun } = await import("./commands/queue.js");
+      setExit(await runQueueRun(cmd.optsWithGlobals(), io));
+    });
+  queue
+    .command("retry")
+    .description("make a message due now, bringing it back from failed/")
+    .argument("[id]", "the message's id (from mailsend queue)")
+    .option("--all", "every queued and failed message")
+    .option("--json", "print {\"retried\":n}")
+    .action(async (id: string | undefined, _opts: unknown, cmd: Command) => {
+      const { runQueueRetry } = await import("./commands/queue.js");
+      setExit(await runQueueRetry(id, cmd.optsWithGlobals(), io));
+    });
+  queue
+    .command("rm")
+    .description("delete messages from the outbox (queued or failed): they are not sent")
+    .argument("<id...>", "the messages' ids")
+    .option("--json", "print {\"removed\":n}")
+    .action(async (ids: string[], _opts: unknown, cmd: Command) => {
+      const { runQueueRm } = await import("./commands/queue.js");
+      setExit(await runQueueRm(ids, cmd.optsWithGlobals(), io));
+    });
+  queue
+    .command("purge")
+    .description("delete every failed message (failed/)")
+    .option("--failed", "required: what to purge")
+    .option("--json", "print {\"removed\":n}")
+    .action(async (_opts: unknown, cmd: Command) => {
+      const { runQueuePurge } = await import("./commands/queue.js");
+      setExit(await runQueuePurge(cmd.optsWithGlobals(), io));
+    });
+
   const doctor = program
     .command("doctor")
     .description("check the configuration, the key, TLS and both transports, without sending mail")

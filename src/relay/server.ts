@@ -1,0 +1,237 @@
+/**
+ * The local SMTP relay: an SMTP server (smtp-server) for programs that can
+ * only be given an SMTP host. A message is answered 250 only once it is in
+ * the outbox, fsynced; the caller's `validate` and `store` do the work, so
+ * this file knows SMTP and nothing of the outbox's layout.
+ *
+ * Replies (RFC 5321 / 3463):
+ *   552 5.3.4  over --max-size (SIZE= on MAIL FROM, or the DATA itself)
+ *   554 5.6.0  a message mailsend could not deliver as it is (bad data)
+ *   452 4.3.1  the outbox cannot be written (disk full, read-only): try later
+ *   451 4.3.0  anything else that went wrong here: try later
+ *   421        too many clients (--max-clients), or shutting down
+ */
+import type { AddressInfo } from "node:net";
+import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp-server";
+import { MailsendError } from "../core/errors.js";
+import type { Envelope } from "../outbox/types.js";
+import type { RelayUsers } from "./auth.js";
+import { isLoopback } from "./listen.js";
+
+export interface AcceptedInfo {
+  id: string;
+  envelope: Envelope;
+  size: number;
+  /** The authenticated user, when AUTH is on. */
+  user?: string;
+  remote: string;
+}
+
+export interface RelayOptions {
+  host: string;
+  port: number;
+  /** Largest message in bytes, advertised as SIZE. */
+  maxSize: number;
+  /** Concurrent connections; one more is answered 421. */
+  maxClients: number;
+  /** When set, AUTH (PLAIN, LOGIN) is required before MAIL FROM. */
+  users?: RelayUsers;
+  /** When set, STARTTLS is offered (and required before AUTH off loopback). */
+  tls?: { key: string | Buffer; cert: string | Buffer };
+  /** Most recipients of one message. */
+  maxRecipients?: number;
+  /** How long a shutdown waits for clients to finish before it cuts them. */
+  closeTimeoutMs?: number;
+  /** Throws a MailsendError when the message cannot be delivered as it is (nothing is stored then). */
+  validate(raw: Buffer, envelope: Envelope): Promise<void>;
+  /** Resolves to the outbox id once the message is durable; throws when it cannot be written. */
+  store(raw: Buffer, envelope: Envelope): Promise<string>;
+  onAccepted?(info: AcceptedInfo): void;
+  /** A message refused after DATA, or a fault of this machine (logged by the caller, never a password). */
+  onRefused?(info: { code: number; reply: string; envelope: Envelope; remote: string; error?: MailsendError }): void;
+}
+
+export interface Relay {
+  readonly host: string;
+  readonly port: number;
+  readonly server: SMTPServer;
+  /** Stop accepting; let the transactions in flight end (their messages stored and answered); then resolve. */
+  close(): Promise<void>;
+}
+
+function smtpReply(code: number, message: string): Error {
+  return Object.assign(new Error(message), { responseCode: code });
+}
+
+/** One line, printable, bounded: an error message as an SMTP reply text. */
+function replyText(s: string): string {
+  const one = s.replace(/[\r\n\t]+/g, " ").replace(/[^\x20-\x7e]/g, "?");
+  return one.length > 400 ? `${one.slice(0, 397)}...` : one;
+}
+
+/** The SMTP answer for an error of validation or storage. Never 250: what was not stored is not accepted. */
+export function replyFor(e: unknown, stage: "validate" | "store"): { code: number; text: string } {
+  const err = e instanceof MailsendError ? e : undefined;
+  if (stage === "store") {
+    // A full disk, a read-only or unwritable outbox: the client keeps the message and tries again.
+    const why = err ? replyText(err.message.replace(/; the message was NOT queued$/, "")) : "internal error";
+    return { code: 452, text: `4.3.1 Insufficient system storage: the message was not queued (${why})` };
+  }
+  if (!err || err.code === "internal" || err.exitClass === "tempfail" || err.exitClass === "unavailable" || err.exitClass === "cantcreat" || err.exitClass === "ioerr") {
+    return { code: 451, text: `4.3.0 Temporary local problem, try again later${err && err.code !== "internal" ? ` (${replyText(err.message)})` : ""}` };
+  }
+  if (err.code === "too_large") return { code: 552, text: `5.3.4 ${replyText(err.message)}` };
+  return { code: 554, text: `5.6.0 ${replyText(err.message)}` };
+}
+
+export async function startRelay(opts: RelayOptions): Promise<Relay> {
+  const maxRecipients = opts.maxRecipients ?? 1000;
+  const inflight = new Set<Promise<unknown>>();
+  const loopback = isLoopback(opts.host);
+  let closing = false;
+
+  const envelopeOf = (session: SMTPServerSession): Envelope => ({
+    from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+    to: session.envelope.rcptTo.map((r) => r.address),
+  });
+
+  const disabled: string[] = [];
+  if (!opts.tls) disabled.push("STARTTLS");
+  if (!opts.users) disabled.push("AUTH");
+
+  const options: SMTPServerOptions = {
+    name: "localhost",
+    banner: "mailsend relay ESMTP",
+    ...(opts.tls ? { key: opts.tls.key, cert: opts.tls.cert } : {}),
+    secure: false,
+    disabledCommands: disabled,
+    authMethods: ["PLAIN", "LOGIN"],
+    authOptional: !opts.users,
+    // On loopback the password never leaves the machine; elsewhere AUTH only under TLS.
+    allowInsecureAuth: loopback,
+    size: opts.maxSize,
+    maxClients: opts.maxClients,
+    disableReverseLookup: true,
+    logger: false,
+    closeTimeout: opts.closeTimeoutMs ?? 5000,
+    socketTimeout: 5 * 60_000,
+
+    onAuth(auth, _session, cb) {
+      const users = opts.users;
+      if (!users) return cb(smtpReply(503, "5.5.1 AUTH not available"));
+      users.verify(auth.username, auth.password ?? undefined).then(
+        (ok) => (ok ? cb(null, { user: auth.username }) : cb(smtpReply(535, "5.7.8 Authentication credentials invalid"))),
+        () => cb(smtpReply(454, "4.7.0 Temporary authentication failure")),
+      );
+    },
+
+    onRcptTo(_address, session, cb) {
+      if (session.envelope.rcptTo.length >= maxRecipients) {
+        return cb(smtpReply(452, `4.5.3 Too many recipients (at most ${maxRecipients} per message)`));
+      }
+      cb();
+    },
+
+    onData(stream, session, cb) {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let broken = false;
+      stream.on("data", (c: Buffer) => {
+        size += c.length;
+        if (size <= opts.maxSize) chunks.push(c);
+      });
+      // The client went away mid-DATA: nothing was accepted, so nothing is kept.
+      stream.on("error", () => {
+        broken = true;
+        chunks.length = 0;
+      });
+      stream.on("end", () => {
+        if (broken) return cb(smtpReply(451, "4.3.0 The message was cut off"));
+        const envelope = envelopeOf(session);
+        const remote = `${session.remoteAddress}:${session.remotePort}`;
+        if (stream.sizeExceeded || size > opts.maxSize) {
+          const text = `5.3.4 Message too big: the limit is ${opts.maxSize} bytes`;
+          opts.onRefused?.({ code: 552, reply: text, envelope, remote });
+          return cb(smtpReply(552, text));
+        }
+        const raw = Buffer.concat(chunks, size);
+        let stage: "validate" | "store" = "validate";
+        const work = (async () => {
+          try {
+            await opts.validate(raw, envelope);
+            stage = "store";
+            const id = await opts.store(raw, envelope);
+            cb(null, `2.0.0 queued as ${id}`);
+            try {
+              opts.onAccepted?.({ id, envelope, size, remote, ...(typeof session.user === "string" ? { user: session.user } : {}) });
+            } catch {
+              // Logging or waking the runner failed: the message is stored and answered; the next wake-up finds it.
+            }
+            return;
+          } catch (e) {
+            const r = replyFor(e, stage);
+            opts.onRefused?.({ code: r.code, reply: r.text, envelope, remote, ...(e instanceof MailsendError ? { error: e } : {}) });
+            cb(smtpReply(r.code, r.text));
+          }
+        })();
+        inflight.add(work);
+        void work.finally(() => inflight.delete(work));
+      });
+    },
+  };
+
+  const server = new SMTPServer(options);
+  // A client that misbehaves at the socket level must not take the relay down.
+  server.on("error", () => {});
+
+  await new Promise<void>((resolve, reject) => {
+    const fail = (e: NodeJS.ErrnoException) => {
+      const where = `${opts.host.includes(":") ? `[${opts.host}]` : opts.host}:${opts.port}`;
+      if (e.code === "EADDRINUSE") {
+        reject(new MailsendError("config_invalid", `cannot listen on ${where}: the address is already in use`, { hint: "Another relay (or mail server) runs there; stop it or choose another --listen." }));
+      } else if (e.code === "EACCES") {
+        reject(new MailsendError("config_invalid", `cannot listen on ${where}: permission denied`, { hint: "Ports below 1024 need root or CAP_NET_BIND_SERVICE; the default 2525 does not." }));
+      } else if (e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND" || e.code === "EAI_AGAIN") {
+        reject(new MailsendError("config_invalid", `cannot listen on ${where}: no such address on this machine`, { hint: "Give an address of one of this machine's interfaces, e.g. --listen 127.0.0.1:2525." }));
+      } else reject(new MailsendError("config_invalid", `cannot listen on ${where}: ${e.message}`));
+    };
+    server.server.once("error", fail);
+    server.listen(opts.port, opts.host, () => {
+      server.server.off("error", fail);
+      resolve();
+    });
+  });
+  const addr = server.server.address() as AddressInfo;
+
+  return {
+    host: opts.host,
+    port: addr.port,
+    server,
+    async close() {
+      if (closing) return;
+      closing = true;
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      // A transaction whose DATA ended is answered only after its message is stored.
+      while (inflight.size) await Promise.allSettled([...inflight]);
+    },
+  };
+}
+
+/** The Subject and From headers as written (unfolded), for `mailsend queue`. */
+export function summaryHeaders(raw: Buffer): { subject?: string; headerFrom?: string } {
+  const crlf = raw.indexOf("\r\n\r\n");
+  const lf = raw.indexOf("\n\n");
+  const ends = [crlf, lf].filter((i) => i >= 0);
+  const end = ends.length ? Math.min(...ends) : Math.min(raw.length, 64 * 1024);
+  const head = raw.subarray(0, Math.min(end, 256 * 1024)).toString("utf8").replace(/\r?\n[ \t]+/g, " ");
+  const out: { subject?: string; headerFrom?: string } = {};
+  for (const line of head.split(/\r?\n/)) {
+    const colon = line.indexOf(":");
+    if (colon <= 0) continue;
+    const name = line.slice(0, colon).trim().toLowerCase();
+    const value = line.slice(colon + 1).trim().slice(0, 998);
+    if (name === "subject" && out.subject === undefined) out.subject = value;
+    else if (name === "from" && out.headerFrom === undefined) out.headerFrom = value;
+  }
+  return out;
+}

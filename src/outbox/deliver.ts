@@ -153,7 +153,10 @@ export function isTemporary(e: MailsendError): boolean {
     "protocol_error",
     "local_write_failed",
     "local_io_failed",
+    // The machine's settings, not the message: it waits until they are fixed.
     "config_missing",
+    "config_invalid",
+    "tls_mismatch",
     "tls_untrusted",
   ].includes(e.code);
 }

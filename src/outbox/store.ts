@@ -54,7 +54,14 @@ async function writeDurably(path: string, tmpDir: string, chunks: Buffer[]): Pro
   let fh;
   try {
     fh = await open(tmp, "wx", 0o600);
-    for (const c of chunks) await fh.write(c);
+    for (const c of chunks) {
+      // A write may be short (the disk filling up): write the rest until it is all there or fails.
+      for (let off = 0; off < c.length; ) {
+        const { bytesWritten } = await fh.write(c, off, c.length - off);
+        if (bytesWritten <= 0) throw Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
+        off += bytesWritten;
+      }
+    }
     await fh.sync();
     await fh.close();
     fh = undefined;

@@ -1,0 +1,194 @@
+/**
+ * The outbox and its runner, end to end: the built binary's `queue` commands
+ * deliver what the outbox holds to a real sandbox, exactly once, through a
+ * kill -9 at any moment, and put what cannot be delivered in failed/.
+ */
+import { execa } from "execa";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Outbox } from "../../src/outbox/store.js";
+import { baseEnv, BIN, ROOT, runCli, stdoutJson } from "../helpers/cli.js";
+import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+
+let sb: TestSandbox;
+beforeAll(async () => {
+  sb = await inProcessSandbox();
+});
+afterAll(async () => {
+  await sb.stop();
+  sb.scratch.remove();
+});
+
+let n = 0;
+function fresh(): { dir: string; env: Record<string, string> } {
+  const dir = join(sb.scratch.dir, `outbox-${n++}`);
+  return { dir, env: { ...sb.env, MAILSEND_OUTBOX_DIR: dir, MAILSEND_QUEUE_AUTORUN: "0" } };
+}
+
+function raw(subject: string, to = "dev@example.com"): Buffer {
+  return Buffer.from(`From: Cron <cron@example.com>\r\nTo: ${to}\r\nSubject: ${subject}\r\nDate: Tue, 24 Nov 2026 10:00:00 +0000\r\nMessage-ID: <${subject.replace(/\W/g, "")}@example.com>\r\n\r\n<p>${subject}</p>\r\n`);
+}
+
+async function seed(dir: string, subjects: string[]): Promise<string[]> {
+  const box = new Outbox(dir);
+  const ids: string[] = [];
+  for (const s of subjects) ids.push(await box.add({ raw: raw(s), envelope: { from: "cron@example.com", to: ["dev@example.com"] }, idempotencyKey: `key-${s}`, source: "sendmail", subject: s }));
+  return ids;
+}
+
+async function stored(subjectPrefix: string) {
+  return (await sb.sb.store.list()).filter((m) => m.subject.startsWith(subjectPrefix));
+}
+
+describe("mailsend queue", () => {
+  it("lists the outbox and delivers what is due, then it is empty", async () => {
+    const { dir, env } = fresh();
+    await seed(dir, ["ls-1", "ls-2", "ls-3"]);
+    const ls = await runCli(["queue", "--json"], { env });
+    expect(ls.exitCode).toBe(0);
+    const rows = stdoutJson(ls);
+    expect(rows.map((r: { subject: string }) => r.subject)).toEqual(["ls-1", "ls-2", "ls-3"]);
+    expect(rows[0]).toMatchObject({ status: "queued", attempts: 0, recipients: ["dev@example.com"], from: "cron@example.com" });
+    const human = await runCli(["queue"], { env });
+    expect(human.stdout).toContain("ls-2");
+    expect(human.stdout).toContain("3 messages");
+
+    const run = await runCli(["queue", "run", "--json"], { env, timeoutMs: 60_000 });
+    expect(run.exitCode, run.stderr).toBe(0);
+    const events = run.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    expect(events.filter((e) => e.event === "sent")).toHaveLength(3);
+    expect(events.at(-1)).toEqual({ summary: { sent: 3, deferred: 0, failed: 0, left: 0 } });
+    expect((await stored("ls-")).length).toBe(3);
+    expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
+    expect((await runCli(["queue"], { env })).stdout).toContain("the outbox is empty");
+  });
+
+  it("survives kill -9 of the runner at several moments: each message is delivered exactly once", async () => {
+    const { dir, env } = fresh();
+    const subjects = Array.from({ length: 12 }, (_, i) => `crash-${i}`);
+    await seed(dir, subjects);
+    // Slow answers, so that the kills land in the middle of deliveries.
+    (sb.sb.faults.config = { ...sb.sb.faults.config, latencyMs: 150 });
+    try {
+      for (const delay of [300, 500, 700, 900]) {
+        const child = execa(process.execPath, [BIN, "queue", "run", "--concurrency", "2"], { env: { ...baseEnv(), ...env }, extendEnv: false, cwd: ROOT, reject: false, stdin: "ignore" });
+        await new Promise((r) => setTimeout(r, delay));
+        child.kill("SIGKILL");
+        await child;
+        // A runner killed with -9 leaves its lock; it is stale within seconds and the next runner takes over.
+      }
+    } finally {
+      (sb.sb.faults.config = { ...sb.sb.faults.config, latencyMs: 0 });
+    }
+    let left = 1;
+    for (let round = 0; round < 10 && left > 0; round++) {
+      const r = await runCli(["queue", "run", "--json"], { env, timeoutMs: 60_000 });
+      const summary = JSON.parse(r.stdout.trim().split("\n").at(-1) || "{}").summary;
+      if (!summary) {
+        // Still the dead runner's lock: it goes stale 10 s after its last refresh.
+        await new Promise((res) => setTimeout(res, 2000));
+        continue;
+      }
+      left = summary.left;
+    }
+    expect(left).toBe(0);
+    const got = await stored("crash-");
+    expect(got.map((m) => m.subject).sort()).toEqual([...subjects].sort());
+    expect(new Set(got.map((m) => m.idempotencyKey)).size).toBe(12);
+  }, 120_000);
+
+  it("defers a temporary failure with its reason, and delivers it on retry", async () => {
+    const { dir, env } = fresh();
+    const [id] = await seed(dir, ["tmp-1"]);
+    (sb.sb.faults.config = { ...sb.sb.faults.config, failRate: 1, failStatus: 503 });
+    try {
+      const r = await runCli(["queue", "run"], { env, timeoutMs: 60_000 });
+      expect(r.exitCode).toBe(0);
+      expect(r.stdout).toMatch(/deferred .* next attempt in/);
+    } finally {
+      (sb.sb.faults.config = { ...sb.sb.faults.config, failRate: 0 });
+    }
+    const row = stdoutJson(await runCli(["queue", "--json"], { env }))[0];
+    expect(row).toMatchObject({ id, attempts: 1, last_error: { code: expect.stringMatching(/service_error|temporary_failure/) } });
+    expect(Date.parse(row.next_attempt_at)).toBeGreaterThan(Date.now());
+    // Not due yet: a run leaves it alone.
+    expect(JSON.parse((await runCli(["queue", "run", "--json"], { env })).stdout.trim()).summary).toMatchObject({ sent: 0, left: 1 });
+    expect((await runCli(["queue", "retry", id!], { env })).exitCode).toBe(0);
+    const r2 = await runCli(["queue", "run", "--json"], { env, timeoutMs: 60_000 });
+    expect(JSON.parse(r2.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 1, left: 0 });
+    expect(await stored("tmp-1")).toHaveLength(1);
+  }, 60_000);
+
+  it("moves a permanent refusal to failed/ at once, with the reason; retry and purge", async () => {
+    const { dir, env } = fresh();
+    const [id] = await seed(dir, ["perm-1"]);
+    const bad = { ...env, MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: "msk_thiskeydoesnotexist0000000000000000" };
+    const r = await runCli(["queue", "run"], { env: bad, timeoutMs: 60_000 });
+    expect(r.stdout).toMatch(/failed .*moved to failed/);
+    expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
+    const failed = stdoutJson(await runCli(["queue", "--failed", "--json"], { env }));
+    expect(failed).toHaveLength(1);
+    expect(failed[0], JSON.stringify(failed[0])).toMatchObject({ id, status: "failed", last_error: { exit: 77 } });
+    expect(JSON.stringify(failed)).not.toContain("thiskeydoesnotexist");
+    // Fixed the key: retry brings it back, and it goes out.
+    expect((await runCli(["queue", "retry", "--all"], { env })).exitCode).toBe(0);
+    const r2 = await runCli(["queue", "run", "--json"], { env, timeoutMs: 60_000 });
+    expect(JSON.parse(r2.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 1, failed: 0, left: 0 });
+    // purge removes failed/ only, and says so.
+    await seed(dir, ["perm-2"]);
+    await runCli(["queue", "run"], { env: bad, timeoutMs: 60_000 });
+    const purge = await runCli(["queue", "purge", "--failed"], { env });
+    expect(purge.stderr).toContain("removed 1 failed message");
+    expect((await runCli(["queue", "purge"], { env })).exitCode).toBe(64);
+    expect((await runCli(["queue", "rm", "not-an-id"], { env })).exitCode).toBe(64);
+  }, 60_000);
+
+  it("lets one runner deliver at a time", async () => {
+    const { dir, env } = fresh();
+    await seed(dir, ["lock-1", "lock-2", "lock-3", "lock-4"]);
+    (sb.sb.faults.config = { ...sb.sb.faults.config, latencyMs: 400 });
+    try {
+      const [a, b] = await Promise.all([
+        runCli(["queue", "run", "--json", "--concurrency", "1"], { env, timeoutMs: 60_000 }),
+        new Promise((r) => setTimeout(r, 250)).then(() => runCli(["queue", "run", "--concurrency", "1"], { env, timeoutMs: 60_000 })),
+      ]);
+      expect(a.exitCode).toBe(0);
+      expect(b.exitCode).toBe(0);
+      expect(b.stderr).toContain("another runner is delivering");
+    } finally {
+      (sb.sb.faults.config = { ...sb.sb.faults.config, latencyMs: 0 });
+    }
+    expect((await stored("lock-")).length).toBe(4);
+  }, 60_000);
+});
+
+describe("the outbox on a full disk", () => {
+  it("refuses with a temporary failure and leaves nothing half-written", async (ctx) => {
+    const mnt = join(sb.scratch.dir, "tiny");
+    mkdirSync(mnt, { recursive: true });
+    try {
+      execFileSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt], { stdio: "ignore" });
+    } catch {
+      ctx.skip(true, "cannot mount a tmpfs here (not root?): the full-disk case is not run");
+      return;
+    }
+    try {
+      const box = new Outbox(join(mnt, "outbox"));
+      await box.add({ raw: raw("fits"), envelope: { from: "a@example.com", to: ["b@example.com"] }, idempotencyKey: "k1", source: "sendmail" });
+      const big = Buffer.concat([raw("too big"), Buffer.alloc(200 * 1024, 0x61)]);
+      const err = await box.add({ raw: big, envelope: { from: "a@example.com", to: ["b@example.com"] }, idempotencyKey: "k2", source: "sendmail" }).catch((e) => e);
+      expect(err.code).toBe("temporary_failure");
+      expect(err.exitCode).toBe(75);
+      expect(err.message).toMatch(/no space left on device/);
+      expect(err.message).toContain("NOT queued");
+      expect((await box.ids()).length).toBe(1);
+      expect(readdirSync(box.tmpDir)).toEqual([]);
+      expect(readdirSync(box.queueDir).filter((f) => !f.endsWith(".msg") && !f.endsWith(".state"))).toEqual([]);
+    } finally {
+      execFileSync("umount", [mnt]);
+      rmSync(mnt, { recursive: true, force: true });
+    }
+  });
+});

@@ -54,6 +54,7 @@ export const PROFILE_SETTINGS = {
   max_wait: { kind: "int", min: 0, max: 86_400, env: "MAILSEND_MAX_WAIT", description: "longest wait in seconds" },
   api_key_env: { kind: "envname", description: "name of the environment variable holding the key" },
   api_key_file: { kind: "path", description: "path of a file holding the key (~ and paths relative to the config file allowed)" },
+  aliases: { kind: "path", env: "MAILSEND_ALIASES", description: "sendmail: an aliases file (/etc/aliases format) mapping local names such as root to addresses" },
 } as const satisfies Record<string, SettingSpec>;
 
 export type SettingName = keyof typeof PROFILE_SETTINGS;

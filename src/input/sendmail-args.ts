@@ -1,0 +1,185 @@
+/**
+ * The command line of `sendmail`, as the programs that call it write it.
+ *
+ * Sendmail's options are getopt-shaped, not commander-shaped: single-letter
+ * flags cluster (`-ti`), an option's value may be attached or the next word
+ * (`-fcron@x`, `-f cron@x`, `-FCronDaemon`), `-o` and `-b` take a letter
+ * glued on (`-oi`, `-oem`, `-bm`, `-bp`), and options and recipients may mix
+ * (GNU getopt permutes; `--` ends the options, as s-nail writes). So this is a
+ * small parser of its own, and every word it does not know is a usage error
+ * naming it: silently taking `-x` as a recipient would mail the wrong place.
+ */
+import { MailsendError } from "../core/errors.js";
+import type { QueueMode } from "../outbox/types.js";
+
+export type SendmailMode = "deliver" | "list" | "flush" | "help";
+
+export interface SendmailArgs {
+  mode: SendmailMode;
+  /** -t: recipients from the To, Cc and Bcc headers, plus the arguments. */
+  readRecipients: boolean;
+  /** -i / -oi: a line with a lone "." does not end the message. */
+  ignoreDots: boolean;
+  /** -f / -r: the envelope sender. */
+  from?: string;
+  /** -F: the sender's full name, for a From header the message lacks. */
+  fullName?: string;
+  verbose: boolean;
+  /** --queue always|auto|never (else MAILSEND_QUEUE). */
+  queue?: QueueMode;
+  profile?: string;
+  /** Recipient arguments as given (each may hold a comma-separated list). */
+  recipients: string[];
+  /** Options accepted for compatibility that change nothing, for -v. */
+  ignored: string[];
+}
+
+const USAGE_HINT = "mailsend sendmail --help lists the options it takes (those of sendmail that mail programs pass).";
+
+function usage(message: string, hint = USAGE_HINT): MailsendError {
+  return new MailsendError("usage", message, { hint });
+}
+
+/** Flags without a value; they may be clustered (-ti, -it, -tiv). */
+const FLAGS = new Set(["t", "i", "v", "m", "n", "U", "c", "G"]);
+/** Options that take a value, attached or as the next word. */
+const WITH_VALUE = new Set(["f", "r", "F", "B", "N", "R", "V", "X", "L", "h", "o", "b", "O", "e", "p", "C", "d"]);
+const QUEUE_MODES: readonly QueueMode[] = ["always", "auto", "never"];
+
+export function parseSendmailArgs(argv: readonly string[], invokedAs: "sendmail" | "mailq" = "sendmail"): SendmailArgs {
+  const out: SendmailArgs = {
+    mode: invokedAs === "mailq" ? "list" : "deliver",
+    readRecipients: false,
+    ignoreDots: false,
+    verbose: false,
+    recipients: [],
+    ignored: [],
+  };
+  let modeFrom: string | undefined;
+  const setMode = (mode: SendmailMode, flag: string) => {
+    if (modeFrom !== undefined && out.mode !== mode) throw usage(`${modeFrom} and ${flag} cannot be used together`);
+    out.mode = mode;
+    modeFrom = flag;
+  };
+
+  for (let k = 0; k < argv.length; k++) {
+    const word = argv[k]!;
+    if (word === "--") {
+      out.recipients.push(...argv.slice(k + 1));
+      break;
+    }
+    if (word.startsWith("--")) {
+      const eq = word.indexOf("=");
+      const name = eq >= 0 ? word.slice(2, eq) : word.slice(2);
+      const inline = eq >= 0 ? word.slice(eq + 1) : undefined;
+      const value = (): string => {
+        if (inline !== undefined) return inline;
+        const next = argv[k + 1];
+        if (next === undefined) throw usage(`option --${name} needs a value`);
+        k++;
+        return next;
+      };
+      switch (name) {
+        case "queue": {
+          const v = value();
+          if (!(QUEUE_MODES as readonly string[]).includes(v)) throw usage(`--queue must be always, auto or never (got ${JSON.stringify(v)})`);
+          out.queue = v as QueueMode;
+          break;
+        }
+        case "profile":
+          out.profile = value();
+          if (out.profile === "") throw usage("--profile needs a profile's name");
+          break;
+        case "verbose":
+          if (inline !== undefined) throw usage("--verbose takes no value");
+          out.verbose = true;
+          break;
+        case "help":
+          out.mode = "help";
+          return out;
+        default:
+          throw usage(`unknown option --${name}`);
+      }
+      continue;
+    }
+    if (!word.startsWith("-") || word === "-") {
+      out.recipients.push(word);
+      continue;
+    }
+    // A cluster of single letters: -ti, -FCronDaemon, -oem, -f addr.
+    for (let j = 1; j < word.length; j++) {
+      const letter = word[j]!;
+      if (FLAGS.has(letter)) {
+        if (letter === "t") out.readRecipients = true;
+        else if (letter === "i") out.ignoreDots = true;
+        else if (letter === "v") out.verbose = true;
+        else out.ignored.push(`-${letter}`);
+        continue;
+      }
+      if (letter === "q") {
+        // -q flushes the outbox; -q<interval> (sendmail's daemon mode) does the same once.
+        const rest = word.slice(j + 1);
+        if (rest) out.ignored.push(`-q${rest} (the interval: it flushes once)`);
+        setMode("flush", "-q");
+        break;
+      }
+      if (!WITH_VALUE.has(letter)) {
+        const shown = j === 1 ? word : `-${letter} (in ${word})`;
+        throw usage(`unknown option ${shown}`);
+      }
+      let value = word.slice(j + 1);
+      if (value === "") {
+        const next = argv[k + 1];
+        if (next === undefined) throw usage(`option -${letter} needs a value`);
+        value = next;
+        k++;
+      }
+      takeValue(out, letter, value, setMode);
+      break;
+    }
+  }
+  return out;
+}
+
+function takeValue(out: SendmailArgs, letter: string, value: string, setMode: (m: SendmailMode, flag: string) => void): void {
+  switch (letter) {
+    case "f":
+    case "r":
+      // `-f '<>'` (the null sender of bounces) cannot be sent from: the default sender is used.
+      if (value === "" || value === "<>") out.ignored.push(`-${letter} '${value}' (no sender address: the default sender is used)`);
+      else out.from = value;
+      return;
+    case "F":
+      out.fullName = value;
+      return;
+    case "b":
+      if (value === "m") setMode("deliver", "-bm");
+      else if (value === "p") setMode("list", "-bp");
+      else {
+        const what: Record<string, string> = {
+          s: "SMTP on stdin; use `mailsend relay` for SMTP",
+          d: "a daemon; use `mailsend relay` or `mailsend queue run --watch`",
+          i: "rebuilding an alias database; mailsend reads the aliases file as it is",
+          a: "ARPANET mode",
+          t: "address test mode",
+          v: "verify only",
+        };
+        throw usage(`unknown option -b${value}${what[value] ? ` (${what[value]}: not supported)` : ""}`, "mailsend sendmail takes -bm (deliver, the default) and -bp (list the outbox).");
+      }
+      return;
+    case "o":
+      // -oi is -i; every other -o<x> (-oem, -odi, -odb, -oee, ...) tunes sendmail's own delivery.
+      if (value === "i") out.ignoreDots = true;
+      else out.ignored.push(`-o${value}`);
+      return;
+    case "N":
+      out.ignored.push(`-N ${value} (delivery status notifications: the service sends none)`);
+      return;
+    case "B":
+      out.ignored.push(`-B ${value} (the body type: the message is sent as it is)`);
+      return;
+    default:
+      out.ignored.push(`-${letter} ${value}`);
+      return;
+  }
+}

@@ -1,0 +1,481 @@
+/**
+ * What `sendmail` does to a message before it is handed on, as a local MTA
+ * would: read it (a lone "." ends it unless -i), add the Date, Message-ID and
+ * From it lacks, map local names (root, a user) through the aliases file in
+ * the address headers, take the recipients (-t: To, Cc, Bcc, plus the
+ * arguments), and remove Bcc from what is sent. Everything else stays byte
+ * for byte. Bad input is refused here, before anything is queued.
+ */
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import { formatMailbox, parseAddressList, parseMailbox1, type Mailbox } from "../core/address.js";
+import { MailsendError } from "../core/errors.js";
+import { formatSize } from "../core/size.js";
+import type { Envelope } from "../outbox/types.js";
+import { expandLocal, isLocalName, type AliasTable } from "./aliases.js";
+import { binaryKind } from "./stdin-body.js";
+
+export type Env = Record<string, string | undefined>;
+
+export const DEFAULT_MAX_SIZE = 25 * 1024 * 1024;
+
+/** MAILSEND_MAX_SIZE: bytes, or with a K/M suffix (KiB, MiB). */
+export function maxMessageSize(env: Env): number {
+  const v = env.MAILSEND_MAX_SIZE?.trim();
+  if (!v) return DEFAULT_MAX_SIZE;
+  const m = /^(\d+)\s*([kKmM])?i?[bB]?$/.exec(v);
+  if (!m) {
+    throw new MailsendError("config_invalid", `MAILSEND_MAX_SIZE must be a size in bytes (or with K or M), got ${JSON.stringify(v.slice(0, 40))}`, {
+      hint: "For example MAILSEND_MAX_SIZE=10M; the default is 25M.",
+    });
+  }
+  const unit = m[2]?.toLowerCase() === "m" ? 1024 * 1024 : m[2]?.toLowerCase() === "k" ? 1024 : 1;
+  return Number(m[1]) * unit;
+}
+
+function tooLarge(limit: number): MailsendError {
+  return new MailsendError("too_large", `the message is larger than the limit of ${formatSize(limit)}; nothing was sent or queued`, {
+    hint: "Send large files as a link instead; MAILSEND_MAX_SIZE changes the limit (the service has its own).",
+  });
+}
+
+/**
+ * Read the message from stdin. Without -i a line holding only "." ends it
+ * (the rest of the input is not read), as sendmail does; reading also stops
+ * as soon as the size limit is passed.
+ */
+export async function readSendmailInput(stdin: NodeJS.ReadableStream, opts: { ignoreDots: boolean; maxSize: number }): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  let buf: Buffer = Buffer.alloc(0);
+  let scanned = 0;
+  for await (const chunk of stdin) {
+    const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string);
+    if (opts.ignoreDots) {
+      chunks.push(b);
+      total += b.length;
+      if (total > opts.maxSize) throw tooLarge(opts.maxSize);
+      continue;
+    }
+    buf = buf.length === 0 ? b : Buffer.concat([buf, b]);
+    const end = dotLine(buf, scanned);
+    if (end >= 0) {
+      (stdin as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
+      buf = buf.subarray(0, end);
+      if (buf.length > opts.maxSize) throw tooLarge(opts.maxSize);
+      return buf;
+    }
+    scanned = Math.max(0, buf.length - 3);
+    if (buf.length > opts.maxSize) throw tooLarge(opts.maxSize);
+  }
+  if (opts.ignoreDots) return Buffer.concat(chunks);
+  // A last line "." without its newline ends the message too.
+  if (buf.length === 1 && buf[0] === 0x2e) return Buffer.alloc(0);
+  if (buf.length >= 2 && buf[buf.length - 1] === 0x2e && buf[buf.length - 2] === 0x0a) return buf.subarray(0, buf.length - 1);
+  return buf;
+}
+
+/** Offset where a line holding only "." starts (the message ends before it), or -1. */
+function dotLine(buf: Buffer, from: number): number {
+  for (let i = from; i < buf.length; i++) {
+    if (buf[i] !== 0x2e || (i > 0 && buf[i - 1] !== 0x0a)) continue;
+    const n = buf[i + 1];
+    if (n === 0x0a || (n === 0x0d && buf[i + 2] === 0x0a)) return i;
+  }
+  return -1;
+}
+
+interface HeaderField {
+  name: string;
+  /** The whole field as bytes (latin1 text), folded lines and line ends included. */
+  text: string;
+}
+
+interface Split {
+  fields: HeaderField[];
+  /** Bytes after the header section, the blank line included when there was one. */
+  rest: Buffer;
+  eol: string;
+  hadHeader: boolean;
+}
+
+const FIELD = /^([\x21-\x39\x3B-\x7E]+)[ \t]*:/;
+
+/** The header section as fields; a message without one is all body. */
+function splitMessage(raw: Buffer): Split {
+  let text = raw.toString("latin1");
+  // An mbox "From " line before the header (some programs write one) is not a header.
+  if (text.startsWith("From ")) {
+    const nl = text.indexOf("\n");
+    text = nl < 0 ? "" : text.slice(nl + 1);
+  }
+  const eol = /^[^\n]*\r\n/.test(text) ? "\r\n" : "\n";
+  const fields: HeaderField[] = [];
+  let pos = 0;
+  while (pos < text.length) {
+    const nl = text.indexOf("\n", pos);
+    const lineEnd = nl < 0 ? text.length : nl + 1;
+    const line = text.slice(pos, lineEnd);
+    if (line === "\n" || line === "\r\n") break;
+    if ((line.startsWith(" ") || line.startsWith("\t")) && fields.length > 0) {
+      fields[fields.length - 1]!.text += line;
+      pos = lineEnd;
+      continue;
+    }
+    const m = FIELD.exec(line);
+    if (!m) break;
+    fields.push({ name: m[1]!.toLowerCase(), text: line });
+    pos = lineEnd;
+  }
+  // A header at the very end without its line end gets one, so nothing added joins it.
+  const last = fields[fields.length - 1];
+  if (last && !last.text.endsWith("\n")) last.text += eol;
+  const rest = Buffer.from(text.slice(pos), "latin1");
+  return { fields, rest, eol, hadHeader: fields.length > 0 };
+}
+
+function fieldValue(f: HeaderField): string {
+  const colon = f.text.indexOf(":");
+  return f.text
+    .slice(colon + 1)
+    .replace(/\r?\n([ \t])/g, "$1")
+    .replace(/\r?\n$/, "")
+    .trim();
+}
+
+/** latin1 text of a header back to the characters it holds (UTF-8 in headers, RFC 6532). */
+function decodeText(s: string): string {
+  return Buffer.from(s, "latin1").toString("utf8");
+}
+
+function encodeText(s: string): string {
+  return Buffer.from(s, "utf8").toString("latin1");
+}
+
+/** Split an address list at commas outside quotes, comments and angle brackets. */
+function splitList(value: string): string[] {
+  const out: string[] = [];
+  let cur = "";
+  let quoted = false;
+  let comment = 0;
+  let angle = 0;
+  for (let i = 0; i < value.length; i++) {
+    const c = value[i]!;
+    if (c === "\\" && (quoted || comment > 0)) {
+      cur += c + (value[i + 1] ?? "");
+      i++;
+      continue;
+    }
+    if (!quoted && c === "(") comment++;
+    else if (!quoted && c === ")" && comment > 0) comment--;
+    else if (comment === 0 && c === '"') quoted = !quoted;
+    else if (!quoted && comment === 0 && c === "<") angle++;
+    else if (!quoted && comment === 0 && c === ">") angle = Math.max(0, angle - 1);
+    if (c === "," && !quoted && comment === 0 && angle === 0) {
+      out.push(cur);
+      cur = "";
+    } else cur += c;
+  }
+  out.push(cur);
+  return out;
+}
+
+function withoutComments(s: string): string {
+  let out = "";
+  let depth = 0;
+  let quoted = false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s[i]!;
+    if (c === "\\" && (quoted || depth > 0)) {
+      if (depth === 0) out += c + (s[i + 1] ?? "");
+      i++;
+      continue;
+    }
+    if (!quoted && c === "(") depth++;
+    else if (!quoted && c === ")" && depth > 0) depth--;
+    else if (depth === 0) {
+      if (c === '"') quoted = !quoted;
+      out += c;
+    }
+  }
+  return out;
+}
+
+const LOCAL_NAME = /^[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~.]+(?:@localhost(?:\.localdomain)?)?$/i;
+
+export interface Rewrite {
+  /** The list as it is to be written (local names replaced). */
+  value: string;
+  changed: boolean;
+  /** Empty groups such as "undisclosed-recipients:;" that were left out. */
+  droppedGroups: string[];
+}
+
+/**
+ * Replace the local names of an address list (`root`, `Cron <root>`,
+ * `root (Cron Daemon)`) by what `map` gives; everything else is kept as
+ * written, for the strict parser to judge. An empty group
+ * (`undisclosed-recipients:;`, which mail programs write when there are only
+ * Bcc recipients) holds no address and is left out.
+ */
+export function rewriteLocalNames(value: string, map: (local: string) => string[]): Rewrite {
+  const parts: string[] = [];
+  const droppedGroups: string[] = [];
+  let changed = false;
+  for (const element of splitList(value)) {
+    const trimmed = element.trim();
+    if (trimmed === "") {
+      parts.push(element);
+      continue;
+    }
+    const bare = withoutComments(trimmed).trim();
+    if (/^[^<>"@,:;]*:\s*;$/.test(bare)) {
+      droppedGroups.push(trimmed);
+      changed = true;
+      continue;
+    }
+    const angle = /^(.*)<([^<>]*)>(.*)$/s.exec(trimmed);
+    if (angle) {
+      const inner = angle[2]!.trim();
+      if (inner !== "" && LOCAL_NAME.test(inner) && isLocalName(inner)) {
+        const [first, ...more] = map(inner);
+        parts.push([`${angle[1]!.trimEnd()} <${first}>${angle[3]}`.trim(), ...more].join(", "));
+        changed = true;
+        continue;
+      }
+      parts.push(trimmed);
+      continue;
+    }
+    if (LOCAL_NAME.test(bare) && isLocalName(bare)) {
+      // The comment (`root (Cron Daemon)`) stays beside the address, as a name.
+      const comment = trimmed.slice(trimmed.indexOf(bare) + bare.length).trim();
+      const targets = map(bare);
+      parts.push(targets.map((t, i) => (i === 0 && comment ? `${t} ${comment}` : t)).join(", "));
+      changed = true;
+      continue;
+    }
+    parts.push(trimmed);
+  }
+  return { value: parts.map((p) => p.trim()).filter((p) => p !== "").join(", "), changed, droppedGroups };
+}
+
+/** RFC 5322 date-time in this machine's time zone. */
+export function rfc5322Date(d: Date): string {
+  const days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+  const months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+  const p2 = (n: number) => String(n).padStart(2, "0");
+  const off = -d.getTimezoneOffset();
+  const sign = off >= 0 ? "+" : "-";
+  const abs = Math.abs(off);
+  return `${days[d.getDay()]}, ${p2(d.getDate())} ${months[d.getMonth()]} ${d.getFullYear()} ${p2(d.getHours())}:${p2(d.getMinutes())}:${p2(d.getSeconds())} ${sign}${p2(Math.floor(abs / 60))}${p2(abs % 60)}`;
+}
+
+export interface FixupInput {
+  /** -f / -r. */
+  envelopeFrom?: string;
+  /** -F. */
+  fullName?: string;
+  /** -t. */
+  readRecipients: boolean;
+  /** Recipient arguments. */
+  recipients: readonly string[];
+  /** MAILSEND_FROM (or the profile's from): the sender when the message names none. */
+  defaultFrom?: string;
+  aliases?: AliasTable;
+  now?: Date;
+}
+
+export interface Fixed {
+  raw: Buffer;
+  envelope: Envelope;
+  /** What was changed, for -v. */
+  notes: string[];
+  subject?: string;
+  headerFrom?: string;
+}
+
+function noHeaderNoBody(): MailsendError {
+  return new MailsendError("empty_input", "the message on stdin was empty (0 bytes): there is nothing to send, and nothing was queued", {
+    hint: "The program that called sendmail wrote no message; check that it ran. A message is header lines (To:, Subject:), a blank line, then the body.",
+  });
+}
+
+function addressError(where: string, e: unknown): MailsendError {
+  if (e instanceof MailsendError) return new MailsendError("invalid_address", `${e.message.startsWith(where) ? "" : `${where}: `}${e.message}`, e.hint ? { hint: e.hint } : {});
+  return new MailsendError("invalid_address", `${where}: ${String(e)}`);
+}
+
+/**
+ * Turn what a program piped into sendmail into the message to send and its
+ * envelope. Throws a MailsendError (64/65/66/78) for input that cannot be
+ * sent; nothing is queued then.
+ */
+export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
+  if (input.length === 0 || (input.length < 64 * 1024 && input.toString("latin1").trim() === "")) {
+    throw noHeaderNoBody();
+  }
+  const split = splitMessage(input);
+  if (!split.hadHeader) {
+    const binary = binaryKind(input);
+    if (binary !== undefined) {
+      throw new MailsendError("invalid_message", `the input is ${binary} without a message header, not a mail message; nothing was queued`, {
+        hint: "sendmail reads one RFC 5322 message: header lines (From:, To:, Subject:), a blank line, then the body. To mail a file, attach it: mailsend send --attach <file>.",
+      });
+    }
+  }
+  const notes: string[] = [];
+  const { eol } = split;
+  const mapLocal = (local: string) => expandLocal(opts.aliases, local);
+  let fields = split.fields;
+
+  // The sender: -f, else the message's From, else the configured default.
+  let envelopeFrom: Mailbox | undefined;
+  if (opts.envelopeFrom !== undefined) {
+    const given = opts.envelopeFrom.trim();
+    if (isLocalName(given) && LOCAL_NAME.test(given)) {
+      const targets = mapLocal(given);
+      envelopeFrom = { address: targets[0]! };
+      notes.push(`-f ${given} is ${targets[0]} (aliases)`);
+    } else {
+      try {
+        envelopeFrom = parseMailbox1(given, "-f (the envelope sender)");
+      } catch (e) {
+        throw addressError("-f (the envelope sender)", e);
+      }
+    }
+  }
+
+  const rewritten: HeaderField[] = [];
+  for (const f of fields) {
+    if (!["from", "to", "cc", "bcc"].includes(f.name)) {
+      rewritten.push(f);
+      continue;
+    }
+    const value = decodeText(fieldValue(f));
+    const fieldName = f.text.slice(0, f.text.indexOf(":")).trim();
+    const r = rewriteLocalNames(value, (local) => {
+      if (f.name !== "from") return mapLocal(local);
+      // A local sender (`From: root`) is one mailbox: its alias when that is one address,
+      // else the -f sender or the configured one.
+      let targets: string[] | undefined;
+      try {
+        targets = mapLocal(local);
+      } catch (e) {
+        if (!envelopeFrom && !opts.defaultFrom) throw e;
+      }
+      if (targets && targets.length === 1) return targets;
+      const fallback = envelopeFrom?.address ?? (opts.defaultFrom ? parseMailbox1(opts.defaultFrom, "MAILSEND_FROM").address : undefined);
+      if (fallback) return [fallback];
+      throw new MailsendError("invalid_address", `From: the local name "${local}" maps to ${targets?.length ?? 0} addresses in the aliases file; a sender is one address`, {
+        hint: "Give the sender with -f <address>, or set MAILSEND_FROM (or the profile's from).",
+      });
+    });
+    if (!r.changed) {
+      rewritten.push(f);
+      continue;
+    }
+    for (const g of r.droppedGroups) notes.push(`${fieldName}: left out the empty group ${g}`);
+    if (r.value === "") continue;
+    notes.push(`${fieldName}: ${value} -> ${r.value}`);
+    rewritten.push({ name: f.name, text: `${fieldName}: ${encodeText(r.value)}${eol}` });
+  }
+  fields = rewritten;
+
+  const values = (name: string) => fields.filter((f) => f.name === name).map((f) => decodeText(fieldValue(f)));
+  const parseField = (name: string, label: string): Mailbox[] => {
+    try {
+      return values(name).flatMap((v) => (v.trim() === "" ? [] : parseAddressList(v, label)));
+    } catch (e) {
+      throw addressError(label, e);
+    }
+  };
+
+  const added: HeaderField[] = [];
+  let headerFrom: Mailbox | undefined;
+  const fromValues = values("from");
+  if (fromValues.length === 0) {
+    let from: Mailbox | undefined = envelopeFrom;
+    if (!from && opts.defaultFrom) {
+      try {
+        from = parseMailbox1(opts.defaultFrom, "MAILSEND_FROM");
+      } catch (e) {
+        throw new MailsendError("config_invalid", `the default sender (MAILSEND_FROM or the profile's from) is not one address: ${(e as Error).message}`);
+      }
+    }
+    if (!from) {
+      throw new MailsendError("config_missing", "the message has no From header and there is no sender to put in it", {
+        hint: "Give it with -f <address> (and -F <name>), or set the default sender: MAILSEND_FROM, or mailsend config set from <address>.",
+      });
+    }
+    headerFrom = opts.fullName !== undefined && opts.fullName.trim() !== "" ? { name: opts.fullName.trim(), address: from.address } : from;
+    added.push({ name: "from", text: `From: ${encodeText(formatMailbox(headerFrom))}${eol}` });
+    notes.push(`added From: ${formatMailbox(headerFrom)}`);
+  } else {
+    const list = parseField("from", "From");
+    headerFrom = list[0];
+  }
+  if (!fields.some((f) => f.name === "date")) {
+    const date = rfc5322Date(opts.now ?? new Date());
+    added.push({ name: "date", text: `Date: ${date}${eol}` });
+    notes.push(`added Date: ${date}`);
+  }
+  if (!fields.some((f) => f.name === "message-id")) {
+    const domain = headerFrom?.address.split("@").pop() || hostname() || "localhost";
+    const id = `<${Date.now().toString(36)}.${randomBytes(8).toString("hex")}@${domain}>`;
+    added.push({ name: "message-id", text: `Message-ID: ${id}${eol}` });
+    notes.push(`added Message-ID: ${id}`);
+  }
+
+  // The recipients: the arguments, and with -t those of the headers.
+  const rcpts: string[] = [];
+  for (const arg of opts.recipients) {
+    const r = rewriteLocalNames(arg, mapLocal);
+    if (r.changed) notes.push(`recipient ${arg} -> ${r.value}`);
+    if (r.value === "") continue;
+    try {
+      rcpts.push(...parseAddressList(r.value, "recipient").map((m) => m.address));
+    } catch (e) {
+      throw addressError(`the recipient argument ${JSON.stringify(arg)}`, e);
+    }
+  }
+  if (opts.readRecipients) {
+    for (const [name, label] of [["to", "To"], ["cc", "Cc"], ["bcc", "Bcc"]] as const) {
+      rcpts.push(...parseField(name, label).map((m) => m.address));
+    }
+  } else {
+    // Still check them: the transports parse these headers strictly.
+    parseField("to", "To");
+    parseField("cc", "Cc");
+  }
+  const seen = new Set<string>();
+  const to = rcpts.filter((a) => {
+    const k = a.toLowerCase();
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
+  if (to.length === 0) {
+    throw new MailsendError(
+      "usage",
+      opts.readRecipients ? "no recipient addresses found in the message header (To, Cc, Bcc) nor as arguments; nothing was queued" : "no recipients: give them as arguments, or use -t to read them from the To, Cc and Bcc headers; nothing was queued",
+      { hint: "For example: sendmail -t < message.eml, or sendmail ops@example.com < message.eml" },
+    );
+  }
+
+  // Bcc never travels in the message; its recipients are in the envelope.
+  if (fields.some((f) => f.name === "bcc")) notes.push("removed Bcc from the message (its recipients are in the envelope)");
+  const kept = fields.filter((f) => f.name !== "bcc");
+  const head = [...kept, ...added].map((f) => f.text).join("");
+  // The blank line between header and body, where the input had none (no header, or a body right after it).
+  const blank = split.rest[0] === 0x0a || (split.rest[0] === 0x0d && split.rest[1] === 0x0a);
+  const raw = Buffer.concat([Buffer.from(head, "latin1"), Buffer.from(blank ? "" : eol, "latin1"), split.rest]);
+  const subjectField = kept.find((f) => f.name === "subject");
+
+  return {
+    raw,
+    envelope: { from: (envelopeFrom ?? headerFrom)!.address, to },
+    notes,
+    ...(subjectField ? { subject: decodeText(fieldValue(subjectField)) } : {}),
+    ...(headerFrom ? { headerFrom: formatMailbox(headerFrom) } : {}),
+  };
+}

@@ -1,0 +1,167 @@
+import { PassThrough } from "node:stream";
+import { describe, expect, it } from "vitest";
+import { MailsendError } from "../../src/core/errors.js";
+import { parseAliases } from "../../src/input/aliases.js";
+import { fixupMessage, maxMessageSize, readSendmailInput, rewriteLocalNames, type FixupInput } from "../../src/input/sendmail-message.js";
+
+const aliases = parseAliases("root: ops@example.com\nteam: a@example.com, b@example.com\n", "aliases");
+const base: FixupInput = { readRecipients: false, recipients: [], aliases, now: new Date(Date.UTC(2026, 10, 24, 12, 0, 0)) };
+
+function fix(text: string, over: Partial<FixupInput> = {}) {
+  const r = fixupMessage(Buffer.from(text), { ...base, ...over });
+  return { ...r, text: r.raw.toString("utf8") };
+}
+
+function header(text: string, name: string): string[] {
+  const head = text.split(/\r?\n\r?\n/)[0]!;
+  return head
+    .replace(/\r?\n[ \t]/g, " ")
+    .split(/\r?\n/)
+    .filter((l) => l.toLowerCase().startsWith(`${name.toLowerCase()}:`))
+    .map((l) => l.slice(name.length + 1).trim());
+}
+
+function err(f: () => unknown): MailsendError {
+  try {
+    f();
+  } catch (e) {
+    expect(e).toBeInstanceOf(MailsendError);
+    return e as MailsendError;
+  }
+  throw new Error("expected an error");
+}
+
+async function read(chunks: string[], ignoreDots: boolean, maxSize = 1 << 20): Promise<string> {
+  const s = new PassThrough();
+  const p = readSendmailInput(s, { ignoreDots, maxSize });
+  for (const c of chunks) s.write(c);
+  s.end();
+  return (await p).toString();
+}
+
+describe("reading the message", () => {
+  it("without -i a lone '.' line ends it, also split across chunks; with -i it is kept", async () => {
+    expect(await read(["Subject: a\n\nline\n.\nafter\n"], false)).toBe("Subject: a\n\nline\n");
+    expect(await read(["Subject: a\n\nline\n", ".", "\r\nafter"], false)).toBe("Subject: a\n\nline\n");
+    expect(await read(["Subject: a\n\nline\n.\nafter\n"], true)).toBe("Subject: a\n\nline\n.\nafter\n");
+    expect(await read(["Subject: a\n\n.. two dots\n.x\n"], false)).toBe("Subject: a\n\n.. two dots\n.x\n");
+    expect(await read(["Subject: a\n\nlast\n."], false)).toBe("Subject: a\n\nlast\n");
+    expect(await read([".\n"], false)).toBe("");
+  });
+
+  it("stops at the size limit (65)", async () => {
+    const e = await read(["x".repeat(100)], true, 50).catch((x: unknown) => x as MailsendError);
+    expect((e as MailsendError).exitCode).toBe(65);
+    expect((e as MailsendError).code).toBe("too_large");
+    expect(maxMessageSize({})).toBe(25 * 1024 * 1024);
+    expect(maxMessageSize({ MAILSEND_MAX_SIZE: "10M" })).toBe(10 * 1024 * 1024);
+    expect(maxMessageSize({ MAILSEND_MAX_SIZE: "512k" })).toBe(512 * 1024);
+    expect(err(() => maxMessageSize({ MAILSEND_MAX_SIZE: "lots" })).exitCode).toBe(78);
+  });
+});
+
+describe("header fix-ups", () => {
+  it("adds Date, Message-ID and From (from -f and -F) when missing", () => {
+    const r = fix("Subject: hi\n\nbody\n", { envelopeFrom: "cron@example.com", fullName: "Cron Daemon", recipients: ["x@example.com"] });
+    expect(header(r.text, "From")).toEqual(["Cron Daemon <cron@example.com>"]);
+    expect(header(r.text, "Date")[0]).toMatch(/^\w{3}, \d\d \w{3} 2026 \d\d:\d\d:\d\d [+-]\d{4}$/);
+    expect(header(r.text, "Message-ID")[0]).toMatch(/^<[\w.]+@example\.com>$/);
+    expect(r.text.endsWith("\n\nbody\n")).toBe(true);
+    expect(r.envelope).toEqual({ from: "cron@example.com", to: ["x@example.com"] });
+  });
+
+  it("keeps what the message has, byte for byte", () => {
+    const msg = "From: A <a@example.com>\r\nDate: Mon, 1 Jan 2024 00:00:00 +0000\r\nMessage-ID: <m@x>\r\nSubject: =?UTF-8?Q?caf=C3=A9?=\r\n\r\nbody\r\n";
+    const r = fix(msg, { recipients: ["x@example.com"] });
+    expect(r.text).toBe(msg);
+    expect(r.envelope.from).toBe("a@example.com");
+  });
+
+  it("the default sender (MAILSEND_FROM) when there is no From and no -f; -F names it", () => {
+    expect(header(fix("Subject: s\n\nb\n", { defaultFrom: "Ops <ops@example.com>", recipients: ["x@example.com"] }).text, "From")).toEqual(["Ops <ops@example.com>"]);
+    expect(header(fix("Subject: s\n\nb\n", { defaultFrom: "ops@example.com", fullName: "CronDaemon", recipients: ["x@example.com"] }).text, "From")).toEqual(["CronDaemon <ops@example.com>"]);
+    const e = err(() => fix("Subject: s\n\nb\n", { recipients: ["x@example.com"] }));
+    expect(e.exitCode).toBe(78);
+    expect(e.hint).toContain("MAILSEND_FROM");
+  });
+
+  it("-t: recipients from To, Cc and Bcc plus the arguments; Bcc removed from the message", () => {
+    const r = fix("From: a@example.com\nTo: t@example.com\nCc: C <c@example.com>\nBcc: hidden@example.com,\n  also@example.com\nSubject: s\n\nb\n", {
+      readRecipients: true,
+      recipients: ["arg@example.com", "t@example.com"],
+    });
+    expect(r.envelope.to).toEqual(["arg@example.com", "t@example.com", "c@example.com", "hidden@example.com", "also@example.com"]);
+    expect(r.text).not.toMatch(/bcc|hidden|also@/i);
+    expect(header(r.text, "Cc")).toEqual(["C <c@example.com>"]);
+  });
+
+  it("without -t only the arguments are recipients; Bcc is still removed", () => {
+    const r = fix("From: a@example.com\nTo: t@example.com\nBcc: hidden@example.com\n\nb\n", { recipients: ["x@example.com"] });
+    expect(r.envelope.to).toEqual(["x@example.com"]);
+    expect(r.text).not.toContain("hidden");
+  });
+
+  it("local names in To, Cc, From and the arguments are mapped through the aliases", () => {
+    const r = fix("From: root (Cron Daemon)\nTo: root, Team <team>\nCc: Root User <root@localhost>\nSubject: s\n\nb\n", { readRecipients: true, recipients: ["root"] });
+    expect(header(r.text, "From")).toEqual(["ops@example.com (Cron Daemon)"]);
+    expect(header(r.text, "To")).toEqual(["ops@example.com, Team <a@example.com>, b@example.com"]);
+    expect(header(r.text, "Cc")).toEqual(["Root User <ops@example.com>"]);
+    expect(r.envelope).toEqual({ from: "ops@example.com", to: ["ops@example.com", "a@example.com", "b@example.com"] });
+  });
+
+  it("a local sender whose alias is several addresses takes -f or the default sender", () => {
+    const r = fix("From: team\n\nb\n", { recipients: ["x@example.com"], defaultFrom: "cron@example.com" });
+    expect(header(r.text, "From")).toEqual(["cron@example.com"]);
+  });
+
+  it("an unmapped local name is an error naming the setting", () => {
+    const e = err(() => fix("From: a@example.com\nTo: nobody\n\nb\n", { readRecipients: true }));
+    expect(e.exitCode).toBe(78);
+    expect(e.hint).toContain("MAILSEND_ALIASES");
+    const none = err(() => fix("From: a@example.com\n\nb\n", { recipients: ["root"], aliases: undefined }));
+    expect(none.message).toContain("no aliases file");
+  });
+
+  it("an empty group (undisclosed-recipients:;) is left out", () => {
+    const r = fix("From: a@example.com\nTo: undisclosed-recipients:;\nBcc: b@example.com\n\nb\n", { readRecipients: true });
+    expect(header(r.text, "To")).toEqual([]);
+    expect(r.envelope.to).toEqual(["b@example.com"]);
+  });
+
+  it("a message without a header is all body", () => {
+    const r = fix("just a line\nand another\n", { recipients: ["x@example.com"], defaultFrom: "a@example.com" });
+    expect(r.text).toMatch(/^From: a@example.com\nDate: .*\nMessage-ID: .*\n\njust a line\nand another\n$/);
+  });
+
+  it("an mbox 'From ' line is dropped; CRLF messages get CRLF headers", () => {
+    const r = fix("From someone Mon Jan  1 00:00:00 2024\r\nSubject: s\r\n\r\nb\r\n", { recipients: ["x@example.com"], defaultFrom: "a@example.com" });
+    expect(r.text.startsWith("Subject: s\r\nFrom: a@example.com\r\nDate: ")).toBe(true);
+    expect(r.text).not.toMatch(/[^\r]\n/);
+  });
+
+  it("bad input: empty (66), no recipients (64), bad address (65), binary without header (65)", () => {
+    expect(err(() => fix("", { recipients: ["x@example.com"] })).exitCode).toBe(66);
+    expect(err(() => fix("\n\n", { recipients: ["x@example.com"] })).exitCode).toBe(66);
+    const none = err(() => fix("From: a@example.com\nSubject: s\n\nb\n", { readRecipients: true }));
+    expect(none.exitCode).toBe(64);
+    expect(none.message).toContain("no recipient addresses found in the message header");
+    expect(err(() => fix("From: a@example.com\n\nb\n", {})).exitCode).toBe(64);
+    expect(err(() => fix("From: a@example.com\nTo: a@@example.com\n\nb\n", { readRecipients: true })).exitCode).toBe(65);
+    expect(err(() => fix("From: a@example.com\n\nb\n", { recipients: ["not an address@"] })).exitCode).toBe(65);
+    expect(err(() => fix("From: a@example.com\n\nb\n", { envelopeFrom: "bad@@x", recipients: ["x@example.com"] })).exitCode).toBe(65);
+    const bin = err(() => fixupMessage(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0]), { ...base, recipients: ["x@example.com"] }));
+    expect(bin.exitCode).toBe(65);
+    expect(bin.message).toContain("PNG");
+  });
+});
+
+describe("rewriteLocalNames", () => {
+  const map = (n: string) => [`${n.split("@")[0]}@example.com`];
+  it("leaves real addresses, quoted names and comments alone", () => {
+    const v = '"Doe, Jane" <jane@example.com>, bob@example.com (Bob)';
+    expect(rewriteLocalNames(v, map)).toEqual({ value: v, changed: false, droppedGroups: [] });
+  });
+  it("maps bare names, names in angle brackets and @localhost", () => {
+    expect(rewriteLocalNames("root, Admin <admin>, x@localhost", map).value).toBe("root@example.com, Admin <admin@example.com>, x@example.com");
+  });
+});

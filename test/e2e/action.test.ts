@@ -9,7 +9,7 @@
  * not build; its build path is described in the README.
  */
 import { execa } from "execa";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { baseEnv, ROOT } from "../helpers/cli.js";
@@ -264,5 +264,76 @@ describe("a failing step", () => {
     expect(r.exitCode).toBe(66);
     expect(r.outputs).toMatchObject({ "exit-code": "66", "exit-class": "input" });
     expect(await stored("noattach")).toBeUndefined();
+  });
+});
+
+describe("the README's workflow, run", () => {
+  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  const section = readme.slice(readme.indexOf("### The GitHub Action"));
+  const yaml = section.slice(section.indexOf("```yaml") + 7, section.indexOf("```", section.indexOf("```yaml") + 7));
+  const lines = yaml.split("\n");
+  const GITHUB = { "github.repository": "acme/app", "github.run_number": "42", "job.status": "failure", "github.run_id": "9001", "github.run_attempt": "1" };
+  const expand = (text: string) =>
+    text.replace(/\$\{\{\s*([\w.]+)\s*\}\}/g, (_, e: string) => {
+      const v = (GITHUB as Record<string, string>)[e];
+      if (v === undefined) throw new Error(`the README's workflow uses \${{ ${e} }}, which this test does not know`);
+      return v;
+    });
+
+  /** The lines under `key:` of the step named `name`, dedented (a block scalar or a mapping). */
+  function block(name: string, key: string): string[] {
+    const at = lines.findIndex((l) => l.trim() === `- name: ${name}`);
+    const k = lines.findIndex((l, i) => i > at && l.trim().startsWith(`${key}:`));
+    const indent = lines[k]!.length - lines[k]!.trimStart().length;
+    const out: string[] = [];
+    for (const l of lines.slice(k + 1)) {
+      if (l.trim() && l.length - l.trimStart().length <= indent) break;
+      out.push(l);
+    }
+    const min = Math.min(...out.filter((l) => l.trim()).map((l) => l.length - l.trimStart().length));
+    return out.map((l) => l.slice(min));
+  }
+
+  /** A `with:` mapping: key: value, or key: | and the lines under it. */
+  function withInputs(): Record<string, string> {
+    const out: Record<string, string> = {};
+    let literal: string | undefined;
+    for (const l of block("Mail the report", "with")) {
+      const m = /^([\w-]+):\s*(.*)$/.exec(l);
+      if (m) {
+        literal = m[2] === "|" ? m[1]! : undefined;
+        out[m[1]!] = literal ? "" : m[2]!;
+      } else if (literal) out[literal] += `${l.trim()}\n`;
+    }
+    return out;
+  }
+
+  test("the report step and the action step as written: the mail goes out with the log; every with: is a declared input; the key comes from env", async () => {
+    const inputs = withInputs();
+    for (const name of Object.keys(inputs)) expect(declared.inputs.has(name), `with: ${name} is not an input of action.yml`).toBe(true);
+    expect(block("Mail the report", "env").join("\n")).toContain("MAILSEND_API_KEY: ${{ secrets.MAILSEND_API_KEY }}");
+    expect(yaml).toMatch(/uses: <owner>\/mailsend@v1/);
+
+    const ws = join(tmp.dir, "ws-readme");
+    mkdirSync(ws, { recursive: true });
+    writeFileSync(join(ws, "build.log"), "cc -o app main.c\nmain.c:3: error: it broke\n");
+    const report = await execa("bash", ["-eo", "pipefail", "-c", expand(block("Write the report", "run").join("\n"))], {
+      cwd: ws,
+      reject: false,
+      extendEnv: false,
+      env: { ...baseEnv(), STATUS: "failure", GITHUB_REPOSITORY: "acme/app", GITHUB_SHA: "0123abc", GITHUB_RUN_NUMBER: "42", GITHUB_RUN_ID: "9001", GITHUB_SERVER_URL: "https://github.example" },
+    });
+    expect(report.exitCode, String(report.stderr)).toBe(0);
+
+    const given = Object.fromEntries(Object.entries(inputs).map(([k, v]) => [k, k === "base-url" ? t.env.MAILSEND_BASE_URL! : expand(v)]));
+    const r = await step(given, { WORKSPACE: ws });
+    expect(r.exitCode, r.stderr + r.stdout).toBe(0);
+    const m = await stored("acme/app #42: failure");
+    expect(m).toBeDefined();
+    expect(m!.meta.to.sort()).toEqual(["dev@example.com", "ops@example.com"]);
+    expect(m!.meta.idempotencyKey).toBe("9001-1");
+    expect(m!.meta.attachments.map((a) => a.filename)).toEqual(["build.log"]);
+    expect(m!.email.html).toContain('href="https://github.example/acme/app/actions/runs/9001"');
+    expect(r.outputs["message-id"]).toBe(m!.meta.messageId);
   });
 });

@@ -4,6 +4,7 @@ import { build } from "esbuild";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { ioredisPlugin } from "./bundle-ioredis.mjs";
+import { builtinsPlugin } from "./bundle-builtins.mjs";
 
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
 
@@ -32,7 +33,8 @@ const result = await build({
   // Maps give file and line in src/ for a stack trace; the sources themselves are not shipped.
   sourcesContent: false,
   external,
-  plugins: [ioredisPlugin],
+  // Built-in modules by require(), not as ES modules: see scripts/bundle-builtins.mjs.
+  plugins: [ioredisPlugin, builtinsPlugin],
   chunkNames: "chunks/[name]-[hash]",
   // commander is CommonJS and calls require() for Node built-ins.
   banner: { js: 'import { createRequire as __mailsendRequire } from "node:module"; const require = __mailsendRequire(import.meta.url);' },

@@ -14,7 +14,7 @@ export interface OptionSpec {
   /** Parse as a whole number. */
   int?: boolean;
   choices?: readonly string[];
-  group: "Message" | "Body" | "Connection" | "Limits" | "Batch" | "Output";
+  group: "Message" | "Body" | "Connection" | "Limits" | "Batch" | "Relay" | "Output";
 }
 
 export const SEND_OPTIONS: readonly OptionSpec[] = [
@@ -128,6 +128,23 @@ export const DOCTOR_OPTIONS: readonly OptionSpec[] = [
   ...SEND_OPTIONS.filter((o) => o.group === "Connection"),
   ...SEND_OPTIONS.filter((o) => o.flags.startsWith("--rate-limit ")),
   { group: "Output", flags: "--json", description: 'print {"ok":bool,"checks":[...]} on stdout' },
+];
+
+/** `mailsend relay`: the local SMTP relay in front of the outbox. */
+export const RELAY_OPTIONS: readonly OptionSpec[] = [
+  { group: "Relay", flags: "--listen <host:port>", description: "where to listen (default 127.0.0.1:2525; [::1]:2525 for IPv6); any non-loopback address needs --auth-file and TLS" },
+  { group: "Relay", flags: "--auth-file <path>", description: "require SMTP AUTH (PLAIN, LOGIN) by the users of this file: user:scrypt$... lines made by `mailsend relay hash-password`" },
+  { group: "Relay", flags: "--tls-cert <pem>", description: "offer STARTTLS with this certificate (chain) file; with --tls-key" },
+  { group: "Relay", flags: "--tls-key <pem>", description: "the private key of --tls-cert" },
+  { group: "Relay", flags: "--tls-self-signed", description: "offer STARTTLS with a certificate made on first start (its CA in <state dir>/relay-tls/ca.pem)" },
+  { group: "Relay", flags: "--max-size <bytes>", description: "largest message, advertised as SIZE; larger ones get 552 (default 25M; suffixes k, M, G)" },
+  { group: "Relay", flags: "--max-clients <n>", description: "concurrent connections; one more is answered 421 (default 50)", int: true },
+  { group: "Relay", flags: "--no-deliver", description: "only queue; leave delivery to `mailsend queue run` (a timer or a service)" },
+  { group: "Relay", flags: "--concurrency <n>", description: "deliveries in flight at once (default 4)", int: true },
+  { group: "Connection", flags: "--profile <name>", description: "deliver with this profile of the config file (recorded with each message)", env: "MAILSEND_PROFILE" },
+  { group: "Connection", flags: "--transport <name>", description: "rest, smtp, or auto (REST when it carries the message losslessly, else SMTP)", env: "MAILSEND_TRANSPORT", choices: ["rest", "smtp", "auto"] },
+  { group: "Output", flags: "--json", description: "print a JSON ready line (with the port) on stdout, then one JSON line per event" },
+  { group: "Output", flags: "-v, --verbose", description: "log each message taken (id, from, recipients, size) and each delivery" },
 ];
 
 /** Environment variables read without a matching flag. */

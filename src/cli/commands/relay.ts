@@ -1,0 +1,351 @@
+/**
+ * `mailsend relay`: the local SMTP relay (src/relay/server.ts) in front of the
+ * outbox, with the outbox's runner in this process delivering what it takes;
+ * and `mailsend relay hash-password` for the --auth-file.
+ */
+import { randomUUID } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { isIP } from "node:net";
+import { join } from "node:path";
+import { MailsendError, localFileError } from "../../core/errors.js";
+import type { Envelope } from "../../outbox/types.js";
+import type { Relay } from "../../relay/server.js";
+import { colorsFor, type CliIO } from "../io.js";
+import { reportError } from "../report.js";
+
+export const RELAY_DEFAULT_MAX_SIZE = 25 * 1024 * 1024;
+export const RELAY_DEFAULT_MAX_CLIENTS = 50;
+
+export interface RelayFlags {
+  listen?: string;
+  authFile?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  tlsSelfSigned?: boolean;
+  maxSize?: string;
+  maxClients?: number;
+  deliver?: boolean;
+  concurrency?: number;
+  json?: boolean;
+  verbose?: boolean;
+  profile?: string;
+  transport?: "rest" | "smtp" | "auto";
+  [other: string]: unknown;
+}
+
+export type StopSignal = () => Promise<string>;
+
+/**
+ * The first SIGINT/SIGTERM starts the shutdown. The handlers stay installed
+ * until the process ends: proper-lockfile's signal-exit re-sends a signal
+ * that no other handler listens to, which would kill the relay mid-shutdown.
+ */
+function processStopSignal(): Promise<string> {
+  return new Promise((resolve) => {
+    let first = true;
+    const on = (sig: string) => {
+      if (!first) return;
+      first = false;
+      resolve(sig);
+    };
+    process.on("SIGINT", on);
+    process.on("SIGTERM", on);
+  });
+}
+
+/** "26214400", "25M", "25MB", "512k", "1G" (binary units, as mail servers mean them). */
+export function parseSize(v: string, flag = "--max-size"): number {
+  const m = /^(\d+)\s*([kmg]?)(i?b)?$/i.exec(v.trim());
+  const n = m ? Number(m[1]) * 1024 ** ["", "k", "m", "g"].indexOf(m[2]!.toLowerCase()) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n < 1024) {
+    throw new MailsendError("usage", `${flag} ${JSON.stringify(v)}: expected a size of at least 1024 bytes, e.g. 26214400, 25M or 512k`);
+  }
+  return n;
+}
+
+function hostPort(host: string, port: number): string {
+  return `${host.includes(":") ? `[${host}]` : host}:${port}`;
+}
+
+async function readPem(path: string, what: string): Promise<string> {
+  try {
+    return await readFile(path, "utf8");
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") throw new MailsendError("file_not_found", `the ${what} ${path} does not exist`);
+    throw localFileError(e, path, "read", what);
+  }
+}
+
+type Log = (line: string, obj: Record<string, unknown>) => void;
+
+/**
+ * The outbox's runner in watch mode, for as long as the relay runs. Only one
+ * runner holds an outbox: while another one does (a `queue run --watch`
+ * service), the relay only queues and tries again to take over every few
+ * seconds, so mail never waits for a runner that has gone.
+ */
+async function superviseRunner(io: CliIO, verbose: boolean, concurrency: number | undefined, log: Log, c: ReturnType<typeof colorsFor>) {
+  const { QueueRunner } = await import("../../outbox/runner.js");
+  type Runner = InstanceType<typeof QueueRunner>;
+  let current: Runner | undefined;
+  let stopping = false;
+  let wakeSleep: (() => void) | undefined;
+  const onEvent = (ev: import("../../outbox/runner.js").RunnerEvent) => {
+    if (ev.type === "sent") {
+      if (verbose) log(`sent ${ev.id} over ${ev.transport} (${ev.messageId}) to ${ev.recipients.join(", ")}`, { event: "sent", id: ev.id, transport: ev.transport, message_id: ev.messageId, recipients: ev.recipients, attempts: ev.attempts });
+    } else if (ev.type === "deferred") {
+      log(c.yellow(`deferred ${ev.id} (attempt ${ev.attempts}): ${ev.error.message}; next try ${new Date(ev.nextAttemptAt).toISOString()}`), {
+        event: "deferred",
+        id: ev.id,
+        error: ev.error.toJSON(),
+        attempts: ev.attempts,
+        next_attempt_at: new Date(ev.nextAttemptAt).toISOString(),
+      });
+    } else if (ev.type === "failed") {
+      log(c.red(`failed ${ev.id} after ${ev.attempts} attempt(s): ${ev.error.message} (kept in the outbox's failed/: mailsend queue --failed)`), { event: "failed", id: ev.id, error: ev.error.toJSON(), attempts: ev.attempts });
+    } else {
+      log(c.yellow(`warning: ${ev.id ? `${ev.id}: ` : ""}${ev.message}`), { event: "warning", ...(ev.id ? { id: ev.id } : {}), message: ev.message });
+    }
+  };
+  const done = (async () => {
+    let told = false;
+    while (!stopping) {
+      const r: Runner = new QueueRunner({ env: io.env, mode: "watch", onEvent, ...(concurrency !== undefined ? { concurrency } : {}) });
+      current = r;
+      const summary = await r.run();
+      current = undefined;
+      if (stopping) break;
+      if (!summary.ran && !told) {
+        told = true;
+        log(`another runner delivers from ${r.outbox.dir}; the relay queues, and takes over delivery when that runner stops`, { event: "runner_busy", outbox: r.outbox.dir });
+      }
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, 3000);
+        wakeSleep = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
+      wakeSleep = undefined;
+    }
+  })();
+  return {
+    done,
+    wake: () => current?.wake(),
+    stop: () => {
+      stopping = true;
+      current?.stop();
+      wakeSleep?.();
+    },
+  };
+}
+
+export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = processStopSignal): Promise<number> {
+  const json = flags.json ?? false;
+  const verbose = flags.verbose ?? false;
+  let relay: Relay | undefined;
+  let runner: { wake(): void; stop(): void } | undefined;
+  try {
+    const { DEFAULT_LISTEN, isLoopback, parseListen } = await import("../../relay/listen.js");
+    const listen = flags.listen !== undefined ? parseListen(flags.listen) : DEFAULT_LISTEN;
+    const maxSize = flags.maxSize !== undefined ? parseSize(flags.maxSize) : RELAY_DEFAULT_MAX_SIZE;
+    const maxClients = flags.maxClients ?? RELAY_DEFAULT_MAX_CLIENTS;
+    if (maxClients < 1) throw new MailsendError("usage", "--max-clients must be at least 1");
+    if ((flags.tlsCert === undefined) !== (flags.tlsKey === undefined)) {
+      throw new MailsendError("usage", `${flags.tlsCert === undefined ? "--tls-key" : "--tls-cert"} needs ${flags.tlsCert === undefined ? "--tls-cert" : "--tls-key"} too`);
+    }
+    if (flags.tlsSelfSigned && flags.tlsCert !== undefined) throw new MailsendError("usage", "give --tls-cert/--tls-key or --tls-self-signed, not both");
+
+    const loopback = isLoopback(listen.host);
+    const wantsTls = flags.tlsCert !== undefined || flags.tlsSelfSigned === true;
+    if (!loopback && (flags.authFile === undefined || !wantsTls)) {
+      const missing = [flags.authFile === undefined ? "--auth-file (who may send)" : "", !wantsTls ? "TLS (--tls-cert and --tls-key, or --tls-self-signed)" : ""].filter(Boolean);
+      throw new MailsendError(
+        "config_invalid",
+        `refusing to listen on ${hostPort(listen.host, listen.port)} without ${missing.join(" and ")}: it is not a loopback address, so other machines could send mail with your key`,
+        {
+          hint: "Listen on 127.0.0.1 or [::1] for programs on this machine, or give both. Users: printf '%s' 'the password' | mailsend relay hash-password USER > relay-users",
+        },
+      );
+    }
+
+    const { stateDir } = await import("../../limits/budget.js");
+    let tls: { key: string; cert: string } | undefined;
+    let caFile: string | undefined;
+    if (flags.tlsCert !== undefined && flags.tlsKey !== undefined) {
+      tls = { cert: await readPem(flags.tlsCert, "TLS certificate file"), key: await readPem(flags.tlsKey, "TLS key file") };
+    } else if (flags.tlsSelfSigned) {
+      const { ensureTls } = await import("../../sandbox/tls.js");
+      const hosts = ["localhost", "127.0.0.1", "::1"];
+      if (isIP(listen.host) && !hosts.includes(listen.host) && listen.host !== "0.0.0.0" && listen.host !== "::") hosts.push(listen.host);
+      const m = await ensureTls(join(stateDir(io.env), "relay-tls"), hosts);
+      tls = { cert: m.cert, key: m.key };
+      caFile = m.caPath;
+    }
+    const { RelayUsers } = await import("../../relay/auth.js");
+    const users = flags.authFile !== undefined ? await RelayUsers.load(flags.authFile) : undefined;
+
+    const { Outbox } = await import("../../outbox/store.js");
+    const outbox = Outbox.fromEnv(io.env);
+    outbox.ensureDirs();
+    const { prepareMessage } = await import("../../outbox/message.js");
+    const { startRelay, summaryHeaders } = await import("../../relay/server.js");
+
+    const c = colorsFor(io.stderr, io.env);
+    const log = (line: string, obj: Record<string, unknown>) => {
+      if (json) io.stdout.write(`${JSON.stringify(obj)}\n`);
+      else io.stderr.write(`${line}\n`);
+    };
+    const stopped = stop();
+
+    // The runner: delivers what the relay queues, through the budget, in this process.
+    const supervisor = flags.deliver === false ? undefined : await superviseRunner(io, verbose, flags.concurrency, log, c);
+    runner = supervisor;
+    const runDone: Promise<{ error?: unknown }> = supervisor ? supervisor.done.then(() => ({}), (e: unknown) => ({ error: e })) : new Promise(() => {});
+
+    const transport = flags.transport;
+    relay = await startRelay({
+      host: listen.host,
+      port: listen.port,
+      maxSize,
+      maxClients,
+      ...(users ? { users } : {}),
+      ...(tls ? { tls } : {}),
+      async validate(raw: Buffer, envelope: Envelope) {
+        await prepareMessage(raw, envelope);
+      },
+      store(raw: Buffer, envelope: Envelope) {
+        return outbox.add({
+          raw,
+          envelope,
+          idempotencyKey: randomUUID(),
+          source: "relay",
+          ...(flags.profile !== undefined ? { profile: flags.profile } : {}),
+          ...(transport !== undefined ? { transport } : {}),
+          ...summaryHeaders(raw),
+        });
+      },
+      onAccepted(info) {
+        runner?.wake();
+        if (verbose) {
+          log(`queued ${info.id} from <${info.envelope.from}> to ${info.envelope.to.map((a) => `<${a}>`).join(", ")} (${info.size} bytes${info.user ? `, user ${info.user}` : ""})`, {
+            event: "queued",
+            id: info.id,
+            from: info.envelope.from,
+            to: info.envelope.to,
+            size: info.size,
+            ...(info.user ? { user: info.user } : {}),
+          });
+        }
+      },
+      onRefused(info) {
+        // A fault of this machine is worth a line without -v; a client's bad message only with it.
+        if (info.code === 452 || info.code === 451 || verbose) {
+          log(`${info.code === 452 || info.code === 451 ? c.yellow("refused") : "refused"} ${info.code} ${info.reply} (from <${info.envelope.from}>, ${info.remote})`, {
+            event: "refused",
+            code: info.code,
+            reply: info.reply,
+            from: info.envelope.from,
+            to: info.envelope.to,
+          });
+        }
+      },
+    });
+
+    const where = hostPort(listen.host, relay.port);
+    if (json) {
+      io.stdout.write(
+        `${JSON.stringify({
+          ready: true,
+          pid: process.pid,
+          host: listen.host,
+          port: relay.port,
+          outbox: outbox.dir,
+          auth: users !== undefined,
+          tls: tls ? "starttls" : null,
+          ...(caFile ? { ca_file: caFile } : {}),
+          max_size: maxSize,
+          max_clients: maxClients,
+          deliver: runner !== undefined,
+        })}\n`,
+      );
+    } else {
+      const security = users ? `AUTH required (${users.size} user${users.size === 1 ? "" : "s"})${tls ? ", STARTTLS" : ""}` : tls ? "STARTTLS, no AUTH" : "no TLS, no AUTH (loopback only)";
+      io.stdout.write(
+        `mailsend relay listening on ${where} (${security}); outbox ${outbox.dir}; ${runner ? "delivering" : "not delivering (--no-deliver): run mailsend queue run"}\n`,
+      );
+    }
+
+    const ended = await Promise.race([stopped.then((sig) => ({ sig })), runDone]);
+    if ("sig" in ended && !json) io.stderr.write(`${ended.sig}: stopping: no new mail; finishing the deliveries in flight\n`);
+    await relay.close();
+    relay = undefined;
+    if (runner) {
+      runner.stop();
+      const r = await runDone;
+      runner = undefined;
+      if (r.error !== undefined) throw r.error;
+    }
+    return 0;
+  } catch (e) {
+    await relay?.close().catch(() => {});
+    runner?.stop();
+    return reportError(e, io, { json, verbose });
+  }
+}
+
+/** Read the password: from a pipe as is (one trailing newline dropped), from a terminal without echo. */
+async function readPassword(io: CliIO): Promise<string> {
+  const stdin = io.stdin as NodeJS.ReadStream;
+  if (stdin.isTTY && typeof stdin.setRawMode === "function") {
+    io.stderr.write("Password: ");
+    stdin.setRawMode(true);
+    stdin.resume();
+    try {
+      return await new Promise<string>((resolve, reject) => {
+        let pw = "";
+        const onData = (d: Buffer) => {
+          for (const ch of d.toString("utf8")) {
+            if (ch === "\r" || ch === "\n" || ch === "\u0004") {
+              stdin.off("data", onData);
+              io.stderr.write("\n");
+              return resolve(pw);
+            }
+            if (ch === "\u0003") {
+              stdin.off("data", onData);
+              io.stderr.write("\n");
+              return reject(new MailsendError("usage", "cancelled"));
+            }
+            if (ch === "\u007f" || ch === "\b") pw = [...pw].slice(0, -1).join("");
+            else pw += ch;
+          }
+        };
+        stdin.on("data", onData);
+      });
+    } finally {
+      stdin.setRawMode(false);
+      stdin.pause();
+    }
+  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of io.stdin) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string));
+  return Buffer.concat(chunks).toString("utf8").replace(/\r?\n$/, "");
+}
+
+export async function runRelayHashPassword(user: string | undefined, flags: { json?: boolean }, io: CliIO): Promise<number> {
+  const json = flags.json ?? false;
+  try {
+    if (user !== undefined && (user === "" || /[\s:]/.test(user))) throw new MailsendError("usage", `the user name ${JSON.stringify(user)} must not be empty or hold spaces or ":"`);
+    const password = await readPassword(io);
+    if (password === "") throw new MailsendError("usage", "the password is empty", { hint: "Pipe it in: printf '%s' 'the password' | mailsend relay hash-password USER" });
+    if (/[\r\n]/.test(password)) throw new MailsendError("usage", "the password holds a line break; give one line on stdin");
+    const { hashPassword } = await import("../../relay/auth.js");
+    const hash = await hashPassword(password);
+    if (json) io.stdout.write(`${JSON.stringify({ ...(user !== undefined ? { user } : {}), hash })}\n`);
+    else io.stdout.write(`${user !== undefined ? `${user}:` : ""}${hash}\n`);
+    return 0;
+  } catch (e) {
+    return reportError(e, io, { json });
+  }
+}

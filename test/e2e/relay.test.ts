@@ -1,0 +1,367 @@
+/**
+ * `mailsend relay` end to end: the built binary on 127.0.0.1 (a free port,
+ * learnt from its --json ready line), real SMTP clients (swaks, Python's
+ * smtplib), delivering upstream to the sandbox over REST and to a real
+ * smtp-server with STARTTLS + AUTH over SMTP.
+ */
+import { execa } from "execa";
+import { spawnSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { runCli } from "../helpers/cli.js";
+import { startRelayChild } from "../helpers/relay.js";
+import { inProcessSandbox, SmtpDialog, until, type TestSandbox } from "../helpers/sandbox.js";
+import { headerSection, startSmtpSink } from "../helpers/smtp-sink.js";
+import { scratch, type Scratch } from "../helpers/tmp.js";
+
+const HAVE_SWAKS = spawnSync("swaks", ["--version"]).status === 0;
+const HAVE_PYTHON = spawnSync("python3", ["-c", "import smtplib"]).status === 0;
+
+/** swaks against the relay; returns its transcript and exit code. */
+async function swaks(port: number, args: string[]): Promise<{ code: number; out: string }> {
+  const r = await execa("swaks", ["--server", `127.0.0.1:${port}`, "--timeout", "20", ...args], { reject: false, timeout: 60_000, all: true });
+  return { code: r.exitCode ?? -1, out: String(r.all ?? "") };
+}
+
+/**
+ * Python's smtplib sends messages over one connection: MAIL, RCPT, DATA by
+ * hand so the reply to DATA is seen. Prints one JSON line per message.
+ */
+const PY_CLIENT = `
+import json, smtplib, sys
+port, prefix, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+kind = sys.argv[4] if len(sys.argv) > 4 else "html"
+user = sys.argv[5] if len(sys.argv) > 5 else ""
+password = sys.argv[6] if len(sys.argv) > 6 else ""
+s = smtplib.SMTP("127.0.0.1", port, timeout=60)
+s.ehlo("client.test")
+if user:
+    s.starttls()
+    s.ehlo("client.test")
+    s.login(user, password)
+for i in range(n):
+    subject = "%s %d" % (prefix, i)
+    if kind == "html":
+        body = "Content-Type: text/html; charset=utf-8\\r\\n\\r\\n<p>%s</p>\\r\\n" % subject
+    else:
+        body = "Content-Type: text/plain; charset=utf-8\\r\\n\\r\\nplain %s\\r\\n" % subject
+    msg = ("From: App <app@example.com>\\r\\nTo: dev@example.com\\r\\nSubject: %s\\r\\nMIME-Version: 1.0\\r\\n" % subject) + body
+    code, _ = s.mail("app@example.com")
+    if code != 250:
+        print(json.dumps({"subject": subject, "code": code, "stage": "mail"})); s.rset(); continue
+    code, _ = s.rcpt("dev@example.com")
+    if code != 250:
+        print(json.dumps({"subject": subject, "code": code, "stage": "rcpt"})); s.rset(); continue
+    code, reply = s.data(msg.encode())
+    print(json.dumps({"subject": subject, "code": code, "reply": reply.decode()}), flush=True)
+s.quit()
+`;
+
+async function python(s: Scratch, args: string[]): Promise<Array<{ subject: string; code: number; reply?: string }>> {
+  const script = s.file("client.py", PY_CLIENT);
+  const r = await execa("python3", [script, ...args], { reject: false, timeout: 180_000 });
+  if (r.exitCode !== 0) throw new Error(`python client failed (${r.exitCode}): ${r.stderr}`);
+  return String(r.stdout)
+    .trim()
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
+}
+
+function queued(outbox: string): string[] {
+  const q = join(outbox, "queue");
+  return existsSync(q) ? readdirSync(q).filter((n) => n.endsWith(".msg")) : [];
+}
+
+let t: TestSandbox;
+beforeAll(async () => {
+  t = await inProcessSandbox();
+});
+afterAll(async () => {
+  await t?.stop();
+  t?.scratch.remove();
+});
+
+/** A relay delivering to the in-process sandbox over REST (its own outbox and state dir). */
+function restEnv(s: Scratch, extra: Record<string, string> = {}): Record<string, string> {
+  return { ...t.env, MAILSEND_STATE_DIR: join(s.dir, "state"), MAILSEND_TRANSPORT: "rest", ...extra };
+}
+
+describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", () => {
+  test("swaks and smtplib: 250 queued as <id> after the message is on disk; the sandbox gets each once", async () => {
+    const s = scratch("mailsend-relay-");
+    const relay = await startRelayChild(restEnv(s), ["-v"]);
+    try {
+      expect(relay.ready.host).toBe("127.0.0.1");
+      expect(relay.ready.auth).toBe(false);
+      expect(relay.ready.outbox).toBe(join(s.dir, "state", "outbox"));
+      const sw = await swaks(relay.ready.port, [
+        "--from",
+        "jenkins@example.com",
+        "--to",
+        "dev@example.com",
+        "--header",
+        "Subject: relay swaks",
+        "--add-header",
+        "Content-Type: text/html; charset=utf-8",
+        "--body",
+        "<p>build passed</p>",
+      ]);
+      expect(sw.code, sw.out).toBe(0);
+      const id = /250 2\.0\.0 queued as ([0-9a-z]+)/.exec(sw.out)?.[1];
+      expect(id, sw.out).toMatch(/^[0-9a-z]{19}$/);
+      const py = await python(s, [String(relay.ready.port), "relay smtplib", "3"]);
+      expect(py.map((p) => p.code)).toEqual([250, 250, 250]);
+      for (const p of py) expect(p.reply).toMatch(/^2\.0\.0 queued as [0-9a-z]{19}$/);
+
+      await until(async () => (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject.startsWith("relay ")).length >= 4, 30_000);
+      await until(() => queued(relay.ready.outbox).length === 0, 10_000);
+      const got = (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject.startsWith("relay "));
+      expect(got.map((m) => m.subject).sort()).toEqual(["relay smtplib 0", "relay smtplib 1", "relay smtplib 2", "relay swaks"]);
+      expect(got.every((m) => m.channel === "rest")).toBe(true);
+      const sw1 = got.find((m) => m.subject === "relay swaks")!;
+      expect(sw1.from).toContain("jenkins@example.com");
+      // -v: one event per message taken, with id, from, recipients and size.
+      const q = relay.events.filter((e) => e.event === "queued");
+      expect(q.map((e) => e.id)).toContain(id);
+      expect(q.find((e) => e.id === id)).toMatchObject({ from: "jenkins@example.com", to: ["dev@example.com"] });
+      await until(() => relay.events.filter((e) => e.event === "sent").length >= 4, 10_000);
+      expect(relay.events.filter((e) => e.event === "sent")).toHaveLength(4);
+      const { exitCode } = await relay.stop();
+      expect(exitCode).toBe(0);
+    } finally {
+      await relay.stop().catch(() => {});
+      s.remove();
+    }
+  });
+
+  test("SIZE is advertised; a larger message gets 552 (declared or not) and nothing is queued", async () => {
+    const s = scratch("mailsend-relay-size-");
+    const relay = await startRelayChild(restEnv(s), ["--max-size", "4k", "--no-deliver"]);
+    try {
+      expect(relay.ready.max_size).toBe(4096);
+      const d = await SmtpDialog.connect(relay.ready.port);
+      const ehlo = await d.cmd("EHLO client.test");
+      expect(ehlo).toMatch(/^250[- ]SIZE 4096$/m);
+      expect(ehlo).not.toMatch(/STARTTLS|AUTH/);
+      // Declared with SIZE=: refused at MAIL FROM, before the data is sent.
+      expect(await d.cmd("MAIL FROM:<a@example.com> SIZE=100000")).toMatch(/^552 /);
+      // Not declared: the whole DATA is read and refused.
+      expect(await d.cmd("MAIL FROM:<a@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("RCPT TO:<b@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("DATA")).toMatch(/^354/);
+      d.write(`From: a@example.com\r\nTo: b@example.com\r\nSubject: big\r\nContent-Type: text/html\r\n\r\n<p>${"x".repeat(8000)}</p>\r\n.\r\n`);
+      expect(await d.reply()).toMatch(/^552 5\.3\.4 .*4096 bytes/);
+      // The session goes on: a small one is taken.
+      expect(await d.cmd("MAIL FROM:<a@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("RCPT TO:<b@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("DATA")).toMatch(/^354/);
+      d.write("From: a@example.com\r\nTo: b@example.com\r\nSubject: small\r\nContent-Type: text/html\r\n\r\n<p>ok</p>\r\n.\r\n");
+      expect(await d.reply()).toMatch(/^250 2\.0\.0 queued as /);
+      await d.quit();
+      const files = queued(relay.ready.outbox);
+      expect(files).toHaveLength(1);
+      expect(readFileSync(join(relay.ready.outbox, "queue", files[0]!), "utf8")).toContain("Subject: small");
+    } finally {
+      await relay.stop();
+      s.remove();
+    }
+  });
+
+  test("a message mailsend cannot deliver as it is: 554 with the reason, nothing queued", async () => {
+    const s = scratch("mailsend-relay-bad-");
+    const relay = await startRelayChild(restEnv(s), ["--no-deliver"]);
+    try {
+      const d = await SmtpDialog.connect(relay.ready.port);
+      await d.cmd("EHLO client.test");
+      expect(await d.cmd("MAIL FROM:<a@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("RCPT TO:<b@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("DATA")).toMatch(/^354/);
+      // No header at all: binary garbage.
+      d.write("\x00\x01\x02 this is not a message\r\n.\r\n");
+      const r = await d.reply();
+      expect(r).toMatch(/^554 5\.6\.0 \S/);
+      await d.quit();
+      expect(queued(relay.ready.outbox)).toHaveLength(0);
+    } finally {
+      await relay.stop();
+      s.remove();
+    }
+  });
+
+  test("--max-clients: one more connection is answered 421", async () => {
+    const s = scratch("mailsend-relay-clients-");
+    const relay = await startRelayChild(restEnv(s), ["--max-clients", "2", "--no-deliver"]);
+    const open: SmtpDialog[] = [];
+    try {
+      open.push(await SmtpDialog.connect(relay.ready.port), await SmtpDialog.connect(relay.ready.port));
+      const net = await import("node:net");
+      const sock = net.connect({ host: "127.0.0.1", port: relay.ready.port });
+      const greeting = await new Promise<string>((resolve, reject) => {
+        let buf = "";
+        sock.on("data", (c) => {
+          buf += c.toString("latin1");
+          if (buf.includes("\n")) resolve(buf);
+        });
+        sock.on("error", reject);
+        setTimeout(() => reject(new Error(`no greeting: ${buf}`)), 10_000);
+      });
+      sock.destroy();
+      expect(greeting).toMatch(/^421 /);
+    } finally {
+      for (const d of open) await d.quit();
+      await relay.stop();
+      s.remove();
+    }
+  });
+});
+
+describe.skipIf(!HAVE_PYTHON)("relay upstream over SMTP (STARTTLS + AUTH)", () => {
+  test("a text-only message from smtplib is delivered unchanged to a real smtp-server with TLS and AUTH", async () => {
+    const s = scratch("mailsend-relay-smtp-");
+    const tls = await s.tls();
+    const key = "relay-upstream-key-0123456789";
+    const sink = await startSmtpSink({ mode: "starttls", tls, key });
+    const relay = await startRelayChild({
+      MAILSEND_STATE_DIR: join(s.dir, "state"),
+      MAILSEND_TRANSPORT: "smtp",
+      MAILSEND_SMTP_HOST: "127.0.0.1",
+      MAILSEND_SMTP_PORT: String(sink.port),
+      MAILSEND_SMTP_TLS: "starttls",
+      MAILSEND_API_KEY: key,
+      NODE_EXTRA_CA_CERTS: tls.caPath,
+    });
+    try {
+      const py = await python(s, [String(relay.ready.port), "relay over smtp", "2", "text"]);
+      expect(py.map((p) => p.code)).toEqual([250, 250]);
+      await until(() => sink.messages.length >= 2, 30_000);
+      await until(() => queued(relay.ready.outbox).length === 0, 10_000);
+      expect(sink.messages).toHaveLength(2);
+      for (const m of sink.messages) {
+        expect(m.secure).toBe(true);
+        expect(m.user).toBe("mailsend");
+        expect(m.mailFrom).toBe("app@example.com");
+        expect(m.rcptTo).toEqual(["dev@example.com"]);
+        expect(headerSection(m.raw)).toMatch(/^Subject: relay over smtp \d$/m);
+        expect(m.raw.toString()).toMatch(/plain relay over smtp \d/);
+      }
+      // The key never shows in what the relay printed.
+      const { exitCode, stderr } = await relay.stop();
+      expect(exitCode).toBe(0);
+      expect(stderr).not.toContain(key);
+      expect(JSON.stringify(relay.events)).not.toContain(key);
+    } finally {
+      await relay.stop();
+      await sink.close();
+      s.remove();
+    }
+  });
+});
+
+describe("who may connect", () => {
+  test("a non-loopback --listen without --auth-file and TLS refuses to start (78), saying why", async () => {
+    const s = scratch("mailsend-relay-open-");
+    try {
+      const env = { MAILSEND_STATE_DIR: join(s.dir, "state") };
+      const none = await runCli(["relay", "--listen", "0.0.0.0:0"], { env });
+      expect(none.exitCode).toBe(78);
+      expect(none.stderr).toMatch(/refusing to listen on 0\.0\.0\.0:0 without --auth-file .* and TLS/);
+      expect(none.stderr).toMatch(/not a loopback address/);
+      const users = s.file("users", "ops:" + (await runCli(["relay", "hash-password"], { input: "pw-123456\n" })).stdout.trim() + "\n");
+      const noTls = await runCli(["relay", "--listen", "0.0.0.0:0", "--auth-file", users], { env });
+      expect(noTls.exitCode).toBe(78);
+      expect(noTls.stderr).toMatch(/without TLS \(--tls-cert and --tls-key, or --tls-self-signed\)/);
+      const noAuth = await runCli(["relay", "--listen", "[::]:0", "--tls-self-signed"], { env });
+      expect(noAuth.exitCode).toBe(78);
+      expect(noAuth.stderr).toMatch(/without --auth-file/);
+      expect(existsSync(join(s.dir, "state", "outbox"))).toBe(false);
+    } finally {
+      s.remove();
+    }
+  });
+
+  test.skipIf(!HAVE_SWAKS)("with --auth-file: AUTH is required and checked; off loopback only after STARTTLS", async () => {
+    const s = scratch("mailsend-relay-auth-");
+    const hp = await runCli(["relay", "hash-password", "grafana"], { input: "correct horse battery\n" });
+    expect(hp.exitCode, hp.stderr).toBe(0);
+    expect(hp.stdout).toMatch(/^grafana:scrypt\$16384\$8\$1\$[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+\n$/);
+    expect(hp.stdout).not.toContain("correct horse");
+    const users = s.file("relay-users", `# relay users\n${hp.stdout}`);
+    // Listening on every interface (the clients still come from 127.0.0.1).
+    const relay = await startRelayChild(restEnv(s), ["--listen", "0.0.0.0:0", "--auth-file", users, "--tls-self-signed", "--no-deliver"]);
+    try {
+      expect(relay.ready.auth).toBe(true);
+      expect(relay.ready.tls).toBe("starttls");
+      const port = relay.ready.port;
+      const common = ["--from", "g@example.com", "--to", "dev@example.com", "--add-header", "Content-Type: text/html", "--body", "<p>alert</p>"];
+      // No AUTH: MAIL is refused.
+      const anon = await swaks(port, ["--tls", ...common]);
+      expect(anon.code).not.toBe(0);
+      expect(anon.out).toMatch(/<(\*\*|~\*) 530 /);
+      // AUTH without TLS off loopback: refused (538), the password never sent in clear.
+      const clear = await swaks(port, ["--auth", "PLAIN", "--auth-user", "grafana", "--auth-password", "correct horse battery", ...common]);
+      expect(clear.code).not.toBe(0);
+      expect(clear.out).not.toMatch(/queued as/);
+      // A wrong password, then the right one, under STARTTLS.
+      const wrong = await swaks(port, ["--tls", "--auth", "LOGIN", "--auth-user", "grafana", "--auth-password", "wrong horse", ...common]);
+      expect(wrong.out).toMatch(/<(\*\*|~\*) 535 /);
+      const unknown = await swaks(port, ["--tls", "--auth", "PLAIN", "--auth-user", "nobody", "--auth-password", "correct horse battery", ...common]);
+      expect(unknown.out).toMatch(/<(\*\*|~\*) 535 /);
+      const ok = await swaks(port, ["--tls", "--auth", "PLAIN", "--auth-user", "grafana", "--auth-password", "correct horse battery", ...common]);
+      expect(ok.code, ok.out).toBe(0);
+      expect(ok.out).toMatch(/250 2\.0\.0 queued as /);
+      expect(queued(relay.ready.outbox)).toHaveLength(1);
+      const { exitCode, stderr } = await relay.stop();
+      expect(exitCode).toBe(0);
+      expect(stderr).not.toContain("correct horse");
+    } finally {
+      await relay.stop();
+      s.remove();
+    }
+  });
+});
+
+describe.skipIf(!HAVE_SWAKS)("stopping", () => {
+  test("SIGTERM: no new mail, a delivery in flight finishes, exit 0; what was left is delivered by the next start", async () => {
+    const s = scratch("mailsend-relay-stop-");
+    const slow = await inProcessSandbox({ faults: { latencyMs: 2500 } });
+    const html = ["--add-header", "Content-Type: text/html", "--body", "<p>x</p>"];
+    try {
+      const env = { ...slow.env, MAILSEND_STATE_DIR: join(s.dir, "state"), MAILSEND_TRANSPORT: "rest" };
+      // 1. Delivering: SIGTERM while the sandbox holds the request; the relay waits for the answer.
+      const r1 = await startRelayChild(env, ["-v"]);
+      const a = await swaks(r1.ready.port, ["--from", "a@example.com", "--to", "dev@example.com", "--header", "Subject: in flight", ...html]);
+      expect(a.out).toMatch(/queued as/);
+      await new Promise((r) => setTimeout(r, 800));
+      const stopped = await r1.stop();
+      expect(stopped.exitCode, stopped.stderr).toBe(0);
+      expect(r1.events.filter((e) => e.event === "sent")).toHaveLength(1);
+      expect(queued(r1.ready.outbox)).toHaveLength(0);
+      expect((await slow.sb.store.list({ limit: 100 })).map((m) => m.subject)).toEqual(["in flight"]);
+
+      // 2. Only queueing: what it took stays in the outbox across the stop.
+      const r2 = await startRelayChild(env, ["--no-deliver"]);
+      for (const n of [1, 2]) {
+        const b = await swaks(r2.ready.port, ["--from", "a@example.com", "--to", "dev@example.com", "--header", `Subject: left ${n}`, ...html]);
+        expect(b.out).toMatch(/queued as/);
+      }
+      expect((await r2.stop()).exitCode).toBe(0);
+      expect(queued(r2.ready.outbox)).toHaveLength(2);
+      // Stopped: nothing listens any more.
+      const gone = await swaks(r2.ready.port, ["--from", "a@example.com", "--to", "dev@example.com", ...html]);
+      expect(gone.code).not.toBe(0);
+
+      // 3. The next start delivers them, each once.
+      const r3 = await startRelayChild(env, ["-v"]);
+      await until(() => r3.events.filter((e) => e.event === "sent").length >= 2, 30_000);
+      expect((await r3.stop()).exitCode).toBe(0);
+      expect(queued(r3.ready.outbox)).toHaveLength(0);
+      const subjects = (await slow.sb.store.list({ limit: 100 })).map((m) => m.subject).sort();
+      expect(subjects).toEqual(["in flight", "left 1", "left 2"]);
+    } finally {
+      await slow.stop();
+      s.remove();
+    }
+  }, 60_000);
+});

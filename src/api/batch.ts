@@ -140,6 +140,7 @@ function resultOf(r: ItemResult): BatchItemResult {
     ...(r.idempotency_key !== undefined ? { idempotencyKey: r.idempotency_key } : {}),
     ...(r.attempts !== undefined ? { attempts: r.attempts } : {}),
     ...(r.refused ? { refused: r.refused } : {}),
+    ...(r.warnings ? { warnings: r.warnings.map(inApiTerms) } : {}),
     ...(r.error ? { error: { code: r.error.code, message: inApiTerms(r.error.message), exitCode: r.error.exit, exitClass: r.error.class } } : {}),
   };
 }

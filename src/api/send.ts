@@ -8,7 +8,7 @@ import type { Transport } from "../core/transport.js";
 import { deliver } from "../limits/deliver.js";
 import { createTransport } from "../transports/index.js";
 import { messageOf } from "./message.js";
-import { errorInApiTerms } from "./terms.js";
+import { errorInApiTerms, inApiTerms } from "./terms.js";
 import { abortableSleep, aborted, abortedWaits, openBudget, resolveConnection } from "./options.js";
 import type { MessageInput, SendOptions, SendResult } from "./types.js";
 
@@ -82,8 +82,9 @@ export async function send(message: MessageInput, options: SendOptions = {}): Pr
           sleep: abortableSleep,
           ...(signal ? { signal } : {}),
           ...(options.onWait ? { onWait: (w) => options.onWait!(w.error ? { ...w, error: errorInApiTerms(w.error) } : w) } : {}),
+          ...(options.onWarning ? { onWarning: (text: string) => options.onWarning!(inApiTerms(text)) } : {}),
           ...(options.trace ? { trace: options.trace } : {}),
-        });
+        }).then((r) => (r.warnings ? { ...r, warnings: r.warnings.map(inApiTerms) } : r));
       } catch (e) {
         throw attempts.verdict(asMailsendError(e));
       } finally {

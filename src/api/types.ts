@@ -142,6 +142,13 @@ export interface DeliveryOptions {
   /** Abort waits and (over REST) the request in flight. */
   signal?: AbortSignal;
   onWait?: (info: WaitInfo) => void;
+  /**
+   * Called for what does not stop a send but should be known: a damaged
+   * budget state file, or a failure to record a message the service accepted
+   * (send() still resolves: the message was sent; its result's `warnings`
+   * hold the same texts). The library prints nothing itself.
+   */
+  onWarning?: (text: string) => void;
   /** Protocol trace lines, with the key redacted. */
   trace?: (line: string) => void;
 }
@@ -200,6 +207,8 @@ export interface BatchItemResult {
   attempts?: number;
   /** partial: the recipients the server refused, with its reply. */
   refused?: Array<{ address: string; reply: string }>;
+  /** Sent, but recording it (journal, budget) failed: never a reason to send it again. */
+  warnings?: string[];
   error?: BatchItemError;
 }
 
@@ -248,10 +257,12 @@ export interface SendBatchOptions extends ConnectionOptions, Omit<DeliveryOption
   /** Called for each item as it is settled. */
   onResult?: (result: BatchItemResult) => void;
   /**
-   * Called once, before anything is sent, for what the items as a whole
-   * suggest is a mistake: e.g. a template placeholder that is also a send
-   * request's field (a `name` variable is the sender's display name). The
-   * library prints nothing itself.
+   * Called before anything is sent for what the items as a whole suggest is
+   * a mistake (e.g. a template placeholder that is also a send request's
+   * field: a `name` variable is the sender's display name); and as it
+   * happens for book-keeping that failed after an item was accepted (the
+   * item is still "sent", with the text in its `warnings`). The library
+   * prints nothing itself.
    */
   onWarning?: (text: string) => void;
   /** Keep every item's result in BatchResult.results (default true; false for very large batches). */

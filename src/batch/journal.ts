@@ -8,9 +8,9 @@
  * fsync that covers it, and one fsync covers all lines written before it.
  */
 import { createHash, randomUUID } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, readSync, renameSync, statSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, readSync, renameSync, statSync, truncateSync, writeSync } from "node:fs";
 import { open, stat, type FileHandle } from "node:fs/promises";
-import { MailsendError } from "../core/errors.js";
+import { localFileError, MailsendError } from "../core/errors.js";
 
 export type ItemState =
   | { s: "intended"; k: string }
@@ -54,21 +54,34 @@ const FINISHED_JOURNAL_TTL_MS = 24 * 3600 * 1000;
 
 /** An earlier run's journal that a new batch took the place of (kept, renamed). */
 export interface Replaced {
-  /** --fresh; a finished run older than 24 h; a finished run of another input. */
-  reason: "fresh" | "stale" | "input_changed";
+  /** --fresh; --fresh over a damaged journal; a finished run older than 24 h; a finished run of another input. */
+  reason: "fresh" | "damaged" | "stale" | "input_changed";
   /** Where the old journal is now. */
   path: string;
   /** When the old run last wrote its journal: when it finished, for a finished one. */
   finishedAt: Date;
-  /** Items that run sent. */
+  /** Items that run sent (as far as its journal could tell, for a damaged one). */
   sent: number;
+  /** For "damaged": the first line that could not be read. */
+  damagedLine?: number;
+}
+
+/** What read() found: the records, and whether a crash tore the last line or something damaged one before it. */
+export interface ReadJournal {
+  header: Header;
+  states: Map<number, ItemState>;
+  /** Bytes of whole lines: a torn last line (a crash mid-write) starts here, and is cut before appending. */
+  wholeBytes: number;
+  torn: boolean;
+  /** The first line (1-based) that is not a record although a whole line: the journal cannot be trusted. */
+  damagedLine?: number;
 }
 
 /** What open() does with the journal at `path`, decided without touching it. */
 export type Plan =
   | { action: "create" }
   | { action: "resume"; header: Header; states: Map<number, ItemState> }
-  | { action: "replace"; reason: Replaced["reason"]; finishedAt: Date; sent: number }
+  | { action: "replace"; reason: Replaced["reason"]; finishedAt: Date; sent: number; damagedLine?: number }
   | { action: "refuse" };
 
 export class Journal {
@@ -79,6 +92,8 @@ export class Journal {
   /** The earlier run's journal this new batch replaced, if it did. */
   replaced: Replaced | undefined;
   #fh: FileHandle | undefined;
+  /** Bytes of whole records: where a failed write is cut back to. */
+  #size = 0;
   #queue: string[] = [];
   #waiters: Array<() => void> = [];
   #failed: ((e: Error) => void)[] = [];
@@ -100,7 +115,14 @@ export class Journal {
       if (opts.resume) throw new MailsendError("usage", `--resume: there is no journal at ${path}`, { hint: "Give the --journal of the run to resume." });
       return { action: "create" };
     }
-    const { header, states } = Journal.read(path);
+    const { header, states, damagedLine } = Journal.read(path, { fresh: opts.fresh });
+    if (damagedLine !== undefined) {
+      const sent = [...states.values()].filter((s) => s.s === "done").length;
+      if (opts.fresh) return { action: "replace", reason: "damaged", finishedAt: statSync(path).mtime, sent, damagedLine };
+      throw new MailsendError("local_io_failed", `the journal ${path} is damaged at line ${damagedLine}: it cannot tell which items were sent`, {
+        hint: `--fresh starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent (${sent} are recorded as sent before the damage). To see which went out, look at the results file of the earlier run (--results), or the lines with "s":"done" in ${path}; run with --check first to see what would be sent. To send only the rest, make an input of the items not yet sent.`,
+      });
+    }
     const unfinished = [...states.values()].some((s) => s.s !== "done");
     const sameInput = header.input === opts.input || opts.input === null;
     // A finished run older than the service's 24 h idempotency window is history, not
@@ -120,10 +142,14 @@ export class Journal {
     if (plan.action === "create") return Journal.#create(path, opts.input);
     if (plan.action === "replace") {
       // Keep the old journal beside the new one rather than erase a record of sends.
-      const old = `${path}.${Date.now()}.old`;
-      renameSync(path, old);
+      const old = `${path}.${Date.now()}.${plan.reason === "damaged" ? "damaged" : "old"}`;
+      try {
+        renameSync(path, old);
+      } catch (e) {
+        throw localFileError(e, path, "write", "journal");
+      }
       const j = await Journal.#create(path, opts.input);
-      j.replaced = { reason: plan.reason, path: old, finishedAt: plan.finishedAt, sent: plan.sent };
+      j.replaced = { reason: plan.reason, path: old, finishedAt: plan.finishedAt, sent: plan.sent, ...(plan.damagedLine !== undefined ? { damagedLine: plan.damagedLine } : {}) };
       return j;
     }
     if (plan.action === "refuse") {
@@ -132,47 +158,87 @@ export class Journal {
       });
     }
     const j = new Journal(path, plan.header.batch, plan.states);
-    j.#fh = await open(path, "a");
+    try {
+      // A line torn by a crash is cut off first: the next record must not be appended onto it.
+      const { torn, wholeBytes } = Journal.read(path);
+      if (torn) truncateSync(path, wholeBytes);
+      j.#fh = await open(path, "a");
+      j.#size = (await j.#fh.stat()).size;
+    } catch (e) {
+      throw localFileError(e, path, "write", "journal");
+    }
     return j;
   }
 
   static async #create(path: string, input: string | null): Promise<Journal> {
     const header: Header = { mailsend_journal: 1, batch: randomUUID(), input, created: new Date().toISOString() };
-    const fd = openSync(path, "wx", 0o600);
-    try {
-      writeSync(fd, `${JSON.stringify(header)}\n`);
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
     const j = new Journal(path, header.batch, new Map());
-    j.#fh = await open(path, "a");
+    try {
+      const fd = openSync(path, "wx", 0o600);
+      try {
+        writeSync(fd, `${JSON.stringify(header)}\n`);
+        fsyncSync(fd);
+      } finally {
+        closeSync(fd);
+      }
+      j.#fh = await open(path, "a");
+      j.#size = (await j.#fh.stat()).size;
+    } catch (e) {
+      throw localFileError(e, path, "write", "journal");
+    }
     return j;
   }
 
-  /** Parse a journal; a torn last line (a crash mid-write) is ignored. */
-  static read(path: string): { header: Header; states: Map<number, ItemState> } {
-    const lines = readFileSync(path, "utf8").split("\n");
+  /**
+   * Parse a journal. A torn last line (a crash mid-write: no newline after
+   * it) is not a record; a whole line before it that is not one is damage.
+   * With `fresh`, a journal whose header was damaged is read as one with no
+   * records (to be moved aside); a file that is not a journal at all never is.
+   */
+  static read(path: string, opts: { fresh?: boolean } = {}): ReadJournal {
+    let buf: Buffer;
+    try {
+      buf = readFileSync(path);
+    } catch (e) {
+      throw localFileError(e, path, "read", "journal");
+    }
+    const wholeBytes = buf.lastIndexOf(0x0a) + 1;
+    const torn = wholeBytes < buf.length;
+    const lines = buf.subarray(0, wholeBytes).toString("utf8").split("\n");
+    lines.pop(); // after the last newline
     let header: Header;
     try {
       header = JSON.parse(lines[0] ?? "") as Header;
       if (header.mailsend_journal !== 1 || typeof header.batch !== "string") throw new Error("not a journal");
     } catch {
-      throw new MailsendError("usage", `${path} is not a mailsend batch journal`, { hint: "Pass another --journal path." });
+      const ours = buf.subarray(0, 32).toString("latin1").startsWith('{"mailsend_journal"');
+      if (ours && opts.fresh) return { header: { mailsend_journal: 1, batch: "", input: null, created: "" }, states: new Map(), wholeBytes, torn, damagedLine: 1 };
+      throw new MailsendError(
+        ours ? "local_io_failed" : "usage",
+        ours ? `the journal ${path} is damaged at line 1: it cannot tell which items were sent` : `${path} is not a mailsend batch journal`,
+        {
+          hint: ours
+            ? "--fresh starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent. To see which went out, look at the results file of the earlier run (--results); run with --check first to see what would be sent."
+            : "Pass another --journal path.",
+        },
+      );
     }
     const states = new Map<number, ItemState>();
-    for (const text of lines.slice(1)) {
-      if (!text.trim()) continue;
-      let line: Line;
+    let damagedLine: number | undefined;
+    lines.forEach((text, n) => {
+      if (n === 0 || !text.trim()) return;
+      let line: Line | undefined;
       try {
         line = JSON.parse(text) as Line;
-      } catch {
-        continue;
+      } catch {}
+      if (!line || typeof line !== "object" || !Number.isInteger(line.i) || typeof line.s !== "string") {
+        damagedLine ??= n + 1;
+        return;
       }
       const { i, ...state } = line;
-      if (Number.isInteger(i)) states.set(i, state as ItemState);
-    }
-    return { header, states };
+      states.set(i, state as ItemState);
+    });
+    return { header, states, wholeBytes, torn, ...(damagedLine !== undefined ? { damagedLine } : {}) };
   }
 
   /** The idempotency key of item i: stable across runs of this journal. */
@@ -198,11 +264,20 @@ export class Journal {
       const waiters = this.#waiters.splice(0);
       const failed = this.#failed.splice(0);
       try {
-        await this.#fh!.write(lines.join(""));
-        await this.#fh!.sync();
+        const data = Buffer.from(lines.join(""));
+        try {
+          // A full disk takes part of a write before it refuses the rest: loop until the
+          // error, then cut the part back, so no torn line is left for the next record to follow.
+          for (let off = 0; off < data.length; ) off += (await this.#fh!.write(data, off, data.length - off)).bytesWritten;
+          await this.#fh!.sync();
+        } catch (e) {
+          await this.#fh!.truncate(this.#size).catch(() => {});
+          throw e;
+        }
+        this.#size += data.length;
         for (const w of waiters) w();
       } catch (e) {
-        const err = new MailsendError("file_unreadable", `cannot write the journal ${this.path}: ${(e as Error).message}`, { cause: e });
+        const err = localFileError(e, this.path, "write", "journal");
         for (const f of failed) f(err);
       }
     }

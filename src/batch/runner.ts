@@ -34,6 +34,8 @@ export interface ItemResult {
   idempotency_key?: string;
   /** "partial": the recipients the server refused, with its reply. */
   refused?: Array<{ address: string; reply: string }>;
+  /** Sent, but recording it (journal, budget) failed: said, never a reason to send it again. */
+  warnings?: string[];
   error?: { code: string; message: string; exit: number; class: ExitClass; hint?: string };
 }
 
@@ -66,7 +68,11 @@ export interface BatchOptions {
   journal?: Journal;
   onResult: (r: ItemResult) => void;
   onProgress?: (c: Counts & { left: number }) => void;
-  /** Something about the input as a whole the user should know, said once, before anything is sent. */
+  /**
+   * Something the user should know: about the input as a whole, said once
+   * before anything is sent; or, as it happens, book-keeping that failed for
+   * an item the service accepted (the item stays "sent").
+   */
   onWarning?: (text: string) => void;
   /**
    * Stop: start nothing more (no new item, no retry, no wait for a slot);
@@ -271,12 +277,22 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
     const message = kept ?? (await build(row, opts, cache, key));
     const base = { index: row.index, line: row.line, recipients: allRecipients(message).map((r) => r.address), idempotency_key: message.idempotencyKey };
     await opts.journal?.record(row.index, { s: "intended", k: message.idempotencyKey });
+    const warnings: string[] = [];
+    const warn = (text: string) => {
+      warnings.push(text);
+      opts.onWarning?.(`item ${row.index + 1} (line ${row.line}): ${text}`);
+    };
     try {
-      const r = await deliver(transport, message, deliverOptions);
+      const r = await deliver(transport, message, { ...deliverOptions, onWarning: warn });
       sent();
-      await opts.journal?.record(row.index, { s: "done", k: message.idempotencyKey, id: r.messageId });
+      try {
+        await opts.journal?.record(row.index, { s: "done", k: message.idempotencyKey, id: r.messageId });
+      } catch (e) {
+        // It was sent: a journal that cannot say so is a warning, never a failed item (a script would resend it).
+        warn(`sent (${r.messageId}), but the journal could not record it: ${e instanceof Error ? e.message : String(e)}. A rerun resends it with the same idempotency key, which the service de-duplicates for 24 h.`);
+      }
       counts.sent++;
-      opts.onResult({ ...base, status: "sent", message_id: r.messageId, attempts: r.attempts });
+      opts.onResult({ ...base, status: "sent", message_id: r.messageId, attempts: r.attempts, ...(warnings.length ? { warnings } : {}) });
     } catch (e) {
       // Before the slot is freed, so that no other item starts after a failure.
       if (opts.failFast) stop = true;

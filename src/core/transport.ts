@@ -15,6 +15,12 @@ export interface SendResult {
   attempts: number;
   /** Time spent waiting for a rate-limit slot and before retries, in ms (0 when none). */
   waitedMs?: number;
+  /**
+   * What went wrong after the service accepted the message (recording it in
+   * the budget, a journal, a results file): the message WAS sent; these are
+   * warnings, never a reason to send it again.
+   */
+  warnings?: string[];
 }
 
 export interface SendContext {

@@ -39,6 +39,12 @@ export interface DeliverOptions {
    */
   deadlineMs?: number;
   onWait?: (info: WaitInfo) => void;
+  /**
+   * Something the user should hear that does not stop the send: a damaged
+   * budget state, or a failure to record a send the service accepted (the
+   * message was sent: that is never an error). Also in the result's `warnings`.
+   */
+  onWarning?: (text: string) => void;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   signal?: AbortSignal;
   trace?: SendContext["trace"];
@@ -128,33 +134,73 @@ function overDeadline(err: MailsendError, deadlineMs: number, attempt: number): 
   });
 }
 
+/** What book-keeping that failed is, in words: its own message when it is ours (a local file fault names path and errno). */
+function bookkeepingFailure(e: unknown): string {
+  return e instanceof MailsendError ? e.message : e instanceof Error ? e.message : String(e);
+}
+
 export async function deliver(transport: Transport, message: Message, opts: DeliverOptions): Promise<SendResult> {
   const sleep = opts.sleep ?? defaultSleep;
+  const warnings: string[] = [];
+  const warn = (text: string) => {
+    warnings.push(text);
+    opts.onWarning?.(text);
+  };
+  const storeWarnings = () => {
+    for (const w of opts.store?.takeWarnings?.() ?? []) warn(w);
+  };
   const waited: Waited = { ms: 0, actualMs: 0 };
   const idempotent = carriesIdempotencyKey(message);
   const deadlineMs = opts.deadlineMs || Infinity;
   /** Time spent in attempts and in the waits between them: what the deadline bounds. */
   let spentMs = 0;
   for (let attempt = 1; ; attempt++) {
-    const id = opts.store ? await takeSlot(opts.store, opts, attempt, waited) : undefined;
+    let id: string | undefined;
+    try {
+      id = opts.store ? await takeSlot(opts.store, opts, attempt, waited) : undefined;
+    } finally {
+      storeWarnings();
+    }
     const started = Date.now();
     const deadline = deadlineMs < Infinity ? new AbortController() : undefined;
     const timer = deadline ? setTimeout(() => deadline.abort(), Math.max(0, deadlineMs - spentMs)) : undefined;
     const signal = deadline ? (opts.signal ? AbortSignal.any([opts.signal, deadline.signal]) : deadline.signal) : opts.signal;
     try {
-      const result = await transport.send(message, { ...(opts.trace ? { trace: opts.trace } : {}), ...(signal ? { signal } : {}), ...(deadline ? { deadline: deadline.signal } : {}) });
-      if (id) await opts.store!.complete(id, opts.limits);
-      return { ...result, attempts: attempt, waitedMs: waited.actualMs };
+      let result: SendResult;
+      try {
+        result = await transport.send(message, { ...(opts.trace ? { trace: opts.trace } : {}), ...(signal ? { signal } : {}), ...(deadline ? { deadline: deadline.signal } : {}) });
+      } finally {
+        clearTimeout(timer);
+      }
+      // Accepted: from here on nothing is an error. A send reported failed would be sent again.
+      if (id) {
+        try {
+          await opts.store!.complete(id, opts.limits);
+        } catch (e) {
+          warn(`the message was sent, but recording it in the rate-limit budget failed: ${bookkeepingFailure(e)}. Do not send it again; later sends may go out a little early for this one window.`);
+        }
+        storeWarnings();
+      }
+      return { ...result, attempts: attempt, waitedMs: waited.actualMs, ...(warnings.length ? { warnings: [...(result.warnings ?? []), ...warnings] } : {}) };
     } catch (e) {
       let err = toMailsendError(e);
       if (deadline?.signal.aborted && !opts.signal?.aborted) err = overDeadline(err, deadlineMs, attempt);
+      // The send's own failure is what to report: a budget that cannot record it is said beside it.
+      const keep = async (what: string, op: () => Promise<void>) => {
+        try {
+          await op();
+        } catch (e2) {
+          warn(`${what} failed: ${bookkeepingFailure(e2)}`);
+        }
+        storeWarnings();
+      };
       if (id) {
-        if (neverReached(err)) await opts.store!.release(id, opts.limits);
-        else await opts.store!.complete(id, opts.limits);
+        if (neverReached(err)) await keep("giving back the rate-limit slot", () => opts.store!.release(id, opts.limits));
+        else await keep("recording the attempt in the rate-limit budget", () => opts.store!.complete(id, opts.limits));
       }
       const delay = backoffMs(attempt, err);
       // Refused for rate: every process of this key holds back, not only this one.
-      if (err.code === "rate_limited" && opts.store) await opts.store.block(delay, opts.limits);
+      if (err.code === "rate_limited" && opts.store) await keep("recording the service's rate-limit wait", () => opts.store!.block(delay, opts.limits));
       if (attempt > opts.retries || !shouldRetry(err, idempotent)) throw withAttempts(err, attempt);
       if (waited.ms + delay > opts.maxWaitMs) throw withAttempts(err, attempt);
       spentMs += Date.now() - started;

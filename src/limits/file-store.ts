@@ -2,16 +2,27 @@
  * The sliding log in a file shared by every mailsend process of one key on
  * this machine, updated under a lock file.
  *
- * The lock is a file created with O_EXCL holding "pid time". A holder that
- * crashed leaves it behind: it is broken when its process is gone or it is
- * older than `staleMs` (in either direction, so a wall-clock jump cannot pin
- * it). The state is replaced by rename, so a crash mid-write never leaves a
- * torn file.
+ * The lock holds "pid time". It is written to a private temp file first and
+ * then link()ed into place, so a lock is never seen without its content: a
+ * crash (or a full disk) before the link leaves only a temp file, never an
+ * empty lock. A holder that crashed leaves its lock behind: it is broken when
+ * its process is gone or it is older than `staleMs` (in either direction, so
+ * a wall-clock jump cannot pin it). A lock whose content cannot be read as
+ * "pid time" (an older mailsend's, cut short by a crash) is judged by its
+ * mtime, which a file always has. The state is replaced by rename, so a crash
+ * mid-write never leaves a torn file.
+ *
+ * proper-lockfile was weighed: it judges staleness by an mtime it refreshes
+ * on a timer (a directory lock, its own retries). Our lock is held for well
+ * under a millisecond, so refreshing is moot, and loading it would cost every
+ * `mailsend send` its start-up; the link() above gives the one property that
+ * was missing (no lock without its content).
  */
-import { closeSync, mkdirSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, linkSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { processAlive } from "../core/pid.js";
 import { join } from "node:path";
-import { MailsendError } from "../core/errors.js";
+import { localFileError, MailsendError } from "../core/errors.js";
+import { ensurePrivateDir } from "./private-dir.js";
 import { block, complete, EMPTY, release, tryTake, used, type Limits, type LogState } from "./sliding-log.js";
 import type { SlotStore, TakeOutcome } from "./store.js";
 
@@ -25,8 +36,20 @@ export interface FileStoreOptions {
   now?: () => number;
 }
 
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Test-only: MAILSEND_TEST_PAUSE=lock-write stops this process (synchronously,
+ * like a crash would find it) after the lock's temp file was created and
+ * before anything was written, so a test can kill -9 it there.
+ */
+function testPause(point: string): void {
+  if (process.env.MAILSEND_TEST_PAUSE !== point) return;
+  process.stderr.write(`mailsend-test: paused at ${point}\n`);
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 60_000);
+}
+
+type Read = { state: LogState; damaged: false } | { state: LogState; damaged: true; why: string };
 
 export class FileSlotStore implements SlotStore {
   readonly #file: string;
@@ -34,9 +57,10 @@ export class FileSlotStore implements SlotStore {
   readonly #staleMs: number;
   readonly #lockTimeoutMs: number;
   readonly #now: () => number;
+  #warnings: string[] = [];
 
   constructor(opts: FileStoreOptions) {
-    mkdirSync(opts.dir, { recursive: true, mode: 0o700 });
+    ensurePrivateDir(opts.dir, "rate-limit state directory");
     this.#file = join(opts.dir, `${opts.keyHash}.json`);
     this.#lock = `${this.#file}.lock`;
     this.#staleMs = opts.staleMs ?? 5_000;
@@ -48,68 +72,106 @@ export class FileSlotStore implements SlotStore {
     return this.#file;
   }
 
+  /** What the store found that the user should hear (a damaged state file), once each. */
+  takeWarnings(): string[] {
+    return this.#warnings.splice(0);
+  }
+
   #tryLock(): boolean {
+    const tmp = `${this.#lock}.${process.pid}.${Math.random().toString(36).slice(2, 8)}`;
     try {
-      const fd = openSync(this.#lock, "wx", 0o600);
-      writeSync(fd, `${process.pid} ${this.#now()}`);
-      closeSync(fd);
+      const fd = openSync(tmp, "wx", 0o600);
+      try {
+        testPause("lock-write");
+        writeSync(fd, `${process.pid} ${this.#now()}`);
+      } finally {
+        closeSync(fd);
+      }
+      try {
+        linkSync(tmp, this.#lock);
+      } catch (e) {
+        // A file system without hard links: an exclusive create, then the write (a crash
+        // between the two leaves an empty lock, which its mtime lets the next process break).
+        if (!["EPERM", "ENOTSUP", "ENOSYS", "EOPNOTSUPP"].includes((e as NodeJS.ErrnoException).code ?? "")) throw e;
+        const fd = openSync(this.#lock, "wx", 0o600);
+        try {
+          writeSync(fd, `${process.pid} ${this.#now()}`);
+        } finally {
+          closeSync(fd);
+        }
+      }
       return true;
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "EEXIST") {
-        throw new MailsendError("config_invalid", `cannot create the rate-limit lock ${this.#lock}: ${(e as Error).message}`, {
-          hint: "Check that MAILSEND_STATE_DIR (or the default state dir) is writable.",
-        });
-      }
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw localFileError(e, this.#lock, "write", "rate-limit lock");
       this.#breakIfStale();
       return false;
+    } finally {
+      try {
+        unlinkSync(tmp);
+      } catch {}
     }
   }
 
   #breakIfStale(): void {
     let text: string;
+    let mtimeMs: number;
     try {
       text = readFileSync(this.#lock, "utf8");
+      mtimeMs = statSync(this.#lock).mtimeMs;
     } catch {
       return; // released meanwhile
     }
-    const [pidText, atText] = text.split(" ");
-    const pid = Number(pidText);
-    const at = Number(atText);
-    // A lock written but not yet filled in reads as empty: give it time.
-    const age = Number.isFinite(at) && at > 0 ? Math.abs(this.#now() - at) : 0;
-    const dead = Number.isInteger(pid) && pid > 0 && pid !== process.pid && !processAlive(pid);
+    const m = /^(\d+) (\d+)$/.exec(text);
+    const pid = m ? Number(m[1]) : 0;
+    // Content that is not "pid time" (empty, cut short): its mtime is all there is to judge by.
+    const at = m ? Number(m[2]) : mtimeMs;
+    const age = Math.abs(this.#now() - at);
+    const dead = pid > 0 && pid !== process.pid && !processAlive(pid);
     if (dead || age > this.#staleMs) {
       try {
         // Only break the lock we judged: if it changed meanwhile, leave it.
-        if (readFileSync(this.#lock, "utf8") === text) unlinkSync(this.#lock);
+        if (readFileSync(this.#lock, "utf8") === text && statSync(this.#lock).mtimeMs === mtimeMs) unlinkSync(this.#lock);
       } catch {}
     }
   }
 
-  #read(): LogState {
+  #read(): Read {
+    let text: string;
     try {
-      const data = JSON.parse(readFileSync(this.#file, "utf8")) as Partial<LogState>;
-      const entries = Array.isArray(data.entries)
-        ? data.entries.filter((e) => e && typeof e.t === "number" && typeof e.id === "string")
-        : [];
-      return { entries, blockedUntil: typeof data.blockedUntil === "number" ? data.blockedUntil : 0 };
-    } catch {
-      return EMPTY;
+      text = readFileSync(this.#file, "utf8");
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return { state: EMPTY, damaged: false };
+      throw localFileError(e, this.#file, "read", "rate-limit state");
+    }
+    try {
+      const data = JSON.parse(text) as Partial<LogState>;
+      if (!data || typeof data !== "object" || !Array.isArray(data.entries)) throw new Error("not a rate-limit state");
+      const entries = data.entries.filter((e) => e && typeof e.t === "number" && typeof e.id === "string");
+      return { state: { entries, blockedUntil: typeof data.blockedUntil === "number" ? data.blockedUntil : 0 }, damaged: false };
+    } catch (e) {
+      return { state: EMPTY, damaged: true, why: text.length === 0 ? "it is empty" : (e as Error).message };
     }
   }
 
   #write(state: LogState): void {
     const tmp = `${this.#file}.${process.pid}.tmp`;
-    const fd = openSync(tmp, "w", 0o600);
     try {
-      writeSync(fd, JSON.stringify(state));
-    } finally {
-      closeSync(fd);
+      const fd = openSync(tmp, "w", 0o600);
+      try {
+        writeSync(fd, JSON.stringify(state));
+      } finally {
+        closeSync(fd);
+      }
+      renameSync(tmp, this.#file);
+    } catch (e) {
+      try {
+        unlinkSync(tmp);
+      } catch {}
+      throw localFileError(e, this.#file, "write", "rate-limit state");
     }
-    renameSync(tmp, this.#file);
   }
 
-  async #update<T>(fn: (state: LogState, now: number) => { state: LogState; result: T }): Promise<T> {
+  async #update<T>(limits: Limits, fn: (state: LogState, now: number) => { state: LogState; result: T }): Promise<T> {
     const deadline = this.#now() + this.#lockTimeoutMs;
     let spins = 0;
     while (!this.#tryLock()) {
@@ -121,9 +183,25 @@ export class FileSlotStore implements SlotStore {
       await sleep(1 + Math.random() * 4);
     }
     try {
-      const { state, result } = fn(this.#read(), this.#now());
-      this.#write(state);
-      return result;
+      const now = this.#now();
+      const read = this.#read();
+      let state = read.state;
+      if (read.damaged) {
+        // What was sent in the last window is unknown: count it as full, so the
+        // provider's limit is never exceeded, and write a good file (the damaged
+        // one is kept beside it for a look).
+        const kept = `${this.#file}.damaged-${now}`;
+        try {
+          renameSync(this.#file, kept);
+        } catch {}
+        state = block(EMPTY, now + limits.windowMs);
+        this.#warnings.push(
+          `the rate-limit state ${this.#file} was damaged (${read.why}); it is kept as ${kept} and the last ${Math.round(limits.windowMs / 1000)} s are counted as full, so sends wait until that window has passed. Nothing else to do; if it happens again, check the disk.`,
+        );
+      }
+      const r = fn(state, now);
+      this.#write(r.state);
+      return r.result;
     } finally {
       try {
         unlinkSync(this.#lock);
@@ -132,26 +210,26 @@ export class FileSlotStore implements SlotStore {
   }
 
   tryTake(id: string, limits: Limits): Promise<TakeOutcome> {
-    return this.#update((s, now) => {
+    return this.#update(limits, (s, now) => {
       const r = tryTake(s, now, limits, id);
       return { state: r.state, result: r.ok ? { ok: true as const } : { ok: false as const, waitMs: r.waitMs } };
     });
   }
 
-  complete(id: string): Promise<void> {
-    return this.#update((s, now) => ({ state: complete(s, now, id), result: undefined }));
+  complete(id: string, limits: Limits): Promise<void> {
+    return this.#update(limits, (s, now) => ({ state: complete(s, now, id), result: undefined }));
   }
 
-  release(id: string): Promise<void> {
-    return this.#update((s) => ({ state: release(s, id), result: undefined }));
+  release(id: string, limits: Limits): Promise<void> {
+    return this.#update(limits, (s) => ({ state: release(s, id), result: undefined }));
   }
 
-  block(waitMs: number): Promise<void> {
-    return this.#update((s, now) => ({ state: block(s, now + waitMs), result: undefined }));
+  block(waitMs: number, limits: Limits): Promise<void> {
+    return this.#update(limits, (s, now) => ({ state: block(s, now + waitMs), result: undefined }));
   }
 
   used(limits: Limits): Promise<number> {
-    return this.#update((s, now) => ({ state: s, result: used(s, now, limits) }));
+    return this.#update(limits, (s, now) => ({ state: s, result: used(s, now, limits) }));
   }
 
   async close(): Promise<void> {}

@@ -17,4 +17,6 @@ export interface SlotStore {
   /** Slots used in the current window. */
   used(limits: Limits): Promise<number>;
   close(): Promise<void>;
+  /** Things the store found that the user should hear (a damaged state file), each once. */
+  takeWarnings?(): string[];
 }

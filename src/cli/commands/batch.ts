@@ -1,12 +1,13 @@
 import { createHash } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import { closeSync, createReadStream, createWriteStream, fsyncSync, mkdirSync, openSync, readSync, rmSync, writeSync } from "node:fs";
+import { ensurePrivateDir } from "../../limits/private-dir.js";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { HeaderList } from "../../core/headers.js";
 import { parseHeaderFlag } from "../../core/headers.js";
-import { MailsendError } from "../../core/errors.js";
+import { localFileError, MailsendError } from "../../core/errors.js";
 import { fingerprint, Journal, type Replaced } from "../../batch/journal.js";
 import type { RowDefaults } from "../../batch/item.js";
 import { formatFromContent, formatFromName, type Format } from "../../batch/rows.js";
@@ -91,18 +92,27 @@ async function openInput(file: string, io: CliIO, format: Format | undefined): P
   let fp: string | null;
   if (file === "-") {
     const dir = join(tmpdir(), `mailsend-batch-${process.pid}-${Date.now()}`);
-    mkdirSync(dir, { mode: 0o700 });
     path = join(dir, "stdin");
     const hash = createHash("sha256");
-    const out = createWriteStream(path, { mode: 0o600 });
-    for await (const chunk of io.stdin) {
-      const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string);
-      hash.update(buf);
-      if (!out.write(buf)) await new Promise<void>((r) => out.once("drain", () => r()));
+    try {
+      mkdirSync(dir, { mode: 0o700 });
+      cleanup = () => rmSync(dir, { recursive: true, force: true });
+      const out = createWriteStream(path, { mode: 0o600 });
+      let failed: Error | undefined;
+      out.on("error", (e) => (failed ??= e));
+      for await (const chunk of io.stdin) {
+        if (failed) throw failed;
+        const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string);
+        hash.update(buf);
+        if (!out.write(buf)) await new Promise<void>((r) => (out.once("drain", () => r()), out.once("error", () => r())));
+      }
+      await new Promise<void>((r, j) => out.end((e?: Error | null) => (e ?? failed ? j(e ?? failed) : r())));
+    } catch (e) {
+      cleanup();
+      // The spool is a local file: a full or read-only temp dir is this machine's fault (73), said as such.
+      throw (e as NodeJS.ErrnoException).code ? localFileError(e, path, "write", "copy of stdin (set TMPDIR to move it)") : e;
     }
-    await new Promise<void>((r, j) => out.end((e?: Error | null) => (e ? j(e) : r())));
     identity = fp = `stdin:${hash.digest("hex").slice(0, 32)}`;
-    cleanup = () => rmSync(dir, { recursive: true, force: true });
   } else {
     await regularFileSize(file, "batch input");
     identity = `file:${resolve(file)}`;
@@ -174,11 +184,21 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     const journalPath =
       flags.journal ??
       (flags.results ? `${flags.results}.journal` : join(stateDir(io.env), "batches", `${createHash("sha256").update(opened.identity).digest("hex").slice(0, 24)}.journal`));
-    if (!flags.journal && !flags.results) mkdirSync(join(stateDir(io.env), "batches"), { recursive: true, mode: 0o700 });
     const say = (text: string) => (json ? io.stderr.write(`${JSON.stringify({ warning: text })}\n`) : warn(io, text));
+    if (!flags.journal && !flags.results && !flags.check) {
+      // Journals hold addresses and subjects: the state dir is private (made 0700; a looser one is said).
+      const loose = [ensurePrivateDir(stateDir(io.env)), ensurePrivateDir(join(stateDir(io.env), "batches"), "batch journal directory")];
+      for (const text of loose) if (text) say(text);
+    }
     const journalOptions = { path: journalPath, input: opened.fp, fresh: flags.fresh ?? false, resume: flags.resume ?? false };
     const journal = flags.check ? undefined : await Journal.open(journalOptions);
     if (journal?.replaced?.reason === "input_changed" && journal.replaced.sent > 0) say(newBatchNotice(journal.replaced, journal.replaced.path, false));
+    if (journal?.replaced?.reason === "damaged") {
+      const r = journal.replaced;
+      say(
+        `the journal ${journalPath} was damaged (line ${r.damagedLine ?? "?"}); it is kept as ${r.path}, and this is a new batch: every item is sent again, also those the earlier run sent (${r.sent} recorded as sent before the damage)`,
+      );
+    }
     if (flags.check) {
       // What the run would do with the journal, so that --check does not say "all fine" before a resend.
       // A journal that is missing or unusable is the real run's error to report, not --check's.
@@ -196,9 +216,10 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       try {
         // Each run reports every item (what an earlier run sent, as skipped), so the
         // file is rewritten: appending would give an item one line per run.
-        resultsFd = openSync(flags.results, "w", 0o644);
+        // 0600 like the journal: it holds addresses and subjects.
+        resultsFd = openSync(flags.results, "w", 0o600);
       } catch (e) {
-        throw fileError(e, flags.results, "results file");
+        throw localFileError(e, flags.results, "write", "results file");
       }
     }
     const c = colorsFor(io.stderr, io.env);
@@ -207,10 +228,22 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     const hintsShown = new Set<string>();
     // Items left in doubt, for the report after a second interrupt.
     const unknownItems: ItemResult[] = [];
+    let resultsFailed = false;
     const onResult = (r: ItemResult) => {
       if (r.status === "unknown") unknownItems.push(r);
       const line = `${JSON.stringify(r)}\n`;
-      if (resultsFd !== undefined) writeSync(resultsFd, line);
+      if (resultsFd !== undefined && !resultsFailed) {
+        try {
+          const buf = Buffer.from(line);
+          // A full disk may take part of a write before refusing the rest: the rest is tried, so the refusal is seen.
+          for (let off = 0; off < buf.length; ) off += writeSync(resultsFd, buf, off);
+        } catch (e) {
+          // The items are sent (or not) whatever the report says: a results file that cannot be
+          // written is said once, and the journal still knows each item's state.
+          resultsFailed = true;
+          say(`${localFileError(e, flags.results!, "write", "results file").message}; the batch goes on (the journal ${journal?.path ?? ""} still records every item), but this file is incomplete from item ${r.index + 1} on`);
+        }
+      }
       if (json) io.stdout.write(line);
       else if (!flags.quiet && (r.status === "invalid" || r.status === "failed" || r.status === "unknown" || r.status === "partial")) {
         const label = r.status === "unknown" || r.status === "partial" ? c.yellow(r.status) : c.red(r.status);
@@ -305,10 +338,15 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       process.off("SIGINT", onSignal);
       process.off("SIGTERM", onSignal);
       await transport?.close();
-      await budget?.close();
-      await journal?.close();
+      // Closing is book-keeping: after items were sent, its failure is a warning, not the batch's exit status.
+      await budget?.close().catch((e: unknown) => say(`closing the rate-limit budget failed: ${e instanceof Error ? e.message : String(e)}`));
+      await journal?.close().catch((e: unknown) => say(`closing the journal ${journal.path} failed: ${e instanceof Error ? e.message : String(e)}`));
       if (resultsFd !== undefined) {
-        fsyncSync(resultsFd);
+        try {
+          fsyncSync(resultsFd);
+        } catch (e) {
+          if (!resultsFailed) say(`${localFileError(e, flags.results!, "sync", "results file").message}; it may be incomplete (the journal still records every item)`);
+        }
         closeSync(resultsFd);
       }
     }

@@ -38,6 +38,7 @@ export function resultJson(r: SendResult, stdin?: StdinDecision): Record<string,
     ...(r.status !== undefined ? { status: r.status } : {}),
     ...(r.smtpResponse !== undefined ? { smtp_response: r.smtpResponse } : {}),
     ...(stdin ? { stdin: { type: stdin.type, reason: stdin.reason } } : {}),
+    ...(r.warnings?.length ? { warnings: r.warnings } : {}),
   };
 }
 
@@ -125,8 +126,9 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
       const progress = new Progress(io, !flags.quiet && !json && !trace);
       const sending = `sending over ${transport.name}...`;
       const budget = await openBudget(flags, config.apiKey, settings.env, { ...(config.caFile ? { caFile: config.caFile } : {}), ...(trace ? { trace } : {}) });
-      let result: SendResult;
+      let result: SendResult | undefined;
       let quietWaitSaid = false;
+      const lateWarnings: string[] = [];
       try {
         progress.begin(sending);
         result = await deliver(transport, message, {
@@ -148,12 +150,23 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
             await new Promise((r) => setTimeout(r, ms));
             progress.resume(sending);
           },
+          // Said as it happens (also under -q: the message was sent, but something needs a look).
+          onWarning: (text) => sayWarning(flags, io, text),
           ...(trace ? { trace } : {}),
         });
       } finally {
         progress.stop();
-        await budget.close();
+        try {
+          await budget.close();
+        } catch (e) {
+          // After an accepted send, closing the budget's connection is book-keeping: a warning.
+          if (!result) throw e;
+          const text = `the message was sent, but closing the rate-limit budget failed: ${e instanceof Error ? e.message : String(e)}`;
+          lateWarnings.push(text);
+          sayWarning(flags, io, text);
+        }
       }
+      if (lateWarnings.length) result = { ...result, warnings: [...(result.warnings ?? []), ...lateWarnings] };
       if (json) io.stdout.write(`${JSON.stringify(resultJson(result, stdinBody))}\n`);
       else if (!flags.quiet) {
         const out = colorsFor(io.stdout, io.env);

@@ -13,6 +13,9 @@ import { MailsendError } from "../core/errors.js";
  */
 export const SECRET_OPTION = /^--(?:api[-_]?key|apikey|key|token|auth[-_]?token|password|passwd|pass|secret)(?==|$)/i;
 
+/** Where a key goes instead. */
+export const KEY_HINT = "Put the API key in the environment (MAILSEND_API_KEY, e.g. from a CI secret), or in a file named by MAILSEND_API_KEY_FILE, or pipe it with --api-key-stdin.";
+
 /** Whether a word is one of SECRET_OPTION's options (with or without `=value`). */
 export function isSecretOption(word: string): boolean {
   return SECRET_OPTION.test(word);
@@ -31,7 +34,7 @@ export function secretOptionError(argv: readonly string[]): MailsendError | unde
   const password = /pass/i.test(flag);
   return new MailsendError("usage", `${flag} is not an option: mailsend never takes a key${password ? " or password" : ""} on the command line, where ps, shell history and CI logs would keep it (the value was not used and is not shown)`, {
     hint:
-      "Put the API key in the environment (MAILSEND_API_KEY, e.g. from a CI secret), or in a file named by MAILSEND_API_KEY_FILE, or pipe it with --api-key-stdin." +
+      KEY_HINT +
       (password ? " Over SMTP the key is the password. A Redis password goes in a file named by MAILSEND_RATE_LIMIT_PASSWORD_FILE." : ""),
   });
 }
@@ -51,4 +54,14 @@ export function hideOptionValues(message: string): string {
 /** A value that could be a key: 16+ characters without spaces, or a known key prefix. */
 export function looksSecret(value: string): boolean {
   return /^(?:msk|sk|pk|rk|key|ghp|gho|ghs|xox[abp])[_-]/i.test(value) || (value.length >= 16 && !/\s/.test(value));
+}
+
+/**
+ * A bare word that is probably a key pasted onto the command line (`mailsend
+ * send -s hi msk_live_…`): a key's prefix, or a long token of letters and
+ * digits with nothing of a path, an address or a sentence in it (a commit's
+ * hex SHA is not one: `-s Build 3f9a…` is a subject to quote).
+ */
+export function looksLikeKey(word: string): boolean {
+  return /^(?:msk|sk|pk|rk|ghp|gho|ghs|xox[abp])_[\w-]{8,}$/i.test(word) || (word.length >= 24 && /[a-z]/i.test(word) && /\d/.test(word) && /^[\w+=-]+$/.test(word) && !/^[0-9a-f]+$/.test(word));
 }

@@ -6,6 +6,7 @@
  */
 import type { Command, Option } from "commander";
 import { MailsendError } from "../core/errors.js";
+import { KEY_HINT, looksLikeKey } from "./secret-options.js";
 
 /** A word as the shell would take it back: single-quoted when it needs to be. */
 export function shellWord(s: string): string {
@@ -59,6 +60,10 @@ export function strayArgumentError(cmd: Command, argv: readonly string[]): Mails
     return new MailsendError("usage", `unknown command '${path} ${stray}'`, {
       hint: `${guess ? `Did you mean \`${path} ${guess}\`? ` : ""}The commands of ${path}: ${subcommands.join(", ")}.`,
     });
+  }
+  // A key pasted onto the command line is not repeated (it would go on into CI logs).
+  if (extras.some(looksLikeKey)) {
+    return new MailsendError("usage", `unexpected argument (${extras.find(looksLikeKey)!.length} characters, not shown: it looks like a key): ${path} takes no key on the command line`, { hint: KEY_HINT });
   }
   // Where the word stands: right after an option's value, it is the rest of that value.
   const at = argv.lastIndexOf(stray);

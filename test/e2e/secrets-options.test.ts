@@ -112,6 +112,23 @@ describe("no error repeats the value of an unknown --opt=value", () => {
   });
 });
 
+describe("a key pasted onto the command line as a bare word", () => {
+  test("is not repeated by the stray-word message; a commit SHA after -s still is, with the quoted form", async () => {
+    for (const argv of [["send", ...MSG, VALUE], ["send", "-f", "a@example.com", "-t", "b@example.com", "-s", "deploy", "Zq81vPl0Xw4Rt7YuA9b8C7d6E5f4", "--text", "x"]]) {
+      const r = await runCli(argv, { env: env({ GITHUB_ACTIONS: "true" }) });
+      expect(r.exitCode).toBe(64);
+      expect(r.stderr).toMatch(/unexpected argument \(\d+ characters, not shown: it looks like a key\)/);
+      expect(r.stderr).toContain("MAILSEND_API_KEY_FILE");
+      expectNoValue(r, argv.find((a) => a === VALUE || a.startsWith("Zq81"))!);
+    }
+    const sha = "3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a";
+    const r = await runCli(["send", "-f", "a@example.com", "-t", "b@example.com", "-s", "Build", sha, "--text", "x"], { env: env() });
+    expect(r.exitCode).toBe(64);
+    expect(r.stderr).toContain(`-s 'Build ${sha}'`);
+    expect(rec.requests).toHaveLength(0);
+  });
+});
+
 describe("~ at the start of a path variable is the home directory", () => {
   const home = join(tmp.dir, "home");
   beforeAll(() => {

@@ -310,6 +310,20 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
     setExit(await runInboxShow(id, cmd.optsWithGlobals(), io));
   });
 
+  // sendmail's getopt-style options are its own (src/input/sendmail-args.ts): main.ts hands
+  // `mailsend sendmail ...` over before commander. Hidden from the command list and completion:
+  // programs call it, people type `send` (which it would share a prefix with).
+  program
+    .command("sendmail", { hidden: true })
+    .description("read one message on stdin and send or queue it, as sendmail does (also when started as `sendmail` or `mailq`)")
+    .argument("[args...]", "sendmail's options and the recipients (mailsend sendmail --help)")
+    .helpOption(false)
+    .allowUnknownOption(true)
+    .action(async () => {
+      const { runSendmail } = await import("./commands/sendmail.js");
+      setExit(await runSendmail(argv.slice(argv.indexOf("sendmail") + 1), io));
+    });
+
   const queue = program
     .command("queue")
     .description("the outbox: mail from sendmail, the relay and send --queue, kept on disk until delivered")

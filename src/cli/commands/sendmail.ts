@@ -1,0 +1,133 @@
+/**
+ * `mailsend sendmail [options] [recipient...]`, and the same program started
+ * under the name `sendmail` (or `mailq`): one message from stdin, delivered at
+ * once when that is quick, else kept in the outbox and delivered by a runner.
+ * Like sendmail it prints nothing when the message went out.
+ */
+import { dirname, resolve } from "node:path";
+import { homedir } from "node:os";
+import type { CliIO } from "../io.js";
+import { colorsFor } from "../io.js";
+import { reportError } from "../report.js";
+import { parseSendmailArgs, type SendmailArgs } from "../../input/sendmail-args.js";
+
+export const SENDMAIL_HELP = `Usage: sendmail [options] [recipient...]
+       mailsend sendmail [options] [recipient...]
+
+Reads one message (RFC 5322: header lines, a blank line, the body) from stdin
+and sends it, as sendmail does for cron, mail/s-nail, git send-email and PHP's
+mail(). It is delivered at once when the rate limit allows (within a few
+seconds), else kept in the outbox and delivered later by a background runner:
+the command then exits 0 and says so in one line on stderr.
+
+Options (those of sendmail that mail programs pass):
+  -t               recipients from the To, Cc and Bcc headers, plus the arguments
+  -i, -oi          a line with a lone "." does not end the message
+  -f <addr>, -r <addr>
+                   the envelope sender (and the From header when there is none)
+  -F <name>        the sender's full name, for a From header the message lacks
+  -v               say what was done (headers added, transport, where it went)
+  -bm              deliver (the default)
+  -bp              list the outbox (as mailq; same as mailsend queue)
+  -q               deliver what is queued now (same as mailsend queue run)
+  -B <type>, -o<x> (-oem, -odi, -odb ...), -N <dsn>, -R <ret>, -V <envid>,
+  -L <tag>, -h <n>, -m, -n, -U, -c, -G
+                   accepted and ignored (-v names them)
+  --queue always|auto|never
+                   auto (default): deliver at once, else queue; always: queue;
+                   never: deliver now or fail, as mailsend send does [env MAILSEND_QUEUE]
+  --profile <name> the config file's profile to use
+
+Local names (root, a user name) are mapped through the aliases file that
+MAILSEND_ALIASES or the profile's "aliases" names (the /etc/aliases format).
+The message gets a Date, a Message-ID and a From (-f/-F, else MAILSEND_FROM or
+the profile's from) when it has none; Bcc is removed from what is sent.
+
+Exit codes: 0 sent or queued, 64 usage or no recipients, 65 bad message or
+address or too large (MAILSEND_MAX_SIZE, default 25M), 66 empty input,
+75 temporary (the outbox cannot be written), 77 key refused, 78 configuration.
+
+Examples:
+  ln -s "$(command -v mailsend)" /usr/local/sbin/sendmail
+  printf 'Subject: disk\\n\\n%s\\n' "$(df -h)" | sendmail -i ops@example.com
+  sendmail -t -i < message.eml
+  mailsend sendmail -t -i < message.eml   # the same without the symlink
+  mailsend sendmail -bp                   # the outbox, as mailq does
+`;
+
+export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs: "sendmail" | "mailq" = "sendmail"): Promise<number> {
+  let args: SendmailArgs;
+  try {
+    args = parseSendmailArgs(argv, invokedAs);
+  } catch (e) {
+    return reportError(e, io, { json: false });
+  }
+  if (args.mode === "help") {
+    io.stdout.write(SENDMAIL_HELP);
+    return 0;
+  }
+  const c = colorsFor(io.stderr, io.env);
+  const note = (line: string) => io.stderr.write(`${c.dim(`mailsend: ${line}`)}\n`);
+  try {
+    const { loadSettings } = await import("../../input/profile.js");
+    const settings = loadSettings(args.profile, io.env);
+    const env = { ...settings.env };
+    // A profile's aliases path is relative to the config file, like its api_key_file.
+    const profileAliases = settings.profile?.settings.aliases;
+    if (!io.env.MAILSEND_ALIASES && typeof profileAliases === "string") {
+      const p = profileAliases === "~" || profileAliases.startsWith("~/") ? resolve(io.env.HOME || homedir(), profileAliases.slice(2)) : profileAliases;
+      env.MAILSEND_ALIASES = resolve(dirname(settings.profile!.file), p);
+    }
+    const subIO: CliIO = { ...io, env };
+    if (args.verbose) for (const i of args.ignored) note(`ignored ${i}`);
+
+    if (args.mode === "list") {
+      const { runQueueList } = await import("./queue.js");
+      return await runQueueList({}, subIO);
+    }
+    if (args.mode === "flush") {
+      const { runQueueRun } = await import("./queue.js");
+      return await runQueueRun({ verbose: args.verbose }, subIO);
+    }
+
+    const { queueModeFrom, submit } = await import("../../outbox/submit.js");
+    const mode = queueModeFrom(args.queue, env);
+    const { fixupMessage, maxMessageSize, readSendmailInput } = await import("../../input/sendmail-message.js");
+    const { loadAliases } = await import("../../input/aliases.js");
+    const maxSize = maxMessageSize(env);
+    if (io.stdin.isTTY && args.verbose) note('reading the message from the terminal; end it with a line holding "." (or Ctrl-D)');
+    const input = await readSendmailInput(io.stdin, { ignoreDots: args.ignoreDots, maxSize });
+    const aliases = await loadAliases(env);
+    const fixed = fixupMessage(input, {
+      ...(args.from !== undefined ? { envelopeFrom: args.from } : {}),
+      ...(args.fullName !== undefined ? { fullName: args.fullName } : {}),
+      readRecipients: args.readRecipients,
+      recipients: args.recipients,
+      ...(env.MAILSEND_FROM ? { defaultFrom: env.MAILSEND_FROM } : {}),
+      ...(aliases ? { aliases } : {}),
+    });
+    if (args.verbose) {
+      for (const n of fixed.notes) note(n);
+      note(`envelope: from ${fixed.envelope.from} to ${fixed.envelope.to.join(", ")}`);
+    }
+    const result = await submit(fixed.raw, fixed.envelope, {
+      mode,
+      env,
+      source: "sendmail",
+      ...(settings.profile ? { profile: settings.profile.name } : {}),
+      ...(args.verbose ? { trace: (line: string) => note(line) } : {}),
+    });
+    if (result.status === "queued") {
+      io.stderr.write(`mailsend: queued as ${result.id} (${result.reason}); it is delivered in the background, see it with: mailsend queue\n`);
+      return 0;
+    }
+    if (args.verbose) {
+      const r = result.result;
+      note(`sent over ${r.transport} to ${fixed.envelope.to.join(", ")} (message id ${r.messageId})`);
+      for (const w of r.warnings ?? []) note(`warning: ${w}`);
+    }
+    return 0;
+  } catch (e) {
+    return reportError(e, io, { json: false, verbose: args.verbose });
+  }
+}

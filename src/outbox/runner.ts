@@ -90,13 +90,79 @@ export async function runnerHoldsOutbox(outbox: Outbox): Promise<boolean> {
   }
 }
 
+/**
+ * When each known message is next due. Most of a big outbox is due now and
+ * is taken in arrival order from a list; the rest (deferred) is looked
+ * through only when that list runs out, at most once a second.
+ */
+class Schedule {
+  private at = new Map<string, number>();
+  private ready: string[] = [];
+  private head = 0;
+  private lastPromote = 0;
+  private later: number | undefined;
+
+  has(id: string): boolean {
+    return this.at.has(id);
+  }
+
+  set(id: string, when: number): void {
+    this.at.set(id, when);
+    if (when <= Date.now()) this.ready.push(id);
+    else if (this.later === undefined || when < this.later) this.later = when;
+  }
+
+  delete(id: string): void {
+    this.at.delete(id);
+  }
+
+  forget(gone: (id: string) => boolean): void {
+    for (const id of this.at.keys()) if (gone(id)) this.at.delete(id);
+  }
+
+  next(now: number, busy: Set<string>): string | undefined {
+    for (let pass = 0; pass < 2; pass++) {
+      while (this.head < this.ready.length) {
+        const id = this.ready[this.head++]!;
+        const when = this.at.get(id);
+        if (when !== undefined && when <= now && !busy.has(id)) return id;
+      }
+      this.ready = [];
+      this.head = 0;
+      if (pass === 0 && this.later !== undefined && this.later <= now) this.promote(now);
+    }
+    return undefined;
+  }
+
+  private promote(now: number): void {
+    this.lastPromote = now;
+    this.later = undefined;
+    for (const [id, when] of this.at) {
+      if (when <= now) this.ready.push(id);
+      else if (this.later === undefined || when < this.later) this.later = when;
+    }
+  }
+
+  /** The earliest time something not in flight is due (now, when something is ready). */
+  earliest(busy: Set<string>): number | undefined {
+    for (let i = this.head; i < this.ready.length; i++) {
+      const id = this.ready[i]!;
+      if (this.at.has(id) && !busy.has(id)) return this.at.get(id)!;
+    }
+    if (this.later !== undefined) return this.later;
+    // Everything known is in flight, or nothing is known.
+    for (const [id, when] of this.at) if (!busy.has(id)) return when;
+    return undefined;
+  }
+}
+
 export class QueueRunner {
   readonly outbox: Outbox;
   private stopping = false;
   private wakeUp: (() => void) | undefined;
   private senders = new Map<string, Promise<OutboxSender>>();
   /** When each known message is next due (ms); the outbox's state files say the same on disk. */
-  private due = new Map<string, number>();
+  private due = new Schedule();
   private inFlight = new Set<string>();
   private readonly summary: RunSummary = { ran: true, sent: 0, deferred: 0, failed: 0, left: 0 };
   private stopController = new AbortController();
@@ -141,26 +207,23 @@ export class QueueRunner {
     return this.summary;
   }
 
+  /** What is in queue/ now: new messages are scheduled, vanished ones (queue rm) forgotten. */
   private async scan(): Promise<void> {
-    const ids = await this.outbox.ids();
+    const started = Date.now();
+    const { ids, withState } = await this.outbox.listing();
     const present = new Set(ids);
-    for (const id of this.due.keys()) if (!present.has(id) && !this.inFlight.has(id)) this.due.delete(id);
+    this.due.forget((id) => !present.has(id) && !this.inFlight.has(id));
     for (const id of ids) {
       if (this.due.has(id)) continue;
-      this.due.set(id, (await this.outbox.state(id)).nextAttemptAt);
+      this.due.set(id, withState.has(id) ? (await this.outbox.state(id)).nextAttemptAt : 0);
     }
+    this.lastScan = Date.now();
+    // A big outbox is listed less often: at most a tenth of the time goes to listing it.
+    this.scanEveryMs = Math.max(POLL_MS, 10 * (this.lastScan - started));
   }
 
-  private nextDue(now: number): string | undefined {
-    for (const [id, at] of this.due) if (at <= now && !this.inFlight.has(id)) return id;
-    return undefined;
-  }
-
-  private earliest(): number | undefined {
-    let min: number | undefined;
-    for (const [id, at] of this.due) if (!this.inFlight.has(id) && (min === undefined || at < min)) min = at;
-    return min;
-  }
+  private lastScan = 0;
+  private scanEveryMs = POLL_MS;
 
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
@@ -179,32 +242,33 @@ export class QueueRunner {
   private async loop(): Promise<void> {
     const lanes = Math.max(1, this.opts.concurrency ?? DEFAULT_CONCURRENCY);
     const running = new Set<Promise<void>>();
-    // Ids are in arrival order (a Map keeps insertion order, the scan inserts sorted ids).
     await this.scan();
-    for (let round = 0; ; round++) {
+    for (;;) {
       if (this.stopping) break;
-      const now = Date.now();
       let id: string | undefined;
-      while (running.size < lanes && (id = this.nextDue(now)) !== undefined) {
-        this.inFlight.add(id);
-        const p: Promise<void> = this.attempt(id).finally(() => {
-          this.inFlight.delete(id!);
+      while (running.size < lanes && (id = this.due.next(Date.now(), this.inFlight)) !== undefined) {
+        const taken = id;
+        this.inFlight.add(taken);
+        const p: Promise<void> = this.attempt(taken).finally(() => {
+          this.inFlight.delete(taken);
           running.delete(p);
           this.wake();
         });
         running.add(p);
       }
-      const pending = this.earliest();
+      const pending = this.due.earliest(this.inFlight);
       if (running.size === 0 && this.opts.mode === "due" && (pending === undefined || pending > Date.now())) break;
       if (running.size === 0 && this.opts.mode === "drain" && pending === undefined) {
         // Look once more: a writer that saw this runner's lock counted on it.
         await this.scan();
-        if (this.earliest() === undefined) break;
+        if (this.due.earliest(this.inFlight) === undefined) break;
         continue;
       }
-      const wait = pending === undefined ? POLL_MS : Math.min(POLL_MS, pending - Date.now());
-      await this.sleep(running.size >= lanes ? 60_000 : wait);
-      if (round % 1 === 0 && running.size < lanes) await this.scan();
+      const untilScan = this.opts.mode === "due" ? Infinity : this.lastScan + this.scanEveryMs - Date.now();
+      const untilDue = pending === undefined ? Infinity : pending - Date.now();
+      const wait = running.size >= lanes ? Math.max(0, untilScan) : Math.max(0, Math.min(untilScan, untilDue));
+      if (wait > 0) await this.sleep(Math.min(wait, 60_000));
+      if (this.opts.mode !== "due" && Date.now() - this.lastScan >= this.scanEveryMs) await this.scan();
     }
     await Promise.allSettled([...running]);
   }

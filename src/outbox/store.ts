@@ -170,6 +170,24 @@ export class Outbox {
     return ids.sort();
   }
 
+  /** queue/'s message ids, oldest first, and which of them have a state file: one listing of the directory. */
+  async listing(): Promise<{ ids: string[]; withState: Set<string> }> {
+    let names: string[];
+    try {
+      names = await readdir(this.queueDir);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return { ids: [], withState: new Set() };
+      throw localFileError(e, this.dir, "read", "outbox directory");
+    }
+    const ids: string[] = [];
+    const withState = new Set<string>();
+    for (const n of names) {
+      if (n.endsWith(".msg") && isOutboxId(n.slice(0, -4))) ids.push(n.slice(0, -4));
+      else if (n.endsWith(".state")) withState.add(n.slice(0, -6));
+    }
+    return { ids: ids.sort(), withState };
+  }
+
   private paths(id: string, where: "queue" | "failed") {
     const d = where === "queue" ? this.queueDir : this.failedDir;
     return { msg: join(d, `${id}.msg`), state: join(d, `${id}.state`) };

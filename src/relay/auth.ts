@@ -66,7 +66,7 @@ export class RelayUsers {
       const t = line.trim();
       if (t === "" || t.startsWith("#")) return;
       const colon = t.indexOf(":");
-      const user = colon > 0 ? t.slice(0, colon) : "";
+      const user = colon > 0 ? t.slice(0, colon).trim() : "";
       const h = colon > 0 ? parseHash(t.slice(colon + 1).trim()) : undefined;
       if (!user || /\s/.test(user) || !h) {
         throw new MailsendError("config_invalid", `${path} line ${i + 1} is not "user:scrypt$..." as made by \`mailsend relay hash-password\``, {

@@ -219,6 +219,8 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
 
 /** The Subject and From headers as written (unfolded), for `mailsend queue`. */
 export function summaryHeaders(raw: Buffer): { subject?: string; headerFrom?: string } {
+  // A message that starts with an empty line has no header at all.
+  if (raw[0] === 0x0a || (raw[0] === 0x0d && raw[1] === 0x0a)) return {};
   const crlf = raw.indexOf("\r\n\r\n");
   const lf = raw.indexOf("\n\n");
   const ends = [crlf, lf].filter((i) => i >= 0);

@@ -38,12 +38,27 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
   { group: "Body", flags: "--allow-html", description: "keep raw HTML in the Markdown (default: escaped, shown as text)" },
   {
     group: "Body",
+    flags: "--base-dir <dir>",
+    description:
+      "the directory local images may come from; others are refused (default: the HTML file's directory; for HTML from stdin or --html, the current one, and references resolve against it)",
+  },
+  { group: "Body", flags: "--no-embed", description: "leave local image references as written (default: embedded as inline parts, SMTP)" },
+  { group: "Body", flags: "--inline <path[#cid]>", description: "add an inline image for HTML that refers to cid:NAME (#NAME; default: the file name)", repeatable: true },
+  { group: "Body", flags: "--inline-css", description: "copy the rules of style blocks onto the elements, for clients that drop them (always on for --markdown-file)" },
+  {
+    group: "Body",
     flags: "--stdin-type <type>",
     description: "a body piped without a body flag is HTML or text (default: HTML only when it starts as HTML; see --help)",
     choices: ["html", "text"],
   },
   { group: "Connection", flags: "--profile <name>", description: "use this profile of the config file (see mailsend config)", env: "MAILSEND_PROFILE" },
-  { group: "Connection", flags: "--transport <name>", description: "rest or smtp", env: "MAILSEND_TRANSPORT", choices: ["rest", "smtp"] },
+  {
+    group: "Connection",
+    flags: "--transport <name>",
+    description: "rest, smtp, or auto: REST when it carries the message losslessly, else SMTP (cc/bcc, inline images, a text part); -v and --json say why",
+    env: "MAILSEND_TRANSPORT",
+    choices: ["rest", "smtp", "auto"],
+  },
   { group: "Connection", flags: "--base-url <url>", description: "REST base address (POST <url>/send)", env: "MAILSEND_BASE_URL" },
   { group: "Connection", flags: "--smtp-host <host>", description: "SMTP server host", env: "MAILSEND_SMTP_HOST" },
   { group: "Connection", flags: "--smtp-port <port>", description: "587 (STARTTLS) or 465 (implicit TLS)", env: "MAILSEND_SMTP_PORT", int: true },
@@ -91,7 +106,11 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
   { group: "Output", flags: "--github-output", description: "in GitHub Actions: append message_id=<id> to $GITHUB_OUTPUT" },
 ];
 
-const SHARED = SEND_OPTIONS.filter((o) => o.group === "Connection" || o.group === "Limits");
+/** batch and doctor take rest or smtp: auto chooses per message, which only send does. */
+const restOrSmtp = (o: OptionSpec): OptionSpec =>
+  o.flags.startsWith("--transport ") ? { ...o, description: "rest or smtp", choices: ["rest", "smtp"] } : o;
+
+const SHARED = SEND_OPTIONS.filter((o) => o.group === "Connection" || o.group === "Limits").map(restOrSmtp);
 
 /** `mailsend batch`: per-row defaults and templates, then everything send has for the connection. */
 export const BATCH_OPTIONS: readonly OptionSpec[] = [
@@ -125,7 +144,7 @@ export const BATCH_OPTIONS: readonly OptionSpec[] = [
 
 /** `mailsend doctor`: send's connection settings, its budget, and --json. */
 export const DOCTOR_OPTIONS: readonly OptionSpec[] = [
-  ...SEND_OPTIONS.filter((o) => o.group === "Connection"),
+  ...SEND_OPTIONS.filter((o) => o.group === "Connection").map(restOrSmtp),
   ...SEND_OPTIONS.filter((o) => o.flags.startsWith("--rate-limit ")),
   { group: "Output", flags: "--json", description: 'print {"ok":bool,"checks":[...]} on stdout' },
 ];

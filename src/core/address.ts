@@ -7,6 +7,7 @@
  * unquoted specials in a display name, groups, source routes, empty list
  * elements, control characters. Comments are allowed and dropped.
  */
+import { domainToASCII } from "node:url";
 import { MailsendError } from "./errors.js";
 
 export interface Mailbox {
@@ -144,6 +145,23 @@ function dotted(tokens: Token[], field: string, input: string, what: string): st
   return out;
 }
 
+/**
+ * An internationalized domain as the DNS knows it (IDNA A-labels, "xn--"),
+ * the same on both transports and in every header, when the local part is
+ * ASCII. The local part is never changed: a non-ASCII one needs SMTPUTF8
+ * (transports/smtp.ts).
+ */
+function asciiDomain(address: string, field: string, input: string): string {
+  const at = address.lastIndexOf("@");
+  const domain = address.slice(at + 1);
+  // A non-ASCII local part needs SMTPUTF8 anyway, under which the domain may stay
+  // as written (RFC 6531; nodemailer does the same): only an ASCII one makes it A-labels.
+  if (!/[^\x00-\x7f]/.test(domain) || /[^\x00-\x7f]/.test(address.slice(0, at))) return address;
+  const ascii = domainToASCII(domain);
+  if (!ascii) fail(field, input, `domain "${domain}" is not a valid internationalized domain name`);
+  return `${address.slice(0, at)}@${ascii}`;
+}
+
 const LABEL = /^[\p{L}\p{N}](?:[\p{L}\p{N}-]{0,61}[\p{L}\p{N}])?$/u;
 
 function checkAddress(address: string, field: string, input: string): void {
@@ -191,17 +209,18 @@ function parseMailbox(tokens: Token[], field: string, input: string): Mailbox {
   const open = tokens.findIndex((t) => t.kind === "special" && t.text === "<");
   if (open < 0) {
     if (tokens.some((t) => t.kind === "special" && t.text === ">")) fail(field, input, 'unmatched ">"');
-    const address = addrSpec(tokens, field, input);
-    checkAddress(address, field, input);
-    return { address };
+    const spec = addrSpec(tokens, field, input);
+    checkAddress(spec, field, input);
+    return { address: asciiDomain(spec, field, input) };
   }
   const close = tokens.findIndex((t) => t.kind === "special" && t.text === ">");
   if (close < open) fail(field, input, 'unmatched "<"');
   if (close !== tokens.length - 1) fail(field, input, 'text after ">"');
   const inner = tokens.slice(open + 1, close);
   if (inner.some((t) => t.kind === "special" && t.text === "<")) fail(field, input, 'nested "<"');
-  const address = addrSpec(inner, field, input);
-  checkAddress(address, field, input);
+  const spec = addrSpec(inner, field, input);
+  checkAddress(spec, field, input);
+  const address = asciiDomain(spec, field, input);
   const name = displayName(tokens.slice(0, open), field, input);
   return name === undefined ? { address } : { name, address };
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
-import { basename } from "node:path";
+import { basename, dirname } from "node:path";
 import { parseAddressList, parseAddressValues, parseMailbox1, type Mailbox } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";
 import { checkHeader, checkSingleLine, parseHeaderFlag, type HeaderList } from "../core/headers.js";
@@ -8,6 +8,8 @@ import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
 import { messageFromEml } from "./eml.js";
 import type { SendRequestFile } from "./json.js";
+import type { ImageCache, Rewrite } from "../compose/index.js";
+import type { InlineImage } from "../compose/images.js";
 import { readSource, readStdin, regularFileSize, shownPath, utf8, type InputStreams } from "./read.js";
 import { checkBodyBytes, classifyStdin, pipedOrFile, type StdinDecision, type StdinType } from "./stdin-body.js";
 
@@ -35,10 +37,19 @@ export interface MessageFlags {
   idempotencyKey?: string;
   /** How a body piped on stdin without a body flag is read; by default by the rule of stdin-body.ts. */
   stdinType?: StdinType;
+  /** Where the HTML's relative image references resolve (default: the HTML file's directory, else the current one). */
+  baseDir?: string;
+  /** False with --no-embed: local image references are left as written. */
+  embed?: boolean;
+  /** --inline path[#cid]: inline image parts added by hand. */
+  inline?: string[];
+  /** --inline-css: <style> rules onto the elements (always for --markdown-file). */
+  inlineCss?: boolean;
 }
 
 export interface BuildOptions extends InputStreams {
-  transport: TransportName;
+  /** "auto": the transport is chosen from the message afterwards (transports/choose.ts). */
+  transport: TransportName | "auto";
   /** Stdin already carries the API key (--api-key-stdin). */
   stdinTaken?: boolean;
   /** The sender when neither a flag nor a JSON request gives one (MAILSEND_FROM, or the profile's from). */
@@ -51,6 +62,10 @@ export interface BuildOptions extends InputStreams {
   onStdinWait?: () => void;
   /** Told how a body piped on stdin was read (html or text) and why. */
   onStdinBody?: (decision: StdinDecision) => void;
+  /** Told which image references of the HTML became which inline parts (--dry-run, -v). */
+  onCompose?: (composed: { rewrites: Rewrite[]; images: InlineImage[] }) => void;
+  /** A batch shares one, so each image file is read once for all its rows. */
+  imageCache?: ImageCache;
   /**
    * Called when stdin is free (not a terminal, not the key) but the body came
    * from a flag, which is named: the CLI warns if data arrives on it anyway.
@@ -194,6 +209,17 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
     if (!stdinUsed(flags, opts) && !opts.stdin.isTTY && from !== undefined) opts.onStdinUnused?.(from);
   }
 
+  let inlineParts: Attachment[] = [];
+  if (html !== undefined) {
+    const composed = await composeBody(html, flags, opts);
+    if (composed) {
+      html = composed.html;
+      inlineParts = composed.parts;
+    }
+  } else if ((flags.inline ?? []).length > 0) {
+    throw usage("--inline adds an image to an HTML body, but the message has none", "Give the body with --html-file (or --html, --markdown-file).");
+  }
+
   if (flags.from === undefined && file.from === undefined && opts.defaultFrom !== undefined) {
     // Checked here so that a bad MAILSEND_FROM is named as such, not as --from.
     parseMailbox1(opts.defaultFrom, "MAILSEND_FROM");
@@ -216,6 +242,7 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
     source: { kind: "bytes", data: Buffer.from(a.content, "base64") },
   }));
   for (const spec of flags.attach ?? []) attachments.push(await fileAttachment(spec));
+  attachments.push(...inlineParts);
   const fromBox = parseMailbox1(fromText!, "--from");
   return assembleMessage(
     {
@@ -255,7 +282,7 @@ export interface MessageParts {
 }
 
 /** Validate the parts and make the Message: one path for every way a message is given. */
-export function assembleMessage(p: MessageParts, transport: TransportName, field: (flag: string) => string = (f) => f): Message {
+export function assembleMessage(p: MessageParts, transport: TransportName | "auto", field: (flag: string) => string = (f) => f): Message {
   if (!p.subject) throw usage(`${field("--subject")} must not be empty`);
   if (!p.html && !p.text) throw usage("the body is empty");
   const fromBox = parseMailbox1(p.from, field("--from"));
@@ -292,6 +319,13 @@ export function assembleMessage(p: MessageParts, transport: TransportName, field
 export function checkRestFit(m: Message): void {
   if (m.cc.length > 0 || m.bcc.length > 0) {
     throw usage("cc and bcc are not part of the REST send request", "Use --transport smtp to send with Cc or Bcc, or put everyone in --to.");
+  }
+  const inline = m.attachments.filter((a) => a.cid !== undefined);
+  if (inline.length > 0) {
+    throw usage(
+      `the HTML has ${inline.length} inline image${inline.length === 1 ? "" : "s"} (${inline.map((a) => a.filename).join(", ")}), which the REST send request cannot carry`,
+      "Use --transport smtp (or auto, which picks SMTP for this), or --no-embed to send the image references as they are written.",
+    );
   }
   if (!m.subject) throw new MailsendError("invalid_message", "the REST send request needs a subject");
   if (m.html === undefined && m.text === undefined) throw new MailsendError("invalid_message", "the message has no body");
@@ -335,4 +369,42 @@ async function readStdinNoticing(opts: BuildOptions, afterMs: number): Promise<B
     clearTimeout(timer);
   }
   return Buffer.concat(chunks);
+}
+
+/** A cheap look before loading the HTML parser: without these, no image is referenced. */
+const MAY_REFERENCE = /\b(?:src|background)\s*=|url\(/i;
+
+/**
+ * Inline CSS, embed local images, add --inline parts (src/compose). Loaded
+ * only when the HTML may need it; undefined when nothing was to be done.
+ */
+async function composeBody(html: string, flags: MessageFlags, opts: BuildOptions): Promise<{ html: string; parts: Attachment[] } | undefined> {
+  const embed = flags.embed !== false;
+  const inline = flags.inline ?? [];
+  const inlineCss = flags.inlineCss === true || flags.markdownFile !== undefined;
+  if (!inlineCss && inline.length === 0 && !(embed && MAY_REFERENCE.test(html))) return undefined;
+  const { composeHtml, inlineAttachments } = await import("../compose/index.js");
+  const fromDir = htmlDirOf(flags);
+  const composed = await composeHtml(html, {
+    baseDir: flags.baseDir ?? fromDir ?? process.cwd(),
+    ...(fromDir !== undefined || flags.baseDir !== undefined ? { fromDir: fromDir ?? flags.baseDir } : {}),
+    embed,
+    inline,
+    inlineCss,
+    ...(opts.imageCache ? { cache: opts.imageCache } : {}),
+  });
+  opts.onCompose?.({ rewrites: composed.rewrites, images: composed.images });
+  return { html: composed.html, parts: inlineAttachments(composed.images) };
+}
+
+/**
+ * The directory of the file the HTML came from: relative references resolve
+ * against it, and by default images may come only from under it. HTML from
+ * stdin or --html has none (then --base-dir, else the current directory).
+ */
+function htmlDirOf(flags: MessageFlags): string | undefined {
+  const file = [flags.htmlFile, flags.markdownFile].find((f) => f !== undefined && f !== "-");
+  if (file !== undefined) return dirname(file);
+  if (flags.html === undefined && flags.jsonFile !== undefined && flags.jsonFile !== "-") return dirname(flags.jsonFile);
+  return undefined;
 }

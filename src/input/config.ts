@@ -60,6 +60,28 @@ export function resolveTransportName(flags: ConnectionFlags, env: Env): Transpor
   return name;
 }
 
+/** send's --transport: rest, smtp, or auto (chosen from the message: transports/choose.ts). */
+export function resolveTransportChoice(flags: ConnectionFlags, env: Env): TransportName | "auto" {
+  const name = flags.transport ?? fromEnv(env, "MAILSEND_TRANSPORT");
+  if (name === "auto") return "auto";
+  try {
+    return resolveTransportName(flags, env);
+  } catch (e) {
+    throw new MailsendError("config_invalid", `transport must be rest, smtp or auto, got ${JSON.stringify(name)}`, {
+      cause: e,
+      hint: "Set --transport or MAILSEND_TRANSPORT to rest, smtp or auto.",
+    });
+  }
+}
+
+/** Which channels `--transport auto` may use: those with an address configured. */
+export function configuredChannels(flags: ConnectionFlags, env: Env): { rest: boolean; smtp: boolean } {
+  return {
+    rest: (flags.baseUrl ?? fromEnv(env, "MAILSEND_BASE_URL")) !== undefined,
+    smtp: (flags.smtpHost ?? fromEnv(env, "MAILSEND_SMTP_HOST")) !== undefined,
+  };
+}
+
 /** The key must be one printable token: no spaces, no line breaks (a common copy-paste slip). */
 export function checkKey(raw: string, source: string): string {
   const key = raw.replace(/\r?\n$/, "");

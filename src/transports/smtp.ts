@@ -18,6 +18,7 @@ import type { Message } from "../core/message.js";
 import { allRecipients } from "../core/message.js";
 import { makeRedactor, REDACTED } from "../core/redact.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
+import { mimeTree, treeLines } from "../compose/tree.js";
 import { trustedCas } from "./ca.js";
 import { noStartTlsError, revokedKeyHint, TOO_LARGE_HINT } from "./hints.js";
 import { connectError, speaksHttp, speaksTls, TRUST_HINT } from "./net-errors.js";
@@ -65,12 +66,19 @@ export function mailOptions(m: Message): MailOptions {
     ...(m.text !== undefined ? { text: m.text } : {}),
     ...(m.html !== undefined ? { html: m.html } : {}),
     headers: [...m.headers.map(([key, value]) => ({ key, value })), { key: "X-Idempotency-Key", value: m.idempotencyKey }],
-    attachments: m.attachments.map((a) =>
-      a.source.kind === "file"
-        ? { filename: a.filename, path: a.source.path, ...(a.contentType ? { contentType: a.contentType } : {}) }
-        : { filename: a.filename, content: a.source.data, ...(a.contentType ? { contentType: a.contentType } : {}) },
-    ),
+    attachments: m.attachments.map((a) => ({
+      filename: a.filename,
+      ...(a.source.kind === "file" ? { path: a.source.path } : { content: a.source.data }),
+      ...(a.contentType ? { contentType: a.contentType } : {}),
+      // An inline image: nodemailer puts parts with a cid beside the HTML in multipart/related.
+      ...(a.cid !== undefined ? { cid: a.cid, contentDisposition: "inline" as const } : {}),
+    })),
   };
+}
+
+/** The first envelope address whose local part is not ASCII (it needs SMTPUTF8), if any. */
+export function needsSmtpUtf8(m: Message): string | undefined {
+  return [m.from, ...allRecipients(m)].map((b) => b.address).find((a) => /[^\x00-\x7f]/.test(a.slice(0, a.lastIndexOf("@"))));
 }
 
 function rawMessageId(raw: Buffer): string | undefined {
@@ -129,6 +137,8 @@ export class SmtpTransport implements Transport {
     const raw = m.raw ?? (await new MailComposer(options).compile().build());
     const c = this.#config;
     const envelope = options.envelope as { from: string; to: string[] };
+    const tree = mimeTree(raw);
+    const utf8 = needsSmtpUtf8(m);
     if (opts.json) {
       sink.write(
         `${JSON.stringify({
@@ -136,12 +146,17 @@ export class SmtpTransport implements Transport {
           transport: "smtp",
           server: { host: c.host, port: c.port, tls: c.tls, user: c.user, password: REDACTED },
           envelope,
+          ...(utf8 ? { smtputf8: true } : {}),
+          mime_tree: tree,
           message: raw.toString("utf8"),
         })}\n`,
       );
       return;
     }
     sink.write(`# SMTP ${c.host}:${c.port} (${c.tls === "implicit" ? "implicit TLS" : "STARTTLS required"}), AUTH as ${c.user} with password ${REDACTED}\n`);
+    if (utf8) sink.write(`# needs SMTPUTF8 (${utf8}): sent only if the server offers it\n`);
+    sink.write("# MIME tree:\n");
+    for (const line of treeLines(tree)) sink.write(`#   ${line}\n`);
     sink.write(`MAIL FROM:<${envelope.from}>\n`);
     for (const r of envelope.to) sink.write(`RCPT TO:<${r}>\n`);
     sink.write("DATA\n");
@@ -152,6 +167,7 @@ export class SmtpTransport implements Transport {
   async send(m: Message, ctx: SendContext = {}): Promise<SendResult> {
     const trace = ctx.trace ? (line: string) => ctx.trace!(this.#redact(line)) : undefined;
     try {
+      await this.#checkSmtpUtf8(m, trace);
       return await this.#sendWith("LOGIN", m, trace, ctx.signal);
     } catch (e) {
       // 504: LOGIN not offered. Nothing was sent, so one more try with PLAIN is safe.
@@ -165,6 +181,45 @@ export class SmtpTransport implements Transport {
         }
       }
       throw this.#classify(err);
+    }
+  }
+
+  /** Whether the server offers SMTPUTF8 (RFC 6531), once asked. */
+  #utf8Offered: boolean | undefined;
+
+  /**
+   * An address with a non-ASCII local part can only be given to a server that
+   * offers SMTPUTF8; nodemailer would send it without, leaving the server to
+   * mangle or bounce it. So the server is asked first (EHLO after STARTTLS,
+   * then QUIT: no message), and without SMTPUTF8 nothing is sent.
+   */
+  async #checkSmtpUtf8(m: Message, trace?: (l: string) => void): Promise<void> {
+    const address = needsSmtpUtf8(m);
+    if (address === undefined) return;
+    if (this.#utf8Offered === undefined) {
+      trace?.(`* ${address} needs SMTPUTF8: asking ${this.#label} whether it offers it`);
+      this.#utf8Offered = await this.#offersSmtpUtf8(trace);
+    }
+    if (this.#utf8Offered) return;
+    throw new MailsendError("invalid_address", `${address} has a non-ASCII local part, which needs SMTPUTF8, but ${this.#label} does not offer it; nothing was sent`, {
+      hint: "Ask the recipient for an ASCII address, or send through a server that supports SMTPUTF8. mailsend never rewrites the local part of an address.",
+    });
+  }
+
+  async #offersSmtpUtf8(trace?: (l: string) => void): Promise<boolean> {
+    const { default: SMTPConnection } = await import("nodemailer/lib/smtp-connection");
+    const { auth: _auth, ...options } = this.#transportOptions("LOGIN", trace);
+    const proxy = this.#config.proxy;
+    const connection = proxy ? await smtpSocket(proxy, this.#config.host, this.#config.port, this.#config.timeoutMs) : undefined;
+    const conn = new SMTPConnection({ ...options, ...(connection ? { connection } : {}) } as ConstructorParameters<typeof SMTPConnection>[0]);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        conn.once("error", reject);
+        conn.connect(() => resolve());
+      });
+      return ((conn as unknown as { _supportedExtensions?: string[] })._supportedExtensions ?? []).includes("SMTPUTF8");
+    } finally {
+      conn.quit();
     }
   }
 

@@ -77,7 +77,8 @@ describe("over REST", () => {
   });
 
   it("--allow-html keeps raw HTML as written", async () => {
-    const r = await rest(["--markdown-file", md(), "--allow-html"]);
+    // --no-embed: the raw <img src=x> is kept as written, not looked for as a local image.
+    const r = await rest(["--markdown-file", md(), "--allow-html", "--no-embed"]);
     expect(r.exitCode, r.stderr).toBe(0);
     const html: string = rec.requests[0]!.json.html;
     expect(html).toContain("<script>alert('x')</script>");
@@ -112,7 +113,7 @@ describe("over SMTP", () => {
   });
 
   it("--allow-html: the script stays in the HTML part", async () => {
-    const r = await smtp(["--markdown-file", md(), "--allow-html"]);
+    const r = await smtp(["--markdown-file", md(), "--allow-html", "--no-embed"]);
     expect(r.exitCode, r.stderr).toBe(0);
     const parsed = await parseMessage(sink.messages[0]!.raw);
     expect(parsed.html).toContain("<script>alert('x')</script>");

@@ -126,7 +126,7 @@ describe("a full message over STARTTLS (587 role)", () => {
     expect(r.stdout).toMatch(/^sent <.+> \(smtp, to john@example\.com, carol@example\.com, dave@example\.com, secret@example\.com, hidden@example\.com\)\n$/);
   });
 
-  it("a text-only message is text/plain; an HTML-only message is text/html", async () => {
+  it("a text-only message is text/plain; an HTML-only message gets a text part made from it (multipart/alternative)", async () => {
     const a = await smtp(starttls, [...MIN]);
     expect(a.exitCode).toBe(0);
     const m1 = await parseMessage(starttls.messages[0]!.raw);
@@ -135,7 +135,10 @@ describe("a full message over STARTTLS (587 role)", () => {
     expect(headerSection(starttls.messages[0]!.raw)).toMatch(/^Content-Type: text\/plain/im);
     const b = await smtp(starttls, ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi", "--html", "<i>x</i>"]);
     expect(b.exitCode).toBe(0);
-    expect(headerSection(starttls.messages[1]!.raw)).toMatch(/^Content-Type: text\/html/im);
+    expect(headerSection(starttls.messages[1]!.raw)).toMatch(/^Content-Type: multipart\/alternative/im);
+    const m2 = await parseMessage(starttls.messages[1]!.raw);
+    expect(m2.html?.trim()).toBe("<i>x</i>");
+    expect(m2.text?.trim()).toBe("x");
   });
 
   it("a display name that looks like an address adds no recipient", async () => {

@@ -196,6 +196,8 @@ describe.skipIf(!haveChromium)("web inbox in chromium", () => {
         "--to", "victim@example.com",
         "--subject", `<img src=x onerror="document.title='pwned-subject'">Hostile`,
         "--html-file", evilHtml,
+        // The hostile <img src="x"> stays as written (it is no local image to embed).
+        "--no-embed",
       ]),
     };
     await page.goto(`${base}/messages/${evil.id}`);

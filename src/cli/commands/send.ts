@@ -4,7 +4,11 @@ import type { Message } from "../../core/message.js";
 import type { SendResult } from "../../core/transport.js";
 import { buildMessage, type MessageFlags } from "../../input/build.js";
 import type { StdinDecision } from "../../input/stdin-body.js";
-import { resolveTransportConfig, resolveTransportName, type ConnectionFlags } from "../../input/config.js";
+import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTransportConfig, type ConnectionFlags } from "../../input/config.js";
+import { checkRestFit } from "../../input/build.js";
+import type { Rewrite } from "../../compose/index.js";
+import { chooseTransport, type TransportChoice } from "../../transports/choose.js";
+import { formatSize } from "../../core/size.js";
 import { loadSettings } from "../../input/profile.js";
 import { createTransport } from "../../transports/index.js";
 import { colorsFor, type CliIO } from "../io.js";
@@ -84,14 +88,22 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
   try {
     // flags > environment > profile > defaults: the profile is layered under the environment here.
     const settings = loadSettings(flags.profile, io.env);
-    const transportName = resolveTransportName(flags, settings.env);
-    // The key is read first: with --api-key-stdin it is what stdin holds.
-    const config = await resolveTransportConfig(flags, settings.env, { stdin: io.stdin, needKey: !flags.dryRun, profile: settings.profile });
+    const transportChoice = resolveTransportChoice(flags, settings.env);
+    // The key is read first: with --api-key-stdin it is what stdin holds. With auto, the
+    // channel's settings only once the message says which one it needs.
+    const autoKey = transportChoice === "auto" ? (flags.dryRun ? "" : await resolveApiKey(flags, settings.env, { stdin: io.stdin }, settings.profile)) : undefined;
+    let config =
+      transportChoice === "auto" ? undefined : await resolveTransportConfig(flags, settings.env, { stdin: io.stdin, needKey: !flags.dryRun, profile: settings.profile });
     const c = colorsFor(io.stderr, io.env);
     const trace = flags.verbose ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
     let stdinBody: StdinDecision | undefined;
-    const message = await buildMessage(flags, {
-      transport: transportName,
+    let inlined: { rewrites: Rewrite[]; sizes: Map<string, { type: string; size: number }> } | undefined;
+    let message = await buildMessage(flags, {
+      transport: transportChoice,
+      onCompose: ({ rewrites, images }) => {
+        inlined = { rewrites, sizes: new Map(images.map((i) => [i.cid, { type: i.contentType, size: i.data.length }])) };
+        for (const r of rewrites) trace?.(`* inline image ${r.ref} -> cid:${r.cid} (${r.path})`);
+      },
       stdin: io.stdin,
       stdinTaken: flags.apiKeyStdin ?? false,
       defaultFrom: settings.env.MAILSEND_FROM || undefined,
@@ -116,11 +128,24 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
               ),
           }),
     });
-    warnings(message, transportName, flags, io);
+    let choice: TransportChoice | undefined;
+    if (config === undefined) {
+      choice = chooseTransport(message, configuredChannels(flags, settings.env));
+      trace?.(`* --transport auto: ${choice.transport} (${choice.reason})`);
+      const chosen = await resolveTransportConfig({ ...flags, transport: choice.transport }, settings.env, { stdin: io.stdin, needKey: false, profile: settings.profile });
+      config = { ...chosen, apiKey: autoKey ?? "" };
+      if (choice.transport === "rest") checkRestFit(message);
+    }
+    // Over SMTP, HTML alone gets its text/plain alternative (src/compose/text.ts).
+    if (config.transport === "smtp" && message.html !== undefined && message.text === undefined && !message.raw) {
+      message = await (await import("../../compose/index.js")).withTextAlternative(message);
+      trace?.("* text/plain alternative made from the HTML");
+    }
+    warnings(message, config.transport, flags, io);
     const transport = await createTransport(config);
     try {
       if (flags.dryRun) {
-        await transport.preview(message, io.stdout, { json });
+        await preview(transport, message, io, json, choice, inlined);
         return 0;
       }
       const progress = new Progress(io, !flags.quiet && !json && !trace);
@@ -167,7 +192,7 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
         }
       }
       if (lateWarnings.length) result = { ...result, warnings: [...(result.warnings ?? []), ...lateWarnings] };
-      if (json) io.stdout.write(`${JSON.stringify(resultJson(result, stdinBody))}\n`);
+      if (json) io.stdout.write(`${JSON.stringify({ ...resultJson(result, stdinBody), ...(choice ? { reason: choice.reason } : {}) })}\n`);
       else if (!flags.quiet) {
         const out = colorsFor(io.stdout, io.env);
         // A raw .eml without a Message-ID has no id of ours to show: show the server's reply instead.
@@ -193,6 +218,31 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
   } finally {
     stopWatching();
   }
+}
+
+/**
+ * --dry-run: the transport's preview, after what auto chose and which image
+ * references became which inline parts (as "#" lines, or fields of the JSON).
+ */
+async function preview(
+  transport: Awaited<ReturnType<typeof createTransport>>,
+  message: Message,
+  io: CliIO,
+  json: boolean,
+  choice: TransportChoice | undefined,
+  inlined: { rewrites: Rewrite[]; sizes: Map<string, { type: string; size: number }> } | undefined,
+): Promise<void> {
+  const refs = (inlined?.rewrites ?? []).map((r) => ({ ref: r.ref, cid: r.cid, path: r.path, type: inlined?.sizes.get(r.cid)?.type, size: inlined?.sizes.get(r.cid)?.size }));
+  if (!json) {
+    if (choice) io.stdout.write(`# --transport auto: ${choice.transport} (${choice.reason})\n`);
+    for (const r of refs) io.stdout.write(`# inline image ${r.ref} -> cid:${r.cid} (${r.path}, ${r.type}, ${formatSize(r.size ?? 0)})\n`);
+    await transport.preview(message, io.stdout, { json });
+    return;
+  }
+  let out = "";
+  await transport.preview(message, { write: (c: string | Buffer) => (out += c.toString()) }, { json });
+  const obj = JSON.parse(out) as Record<string, unknown>;
+  io.stdout.write(`${JSON.stringify({ ...obj, ...(choice ? { reason: choice.reason } : {}), ...(refs.length ? { inline_images: refs } : {}) })}\n`);
 }
 
 /**

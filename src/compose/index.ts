@@ -1,0 +1,135 @@
+/**
+ * HTML to MIME: what an HTML body needs to arrive as it was written.
+ *   - CSS inlining (--inline-css; on for --markdown-file): css.ts
+ *   - local images -> inline parts (multipart/related, cid:): images.ts, refs.ts
+ *   - the text/plain alternative over SMTP: text.ts
+ * Each heavy library is loaded only when the body needs it.
+ */
+import { existsSync } from "node:fs";
+import { basename, resolve } from "node:path";
+import { MailsendError } from "../core/errors.js";
+import type { Attachment, Message } from "../core/message.js";
+import { shownPath } from "../input/read.js";
+import { contentId, localPath, MAX_INLINE_BYTES, readImage, resolveInside, splitInlineSpec, type InlineImage } from "./images.js";
+import { findRefAttributes, mayReferenceImages, rewriteRefs } from "./refs.js";
+
+export interface ComposeOptions {
+  /** The only directory images may come from. */
+  baseDir: string;
+  /** Where relative references resolve (the HTML file's directory); default baseDir. */
+  fromDir?: string;
+  /** False with --no-embed: references are left as written. */
+  embed: boolean;
+  /** --inline path[#cid]: parts added by hand for HTML that already says cid:. Relative to the current directory. */
+  inline: readonly string[];
+  inlineCss: boolean;
+  /** Shared across the rows of a batch: each image file is read once. */
+  cache?: ImageCache;
+}
+
+/** One reference of the HTML and what it became. */
+export interface Rewrite {
+  ref: string;
+  cid: string;
+  path: string;
+}
+
+export interface Composed {
+  html: string;
+  images: InlineImage[];
+  rewrites: Rewrite[];
+}
+
+/** Image files already read, by their real path (a batch reads each once). */
+export class ImageCache {
+  readonly #files = new Map<string, Promise<{ data: Buffer; contentType: string }>>();
+
+  get(ref: string, path: string): Promise<{ data: Buffer; contentType: string }> {
+    let p = this.#files.get(path);
+    if (!p) {
+      // Read with the whole budget: the per-message total is checked by each message.
+      p = readImage(ref, path, MAX_INLINE_BYTES);
+      this.#files.set(path, p);
+      p.catch(() => this.#files.delete(path));
+    }
+    return p;
+  }
+}
+
+const CID = /^[\x21-\x3b\x3d\x3f-\x7e]{1,200}$/;
+
+export async function composeHtml(input: string, opts: ComposeOptions): Promise<Composed> {
+  let html = input;
+  if (opts.inlineCss) html = await (await import("./css.js")).inlineCss(html);
+  const images = new Map<string, InlineImage>();
+  const rewrites: Rewrite[] = [];
+  let total = 0;
+  const cache = opts.cache ?? new ImageCache();
+
+  const add = (image: InlineImage, ref: string) => {
+    const had = images.get(image.cid);
+    if (had) {
+      if (!had.data.equals(image.data)) {
+        throw new MailsendError("usage", `two different images would have the Content-ID ${JSON.stringify(image.cid)} (${shownPath(had.path)} and ${shownPath(image.path)})`, {
+          hint: `Give each --inline its own cid: --inline ${ref}#another-name.`,
+        });
+      }
+      return;
+    }
+    total += image.data.length;
+    if (total > MAX_INLINE_BYTES) {
+      throw new MailsendError("too_large", `the inline images of this message add up to more than ${MAX_INLINE_BYTES / 1024 / 1024} MiB (at ${JSON.stringify(ref)}); nothing was sent`, {
+        hint: "Link large images from a web server instead, attach them with --attach, or give --no-embed.",
+      });
+    }
+    images.set(image.cid, image);
+  };
+
+  if (opts.embed && mayReferenceImages(html)) {
+    const attrs = findRefAttributes(html);
+    const byRef = new Map<string, string>();
+    for (const ref of attrs.flatMap((a) => a.refs)) {
+      if (byRef.has(ref)) continue;
+      const path = localPath(ref);
+      if (path === undefined) continue;
+      const real = await resolveInside(ref, path, opts.baseDir, opts.fromDir);
+      const { data, contentType } = await cache.get(ref, real);
+      const cid = contentId(basename(real), data);
+      add({ cid, filename: basename(real), contentType, data, path: real }, ref);
+      byRef.set(ref, cid);
+      rewrites.push({ ref, cid, path: real });
+    }
+    if (byRef.size > 0) html = rewriteRefs(html, attrs, (ref) => (byRef.has(ref) ? `cid:${byRef.get(ref)}` : undefined));
+  }
+
+  for (const spec of opts.inline) {
+    const { path, cid } = splitInlineSpec(spec, existsSync);
+    if (!CID.test(cid)) {
+      throw new MailsendError("usage", `--inline ${spec}: the Content-ID ${JSON.stringify(cid)} must be printable ASCII without spaces, < or >`, {
+        hint: "Write --inline chart.png#chart and refer to it as <img src=\"cid:chart\">.",
+      });
+    }
+    const real = resolve(path);
+    const { data, contentType } = await cache.get(`--inline ${spec}`, real);
+    add({ cid, filename: basename(real), contentType, data, path: real }, spec);
+    rewrites.push({ ref: `--inline ${spec}`, cid, path: real });
+  }
+
+  return { html, images: [...images.values()], rewrites };
+}
+
+/** Inline images as the Message's attachments with a cid (SMTP puts them in multipart/related). */
+export function inlineAttachments(images: readonly InlineImage[]): Attachment[] {
+  return images.map((i) => ({ filename: i.filename, source: { kind: "bytes", data: i.data }, contentType: i.contentType, cid: i.cid }));
+}
+
+/**
+ * Over SMTP, a message with only HTML gets a text/plain alternative made
+ * from it (filters penalise HTML without one). A text given by the user wins;
+ * a raw message is sent as it is.
+ */
+export async function withTextAlternative(m: Message): Promise<Message> {
+  if (m.raw || m.html === undefined || m.text !== undefined) return m;
+  const { textFromHtml } = await import("./text.js");
+  return { ...m, text: await textFromHtml(m.html) };
+}

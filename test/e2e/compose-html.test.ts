@@ -1,0 +1,326 @@
+/**
+ * HTML reports as they were written (issue 14), the built CLI against the
+ * sandbox and a real smtp-server: local images become inline parts with
+ * matching cids (each file once), remote and data: references stay as they
+ * are, references that lead out of the base directory are refused before
+ * anything is sent, and over SMTP an HTML-only message gets a text part.
+ */
+import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { deflateSync } from "node:zlib";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { mimeTree, type MimePart } from "../../src/compose/tree.js";
+import { runCli, stderrJson, stdoutJson } from "../helpers/cli.js";
+import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
+import { startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
+
+const KEY = "msk_test_e2e_compose_Zp4Lq9";
+let t: TestSandbox;
+let sink: SmtpSink;
+let reportDir: string;
+let report: string;
+
+/** A real PNG of w x h pixels of one colour. */
+function png(w: number, h: number, rgb: [number, number, number]): Buffer {
+  const row = Buffer.concat([Buffer.from([0]), Buffer.alloc(w * 3).fill(Buffer.from(rgb))]);
+  const raw = Buffer.concat(Array.from({ length: h }, () => row));
+  const crcTable = Array.from({ length: 256 }, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  const crc = (b: Buffer) => {
+    let c = 0xffffffff;
+    for (const x of b) c = crcTable[(c ^ x) & 0xff]! ^ (c >>> 8);
+    return (c ^ 0xffffffff) >>> 0;
+  };
+  const chunk = (type: string, data: Buffer) => {
+    const body = Buffer.concat([Buffer.from(type, "latin1"), data]);
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const sum = Buffer.alloc(4);
+    sum.writeUInt32BE(crc(body));
+    return Buffer.concat([len, body, sum]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0);
+  ihdr.writeUInt32BE(h, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8);
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", deflateSync(raw)), chunk("IEND", Buffer.alloc(0))]);
+}
+
+/** Enough of a JPEG for a byte sniffer: SOI, an APP0 JFIF segment, EOI. */
+const JPEG = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10]), Buffer.from("JFIF\0", "latin1"), Buffer.alloc(9), Buffer.from([0xff, 0xd9])]);
+
+const REMOTE = "https://img.example.com/logo.png";
+const DATA_URI = "data:image/gif;base64,R0lGODlhAQABAAAAACw=";
+
+const REPORT_HTML = `<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>Nightly</title>
+<style>h1 { color: #b00; } td.num { text-align: right; }</style></head>
+<body>
+<h1>Nightly test report</h1>
+<p>Run <a href="https://ci.example.com/runs/42">#42</a> on main finished.</p>
+<table>
+  <tr><th>Suite</th><th>Passed</th><th>Failed</th></tr>
+  <tr><td>unit</td><td class="num">1204</td><td class="num">0</td></tr>
+  <tr><td>e2e</td><td class="num">87</td><td class="num">2</td></tr>
+</table>
+<p><img src="charts/trend.png" alt="pass rate trend"> <img src='charts/dur%61tion.png' alt="durations"></p>
+<p><img src="team.jpg" alt="the team"></p>
+<div style="background-image: url('team.jpg'); height: 20px">&nbsp;</div>
+<p><img src="${REMOTE}" alt="logo"> <img src="${DATA_URI}" alt="dot"></p>
+<!-- <img src="../secret.png"> in a comment is no reference -->
+</body></html>
+`;
+
+beforeAll(async () => {
+  t = await inProcessSandbox();
+  const tls = await t.scratch.tls();
+  sink = await startSmtpSink({ mode: "starttls", tls, key: KEY });
+  reportDir = join(t.scratch.dir, "report");
+  mkdirSync(join(reportDir, "charts"), { recursive: true });
+  writeFileSync(join(reportDir, "charts", "trend.png"), png(16, 8, [200, 30, 30]));
+  writeFileSync(join(reportDir, "charts", "duration.png"), png(8, 16, [30, 200, 30]));
+  writeFileSync(join(reportDir, "team.jpg"), JPEG);
+  writeFileSync(join(t.scratch.dir, "secret.png"), png(2, 2, [1, 2, 3]));
+  symlinkSync(join(t.scratch.dir, "secret.png"), join(reportDir, "link-out.png"));
+  report = join(reportDir, "index.html");
+  writeFileSync(report, REPORT_HTML);
+});
+
+afterAll(async () => {
+  await sink?.close();
+  await t?.stop();
+  t?.scratch.remove();
+});
+
+beforeEach(() => sink.reset());
+
+const MSG = ["-f", "Reports <ci@example.com>", "-t", "dev@example.com", "-s", "Nightly report"];
+
+function viaSink(args: string[]) {
+  return runCli(
+    ["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", join(t.scratch.dir, "tls", "ca.pem"), ...args],
+    { env: { MAILSEND_API_KEY: KEY } },
+  );
+}
+
+function leaves(n: MimePart): MimePart[] {
+  return n.parts ? n.parts.flatMap(leaves) : [n];
+}
+
+/** The checks of issue 14 on one received message. */
+async function checkReport(raw: Buffer) {
+  const tree = mimeTree(raw);
+  // multipart/alternative: text/plain, then multipart/related (the HTML and its images).
+  expect(tree.type).toBe("multipart/alternative");
+  expect(tree.parts!.map((p) => p.type)).toEqual(["text/plain", "multipart/related"]);
+  const related = tree.parts![1]!;
+  expect(related.parts!.map((p) => p.type)).toEqual(["text/html", "image/png", "image/png", "image/jpeg"]);
+  const inline = leaves(tree).filter((p) => p.cid !== undefined);
+  expect(inline).toHaveLength(3);
+  expect(inline.every((p) => p.disposition === "inline")).toBe(true);
+
+  const email = await parseEml(raw);
+  const parts = email.attachments.filter((a) => a.related);
+  expect(parts).toHaveLength(3);
+  expect(parts.map((a) => a.mimeType).sort()).toEqual(["image/jpeg", "image/png", "image/png"]);
+  const cids = new Set(parts.map((a) => a.contentId!.replace(/^<|>$/g, "")));
+  const html = email.html!;
+  const used = [...html.matchAll(/cid:([^"')\s]+)/g)].map((m) => m[1]!);
+  // Every cid: of the HTML resolves to a part, and every part is used (the JPEG twice).
+  expect(used).toHaveLength(4);
+  for (const c of used) expect(cids.has(c), `cid:${c}`).toBe(true);
+  expect(new Set(used)).toEqual(cids);
+  const jpegCid = parts.find((a) => a.mimeType === "image/jpeg")!.contentId!.replace(/^<|>$/g, "");
+  expect(html).toContain(`src="cid:${jpegCid}"`);
+  expect(html).toContain(`url(cid:${jpegCid})`);
+  // The bytes are the files' bytes.
+  expect(Buffer.from(parts.find((a) => a.mimeType === "image/jpeg")!.content as ArrayBuffer).equals(JPEG)).toBe(true);
+  // Remote and data: references as written; the comment untouched; the rest of the HTML as written.
+  expect(html).toContain(`<img src="${REMOTE}" alt="logo">`);
+  expect(html).toContain(`<img src="${DATA_URI}" alt="dot">`);
+  expect(html).toContain('<!-- <img src="../secret.png"> in a comment is no reference -->');
+  expect(html).toContain('<tr><td>unit</td><td class="num">1204</td><td class="num">0</td></tr>');
+  expect(html).not.toMatch(/src=["']?(charts|team)/);
+
+  // The generated text part reads as the report does.
+  const text = email.text!;
+  expect(text).toContain("Nightly test report");
+  expect(text).toContain("Run #42 [https://ci.example.com/runs/42] on main finished.");
+  expect(text).toMatch(/Suite\s+Passed\s+Failed\n/);
+  expect(text).toMatch(/unit\s+1204\s+0\n/);
+  expect(text).toMatch(/e2e\s+87\s+2\n/);
+  expect(text).toContain("pass rate trend");
+  expect(text).not.toContain("cid:");
+  expect(text).not.toContain("<");
+}
+
+describe("an HTML report with local images", () => {
+  it("over a real smtp-server: three inline parts, each cid resolves, remote and data: untouched, a text part", async () => {
+    const r = await viaSink([...MSG, "--html-file", report, "--json"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(sink.messages).toHaveLength(1);
+    await checkReport(sink.messages[0]!.raw);
+  });
+
+  it("--transport auto against the sandbox: SMTP because of the inline images, said in --json and -v; stored as built", async () => {
+    const before = t.sb.store.count;
+    const r = await runCli(["send", "--transport", "auto", ...MSG, "--html-file", report, "--json"], { env: t.env });
+    expect(r.exitCode, r.stderr).toBe(0);
+    const out = stdoutJson(r);
+    expect(out.transport).toBe("smtp");
+    expect(out.reason).toBe("inline images");
+    expect(t.sb.store.count).toBe(before + 1);
+    const m = (await t.sb.store.list({ limit: 1 }))[0]!;
+    expect(m.channel).toBe("smtp");
+    await checkReport((await t.sb.store.raw(m.id))!);
+
+    const v = await runCli(["send", "--transport", "auto", ...MSG, "--html-file", report, "-v"], { env: t.env });
+    expect(v.exitCode, v.stderr).toBe(0);
+    expect(v.stderr).toContain("--transport auto: smtp (inline images)");
+    expect(v.stderr).toMatch(/inline image charts\/trend\.png -> cid:trend\.png\.[0-9a-f]{12}@mailsend/);
+  });
+
+  it("--transport auto sends plain HTML (no local images) over REST, and says why", async () => {
+    const r = await runCli(["send", "--transport", "auto", ...MSG, "--html", `<p>hi <img src="${REMOTE}"></p>`, "--json"], { env: t.env });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(stdoutJson(r)).toMatchObject({ transport: "rest", reason: "REST carries the whole message" });
+    expect((await t.sb.store.list({ limit: 1 }))[0]!.channel).toBe("rest");
+  });
+
+  it("--transport auto with only REST configured fails clearly when REST would lose the images; nothing sent", async () => {
+    const before = t.sb.store.count;
+    const env = { ...t.env, MAILSEND_SMTP_HOST: undefined } as unknown as Record<string, string>;
+    const r = await runCli(["send", "--transport", "auto", ...MSG, "--html-file", report, "--json"], { env });
+    expect(r.exitCode).toBe(78);
+    expect(stderrJson(r).error.message).toContain("inline images");
+    expect(stderrJson(r).error.hint).toContain("--no-embed");
+    expect(t.sb.store.count).toBe(before);
+  });
+
+  it("--transport rest: a clear error that says to use SMTP or --no-embed; nothing sent", async () => {
+    const before = t.sb.store.count;
+    const r = await runCli(["send", "--transport", "rest", ...MSG, "--html-file", report], { env: t.env });
+    expect(r.exitCode).toBe(64);
+    expect(r.stderr).toContain("3 inline images");
+    expect(r.stderr).toContain("--transport smtp");
+    expect(r.stderr).toContain("--no-embed");
+    expect(t.sb.store.count).toBe(before);
+  });
+
+  it("--no-embed sends the references as written (over REST too)", async () => {
+    const r = await runCli(["send", "--transport", "rest", ...MSG, "--html-file", report, "--no-embed", "--json"], { env: t.env });
+    expect(r.exitCode, r.stderr).toBe(0);
+    const m = (await t.sb.store.list({ limit: 1 }))[0]!;
+    const email = await parseEml((await t.sb.store.raw(m.id))!);
+    expect(email.html).toContain('<img src="charts/trend.png" alt="pass rate trend">');
+    expect(email.attachments).toHaveLength(0);
+  });
+
+  it("--dry-run shows the MIME tree and the rewritten references, and sends nothing", async () => {
+    const r = await viaSink([...MSG, "--html-file", report, "--dry-run"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(sink.connections).toBe(0);
+    expect(r.stdout).toMatch(/^# inline image charts\/trend\.png -> cid:trend\.png\.[0-9a-f]{12}@mailsend \(.*trend\.png, image\/png, \d+ B\)$/m);
+    expect(r.stdout).toMatch(/^# inline image team\.jpg -> cid:team\.jpg\.[0-9a-f]{12}@mailsend/m);
+    expect(r.stdout.match(/^# inline image /gm)).toHaveLength(3);
+    expect(r.stdout).toContain("# MIME tree:\n#   multipart/alternative\n#     text/plain  ");
+    expect(r.stdout).toMatch(/^# {7}image\/jpeg {2}\d+ B {2}cid:team\.jpg\.[0-9a-f]{12}@mailsend {2}inline team\.jpg$/m);
+
+    const j = await viaSink([...MSG, "--html-file", report, "--dry-run", "--json"]);
+    expect(j.exitCode, j.stderr).toBe(0);
+    const out = stdoutJson(j);
+    expect(out.mime_tree.type).toBe("multipart/alternative");
+    expect(out.inline_images.map((i: { ref: string }) => i.ref)).toEqual(["charts/trend.png", "charts/dur%61tion.png", "team.jpg"]);
+    expect(out.inline_images[2]).toMatchObject({ type: "image/jpeg", size: JPEG.length });
+  });
+
+  it("--inline adds a part for HTML that already says cid:", async () => {
+    const logo = join(reportDir, "charts", "trend.png");
+    const r = await viaSink([...MSG, "--html", '<p><img src="cid:logo"></p>', "--inline", `${logo}#logo`]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const email = await parseEml(sink.messages[0]!.raw);
+    expect(email.attachments.map((a) => [a.contentId, a.mimeType, a.related])).toEqual([["<logo>", "image/png", true]]);
+  });
+
+  it("--inline-css puts the <style> rules on the elements", async () => {
+    const r = await viaSink([...MSG, "--html-file", report, "--inline-css"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const email = await parseEml(sink.messages[0]!.raw);
+    expect(email.html).toMatch(/<h1 style="color: #b00;?">Nightly test report<\/h1>/);
+    expect(email.html).toMatch(/<td class="num" style="text-align: right;?"[^>]*>1204<\/td>/);
+  });
+});
+
+describe("references that must not be embedded", () => {
+  const attempts: Array<[string, string]> = [
+    ["../secret.png", "outside the base directory"],
+    ["..%2fsecret.png", "outside the base directory"],
+    ["charts/..%2F..%2F..%2Fsecret.png", "outside the base directory"],
+    ["/etc/passwd", "outside the base directory"],
+    ["file:///etc/passwd", "outside the base directory"],
+    ["link-out.png", "symlink that leads outside"],
+  ];
+  for (const [ref, why] of attempts) {
+    it(`${ref}: refused (65), nothing sent`, async () => {
+      const html = join(reportDir, `attempt-${attempts.findIndex((a) => a[0] === ref)}.html`);
+      writeFileSync(html, `<p>x</p><img src="${ref}">`);
+      const r = await viaSink([...MSG, "--html-file", html, "--json"]);
+      expect(r.exitCode).toBe(65);
+      const e = stderrJson(r).error;
+      expect(e.message).toContain(JSON.stringify(ref));
+      expect(e.message).toContain(why);
+      expect(e.message).toContain("nothing was sent");
+      expect(sink.connections).toBe(0);
+      expect(sink.messages).toHaveLength(0);
+    });
+  }
+
+  it("a file that is not an image (by its bytes, whatever its name) is refused", async () => {
+    writeFileSync(join(reportDir, "notes.png"), "just text\n");
+    const html = join(reportDir, "not-image.html");
+    writeFileSync(html, '<img src="notes.png">');
+    const r = await viaSink([...MSG, "--html-file", html]);
+    expect(r.exitCode).toBe(65);
+    expect(r.stderr).toContain('image reference "notes.png" is text, not an image');
+    expect(sink.connections).toBe(0);
+  });
+
+  it("a missing file is 66, naming the reference and the path tried", async () => {
+    const html = join(reportDir, "missing.html");
+    writeFileSync(html, '<img src="charts/gone.png">');
+    const r = await viaSink([...MSG, "--html-file", html]);
+    expect(r.exitCode).toBe(66);
+    expect(r.stderr).toContain(`image "charts/gone.png" not found: looked for ${join(reportDir, "charts", "gone.png")}`);
+    expect(sink.connections).toBe(0);
+  });
+
+  it("--base-dir that covers the file allows it", async () => {
+    const html = join(reportDir, "parent.html");
+    writeFileSync(html, '<img src="../secret.png">');
+    const r = await viaSink([...MSG, "--html-file", html, "--base-dir", t.scratch.dir]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const email = await parseEml(sink.messages[0]!.raw);
+    expect(email.attachments.filter((a) => a.related)).toHaveLength(1);
+  });
+
+  it("HTML on stdin resolves against the current directory", async () => {
+    const r = await runCli(
+      ["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", join(t.scratch.dir, "tls", "ca.pem"), ...MSG, "--html-file", "-"],
+      { env: { MAILSEND_API_KEY: KEY }, cwd: join(reportDir, "charts"), input: '<p><img src="trend.png"></p><img src="../team.jpg">' },
+    );
+    expect(r.exitCode).toBe(65);
+    expect(r.stderr).toContain('"../team.jpg" resolves to');
+    expect(sink.connections).toBe(0);
+
+    // --base-dir: stdin HTML's references resolve against it.
+    const ok = await runCli(
+      ["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", join(t.scratch.dir, "tls", "ca.pem"), ...MSG, "--html-file", "-", "--base-dir", reportDir],
+      { env: { MAILSEND_API_KEY: KEY }, cwd: t.scratch.dir, input: '<p><img src="charts/trend.png"></p><img src="team.jpg">' },
+    );
+    expect(ok.exitCode, ok.stderr).toBe(0);
+    expect((await parseEml(sink.messages[0]!.raw)).attachments.filter((a) => a.related)).toHaveLength(2);
+  });
+});

@@ -38,7 +38,7 @@ const CLASSES = {
 };
 
 /** Inputs that would carry a secret: refused, since an input's value can end up in logs. */
-const SECRET_INPUTS = /^INPUT_(?:API[-_]?KEY|APIKEY|KEY|TOKEN|PASSWORD|SECRET)$/;
+const SECRET_INPUTS = /^INPUT_(?:MAILSEND[-_])?(?:API[-_]?KEY|APIKEY|KEY|TOKEN|PASSWORD|SECRET)$/;
 
 class ActionError extends Error {
   constructor(message, { hint, exit = 64, exitClass = "input" } = {}) {

@@ -241,10 +241,10 @@ describe("a failing step", () => {
   test("a key given as an input (with: api-key: …): refused, its value never shown, nothing sent", async () => {
     const secret = "msk_live_pasted_into_with_9Qz";
     const before = t.sb.store.count;
-    for (const name of ["api-key", "token", "password"]) {
+    for (const name of ["api-key", "token", "password", "MAILSEND_API_KEY"]) {
       const r = await step({ from: "ci@example.com", to: "dev@example.com", subject: "as input", body: "hi", "base-url": t.env.MAILSEND_BASE_URL!, [name]: secret });
       expect(r.exitCode).toBe(64);
-      expect(r.stdout).toMatch(new RegExp(`^::error title=mailsend::the action has no input "${name}": the API key is never an input`, "m"));
+      expect(r.stdout).toMatch(new RegExp(`^::error title=mailsend::the action has no input "${name.toLowerCase()}": the API key is never an input`, "m"));
       expect(r.stdout).toContain("MAILSEND_API_KEY");
       expect(r.outputs).toMatchObject({ "exit-code": "64", "exit-class": "config" });
       expect(r.stdout + r.stderr + r.summary + JSON.stringify(r.outputs)).not.toContain(secret);

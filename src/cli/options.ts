@@ -86,6 +86,14 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
   { group: "Limits", flags: "--no-wait", description: "fail at once (exit 75) when the rate limit is used up" },
   {
     group: "Limits",
+    flags: "--queue <mode>",
+    description:
+      "never (default): send now or fail; auto: send now, else keep it in the outbox and deliver it later (exit 0, 'queued <id>'); always: only put it in the outbox (mailsend queue --help)",
+    env: "MAILSEND_QUEUE",
+    choices: ["auto", "always", "never"],
+  },
+  {
+    group: "Limits",
     flags: "--retries <n>",
     description:
       "retries (default 3) of: a failed connection, a timeout, HTTP 408, 429 and every 5xx (500 too), SMTP 4xx, a lost answer (the idempotency key makes that safe); never other HTTP 4xx (400, 401, 403, 404, 413, 422) or SMTP 5xx",

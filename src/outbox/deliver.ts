@@ -86,17 +86,18 @@ export class OutboxSender {
     }
     const preferred: Preferred = raw === "" ? "auto" : (raw as Preferred);
     const configs: Partial<Record<TransportName, TransportConfig>> = {};
-    let firstError: unknown;
+    // Both channels when both are configured: auto needs them, and `send --queue` may have chosen either.
+    const errors: Partial<Record<TransportName, unknown>> = {};
     for (const name of ["rest", "smtp"] as const) {
-      if (preferred !== "auto" && preferred !== name) continue;
       try {
         configs[name] = await resolveTransportConfig({ transport: name }, e, { stdin: noStdin(), needKey: true, profile: settings.profile });
       } catch (err) {
-        firstError ??= err;
+        errors[name] = err;
       }
     }
+    if (preferred !== "auto" && !configs[preferred]) throw errors[preferred];
     const any = configs.rest ?? configs.smtp;
-    if (!any) throw firstError;
+    if (!any) throw errors.rest ?? errors.smtp;
     const limits = resolveLimits({}, e);
     const store = openSlotStore(any.apiKey, limits, e, { ...(any.caFile ? { caFile: any.caFile } : {}), ...(opts.trace ? { trace: opts.trace } : {}) });
     return new OutboxSender(configs, preferred, store, limits, opts);

@@ -4,6 +4,7 @@
  * holds the outbox (a lock whose mtime it refreshes, so a runner killed with
  * -9 stops holding it within seconds); any number of processes add to it.
  */
+import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { randomInt } from "node:crypto";
 import { MailsendError, exitCodeFor, toMailsendError } from "../core/errors.js";
@@ -196,12 +197,18 @@ export class QueueRunner {
       this.stop();
     });
     if (!release) return { ran: false, sent: 0, deferred: 0, failed: 0, left: (await this.outbox.ids()).length };
+    // Which process holds it, for a person (and a test) that wants to stop it.
+    const pidFile = join(this.outbox.dir, "runner.pid");
+    await writeFile(pidFile, `${process.pid}\n`).catch(() => {});
     try {
       await this.outbox.sweepTmp();
       await this.loop();
     } finally {
       for (const s of this.senders.values()) await (await s.catch(() => undefined))?.close();
-      if (!compromised) await release().catch(() => {});
+      if (!compromised) {
+        await rm(pidFile, { force: true }).catch(() => {});
+        await release().catch(() => {});
+      }
     }
     this.summary.left = (await this.outbox.ids()).length;
     return this.summary;
@@ -316,7 +323,8 @@ export class QueueRunner {
     try {
       const message = await prepareMessage(raw, meta.envelope, meta.idempotencyKey);
       const sender = await this.sender(meta.profile);
-      const chosen = sender.choose(message);
+      // What `send --queue` queued goes as send chose; mail from other programs as the outbox chooses.
+      const chosen = meta.source === "send" && (meta.transport === "rest" || meta.transport === "smtp") ? { transport: meta.transport, reason: `--transport ${meta.transport}` } : sender.choose(message);
       const result = await sender.send(message, chosen, { signal: this.stopController.signal });
       // Accepted: from here on nothing may make it go out again except under its own key.
       this.due.delete(id);

@@ -7,7 +7,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { MailsendError, toMailsendError } from "../core/errors.js";
-import type { SendResult } from "../core/transport.js";
+import type { SendResult, TransportName } from "../core/transport.js";
 import type { Env } from "../limits/budget.js";
 import { OutboxSender, isTemporary, type Chosen } from "./deliver.js";
 import { prepareMessage } from "./message.js";
@@ -30,6 +30,12 @@ export interface SubmitOptions {
   quickWaitMs?: number;
   /** How long the at-once attempt may take (ms). */
   quickDeadlineMs?: number;
+  /**
+   * `send --queue`: the transport send chose, kept with the message (send's
+   * own rules apply, e.g. a text body as <pre> over REST), and its key.
+   */
+  transport?: TransportName;
+  idempotencyKey?: string;
 }
 
 export function queueModeFrom(flag: string | undefined, env: Env): QueueMode {
@@ -41,7 +47,7 @@ export function queueModeFrom(flag: string | undefined, env: Env): QueueMode {
 const HOLD_MS = 120_000;
 
 export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOptions): Promise<SubmitResult> {
-  const key = randomUUID();
+  const key = opts.idempotencyKey ?? randomUUID();
   // Bad input is refused before anything is queued.
   const message = await prepareMessage(raw, envelope, key);
   const outbox = Outbox.fromEnv(opts.env);
@@ -55,7 +61,7 @@ export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOption
     ...(opts.trace ? { trace: opts.trace } : {}),
   });
   try {
-    const chosen = sender.choose(message);
+    const chosen = opts.transport ? { transport: opts.transport, reason: `--transport ${opts.transport}` } : sender.choose(message);
     opts.trace?.(`* over ${chosen.transport}: ${chosen.reason}`);
     if (opts.mode === "never") return { status: "sent", result: await sender.send(message, chosen), chosen };
     const add = (holdUntil?: number) =>
@@ -65,6 +71,7 @@ export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOption
         idempotencyKey: key,
         source: opts.source,
         ...(opts.profile ? { profile: opts.profile } : {}),
+        ...(opts.transport ? { transport: opts.transport } : {}),
         subject: message.subject,
         headerFrom: message.from.name ? `${message.from.name} <${message.from.address}>` : message.from.address,
         ...(holdUntil ? { holdUntil } : {}),

@@ -28,7 +28,7 @@ interface OutputFlags {
   profile?: string;
 }
 
-type SendFlags = MessageFlags & ConnectionFlags & OutputFlags & BudgetCliFlags;
+type SendFlags = MessageFlags & ConnectionFlags & OutputFlags & BudgetCliFlags & { queue?: string };
 
 export function resultJson(r: SendResult, stdin?: StdinDecision): Record<string, unknown> {
   return {
@@ -148,6 +148,12 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
         await preview(transport, message, io, json, choice, inlined);
         return 0;
       }
+      const queueMode = flags.queue ?? io.env.MAILSEND_QUEUE ?? "never";
+      if (queueMode !== "never") {
+        const { runSendQueued } = await import("./send-queue.js");
+        return await runSendQueued(message, config.transport, queueMode, { profile: flags.profile, json, quiet: flags.quiet ?? false, ...(trace ? { trace } : {}) }, io);
+      }
+
       const progress = new Progress(io, !flags.quiet && !json && !trace);
       const sending = `sending over ${transport.name}...`;
       const budget = await openBudget(flags, config.apiKey, settings.env, { ...(config.caFile ? { caFile: config.caFile } : {}), ...(trace ? { trace } : {}) });

@@ -1,0 +1,44 @@
+import type { Message } from "../../core/message.js";
+import type { TransportName } from "../../core/transport.js";
+import { rawOfMessage } from "../../outbox/from-message.js";
+import { queueModeFrom, submit } from "../../outbox/submit.js";
+import { colorsFor, type CliIO } from "../io.js";
+import { resultJson } from "./send.js";
+
+/**
+ * `send --queue auto|always`: the message goes through the outbox, as mail
+ * from sendmail does, with the transport send chose and its own key.
+ */
+export async function runSendQueued(
+  message: Message,
+  transport: TransportName,
+  mode: string,
+  opts: { profile?: string | undefined; json: boolean; quiet: boolean; trace?: (line: string) => void },
+  io: CliIO,
+): Promise<number> {
+  const queueMode = queueModeFrom(mode, io.env);
+  const { raw, envelope } = await rawOfMessage(message);
+  const r = await submit(raw, envelope, {
+    mode: queueMode,
+    env: io.env,
+    source: "send",
+    transport,
+    idempotencyKey: message.idempotencyKey,
+    ...(opts.profile ? { profile: opts.profile } : {}),
+    ...(opts.trace ? { trace: opts.trace } : {}),
+  });
+  if (r.status === "sent") {
+    if (opts.json) io.stdout.write(`${JSON.stringify(resultJson(r.result))}\n`);
+    else if (!opts.quiet) {
+      const out = colorsFor(io.stdout, io.env);
+      io.stdout.write(`${out.green("sent")} ${r.result.messageId} ${out.dim(`(${r.result.transport}, to ${r.result.recipients.join(", ")})`)}\n`);
+    }
+    return 0;
+  }
+  if (opts.json) io.stdout.write(`${JSON.stringify({ ok: true, queued: true, id: r.id, reason: r.reason, idempotency_key: message.idempotencyKey, recipients: envelope.to })}\n`);
+  else {
+    const out = colorsFor(io.stdout, io.env);
+    io.stdout.write(`${out.yellow("queued")} ${r.id} ${out.dim(`(${r.reason}; mailsend queue shows it, it goes out by itself)`)}\n`);
+  }
+  return 0;
+}

@@ -1,4 +1,47 @@
 #!/usr/bin/env node
-import { main } from "../dist/cli/main.js";
+// Node 22.1+ can keep the code it compiled from mailsend's files in a cache, so a run after the
+// first does not compile them again. It lives in the user's cache directory; a directory that
+// cannot be made or written only means no cache, as does NODE_DISABLE_COMPILE_CACHE=1.
+// A NODE_COMPILE_CACHE set by the user has already been applied by Node and is left as it is.
+import module from "node:module";
 
+if (typeof module.enableCompileCache === "function" && !process.env.NODE_COMPILE_CACHE && !process.env.NODE_DISABLE_COMPILE_CACHE) {
+  try {
+    const dir = compileCacheDir(process.env, process.platform);
+    if (dir && makeDir(module.createRequire(import.meta.url)("node:fs"), dir, 0)) module.enableCompileCache(dir);
+  } catch {}
+}
+
+const { main } = await import("../dist/cli/main.js");
 await main();
+
+function compileCacheDir(env, platform) {
+  const sep = platform === "win32" ? "\\" : "/";
+  const home = env.HOME || env.USERPROFILE;
+  if (platform === "win32") return env.LOCALAPPDATA ? [env.LOCALAPPDATA, "mailsend", "compile-cache"].join(sep) : undefined;
+  if (!home && !env.XDG_CACHE_HOME) return undefined;
+  if (platform === "darwin") return [home, "Library", "Caches", "mailsend", "compile-cache"].join(sep);
+  return [env.XDG_CACHE_HOME || [home, ".cache"].join(sep), "mailsend", "compile-cache"].join(sep);
+}
+
+// One level at a time: Node's own recursive mkdir (which enableCompileCache uses) never returns
+// where a parent exists but refuses children with ENOENT (under /proc, say).
+function makeDir(fs, dir, depth) {
+  const made = () => {
+    try {
+      fs.mkdirSync(dir);
+      return true;
+    } catch (e) {
+      return e.code === "EEXIST" && fs.statSync(dir).isDirectory();
+    }
+  };
+  try {
+    fs.mkdirSync(dir);
+    return true;
+  } catch (e) {
+    if (e.code === "EEXIST") return fs.statSync(dir).isDirectory();
+    if (e.code !== "ENOENT" || depth > 16) return false;
+  }
+  const parent = dir.replace(/[\\/][^\\/]*$/, "");
+  return parent !== "" && parent !== dir && makeDir(fs, parent, depth + 1) && made();
+}

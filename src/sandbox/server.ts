@@ -27,6 +27,7 @@ import { FileMessageStore } from "./store.js";
 import { ensureTls, type TlsMaterial } from "./tls.js";
 import { createWriter } from "./writer.js";
 import { createInboxHandler } from "./web.js";
+import { createAccessGate, isLoopback, newToken } from "./access.js";
 
 export const SANDBOX_DEFAULTS = {
   host: "127.0.0.1",
@@ -57,6 +58,11 @@ export interface SandboxOptions {
   faults?: Partial<FaultConfig>;
   /** Threads that build and write message files (default 1 when there are 2+ cores; 0 = in the main thread). */
   writerThreads?: number;
+  /**
+   * The token the control API and the web inbox require when `host` is not a
+   * loopback address (default: a new random one per start). Ignored on loopback.
+   */
+  token?: string;
 }
 
 export interface Sandbox {
@@ -77,6 +83,9 @@ export interface Sandbox {
   apiKeyFile?: string;
   /** The variables that point mailsend at this sandbox (STARTTLS port for SMTP). */
   env: Record<string, string>;
+  /** Listening beyond loopback (--host 0.0.0.0 or an interface): then `token` guards /_sandbox/* and the inbox. */
+  exposed: boolean;
+  token?: string;
   close(): Promise<void>;
 }
 
@@ -229,11 +238,16 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     };
 
     const handleSend = createSendHandler(core);
-    const inbox = createInboxHandler(store);
+    // Host (and beyond loopback the token) is checked for every route here, so the inbox need not.
+    const inbox = createInboxHandler(store, { checkHost: false });
+    const exposed = !isLoopback(host);
+    const token = exposed ? options.token || newToken() : undefined;
+    const gate = createAccessGate({ host, ...(token ? { token } : {}) });
     const control = createControlHandler(core);
     const route = async (req: http.IncomingMessage, res: http.ServerResponse, expectContinue: boolean) => {
       try {
         const path = (req.url ?? "/").split("?")[0]!;
+        if (gate(req, res, path)) return;
         if (path === "/send") return await handleSend(req, res, expectContinue);
         if (expectContinue) res.writeContinue();
         if (path.startsWith("/_sandbox/")) return await control(req, res, path);
@@ -303,6 +317,8 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
       ...(createdKey ? { createdKey } : {}),
       ...(keyFile ? { apiKeyFile: keyFile } : {}),
       env,
+      exposed,
+      ...(token ? { token } : {}),
       close: () => (closing ??= cleanup()),
     };
   } catch (e) {

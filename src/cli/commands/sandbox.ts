@@ -69,11 +69,14 @@ function readyJson(sb: Sandbox): Record<string, unknown> {
     api_key_file: sb.apiKeyFile ?? null,
     key_created: sb.createdKey ? sb.createdKey.id : null,
     rate_limit: { limit: sb.limiter.limit, window_ms: sb.limiter.windowMs },
+    // Beyond loopback: the token of /_sandbox/* and the inbox, given only here, once.
+    exposed: sb.exposed,
+    token: sb.token ?? null,
     env: sb.env,
   };
 }
 
-function banner(sb: Sandbox, io: CliIO): string {
+function banner(sb: Sandbox, io: CliIO, listenHost: string): string {
   const c = colorsFor(io.stdout, io.env);
   const lines: string[] = [];
   lines.push(`${c.green("mailsend sandbox is running")} ${c.dim(`(data in ${sb.dir})`)}`);
@@ -82,6 +85,16 @@ function banner(sb: Sandbox, io: CliIO): string {
   lines.push(`  SMTP    ${sb.host}:${sb.ports.smtp} (STARTTLS required)   ${sb.host}:${sb.ports.smtps} (implicit TLS)   user ${sb.env.MAILSEND_SMTP_USER ?? "mailsend"}`);
   lines.push(`  Inbox   ${sb.urls.inbox}`);
   lines.push(`  Limit   ${sb.limiter.limit} requests per ${sb.limiter.windowMs / 1000} s per key, REST and SMTP together`);
+  if (sb.exposed) {
+    lines.push("");
+    lines.push(
+      c.yellow(
+        `warning: listening on ${listenHost}${listenHost === "0.0.0.0" || listenHost === "::" ? " (every interface)" : ""}, beyond this machine: anyone who can reach these ports can send with a key, so the control API (/_sandbox/*) and the inbox require this token, shown only this once:`,
+      ),
+    );
+    lines.push(`  ${sb.token}`);
+    lines.push(c.dim(`  curl: -H 'Authorization: Bearer <token>'   browser: open the inbox once as ${sb.urls.inbox}?token=<token>`));
+  }
   const f = sb.faults.config;
   if (f.failRate > 0 || f.dropRate > 0 || f.latencyMs > 0) {
     lines.push(
@@ -139,12 +152,14 @@ export async function runSandbox(flags: SandboxFlags, io: CliIO, stop: StopSigna
       ...(flags.maxSize !== undefined ? { maxSize: flags.maxSize } : {}),
       ...(flags.writerThreads !== undefined ? { writerThreads: flags.writerThreads } : {}),
       ...(flags.smtpUser !== undefined ? { smtpUser: flags.smtpUser } : {}),
+      // A token the clients already know (a compose file, a CI service): else a new one per start.
+      ...(io.env.MAILSEND_SANDBOX_TOKEN ? { token: io.env.MAILSEND_SANDBOX_TOKEN } : {}),
       faults,
     });
     const running = sb;
     if (json) io.stdout.write(`${JSON.stringify(readyJson(running))}\n`);
     else {
-      io.stdout.write(banner(running, io));
+      io.stdout.write(banner(running, io, flags.host ?? SANDBOX_DEFAULTS.host));
       const c = colorsFor(io.stderr, io.env);
       running.store.subscribe((m) => io.stderr.write(c.dim(logLine(m))));
     }

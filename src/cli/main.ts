@@ -1,5 +1,5 @@
 import { VERSION } from "../core/version.js";
-import { processIO } from "./io.js";
+import type { CliIO } from "./io.js";
 
 /**
  * Entry of the built binary: the only place that sets the process's exit code.
@@ -31,4 +31,9 @@ export async function main(argv = process.argv.slice(2), invokedAs = process.arg
 function roleOf(path: string | undefined): "sendmail" | "mailq" | undefined {
   const base = path?.split(/[\\/]/).pop()?.replace(/\.(js|mjs|cjs|exe|cmd)$/i, "");
   return base === "sendmail" || base === "mailq" ? base : undefined;
+}
+
+/** The process's own streams. Made here, not by io.ts, which loads chalk: --version needs neither. */
+function processIO(): CliIO {
+  return { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env };
 }

@@ -2,28 +2,32 @@
  * The one place where an error becomes output and an exit code.
  */
 import { toMailsendError } from "../core/errors.js";
+import { redactForPrint } from "../core/redact.js";
 import { annotation, inGitHubActions } from "./github.js";
 import { colorsFor, type CliIO } from "./io.js";
 
 export function reportError(e: unknown, io: CliIO, opts: { json: boolean; verbose?: boolean }): number {
   const err = toMailsendError(e);
+  // Every printed word passes the one redactor (a URL's password never shows, whoever built the message).
+  const message = redactForPrint(err.message);
+  const hint = err.hint === undefined ? undefined : redactForPrint(err.hint);
   if (opts.json) {
-    io.stderr.write(`${JSON.stringify({ error: err.toJSON() })}\n`);
+    io.stderr.write(`${JSON.stringify({ error: { ...err.toJSON(), message, ...(hint ? { hint } : {}) } })}\n`);
   } else {
     const c = colorsFor(io.stderr, io.env);
-    io.stderr.write(`${c.red("error:")} ${err.message}\n`);
-    if (err.hint) io.stderr.write(`${c.dim("hint:")} ${err.hint}\n`);
+    io.stderr.write(`${c.red("error:")} ${message}\n`);
+    if (hint) io.stderr.write(`${c.dim("hint:")} ${hint}\n`);
     if (err.code === "internal" && opts.verbose && err.cause instanceof Error && err.cause.stack) {
       io.stderr.write(`${err.cause.stack}\n`);
     }
   }
   // In GitHub Actions the error also shows on the run's summary page. On stderr, so
   // stdout stays data (--json); error messages never hold the key.
-  if (inGitHubActions(io.env)) io.stderr.write(annotation("error", err.message, err.hint));
+  if (inGitHubActions(io.env)) io.stderr.write(annotation("error", message, hint));
   return err.exitCode;
 }
 
 export function warn(io: CliIO, message: string): void {
   const c = colorsFor(io.stderr, io.env);
-  io.stderr.write(`${c.yellow("warning:")} ${message}\n`);
+  io.stderr.write(`${c.yellow("warning:")} ${redactForPrint(message)}\n`);
 }

@@ -32,12 +32,30 @@ export function makeRedactor(secret: string | undefined, user = "mailsend"): (s:
  * a ":" before the first "/" says it is a password holding a "/".
  */
 export function stripUserinfo(text: string): string {
-  return text.replace(/\b([a-z][a-z0-9+.-]*:\/\/)(\S*)/gi, (whole: string, scheme: string, rest: string) => {
-    const at = rest.lastIndexOf("@");
-    if (at < 0) return whole;
-    const before = rest.slice(0, at);
-    const cut = before.search(/[/?#]/);
-    if (cut >= 0 && !before.slice(0, cut).includes(":")) return whole;
-    return scheme + rest.slice(at + 1);
-  });
+  return (
+    text
+      .replace(/\b([a-z][a-z0-9+.-]*:\/\/)(\S*)/gi, (whole: string, scheme: string, rest: string) => {
+        const at = rest.lastIndexOf("@");
+        if (at < 0) return whole;
+        const before = rest.slice(0, at);
+        // "redis://[user:password@]host": a placeholder in a usage text, not a password.
+        if (before.startsWith("[")) return whole;
+        const cut = before.search(/[/?#]/);
+        if (cut >= 0 && !before.slice(0, cut).includes(":")) return whole;
+        return scheme + rest.slice(at + 1);
+      })
+      // A URL that does not parse may hold a password with a space in it (`redis://:my pass@host`):
+      // a "user:" right after the scheme, then an "@" on the same line, is userinfo all the same.
+      // (Not a host's port followed by prose: "http://host:8025 or mail a@b".)
+      .replace(/\b([a-z][a-z0-9+.-]*:\/\/)(?!\[)[^\s@/?#[\]]*:(?!\d+\s)[^\n@/?#]{0,256}@/gi, "$1")
+  );
+}
+
+/**
+ * Text on its way to a terminal, a log or --json: every URL without its
+ * userinfo. The one pass every printing path (errors, hints, warnings,
+ * doctor) makes; the key itself is kept out by makeRedactor where it is known.
+ */
+export function redactForPrint(text: string): string {
+  return stripUserinfo(text);
 }

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import { closeSync, createReadStream, createWriteStream, fsyncSync, mkdirSync, openSync, readSync, rmSync, writeSync } from "node:fs";
 import { ensurePrivateDir } from "../../limits/private-dir.js";
+import { redactForPrint } from "../../core/redact.js";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -184,7 +185,7 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     const journalPath =
       flags.journal ??
       (flags.results ? `${flags.results}.journal` : join(stateDir(io.env), "batches", `${createHash("sha256").update(opened.identity).digest("hex").slice(0, 24)}.journal`));
-    const say = (text: string) => (json ? io.stderr.write(`${JSON.stringify({ warning: text })}\n`) : warn(io, text));
+    const say = (text: string) => (json ? io.stderr.write(`${JSON.stringify({ warning: redactForPrint(text) })}\n`) : warn(io, text));
     if (!flags.journal && !flags.results && !flags.check) {
       // Journals hold addresses and subjects: the state dir is private (made 0700; a looser one is said).
       const loose = [ensurePrivateDir(stateDir(io.env)), ensurePrivateDir(join(stateDir(io.env), "batches"), "batch journal directory")];

@@ -2,6 +2,7 @@ import type { CertificateInfo } from "../../doctor/tls-info.js";
 import type { CheckName, CheckResult, DoctorFlags } from "../../doctor/checks.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { toMailsendError } from "../../core/errors.js";
+import { redactForPrint } from "../../core/redact.js";
 import { annotation, inGitHubActions } from "../github.js";
 import { reportError } from "../report.js";
 
@@ -38,8 +39,8 @@ export function checkJson(r: CheckResult): Record<string, unknown> {
     name: r.name,
     ok: r.ok,
     ...(r.skipped ? { skipped: true } : {}),
-    detail: r.detail,
-    ...(r.hint ? { hint: r.hint } : {}),
+    detail: redactForPrint(r.detail),
+    ...(r.hint ? { hint: redactForPrint(r.hint) } : {}),
     ...(r.exit !== undefined ? { exit: r.exit, code: r.code } : {}),
     ...(r.certificate ? { certificate: certificateJson(r.certificate) } : {}),
   };
@@ -57,9 +58,11 @@ function lineWriter(io: CliIO) {
   const indent = " ".repeat((fancy ? 2 : 5) + WIDTH + 2);
   return (r: CheckResult) => {
     const label = LABELS[r.name].padEnd(WIDTH);
-    const detail = r.ok ? r.detail : `${r.detail} ${c.dim(`(exit ${r.exit})`)}`;
+    const shown = redactForPrint(r.detail);
+    const detail = r.ok ? shown : `${shown} ${c.dim(`(exit ${r.exit})`)}`;
     io.stdout.write(`${mark(r)} ${r.skipped ? c.dim(label) : c.bold(label)}  ${r.skipped ? c.dim(detail) : detail}\n`);
-    if (r.hint) io.stdout.write(`${indent}${r.ok ? c.dim(`-> ${r.hint}`) : c.yellow(`-> ${r.hint}`)}\n`);
+    const hint = r.hint ? redactForPrint(r.hint) : undefined;
+    if (hint) io.stdout.write(`${indent}${r.ok ? c.dim(`-> ${hint}`) : c.yellow(`-> ${hint}`)}\n`);
   };
 }
 
@@ -90,7 +93,7 @@ export async function runDoctorCommand(opts: Record<string, unknown>, io: CliIO)
     // (in GitHub Actions it still becomes an annotation, for the run's summary page).
     if (json) return reportError(first.error, io, { json });
     const err = toMailsendError(first.error);
-    if (inGitHubActions(io.env)) io.stderr.write(annotation("error", err.message, err.hint));
+    if (inGitHubActions(io.env)) io.stderr.write(annotation("error", redactForPrint(err.message), err.hint ? redactForPrint(err.hint) : undefined));
     return err.exitCode;
   } catch (e) {
     return reportError(e, io, { json });

@@ -1,0 +1,256 @@
+// Issue 16's table: each of mailsend's figures beside the floor it is measured against, both
+// measured in the same run, interleaved (ours, floor, ours, floor, ...) so machine noise falls
+// on both alike; medians. Whole processes, wall clock. Run under this Node and, when one is
+// found, Node 24 as well (BENCH_NODE24=/path/to/node, else the binary .ci/run installs into
+// ~/.cache/mailsend-ci/node24).
+//
+//  - one REST send / a bare node:http POST of the same request (aim <= 1.3x)
+//  - one SMTP send / a bare nodemailer send of the same message, STARTTLS + AUTH LOGIN (<= 1.1x)
+//  - mailsend --version / node -e 0 (<= 1.15x); send --dry-run / node -e 0 (<= 1.5x)
+//  - batch REST, N messages at -c 32 / a bare node:http keep-alive client making the same N
+//    POSTs 32 at a time, both reading the same JSON lines (rate ratio, aim >= 0.85)
+//  - the budget: 4 processes x 15 sends sharing a limit of 10 per 5 s: share of the limit used
+//    (aim >= 0.97) and 429s seen (aim 0)
+// The floors are plain CommonJS scripts (require is the cheapest way to load node:http).
+// Knobs: BENCH_RUNS (default 11), BENCH_BATCH_N (1500), BENCH_BATCH_ROUNDS (3), BENCH_NODE24.
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, homedir, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { BIN, ROOT, median, runOnce, startSandbox, table } from "./lib.mjs";
+
+const RUNS = Number(process.env.BENCH_RUNS ?? 11);
+const N = Number(process.env.BENCH_BATCH_N ?? 1500);
+const ROUNDS = Number(process.env.BENCH_BATCH_ROUNDS ?? 3);
+const C = 32;
+const BUDGET = { limit: 10, windowS: 5, processes: 4, messages: 15 };
+
+const FROM = "bench@example.com";
+const TO = "someone@example.com";
+const HTML = "<p>Hello from the benchmark.</p>";
+
+function node24() {
+  if (process.env.BENCH_NODE24) return process.env.BENCH_NODE24;
+  const dir = join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "mailsend-ci", "node24", "node_modules");
+  const platform = `node-${process.platform}-${process.arch}`;
+  return [join(dir, "node", "bin", "node"), join(dir, platform, "bin", "node")].find((p) => existsSync(p));
+}
+
+const work = mkdtempSync(join(tmpdir(), "mailsend-bench-speed-"));
+const loads = [loadavg()[0]];
+
+// The floors: what a script doing only the same work costs.
+const nodemailerPath = JSON.stringify(join(ROOT, "node_modules", "nodemailer"));
+const FLOOR_POST = join(work, "post.cjs");
+writeFileSync(
+  FLOOR_POST,
+  `const http = require("node:http");
+const { randomUUID } = require("node:crypto");
+const body = JSON.stringify({ from: ${JSON.stringify(FROM)}, to: ${JSON.stringify(TO)}, subject: process.env.SUBJECT, html: ${JSON.stringify(HTML)} });
+const req = http.request(process.env.BASE_URL + "/send", { method: "POST", headers: { authorization: "Bearer " + process.env.KEY, "content-type": "application/json", "content-length": Buffer.byteLength(body), "idempotency-key": randomUUID(), "user-agent": "bench" } }, (res) => {
+  let s = "";
+  res.setEncoding("utf8");
+  res.on("data", (d) => (s += d));
+  res.on("end", () => { if (res.statusCode !== 200) { console.error(res.statusCode, s); process.exitCode = 1; } else console.log(JSON.parse(s).id ?? s); });
+});
+req.on("error", (e) => { console.error(e.message); process.exitCode = 1; });
+req.end(body);
+`,
+);
+const FLOOR_SMTP = join(work, "smtp.cjs");
+writeFileSync(
+  FLOOR_SMTP,
+  `const nodemailer = require(${nodemailerPath});
+const { randomUUID } = require("node:crypto");
+const t = nodemailer.createTransport({ host: process.env.SMTP_HOST, port: Number(process.env.SMTP_PORT), secure: false, requireTLS: true, auth: { user: "mailsend", pass: process.env.KEY, method: "LOGIN" }, tls: { ca: require("node:fs").readFileSync(process.env.CA_FILE, "utf8") } });
+t.sendMail({ from: ${JSON.stringify(FROM)}, to: ${JSON.stringify(TO)}, subject: process.env.SUBJECT, text: "ok", headers: { "X-Idempotency-Key": randomUUID() } })
+  .then((info) => console.log(info.messageId), (e) => { console.error(e.message); process.exitCode = 1; });
+`,
+);
+const FLOOR_BATCH = join(work, "keepalive.cjs");
+writeFileSync(
+  FLOOR_BATCH,
+  `const http = require("node:http");
+const { randomUUID } = require("node:crypto");
+const { readFileSync } = require("node:fs");
+const rows = readFileSync(process.env.INPUT, "utf8").split("\\n").filter(Boolean).map((l) => JSON.parse(l));
+const agent = new http.Agent({ keepAlive: true, maxSockets: ${C} });
+const url = new URL(process.env.BASE_URL + "/send");
+let next = 0;
+let failed = 0;
+const one = (row) => new Promise((resolve) => {
+  const body = JSON.stringify(row);
+  const req = http.request(url, { agent, method: "POST", headers: { authorization: "Bearer " + process.env.KEY, "content-type": "application/json", "content-length": Buffer.byteLength(body), "idempotency-key": randomUUID() } }, (res) => {
+    let s = "";
+    res.setEncoding("utf8");
+    res.on("data", (d) => (s += d));
+    res.on("end", () => { if (res.statusCode !== 200) failed++; resolve(); });
+  });
+  req.on("error", () => { failed++; resolve(); });
+  req.end(body);
+});
+const worker = async () => { while (next < rows.length) await one(rows[next++]); };
+Promise.all(Array.from({ length: ${C} }, worker)).then(() => { agent.destroy(); if (failed) { console.error(failed + " failed"); process.exitCode = 1; } });
+`,
+);
+
+/** Interleaved runs of [ours, floor]; medians of each, in ms. */
+async function pair(ours, floor, runs = RUNS) {
+  const a = [];
+  const b = [];
+  for (let i = -1; i < runs; i++) {
+    for (const [c, into] of [
+      [ours, a],
+      [floor, b],
+    ]) {
+      const args = typeof c.args === "function" ? c.args(i) : c.args;
+      const env = typeof c.env === "function" ? c.env(i) : c.env;
+      const r = await runOnce(c.cmd, args, { env });
+      if (r.code !== 0) throw new Error(`${c.cmd} ${args.join(" ")} exited ${r.code}: ${r.stderr.slice(0, 500)}`);
+      if (i >= 0) into.push(r.ms); // run -1 warms the page cache (and Node 24's compile cache)
+    }
+  }
+  return { ours: median(a), floor: median(b) };
+}
+
+function writeInput(path, n, prefix) {
+  const lines = [];
+  for (let i = 0; i < n; i++) lines.push(JSON.stringify({ from: FROM, to: TO, subject: `${prefix} ${i}`, html: HTML }));
+  writeFileSync(path, `${lines.join("\n")}\n`);
+}
+
+async function measure(node, label) {
+  const rows = [];
+  const row = (what, floorName, m, aim, better) => {
+    const ratio = m.ours / m.floor;
+    const ok = better === "lower" ? ratio <= aim : ratio >= aim;
+    rows.push({ what, ours: m.oursText ?? `${m.ours.toFixed(1)} ms`, floor: `${floorName}: ${m.floorText ?? `${m.floor.toFixed(1)} ms`}`, ratio: `${ratio.toFixed(2)}${better === "lower" ? "x" : ""}`, aim: `${better === "lower" ? "<=" : ">="} ${aim}${better === "lower" ? "x" : ""}`, "": ok ? "OK" : "MISSED" });
+  };
+  const sbDir = join(work, `sb-${label}`);
+  const sb = startSandbox(sbDir, ["--rate-limit", "100000000"]);
+  try {
+    const ready = await sb.ready;
+    const key = readFileSync(ready.api_key_file, "utf8").trim();
+    const env = {
+      ...process.env,
+      ...ready.env,
+      NO_COLOR: "1",
+      MAILSEND_STATE_DIR: join(work, `state-${label}`),
+      // The budget is on (its lock is part of a send) but never makes anyone wait here.
+      MAILSEND_RATE_LIMIT: "1000000",
+      MAILSEND_RETRIES: "0",
+    };
+    const floorEnv = { ...process.env, BASE_URL: ready.base_url, KEY: key, SMTP_HOST: ready.smtp.host, SMTP_PORT: String(ready.smtp.port), CA_FILE: ready.ca_file };
+
+    // Start-up.
+    const dry = ["send", "--dry-run", "-f", FROM, "-t", TO, "-s", "Build passed", "--text", "ok"];
+    const floor0 = { cmd: node, args: ["-e", "0"], env: process.env };
+    row("mailsend --version", "node -e 0", await pair({ cmd: node, args: [BIN, "--version"], env }, floor0), 1.15, "lower");
+    row("mailsend send --dry-run", "node -e 0", await pair({ cmd: node, args: [BIN, ...dry], env }, floor0), 1.5, "lower");
+
+    // One send each way, against the sandbox.
+    const subject = (i) => `one ${label} ${i}`;
+    row(
+      "one REST send",
+      "bare node:http POST",
+      await pair(
+        { cmd: node, args: (i) => [BIN, "send", "--transport", "rest", "-f", FROM, "-t", TO, "-s", subject(i), "--html", HTML, "-q"], env },
+        { cmd: node, args: [FLOOR_POST], env: (i) => ({ ...floorEnv, SUBJECT: `floor ${subject(i)}` }) },
+      ),
+      1.3,
+      "lower",
+    );
+    row(
+      "one SMTP send (STARTTLS, AUTH LOGIN)",
+      "bare nodemailer send",
+      await pair(
+        { cmd: node, args: (i) => [BIN, "send", "--transport", "smtp", "-f", FROM, "-t", TO, "-s", subject(i), "--text", "ok", "-q"], env },
+        { cmd: node, args: [FLOOR_SMTP], env: (i) => ({ ...floorEnv, SUBJECT: `floor ${subject(i)}` }) },
+      ),
+      1.1,
+      "lower",
+    );
+
+    // Batch: fresh subjects every run (the sandbox answers a repeated Idempotency-Key from its cache).
+    const ours = [];
+    const floor = [];
+    for (let r = -1; r < ROUNDS; r++) {
+      const a = join(work, `batch-${label}-${r}.jsonl`);
+      writeInput(a, N, `batch ${label} ${r}`);
+      const x = await runOnce(node, [BIN, "batch", a, "--transport", "rest", "--concurrency", String(C), "--journal", join(work, `journal-${label}-${r}`), "--quiet"], { env });
+      if (x.code !== 0) throw new Error(`batch exited ${x.code}: ${x.stderr.slice(0, 500)}`);
+      const b = join(work, `floor-${label}-${r}.jsonl`);
+      writeInput(b, N, `floor batch ${label} ${r}`);
+      const y = await runOnce(node, [FLOOR_BATCH], { env: { ...floorEnv, INPUT: b } });
+      if (y.code !== 0) throw new Error(`keep-alive client exited ${y.code}: ${y.stderr.slice(0, 500)}`);
+      if (r >= 0) {
+        ours.push(N / (x.ms / 1000));
+        floor.push(N / (y.ms / 1000));
+      }
+    }
+    const rate = { ours: median(ours), floor: median(floor) };
+    row(`batch REST, ${N} messages, -c ${C} (rate)`, `bare keep-alive client, ${C} at a time`, { ...rate, oursText: `${Math.round(rate.ours)}/s`, floorText: `${Math.round(rate.floor)}/s` }, 0.85, "higher");
+  } finally {
+    await sb.stop();
+  }
+
+  // The budget: P loops of one-process sends sharing a key, against a sandbox with the same limit.
+  const { limit, windowS, processes, messages } = BUDGET;
+  const rl = startSandbox(join(work, `sb-rl-${label}`), ["--rate-limit", String(limit), "--rate-window-ms", String(windowS * 1000)]);
+  try {
+    const ready = await rl.ready;
+    const env = { ...process.env, ...ready.env, NO_COLOR: "1", MAILSEND_STATE_DIR: join(work, `state-rl-${label}`), MAILSEND_RATE_LIMIT: String(limit), MAILSEND_RATE_WINDOW: String(windowS), MAILSEND_RETRIES: "3" };
+    const stats = async () => (await fetch(`${ready.base_url}/_sandbox/stats`)).json();
+    const s0 = await stats();
+    const prefix = `rl ${label} `;
+    await Promise.all(
+      Array.from({ length: processes }, async (_, p) => {
+        for (let m = 0; m < messages; m++) {
+          const r = await runOnce(node, [BIN, "send", "-f", FROM, "-t", TO, "-s", `${prefix}p${p} m${m}`, "--text", "x", "-q"], { env });
+          if (r.code !== 0) throw new Error(`budget send exited ${r.code}: ${r.stderr.slice(0, 500)}`);
+        }
+      }),
+    );
+    const s1 = await stats();
+    const list = await (await fetch(`${ready.base_url}/api/messages?limit=100000`)).json();
+    const times = (Array.isArray(list) ? list : list.messages)
+      .filter((m) => m.subject.startsWith(prefix))
+      .map((m) => Date.parse(m.receivedAt))
+      .sort((a, b) => a - b);
+    const n = processes * messages;
+    // A sliding log lets `limit` through at once, then `limit` a window: the shortest first-to-last span.
+    const ideal = (Math.ceil(n / limit) - 1) * windowS * 1000;
+    const span = times[times.length - 1] - times[0];
+    const used = ideal / span;
+    const refused = s1.rest.rateLimited - s0.rest.rateLimited;
+    rows.push({
+      what: `budget used: ${processes} processes x ${messages} sends, limit ${limit} per ${windowS} s`,
+      ours: `${(span / 1000).toFixed(2)} s, ${times.length}/${n} stored, ${refused} 429s`,
+      floor: `the limit itself: ${(ideal / 1000).toFixed(2)} s`,
+      ratio: used.toFixed(3),
+      aim: ">= 0.97, 0 429s",
+      "": used >= 0.97 && refused === 0 && times.length === n ? "OK" : "MISSED",
+    });
+  } finally {
+    await rl.stop();
+  }
+  loads.push(loadavg()[0]);
+  return rows;
+}
+
+try {
+  const nodes = [[process.execPath, `Node ${process.version}`]];
+  const n24 = node24();
+  if (n24 && !process.version.startsWith("v24.")) {
+    const v = (await runOnce(n24, ["--version"])).stdout.trim();
+    nodes.push([n24, `Node ${v}`]);
+  }
+  for (const [node, name] of nodes) {
+    mkdirSync(work, { recursive: true });
+    const rows = await measure(node, name.replace(/\W+/g, "-"));
+    console.log(`\n${name}: medians of ${RUNS} interleaved runs (batch: ${ROUNDS} rounds), whole processes, wall clock; ${cpus().length} CPUs, load average ${loads.map((l) => l.toFixed(1)).join(" -> ")}\n`);
+    table(rows, ["what", "ours", "floor", "ratio", "aim", ""]);
+  }
+  if (!n24) console.log("\nNode 24: not found (set BENCH_NODE24, or let .ci/run install it): measured under this Node only.");
+} finally {
+  rmSync(work, { recursive: true, force: true });
+}

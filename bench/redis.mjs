@@ -5,6 +5,9 @@
 //    budget loads its client (ioredis, a chunk of its own) and connects; aim: <= 15 ms more;
 //  - `mailsend batch` of N messages (messages per second, whole process, best of rounds
 //    interleaved): every message takes and records its slot in Redis; aim: <= 5% slower.
+// On a loaded machine wall time says little (a one-shot send took 3 s at load 25), so the
+// processes' CPU time (user + sys, from GNU time, mean of the runs) is shown beside it: what
+// Redis adds in CPU is what it adds in wall time on an idle machine, plus a few local round trips.
 // Knobs: BENCH_RUNS (one-shot runs, default 15), BENCH_REDIS_N (batch size, default 1000),
 // BENCH_REDIS_ROUNDS (default 3), BENCH_REDIS_C (batch --concurrency, default 16).
 import { spawn } from "node:child_process";
@@ -18,6 +21,24 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 15);
 const N = Number(process.env.BENCH_REDIS_N ?? 1000);
 const ROUNDS = Number(process.env.BENCH_REDIS_ROUNDS ?? 3);
 const C = Number(process.env.BENCH_REDIS_C ?? 16);
+
+/** CPU milliseconds (user + sys) of one run of the CLI, from GNU time; undefined without it. */
+function cpuOnce(args, env) {
+  if (!existsSync("/usr/bin/time")) return Promise.resolve(undefined);
+  return new Promise((resolve, reject) => {
+    const child = spawn("/usr/bin/time", ["-f", "__CPU__%U %S", process.execPath, BIN, ...args], { env, stdio: ["ignore", "ignore", "pipe"] });
+    let err = "";
+    child.stderr.on("data", (d) => (err += d));
+    child.on("error", reject);
+    child.on("close", (code) => {
+      const m = /__CPU__([\d.]+) ([\d.]+)/.exec(err);
+      if (code !== 0 || !m) return reject(new Error(`exited ${code}: ${err.slice(0, 500)}`));
+      resolve((Number(m[1]) + Number(m[2])) * 1000);
+    });
+  });
+}
+
+const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 const REDIS_SERVER = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"].find((p) => existsSync(p));
 if (!REDIS_SERVER) {
@@ -83,6 +104,13 @@ try {
     RUNS,
   );
   const added = viaRedis.ms - file.ms;
+  const cpu = { file: [], redis: [] };
+  for (let r = 0; r < RUNS && existsSync("/usr/bin/time"); r++) {
+    cpu.file.push(await cpuOnce(send, fileEnv));
+    cpu.redis.push(await cpuOnce(send, redisEnv));
+  }
+  const cpuFile = cpu.file.length ? mean(cpu.file) : NaN;
+  const cpuRedis = cpu.redis.length ? mean(cpu.redis) : NaN;
 
   // 2. A batch of N.
   const lines = [];
@@ -111,6 +139,9 @@ try {
       { what: "one-shot send, file budget", value: `${file.ms.toFixed(1)} ms`, ratio: "1.00", aim: "", ok: "" },
       { what: "one-shot send, Redis budget", value: `${viaRedis.ms.toFixed(1)} ms`, ratio: (viaRedis.ms / file.ms).toFixed(2), aim: "", ok: "" },
       { what: "one-shot: Redis adds", value: `${added.toFixed(1)} ms`, ratio: "", aim: "<= 15 ms", ok: added <= 15 ? "OK" : "MISSED" },
+      { what: "one-shot CPU, file budget", value: `${cpuFile.toFixed(1)} ms`, ratio: "1.00", aim: "", ok: "" },
+      { what: "one-shot CPU, Redis budget", value: `${cpuRedis.toFixed(1)} ms`, ratio: (cpuRedis / cpuFile).toFixed(2), aim: "", ok: "" },
+      { what: "one-shot CPU: Redis adds", value: `${(cpuRedis - cpuFile).toFixed(1)} ms`, ratio: "", aim: "<= 15 ms", ok: cpuRedis - cpuFile <= 15 ? "OK" : "MISSED" },
       { what: "batch, file budget", value: `${fileRate.toFixed(0)} msg/s`, ratio: "1.00", aim: "", ok: "" },
       { what: "batch, Redis budget", value: `${redisRate.toFixed(0)} msg/s`, ratio: (redisRate / fileRate).toFixed(2), aim: "", ok: "" },
       { what: "batch: Redis slower by", value: `${(slower * 100).toFixed(1)}%`, ratio: "", aim: "<= 5%", ok: slower <= 0.05 ? "OK" : "MISSED" },

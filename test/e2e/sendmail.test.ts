@@ -98,7 +98,8 @@ function outboxFiles(stateDir: string): string[] {
   return existsSync(q) ? readdirSync(q) : [];
 }
 
-describe("sendmail as real callers use it", () => {
+// Several processes per test, on a machine that may be busy: more than the default 30 s.
+describe("sendmail as real callers use it", { timeout: 90_000 }, () => {
   it("cron: -FCronDaemon -i -B8BITMIME -oem root, a From of root (Cron Daemon): silent, exit 0, mapped through the aliases", async () => {
     const msg = "From: root (Cron Daemon)\nTo: root\nSubject: Cron <root@web1> /usr/local/bin/backup\nMIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n\nbackup done: 3 files\n";
     const r = await sm(["-FCronDaemon", "-i", "-B8BITMIME", "-oem", "root"], msg);
@@ -167,7 +168,7 @@ sys.stdout.write("rc=%d err=%s" % (p.returncode, p.stderr.decode()))
   });
 });
 
-describe("options", () => {
+describe("options", { timeout: 90_000 }, () => {
   it("without -i a lone '.' ends the message; -oi and -i keep reading", async () => {
     await sm(["dot-1@example.com"], "Subject: dot ends\n\nbefore\n.\nafter\n");
     expect((await oneStored("dot ends")).email.text).not.toContain("after");
@@ -261,7 +262,7 @@ describe("options", () => {
   });
 });
 
-describe("bad input: its exit code, a clear message, nothing queued", () => {
+describe("bad input: its exit code, a clear message, nothing queued", { timeout: 90_000 }, () => {
   const cases: Array<[string, string[], string | Buffer, number, RegExp, Record<string, string>?]> = [
     ["an unknown option", ["-x", "a@example.com"], "Subject: s\n\nx\n", 64, /unknown option -x/],
     ["an empty message", ["a@example.com"], "", 66, /empty/],
@@ -291,7 +292,7 @@ describe("bad input: its exit code, a clear message, nothing queued", () => {
   });
 });
 
-describe("against an SMTP server with STARTTLS and AUTH", () => {
+describe("against an SMTP server with STARTTLS and AUTH", { timeout: 90_000 }, () => {
   const KEY = "msk_test_sendmail_smtp_Zr4Kq9";
   let sink: SmtpSink;
   beforeAll(async () => {

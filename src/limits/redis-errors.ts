@@ -65,7 +65,7 @@ export function redisError(e: unknown, config: RedisConfig, phase: RedisPhase, o
   if (/wrong number of arguments for 'auth'/i.test(msg)) {
     return new MailsendError("auth_failed", `${at} takes no user name with the password (Redis 5 or older has no ACL users; authentication failed)`, {
       cause: e,
-      hint: `Give only the password: redis://:password@host. ${chosen}.${nothingSent}`,
+      hint: `Give only the password, with no user name before the ":" of the URL's user:password@. ${chosen}.${nothingSent}`,
     });
   }
   if (reply === "NOPERM") {

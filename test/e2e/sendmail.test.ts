@@ -101,7 +101,10 @@ function outboxFiles(stateDir: string): string[] {
 // Several processes per test, on a machine that may be busy: more than the default 30 s.
 describe("sendmail as real callers use it", { timeout: 90_000 }, () => {
   it("cron: -FCronDaemon -i -B8BITMIME -oem root, a From of root (Cron Daemon): silent, exit 0, mapped through the aliases", async () => {
-    const msg = "From: root (Cron Daemon)\nTo: root\nSubject: Cron <root@web1> /usr/local/bin/backup\nMIME-Version: 1.0\nContent-Type: text/plain; charset=UTF-8\n\nbackup done: 3 files\n";
+    // What Debian's cron writes (with its X-Cron-Env lines), on the command line it uses.
+    const msg =
+      "From: root (Cron Daemon)\nTo: root\nSubject: Cron <root@web1> /usr/local/bin/backup\nMIME-Version: 1.0\n" +
+      "Content-Type: text/plain; charset=UTF-8\nContent-Transfer-Encoding: 8bit\nX-Cron-Env: <SHELL=/bin/sh>\nX-Cron-Env: <HOME=/root>\n\nbackup done: 3 files\n";
     const r = await sm(["-FCronDaemon", "-i", "-B8BITMIME", "-oem", "root"], msg);
     expect(r).toMatchObject({ exitCode: 0, stdout: "", stderr: "" });
     const { m, head } = await oneStored("Cron <root@web1> /usr/local/bin/backup");
@@ -176,9 +179,9 @@ describe("options", { timeout: 90_000 }, () => {
     expect((await oneStored("dot kept")).email.text).toContain("after");
   });
 
-  it("-t takes To/Cc/Bcc plus the arguments; without -t only the arguments", async () => {
+  it("-t (here with -bm, the default mode) takes To/Cc/Bcc plus the arguments; without -t only the arguments", async () => {
     const msg = (subj: string) => `From: a@example.com\nTo: t1@example.com\nCc: c1@example.com\nBcc: b1@example.com\nSubject: ${subj}\n\nx\n`;
-    expect((await sm(["-t", "extra@example.com"], msg("with -t"))).exitCode).toBe(0);
+    expect((await sm(["-bm", "-t", "extra@example.com"], msg("with -t"))).exitCode).toBe(0);
     expect([...(await oneStored("with -t")).m.envelope.to].sort()).toEqual(["b1@example.com", "c1@example.com", "extra@example.com", "t1@example.com"]);
     expect((await sm(["only@example.com"], msg("without -t"))).exitCode).toBe(0);
     const w = await oneStored("without -t");

@@ -109,6 +109,12 @@ describe("header fix-ups", () => {
     expect(r.envelope).toEqual({ from: "ops@example.com", to: ["ops@example.com", "a@example.com", "b@example.com"] });
   });
 
+  it("-f with a local name is mapped too", () => {
+    const r = fix("Subject: s\n\nb\n", { envelopeFrom: "root", recipients: ["x@example.com"] });
+    expect(r.envelope.from).toBe("ops@example.com");
+    expect(header(r.text, "From")).toEqual(["ops@example.com"]);
+  });
+
   it("a local sender whose alias is several addresses takes -f or the default sender", () => {
     const r = fix("From: team\n\nb\n", { recipients: ["x@example.com"], defaultFrom: "cron@example.com" });
     expect(header(r.text, "From")).toEqual(["cron@example.com"]);

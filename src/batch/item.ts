@@ -10,7 +10,7 @@ import { MailsendError } from "../core/errors.js";
 import { checkHeader, type HeaderList } from "../core/headers.js";
 import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
-import { assembleMessage, type MessageParts } from "../input/build.js";
+import { assembleMessage, composeHtmlBody, type BodyCompose, type MessageParts } from "../input/build.js";
 import { regularFileSize } from "../input/read.js";
 import { placeholders, render } from "./template.js";
 
@@ -28,6 +28,8 @@ export interface RowDefaults {
   labels?: { subject?: string; html?: string; text?: string };
   headers?: HeaderList;
   attach?: string[];
+  /** Each row's HTML: local images inline (read once for all rows, through its cache), CSS inlined (src/compose). */
+  compose?: BodyCompose;
 }
 
 const FIELDS = new Set(["from", "to", "cc", "bcc", "subject", "html", "text", "name", "reply_to", "headers", "attachments", "idempotency_key", "vars"]);
@@ -230,6 +232,7 @@ export async function messageOfRow(data: Record<string, unknown>, ctx: ItemConte
   const to = list(data.to, "to");
   const missing = [!from && "from", to.length === 0 && "to", !subject && "subject", !html && !text && "html or text"].filter(Boolean);
   if (missing.length > 0) throw bad(`missing ${missing.join(", ")}`);
+  const composed = html !== undefined && d.compose ? await composeHtmlBody(html, d.compose) : undefined;
   const parts: MessageParts = {
     from: from!,
     name: str(data.name, "name") ?? d.name,
@@ -237,13 +240,16 @@ export async function messageOfRow(data: Record<string, unknown>, ctx: ItemConte
     cc: list(data.cc, "cc"),
     bcc: list(data.bcc, "bcc"),
     subject: subject!,
-    ...(html !== undefined ? { html } : {}),
+    ...(html !== undefined ? { html: composed?.html ?? html } : {}),
     ...(text !== undefined ? { text } : {}),
     replyTo: str(data.reply_to, "reply_to") ?? d.replyTo,
     headers: headersOf(data, d.headers ?? []),
-    attachments: await attachmentsOf(data, d.attach ?? [], ctx.cache),
+    attachments: [...(await attachmentsOf(data, d.attach ?? [], ctx.cache)), ...(composed?.parts ?? [])],
     idempotencyKey: str(data.idempotency_key, "idempotency_key") ?? ctx.idempotencyKey,
   };
   // Errors name the row's fields (reply_to), not send's flags (--reply-to).
-  return assembleMessage(parts, ctx.transport, (flag) => flag.replace(/^--/, "").replace(/-/g, "_"));
+  const message = assembleMessage(parts, ctx.transport, (flag) => flag.replace(/^--/, "").replace(/-/g, "_"));
+  // Over SMTP an HTML-only row gets its text part, as send's message does.
+  if (ctx.transport !== "smtp" || !d.compose || message.text !== undefined || message.html === undefined) return message;
+  return (await import("../compose/index.js")).withTextAlternative(message);
 }

@@ -10,7 +10,8 @@ import { basename, resolve } from "node:path";
 import { MailsendError } from "../core/errors.js";
 import type { Attachment, Message } from "../core/message.js";
 import { shownPath } from "../input/read.js";
-import { contentId, localPath, MAX_INLINE_BYTES, readImage, resolveInside, splitInlineSpec, type InlineImage } from "./images.js";
+import { ImageCache } from "./cache.js";
+import { contentId, localPath, MAX_INLINE_BYTES, resolveInside, splitInlineSpec, type InlineImage } from "./images.js";
 import { findRefAttributes, mayReferenceImages, rewriteRefs } from "./refs.js";
 
 export interface ComposeOptions {
@@ -40,21 +41,7 @@ export interface Composed {
   rewrites: Rewrite[];
 }
 
-/** Image files already read, by their real path (a batch reads each once). */
-export class ImageCache {
-  readonly #files = new Map<string, Promise<{ data: Buffer; contentType: string }>>();
-
-  get(ref: string, path: string): Promise<{ data: Buffer; contentType: string }> {
-    let p = this.#files.get(path);
-    if (!p) {
-      // Read with the whole budget: the per-message total is checked by each message.
-      p = readImage(ref, path, MAX_INLINE_BYTES);
-      this.#files.set(path, p);
-      p.catch(() => this.#files.delete(path));
-    }
-    return p;
-  }
-}
+export { ImageCache };
 
 const CID = /^[\x21-\x3b\x3d\x3f-\x7e]{1,200}$/;
 

@@ -374,27 +374,56 @@ async function readStdinNoticing(opts: BuildOptions, afterMs: number): Promise<B
 /** A cheap look before loading the HTML parser: without these, no image is referenced. */
 const MAY_REFERENCE = /\b(?:src|background)\s*=|url\(/i;
 
+/** How an HTML body is composed: send's flags, or a batch's for every row. */
+export interface BodyCompose {
+  /** The only directory local images may come from. */
+  baseDir: string;
+  /** Where relative references resolve (the HTML file's directory); default baseDir. */
+  fromDir?: string;
+  embed: boolean;
+  inline?: readonly string[];
+  inlineCss: boolean;
+  cache?: ImageCache;
+}
+
 /**
  * Inline CSS, embed local images, add --inline parts (src/compose). Loaded
  * only when the HTML may need it; undefined when nothing was to be done.
  */
-async function composeBody(html: string, flags: MessageFlags, opts: BuildOptions): Promise<{ html: string; parts: Attachment[] } | undefined> {
-  const embed = flags.embed !== false;
-  const inline = flags.inline ?? [];
-  const inlineCss = flags.inlineCss === true || flags.markdownFile !== undefined;
-  if (!inlineCss && inline.length === 0 && !(embed && MAY_REFERENCE.test(html))) return undefined;
+export async function composeHtmlBody(
+  html: string,
+  c: BodyCompose,
+): Promise<{ html: string; parts: Attachment[]; rewrites: Rewrite[]; images: InlineImage[] } | undefined> {
+  const inline = c.inline ?? [];
+  if (!c.inlineCss && inline.length === 0 && !(c.embed && MAY_REFERENCE.test(html))) return undefined;
   const { composeHtml, inlineAttachments } = await import("../compose/index.js");
-  const fromDir = htmlDirOf(flags);
   const composed = await composeHtml(html, {
-    baseDir: flags.baseDir ?? fromDir ?? process.cwd(),
-    ...(fromDir !== undefined || flags.baseDir !== undefined ? { fromDir: fromDir ?? flags.baseDir } : {}),
-    embed,
+    baseDir: c.baseDir,
+    ...(c.fromDir !== undefined ? { fromDir: c.fromDir } : {}),
+    embed: c.embed,
     inline,
-    inlineCss,
-    ...(opts.imageCache ? { cache: opts.imageCache } : {}),
+    inlineCss: c.inlineCss,
+    ...(c.cache ? { cache: c.cache } : {}),
   });
-  opts.onCompose?.({ rewrites: composed.rewrites, images: composed.images });
-  return { html: composed.html, parts: inlineAttachments(composed.images) };
+  return { html: composed.html, parts: inlineAttachments(composed.images), rewrites: composed.rewrites, images: composed.images };
+}
+
+/** The BodyCompose of `--base-dir`, `--no-embed`, `--inline`, `--inline-css` and where the HTML came from. */
+export function bodyComposeOf(flags: Pick<MessageFlags, "baseDir" | "embed" | "inline" | "inlineCss" | "htmlFile" | "markdownFile" | "html" | "jsonFile">): BodyCompose {
+  const fromDir = htmlDirOf(flags);
+  return {
+    baseDir: flags.baseDir ?? fromDir ?? process.cwd(),
+    ...(fromDir !== undefined || flags.baseDir !== undefined ? { fromDir: fromDir ?? flags.baseDir! } : {}),
+    embed: flags.embed !== false,
+    inline: flags.inline ?? [],
+    inlineCss: flags.inlineCss === true || flags.markdownFile !== undefined,
+  };
+}
+
+async function composeBody(html: string, flags: MessageFlags, opts: BuildOptions): Promise<{ html: string; parts: Attachment[] } | undefined> {
+  const composed = await composeHtmlBody(html, { ...bodyComposeOf(flags), ...(opts.imageCache ? { cache: opts.imageCache } : {}) });
+  if (composed) opts.onCompose?.({ rewrites: composed.rewrites, images: composed.images });
+  return composed;
 }
 
 /**
@@ -402,7 +431,7 @@ async function composeBody(html: string, flags: MessageFlags, opts: BuildOptions
  * against it, and by default images may come only from under it. HTML from
  * stdin or --html has none (then --base-dir, else the current directory).
  */
-function htmlDirOf(flags: MessageFlags): string | undefined {
+function htmlDirOf(flags: Pick<MessageFlags, "htmlFile" | "markdownFile" | "html" | "jsonFile">): string | undefined {
   const file = [flags.htmlFile, flags.markdownFile].find((f) => f !== undefined && f !== "-");
   if (file !== undefined) return dirname(file);
   if (flags.html === undefined && flags.jsonFile !== undefined && flags.jsonFile !== "-") return dirname(flags.jsonFile);

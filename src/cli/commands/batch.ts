@@ -14,6 +14,8 @@ import type { RowDefaults } from "../../batch/item.js";
 import { formatFromContent, formatFromName, type Format } from "../../batch/rows.js";
 import { runBatch, type BatchInput, type Counts, type ItemResult } from "../../batch/runner.js";
 import { resolveTransportConfig, type ConnectionFlags } from "../../input/config.js";
+import { bodyComposeOf } from "../../input/build.js";
+import { ImageCache } from "../../compose/cache.js";
 import { loadSettings } from "../../input/profile.js";
 import { fileError, regularFileSize, utf8 } from "../../input/read.js";
 import { stateDir } from "../../limits/budget.js";
@@ -35,6 +37,9 @@ interface BatchFlags extends ConnectionFlags, BudgetCliFlags {
   textFile?: string;
   markdownFile?: string;
   allowHtml?: boolean;
+  baseDir?: string;
+  embed?: boolean;
+  inlineCss?: boolean;
   format?: Format;
   concurrency?: number;
   check?: boolean;
@@ -178,6 +183,8 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       ...(await bodyTemplates(flags)),
       headers,
       attach: flags.attach ?? [],
+      // Local images of each row's HTML resolve against the template's directory; each file is read once.
+      compose: { ...bodyComposeOf({ ...flags, inline: [] }), cache: new ImageCache() },
     };
     const opened = await openInput(file, io, flags.format);
     cleanup = opened.cleanup;

@@ -254,6 +254,53 @@ describe("an HTML report with local images", () => {
   });
 });
 
+describe("--transport auto with an .eml", () => {
+  const eml = (body: string[]) =>
+    [
+      "From: ci@example.com",
+      "To: dev@example.com",
+      "Subject: from a file",
+      "MIME-Version: 1.0",
+      ...body,
+    ].join("\r\n");
+
+  it("a message with a related image goes over SMTP as it is; an HTML-only one over REST", async () => {
+    const related = join(t.scratch.dir, "related.eml");
+    writeFileSync(
+      related,
+      eml([
+        'Content-Type: multipart/related; boundary="R"',
+        "",
+        "--R",
+        "Content-Type: text/html",
+        "",
+        '<p><img src="cid:chart@x"></p>',
+        "--R",
+        "Content-Type: image/png",
+        "Content-ID: <chart@x>",
+        "Content-Disposition: inline",
+        "Content-Transfer-Encoding: base64",
+        "",
+        png(2, 2, [9, 9, 9]).toString("base64"),
+        "--R--",
+        "",
+      ]),
+    );
+    const r = await runCli(["send", "--transport", "auto", "--eml", related, "--json"], { env: t.env });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(stdoutJson(r)).toMatchObject({ transport: "smtp", reason: "inline images" });
+    const m = (await t.sb.store.list({ limit: 1 }))[0]!;
+    const email = await parseEml((await t.sb.store.raw(m.id))!);
+    expect(email.attachments.map((a) => [a.contentId, a.related])).toEqual([["<chart@x>", true]]);
+
+    const plain = join(t.scratch.dir, "plain.eml");
+    writeFileSync(plain, eml(["Content-Type: text/html", "", "<p>just html</p>", ""]));
+    const p = await runCli(["send", "--transport", "auto", "--eml", plain, "--json"], { env: t.env });
+    expect(p.exitCode, p.stderr).toBe(0);
+    expect(stdoutJson(p)).toMatchObject({ transport: "rest", reason: "REST carries the whole message" });
+  });
+});
+
 describe("references that must not be embedded", () => {
   const attempts: Array<[string, string]> = [
     ["../secret.png", "outside the base directory"],

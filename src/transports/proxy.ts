@@ -36,7 +36,7 @@ export function proxyStatusError(status: number, proxy: ProxySetting, target: st
   if (status === 407) {
     return new MailsendError("auth_failed", `${named(proxy)} ${proxy.authorization ? "refused its user and password" : "requires a user and password"} (HTTP 407 Proxy Authentication Required)`, {
       status,
-      hint: `${proxy.authorization ? "Check" : "Give"} the proxy's credentials in ${where === "--proxy (or MAILSEND_PROXY)" ? "MAILSEND_PROXY" : where}: http://user:password@host:port (%-encode special characters). Nothing was sent.`,
+      hint: `${proxy.authorization ? "Check" : "Give"} the proxy's credentials in ${where === "--proxy (or MAILSEND_PROXY)" ? "MAILSEND_PROXY" : where}, as the user:password@ before the proxy's host in that URL (%-encode special characters). Nothing was sent.`,
     });
   }
   if (status === 403) {
@@ -244,7 +244,7 @@ export async function smtpSocket(proxy: ProxySetting, host: string, port: number
     if (/authentication|auth.*fail|username|password/i.test(message)) {
       throw new MailsendError("auth_failed", `${named(proxy)} refused ${proxy.user ? "its user and password" : "to serve without a user and password"} (${message})`, {
         cause: e,
-        hint: `Check the proxy's credentials in ${proxy.source === "--smtp-proxy" ? "MAILSEND_SMTP_PROXY" : proxy.source}: socks5://user:password@host:port. Nothing was sent.`,
+        hint: `Check the proxy's credentials in ${proxy.source === "--smtp-proxy" ? "MAILSEND_SMTP_PROXY" : proxy.source}, as the user:password@ before the proxy's host in that URL (%-encode special characters). Nothing was sent.`,
       });
     }
     if (/NotAllowed|not allowed/i.test(message)) {

@@ -331,3 +331,37 @@ describe("against an SMTP server with STARTTLS and AUTH", { timeout: 90_000 }, (
     expect(head).toMatch(/^X-Idempotency-Key: /m);
   });
 });
+
+describe("deliver now, else queue (the default, --queue auto)", { timeout: 90_000 }, () => {
+  let tight: TestSandbox;
+  beforeAll(async () => {
+    // One message per minute: the second finds the budget used up.
+    tight = await inProcessSandbox({ rateLimit: 1, rateWindowMs: 60_000 });
+  });
+  afterAll(async () => {
+    await tight?.stop();
+  });
+
+  it("the budget used up: the message is queued, exit 0, one line on stderr; the first one went out silently", async () => {
+    const state = freshState();
+    const e = { ...tight.env, MAILSEND_STATE_DIR: state, MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "60" };
+    const first = await sm(["auto-1@example.com"], "Subject: auto first\n\nx\n", e);
+    expect(first).toMatchObject({ exitCode: 0, stderr: "" });
+    const second = await sm(["auto-2@example.com"], "Subject: auto second\n\nx\n", e);
+    expect(second.exitCode, second.stderr).toBe(0);
+    expect(second.stderr.trim().split("\n")).toHaveLength(1);
+    expect(second.stderr).toMatch(/^mailsend: queued as \S+ .*see it with: mailsend queue\n$/);
+    expect(outboxFiles(state).filter((f) => f.endsWith(".msg"))).toHaveLength(1);
+    const stored = (await tight.sb.store.list({ limit: 100 })).map((m) => m.subject);
+    expect(stored).toEqual(["auto first"]);
+    expect(tight.sb.stats.toJSON().smtp.rateLimited + tight.sb.stats.toJSON().rest.rateLimited).toBe(0);
+  });
+
+  it("a permanent refusal (a wrong key) is never queued: 77 at once", async () => {
+    const state = freshState();
+    const r = await sm(["refused@example.com"], "Subject: wrong key\n\nx\n", { MAILSEND_STATE_DIR: state, MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: "msk_wrong_key_0000000000" });
+    expect(r.exitCode, r.stderr).toBe(77);
+    expect(r.stderr).not.toContain("msk_wrong_key");
+    expect(outboxFiles(state).filter((f) => f.endsWith(".msg"))).toEqual([]);
+  });
+});

@@ -5,7 +5,8 @@
  * are, references that lead out of the base directory are refused before
  * anything is sent, and over SMTP an HTML-only message gets a text part.
  */
-import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { deflateSync } from "node:zlib";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -251,6 +252,40 @@ describe("an HTML report with local images", () => {
     const email = await parseEml(sink.messages[0]!.raw);
     expect(email.html).toMatch(/<h1 style="color: #b00;?">Nightly test report<\/h1>/);
     expect(email.html).toMatch(/<td class="num" style="text-align: right;?"[^>]*>1204<\/td>/);
+  });
+});
+
+describe("a real-world report: coverage.py's HTML", () => {
+  it("its image goes inline and its text part reads as the report does (heading, table, links)", async () => {
+    const tool = ["/usr/bin/python3-coverage", "python3-coverage"].find((p) => {
+      try {
+        execFileSync(p, ["--version"], { stdio: "ignore" });
+        return true;
+      } catch {
+        return false;
+      }
+    });
+    if (!tool) throw new Error("python3-coverage is missing: this test needs a real HTML report (apt-get install python3-coverage; .ci/run does it)");
+    const cov = join(t.scratch.dir, "cov");
+    mkdirSync(cov, { recursive: true });
+    writeFileSync(join(cov, "m.py"), "def f(x):\n    return x + 1\nprint(f(1))\n");
+    execFileSync(tool, ["run", "--data-file", join(cov, ".coverage"), "m.py"], { cwd: cov, stdio: "ignore" });
+    execFileSync(tool, ["html", "--data-file", join(cov, ".coverage"), "-d", join(cov, "html")], { cwd: cov, stdio: "ignore" });
+    const index = join(cov, "html", "index.html");
+    expect(existsSync(index)).toBe(true);
+
+    const r = await viaSink([...MSG, "--html-file", index]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const email = await parseEml(sink.messages[0]!.raw);
+    const inline = email.attachments.filter((a) => a.related);
+    expect(inline.length).toBeGreaterThanOrEqual(1);
+    for (const a of inline) expect(email.html).toContain(`cid:${a.contentId!.replace(/^<|>$/g, "")}`);
+    const text = email.text!;
+    expect(text).toMatch(/^Coverage report: 100%$/m);
+    expect(text).toMatch(/^Module\s+statements\s+missing\s+excluded\s+coverage$/m);
+    expect(text).toMatch(/^m\.py \[m_py\.html\]\s+3\s+0\s+0\s+100%$/m);
+    expect(text).toMatch(/coverage\.py v[\d.]+ \[https:\/\/coverage\.readthedocs\.io\]/);
+    expect(text).not.toContain("<");
   });
 });
 

@@ -35,6 +35,8 @@ export async function startRelayChild(env: Record<string, string>, args: string[
     stdin: "ignore",
     reject: false,
     timeout: 240_000,
+    // A stop waits for the deliveries in flight; execa would SIGKILL after 5 s.
+    forceKillAfterDelay: 60_000,
   });
   const events: Array<Record<string, any>> = [];
   const lines = createInterface({ input: child.stdout! });

@@ -212,14 +212,22 @@ export class SmtpTransport implements Transport {
     const proxy = this.#config.proxy;
     const connection = proxy ? await smtpSocket(proxy, this.#config.host, this.#config.port, this.#config.timeoutMs) : undefined;
     const conn = new SMTPConnection({ ...options, ...(connection ? { connection } : {}) } as ConstructorParameters<typeof SMTPConnection>[0]);
+    // Every error of this connection goes to the promise (a later one, after QUIT, nowhere): never an unhandled 'error' event.
+    let fail: (e: Error) => void = () => {};
+    conn.on("error", (e: Error) => fail(e));
     try {
       await new Promise<void>((resolve, reject) => {
-        conn.once("error", reject);
+        fail = reject;
         conn.connect(() => resolve());
       });
       return ((conn as unknown as { _supportedExtensions?: string[] })._supportedExtensions ?? []).includes("SMTPUTF8");
     } finally {
-      conn.quit();
+      fail = () => {};
+      try {
+        conn.quit();
+      } catch {
+        conn.close();
+      }
     }
   }
 

@@ -118,7 +118,9 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
       ...(args.verbose ? { trace: (line: string) => note(line) } : {}),
     });
     if (result.status === "queued") {
-      io.stderr.write(`mailsend: queued as ${result.id} (${result.reason}); it is delivered in the background, see it with: mailsend queue\n`);
+      const { autorunOff } = await import("../../outbox/spawn.js");
+      const who = autorunOff(env) ? "`mailsend queue run` (or the relay) delivers it" : "it is delivered in the background";
+      io.stderr.write(`mailsend: queued as ${result.id} (${result.reason.replace(/\s+/g, " ")}); ${who}, see it with: mailsend queue\n`);
       return 0;
     }
     if (args.verbose) {

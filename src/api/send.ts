@@ -3,7 +3,7 @@
  * rate-limit budget and retry policy, and none of its process-wide effects:
  * no output, no exit, no signal handlers, no environment unless given.
  */
-import { MailsendError } from "../core/errors.js";
+import { MailsendError, toMailsendError } from "../core/errors.js";
 import type { Transport } from "../core/transport.js";
 import { deliver } from "../limits/deliver.js";
 import { createTransport } from "../transports/index.js";
@@ -18,6 +18,9 @@ import type { MessageInput, SendOptions, SendResult } from "./types.js";
  */
 export function asMailsendError(e: unknown): MailsendError {
   if (e instanceof MailsendError) return errorInApiTerms(e);
+  // A disk that refused (full, read-only, permission) is the machine's fault, 73/74, as in the CLI.
+  const local = toMailsendError(e);
+  if (local.code !== "internal") return errorInApiTerms(local);
   return new MailsendError("internal", `internal error: ${e instanceof Error ? e.message : String(e)}`, {
     cause: e,
     hint: "This is a bug in mailsend; please report it.",

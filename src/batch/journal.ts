@@ -120,7 +120,7 @@ export class Journal {
       const sent = [...states.values()].filter((s) => s.s === "done").length;
       if (opts.fresh) return { action: "replace", reason: "damaged", finishedAt: statSync(path).mtime, sent, damagedLine };
       throw new MailsendError("local_io_failed", `the journal ${path} is damaged at line ${damagedLine}: it cannot tell which items were sent`, {
-        hint: `--fresh starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent (${sent} are recorded as sent before the damage). To see which went out, look at the results file of the earlier run (--results), or the lines with "s":"done" in ${path}; run with --check first to see what would be sent. To send only the rest, make an input of the items not yet sent.`,
+        hint: `--fresh starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent (${sent} are recorded as sent before the damage). To see which went out, look at the earlier run's results file, or the lines with "s":"done" in ${path}. To send only the rest, make an input of the items not yet sent.`,
       });
     }
     const unfinished = [...states.values()].some((s) => s.s !== "done");
@@ -218,7 +218,7 @@ export class Journal {
         ours ? `the journal ${path} is damaged at line 1: it cannot tell which items were sent` : `${path} is not a mailsend batch journal`,
         {
           hint: ours
-            ? "--fresh starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent. To see which went out, look at the results file of the earlier run (--results); run with --check first to see what would be sent."
+            ? "--fresh starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent. To see which went out, look at the earlier run's results file."
             : "Pass another --journal path.",
         },
       );

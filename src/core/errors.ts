@@ -165,9 +165,27 @@ export function isMailsendError(e: unknown): e is MailsendError {
   return e instanceof MailsendError;
 }
 
-/** Anything that is not a MailsendError is a bug of ours: exit 70. */
+/** Errno codes that are always a fault of this machine's files, never a bug. */
+const LOCAL_FAULTS = new Set(["ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EIO"]);
+
+/**
+ * Anything that is not a MailsendError is a bug of ours: exit 70. Except a
+ * file system's refusal that reached here unnamed (a full disk, a read-only
+ * or foreign directory): that is 73/74 with its path, whatever wrote it.
+ */
 export function toMailsendError(e: unknown): MailsendError {
   if (isMailsendError(e)) return e;
+  const errno = e as NodeJS.ErrnoException | undefined;
+  if (errno && typeof errno.code === "string" && LOCAL_FAULTS.has(errno.code) && (typeof errno.path === "string" || ["ENOSPC", "EDQUOT", "EROFS", "EIO"].includes(errno.code))) {
+    const reading = errno.code === "EIO" || errno.syscall === "read" || errno.syscall === "fsync" || errno.syscall === "fdatasync";
+    const action = reading ? (errno.syscall === "read" ? "read" : "sync") : "write";
+    if (errno.path !== undefined) return localFileError(e, errno.path, action);
+    // A write to an open file names no path: what failed is still this machine's disk.
+    return new MailsendError(action === "write" ? "local_write_failed" : "local_io_failed", `cannot ${action} a local file: ${errnoWords(errno.code)}`, {
+      cause: e,
+      hint: "A disk of this machine refused (the state dir, the temp dir or an output file): free space or fix it, then run again.",
+    });
+  }
   const message = e instanceof Error ? e.message : String(e);
   return new MailsendError("internal", `internal error: ${message}`, {
     cause: e,

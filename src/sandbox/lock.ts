@@ -5,7 +5,7 @@
  */
 import { readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { processAlive } from "../core/pid.js";
-import { MailsendError } from "../core/errors.js";
+import { localFileError, MailsendError } from "../core/errors.js";
 
 
 export function acquireLock(path: string, dir: string): () => void {
@@ -21,7 +21,13 @@ export function acquireLock(path: string, dir: string): () => void {
         } catch {}
       };
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") {
+        // Created but not written (a full disk): take it back, so no empty lock is left behind.
+        try {
+          unlinkSync(path);
+        } catch {}
+        throw localFileError(e, path, "write", "sandbox lock");
+      }
       const pid = Number.parseInt(readFileSync(path, "utf8"), 10);
       if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) {
         throw new MailsendError("config_invalid", `another sandbox (pid ${pid}) is already running with the data dir ${dir}`, {

@@ -226,6 +226,23 @@ describe.skipIf(!mounted)("a full disk (64 KiB tmpfs)", () => {
   });
 });
 
+describe.skipIf(!mounted)("a full disk under the sandbox", () => {
+  test("`mailsend sandbox` on a full data dir: 73 naming the dir and 'no space left on device' (not 70), no empty lock left behind", async () => {
+    const dir = join(tiny, "sandbox");
+    const filler = fill(tiny);
+    try {
+      const r = await runCli(["sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0"], { timeoutMs: 30_000 });
+      expect(r.exitCode, r.stderr).toBe(73);
+      expect(r.stderr).toMatch(/no space left on device/);
+      expect(r.stderr).toContain(dir);
+      expect(r.stderr).not.toMatch(/internal error|a bug/);
+      expect(existsSync(join(dir, "sandbox.lock"))).toBe(false);
+    } finally {
+      rmSync(filler);
+    }
+  });
+});
+
 describe("results file", () => {
   test("on /dev/full: every item is sent and reported so (exit 0), the results file's failure is a warning", async () => {
     const input = tmp.file("two.jsonl", ["a", "b"].map((x) => JSON.stringify({ to: `${x}@example.com`, subject: x, text: x })).join("\n") + "\n");

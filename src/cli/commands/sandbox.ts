@@ -2,7 +2,7 @@
  * `mailsend sandbox`: run the local emulator until SIGINT/SIGTERM, and
  * `mailsend sandbox keys add|list|revoke`.
  */
-import { MailsendError } from "../../core/errors.js";
+import { localFileError, MailsendError } from "../../core/errors.js";
 import { parseExpiry, KeyStore, type KeyInfo } from "../../sandbox/keys.js";
 import { defaultSandboxDir, sandboxPaths } from "../../sandbox/paths.js";
 import type { Sandbox, SandboxOptions } from "../../sandbox/server.js";
@@ -169,7 +169,10 @@ export async function runSandbox(flags: SandboxFlags, io: CliIO, stop: StopSigna
     return 0;
   } catch (e) {
     await sb?.close().catch(() => {});
-    return reportError(e, io, { json });
+    // A full or read-only data dir is this machine's fault (73), named by the dir when the error names no file.
+    const errno = e as NodeJS.ErrnoException;
+    const local = !(e instanceof MailsendError) && typeof errno?.code === "string" && ["ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EIO"].includes(errno.code);
+    return reportError(local ? localFileError(e, errno.path ?? sandboxDir(flags, io.env), errno.code === "EIO" ? "read" : "write", errno.path ? "file" : "sandbox data dir") : e, io, { json });
   }
 }
 

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -66,6 +66,15 @@ describe("composeHtml", () => {
     const a = await composeHtml('<img src="img/a.png">', { ...opts, cache });
     const b = await composeHtml('<p>row 2</p><img src="img/a.png">', { ...opts, cache });
     expect(b.images[0]!.data).toBe(a.images[0]!.data);
+  });
+
+  it("refuses an image over the per-message limit without reading it (too_large, 65)", async () => {
+    const big = join(base, "huge.png");
+    writeFileSync(big, PNG);
+    truncateSync(big, 26 * 1024 * 1024); // sparse: nothing is written, nothing is read
+    const e = await failure(composeHtml('<img src="huge.png">', opts));
+    expect(e.code).toBe("too_large");
+    expect(e.message).toContain('"huge.png"');
   });
 
   it("--no-embed leaves everything as written", async () => {

@@ -12,7 +12,7 @@
 import { MailsendError } from "../core/errors.js";
 import type { QueueMode } from "../outbox/types.js";
 
-export type SendmailMode = "deliver" | "list" | "flush" | "help";
+export type SendmailMode = "deliver" | "list" | "flush" | "help" | "version";
 
 export interface SendmailArgs {
   mode: SendmailMode;
@@ -96,6 +96,9 @@ export function parseSendmailArgs(argv: readonly string[], invokedAs: "sendmail"
           break;
         case "help":
           out.mode = "help";
+          return out;
+        case "version":
+          out.mode = "version";
           return out;
         default:
           throw usage(`unknown option --${name}`);

@@ -97,7 +97,8 @@ describe("sendmail's command line", () => {
     expect(usageError(["--queue"]).message).toContain("--queue needs a value");
   });
 
-  it("--help", () => {
+  it("--help and --version", () => {
     expect(parseSendmailArgs(["-t", "--help"]).mode).toBe("help");
+    expect(parseSendmailArgs(["--version"]).mode).toBe("version");
   });
 });

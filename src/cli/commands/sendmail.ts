@@ -66,6 +66,11 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
     io.stdout.write(SENDMAIL_HELP);
     return 0;
   }
+  if (args.mode === "version") {
+    const { VERSION } = await import("../../core/version.js");
+    io.stdout.write(`mailsend ${VERSION} (sendmail mode)\n`);
+    return 0;
+  }
   const c = colorsFor(io.stderr, io.env);
   const note = (line: string) => io.stderr.write(`${c.dim(`mailsend: ${line}`)}\n`);
   try {

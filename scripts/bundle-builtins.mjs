@@ -30,7 +30,11 @@ export function requireBuiltins(code, file) {
   const out = code.replace(IMPORT, (whole, first, clause, spec) => {
     if (!builtins.has(spec) || (spec === KEEP && /__mailsendRequire/.test(whole))) return whole;
     const req = `require(${JSON.stringify(spec)})`;
-    const named = (braces) => braces.replace(/([\w$]+)\s+as\s+([\w$]+)/g, "$1: $2");
+    const named = (braces) => {
+      // A module object has no `default`: that form is not one esbuild writes; stop rather than guess.
+      if (/\bdefault\b/.test(braces)) throw new Error(`build: ${file}: cannot rewrite ${JSON.stringify(whole)}`);
+      return braces.replace(/([\w$]+)\s+as\s+([\w$]+)/g, "$1: $2");
+    };
     if (first === undefined && clause === undefined) return `${req};`;
     if (first !== undefined) {
       if (!clause?.startsWith("{")) throw new Error(`build: ${file}: cannot rewrite ${JSON.stringify(whole)}`);

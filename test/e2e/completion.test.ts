@@ -64,8 +64,8 @@ describe("bash", () => {
     expect(await complete(["mailsend", "send", "--tr"])).toEqual(["--transport"]);
   });
 
-  it("offers an option's choices: mailsend send --transport <Tab> -> rest smtp", async () => {
-    expect(await complete(["mailsend", "send", "--transport", ""])).toEqual(["rest", "smtp"]);
+  it("offers an option's choices: mailsend send --transport <Tab> -> rest smtp auto", async () => {
+    expect(await complete(["mailsend", "send", "--transport", ""])).toEqual(["rest", "smtp", "auto"]);
     // --transport=<Tab>: bash splits the word at "=".
     expect(await complete(["mailsend", "send", "--transport", "=", "sm"])).toEqual(["smtp"]);
     expect(await complete(["mailsend", "doctor", "--smtp-tls", ""])).toEqual(["starttls", "implicit"]);
@@ -128,7 +128,7 @@ describe("zsh and fish", () => {
     expect(r.stdout.startsWith("#compdef mailsend\n")).toBe(true);
     expect(r.stdout).toContain("compdef _mailsend mailsend");
     for (const c of ["'send:send one message'", "'doctor:", "'completion:", "'sandbox keys')", "'--transport:rest or smtp'"]) expect(r.stdout).toContain(c);
-    expect(r.stdout).toContain("'send|--transport') REPLY='choice rest smtp'");
+    expect(r.stdout).toContain("'send|--transport') REPLY='choice rest smtp auto'");
     expect(r.stdout).toMatch(/'send\|--html-file'[^)]*\) REPLY='file'/);
     const zsh = installed("zsh");
     if (zsh) {
@@ -144,7 +144,8 @@ describe("zsh and fish", () => {
     const lines = r.stdout.split("\n");
     expect(lines).toContain("complete -c mailsend -f");
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'\\' 0' -a 'send' -d 'send one message'");
-    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'send\\'' -l transport -x -a 'rest smtp' -d 'rest or smtp'");
+    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'send\\'' -l transport -x -a 'rest smtp auto' -d 'rest, smtp, or auto");
+    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'batch\\'' -l transport -x -a 'rest smtp' -d 'rest or smtp'");
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'send\\'' -s a -l attach -r -F");
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'sandbox keys\\' 0' -a 'revoke'");
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'batch\\' 0' -F");
@@ -214,7 +215,7 @@ describe("zsh and fish", () => {
     it("offers send's options, an option's choices, and files where a file goes", async () => {
       const options = (await zcomplete("mailsend", "send", "--tr")).map((l) => l.split(":")[0]);
       expect(options).toEqual(expect.arrayContaining(longFlags(SEND_OPTIONS)));
-      expect(await zcomplete("mailsend", "send", "--transport", "")).toEqual(["rest", "smtp"]);
+      expect(await zcomplete("mailsend", "send", "--transport", "")).toEqual(["rest", "smtp", "auto"]);
       expect(await zcomplete("mailsend", "send", "--attach", "")).toEqual(["FILES"]);
       expect(await zcomplete("mailsend", "sandbox", "--dir", "")).toEqual(["DIRS"]);
       expect(await zcomplete("mailsend", "batch", "")).toContain("FILES");
@@ -249,7 +250,7 @@ describe("zsh and fish", () => {
     });
 
     it("offers choices, subcommands and files", async () => {
-      expect(await fcomplete("mailsend send --transport ")).toEqual(["rest", "smtp"]);
+      expect(await fcomplete("mailsend send --transport ")).toEqual(["auto", "rest", "smtp"]); // fish sorts
       expect(await fcomplete("mailsend sandbox keys ")).toEqual(expect.arrayContaining(["add", "list", "revoke"]));
       tmp.file("report-for-fish.html", "<p>x</p>");
       expect(await fcomplete("mailsend send --html-file report-for-f")).toEqual(["report-for-fish.html"]);

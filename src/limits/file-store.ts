@@ -18,7 +18,7 @@
  * `mailsend send` its start-up; the link() above gives the one property that
  * was missing (no lock without its content).
  */
-import { closeSync, linkSync, openSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, linkSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { processAlive } from "../core/pid.js";
 import { join } from "node:path";
 import { localFileError, MailsendError } from "../core/errors.js";
@@ -66,6 +66,22 @@ export class FileSlotStore implements SlotStore {
     this.#staleMs = opts.staleMs ?? 5_000;
     this.#lockTimeoutMs = opts.lockTimeoutMs ?? 15_000;
     this.#now = opts.now ?? Date.now;
+    this.#sweep(opts.dir, `${opts.keyHash}.json.`);
+  }
+
+  /**
+   * Temp files of a process killed mid-way (a lock attempt before its link,
+   * a state write before its rename): small, but litter that would grow.
+   */
+  #sweep(dir: string, prefix: string): void {
+    try {
+      for (const name of readdirSync(dir)) {
+        if (!name.startsWith(prefix)) continue;
+        const m = /^(?:lock\.(\d+)\.\w+|(\d+)\.tmp)$/.exec(name.slice(prefix.length));
+        const pid = Number(m?.[1] ?? m?.[2]);
+        if (m && pid > 0 && pid !== process.pid && !processAlive(pid)) unlinkSync(join(dir, name));
+      }
+    } catch {}
   }
 
   get path(): string {

@@ -105,7 +105,7 @@ describe("the budget lock never wedges", () => {
     expect(r.exitCode, r.stderr).toBe(0);
     expect(rec.requests).toHaveLength(1);
     // No lock is left, and no temp file of the killed process either once a send has looked.
-    expect(readdirSync(join(state, "ratelimit")).filter((f) => f.endsWith(".lock"))).toEqual([]);
+    expect(readdirSync(join(state, "ratelimit")).filter((f) => f.includes(".lock"))).toEqual([]);
   });
 });
 

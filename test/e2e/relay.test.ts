@@ -281,6 +281,19 @@ describe("who may connect", () => {
     }
   });
 
+  test("an outbox that cannot be made: 73 before listening, naming the path", async () => {
+    const s = scratch("mailsend-relay-nodir-");
+    try {
+      const notDir = s.file("state", "a file, not a directory");
+      const r = await runCli(["relay", "--listen", "127.0.0.1:0"], { env: { MAILSEND_STATE_DIR: notDir } });
+      expect(r.exitCode).toBe(73);
+      expect(r.stderr).toContain(`the relay cannot start: cannot write the outbox file ${notDir}/outbox`);
+      expect(r.stderr).not.toMatch(/NOT queued/);
+    } finally {
+      s.remove();
+    }
+  });
+
   test.skipIf(!HAVE_SWAKS)("with --auth-file: AUTH is required and checked; off loopback only after STARTTLS", async () => {
     const s = scratch("mailsend-relay-auth-");
     const hp = await runCli(["relay", "hash-password", "grafana"], { input: "correct horse battery\n" });

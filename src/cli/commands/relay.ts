@@ -188,7 +188,16 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
 
     const { Outbox } = await import("../../outbox/store.js");
     const outbox = Outbox.fromEnv(io.env);
-    outbox.ensureDirs();
+    try {
+      outbox.ensureDirs();
+    } catch (e) {
+      // At start nothing was offered yet: say so as the outbox's fault (73), not as a message refused.
+      const why = e instanceof MailsendError ? e.message.replace(/; the message was NOT queued$/, "") : String(e);
+      throw new MailsendError("local_write_failed", `the relay cannot start: ${why}`, {
+        cause: e,
+        hint: "The outbox is $MAILSEND_STATE_DIR/outbox (or MAILSEND_OUTBOX_DIR); make it writable for the user the relay runs as.",
+      });
+    }
     const { prepareMessage } = await import("../../outbox/message.js");
     const { startRelay, summaryHeaders } = await import("../../relay/server.js");
 

@@ -10,16 +10,31 @@
  * starts of the callers take what the machine needs for them on top.
  */
 import { execa } from "execa";
-import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { baseEnv, BIN } from "../helpers/cli.js";
+import { baseEnv, ROOT } from "../helpers/cli.js";
 import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
 const s: Scratch = scratch("mailsend-sendmail-burst-");
 const sendmail = join(s.dir, "sendmail");
-symlinkSync(BIN, sendmail);
+symlinkSync(snapshotOfBuild(), sendmail);
+
+/**
+ * A copy of the built CLI (bin/, dist/, package.json; node_modules linked) for
+ * this file's minutes of process starts: `npm run build` swaps dist/ whole, and
+ * a caller started before a rebuild elsewhere would not find its chunks after.
+ */
+function snapshotOfBuild(): string {
+  const root = join(s.dir, "build");
+  mkdirSync(root);
+  cpSync(join(ROOT, "bin"), join(root, "bin"), { recursive: true });
+  cpSync(join(ROOT, "dist"), join(root, "dist"), { recursive: true, filter: (src) => !src.endsWith(".map") && !src.includes(`${join("dist", "types")}`) });
+  cpSync(join(ROOT, "package.json"), join(root, "package.json"));
+  symlinkSync(join(ROOT, "node_modules"), join(root, "node_modules"));
+  return join(root, "bin", "mailsend.js");
+}
 let t: TestSandbox | undefined;
 
 afterEach(async () => {

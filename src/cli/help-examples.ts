@@ -87,3 +87,20 @@ ${examples([
   "mailsend queue rm <id>",
   "mailsend queue purge --failed",
 ]).trimStart()}`;
+
+export const QUEUE_LS_HELP = examples([
+  "mailsend queue ls",
+  "mailsend queue ls --failed --json | jq -r '.[] | .id + \" \" + .last_error.message'",
+]);
+
+export const QUEUE_RUN_HELP = examples([
+  "mailsend queue run                 # what is due now, then exit (cron: */5 * * * *)",
+  "mailsend queue run --watch         # as a service: MAILSEND_QUEUE_AUTORUN=0 for the callers",
+  "mailsend queue run --json | jq -c 'select(.event == \"failed\")'",
+]);
+
+export const QUEUE_RETRY_HELP = examples(["mailsend queue retry 0mwv1vzcp0gbbf144ad", "mailsend queue retry --all && mailsend queue run"]);
+
+export const QUEUE_RM_HELP = examples(["mailsend queue rm 0mwv1vzcp0gbbf144ad", "mailsend queue rm $(mailsend queue ls --json | jq -r '.[].id')   # empty it"]);
+
+export const QUEUE_PURGE_HELP = examples(["mailsend queue purge --failed", "mailsend queue ls --failed && mailsend queue purge --failed"]);

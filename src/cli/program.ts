@@ -337,6 +337,7 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
   queue
     .command("ls")
     .description("list the outbox (the default): id, age, size, attempts, next attempt, from, recipients, subject, last error")
+    .addHelpText("after", HELP.QUEUE_LS_HELP)
     .option("--failed", "list failed/ instead")
     .option("--json", "print one JSON array")
     .action(async (_opts: unknown, cmd: Command) => {
@@ -346,6 +347,7 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
   queue
     .command("run")
     .description("deliver what is due, then exit (cron, a systemd timer); --watch keeps delivering as mail arrives")
+    .addHelpText("after", HELP.QUEUE_RUN_HELP)
     .option("--watch", "keep running: deliver as messages arrive and as the budget frees up (a systemd service)")
     .addOption(new Option("--drain", "stay until the outbox is empty (the background runner)").hideHelp())
     .addOption(new Option("--concurrency <n>", "messages in flight at once (default 4)").argParser(wholeNumber))
@@ -360,6 +362,7 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
   queue
     .command("retry")
     .description("make a message due now, bringing it back from failed/")
+    .addHelpText("after", HELP.QUEUE_RETRY_HELP)
     .argument("[id]", "the message's id (from mailsend queue)")
     .option("--all", "every queued and failed message")
     .option("--json", "print {\"retried\":n}")
@@ -370,6 +373,7 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
   queue
     .command("rm")
     .description("delete messages from the outbox (queued or failed): they are not sent")
+    .addHelpText("after", HELP.QUEUE_RM_HELP)
     .argument("<id...>", "the messages' ids")
     .option("--json", "print {\"removed\":n}")
     .action(async (ids: string[], _opts: unknown, cmd: Command) => {
@@ -379,6 +383,7 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
   queue
     .command("purge")
     .description("delete every failed message (failed/)")
+    .addHelpText("after", HELP.QUEUE_PURGE_HELP)
     .option("--failed", "required: what to purge")
     .option("--json", "print {\"removed\":n}")
     .action(async (_opts: unknown, cmd: Command) => {

@@ -103,7 +103,7 @@ describe("send --queue", () => {
 
   it("a refused key is never queued: the error and its exit code at once", async () => {
     const { env } = fresh({ MAILSEND_QUEUE_AUTORUN: "0" });
-    const bad = { ...env, MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: "msk_notakeyofthissandbox000000000000000" } as Record<string, string>;
+    const bad: Record<string, string | undefined> = { ...env, MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: "msk_notakeyofthissandbox000000000000000" };
     const r = await runCli([...args("q-bad"), "--queue", "auto"], { env: bad, timeoutMs: 60_000 });
     expect(r.exitCode).toBe(77);
     expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);

@@ -1,17 +1,32 @@
 /**
  * One sandbox per data dir: two writers would interleave index lines and
  * hand out the same port in the export lines. The lock holds the pid; a lock
- * whose process is gone is taken over.
+ * whose process is gone is taken over. It is written to a temp file and
+ * link()ed into place, so no start ever sees it empty (and takes it for a
+ * dead one's while its owner is still writing it).
  */
-import { readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import { linkSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { processAlive } from "../core/pid.js";
 import { localFileError, MailsendError } from "../core/errors.js";
 
-
 export function acquireLock(path: string, dir: string): () => void {
   for (let attempt = 0; attempt < 3; attempt++) {
+    const tmp = `${path}.${process.pid}.tmp`;
     try {
-      writeFileSync(path, `${process.pid}\n`, { flag: "wx", mode: 0o600 });
+      try {
+        writeFileSync(tmp, `${process.pid}\n`, { mode: 0o600 });
+        try {
+          linkSync(tmp, path);
+        } catch (e) {
+          // A file system without hard links: an exclusive create, as before.
+          if (!["EPERM", "ENOTSUP", "ENOSYS", "EOPNOTSUPP"].includes((e as NodeJS.ErrnoException).code ?? "")) throw e;
+          writeFileSync(path, `${process.pid}\n`, { flag: "wx", mode: 0o600 });
+        }
+      } finally {
+        try {
+          unlinkSync(tmp);
+        } catch {}
+      }
       let released = false;
       return () => {
         if (released) return;
@@ -21,14 +36,13 @@ export function acquireLock(path: string, dir: string): () => void {
         } catch {}
       };
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "EEXIST") {
-        // Created but not written (a full disk): take it back, so no empty lock is left behind.
-        try {
-          unlinkSync(path);
-        } catch {}
-        throw localFileError(e, path, "write", "sandbox lock");
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw localFileError(e, path, "write", "sandbox lock");
+      let pid = Number.NaN;
+      try {
+        pid = Number.parseInt(readFileSync(path, "utf8"), 10);
+      } catch {
+        continue; // released meanwhile
       }
-      const pid = Number.parseInt(readFileSync(path, "utf8"), 10);
       if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) {
         throw new MailsendError("config_invalid", `another sandbox (pid ${pid}) is already running with the data dir ${dir}`, {
           hint: "Stop it first, or give this one its own --dir.",

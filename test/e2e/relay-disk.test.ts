@@ -7,10 +7,12 @@
 import { spawnSync } from "node:child_process";
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
 import { SmtpDialog } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { startRelayChild } from "../helpers/relay.js";
+
+vi.setConfig({ testTimeout: 90_000 });
 
 let s: Scratch;
 let mnt: string;

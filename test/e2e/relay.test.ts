@@ -8,12 +8,15 @@ import { execa } from "execa";
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
 import { runCli } from "../helpers/cli.js";
 import { startRelayChild } from "../helpers/relay.js";
 import { inProcessSandbox, SmtpDialog, until, type TestSandbox } from "../helpers/sandbox.js";
 import { headerSection, startSmtpSink } from "../helpers/smtp-sink.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+
+// Real clients and a relay process per test: on a loaded two-core machine one test can take a while.
+vi.setConfig({ testTimeout: 120_000 });
 
 const HAVE_SWAKS = spawnSync("swaks", ["--version"]).status === 0;
 const HAVE_PYTHON = spawnSync("python3", ["-c", "import smtplib"]).status === 0;
@@ -115,7 +118,7 @@ describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", (
       expect(py.map((p) => p.code)).toEqual([250, 250, 250]);
       for (const p of py) expect(p.reply).toMatch(/^2\.0\.0 queued as [0-9a-z]{19}$/);
 
-      await until(async () => (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject.startsWith("relay ")).length >= 4, 30_000);
+      await until(async () => (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject.startsWith("relay ")).length >= 4, 60_000);
       await until(() => queued(relay.ready.outbox).length === 0, 10_000);
       const got = (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject.startsWith("relay "));
       expect(got.map((m) => m.subject).sort()).toEqual(["relay smtplib 0", "relay smtplib 1", "relay smtplib 2", "relay swaks"]);
@@ -235,7 +238,7 @@ describe.skipIf(!HAVE_PYTHON)("relay upstream over SMTP (STARTTLS + AUTH)", () =
     try {
       const py = await python(s, [String(relay.ready.port), "relay over smtp", "2", "text"]);
       expect(py.map((p) => p.code)).toEqual([250, 250]);
-      await until(() => sink.messages.length >= 2, 30_000);
+      await until(() => sink.messages.length >= 2, 60_000);
       await until(() => queued(relay.ready.outbox).length === 0, 10_000);
       expect(sink.messages).toHaveLength(2);
       for (const m of sink.messages) {
@@ -367,7 +370,7 @@ describe.skipIf(!HAVE_SWAKS)("stopping", () => {
 
       // 3. The next start delivers them, each once.
       const r3 = await startRelayChild(env, ["-v"]);
-      await until(() => r3.events.filter((e) => e.event === "sent").length >= 2, 30_000);
+      await until(() => r3.events.filter((e) => e.event === "sent").length >= 2, 60_000);
       expect((await r3.stop()).exitCode).toBe(0);
       expect(queued(r3.ready.outbox)).toHaveLength(0);
       const subjects = (await slow.sb.store.list({ limit: 100 })).map((m) => m.subject).sort();
@@ -376,5 +379,5 @@ describe.skipIf(!HAVE_SWAKS)("stopping", () => {
       await slow.stop();
       s.remove();
     }
-  }, 60_000);
+  });
 });

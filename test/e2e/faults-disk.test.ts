@@ -226,6 +226,50 @@ describe.skipIf(!mounted)("a full disk (64 KiB tmpfs)", () => {
   });
 });
 
+describe.skipIf(!mounted)("the library: a full disk after acceptance", () => {
+  test("send() resolves (the message was sent) with warnings, and onWarning hears them; sendBatch's item stays sent", async () => {
+    const { send, sendBatch } = await import("../../src/index.js");
+    const stateDir = join(tiny, "lib");
+    mkdirSync(stateDir, { mode: 0o700 });
+    let filler = "";
+    rec.script(() => {
+      filler = fill(tiny);
+      return {};
+    });
+    const heard: string[] = [];
+    try {
+      const r = await send(
+        { from: "ci@example.com", to: "dev@example.com", subject: "lib", text: "hi" },
+        { baseUrl: rec.url, apiKey: KEY, stateDir, rateLimit: 10, retries: 0, onWarning: (t) => heard.push(t) },
+      );
+      expect(r.messageId).toBeTruthy();
+      expect(r.warnings).toHaveLength(1);
+      expect(r.warnings![0]).toMatch(/the message was sent, but recording it in the rate-limit budget failed: .*no space left on device/);
+      expect(heard).toEqual(r.warnings);
+    } finally {
+      if (filler) rmSync(filler);
+    }
+    rec.script(() => {
+      filler = fill(tiny);
+      return {};
+    });
+    try {
+      const b = await sendBatch([{ from: "ci@example.com", to: "dev@example.com", subject: "lib b", text: "hi" }], {
+        baseUrl: rec.url,
+        apiKey: KEY,
+        stateDir,
+        rateLimit: 10,
+        retries: 0,
+      });
+      expect(b.summary.exitCode).toBe(0);
+      expect(b.results[0]!.status).toBe("sent");
+      expect(b.results[0]!.warnings?.[0]).toMatch(/no space left on device/);
+    } finally {
+      if (filler) rmSync(filler);
+    }
+  });
+});
+
 describe.skipIf(!mounted)("a full disk under the sandbox", () => {
   test("`mailsend sandbox` on a full data dir: 73 naming the dir and 'no space left on device' (not 70), no empty lock left behind", async () => {
     const dir = join(tiny, "sandbox");

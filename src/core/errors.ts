@@ -32,7 +32,7 @@ export const EXIT_MEANING: Record<ExitClass, string> = {
   unavailable: "service unavailable: connection refused, DNS failure, 5xx",
   software: "internal error (a bug in mailsend)",
   cantcreat: "a local file cannot be created or written: the state dir, outbox, journal or results file (disk full, read-only, permission)",
-  ioerr: "a local file could not be read or synced (an I/O error of this machine)",
+  ioerr: "a local file could not be read or synced (an I/O error of this machine), or a batch journal is damaged (see --fresh)",
   tempfail: "temporary failure, safe to retry later: rate limited (429), SMTP 4xx, timeout before sending",
   protocol: "unexpected answer, or outcome unknown: the connection broke after the message was handed over; check before resending",
   noperm: "the key was refused: wrong (401, SMTP 535), revoked or expired (403); Redis or proxy credentials refused",

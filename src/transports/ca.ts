@@ -1,5 +1,4 @@
 import { readFileSync } from "node:fs";
-import { rootCertificates } from "node:tls";
 import { MailsendError } from "../core/errors.js";
 
 /**
@@ -8,7 +7,8 @@ import { MailsendError } from "../core/errors.js";
  */
 export function trustedCas(caFile: string): string[] {
   try {
-    return [...rootCertificates, readFileSync(caFile, "utf8")];
+    // node:tls when needed, not at load: on Node 24 it costs ~40 ms that an http:// send never uses.
+    return [...process.getBuiltinModule("node:tls").rootCertificates, readFileSync(caFile, "utf8")];
   } catch (e) {
     throw new MailsendError("config_invalid", `--ca-file ${caFile} cannot be read (${(e as NodeJS.ErrnoException).code ?? e})`);
   }

@@ -1,5 +1,4 @@
 import { connect as netConnect, isIP } from "node:net";
-import { connect as tlsConnect } from "node:tls";
 import { MailsendError } from "../core/errors.js";
 
 export const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"]);
@@ -87,7 +86,8 @@ export const TRUST_HINT =
  */
 export function speaksTls(host: string, port: number, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
   return probe(timeoutMs, signal, (bare, answer) => {
-    const socket = tlsConnect({ host: bare, port, rejectUnauthorized: false, ...(isIP(bare) ? {} : { servername: bare }) });
+    // node:tls only now (a failure being explained): loading it costs ~40 ms on Node 24.
+    const socket = process.getBuiltinModule("node:tls").connect({ host: bare, port, rejectUnauthorized: false, ...(isIP(bare) ? {} : { servername: bare }) });
     socket.once("secureConnect", () => answer(true));
     return socket;
   }, host);

@@ -14,9 +14,9 @@
  * same errors (proxyFailure below).
  */
 import http from "node:http";
-import https from "node:https";
+import type https from "node:https";
 import net from "node:net";
-import tls from "node:tls";
+import type tls from "node:tls";
 import type { ProxySetting } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import { trustedCas } from "./ca.js";
@@ -113,7 +113,7 @@ export function openTunnel(proxy: ProxySetting, host: string, port: number, opts
     const headers: Record<string, string> = { Host: target, ...(proxy.authorization ? { "Proxy-Authorization": proxy.authorization } : {}) };
     const options: https.RequestOptions = { host: proxy.host, port: proxy.port, method: "CONNECT", path: target, headers, agent: false };
     if (proxy.protocol === "https:" && opts.caFile) options.ca = trustedCas(opts.caFile);
-    const req = (proxy.protocol === "https:" ? https : http).request(options);
+    const req = (proxy.protocol === "https:" ? process.getBuiltinModule("node:https") : http).request(options);
     const timer = setTimeout(() => finish(timedOut(proxy, opts.timeoutMs)), opts.timeoutMs);
     const onAbort = () =>
       finish(new MailsendError("temporary_failure", `interrupted while ${named(proxy)} was connecting to ${target}`, { hint: "Nothing was sent; it is safe to try again." }));
@@ -137,7 +137,7 @@ export function openToProxy(proxy: ProxySetting, opts: TunnelOptions): Promise<n
   return new Promise((resolve, reject) => {
     const secure = proxy.protocol === "https:";
     const socket: net.Socket = secure
-      ? tls.connect({ host: proxy.host, port: proxy.port, ...(net.isIP(proxy.host) ? {} : { servername: proxy.host }), ...(opts.caFile ? { ca: trustedCas(opts.caFile) } : {}) })
+      ? process.getBuiltinModule("node:tls").connect({ host: proxy.host, port: proxy.port, ...(net.isIP(proxy.host) ? {} : { servername: proxy.host }), ...(opts.caFile ? { ca: trustedCas(opts.caFile) } : {}) })
       : net.connect({ host: proxy.host, port: proxy.port });
     const timer = setTimeout(() => {
       socket.destroy();
@@ -165,12 +165,12 @@ type Oncreate = (err: Error | null, socket?: net.Socket) => void;
  */
 export function proxyAgent(proxy: ProxySetting, url: URL, agentOptions: https.AgentOptions, opts: TunnelOptions): http.Agent {
   if (url.protocol === "https:") {
-    const agent = new https.Agent(agentOptions);
+    const agent = new (process.getBuiltinModule("node:https").Agent)(agentOptions);
     agent.createConnection = ((options: tls.ConnectionOptions & { signal?: AbortSignal }, oncreate: Oncreate) => {
       const host = (options.host ?? url.hostname).replace(/^\[|\]$/g, "");
       openTunnel(proxy, host, Number(options.port ?? 443), { ...opts, ...(options.signal ? { signal: options.signal } : {}) }).then(
         (raw) => {
-          const secure = tls.connect({ ...options, socket: raw });
+          const secure = process.getBuiltinModule("node:tls").connect({ ...options, socket: raw });
           const failed = (e: Error) => {
             secure.destroy();
             oncreate(e);

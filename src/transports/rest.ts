@@ -17,7 +17,7 @@
  */
 import { closeSync, createReadStream, openSync, readSync } from "node:fs";
 import http from "node:http";
-import https from "node:https";
+import type { AgentOptions } from "node:https";
 import { urlToHttpOptions } from "node:url";
 import type { RestConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
@@ -229,7 +229,7 @@ export class RestTransport implements Transport {
     this.#target = urlToHttpOptions(this.#url);
     this.#redact = makeRedactor(config.apiKey);
     const tls = this.#url.protocol === "https:";
-    const agentOptions: https.AgentOptions = { keepAlive: true, maxSockets: opts.pool ?? 1 };
+    const agentOptions: AgentOptions = { keepAlive: true, maxSockets: opts.pool ?? 1 };
     if (tls) {
       if (config.caFile) agentOptions.ca = trustedCas(config.caFile);
       if (config.insecure) agentOptions.rejectUnauthorized = false;
@@ -244,7 +244,8 @@ export class RestTransport implements Transport {
         this.#proxyHeaders = form.headers;
       }
     } else {
-      this.#agent = tls ? new https.Agent(agentOptions) : new http.Agent(agentOptions);
+      // node:https (and node:tls) only for an https:// service: on Node 24 they cost ~40 ms to load.
+      this.#agent = tls ? new (process.getBuiltinModule("node:https").Agent)(agentOptions) : new http.Agent(agentOptions);
     }
     this.#connections = opts.pool ?? 1;
   }
@@ -359,7 +360,7 @@ export class RestTransport implements Transport {
   /** One request over node:http(s) and the keep-alive agent. */
   #postHttp(plan: BodyPlan, ctx: PostContext): Promise<Answer> {
     const { url, headers, signal, timeoutMs } = ctx;
-    const client = url.protocol === "https:" ? https : http;
+    const client = url.protocol === "https:" ? process.getBuiltinModule("node:https") : http;
     return new Promise<Answer>((resolve, reject) => {
       // The request may have reached the service only once the connection is
       // up and the whole body has been written to it.

@@ -49,7 +49,14 @@ async function fsyncPath(path: string): Promise<void> {
   }
 }
 
-async function writeDurably(path: string, tmpDir: string, chunks: Buffer[]): Promise<void> {
+/** A gate's refusal, passed through add() as it is (not as a write failure). */
+class GateRefused extends Error {
+  constructor(readonly reason: unknown) {
+    super("refused");
+  }
+}
+
+async function writeDurably(path: string, tmpDir: string, chunks: Buffer[], gate?: Promise<unknown>): Promise<void> {
   const tmp = join(tmpDir, `${path.split("/").pop()}.${process.pid}.${randomBytes(3).toString("hex")}`);
   let fh;
   try {
@@ -65,6 +72,8 @@ async function writeDurably(path: string, tmpDir: string, chunks: Buffer[]): Pro
     await fh.sync();
     await fh.close();
     fh = undefined;
+    // On disk but not yet in the queue: what the caller still checks (the relay's parse) ran beside the write.
+    if (gate) await gate.catch((e: unknown) => Promise.reject(new GateRefused(e)));
     await rename(tmp, path);
   } catch (e) {
     await fh?.close().catch(() => {});
@@ -84,6 +93,11 @@ export interface AddInput {
   headerFrom?: string;
   /** Not before this time (ms): a caller that tries the message itself holds it this long. */
   holdUntil?: number;
+  /**
+   * Checked between the fsync and the rename into queue/: when it rejects, nothing is queued and
+   * add() rejects with its reason as it is. Lets a check overlap the write.
+   */
+  gate?: Promise<unknown>;
 }
 
 /** A full disk or a read-only outbox is a temporary failure for the caller (75; the relay says 452). */
@@ -144,11 +158,12 @@ export class Outbox {
         // The hold is written first: a runner that lists queue/ never sees the message without it.
         await writeDurably(join(this.queueDir, `${id}.state`), this.tmpDir, [Buffer.from(JSON.stringify({ attempts: 0, nextAttemptAt: input.holdUntil } satisfies OutboxState))]);
       }
-      await writeDurably(target, this.tmpDir, [Buffer.from(`${JSON.stringify(meta)}\n`), input.raw]);
+      await writeDurably(target, this.tmpDir, [Buffer.from(`${JSON.stringify(meta)}\n`), input.raw], input.gate);
       await fsyncPath(this.queueDir);
     } catch (e) {
       await unlink(target).catch(() => {});
       await unlink(join(this.queueDir, `${id}.state`)).catch(() => {});
+      if (e instanceof GateRefused) throw e.reason;
       throw writeFailure(e, this.queueDir);
     }
     return id;

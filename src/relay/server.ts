@@ -44,8 +44,12 @@ export interface RelayOptions {
   closeTimeoutMs?: number;
   /** Throws a MailsendError when the message cannot be delivered as it is (nothing is stored then). */
   validate(raw: Buffer, envelope: Envelope): Promise<void>;
-  /** Resolves to the outbox id once the message is durable; throws when it cannot be written. */
-  store(raw: Buffer, envelope: Envelope): Promise<string>;
+  /**
+   * Resolves to the outbox id once the message is durable; throws when it cannot be written. The
+   * validation runs beside the write: `gate` is it, and the message enters the queue only once it
+   * passed (a store rejects with the gate's error as it is).
+   */
+  store(raw: Buffer, envelope: Envelope, gate: Promise<void>): Promise<string>;
   onAccepted?(info: AcceptedInfo): void;
   /** A message refused after DATA, or a fault of this machine (logged by the caller, never a password). */
   onRefused?(info: { code: number; reply: string; envelope: Envelope; remote: string; error?: MailsendError }): void;
@@ -155,12 +159,16 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
           return cb(smtpReply(552, text));
         }
         const raw = Buffer.concat(chunks, size);
-        let stage: "validate" | "store" = "validate";
+        let refusal: { error: unknown } | undefined;
         const work = (async () => {
           try {
-            await opts.validate(raw, envelope);
-            stage = "store";
-            const id = await opts.store(raw, envelope);
+            const gate = opts.validate(raw, envelope).catch((error: unknown) => {
+              refusal = { error };
+              throw error;
+            });
+            // Handled where the store awaits it, or not needed when the write failed first.
+            gate.catch(() => {});
+            const id = await opts.store(raw, envelope, gate);
             cb(null, `2.0.0 queued as ${id}`);
             try {
               opts.onAccepted?.({ id, envelope, size, remote, ...(typeof session.user === "string" ? { user: session.user } : {}) });
@@ -169,7 +177,7 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
             }
             return;
           } catch (e) {
-            const r = replyFor(e, stage);
+            const r = replyFor(e, refusal && refusal.error === e ? "validate" : "store");
             opts.onRefused?.({ code: r.code, reply: r.text, envelope, remote, ...(e instanceof MailsendError ? { error: e } : {}) });
             cb(smtpReply(r.code, r.text));
           }

@@ -221,16 +221,12 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       maxClients,
       ...(users ? { users } : {}),
       ...(tls ? { tls } : {}),
-      // TODO(outbox): validation and the durable write run one after the other, so a client waits
-      // for both; bench/relay.mjs puts the relay at ~0.72 of a bare fsyncing server on a loaded
-      // machine, and at ~1.1 with validation skipped. A hook of Outbox.add that awaits a promise
-      // between the fsync in tmp/ and the rename into queue/ would let the parse overlap the write
-      // without a runner ever seeing a message the client was told 554 about.
       async validate(raw: Buffer, envelope: Envelope) {
         await prepareMessage(raw, envelope);
       },
-      store(raw: Buffer, envelope: Envelope) {
+      store(raw: Buffer, envelope: Envelope, gate: Promise<void>) {
         return outbox.add({
+          gate,
           raw,
           envelope,
           idempotencyKey: randomUUID(),

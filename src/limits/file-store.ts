@@ -9,8 +9,8 @@
  * its process is gone or it is older than `staleMs` (in either direction, so
  * a wall-clock jump cannot pin it). A lock whose content cannot be read as
  * "pid time" (an older mailsend's, cut short by a crash) is judged by its
- * mtime, which a file always has. The state is replaced by rename, so a crash
- * mid-write never leaves a torn file.
+ * mtime, which a file always has. The state is a log of changes appended
+ * under the lock (see #read), rewritten whole by rename when it has grown.
  *
  * proper-lockfile was weighed: it judges staleness by an mtime it refreshes
  * on a timer (a directory lock, its own retries). Our lock is held for well
@@ -18,7 +18,7 @@
  * `mailsend send` its start-up; the link() above gives the one property that
  * was missing (no lock without its content).
  */
-import { closeSync, linkSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, ftruncateSync, linkSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { processAlive } from "../core/pid.js";
 import { join } from "node:path";
 import { localFileError, MailsendError } from "../core/errors.js";
@@ -49,7 +49,12 @@ function testPause(point: string): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 60_000);
 }
 
-type Read = { state: LogState; damaged: false } | { state: LogState; damaged: true; why: string };
+/** The folded state, and how the file holding it looks (for the next write: append or rewrite). */
+type Read = ({ damaged: false } | { damaged: true; why: string }) & { state: LogState; lines: number; bytes: number; clean: boolean };
+
+function writeAll(fd: number, data: Buffer): void {
+  for (let off = 0; off < data.length; ) off += writeSync(fd, data, off);
+}
 
 export class FileSlotStore implements SlotStore {
   readonly #file: string;
@@ -151,30 +156,56 @@ export class FileSlotStore implements SlotStore {
     }
   }
 
+  /**
+   * The state file is a log: a snapshot line, then one line per change
+   * (appended under the lock, so a slot costs one small write rather than a
+   * rewrite of the whole log), folded here in order. A last line without its
+   * newline was torn by a crash: that change never happened (its process
+   * died before it could send), and the next write rewrites the file without it.
+   */
   #read(): Read {
     let text: string;
     try {
       text = readFileSync(this.#file, "utf8");
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return { state: EMPTY, damaged: false };
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return { state: EMPTY, damaged: false, lines: 0, bytes: 0, clean: false };
       throw localFileError(e, this.#file, "read", "rate-limit state");
     }
+    const bytes = Buffer.byteLength(text);
+    const lines = text.split("\n");
+    const last = lines.pop()!;
+    // The single-object file of earlier versions (no newline): a snapshot to rewrite as a log.
+    if (lines.length === 0 && last !== "") lines.push(last);
+    const clean = last === "" && lines.length > 0;
     try {
-      const data = JSON.parse(text) as Partial<LogState>;
-      if (!data || typeof data !== "object" || !Array.isArray(data.entries)) throw new Error("not a rate-limit state");
-      const entries = data.entries.filter((e) => e && typeof e.t === "number" && typeof e.id === "string");
-      return { state: { entries, blockedUntil: typeof data.blockedUntil === "number" ? data.blockedUntil : 0 }, damaged: false };
+      const head = JSON.parse(lines[0] ?? "") as Partial<LogState>;
+      if (!head || typeof head !== "object" || !Array.isArray(head.entries)) throw new Error("not a rate-limit state");
+      const byId = new Map<string, number>();
+      for (const e of head.entries) if (e && typeof e.t === "number" && typeof e.id === "string") byId.set(e.id, e.t);
+      let blockedUntil = typeof head.blockedUntil === "number" ? head.blockedUntil : 0;
+      for (let n = 1; n < lines.length; n++) {
+        const op = JSON.parse(lines[n]!) as { take?: string; done?: string; free?: string; t?: number; block?: number };
+        if (typeof op.take === "string" && typeof op.t === "number") byId.set(op.take, op.t);
+        else if (typeof op.done === "string" && typeof op.t === "number") {
+          if (byId.has(op.done)) byId.set(op.done, op.t);
+        } else if (typeof op.free === "string") byId.delete(op.free);
+        else if (typeof op.block === "number") blockedUntil = op.block;
+        else throw new Error(`line ${n + 1} is not a change of the log`);
+      }
+      const entries = [...byId].map(([id, t]) => ({ id, t }));
+      return { state: { entries, blockedUntil }, damaged: false, lines: lines.length, bytes, clean };
     } catch (e) {
-      return { state: EMPTY, damaged: true, why: text.length === 0 ? "it is empty" : (e as Error).message };
+      return { state: EMPTY, damaged: true, why: text.length === 0 ? "it is empty" : (e as Error).message, lines: 0, bytes: 0, clean: false };
     }
   }
 
-  #write(state: LogState): void {
+  /** The whole state as a new file (temp + rename): the first write, a compaction, or after a torn line. */
+  #rewrite(state: LogState): void {
     const tmp = `${this.#file}.${process.pid}.tmp`;
     try {
       const fd = openSync(tmp, "w", 0o600);
       try {
-        writeSync(fd, JSON.stringify(state));
+        writeAll(fd, Buffer.from(`${JSON.stringify(state)}\n`));
       } finally {
         closeSync(fd);
       }
@@ -184,6 +215,47 @@ export class FileSlotStore implements SlotStore {
         unlinkSync(tmp);
       } catch {}
       throw localFileError(e, this.#file, "write", "rate-limit state");
+    }
+  }
+
+  /** The changes from `before` to `after` as log lines. */
+  static changes(before: LogState, after: LogState): string[] {
+    const out: string[] = [];
+    const old = new Map(before.entries.map((e) => [e.id, e.t]));
+    const kept = new Set<string>();
+    for (const e of after.entries) {
+      kept.add(e.id);
+      const t = old.get(e.id);
+      if (t === undefined) out.push(JSON.stringify({ take: e.id, t: e.t }));
+      else if (t !== e.t) out.push(JSON.stringify({ done: e.id, t: e.t }));
+    }
+    // Also those that left the window: a wall clock set back would bring them into it again.
+    for (const id of old.keys()) if (!kept.has(id)) out.push(JSON.stringify({ free: id }));
+    if (after.blockedUntil !== before.blockedUntil) out.push(JSON.stringify({ block: after.blockedUntil }));
+    return out;
+  }
+
+  #write(read: Read, state: LogState): void {
+    const lines = FileSlotStore.changes(read.state, state);
+    if (read.clean && lines.length === 0) return;
+    // Append while the log is short; rewrite it (pruned) once it has grown, or when it is not clean.
+    // (The changes read back cost about what a snapshot of the state would, at most.)
+    if (!read.clean || read.lines + lines.length > 32 + 2 * state.entries.length) {
+      this.#rewrite(state);
+      return;
+    }
+    let fd: number | undefined;
+    try {
+      fd = openSync(this.#file, "a", 0o600);
+      writeAll(fd, Buffer.from(`${lines.join("\n")}\n`));
+    } catch (e) {
+      // A full disk that took part of the lines: cut them back, so no torn change is left.
+      try {
+        if (fd !== undefined) ftruncateSync(fd, read.bytes);
+      } catch {}
+      throw localFileError(e, this.#file, "write", "rate-limit state");
+    } finally {
+      if (fd !== undefined) closeSync(fd);
     }
   }
 
@@ -216,7 +288,8 @@ export class FileSlotStore implements SlotStore {
         );
       }
       const r = fn(state, now);
-      this.#write(r.state);
+      if (read.damaged) this.#rewrite(r.state);
+      else this.#write(read, r.state);
       return r.result;
     } finally {
       try {

@@ -30,7 +30,7 @@ export function chooseFor(message: Message, preferred: Preferred, available: { r
   if (preferred === "smtp") return { transport: "smtp", reason: "--transport smtp" };
   if (preferred === "rest") {
     if (loss) {
-      throw new MailsendError("invalid_message", `this message cannot go over REST without loss: ${loss}`, {
+      throw new MailsendError("config_invalid", `this message cannot go over REST without loss: ${loss}`, {
         hint: "Configure SMTP (MAILSEND_SMTP_HOST) and set MAILSEND_TRANSPORT=auto (or smtp): such messages then go over SMTP unchanged.",
       });
     }
@@ -38,7 +38,7 @@ export function chooseFor(message: Message, preferred: Preferred, available: { r
   }
   if (!loss && available.rest) return { transport: "rest", reason: "REST carries it whole" };
   if (available.smtp) return { transport: "smtp", reason: loss ? loss : "only SMTP is configured" };
-  throw new MailsendError("invalid_message", `this message cannot go over REST without loss (${loss}), and no SMTP server is configured`, {
+  throw new MailsendError("config_missing", `this message cannot go over REST without loss (${loss}), and no SMTP server is configured`, {
     hint: "Set MAILSEND_SMTP_HOST (and MAILSEND_SMTP_PORT) so that such messages go over SMTP unchanged; nothing was changed or sent.",
   });
 }

@@ -324,7 +324,13 @@ export class QueueRunner {
       const message = await prepareMessage(raw, meta.envelope, meta.idempotencyKey);
       const sender = await this.sender(meta.profile);
       // What `send --queue` queued goes as send chose; mail from other programs as the outbox chooses.
-      const chosen = meta.source === "send" && (meta.transport === "rest" || meta.transport === "smtp") ? { transport: meta.transport, reason: `--transport ${meta.transport}` } : sender.choose(message);
+      let chosen;
+      try {
+        chosen = meta.source === "send" && (meta.transport === "rest" || meta.transport === "smtp") ? { transport: meta.transport, reason: `--transport ${meta.transport}` } : sender.choose(message);
+      } catch (e) {
+        // No configured channel carries it whole: it waits in failed/ with the reason (never sent changed).
+        throw Object.assign(toMailsendError(e), { permanent: true });
+      }
       const result = await sender.send(message, chosen, { signal: this.stopController.signal });
       // Accepted: from here on nothing may make it go out again except under its own key.
       this.due.delete(id);
@@ -340,7 +346,7 @@ export class QueueRunner {
       const next: OutboxState = { attempts, nextAttemptAt: 0, lastError: errorRecord(err) };
       const tooOld = Date.now() - meta.createdAt > maxAge;
       try {
-        if (isTemporary(err) && !tooOld) {
+        if (isTemporary(err) && !tooOld && !(err as { permanent?: boolean }).permanent) {
           next.nextAttemptAt = Date.now() + retryDelayMs(attempts, err.retryAfter);
           await this.outbox.setState(id, next);
           this.due.set(id, next.nextAttemptAt);

@@ -124,9 +124,13 @@ export class Outbox {
     return new Outbox(outboxDir(env));
   }
 
+  private dirsMade = false;
+
   ensureDirs(): void {
+    if (this.dirsMade) return;
     try {
       for (const d of [this.dir, this.queueDir, this.failedDir, this.tmpDir]) mkdirSync(d, { recursive: true, mode: 0o700 });
+      this.dirsMade = true;
     } catch (e) {
       throw writeFailure(e, this.dir);
     }
@@ -164,6 +168,8 @@ export class Outbox {
       await unlink(target).catch(() => {});
       await unlink(join(this.queueDir, `${id}.state`)).catch(() => {});
       if (e instanceof GateRefused) throw e.reason;
+      // Made again on the next add, should a person have removed them meanwhile.
+      this.dirsMade = false;
       throw writeFailure(e, this.queueDir);
     }
     return id;

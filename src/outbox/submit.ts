@@ -100,7 +100,9 @@ export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOption
         .setState(id, { attempts: 1, nextAttemptAt: Date.now() + (err.code === "rate_limited" ? (err.retryAfter ?? 1) * 1000 : retryDelayMs(1, err.retryAfter)), lastError: { code: err.code, message: err.message, exit: 75, at: Date.now() } })
         .catch(() => {});
       const log = await kickRunner(opts.env, outbox);
-      return { status: "queued", id, reason: err.message, ...(log ? { log } : {}) };
+      // Said to callers that know nothing of send's flags (sendmail, cron): what happened, in its own words.
+      const reason = err.code === "rate_limited" ? `the rate limit for this key is reached${err.retryAfter !== undefined ? `; the next slot frees in ${err.retryAfter} s` : ""}` : err.message;
+      return { status: "queued", id, reason, ...(log ? { log } : {}) };
     }
   } finally {
     await sender.close();

@@ -153,7 +153,6 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
         const { runSendQueued } = await import("./send-queue.js");
         return await runSendQueued(message, config.transport, queueMode, { profile: flags.profile, json, quiet: flags.quiet ?? false, ...(trace ? { trace } : {}) }, io);
       }
-
       const progress = new Progress(io, !flags.quiet && !json && !trace);
       const sending = `sending over ${transport.name}...`;
       const budget = await openBudget(flags, config.apiKey, settings.env, { ...(config.caFile ? { caFile: config.caFile } : {}), ...(trace ? { trace } : {}) });

@@ -18,13 +18,14 @@ import { mkdirSync } from "node:fs";
 import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { localFileError, MailsendError } from "../core/errors.js";
+import { expandHome } from "../core/home.js";
 import { stateDir } from "../limits/budget.js";
 import type { Envelope, OutboxMeta, OutboxState, QueuedMessage } from "./types.js";
 
 export type Env = Record<string, string | undefined>;
 
 export function outboxDir(env: Env): string {
-  return env.MAILSEND_OUTBOX_DIR || join(stateDir(env), "outbox");
+  return env.MAILSEND_OUTBOX_DIR ? expandHome(env.MAILSEND_OUTBOX_DIR, env) : join(stateDir(env), "outbox");
 }
 
 let seq = 0;

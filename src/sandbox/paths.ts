@@ -3,6 +3,7 @@
  * `--dir` (or MAILSEND_SANDBOX_DIR) moves all of it and a test's temp dir
  * is a whole, isolated service.
  */
+import { expandHome } from "../core/home.js";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
@@ -32,7 +33,7 @@ export function sandboxPaths(dir: string): SandboxPaths {
 
 /** MAILSEND_SANDBOX_DIR, else $XDG_DATA_HOME/mailsend/sandbox, else ~/.local/share/mailsend/sandbox. */
 export function defaultSandboxDir(env: Record<string, string | undefined>): string {
-  if (env.MAILSEND_SANDBOX_DIR) return env.MAILSEND_SANDBOX_DIR;
+  if (env.MAILSEND_SANDBOX_DIR) return expandHome(env.MAILSEND_SANDBOX_DIR, env);
   const base = env.XDG_DATA_HOME || join(env.HOME || homedir(), ".local", "share");
   return join(base, "mailsend", "sandbox");
 }

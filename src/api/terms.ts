@@ -47,6 +47,8 @@ const FLAGS: ReadonlyArray<[string, string]> = [
   ["--fresh", "fresh"],
   // Not an option of sendBatch (which resumes a journal when it matches): the word, for the rare message.
   ["--resume", "resume"],
+  // The library never embeds images itself: attachments given a cid are what it means there.
+  ["--no-embed", "attachments without a cid"],
 ];
 
 /** Environment variables and the option that does the same (the longest names first). */

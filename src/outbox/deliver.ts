@@ -118,7 +118,7 @@ export class OutboxSender {
     return t;
   }
 
-  async send(message: Message, chosen: Chosen, extra: { onWait?: (w: WaitInfo) => void; signal?: AbortSignal } = {}): Promise<SendResult> {
+  async send(message: Message, chosen: Chosen, extra: { onWait?: (w: WaitInfo) => void; signal?: AbortSignal; sleep?: DeliverOptions["sleep"] } = {}): Promise<SendResult> {
     const transport = await this.transport(chosen.transport);
     return deliver(transport, forTransport(message, chosen.transport), {
       ...(this.store ? { store: this.store } : {}),
@@ -129,6 +129,7 @@ export class OutboxSender {
       noWait: this.opts.noWait ?? false,
       ...(extra.onWait ? { onWait: extra.onWait } : {}),
       ...(extra.signal ? { signal: extra.signal } : {}),
+      ...(extra.sleep ? { sleep: extra.sleep } : {}),
       ...(this.opts.trace ? { trace: this.opts.trace } : {}),
     });
   }

@@ -91,6 +91,27 @@ export async function runnerHoldsOutbox(outbox: Outbox): Promise<boolean> {
   }
 }
 
+class WaitCut extends Error {
+  constructor() {
+    super("the runner stopped while this message waited for the budget");
+  }
+}
+
+function cutShortSleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal.reason);
+    };
+    const t = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
 /**
  * When each known message is next due. Most of a big outbox is due now and
  * is taken in arrival order from a list; the rest (deferred) is looked
@@ -167,6 +188,8 @@ export class QueueRunner {
   private inFlight = new Set<string>();
   private readonly summary: RunSummary = { ran: true, sent: 0, deferred: 0, failed: 0, left: 0 };
   private stopController = new AbortController();
+  /** Ends the waits for a budget slot on stop(): those messages have not started, so they wait for the next run. */
+  private waitsController = new AbortController();
 
   constructor(private readonly opts: RunnerOptions) {
     this.outbox = opts.outbox ?? Outbox.fromEnv(opts.env);
@@ -180,6 +203,7 @@ export class QueueRunner {
   /** Take no new message; the ones in flight finish; run() then resolves. */
   stop(): void {
     this.stopping = true;
+    this.waitsController.abort(new WaitCut());
     this.wake();
   }
 
@@ -331,7 +355,7 @@ export class QueueRunner {
         // No configured channel carries it whole: it waits in failed/ with the reason (never sent changed).
         throw Object.assign(toMailsendError(e), { permanent: true });
       }
-      const result = await sender.send(message, chosen, { signal: this.stopController.signal });
+      const result = await sender.send(message, chosen, { signal: this.stopController.signal, sleep: (ms) => cutShortSleep(ms, this.waitsController.signal) });
       // Accepted: from here on nothing may make it go out again except under its own key.
       this.due.delete(id);
       this.summary.sent++;
@@ -342,6 +366,8 @@ export class QueueRunner {
       }
       onEvent?.({ type: "sent", id, transport: result.transport, reason: chosen.reason, messageId: result.messageId, recipients: result.recipients, attempts });
     } catch (e) {
+      // Stopped while waiting for the budget: nothing was tried, nothing to record.
+      if (e instanceof WaitCut) return;
       const err = toMailsendError(e);
       const next: OutboxState = { attempts, nextAttemptAt: 0, lastError: errorRecord(err) };
       const tooOld = Date.now() - meta.createdAt > maxAge;

@@ -62,7 +62,7 @@ export function chooseTransport(m: Message, channels: Channels): TransportChoice
     throw new MailsendError("config_missing", `--transport auto: this message needs SMTP (${loss}: the REST send request cannot carry it), but no SMTP host is configured`, {
       hint:
         loss === "inline images"
-          ? "Set --smtp-host or MAILSEND_SMTP_HOST, or send the images as links or attachments with --no-embed. Nothing was sent."
+          ? "Set --smtp-host or MAILSEND_SMTP_HOST, or send the images as links or plain attachments instead (--no-embed). Nothing was sent."
           : "Set --smtp-host or MAILSEND_SMTP_HOST (the sandbox prints its own), or change the message. Nothing was sent.",
     });
   }

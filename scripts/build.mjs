@@ -8,10 +8,12 @@ import { builtinsPlugin } from "./bundle-builtins.mjs";
 
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
 
+// postal-mime is bundled too: the sendmail front end parses every message it takes, and its ten
+// ES modules cost more to resolve and load than one chunk.
 // commander, chalk and zod are bundled (so they are build-time dependencies only);
 // the large libraries stay in node_modules and are imported lazily, so a REST send
 // never loads nodemailer.
-const external = ["nodemailer", "nodemailer/*", "smtp-server", "postal-mime", "ora", "@peculiar/x509", "reflect-metadata", "marked", "socks", "proper-lockfile", "html-to-text", "juice"];
+const external = ["nodemailer", "nodemailer/*", "smtp-server", "ora", "@peculiar/x509", "reflect-metadata", "marked", "socks", "proper-lockfile", "html-to-text", "juice"];
 
 // ioredis is bundled on purpose (see scripts/bundle-ioredis.mjs): one chunk, loaded only by a
 // run with MAILSEND_RATE_LIMIT_URL, costs ~30 ms less than resolving its ~60 files.

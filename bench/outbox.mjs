@@ -83,7 +83,12 @@ try {
   // 2. The runner's memory with BIG queued: it lists and schedules them all, and delivers for a while.
   const bigBox = join(work, "outbox-big");
   seed(bigBox, BIG, "big");
-  const child = spawn(process.execPath, [BIN, "queue", "run", "--quiet"], { env: { ...env, MAILSEND_OUTBOX_DIR: bigBox, MAILSEND_RATE_LIMIT: "0" }, stdio: "ignore" });
+  // Its own sandbox, without a limit: the first one's budget is used up by the drain.
+  const open = startSandbox(join(work, "sb-open"), ["--rate-limit", "10000000"]);
+  const openReady = await open.ready;
+  const openEnv = { ...env, ...openReady.env, MAILSEND_API_KEY: readFileSync(openReady.api_key_file, "utf8").trim(), MAILSEND_OUTBOX_DIR: bigBox, MAILSEND_RATE_LIMIT: "0" };
+  delete openEnv.MAILSEND_API_KEY_FILE;
+  const child = spawn(process.execPath, [BIN, "queue", "run", "--quiet"], { env: openEnv, stdio: "ignore" });
   let hwm = 0;
   const t0 = Date.now();
   await new Promise((resolve) => {
@@ -103,6 +108,7 @@ try {
       resolve();
     });
   });
+  await open.stop();
   const left = (await import("node:fs")).readdirSync(join(bigBox, "queue")).filter((f) => f.endsWith(".msg")).length;
   console.log(`\nOutbox runner with ${BIG} queued messages (30 s of delivery, no rate limit)\n`);
   table([{ queued: BIG, "delivered in 30 s": BIG - left, "peak RSS MB": (hwm / 1024).toFixed(0), aim: "< 150 MB" }], ["queued", "delivered in 30 s", "peak RSS MB", "aim"]);

@@ -128,6 +128,10 @@ class Schedule {
     return this.at.has(id);
   }
 
+  get size(): number {
+    return this.at.size;
+  }
+
   set(id: string, when: number): void {
     this.at.set(id, when);
     if (when <= Date.now()) this.ready.push(id);
@@ -242,8 +246,10 @@ export class QueueRunner {
   private async scan(): Promise<void> {
     const started = Date.now();
     const { ids, withState } = await this.outbox.listing();
-    const present = new Set(ids);
-    this.due.forget((id) => !present.has(id) && !this.inFlight.has(id));
+    if (this.due.size > 0) {
+      const present = new Set(ids);
+      this.due.forget((id) => !present.has(id) && !this.inFlight.has(id));
+    }
     for (const id of ids) {
       if (this.due.has(id)) continue;
       this.due.set(id, withState.has(id) ? (await this.outbox.state(id)).nextAttemptAt : 0);

@@ -51,7 +51,7 @@ export interface DeliverOptions {
 }
 
 /** Sleep that ends at once on an abort (also one that came before), leaving no listener behind. */
-const defaultSleep = (ms: number, signal?: AbortSignal) =>
+export const abortableSleep = (ms: number, signal?: AbortSignal): Promise<void> =>
   new Promise<void>((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const onAbort = () => {
@@ -95,7 +95,7 @@ interface Waited {
 }
 
 async function takeSlot(store: SlotStore, opts: DeliverOptions, attempt: number, waited: Waited): Promise<string> {
-  const sleep = opts.sleep ?? defaultSleep;
+  const sleep = opts.sleep ?? abortableSleep;
   const id = slotId();
   for (let round = 0; round < 10_000; round++) {
     const r = await store.tryTake(id, opts.limits);
@@ -140,7 +140,7 @@ function bookkeepingFailure(e: unknown): string {
 }
 
 export async function deliver(transport: Transport, message: Message, opts: DeliverOptions): Promise<SendResult> {
-  const sleep = opts.sleep ?? defaultSleep;
+  const sleep = opts.sleep ?? abortableSleep;
   const warnings: string[] = [];
   const warn = (text: string) => {
     warnings.push(text);

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { randomInt } from "node:crypto";
 import { MailsendError, exitCodeFor, toMailsendError } from "../core/errors.js";
 import type { Env } from "../limits/budget.js";
+import { abortableSleep } from "../limits/deliver.js";
 import { OutboxSender, isTemporary } from "./deliver.js";
 import { prepareMessage } from "./message.js";
 import { Outbox } from "./store.js";
@@ -95,21 +96,6 @@ class WaitCut extends Error {
   constructor() {
     super("the runner stopped while this message waited for the budget");
   }
-}
-
-function cutShortSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(t);
-      reject(signal.reason);
-    };
-    const t = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 /**
@@ -361,7 +347,7 @@ export class QueueRunner {
         // No configured channel carries it whole: it waits in failed/ with the reason (never sent changed).
         throw Object.assign(toMailsendError(e), { permanent: true });
       }
-      const result = await sender.send(message, chosen, { signal: this.stopController.signal, sleep: (ms) => cutShortSleep(ms, this.waitsController.signal) });
+      const result = await sender.send(message, chosen, { signal: this.stopController.signal, sleep: (ms) => abortableSleep(ms, this.waitsController.signal) });
       // Accepted: from here on nothing may make it go out again except under its own key.
       this.due.delete(id);
       this.summary.sent++;

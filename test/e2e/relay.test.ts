@@ -341,7 +341,9 @@ describe("who may connect", () => {
 describe.skipIf(!HAVE_SWAKS)("stopping", () => {
   test("SIGTERM: no new mail, a delivery in flight finishes, exit 0; what was left is delivered by the next start", async () => {
     const s = scratch("mailsend-relay-stop-");
-    const slow = await inProcessSandbox({ faults: { latencyMs: 2500 } });
+    // Slow enough that the delivery is still in flight when the SIGTERM comes, late enough that a
+    // loaded machine's relay has started it (its first delivery loads the transport's code).
+    const slow = await inProcessSandbox({ faults: { latencyMs: 6000 } });
     const html = ["--add-header", "Content-Type: text/html", "--body", "<p>x</p>"];
     try {
       const env = { ...slow.env, MAILSEND_STATE_DIR: join(s.dir, "state"), MAILSEND_TRANSPORT: "rest" };
@@ -349,7 +351,7 @@ describe.skipIf(!HAVE_SWAKS)("stopping", () => {
       const r1 = await startRelayChild(env, ["-v"]);
       const a = await swaks(r1.ready.port, ["--from", "a@example.com", "--to", "dev@example.com", "--header", "Subject: in flight", ...html]);
       expect(a.out).toMatch(/queued as/);
-      await new Promise((r) => setTimeout(r, 800));
+      await new Promise((r) => setTimeout(r, 3000));
       const stopped = await r1.stop();
       expect(stopped.exitCode, stopped.stderr).toBe(0);
       expect(r1.events.filter((e) => e.event === "sent")).toHaveLength(1);

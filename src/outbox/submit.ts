@@ -6,7 +6,7 @@
  * idempotency key.
  */
 import { randomUUID } from "node:crypto";
-import { MailsendError, toMailsendError } from "../core/errors.js";
+import { MailsendError, exitCodeFor, toMailsendError } from "../core/errors.js";
 import type { SendResult, TransportName } from "../core/transport.js";
 import type { Env } from "../limits/budget.js";
 import { OutboxSender, isTemporary, type Chosen } from "./deliver.js";
@@ -97,7 +97,7 @@ export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOption
         throw err;
       }
       await outbox
-        .setState(id, { attempts: 1, nextAttemptAt: Date.now() + (err.code === "rate_limited" ? (err.retryAfter ?? 1) * 1000 : retryDelayMs(1, err.retryAfter)), lastError: { code: err.code, message: err.message, exit: 75, at: Date.now() } })
+        .setState(id, { attempts: 1, nextAttemptAt: Date.now() + (err.code === "rate_limited" ? (err.retryAfter ?? 1) * 1000 : retryDelayMs(1, err.retryAfter)), lastError: { code: err.code, message: err.message, exit: exitCodeFor(err.code), at: Date.now() } })
         .catch(() => {});
       const log = await kickRunner(opts.env, outbox);
       // Said to callers that know nothing of send's flags (sendmail, cron): what happened, in its own words.

@@ -1,10 +1,12 @@
 // Bundles src/ into dist/ with code splitting: each command's code and its
-// heavy dependencies load only when that command runs (see bench/startup).
+// heavy dependencies load only when that command runs (see bench/startup), and the
+// code of the hot paths (a send, sendmail) comes in a few chunks (bench/speed).
 import { build } from "esbuild";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { ioredisPlugin } from "./bundle-ioredis.mjs";
 import { builtinsPlugin } from "./bundle-builtins.mjs";
+import { groupsPlugin } from "./bundle-groups.mjs";
 
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
 
@@ -15,6 +17,54 @@ const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url),
 // never loads nodemailer.
 const external = ["nodemailer", "nodemailer/*", "smtp-server", "ora", "@peculiar/x509", "reflect-metadata", "marked", "socks", "proper-lockfile", "html-to-text", "juice"];
 
+// The CLI's hot paths, each loaded as a few chunks (see scripts/bundle-groups.mjs): "core" is
+// what a send and the sendmail front end share, "cli" the commander program and the send
+// command, "sendmail" the front end and the outbox it writes to.
+const CHUNK_GROUPS = {
+  core: {
+    default: true,
+    roots: [
+      "src/transports/rest.ts",
+      "src/transports/index.ts",
+      "src/transports/choose.ts",
+      "src/input/profile.ts",
+      "src/input/config.ts",
+      "src/input/stdin-body.ts",
+      "src/input/eml.ts",
+      "src/limits/deliver.ts",
+      "src/limits/budget.ts",
+      "src/core/headers.ts",
+      "src/core/size.ts",
+      "src/core/version.ts",
+      "src/cli/report.ts",
+      "src/cli/io.ts",
+    ],
+  },
+  cli: {
+    includes: ["core"],
+    targets: ["src/cli/program.ts"],
+    importers: ["src/cli/program.ts"],
+    roots: ["src/cli/program.ts", "src/cli/commands/send.ts", "src/cli/stray.ts"],
+  },
+  sendmail: {
+    includes: ["core"],
+    targets: [
+      "src/cli/commands/sendmail.ts",
+      "src/cli/commands/queue.ts",
+      "src/cli/commands/send-queue.ts",
+      "src/outbox/runner.ts",
+      "src/outbox/store.ts",
+      "src/outbox/message.ts",
+      "src/outbox/submit.ts",
+      "src/outbox/spawn.ts",
+      "src/input/sendmail-message.ts",
+      "src/input/aliases.ts",
+    ],
+    importers: ["src/cli/commands/sendmail.ts"],
+    roots: ["src/cli/commands/sendmail.ts", "src/input/sendmail-message.ts", "src/input/aliases.ts", "src/outbox/submit.ts", "src/outbox/spawn.ts", "src/cli/commands/queue.ts"],
+  },
+};
+
 // ioredis is bundled on purpose (see scripts/bundle-ioredis.mjs): one chunk, loaded only by a
 // run with MAILSEND_RATE_LIMIT_URL, costs ~30 ms less than resolving its ~60 files.
 
@@ -23,8 +73,9 @@ const external = ["nodemailer", "nodemailer/*", "smtp-server", "ora", "@peculiar
 const root = new URL("..", import.meta.url).pathname;
 const tmp = `${root}dist.tmp-${process.pid}`;
 const old = `${root}dist.old-${process.pid}`;
-const result = await build({
-  entryPoints: { "cli/main": "src/cli/main.ts", index: "src/index.ts" },
+// The CLI and the library are two builds: each splits its own code (a library user never loads
+// the CLI's chunks, and the CLI's chunks are grouped for its hot paths, see bundle-groups.mjs).
+const common = {
   outdir: tmp,
   bundle: true,
   splitting: true,
@@ -35,15 +86,26 @@ const result = await build({
   // Maps give file and line in src/ for a stack trace; the sources themselves are not shipped.
   sourcesContent: false,
   external,
-  // Built-in modules by require(), not as ES modules: see scripts/bundle-builtins.mjs.
-  plugins: [ioredisPlugin, builtinsPlugin],
-  chunkNames: "chunks/[name]-[hash]",
   // commander is CommonJS and calls require() for Node built-ins.
   banner: { js: 'import { createRequire as __mailsendRequire } from "node:module"; const require = __mailsendRequire(import.meta.url);' },
   define: { __MAILSEND_VERSION__: JSON.stringify(pkg.version) },
   logLevel: "warning",
   metafile: true,
+};
+// Built-in modules by require(), not as ES modules: see scripts/bundle-builtins.mjs.
+const cli = await build({
+  ...common,
+  entryPoints: { "cli/main": "src/cli/main.ts" },
+  plugins: [groupsPlugin({ root, groups: CHUNK_GROUPS }), ioredisPlugin, builtinsPlugin],
+  chunkNames: "chunks/[name]-[hash]",
 });
+const lib = await build({
+  ...common,
+  entryPoints: { index: "src/index.ts" },
+  plugins: [ioredisPlugin, builtinsPlugin],
+  chunkNames: "lib/[name]-[hash]",
+});
+const result = { metafile: { inputs: { ...cli.metafile.inputs, ...lib.metafile.inputs } } };
 
 writeThirdPartyNotices(result.metafile, `${tmp}/THIRD_PARTY_LICENSES.txt`);
 

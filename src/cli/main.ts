@@ -33,7 +33,7 @@ function roleOf(path: string | undefined): "sendmail" | "mailq" | undefined {
   return base === "sendmail" || base === "mailq" ? base : undefined;
 }
 
-/** The process's own streams. Made here, not by io.ts, which loads chalk: --version needs neither. */
+/** The process's own streams, made here: --version loads nothing else. */
 function processIO(): CliIO {
   return { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env };
 }

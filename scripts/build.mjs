@@ -11,11 +11,13 @@ import { groupsPlugin } from "./bundle-groups.mjs";
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
 
 // postal-mime is bundled too: the sendmail front end parses every message it takes, and its ten
-// ES modules cost more to resolve and load than one chunk.
-// commander, chalk and zod are bundled (so they are build-time dependencies only);
+// ES modules cost more to resolve and load than one chunk. So is nodemailer: its ES build is ~40
+// modules, all loaded by an SMTP send (its entry imports every transport); as one chunk an SMTP
+// send costs about what a plain nodemailer script does (bench/speed.mjs).
+// commander and zod are bundled (so they are build-time dependencies only);
 // the large libraries stay in node_modules and are imported lazily, so a REST send
 // never loads nodemailer.
-const external = ["nodemailer", "nodemailer/*", "smtp-server", "ora", "@peculiar/x509", "reflect-metadata", "marked", "socks", "proper-lockfile", "html-to-text", "juice"];
+const external = ["smtp-server", "ora", "@peculiar/x509", "reflect-metadata", "marked", "socks", "proper-lockfile", "html-to-text", "juice"];
 
 // The CLI's hot paths, each loaded as a few chunks (see scripts/bundle-groups.mjs): "core" is
 // what a send and the sendmail front end share, "cli" the commander program and the send
@@ -155,7 +157,7 @@ async function emitTypes(outDir) {
 }
 
 /**
- * The packages bundled into dist/ (commander, chalk, zod, undici, ...) ship
+ * The packages bundled into dist/ (commander, zod, undici, nodemailer, ...) ship
  * inside our files, so their licence texts ship with them: one file listing
  * each bundled package, its version and its LICENSE.
  */

@@ -8,7 +8,7 @@ import type { Message } from "../core/message.js";
 import type { SendContext, SendResult, Transport } from "../core/transport.js";
 import { backoffMs, shouldRetry } from "./retry.js";
 import type { Limits } from "./sliding-log.js";
-import type { SlotStore } from "./store.js";
+import { monotonicMs, type SlotStore } from "./store.js";
 
 /** The default delivery deadline (CLI --deadline, API deadlineMs): a CI step does not hang on a stuck endpoint. */
 export const DEFAULT_DEADLINE_MS = 60_000;
@@ -172,10 +172,12 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
       } finally {
         clearTimeout(timer);
       }
+      const answered = monotonicMs();
       // Accepted: from here on nothing is an error. A send reported failed would be sent again.
       if (id) {
         try {
-          await opts.store!.complete(id, opts.limits);
+          // The slot counts from the answer, not from when its record got the lock.
+          await opts.store!.complete(id, opts.limits, () => monotonicMs() - answered);
         } catch (e) {
           warn(`the message was sent, but recording it in the rate-limit budget failed: ${bookkeepingFailure(e)}. Do not send it again; later sends may go out a little early for this one window.`);
         }

@@ -23,7 +23,7 @@ import { processAlive } from "../core/pid.js";
 import { join } from "node:path";
 import { localFileError, MailsendError } from "../core/errors.js";
 import { ensurePrivateDir } from "./private-dir.js";
-import { block, complete, EMPTY, release, tryTake, used, type Limits, type LogState } from "./sliding-log.js";
+import { answeredAt, block, complete, EMPTY, release, tryTake, used, type Limits, type LogState } from "./sliding-log.js";
 import type { SlotStore, TakeOutcome } from "./store.js";
 
 export interface FileStoreOptions {
@@ -298,15 +298,20 @@ export class FileSlotStore implements SlotStore {
     }
   }
 
-  tryTake(id: string, limits: Limits): Promise<TakeOutcome> {
-    return this.#update(limits, (s, now) => {
+  async tryTake(id: string, limits: Limits): Promise<TakeOutcome> {
+    let decided = 0;
+    const r = await this.#update(limits, (s, now) => {
+      decided = now;
       const r = tryTake(s, now, limits, id);
       return { state: r.state, result: r.ok ? { ok: true as const } : { ok: false as const, waitMs: r.waitMs } };
     });
+    // The wait counts from the decision, not from after the write and the unlock (a loaded machine
+    // can take milliseconds over those): the waiter wakes as the slot frees, not that much later.
+    return r.ok ? r : { ok: false, waitMs: Math.max(1, r.waitMs - Math.max(0, this.#now() - decided)) };
   }
 
-  complete(id: string, limits: Limits): Promise<void> {
-    return this.#update(limits, (s, now) => ({ state: complete(s, now, id), result: undefined }));
+  complete(id: string, limits: Limits, elapsedMs?: () => number): Promise<void> {
+    return this.#update(limits, (s) => ({ state: complete(s, answeredAt(this.#now, elapsedMs), id), result: undefined }));
   }
 
   release(id: string, limits: Limits): Promise<void> {

@@ -40,9 +40,11 @@ end
 local freeing = redis.call('ZRANGE', KEYS[1], n - limit, n - limit, 'WITHSCORES')
 return {0, math.max(1, tonumber(freeing[2]) + window - now + 1)}`;
 
+// ARGV id, ms since the answer came (read just before the call, so now - ago is not before it).
 // GT keeps the later of the two times; XX never re-adds a released slot.
 const COMPLETE = `${NOW}
-redis.call('ZADD', KEYS[1], 'XX', 'GT', now, ARGV[1]) return 1`;
+local at = now - math.floor(tonumber(ARGV[2] or '0'))
+redis.call('ZADD', KEYS[1], 'XX', 'GT', at, ARGV[1]) return 1`;
 
 const BLOCK = `${NOW}
 local until_ = now + tonumber(ARGV[1])
@@ -234,8 +236,9 @@ export class RedisSlotStore implements SlotStore {
     return r[0] === 1 ? { ok: true } : { ok: false, waitMs: Number(r[1]) };
   }
 
-  async complete(id: string, _limits?: Limits): Promise<void> {
-    await this.#eval("record", COMPLETE, id);
+  async complete(id: string, _limits?: Limits, elapsedMs?: () => number): Promise<void> {
+    // Redis's clock, not ours: the answer's time is sent as how long ago it was.
+    await this.#run("record", (c) => c.eval(COMPLETE, 2, this.#log, this.#blocked, id, Math.max(0, Math.floor(elapsedMs?.() ?? 0))));
   }
 
   async release(id: string, _limits?: Limits): Promise<void> {

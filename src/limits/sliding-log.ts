@@ -10,7 +10,11 @@
  */
 
 export interface LogEntry {
-  /** Wall-clock ms when the slot was taken, moved to when the send finished. */
+  /**
+   * Wall-clock ms when the slot was taken, moved to when the service's answer
+   * came: no earlier than the service saw the request, so a slot counted from
+   * here frees no sooner than the service's own log lets the next one in.
+   */
   t: number;
   id: string;
 }
@@ -56,9 +60,26 @@ export function tryTake(state: LogState, now: number, limits: Limits, id: string
   return { ok: false, waitMs: Math.max(1, freeing.t + limits.windowMs - now + 1), state: s };
 }
 
-/** The send finished: its entry now counts from here (never earlier than the server saw it). */
-export function complete(state: LogState, now: number, id: string): LogState {
-  return { ...state, entries: state.entries.map((e) => (e.id === id ? { ...e, t: Math.max(e.t, now) } : e)) };
+/**
+ * The service answered at `at`: the entry now counts from there. The service
+ * saw the request after it was written and before it answered, so the answer's
+ * time is the earliest that is surely not before the service's own count
+ * (the time of the write would be before it). Never moved earlier than taken.
+ */
+export function complete(state: LogState, at: number, id: string): LogState {
+  return { ...state, entries: state.entries.map((e) => (e.id === id ? { ...e, t: Math.max(e.t, at) } : e)) };
+}
+
+/**
+ * When the answer came, in the store's clock: `now` read after `elapsedMs`
+ * (the time since the answer on a monotonic clock), rounded up, so it is
+ * never before the answer, whose millisecond the service's clock already
+ * had. Without `elapsedMs`: `now` (the book-keeping's own time, later still).
+ */
+export function answeredAt(now: () => number, elapsedMs?: () => number): number {
+  if (!elapsedMs) return now();
+  const ago = Math.max(0, elapsedMs());
+  return Math.ceil(now() - ago);
 }
 
 /** The request surely never reached the service: give the slot back. */

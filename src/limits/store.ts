@@ -1,5 +1,10 @@
 import type { Limits } from "./sliding-log.js";
 
+/** Milliseconds on a monotonic clock (not the global `performance`, which loads perf_hooks in every send). */
+export function monotonicMs(): number {
+  return Number(process.hrtime.bigint()) / 1e6;
+}
+
 export type TakeOutcome = { ok: true } | { ok: false; waitMs: number };
 
 /**
@@ -8,8 +13,13 @@ export type TakeOutcome = { ok: true } | { ok: false; waitMs: number };
  */
 export interface SlotStore {
   tryTake(id: string, limits: Limits): Promise<TakeOutcome>;
-  /** The send finished: its slot counts from now. */
-  complete(id: string, limits: Limits): Promise<void>;
+  /**
+   * The service answered: the slot counts from that moment. `elapsedMs`, when
+   * given, says how long ago the answer came (a monotonic clock, read by the
+   * store just before its own clock, so lock waits and round trips to Redis
+   * are not added to the slot's time); without it, from the store's now.
+   */
+  complete(id: string, limits: Limits, elapsedMs?: () => number): Promise<void>;
   /** The request never reached the service: free the slot. */
   release(id: string, limits: Limits): Promise<void>;
   /** The server refused for rate: nobody sends for waitMs. */

@@ -85,6 +85,33 @@ describe.skipIf(!REDIS_SERVER && !process.env.CI)("redis slot store", () => {
     }
   });
 
+  test("a finished send counts from its answer: the time since it is taken off Redis's clock, never before the take", async () => {
+    const limits = { limit: 1, windowMs: 60_000 };
+    const a = store(redis.url);
+    try {
+      expect((await a.tryTake("1", limits)).ok).toBe(true);
+      await new Promise((res) => setTimeout(res, 100));
+      // The answer came 50 ms before the record (Redis's now): the slot frees 50 ms sooner than from the record.
+      await a.complete("1", limits, () => 50.7);
+      const r = await a.tryTake("2", limits);
+      expect(r.ok).toBe(false);
+      if (!r.ok) expect(r.waitMs).toBeLessThanOrEqual(60_000 - 50 + 1);
+    } finally {
+      await a.close();
+    }
+    // A time since the answer longer than since the take leaves the slot at its take.
+    const b = store(redis.url);
+    try {
+      expect((await b.tryTake("x", limits)).ok).toBe(true);
+      await b.complete("x", limits, () => 3_600_000);
+      const full = await b.tryTake("y", limits);
+      expect(full.ok).toBe(false);
+      if (!full.ok) expect(full.waitMs).toBeGreaterThan(59_000);
+    } finally {
+      await b.close();
+    }
+  });
+
   test("the window slides: slots free as entries age out", async () => {
     const limits = { limit: 2, windowMs: 3000 };
     const a = store(redis.url);

@@ -14,7 +14,8 @@
 // The floors are plain CommonJS scripts (require is the cheapest way to load node:http).
 // Wall-clock ratios are the aims; each row also gives the CPU ratio (user + system, GNU time),
 // which a machine loaded by other work moves less.
-// Knobs: BENCH_RUNS (default 11), BENCH_BATCH_N (1500), BENCH_BATCH_ROUNDS (3), BENCH_NODE24.
+// Knobs: BENCH_RUNS (default 11), BENCH_BATCH_N (1500), BENCH_BATCH_ROUNDS (3), BENCH_NODE24,
+// BENCH_ONLY (a comma list of rows to measure: startup, send, batch, budget; default all).
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, homedir, loadavg, tmpdir } from "node:os";
@@ -51,6 +52,8 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 11);
 const N = Number(process.env.BENCH_BATCH_N ?? 1500);
 const ROUNDS = Number(process.env.BENCH_BATCH_ROUNDS ?? 3);
 const C = 32;
+const ONLY = process.env.BENCH_ONLY?.split(",").map((s) => s.trim());
+const want = (part) => !ONLY || ONLY.includes(part);
 const BUDGET = { limit: 10, windowS: 5, processes: 4, messages: 15 };
 
 const FROM = "bench@example.com";
@@ -178,12 +181,15 @@ async function measure(node, label) {
     const floorEnv = { ...process.env, BASE_URL: ready.base_url, KEY: key, SMTP_HOST: ready.smtp.host, SMTP_PORT: String(ready.smtp.port), CA_FILE: ready.ca_file };
 
     // Start-up.
+    if (want("startup")) {
     const dry = ["send", "--dry-run", "-f", FROM, "-t", TO, "-s", "Build passed", "--text", "ok"];
     const floor0 = { cmd: node, args: ["-e", "0"], env: process.env };
     row("mailsend --version", "node -e 0", await pair({ cmd: node, args: [BIN, "--version"], env }, floor0), 1.15, "lower");
     row("mailsend send --dry-run", "node -e 0", await pair({ cmd: node, args: [BIN, ...dry], env }, floor0), 1.5, "lower");
+    }
 
     // One send each way, against the sandbox.
+    if (want("send")) {
     const subject = (i) => `one ${label} ${i}`;
     row(
       "one REST send",
@@ -205,8 +211,10 @@ async function measure(node, label) {
       1.1,
       "lower",
     );
+    }
 
     // Batch: fresh subjects every run (the sandbox answers a repeated Idempotency-Key from its cache).
+    if (want("batch")) {
     const ours = [];
     const floor = [];
     const oursCpu = [];
@@ -231,11 +239,16 @@ async function measure(node, label) {
     // For the CPU column the batch's rate ratio reads as floor CPU / ours (the same N): higher is better.
     const rate = { ours: median(ours), floor: median(floor), oursCpu: cpuMedian(oursCpu), floorCpu: cpuMedian(floorCpu) };
     row(`batch REST, ${N} messages, -c ${C} (rate)`, `bare keep-alive client, ${C} at a time`, { ...rate, oursText: `${Math.round(rate.ours)}/s`, floorText: `${Math.round(rate.floor)}/s` }, 0.85, "higher");
+    }
   } finally {
     await sb.stop();
   }
 
   // The budget: P loops of one-process sends sharing a key, against a sandbox with the same limit.
+  if (!want("budget")) {
+    loads.push(loadavg()[0]);
+    return rows;
+  }
   const { limit, windowS, processes, messages } = BUDGET;
   const rl = startSandbox(join(work, `sb-rl-${label}`), ["--rate-limit", String(limit), "--rate-window-ms", String(windowS * 1000)]);
   try {

@@ -1,9 +1,12 @@
 /**
- * The batch's REST engine: one keep-alive undici Pool for the whole batch
- * (issue 5), N connections for N messages in flight.
+ * The REST engine for bodies over 1 MB: one keep-alive undici Pool per
+ * transport (N connections for a batch of --concurrency N), because undici
+ * reads a service's early 413 where node:http mostly sees a broken pipe.
+ * Ordinary bodies, in a send or a batch, go through node:http (rest.ts): in
+ * a batch of small messages undici's load cost more than it saved (issue 16).
  *
- * Loaded only when a transport is made with a pool of more than one
- * connection, so `mailsend send` never pays for undici's start-up. Requests
+ * Loaded only when such a body is sent, so neither `mailsend send` nor a
+ * batch of ordinary messages pays for undici's start-up. Requests
  * go through `dispatch` with a handler, not `request()`, because the handler
  * is told when the whole body has been written (`onRequestSent`): that is what
  * decides whether a broken connection may have sent the message, exactly as

@@ -1,15 +1,15 @@
 /**
  * POST {base_url}/send over node:http(s).
  *
- * undici is not used for the one-shot path: loading it and making its first
- * request costs ~240 ms more than node:http in a short-lived process
- * (DESIGN.md section 7). A batch (a pool of more than one connection) goes
- * through an undici Pool instead (rest-pool.ts), loaded only then: less CPU
- * per request than node:http's Agent. So does a body over 1 MB: a service
- * that refuses it early (413) and closes is heard by undici, while node:http
- * mostly reports only the broken pipe. Both engines share failureOf()
- * (rest-failure.js), so a
- * failure means the same thing whichever sent it.
+ * undici is not used for ordinary bodies, in a send or a batch: loading it
+ * costs ~240 ms more than node:http in a short-lived process (DESIGN.md
+ * section 7), and a batch's keep-alive node:http Agent (--concurrency
+ * sockets) costs no more CPU per request than an undici Pool (issue 16). A
+ * body over 1 MB goes through undici (rest-pool.ts, loaded only then): a
+ * service that refuses it early (413) and closes is heard by undici, while
+ * node:http mostly reports only the broken pipe. Both engines share
+ * failureOf() (rest-failure.js), so a failure means the same thing whichever
+ * sent it.
  *
  * The JSON body is streamed: attachments are read from disk and base64'd
  * chunk by chunk, with the Content-Length computed up front, so a 50 MB file
@@ -37,6 +37,11 @@ const CHUNK = 3 * 64 * 1024;
 const EXCERPT = 300;
 /** Bodies longer than this go through undici (see #post). */
 const LARGE_BODY = 1024 * 1024;
+
+export interface RestOptions extends TransportOptions {
+  /** Bodies longer than this many bytes go through undici (default 1 MB; the engine tests give 0: every body). */
+  largeBody?: number;
+}
 
 async function* base64OfFile(path: string, size: number): AsyncGenerator<Buffer> {
   let carry: Buffer = Buffer.alloc(0);
@@ -210,11 +215,12 @@ export class RestTransport implements Transport {
   /** Proxy-Authorization for an http:// service through a proxy (a tunnel carries it in its CONNECT). */
   #proxyHeaders: Record<string, string> = {};
   readonly #redact: (s: string) => string;
-  /** A batch's undici pool (more than one connection), made on the first send. */
+  /** The undici pool for bodies over LARGE_BODY, made on the first such send. */
   #pool: Promise<PoolPoster> | undefined;
   readonly #connections: number;
+  readonly #largeBody: number;
 
-  constructor(config: RestConfig, opts: TransportOptions = {}) {
+  constructor(config: RestConfig, opts: RestOptions = {}) {
     this.#config = config;
     try {
       this.#url = sendUrl(config.baseUrl);
@@ -248,6 +254,7 @@ export class RestTransport implements Transport {
       this.#agent = tls ? new (process.getBuiltinModule("node:https").Agent)(agentOptions) : new http.Agent(agentOptions);
     }
     this.#connections = opts.pool ?? 1;
+    this.#largeBody = opts.largeBody ?? LARGE_BODY;
   }
 
   /** The batch's undici pool, loaded and made once. */
@@ -347,8 +354,7 @@ export class RestTransport implements Transport {
     // early (413) and closes, undici still reads that answer, where node:http mostly reports
     // only the broken pipe (a retried "connection failed"). Loading undici is cheap next to
     // uploading megabytes.
-    const undici = this.#connections > 1 || plan.length > LARGE_BODY;
-    const answer = undici ? await (await this.#poolPoster()).post(plan, ctx) : await this.#postHttp(plan, ctx);
+    const answer = plan.length > this.#largeBody ? await (await this.#poolPoster()).post(plan, ctx) : await this.#postHttp(plan, ctx);
     if (trace) {
       trace(`< HTTP/${answer.httpVersion} ${answer.status} ${answer.statusText}`.trimEnd());
       for (const [k, v] of answer.rawHeaders) trace(`< ${k}: ${v}`);
@@ -370,10 +376,18 @@ export class RestTransport implements Transport {
       const fail = (e: MailsendError) => {
         if (settled) return;
         settled = true;
+        unlisten();
         req.destroy();
         reject(e);
       };
-      const req = client.request({ ...this.#target, method: "POST", headers: { ...headers, ...this.#proxyHeaders }, agent: this.#agent, ...(signal ? { signal } : {}) });
+      const req = client.request({ ...this.#target, method: "POST", headers: { ...headers, ...this.#proxyHeaders }, agent: this.#agent });
+      // The caller's signal aborts the request as node:http's own `signal` option would (an
+      // AbortError, judged by failureOf by how far the request got), with one listener, taken
+      // off when the request ends: the option's stream plumbing costs a batch more per request.
+      const onAbort = () => req.destroy(Object.assign(new Error("the request was aborted"), { name: "AbortError", code: "ABORT_ERR" }));
+      const unlisten = () => signal?.removeEventListener("abort", onAbort);
+      if (signal?.aborted) onAbort();
+      else signal?.addEventListener("abort", onAbort, { once: true });
       req.on("socket", (socket) => {
         if (!socket.connecting) progress.connected = true;
         else socket.once(url.protocol === "https:" ? "secureConnect" : "connect", () => (progress.connected = true));
@@ -398,6 +412,7 @@ export class RestTransport implements Transport {
         res.on("end", () => {
           if (settled) return;
           settled = true;
+          unlisten();
           const rawHeaders: [string, string][] = [];
           for (let i = 0; i < res.rawHeaders.length; i += 2) rawHeaders.push([res.rawHeaders[i]!, res.rawHeaders[i + 1]!]);
           resolve({
@@ -436,6 +451,6 @@ export class RestTransport implements Transport {
   }
 }
 
-export function create(config: RestConfig, opts: TransportOptions = {}): Transport {
+export function create(config: RestConfig, opts: RestOptions = {}): Transport {
   return new RestTransport(config, opts);
 }

@@ -137,15 +137,44 @@ function stoppable(t: Transport, stop: AbortSignal | undefined, abort: AbortSign
       mine.attempts++;
       // The batch's stop signal is not passed on (a send in flight finishes); abortSends and the deadline are.
       const { signal: _stop, ...rest } = ctx;
-      const ends = [abort, ctx.deadline].filter((x): x is AbortSignal => x !== undefined);
-      const signal = ends.length > 1 ? AbortSignal.any(ends) : ends[0];
+      const ends = either(abort, ctx.deadline);
       try {
-        return await t.send(m, { ...rest, ...(signal ? { signal } : {}) });
+        return await t.send(m, { ...rest, ...(ends.signal ? { signal: ends.signal } : {}) });
       } catch (e) {
         mine.error = toMailsendError(e);
         if (inDoubt(mine.error)) mine.doubt ??= mine.error;
         throw e;
+      } finally {
+        ends.done();
       }
+    },
+  };
+}
+
+const nothing = () => {};
+
+/**
+ * A signal that aborts when either does, and `done` to let go of it. Made by
+ * hand, with a listener on each taken off when the send ends: AbortSignal.any
+ * costs a batch several times as much per message (weak references and a
+ * finalization registry for every signal it makes).
+ */
+function either(a: AbortSignal | undefined, b: AbortSignal | undefined): { signal?: AbortSignal; done: () => void } {
+  if (!a || !b) {
+    const one = a ?? b;
+    return one ? { signal: one, done: nothing } : { done: nothing };
+  }
+  if (a.aborted || b.aborted) return { signal: a.aborted ? a : b, done: nothing };
+  const both = new AbortController();
+  const onA = () => both.abort(a.reason);
+  const onB = () => both.abort(b.reason);
+  a.addEventListener("abort", onA, { once: true });
+  b.addEventListener("abort", onB, { once: true });
+  return {
+    signal: both.signal,
+    done: () => {
+      a.removeEventListener("abort", onA);
+      b.removeEventListener("abort", onB);
     },
   };
 }
@@ -264,10 +293,17 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   // Pass 2: send.
   const tries: Tries = new WeakMap();
   const transport = stoppable(opts.transport, opts.signal, opts.abortSends, tries);
-  const deliverOptions = { sleep: stoppableSleep, ...opts.deliver, ...(opts.signal ? { signal: opts.signal } : {}) };
+  // The stop signal reaches deliver()'s waits through its sleep, not as deliver's `signal`: a send
+  // in flight never listens to it (see stoppable), and deliver would combine it with each attempt's
+  // deadline (AbortSignal.any, once per message) only for the transport to drop it.
+  const sleep = opts.deliver.sleep ?? stoppableSleep;
+  const deliverOptions: DeliverOptions = { ...opts.deliver, sleep: (ms) => sleep(ms, opts.signal) };
   // An item holds one of the --concurrency slots while it is being sent; the
   // fsync of its "done" line happens after, so the next item need not wait for it.
-  const onWire = new Set<Promise<void>>();
+  // A count and one waiter, not Promise.race over the items on the wire: a race per item adds a
+  // reaction to every one of them (concurrency x items in all, kept until each settles).
+  let onWire = 0;
+  let slotFreed: (() => void) | undefined;
   const pending = new Set<Promise<void>>();
   let stop = false;
   const sendOne = async (row: Row, sent: () => void): Promise<void> => {
@@ -334,11 +370,16 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
       progress();
       continue;
     }
-    let sent!: () => void;
-    const slot: Promise<void> = new Promise<void>((r) => (sent = r)).then(() => {
-      onWire.delete(slot);
-    });
-    onWire.add(slot);
+    let freed = false;
+    const sent = () => {
+      if (freed) return;
+      freed = true;
+      onWire--;
+      const wake = slotFreed;
+      slotFreed = undefined;
+      wake?.();
+    };
+    onWire++;
     const item: Promise<void> = sendOne(row, sent)
       .catch((e) => {
         const err = toMailsendError(e);
@@ -351,7 +392,7 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
         pending.delete(item);
       });
     pending.add(item);
-    if (onWire.size >= opts.concurrency) await Promise.race(onWire);
+    if (onWire >= opts.concurrency) await new Promise<void>((r) => (slotFreed = r));
   }
   await Promise.all(pending);
   return finish();

@@ -239,7 +239,8 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     let resultsFailed = false;
     const onResult = (r: ItemResult) => {
       if (r.status === "unknown") unknownItems.push(r);
-      const line = `${JSON.stringify(r)}\n`;
+      // Made only for something that shows it: most items of a quiet run need no text at all.
+      const line = resultsFd !== undefined || json ? `${JSON.stringify(r)}\n` : "";
       if (resultsFd !== undefined && !resultsFailed) {
         try {
           const buf = Buffer.from(line);

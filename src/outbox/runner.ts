@@ -12,6 +12,8 @@ import type { Env } from "../limits/budget.js";
 import { abortableSleep } from "../limits/deliver.js";
 import { OutboxSender, isTemporary } from "./deliver.js";
 import { prepareMessage } from "./message.js";
+import { compareIds } from "./ids.js";
+import { Schedule } from "./schedule.js";
 import { Outbox } from "./store.js";
 import type { OutboxState } from "./types.js";
 
@@ -98,76 +100,6 @@ class WaitCut extends Error {
   }
 }
 
-/**
- * When each known message is next due. Most of a big outbox is due now and
- * is taken in arrival order from a list; the rest (deferred) is looked
- * through only when that list runs out, at most once a second.
- */
-class Schedule {
-  private at = new Map<string, number>();
-  private ready: string[] = [];
-  private head = 0;
-  private lastPromote = 0;
-  private later: number | undefined;
-
-  has(id: string): boolean {
-    return this.at.has(id);
-  }
-
-  get size(): number {
-    return this.at.size;
-  }
-
-  set(id: string, when: number): void {
-    this.at.set(id, when);
-    if (when <= Date.now()) this.ready.push(id);
-    else if (this.later === undefined || when < this.later) this.later = when;
-  }
-
-  delete(id: string): void {
-    this.at.delete(id);
-  }
-
-  forget(gone: (id: string) => boolean): void {
-    for (const id of this.at.keys()) if (gone(id)) this.at.delete(id);
-  }
-
-  next(now: number, busy: Set<string>): string | undefined {
-    for (let pass = 0; pass < 2; pass++) {
-      while (this.head < this.ready.length) {
-        const id = this.ready[this.head++]!;
-        const when = this.at.get(id);
-        if (when !== undefined && when <= now && !busy.has(id)) return id;
-      }
-      this.ready = [];
-      this.head = 0;
-      if (pass === 0 && this.later !== undefined && this.later <= now) this.promote(now);
-    }
-    return undefined;
-  }
-
-  private promote(now: number): void {
-    this.lastPromote = now;
-    this.later = undefined;
-    for (const [id, when] of this.at) {
-      if (when <= now) this.ready.push(id);
-      else if (this.later === undefined || when < this.later) this.later = when;
-    }
-  }
-
-  /** The earliest time something not in flight is due (now, when something is ready). */
-  earliest(busy: Set<string>): number | undefined {
-    for (let i = this.head; i < this.ready.length; i++) {
-      const id = this.ready[i]!;
-      if (this.at.has(id) && !busy.has(id)) return this.at.get(id)!;
-    }
-    if (this.later !== undefined) return this.later;
-    // Everything known is in flight, or nothing is known.
-    for (const [id, when] of this.at) if (!busy.has(id)) return when;
-    return undefined;
-  }
-}
-
 export class QueueRunner {
   readonly outbox: Outbox;
   private stopping = false;
@@ -176,6 +108,8 @@ export class QueueRunner {
   /** When each known message is next due (ms); the outbox's state files say the same on disk. */
   private due = new Schedule();
   private inFlight = new Set<string>();
+  /** Sent, but their files could not be removed: not sent again by this runner (a later run resends them under their keys). */
+  private unremoved = new Set<string>();
   private readonly summary: RunSummary = { ran: true, sent: 0, deferred: 0, failed: 0, left: 0 };
   private stopController = new AbortController();
   /** Ends the waits for a budget slot on stop(): those messages have not started, so they wait for the next run. */
@@ -204,42 +138,66 @@ export class QueueRunner {
   }
 
   async run(): Promise<RunSummary> {
-    let compromised = false;
-    const release = await lockOutbox(this.outbox, () => {
-      compromised = true;
-      this.opts.onEvent?.({ type: "warning", message: "the outbox lock was taken over by another runner; stopping" });
-      this.stop();
-    });
-    if (!release) return { ran: false, sent: 0, deferred: 0, failed: 0, left: (await this.outbox.ids()).length };
-    // Which process holds it, for a person (and a test) that wants to stop it.
-    const pidFile = join(this.outbox.dir, "runner.pid");
-    await writeFile(pidFile, `${process.pid}\n`).catch(() => {});
-    try {
-      await this.outbox.sweepTmp();
-      await this.loop();
-    } finally {
-      for (const s of this.senders.values()) await (await s.catch(() => undefined))?.close();
-      if (!compromised) {
-        await rm(pidFile, { force: true }).catch(() => {});
-        await release().catch(() => {});
+    for (let round = 0; ; round++) {
+      let compromised = false;
+      const release = await lockOutbox(this.outbox, () => {
+        compromised = true;
+        this.opts.onEvent?.({ type: "warning", message: "the outbox lock was taken over by another runner; stopping" });
+        this.stop();
+      });
+      if (!release) {
+        if (round === 0) return { ran: false, sent: 0, deferred: 0, failed: 0, left: await this.outbox.count() };
+        // Another runner took the outbox meanwhile: it delivers what arrived.
+        break;
       }
+      // Which process holds it, for a person (and a test) that wants to stop it.
+      const pidFile = join(this.outbox.dir, "runner.pid");
+      await writeFile(pidFile, `${process.pid}\n`).catch(() => {});
+      try {
+        await this.outbox.sweepTmp();
+        await this.loop();
+      } finally {
+        for (const s of this.senders.values()) await (await s.catch(() => undefined))?.close();
+        this.senders.clear();
+        if (!compromised) {
+          await rm(pidFile, { force: true }).catch(() => {});
+          await release().catch(() => {});
+        }
+      }
+      if (this.stopping || compromised || this.opts.mode === "watch") break;
+      // A writer that queued a message just before the lock was released saw it held and started
+      // no runner: it counted on this one. Look again now that the lock is free; a message added
+      // after this look finds the lock free and starts a runner of its own.
+      if (!(await this.arrivedUnseen())) break;
     }
-    this.summary.left = (await this.outbox.ids()).length;
+    this.summary.left = await this.outbox.count();
     return this.summary;
+  }
+
+  /** Whether queue/ holds a message this runner does not know of (added since its last listing). */
+  private async arrivedUnseen(): Promise<boolean> {
+    const { ids } = await this.outbox.listing();
+    for (let j = 0; j < ids.n; j++) if (!this.due.knows(ids.hi[j]!, ids.lo[j]!) && !this.unremoved.has(ids.idAt(j))) return true;
+    return false;
   }
 
   /** What is in queue/ now: new messages are scheduled, vanished ones (queue rm) forgotten. */
   private async scan(): Promise<void> {
     const started = Date.now();
     const { ids, withState } = await this.outbox.listing();
-    if (this.due.size > 0) {
-      const present = new Set(ids);
-      this.due.forget((id) => !present.has(id) && !this.inFlight.has(id));
+    // A new message with a state file (held by its caller, or deferred by an earlier run) is due
+    // when that says; one already known keeps the time this runner gave it.
+    const listedAt = new Float64Array(ids.n);
+    for (let j = 0, k = 0; j < ids.n && k < withState.n; j++) {
+      const hi = ids.hi[j]!;
+      const lo = ids.lo[j]!;
+      while (k < withState.n && compareIds(withState.hi[k]!, withState.lo[k]!, hi, lo) < 0) k++;
+      if (k >= withState.n || withState.hi[k] !== hi || withState.lo[k] !== lo || this.due.knows(hi, lo)) continue;
+      listedAt[j] = (await this.outbox.state(ids.idAt(j))).nextAttemptAt;
     }
-    for (const id of ids) {
-      if (this.due.has(id)) continue;
-      this.due.set(id, withState.has(id) ? (await this.outbox.state(id)).nextAttemptAt : 0);
-    }
+    // Nothing awaited from here on: what the deliveries recorded meanwhile is not overwritten.
+    this.due.replace(ids, listedAt, (id) => this.inFlight.has(id));
+    for (const id of this.unremoved) this.due.delete(id);
     this.lastScan = Date.now();
     // A big outbox is listed less often: at most a tenth of the time goes to listing it.
     this.scanEveryMs = Math.max(POLL_MS, 10 * (this.lastScan - started));
@@ -354,6 +312,7 @@ export class QueueRunner {
       try {
         await this.outbox.remove(id);
       } catch (e) {
+        this.unremoved.add(id);
         onEvent?.({ type: "warning", id, message: `sent, but could not be removed from the outbox (${toMailsendError(e).message}); a later run resends it under the same idempotency key, which the service drops as a repeat` });
       }
       onEvent?.({ type: "sent", id, transport: result.transport, reason: chosen.reason, messageId: result.messageId, recipients: result.recipients, attempts });

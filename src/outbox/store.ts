@@ -15,11 +15,12 @@
  */
 import { randomBytes } from "node:crypto";
 import { mkdirSync } from "node:fs";
-import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from "node:fs/promises";
+import { mkdir, open, opendir, readdir, readFile, rename, rm, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { localFileError, MailsendError } from "../core/errors.js";
 import { expandHome } from "../core/home.js";
 import { stateDir } from "../limits/budget.js";
+import { PackedIds } from "./ids.js";
 import type { Envelope, OutboxMeta, OutboxState, QueuedMessage } from "./types.js";
 
 export type Env = Record<string, string | undefined>;
@@ -192,22 +193,51 @@ export class Outbox {
     return ids.sort();
   }
 
-  /** queue/'s message ids, oldest first, and which of them have a state file: one listing of the directory. */
-  async listing(): Promise<{ ids: string[]; withState: Set<string> }> {
-    let names: string[];
+  /**
+   * queue/'s message ids in arrival order, and which of them have a state file: one listing of the
+   * directory, read a few hundred names at a time and kept as numbers (ids.ts), so a listing of a
+   * big outbox holds neither every name nor an array of them.
+   */
+  async listing(): Promise<{ ids: PackedIds; withState: PackedIds }> {
+    const ids = new PackedIds();
+    const withState = new PackedIds(64);
+    await this.eachName("queue", (n) => {
+      if (n.endsWith(".msg")) {
+        const id = n.slice(0, -4);
+        if (isOutboxId(id)) ids.push(id);
+      } else if (n.endsWith(".state")) {
+        const id = n.slice(0, -6);
+        if (isOutboxId(id)) withState.push(id);
+      }
+    });
+    ids.sort();
+    withState.sort();
+    return { ids, withState };
+  }
+
+  /** How many messages are in queue/ (or failed/), without a list of them. */
+  async count(where: "queue" | "failed" = "queue"): Promise<number> {
+    let n = 0;
+    await this.eachName(where, (name) => {
+      if (name.endsWith(".msg") && isOutboxId(name.slice(0, -4))) n++;
+    });
+    return n;
+  }
+
+  /** Each name in the directory, streamed (a missing directory has none). */
+  private async eachName(where: "queue" | "failed", fn: (name: string) => void): Promise<void> {
+    let dir;
     try {
-      names = await readdir(this.queueDir);
+      dir = await opendir(where === "queue" ? this.queueDir : this.failedDir, { bufferSize: 256 });
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return { ids: [], withState: new Set() };
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return;
       throw localFileError(e, this.dir, "read", "outbox directory");
     }
-    const ids: string[] = [];
-    const withState = new Set<string>();
-    for (const n of names) {
-      if (n.endsWith(".msg") && isOutboxId(n.slice(0, -4))) ids.push(n.slice(0, -4));
-      else if (n.endsWith(".state")) withState.add(n.slice(0, -6));
+    try {
+      for await (const d of dir) fn(d.name);
+    } catch (e) {
+      throw localFileError(e, this.dir, "read", "outbox directory");
     }
-    return { ids: ids.sort(), withState };
   }
 
   private paths(id: string, where: "queue" | "failed") {

@@ -102,6 +102,18 @@ function notConfigured(e: MailsendError): boolean {
   return e.code === "config_missing" && /^no (REST base URL|SMTP host)\b/.test(e.message);
 }
 
+/**
+ * With REST alone, mail that other programs hand over goes out only when the REST request
+ * carries it whole; what does not is in src/outbox/choose.ts (restLossOfRaw, with
+ * transports/choose.ts's restLoss), and fails with 78 (config_missing) there and then.
+ */
+export const REST_ONLY_WARNING =
+  "Warning: mail from other programs through `mailsend sendmail` or `mailsend relay` goes over REST only when the REST request carries it whole. " +
+  "A message with a plain-text body (text only, or a text part beside the HTML), Cc or Bcc, recipients not in its To header, no Subject, " +
+  "inline images, an attached message, a calendar part or a header given twice needs SMTP: sendmail refuses it with exit 78, " +
+  "and the relay accepts it but the outbox runner moves it to failed/ with that error (78). Most cron and system mail is text only. " +
+  "Set --smtp-host / MAILSEND_SMTP_HOST so that such mail goes over SMTP unchanged.";
+
 /** Slot ids of doctor's own requests, recognisable in a state file. */
 function slotId(): string {
   return `doctor-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
@@ -226,7 +238,10 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
 
   let smtp: SmtpConfig | undefined;
   const smtpResolved = await resolve("smtp");
-  if (smtpResolved === "absent") {
+  if (smtpResolved === "absent" && rest) {
+    // Not a failure (send and send --queue choose for themselves), but a warning.
+    skip("config.smtp", "SMTP is not configured: only REST is", REST_ONLY_WARNING);
+  } else if (smtpResolved === "absent") {
     skip("config.smtp", "SMTP is not configured", "Optional: set --smtp-host / MAILSEND_SMTP_HOST to check SMTP submission too.");
   } else if (smtpResolved instanceof MailsendError) {
     fail("config.smtp", smtpResolved);

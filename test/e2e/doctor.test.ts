@@ -273,6 +273,34 @@ describe("what is not configured", () => {
     expect(byName["rest.key"]!.skipped).toBeUndefined();
   });
 
+  it("REST alone: a warning (not a failure) that mail from sendmail and the relay which REST cannot carry whole fails with 78", async () => {
+    const { r, report, byName } = await doctorJson([], { env: { MAILSEND_SMTP_HOST: undefined } });
+    expect(r.exitCode).toBe(0);
+    expect(report.ok).toBe(true);
+    expect(byName["config.smtp"]).toMatchObject({ ok: true, skipped: true });
+    expect(byName["config.smtp"]!.detail).toMatch(/only REST/);
+    const hint = byName["config.smtp"]!.hint!;
+    expect(hint).toMatch(/^Warning: /);
+    expect(hint).toMatch(/sendmail/);
+    expect(hint).toMatch(/relay/);
+    expect(hint).toMatch(/plain-text body/);
+    expect(hint).toMatch(/exit 78/);
+    expect(hint).toMatch(/MAILSEND_SMTP_HOST/);
+    // In the human output too, under the SMTP line, and the run still passes.
+    const human = await doctor([], { env: { MAILSEND_SMTP_HOST: undefined, NO_COLOR: "1" } });
+    expect(human.exitCode).toBe(0);
+    expect(line(human, "SMTP config")).toMatch(/only REST/);
+    expect(human.stdout).toMatch(/-> Warning: mail from other programs/);
+    expect(human.stdout).toMatch(/all checks passed/);
+  });
+
+  it("no warning when SMTP is configured too, or when REST is not", async () => {
+    const both = await doctorJson();
+    expect(both.byName["config.smtp"]!.hint ?? "").not.toMatch(/Warning/);
+    const smtpOnly = await doctorJson([], { env: { MAILSEND_BASE_URL: undefined } });
+    for (const c of smtpOnly.report.checks) expect(c.hint ?? "", c.name).not.toMatch(/Warning/);
+  });
+
   it("but the selected one fails (78)", async () => {
     const { r, byName } = await doctorJson(["--transport", "smtp"], { env: { MAILSEND_SMTP_HOST: undefined } });
     expect(r.exitCode).toBe(78);

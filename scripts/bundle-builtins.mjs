@@ -17,12 +17,28 @@
 //   import "node:m";               -> require("node:m");
 // Anything else that names a built-in stops the build, rather than ship a half-rewritten file.
 // Bindings become constants read once: built-ins are never reassigned by mailsend.
+//
+// The network modules (http, https, net, tls, child_process, dns) and crypto load when first used, not when
+// the chunk that names them loads: they cost a few ms each, and a dry run, an answer from the
+// outbox or a usage error never opens a connection. Such a module bound as a whole
+// (`import http from "node:http"`) becomes a stand-in object that loads it on the first property
+// read; a named binding becomes a stand-in function that loads it on the first call, and only
+// for the plain functions listed in LAZY_FUNCTIONS (a class would not survive `instanceof` or
+// `extends`): any other named binding of those modules is loaded at once, as before. The same goes
+// for commander's require of child_process, which it only uses to run external subcommands
+// (mailsend has none): rewritten in its source (COMMANDER_CHILD_PROCESS below), or the build stops.
 import { readFileSync, writeFileSync } from "node:fs";
 import { builtinModules } from "node:module";
 
 const builtins = new Set(builtinModules.flatMap((m) => (m.startsWith("node:") ? [m] : [m, `node:${m}`])));
 // The banner's own import makes `require`: it stays an import.
 const KEEP = "node:module";
+
+const LAZY_MODULES = new Set(["http", "https", "net", "tls", "child_process", "dns", "crypto"].flatMap((m) => [m, `node:${m}`]));
+const LAZY_FUNCTIONS = new Set(["isIP", "isIPv4", "isIPv6", "connect", "createConnection", "request", "get", "spawn", "execFile", "lookup", "createHash", "createHmac", "randomUUID", "randomBytes", "randomInt", "timingSafeEqual", "scrypt", "scryptSync"]);
+// One line each (the rewrite keeps every line where it was, for the source maps).
+const lazyModule = (req) => `new Proxy({}, { get: (_, k) => ${req}[k], has: (_, k) => k in ${req} })`;
+const lazyFunction = (req, name) => `function (...a) { return new.target ? Reflect.construct(${req}.${name}, a, new.target) : ${req}.${name}.apply(this, a); }`;
 
 const IMPORT = /^import\s+(?:([\w$]+)\s*,\s*)?(\{[^}]*\}|\*\s+as\s+[\w$]+|[\w$]+)?\s*(?:from\s*)?"([^"]+)";/gm;
 
@@ -36,6 +52,19 @@ export function requireBuiltins(code, file) {
       return braces.replace(/([\w$]+)\s+as\s+([\w$]+)/g, "$1: $2");
     };
     if (first === undefined && clause === undefined) return `${req};`;
+    if (LAZY_MODULES.has(spec) && first === undefined) {
+      if (clause.startsWith("*")) return `const ${clause.replace(/^\*\s+as\s+/, "")} = ${lazyModule(req)};`;
+      if (!clause.startsWith("{")) return `const ${clause} = ${lazyModule(req)};`;
+      const bindings = named(clause)
+        .slice(1, -1)
+        .split(",")
+        .map((b) => b.trim())
+        .filter(Boolean)
+        .map((b) => b.split(/\s*:\s*/));
+      if (bindings.every(([name]) => LAZY_FUNCTIONS.has(name))) {
+        return `const ${bindings.map(([name, local = name]) => `${local} = ${lazyFunction(req, name)}`).join(", ")};`;
+      }
+    }
     if (first !== undefined) {
       if (!clause?.startsWith("{")) throw new Error(`build: ${file}: cannot rewrite ${JSON.stringify(whole)}`);
       return `const ${first} = ${req}, ${named(clause)} = ${first};`;
@@ -53,9 +82,16 @@ export function requireBuiltins(code, file) {
 }
 
 /** Rewrites every .js file esbuild wrote (the metafile's outputs). */
+const COMMANDER_CHILD_PROCESS = "const childProcess = require('node:child_process');";
+
 export const builtinsPlugin = {
   name: "mailsend-builtins-by-require",
   setup(build) {
+    build.onLoad({ filter: /[\\/]node_modules[\\/]commander[\\/]lib[\\/]command\.js$/ }, (args) => {
+      const code = readFileSync(args.path, "utf8");
+      if (!code.includes(COMMANDER_CHILD_PROCESS)) throw new Error(`build: commander's ${args.path} no longer holds ${COMMANDER_CHILD_PROCESS}: see scripts/bundle-builtins.mjs`);
+      return { contents: code.replace(COMMANDER_CHILD_PROCESS, "const childProcess = { spawn: (...a) => require('node:child_process').spawn(...a) };"), loader: "js" };
+    });
     build.onEnd((result) => {
       if (result.errors.length > 0 || !result.metafile) return;
       for (const file of Object.keys(result.metafile.outputs)) {

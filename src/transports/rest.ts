@@ -211,7 +211,9 @@ export class RestTransport implements Transport {
   readonly #url: URL;
   /** #url as request options, converted once rather than on every request of a batch. */
   #target: http.RequestOptions;
-  readonly #agent: http.Agent;
+  /** Made on the first request: a dry run never loads node:http. */
+  #agentMade: http.Agent | undefined;
+  readonly #makeAgent: () => http.Agent;
   /** Proxy-Authorization for an http:// service through a proxy (a tunnel carries it in its CONNECT). */
   #proxyHeaders: Record<string, string> = {};
   readonly #redact: (s: string) => string;
@@ -243,7 +245,8 @@ export class RestTransport implements Transport {
     const proxy = config.proxy;
     if (proxy) {
       // https://: a CONNECT tunnel per connection; http://: the absolute form to the proxy.
-      this.#agent = proxyAgent(proxy, this.#url, agentOptions, { timeoutMs: config.timeoutMs, ...(config.caFile ? { caFile: config.caFile } : {}) });
+      const agent = proxyAgent(proxy, this.#url, agentOptions, { timeoutMs: config.timeoutMs, ...(config.caFile ? { caFile: config.caFile } : {}) });
+      this.#makeAgent = () => agent;
       if (!tls) {
         const form = absoluteForm(proxy, this.#url);
         this.#target = { ...this.#target, path: form.path };
@@ -251,10 +254,14 @@ export class RestTransport implements Transport {
       }
     } else {
       // node:https (and node:tls) only for an https:// service: on Node 24 they cost ~40 ms to load.
-      this.#agent = tls ? new (process.getBuiltinModule("node:https").Agent)(agentOptions) : new http.Agent(agentOptions);
+      this.#makeAgent = () => (tls ? new (process.getBuiltinModule("node:https").Agent)(agentOptions) : new http.Agent(agentOptions));
     }
     this.#connections = opts.pool ?? 1;
     this.#largeBody = opts.largeBody ?? LARGE_BODY;
+  }
+
+  get #agent(): http.Agent {
+    return (this.#agentMade ??= this.#makeAgent());
   }
 
   /** The batch's undici pool, loaded and made once. */
@@ -446,7 +453,7 @@ export class RestTransport implements Transport {
   }
 
   async close(): Promise<void> {
-    this.#agent.destroy();
+    this.#agentMade?.destroy();
     if (this.#pool) await (await this.#pool).close();
   }
 }

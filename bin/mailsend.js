@@ -5,15 +5,27 @@
 // A NODE_COMPILE_CACHE set by the user has already been applied by Node and is left as it is.
 import module from "node:module";
 
-if (typeof module.enableCompileCache === "function" && !process.env.NODE_COMPILE_CACHE && !process.env.NODE_DISABLE_COMPILE_CACHE) {
-  try {
-    const dir = compileCacheDir(process.env, process.platform);
-    if (dir && makeDir(module.createRequire(import.meta.url)("node:fs"), dir, 0)) module.enableCompileCache(dir);
-  } catch {}
+// `mailsend --version` alone is answered here, from the package's own package.json (the build puts
+// the same version into dist/): scripts ask it often, and it needs none of mailsend's code. Not
+// when started as sendmail or mailq (a symlink), which answer it their own way.
+const args = process.argv.slice(2);
+const role = /^(sendmail|mailq)(\.(js|mjs|cjs|exe|cmd))?$/i.test(process.argv[1]?.split(/[\\/]/).pop() ?? "");
+if (!role && args.length === 1 && (args[0] === "--version" || args[0] === "-V")) {
+  process.stdout.write(`${module.createRequire(import.meta.url)("../package.json").version}\n`);
+} else {
+  await start();
 }
 
-const { main } = await import("../dist/cli/main.js");
-await main();
+async function start() {
+  if (typeof module.enableCompileCache === "function" && !process.env.NODE_COMPILE_CACHE && !process.env.NODE_DISABLE_COMPILE_CACHE) {
+    try {
+      const dir = compileCacheDir(process.env, process.platform);
+      if (dir && makeDir(module.createRequire(import.meta.url)("node:fs"), dir, 0)) module.enableCompileCache(dir);
+    } catch {}
+  }
+  const { main } = await import("../dist/cli/main.js");
+  await main();
+}
 
 function compileCacheDir(env, platform) {
   const sep = platform === "win32" ? "\\" : "/";

@@ -5,7 +5,7 @@
  */
 import { execa } from "execa";
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Outbox } from "../../src/outbox/store.js";
@@ -163,6 +163,28 @@ describe("mailsend queue", () => {
     }
     expect((await stored("lock-")).length).toBe(4);
   }, 60_000);
+});
+
+describe("a message queued while a runner delivers", () => {
+  it("is delivered by that runner: it lists the outbox again after releasing it (the writer saw it held and started none)", async () => {
+    const { dir, env } = fresh();
+    await seed(dir, ["late-1"]);
+    (sb.sb.faults.config = { ...sb.sb.faults.config, latencyMs: 1000 });
+    try {
+      // A one-shot run lists the outbox once, at its start; the second message comes after that.
+      const run = runCli(["queue", "run", "--json", "--concurrency", "1"], { env, timeoutMs: 90_000 });
+      for (let i = 0; i < 400 && !existsSync(join(dir, "runner.pid")); i++) await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 300));
+      await seed(dir, ["late-2"]);
+      const r = await run;
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 2, failed: 0, left: 0 });
+    } finally {
+      (sb.sb.faults.config = { ...sb.sb.faults.config, latencyMs: 0 });
+    }
+    expect((await stored("late-")).length).toBe(2);
+    expect(existsSync(join(dir, "runner.pid"))).toBe(false);
+  }, 120_000);
 });
 
 describe("the outbox on a full disk", () => {

@@ -248,7 +248,10 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   const classes = new Set<ExitClass>();
   const invalid = new Set<number>();
   const keyFor = (i: number) => opts.journal?.keyFor(i) ?? `${started.toString(36)}-${process.pid}-${i}`;
-  const progress = () => opts.onProgress?.({ ...counts, left: counts.total - counts.invalid - counts.sent - counts.failed - counts.skipped - counts.unknown });
+  const { onProgress } = opts;
+  const progress = onProgress
+    ? () => onProgress({ ...counts, left: counts.total - counts.invalid - counts.sent - counts.failed - counts.skipped - counts.unknown })
+    : () => {};
 
   // Pass 1: validate everything; list the bad rows first.
   const built = new Map<number, Message>();

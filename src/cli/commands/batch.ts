@@ -337,7 +337,8 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
         failFast: flags.failFast ?? false,
         ...(journal ? { journal } : {}),
         onResult,
-        onProgress,
+        // Nothing shows progress under --quiet or --json: the runner then makes no counts for it.
+        ...(flags.quiet || json ? {} : { onProgress }),
         onWarning: say,
         signal: abort.signal,
         abortSends: abortSends.signal,

@@ -6,6 +6,9 @@ import { BATCH_OPTIONS, DOCTOR_OPTIONS, RELAY_OPTIONS, SEND_OPTIONS, type Option
 import * as HELP from "./help-examples.js";
 import { annotation, inGitHubActions } from "./github.js";
 import { reportError } from "./report.js";
+// Statically: the send command is most of what runs, and its code comes in the same chunk as the
+// program (scripts/build.mjs) either way; an import() would only add a file to open.
+import { runSend } from "./commands/send.js";
 import { hideOptionValues, secretOptionError } from "./secret-options.js";
 import { addSandboxOptions, DIR_OPTION, JSON_OPTION, SANDBOX_OPTIONS } from "./sandbox-options.js";
 
@@ -190,7 +193,6 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
       .addHelpText("after", SEND_EXAMPLES);
     addOptions(send, SEND_OPTIONS);
     send.action(async (opts: Record<string, unknown>) => {
-      const { runSend } = await import("./commands/send.js");
       setExit(await runSend(opts, io));
     });
   }

@@ -10,6 +10,15 @@ import type { CliIO } from "../io.js";
 import { colorsFor } from "../io.js";
 import { reportError } from "../report.js";
 import { parseSendmailArgs, type SendmailArgs } from "../../input/sendmail-args.js";
+// Statically: the build puts all of these in the sendmail front end's own chunks either way
+// (scripts/build.mjs), and an import() would only add a file to open on every call.
+import { VERSION } from "../../core/version.js";
+import { loadSettings } from "../../input/profile.js";
+import { queueModeFrom, submit } from "../../outbox/submit.js";
+import { fixupMessage, maxMessageSize, readSendmailInput } from "../../input/sendmail-message.js";
+import { loadAliases } from "../../input/aliases.js";
+import { autorunOff } from "../../outbox/spawn.js";
+import { runQueueList, runQueueRun } from "./queue.js";
 
 export const SENDMAIL_HELP = `Usage: sendmail [options] [recipient...]
        mailsend sendmail [options] [recipient...]
@@ -67,14 +76,12 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
     return 0;
   }
   if (args.mode === "version") {
-    const { VERSION } = await import("../../core/version.js");
     io.stdout.write(`mailsend ${VERSION} (sendmail mode)\n`);
     return 0;
   }
   const c = colorsFor(io.stderr, io.env);
   const note = (line: string) => io.stderr.write(`${c.dim(`mailsend: ${line}`)}\n`);
   try {
-    const { loadSettings } = await import("../../input/profile.js");
     const settings = loadSettings(args.profile, io.env);
     const env = { ...settings.env };
     // A profile's aliases path is relative to the config file, like its api_key_file.
@@ -87,18 +94,13 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
     if (args.verbose) for (const i of args.ignored) note(`ignored ${i}`);
 
     if (args.mode === "list") {
-      const { runQueueList } = await import("./queue.js");
       return await runQueueList({}, subIO);
     }
     if (args.mode === "flush") {
-      const { runQueueRun } = await import("./queue.js");
       return await runQueueRun({ verbose: args.verbose }, subIO);
     }
 
-    const { queueModeFrom, submit } = await import("../../outbox/submit.js");
     const mode = queueModeFrom(args.queue, env);
-    const { fixupMessage, maxMessageSize, readSendmailInput } = await import("../../input/sendmail-message.js");
-    const { loadAliases } = await import("../../input/aliases.js");
     const maxSize = maxMessageSize(env);
     if (io.stdin.isTTY && args.verbose) note('reading the message from the terminal; end it with a line holding "." (or Ctrl-D)');
     const input = await readSendmailInput(io.stdin, { ignoreDots: args.ignoreDots, maxSize });
@@ -123,7 +125,6 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
       ...(args.verbose ? { trace: (line: string) => note(line) } : {}),
     });
     if (result.status === "queued") {
-      const { autorunOff } = await import("../../outbox/spawn.js");
       const who = autorunOff(env) ? "`mailsend queue run` (or the relay) delivers it" : "it is delivered in the background";
       io.stderr.write(`mailsend: queued as ${result.id} (${result.reason.replace(/\s+/g, " ")}); ${who}, see it with: mailsend queue\n`);
       return 0;

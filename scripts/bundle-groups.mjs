@@ -22,6 +22,7 @@
 //     commander: its command, the message parser, the outbox's submit path; includes core's.
 // So a send loads about eight files, not ~35. Code no barrel reaches (a sandbox, the relay,
 // compose, SMTP, ioredis, ...) still loads only when it runs, grouped as esbuild would.
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 
 const FACADE = "mailsend-facade";
@@ -55,8 +56,11 @@ export function groupsPlugin({ root, groups }) {
       build.onLoad({ filter: /.*/ }, (args) => {
         if (!args.namespace.startsWith(`${FACADE}-`)) return undefined;
         const group = args.namespace.slice(FACADE.length + 1);
+        // `export *` leaves out a default export: name it when the target has one (a false match,
+        // in a comment say, stops the build: esbuild finds no default to re-export).
+        const hasDefault = /\bexport\s+default\b|\bas\s+default\s*[,}]/.test(readFileSync(args.path, "utf8"));
         return {
-          contents: `export * from ${JSON.stringify(args.path)};\nimport ${JSON.stringify(`${BARREL}:${group}`)};\n`,
+          contents: `export * from ${JSON.stringify(args.path)};\n${hasDefault ? `export { default } from ${JSON.stringify(args.path)};\n` : ""}import ${JSON.stringify(`${BARREL}:${group}`)};\n`,
           resolveDir: dirname(args.path),
           loader: "js",
         };

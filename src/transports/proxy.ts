@@ -10,8 +10,8 @@
  * ProxyAgent 216.3 ms. And https-proxy-agent hands a refused CONNECT back as
  * if the service had answered it (a proxy's 403 would read as a revoked
  * key); here every failure of the proxy's part is an error naming the proxy.
- * The batch's undici pool (rest-pool.ts) uses undici's ProxyAgent, with the
- * same errors (proxyFailure below).
+ * The undici pool for bodies over 1 MB (rest-pool.ts) uses undici's
+ * ProxyAgent, with the same errors (proxyFailure below).
  */
 import http from "node:http";
 import type https from "node:https";

@@ -76,15 +76,20 @@ export class PackedIds {
 
   /** The index of an id in a sorted list, or -1. */
   indexOf(hi: number, lo: number): number {
-    let a = 0;
-    let b = this.n - 1;
-    while (a <= b) {
-      const m = (a + b) >>> 1;
-      const c = compareIds(this.hi[m]!, this.lo[m]!, hi, lo);
-      if (c === 0) return m;
-      if (c < 0) a = m + 1;
-      else b = m - 1;
-    }
-    return -1;
+    return findId(this.hi, this.lo, this.n, hi, lo);
   }
+}
+
+/** Binary search for an id among the first `n` of sorted packed ids: its index, or -1. */
+export function findId(his: Float64Array, los: Float64Array, n: number, hi: number, lo: number): number {
+  let a = 0;
+  let b = n - 1;
+  while (a <= b) {
+    const m = (a + b) >>> 1;
+    const c = compareIds(his[m]!, los[m]!, hi, lo);
+    if (c === 0) return m;
+    if (c < 0) a = m + 1;
+    else b = m - 1;
+  }
+  return -1;
 }

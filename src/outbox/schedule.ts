@@ -8,7 +8,7 @@
  * from the beginning only once `later` has come. A delivered (or failed, or
  * removed) message is a tombstone until the next listing replaces the arrays.
  */
-import { compareIds, packId, type PackedIds, unpackId } from "./ids.js";
+import { compareIds, findId, packId, type PackedIds, unpackId } from "./ids.js";
 
 /** A tombstone: delivered, failed, or gone. */
 const GONE = -1;
@@ -30,16 +30,7 @@ export class Schedule {
   }
 
   private indexOf(hi: number, lo: number): number {
-    let a = 0;
-    let b = this.n - 1;
-    while (a <= b) {
-      const m = (a + b) >>> 1;
-      const c = compareIds(this.hi[m]!, this.lo[m]!, hi, lo);
-      if (c === 0) return m;
-      if (c < 0) a = m + 1;
-      else b = m - 1;
-    }
-    return -1;
+    return findId(this.hi, this.lo, this.n, hi, lo);
   }
 
   private idAt(i: number): string {

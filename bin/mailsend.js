@@ -9,7 +9,9 @@ import module from "node:module";
 // the same version into dist/): scripts ask it often, and it needs none of mailsend's code. Not
 // when started as sendmail or mailq (a symlink), which answer it their own way.
 const args = process.argv.slice(2);
-const role = /^(sendmail|mailq)(\.(js|mjs|cjs|exe|cmd))?$/i.test(process.argv[1]?.split(/[\\/]/).pop() ?? "");
+// The same test as roleOf in src/cli/main.ts.
+const base = process.argv[1]?.split(/[\\/]/).pop()?.replace(/\.(js|mjs|cjs|exe|cmd)$/i, "");
+const role = base === "sendmail" || base === "mailq";
 if (!role && args.length === 1 && (args[0] === "--version" || args[0] === "-V")) {
   process.stdout.write(`${module.createRequire(import.meta.url)("../package.json").version}\n`);
 } else {

@@ -37,8 +37,9 @@ const KEEP = "node:module";
 const LAZY_MODULES = new Set(["http", "https", "net", "tls", "child_process", "dns", "crypto"].flatMap((m) => [m, `node:${m}`]));
 const LAZY_FUNCTIONS = new Set(["isIP", "isIPv4", "isIPv6", "connect", "createConnection", "request", "get", "spawn", "execFile", "lookup", "createHash", "createHmac", "randomUUID", "randomBytes", "randomInt", "timingSafeEqual", "scrypt", "scryptSync"]);
 // One line each (the rewrite keeps every line where it was, for the source maps).
-const lazyModule = (req) => `new Proxy({}, { get: (_, k) => ${req}[k], has: (_, k) => k in ${req} })`;
-const lazyFunction = (req, name) => `function (...a) { return new.target ? Reflect.construct(${req}.${name}, a, new.target) : ${req}.${name}.apply(this, a); }`;
+// Each stand-in looks its module up once, not on every use (a batch calls randomUUID per message).
+const lazyModule = (req) => `(() => { let m; const g = () => (m ??= ${req}); return new Proxy({}, { get: (_, k) => g()[k], has: (_, k) => k in g() }); })()`;
+const lazyFunction = (req, name) => `(() => { let f; return function (...a) { f ??= ${req}.${name}; return new.target ? Reflect.construct(f, a, new.target) : f.apply(this, a); }; })()`;
 
 const IMPORT = /^import\s+(?:([\w$]+)\s*,\s*)?(\{[^}]*\}|\*\s+as\s+[\w$]+|[\w$]+)?\s*(?:from\s*)?"([^"]+)";/gm;
 

@@ -53,9 +53,7 @@ export function groupsPlugin({ root, groups }) {
         if (r.external || !r.path.startsWith(abs("src/"))) return undefined;
         return { path: r.path, namespace: `${FACADE}-${groupOf(args.importer, r.path)}` };
       });
-      build.onLoad({ filter: /.*/ }, (args) => {
-        if (!args.namespace.startsWith(`${FACADE}-`)) return undefined;
-        const group = args.namespace.slice(FACADE.length + 1);
+      for (const group of names) build.onLoad({ filter: /.*/, namespace: `${FACADE}-${group}` }, (args) => {
         // `export *` leaves out a default export: name it when the target has one (a false match,
         // in a comment say, stops the build: esbuild finds no default to re-export).
         const hasDefault = /\bexport\s+default\b|\bas\s+default\s*[,}]/.test(readFileSync(args.path, "utf8"));

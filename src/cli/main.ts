@@ -2,7 +2,7 @@ import type { CliIO } from "./io.js";
 
 /**
  * Entry of the built binary: the only place that sets the process's exit code.
- * `--version` is answered before commander and the rest are even loaded.
+ * `mailsend --version` is answered by bin/mailsend.js before this is even loaded.
  */
 export async function main(argv = process.argv.slice(2), invokedAs = process.argv[1]): Promise<void> {
   // Started as `sendmail` or `mailq` (a symlink to mailsend), or as `mailsend sendmail`: its
@@ -11,13 +11,6 @@ export async function main(argv = process.argv.slice(2), invokedAs = process.arg
   if (role || argv[0] === "sendmail") {
     const { runSendmail } = await import("./commands/sendmail.js");
     process.exitCode = await runSendmail(role ? argv : argv.slice(1), processIO(), role ?? "sendmail");
-    return;
-  }
-  if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-V")) {
-    // bin/mailsend.js answers this one itself; here for a caller of main() (and with no chunk of
-    // its own to open for everyone else).
-    const { VERSION } = await import("../core/version.js");
-    process.stdout.write(`${VERSION}\n`);
     return;
   }
   // `mailsend ... | head` closes the pipe early; that is not an error.

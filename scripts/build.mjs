@@ -2,11 +2,13 @@
 // heavy dependencies load only when that command runs (see bench/startup), and the
 // code of the hot paths (a send, sendmail) comes in a few chunks (bench/speed).
 import { build } from "esbuild";
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { ioredisPlugin } from "./bundle-ioredis.mjs";
 import { builtinsPlugin } from "./bundle-builtins.mjs";
 import { groupsPlugin } from "./bundle-groups.mjs";
+import { toCommonJS } from "./bundle-cjs.mjs";
 
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
 
@@ -95,11 +97,30 @@ const common = {
   metafile: true,
 };
 // Built-in modules by require(), not as ES modules: see scripts/bundle-builtins.mjs.
+// The CLI is split as ES modules (esbuild splits nothing else), then each file becomes CommonJS
+// (scripts/bundle-cjs.mjs), which Node loads without its ES loader and V8 can cache: so no banner
+// making `require`, CommonJS has its own.
 const cli = await build({
   ...common,
+  banner: {},
   entryPoints: { "cli/main": "src/cli/main.ts" },
   plugins: [groupsPlugin({ root, groups: CHUNK_GROUPS }), ioredisPlugin, builtinsPlugin],
   chunkNames: "chunks/[name]-[hash]",
+});
+await toCommonJS([`${tmp}/cli`, `${tmp}/chunks`], `${tmp}/chunks`);
+// What bin/mailsend.js loads first, to compile the CLI's files with V8's cache: CommonJS, alone,
+// with the hash of the CLI's files, which each cache is checked against (src/cli/code-cache.ts).
+await build({
+  define: { __MAILSEND_BUILD_ID__: JSON.stringify(hashFiles([`${tmp}/cli`, `${tmp}/chunks`])) },
+  entryPoints: { "cli/code-cache": "src/cli/code-cache.ts" },
+  outdir: tmp,
+  bundle: true,
+  format: "cjs",
+  platform: "node",
+  target: "node20.18",
+  sourcemap: "linked",
+  sourcesContent: false,
+  logLevel: "warning",
 });
 const lib = await build({
   ...common,
@@ -154,6 +175,18 @@ async function emitTypes(outDir) {
     rmSync(tmp, { recursive: true, force: true });
     throw new Error(`the public API's declarations cannot be emitted file by file:\n${problems.join("\n")}`);
   }
+}
+
+/** A hash of the names and contents of the files directly in `dirs`. */
+function hashFiles(dirs) {
+  const h = createHash("sha256");
+  for (const dir of dirs) {
+    for (const f of readdirSync(dir).sort()) {
+      h.update(`${f}\0`);
+      h.update(readFileSync(join(dir, f)));
+    }
+  }
+  return h.digest("hex").slice(0, 16);
 }
 
 /**

@@ -1,0 +1,100 @@
+// The CLI's files become CommonJS after esbuild has split them (esbuild splits only ES modules).
+//
+// Why: Node loads an ES module through its ES loader (resolve, load, translate, link: about a
+// dozen internal modules of its own, then work per file), and compiles it without any cache on
+// Node 20; a CommonJS file is one read and one compile, and that compile can be given V8's code
+// cache (src/cli/code-cache.ts). A REST send spent ~17 ms in the ES loader and ~14 ms compiling.
+//
+// How: each output file of the ES build (dist/cli/main.js, dist/chunks/*.js) is bundled again on
+// its own with format "cjs", every import left external, so esbuild rewrites the file's imports
+// into require() calls and its exports into a getter object (live bindings, as ES exports are),
+// and chains the file's source map so the new map still points into src/. Then:
+//   - import() of our own files becomes a require() in a promise: it stays lazy (a command's code
+//     loads when it runs), without the ES loader.
+//   - import() of a package (ora, marked, ...: some are ES modules only) goes through
+//     chunks/esm-import.cjs, a file Node compiles itself: the CLI's .js files are compiled by
+//     src/cli/code-cache.ts with vm.Script, where an import() needs an option Node 20 and 24 call
+//     experimental (and warn about on stderr). Resolved from chunks/, as it was.
+//   - import.meta.url, which CommonJS lacks, becomes the file's own URL.
+//   - a package.json with "type": "commonjs" beside the files tells Node what they are.
+// The library (dist/index.js, dist/lib/) stays ES modules: it is imported, not run.
+import { build } from "esbuild";
+import { readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { dirname, join, relative, sep } from "node:path";
+
+const META_URL = "__mailsend_import_meta_url";
+// One line, so the map's lines stay right (the banner's line is added before the map's first).
+const META_BANNER = `const ${META_URL} = require("node:url").pathToFileURL(__filename).href;`;
+// While converting, esbuild marks the path of each import() it finds (not one in a comment or a
+// string): then only those are rewritten.
+const MARK = "mailsend-dynamic-import:";
+const MARKED = new RegExp(`\\bimport\\((["'])${MARK}([^"']+)\\1\\)`, "g");
+export const ESM_IMPORT_FILE = "esm-import.cjs";
+
+/**
+ * Rewrites each marked import() into a require(): of our own file (a relative path) in a promise,
+ * of a package through `importer` (the path from the file to chunks/esm-import.cjs). Returns the
+ * code and how many it rewrote.
+ */
+export function rewriteImports(code, importer) {
+  let count = 0;
+  const out = code.replace(MARKED, (_, q, spec) => {
+    count++;
+    return spec.startsWith(".") ? `Promise.resolve().then(() => require(${q}${spec}${q}))` : `require(${JSON.stringify(importer)})(${q}${spec}${q})`;
+  });
+  return { code: out, count };
+}
+
+/**
+ * Converts every .js file directly in each of `dirs` (ES modules written by esbuild) to CommonJS,
+ * in place; `chunks` (one of them) gets esm-import.cjs.
+ */
+export async function toCommonJS(dirs, chunks) {
+  const files = dirs.flatMap((dir) => readdirSync(dir).filter((f) => f.endsWith(".js")).map((f) => join(dir, f)));
+  await Promise.all(
+    files.map(async (file) => {
+      const usesMeta = readFileSync(file, "utf8").includes("import.meta");
+      let marked = 0;
+      const r = await build({
+        entryPoints: [file],
+        outfile: file,
+        allowOverwrite: true,
+        bundle: true,
+        format: "cjs",
+        platform: "node",
+        target: "node20.18",
+        sourcemap: "linked",
+        sourcesContent: false,
+        logLevel: "warning",
+        write: false,
+        ...(usesMeta ? { define: { "import.meta.url": META_URL }, banner: { js: META_BANNER } } : {}),
+        plugins: [
+          {
+            name: "mailsend-all-external",
+            setup(b) {
+              b.onResolve({ filter: /.*/ }, (a) => {
+                if (a.kind === "entry-point") return undefined;
+                if (a.kind === "dynamic-import") marked++;
+                return { path: a.kind === "dynamic-import" ? MARK + a.path : a.path, external: true };
+              });
+            },
+          },
+        ],
+      });
+      let importer = relative(dirname(file), join(chunks, ESM_IMPORT_FILE)).split(sep).join("/");
+      if (!importer.startsWith(".")) importer = `./${importer}`;
+      for (const out of r.outputFiles) {
+        if (out.path.endsWith(".map")) writeFileSync(out.path, out.contents);
+        else {
+          const { code, count } = rewriteImports(out.text, importer);
+          // Every import() esbuild saw must have been rewritten: vm.Script would refuse one.
+          // (esbuild resolves a path once per file: `marked` counts paths, `count` calls.)
+          if (count < marked || code.includes(MARK)) throw new Error(`build: ${file}: an import() is left in the CommonJS file`);
+          writeFileSync(out.path, code);
+        }
+      }
+    }),
+  );
+  for (const dir of dirs) writeFileSync(join(dir, "package.json"), `${JSON.stringify({ type: "commonjs" })}\n`);
+  writeFileSync(join(chunks, ESM_IMPORT_FILE), "// import() of a package, for the CLI's files (scripts/bundle-cjs.mjs).\nmodule.exports = (specifier) => import(specifier);\n");
+}

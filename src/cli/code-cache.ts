@@ -1,0 +1,191 @@
+/**
+ * V8's code cache for mailsend's own CommonJS files (dist/cli, dist/chunks), kept in the user's
+ * cache directory. bin/mailsend.js turns it on before anything of dist/cli/main.js loads.
+ *
+ * Node 20 has no compile cache at all, and Node 22.1+'s (module.enableCompileCache) stores what V8
+ * compiled before the file ran: the top level only, as V8 compiles a function when it is first
+ * called. So mailsend compiles its files itself (vm.Script, as Node does with a wrapper) and, as
+ * the process exits, stores V8's cache of each file as it is then: every function the run called
+ * is in it, and the next run deserializes them instead of parsing and compiling them again.
+ *
+ * One cache per file and command (`send`, `batch`, `sendmail`, ...): the same chunk holds code of
+ * several commands, and a cache written by `mailsend sandbox` would hold none of a send's functions.
+ * A cache is written only when there was none or V8 refused it (another Node, other flags), so a
+ * run that finds its cache writes nothing. It is used only for the file it was made from: the
+ * header holds Node's version, the build's id (a hash of every file of the CLI, made by the build:
+ * npm gives every installed file the same mtime, and an upgrade's main.js can have the same size),
+ * the file's path, size, mtime and inode; V8 checks its own version and flags. A write goes to a temporary file renamed into place, so a reader never sees
+ * half of one; a directory that cannot be made or written (or a full disk) only means no cache.
+ * It holds compiled code of mailsend's files only, never a key, an address or a message.
+ * NODE_DISABLE_COMPILE_CACHE=1 turns it off, as it does Node's own.
+ */
+import Module from "node:module";
+import { mkdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { dirname, join, sep } from "node:path";
+import vm from "node:vm";
+
+/** The commands with a cache of their own; any other first argument shares "other". */
+export const CACHE_COMMANDS: readonly string[] = ["send", "batch", "sandbox", "config", "inbox", "sendmail", "queue", "doctor", "relay", "completion", "mailq"];
+
+const MAGIC = "MSC1";
+
+declare const __MAILSEND_BUILD_ID__: string | undefined;
+/** The build's hash of the CLI's files (scripts/build.mjs); "dev" outside a build. */
+export const BUILD_ID: string = typeof __MAILSEND_BUILD_ID__ === "string" ? __MAILSEND_BUILD_ID__ : "dev";
+
+export interface CodeCacheStats {
+  /** Files compiled from their cache. */
+  used: number;
+  /** Files whose cache V8 refused. */
+  refused: number;
+  /** Files with no cache yet, or only one made from another file, build or Node. */
+  missing: number;
+  /** Caches written as the process exited. */
+  written: number;
+}
+
+/** The cache directory for mailsend's compiled code, by the platform's convention; undefined when there is no home. */
+export function cacheDir(env: NodeJS.ProcessEnv, platform: NodeJS.Platform): string | undefined {
+  const s = platform === "win32" ? "\\" : "/";
+  const home = env.HOME || env.USERPROFILE;
+  if (platform === "win32") return env.LOCALAPPDATA ? [env.LOCALAPPDATA, "mailsend", "compile-cache"].join(s) : undefined;
+  if (!home && !env.XDG_CACHE_HOME) return undefined;
+  if (platform === "darwin") return [home, "Library", "Caches", "mailsend", "compile-cache"].join(s);
+  return [env.XDG_CACHE_HOME || [home, ".cache"].join(s), "mailsend", "compile-cache"].join(s);
+}
+
+/**
+ * Makes `dir` and its missing parents, one level at a time (Node's recursive mkdir never returns
+ * where a parent exists but refuses children with ENOENT, under /proc say). True when it exists.
+ */
+export function makeDir(dir: string, mode = 0o700, depth = 0): boolean {
+  try {
+    mkdirSync(dir, { mode });
+    return true;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "EEXIST") return isDir(dir);
+    if (code !== "ENOENT" || depth > 16) return false;
+  }
+  const parent = dir.replace(/[\\/][^\\/]*$/, "");
+  if (parent === "" || parent === dir || !makeDir(parent, mode, depth + 1)) return false;
+  try {
+    mkdirSync(dir, { mode });
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EEXIST" && isDir(dir);
+  }
+}
+
+function isDir(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/** The cache's share of the command line: a known command, the sendmail/mailq role, or "other". */
+export function cacheCommand(argv: readonly string[], role: string | undefined): string {
+  if (role) return role;
+  const first = argv[0];
+  return first !== undefined && CACHE_COMMANDS.includes(first) ? first : "other";
+}
+
+/** Two 32-bit FNV-1a hashes of the path (different offsets): a file name, not a secret. */
+function pathKey(path: string): string {
+  let a = 0x811c9dc5;
+  let b = 0x01000193 ^ 0x5bd1e995;
+  for (let i = 0; i < path.length; i++) {
+    const c = path.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x01000193);
+  }
+  return (a >>> 0).toString(36) + (b >>> 0).toString(36);
+}
+
+interface Compiled {
+  script: vm.Script;
+  file: string;
+  stamp: string;
+}
+
+type CompileFn = (this: Module, content: string, filename: string) => unknown;
+
+/**
+ * Compiles every CommonJS file under `root` (a directory; files elsewhere are left to Node) with
+ * V8's cache from `dir`, and stores the caches that were missing or refused as the process exits.
+ * Returns the running counts, or undefined when this Node cannot do it (then nothing changes).
+ */
+export function installCodeCache(root: string, dir: string, command: string, build: string = BUILD_ID): CodeCacheStats | undefined {
+  const proto = Module.prototype as unknown as { _compile?: CompileFn };
+  const original = proto._compile;
+  if (typeof original !== "function" || typeof Module.wrap !== "function") return undefined;
+  const stats: CodeCacheStats = { used: 0, refused: 0, missing: 0, written: 0 };
+  const prefix = root.endsWith(sep) ? root : root + sep;
+  const toWrite: Compiled[] = [];
+
+  proto._compile = function (this: Module, content: string, filename: string): unknown {
+    if (!filename.startsWith(prefix) || !filename.endsWith(".js")) return original.call(this, content, filename);
+    let stamp: string;
+    try {
+      const st = statSync(filename);
+      stamp = `${process.version} ${process.arch} ${build} ${command} ${filename} ${st.size} ${st.mtimeMs} ${st.ino}`;
+    } catch {
+      return original.call(this, content, filename);
+    }
+    const file = join(dir, `${pathKey(`${command} ${filename}`)}.bin`);
+    const cachedData = readCache(file, stamp);
+    // No import() in these files (scripts/bundle-cjs.mjs sends a package's through a file Node compiles).
+    const script = new vm.Script(Module.wrap(content), { filename, cachedData });
+    if (cachedData === undefined) stats.missing++;
+    else if (script.cachedDataRejected === true) stats.refused++;
+    else stats.used++;
+    if (cachedData === undefined || script.cachedDataRejected === true) toWrite.push({ script, file, stamp });
+    const wrapper = script.runInThisContext({ displayErrors: true }) as (...a: unknown[]) => unknown;
+    const require = Module.createRequire(filename);
+    return wrapper.call(this.exports, this.exports, require, this, filename, dirname(filename));
+  };
+
+  process.once("exit", () => {
+    if (toWrite.length === 0 || !makeDir(dir)) return;
+    for (const c of toWrite) if (writeCache(c)) stats.written++;
+  });
+  return stats;
+}
+
+/** The V8 data of a cache file whose header matches `stamp`, else undefined. */
+function readCache(file: string, stamp: string): Buffer | undefined {
+  let b: Buffer;
+  try {
+    b = readFileSync(file);
+  } catch {
+    return undefined;
+  }
+  if (b.length < 6 || b.toString("latin1", 0, 4) !== MAGIC) return undefined;
+  const n = b.readUInt16LE(4);
+  if (b.length <= 6 + n || b.toString("utf8", 6, 6 + n) !== stamp) return undefined;
+  return b.subarray(6 + n);
+}
+
+function writeCache(c: Compiled): boolean {
+  const tmp = `${c.file}.${process.pid}.tmp`;
+  try {
+    writeFileSync(tmp, Buffer.concat([header(c.stamp), c.script.createCachedData()]), { mode: 0o600 });
+    renameSync(tmp, c.file);
+    return true;
+  } catch {
+    try {
+      unlinkSync(tmp);
+    } catch {}
+    return false;
+  }
+}
+
+function header(stamp: string): Buffer {
+  const s = Buffer.from(stamp, "utf8");
+  const head = Buffer.alloc(6);
+  head.write(MAGIC, 0, "latin1");
+  head.writeUInt16LE(Math.min(s.length, 0xffff), 4);
+  return Buffer.concat([head, s.subarray(0, 0xffff)]);
+}

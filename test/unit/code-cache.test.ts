@@ -1,0 +1,127 @@
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execFileSync } from "node:child_process";
+import { build } from "esbuild";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CACHE_COMMANDS, cacheCommand, cacheDir } from "../../src/cli/code-cache.js";
+
+// src/cli/code-cache.ts as bin/mailsend.js uses it: bundled to CommonJS, installed in a fresh
+// Node process, which then requires CommonJS files of a small "dist" and prints what it counted
+// and what the files returned.
+let work: string;
+let loader: string;
+let dist: string;
+let driver: string;
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), "mailsend-code-cache-"));
+  loader = join(work, "code-cache.cjs");
+  await build({ entryPoints: [new URL("../../src/cli/code-cache.ts", import.meta.url).pathname], outfile: loader, bundle: true, format: "cjs", platform: "node", logLevel: "error" });
+  dist = join(work, "dist");
+  mkdirSync(dist);
+  writeFileSync(join(dist, "a.js"), 'const b = require("./b.js");\nexports.value = () => `a+${b.value()}` + require("node:path").sep;\n');
+  writeFileSync(join(dist, "b.js"), 'exports.value = () => "b1";\n');
+  // Not under the root: Node compiles it itself.
+  writeFileSync(join(work, "outside.js"), 'exports.value = () => "outside";\n');
+  driver = join(work, "driver.cjs");
+  writeFileSync(
+    driver,
+    `const cc = require(${JSON.stringify(loader)});
+const [dist, dir, command, build] = process.argv.slice(2);
+const stats = cc.installCodeCache(dist, dir, command, build);
+const value = require(dist + "/a.js").value() + " " + require(${JSON.stringify(join(work, "outside.js"))}).value();
+process.on("exit", () => console.log(JSON.stringify({ value, ...stats })));
+`,
+  );
+});
+
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+function run(dir: string, command = "send", buildId = "b1"): { value: string; used: number; refused: number; missing: number; written: number } {
+  return JSON.parse(execFileSync(process.execPath, [driver, dist, dir, command, buildId], { encoding: "utf8" }));
+}
+
+describe("code cache (src/cli/code-cache.ts)", () => {
+  it("writes a cache for each file the first time, and the next run compiles from it", () => {
+    const dir = join(work, "cache-1", "nested", "code");
+    const first = run(dir);
+    expect(first).toEqual({ value: "a+b1/ outside", used: 0, refused: 0, missing: 2, written: 2 });
+    expect(readdirSync(dir)).toHaveLength(2);
+    // Compiled code of the user's files only: a directory and files no one else can read.
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    for (const f of readdirSync(dir)) expect(statSync(join(dir, f)).mode & 0o777).toBe(0o600);
+    expect(run(dir)).toEqual({ value: "a+b1/ outside", used: 2, refused: 0, missing: 0, written: 0 });
+  });
+
+  it("keeps one cache per command, and another build or a changed file is not given an old cache", () => {
+    const dir = join(work, "cache-2");
+    run(dir, "send");
+    expect(run(dir, "batch")).toMatchObject({ used: 0, missing: 2, written: 2 });
+    expect(run(dir, "send")).toMatchObject({ used: 2 });
+    expect(run(dir, "send", "b2")).toMatchObject({ used: 0, missing: 2, written: 2 });
+    // Same length, new content: the file's stamp (mtime) differs, so its old cache is not used.
+    writeFileSync(join(dist, "b.js"), 'exports.value = () => "b2";\n');
+    try {
+      expect(run(dir, "send", "b2")).toEqual({ value: "a+b2/ outside", used: 1, refused: 0, missing: 1, written: 1 });
+    } finally {
+      writeFileSync(join(dist, "b.js"), 'exports.value = () => "b1";\n');
+    }
+  });
+
+  it("a cache file that is not one, or cut short, is not used, and the run still works", () => {
+    const dir = join(work, "cache-3");
+    run(dir);
+    const files = readdirSync(dir);
+    writeFileSync(join(dir, files[0]!), "garbage");
+    writeFileSync(join(dir, files[1]!), "MSC1\u0005\u0000ab");
+    expect(run(dir)).toEqual({ value: "a+b1/ outside", used: 0, refused: 0, missing: 2, written: 2 });
+    expect(run(dir)).toMatchObject({ used: 2 });
+  });
+
+  it("V8's own check refuses a cache of other bytes with a matching header, and the file runs from source", () => {
+    const dir = join(work, "cache-4");
+    run(dir);
+    for (const f of readdirSync(dir)) {
+      const path = join(dir, f);
+      const b = execFileSync(process.execPath, ["-e", `const b=require("fs").readFileSync(${JSON.stringify(path)}); const n=6+b.readUInt16LE(4); b.fill(7, n); process.stdout.write(b.toString("base64"))`], { encoding: "utf8" });
+      writeFileSync(path, Buffer.from(b, "base64"));
+    }
+    expect(run(dir)).toEqual({ value: "a+b1/ outside", used: 0, refused: 2, missing: 0, written: 2 });
+    expect(run(dir)).toMatchObject({ used: 2, refused: 0 });
+  });
+
+  it("a cache directory that cannot be made or written means no cache, and no error", () => {
+    if (process.getuid?.() === 0) {
+      // root writes anywhere: a path under a regular file cannot be made even so.
+      const file = join(work, "a-file");
+      writeFileSync(file, "x");
+      expect(run(join(file, "code"))).toEqual({ value: "a+b1/ outside", used: 0, refused: 0, missing: 2, written: 0 });
+      return;
+    }
+    const ro = join(work, "read-only");
+    mkdirSync(ro);
+    chmodSync(ro, 0o500);
+    expect(run(join(ro, "code"))).toEqual({ value: "a+b1/ outside", used: 0, refused: 0, missing: 2, written: 0 });
+  });
+
+  it("names the cache by the command, the sendmail role, or 'other'", () => {
+    expect(cacheCommand(["send", "-t", "x"], undefined)).toBe("send");
+    expect(cacheCommand(["-t", "x"], "sendmail")).toBe("sendmail");
+    expect(cacheCommand(["nosuch"], undefined)).toBe("other");
+    expect(cacheCommand([], undefined)).toBe("other");
+    // Every command of the program has its own (program.ts defines only the one that runs).
+    const program = readFileSync(new URL("../../src/cli/program.ts", import.meta.url), "utf8");
+    const commands = JSON.parse(/const COMMANDS = (\[[^\]]*\])/.exec(program)![1]!) as string[];
+    expect(commands.length).toBeGreaterThan(5);
+    for (const c of commands) expect(CACHE_COMMANDS).toContain(c);
+  });
+
+  it("lives in the platform's cache directory", () => {
+    expect(cacheDir({ HOME: "/home/u" }, "linux")).toBe("/home/u/.cache/mailsend/compile-cache");
+    expect(cacheDir({ HOME: "/home/u", XDG_CACHE_HOME: "/c" }, "linux")).toBe("/c/mailsend/compile-cache");
+    expect(cacheDir({ HOME: "/Users/u" }, "darwin")).toBe("/Users/u/Library/Caches/mailsend/compile-cache");
+    expect(cacheDir({ LOCALAPPDATA: "C:\\L" }, "win32")).toBe("C:\\L\\mailsend\\compile-cache");
+    expect(cacheDir({}, "linux")).toBeUndefined();
+  });
+});

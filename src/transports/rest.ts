@@ -29,6 +29,7 @@ import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions 
 import { trustedCas } from "./ca.js";
 import { revokedKeyHint, TOO_LARGE_HINT } from "./hints.js";
 import { failureOf, timeoutFailure, type Answer, type PostContext, type Progress } from "./rest-failure.js";
+import { isReset } from "./net-errors.js";
 import { absoluteForm, proxyAgent, proxyAnswerError } from "./proxy.js";
 import type { PoolPoster } from "./rest-pool.js";
 
@@ -70,6 +71,9 @@ interface BodyPlan {
   /** The whole body, when it has no attachments: written in one go (most of a batch). */
   whole?: Buffer;
 }
+
+/** How many times one request is made again after a kept-alive connection was found closed (#postHttp). */
+const STALE_RETRIES = 8;
 
 /** The wire body as a length and a generator. `shorten` is for --dry-run. */
 function planBody(m: Message, shorten = false): BodyPlan {
@@ -370,8 +374,15 @@ export class RestTransport implements Transport {
     return answer;
   }
 
-  /** One request over node:http(s) and the keep-alive agent. */
-  #postHttp(plan: BodyPlan, ctx: PostContext): Promise<Answer> {
+  /**
+   * One request over node:http(s) and the keep-alive agent. A request that a kept-alive connection
+   * fails with a reset before any answer is made again on another connection, up to `retries`
+   * times: the service closes a connection that was idle for its keep-alive timeout, and a request
+   * written as it does so never reaches it (the race node:http's docs describe for
+   * `req.reusedSocket`). A new connection is never reused, so this ends. The Idempotency-Key is the
+   * same, so in the rare case where the service did get it, it answers the repeat as the first.
+   */
+  #postHttp(plan: BodyPlan, ctx: PostContext, retries = STALE_RETRIES): Promise<Answer> {
     const { url, headers, signal, timeoutMs } = ctx;
     const client = url.protocol === "https:" ? process.getBuiltinModule("node:https") : http;
     return new Promise<Answer>((resolve, reject) => {
@@ -403,6 +414,13 @@ export class RestTransport implements Transport {
       req.on("error", (e) => {
         if (settled || classifying) return;
         if (e instanceof MailsendError) return fail(e);
+        if (req.reusedSocket && retries > 0 && !progress.answered && !signal?.aborted && isReset(e)) {
+          settled = true;
+          unlisten();
+          req.destroy();
+          this.#postHttp(plan, ctx, retries - 1).then(resolve, reject);
+          return;
+        }
         classifying = true;
         void failureOf(e, progress, ctx).then(fail);
       });

@@ -1,4 +1,6 @@
 import { randomBytes } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
 import type { Message } from "../../src/core/message.js";
@@ -162,6 +164,38 @@ describe("RestTransport against a recorder (in process)", () => {
       await t.close();
     }
     expect(rec.requests.map((r) => r.url)).toEqual(["/send", "/send", "/api/send", "/api/send"]);
+  });
+
+  it("a kept-alive connection the service closed is not a failure: the request goes again on a new one, same key", async () => {
+    // A service whose connections each carry one answer, then drop the next request unanswered,
+    // as a keep-alive timeout that fires while a request is on its way does.
+    const seen: { key: string | undefined; socket: number }[] = [];
+    const served = new WeakMap<object, number>();
+    let sockets = 0;
+    const server = createServer((req, res) => {
+      const n = served.get(req.socket) ?? 0;
+      if (!served.has(req.socket)) sockets++;
+      served.set(req.socket, n + 1);
+      seen.push({ key: req.headers["idempotency-key"] as string | undefined, socket: sockets });
+      req.resume();
+      if (n >= 1) return req.socket.destroy();
+      req.on("end", () => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ success: true, message_id: `m${seen.length}` })));
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const { port } = server.address() as AddressInfo;
+    const t = transport(`http://127.0.0.1:${port}`);
+    try {
+      expect((await t.send(message({ idempotencyKey: "first" }))).messageId).toBe("m1");
+      expect((await t.send(message({ idempotencyKey: "second" }))).messageId).toBe("m3");
+      expect(seen).toEqual([
+        { key: "first", socket: 1 },
+        { key: "second", socket: 1 },
+        { key: "second", socket: 2 },
+      ]);
+    } finally {
+      await t.close();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
   });
 
   it("refuses a base URL that is not http(s)", () => {

@@ -6,6 +6,7 @@
  * not shared exactly would show as 429s. Then the faults: a wrong password,
  * Redis unreachable or stopped while a send waits, a URL that does not parse.
  */
+import { connect } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { TlsMaterial } from "../../src/sandbox/tls.js";
@@ -41,6 +42,24 @@ async function send(subject: string, e: Record<string, string>, extra: string[] 
   const r = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "hi", "--json", ...extra], { env: e, timeoutMs: 60_000 });
   for (const s of SECRETS) expect(r.stdout + r.stderr, `a password in the output of "${subject}"`).not.toContain(s);
   return r;
+}
+
+/** Redis's count of connected clients (INFO clients), asked over a connection of its own (not counted). */
+function connectedClients(port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const c = connect(port, "127.0.0.1", () => c.write("INFO clients\r\n"));
+    let got = "";
+    c.setEncoding("utf8");
+    c.on("data", (d) => {
+      got += d;
+      const m = /connected_clients:(\d+)/.exec(got);
+      if (m) {
+        c.destroy();
+        resolve(Number(m[1]) - 1);
+      }
+    });
+    c.on("error", reject);
+  });
 }
 
 async function subjects(prefix: string): Promise<string[]> {
@@ -188,8 +207,10 @@ describe.skipIf(!REDIS_SERVER && !process.env.CI)("the budget shared through Red
       const e = env(s.dir, { MAILSEND_RATE_LIMIT_URL: r1.url, MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "12" });
       expect((await send("lost 1", e)).exitCode).toBe(0);
       const waiting = send("lost 2", e);
-      // Well after the second process started and found the window full (it waits ~12 s).
-      await new Promise((r) => setTimeout(r, 4_000));
+      // Once the second process is connected (on a loaded machine its start-up alone can take
+      // seconds), and a second more: it has found the window full and waits (~12 s).
+      for (let i = 0; i < 200 && (await connectedClients(r1.port)) < 1; i++) await new Promise((r) => setTimeout(r, 100));
+      await new Promise((r) => setTimeout(r, 1_000));
       await r1.stop();
       const r = await waiting;
       expect(r.exitCode, r.stderr).toBe(75);

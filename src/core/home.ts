@@ -5,11 +5,18 @@
  * the tilde still in it. Only `~` and `~/…` (the user's own home, from HOME
  * as the shell takes it); `~other/…` is left as it is.
  */
-import { homedir } from "node:os";
 import { join } from "node:path";
 
 export function expandHome(path: string, env: Record<string, string | undefined>): string {
   if (path !== "~" && !path.startsWith("~/")) return path;
-  const home = env.HOME || homedir();
+  const home = homeDir(env);
   return path === "~" ? home : join(home, path.slice(2));
+}
+
+/**
+ * HOME, else the account's home directory. node:os is looked up only then: HOME is nearly always
+ * set, and importing os would load it in every send (the build loads a built-in with its importer).
+ */
+export function homeDir(env: Record<string, string | undefined>): string {
+  return env.HOME || process.getBuiltinModule("node:os").homedir();
 }

@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { basename, dirname } from "node:path";
 import { parseAddressList, parseAddressValues, parseMailbox1, type Mailbox } from "../core/address.js";
@@ -12,6 +11,7 @@ import type { ImageCache, Rewrite } from "../compose/index.js";
 import type { InlineImage } from "../compose/images.js";
 import { readSource, readStdin, regularFileSize, shownPath, utf8, type InputStreams } from "./read.js";
 import { checkBodyBytes, classifyStdin, pipedOrFile, type StdinDecision, type StdinType } from "./stdin-body.js";
+import { randomUuid } from "./uuid.js";
 
 /** The message-shaping options of `mailsend send`, as plain values. */
 export interface MessageFlags {
@@ -309,7 +309,7 @@ export function assembleMessage(p: MessageParts, transport: TransportName | "aut
     ...(p.text !== undefined && p.text !== "" ? { text: p.text } : {}),
     attachments: p.attachments,
     headers: p.headers,
-    idempotencyKey: p.idempotencyKey ?? randomUUID(),
+    idempotencyKey: p.idempotencyKey ?? randomUuid(),
   };
   if (transport === "rest") checkRestFit(message);
   return message;

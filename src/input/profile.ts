@@ -16,11 +16,10 @@
  * flags > environment > profile > defaults without knowing about profiles.
  */
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
-import { readFile } from "node:fs/promises";
-import { homedir } from "node:os";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { formatMailbox, parseMailbox1 } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";
+import { homeDir } from "../core/home.js";
 import { parseLocatedJson, JsonSyntaxError, type LocatedJson } from "./located-json.js";
 import { shownPath } from "./read.js";
 
@@ -125,7 +124,7 @@ export function parseSettingValue(name: SettingName, raw: string): string | numb
 }
 
 function homeOf(env: Env): string {
-  return env.HOME || homedir();
+  return homeDir(env);
 }
 
 function expandHome(p: string, env: Env): string {
@@ -321,7 +320,7 @@ export async function readProfileKey(profile: ActiveProfile, env: Env): Promise<
   if (typeof file === "string") {
     const path = resolve(dirname(profile.file), expandHome(file, env));
     try {
-      return { raw: await readFile(path, "utf8"), source: `${shownPath(path)} (${label})` };
+      return { raw: readFileSync(path, "utf8"), source: `${shownPath(path)} (${label})` };
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       const why = code === "ENOENT" ? "it does not exist" : code === "EACCES" || code === "EPERM" ? "permission denied" : code === "EISDIR" ? "it is a directory" : (code ?? String(e));

@@ -1,4 +1,6 @@
-import { access, constants, readFile, stat } from "node:fs/promises";
+// Sync calls: a send reads a few small files, one at a time, and node:fs/promises would cost
+// every send its load (with its streams, watchers and readline modules) for nothing.
+import { accessSync, constants, readFileSync, statSync } from "node:fs";
 import { MailsendError } from "../core/errors.js";
 
 /** The process streams an input reader may use; injectable for tests. */
@@ -36,7 +38,7 @@ export async function readStdin(stdin: NodeJS.ReadableStream): Promise<Buffer> {
 export async function readSource(path: string, what: string, io: InputStreams): Promise<Buffer> {
   if (path === "-") return readStdin(io.stdin);
   try {
-    return await readFile(path);
+    return readFileSync(path);
   } catch (e) {
     throw fileError(e, path, what);
   }
@@ -46,7 +48,7 @@ export async function readSource(path: string, what: string, io: InputStreams): 
 export async function regularFileSize(path: string, what: string): Promise<number> {
   let st;
   try {
-    st = await stat(path);
+    st = statSync(path);
   } catch (e) {
     throw fileError(e, path, what);
   }
@@ -55,7 +57,7 @@ export async function regularFileSize(path: string, what: string): Promise<numbe
     throw new MailsendError("file_unreadable", `${what} is not a regular file: ${shownPath(path)}`);
   }
   try {
-    await access(path, constants.R_OK);
+    accessSync(path, constants.R_OK);
   } catch (e) {
     throw fileError(e, path, what);
   }

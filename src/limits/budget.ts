@@ -2,12 +2,11 @@
  * Which budget a send uses: the key's hash names it; the file store serves
  * the processes of one machine, Redis (MAILSEND_RATE_LIMIT_URL) many.
  */
-import { createHash } from "node:crypto";
-import { homedir } from "node:os";
 import { join } from "node:path";
 import { DEFAULTS } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
-import { expandHome } from "../core/home.js";
+import { expandHome, homeDir } from "../core/home.js";
+import { sha256Hex } from "../core/sha256.js";
 import { FileSlotStore } from "./file-store.js";
 import { redisConfigFrom } from "./redis-config.js";
 import { RedisSlotStore } from "./redis-store.js";
@@ -25,12 +24,13 @@ export interface BudgetFlags {
  * share the name, as they share the service's limit.
  */
 export function keyHash(apiKey: string): string {
-  return createHash("sha256").update(`mailsend-ratelimit\0${apiKey}`).digest("hex").slice(0, 32);
+  // sha256Hex, not node:crypto: the same digest, without loading crypto for one short string.
+  return sha256Hex(`mailsend-ratelimit\0${apiKey}`).slice(0, 32);
 }
 
 export function stateDir(env: Env, platform = process.platform): string {
   if (env.MAILSEND_STATE_DIR) return expandHome(env.MAILSEND_STATE_DIR, env);
-  const home = env.HOME || homedir();
+  const home = homeDir(env);
   if (platform === "win32") return join(env.LOCALAPPDATA || join(home, "AppData", "Local"), "mailsend", "state");
   if (platform === "darwin") return join(home, "Library", "Application Support", "mailsend", "state");
   return join(env.XDG_STATE_HOME || join(home, ".local", "state"), "mailsend");

@@ -170,7 +170,7 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
       );
     }
     if (flags.stdinType !== undefined) throw usage("--stdin-type applies only to a body piped on stdin without a body flag", "Leave out --stdin-type.");
-    if (!stdinUsed(flags, opts) && !opts.stdin.isTTY) opts.onStdinUnused?.("--eml");
+    if (!stdinUsed(flags, opts) && mayArriveOnStdin(opts)) opts.onStdinUnused?.("--eml");
     const raw = await readSource(flags.eml, "EML file", opts);
     const message = await messageFromEml(raw, flags.eml === "-" ? "stdin" : flags.eml, flags.idempotencyKey);
     if (opts.transport === "rest") checkRestFit(message);
@@ -206,7 +206,7 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
       throw usage("--stdin-type applies only to a body piped on stdin without a body flag", "Leave out --stdin-type, or the body flag.");
     }
     const from = bodyFlagGiven(flags, html !== undefined && markdown === undefined && flags.html === undefined && flags.htmlFile === undefined);
-    if (!stdinUsed(flags, opts) && !opts.stdin.isTTY && from !== undefined) opts.onStdinUnused?.(from);
+    if (!stdinUsed(flags, opts) && from !== undefined && mayArriveOnStdin(opts)) opts.onStdinUnused?.(from);
   }
 
   let inlineParts: Attachment[] = [];
@@ -346,6 +346,15 @@ export function checkRestFit(m: Message): void {
 function bodyFlagGiven(flags: MessageFlags, fromJson: boolean): string | undefined {
   const found = (["markdownFile", "html", "htmlFile", "text", "textFile"] as const).find((k) => flags[k] !== undefined);
   return found !== undefined ? flagName(found) : fromJson ? "--json-file" : undefined;
+}
+
+/**
+ * Whether data piped to stdin could be there unread: not on a terminal, and not on /dev/null
+ * (told without making the process's stdin stream when the caller can, as the CLI does).
+ */
+function mayArriveOnStdin(opts: BuildOptions): boolean {
+  if (opts.stdinIsNull?.()) return false;
+  return !opts.stdin.isTTY;
 }
 
 /** Whether something else reads stdin: the key, or a "-" input. */

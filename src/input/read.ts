@@ -6,6 +6,12 @@ import { MailsendError } from "../core/errors.js";
 /** The process streams an input reader may use; injectable for tests. */
 export interface InputStreams {
   stdin: NodeJS.ReadableStream & { isTTY?: boolean };
+  /**
+   * Whether stdin is /dev/null, told without making the process's stdin stream (which costs a
+   * one-shot send milliseconds): nothing can ever arrive on it, so there is nothing to watch for.
+   * Absent, or false: ask stdin itself.
+   */
+  stdinIsNull?: () => boolean;
 }
 
 /** A path as it may be shown: quoted when it holds control characters (no terminal escapes from a file name). */

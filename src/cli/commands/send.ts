@@ -2,8 +2,9 @@ import { statSync } from "node:fs";
 import { MailsendError } from "../../core/errors.js";
 import type { Message } from "../../core/message.js";
 import type { SendResult } from "../../core/transport.js";
-import { buildMessage, type MessageFlags } from "../../input/build.js";
+import { buildMessage, type BuildOptions, type MessageFlags } from "../../input/build.js";
 import type { StdinDecision } from "../../input/stdin-body.js";
+import type { InputStreams } from "../../input/read.js";
 import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTransportConfig, type ConnectionFlags } from "../../input/config.js";
 import { checkRestFit } from "../../input/build.js";
 import type { Rewrite } from "../../compose/index.js";
@@ -81,58 +82,72 @@ function warnings(m: Message, transport: string, flags: SendFlags, io: CliIO): v
   }
 }
 
-export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise<number> {
+/**
+ * `io` may also say whether stdin is /dev/null without making the stream (the process's own
+ * streams, src/cli/main.ts): a send made none of the three it does not use.
+ */
+export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<InputStreams, "stdinIsNull">): Promise<number> {
   const flags = opts as SendFlags;
   const json = flags.json ?? false;
   let stopWatching = () => {};
+  // stdin as the readers take it, looked up only when one of them reads it.
+  const streams: InputStreams = {
+    get stdin() {
+      return io.stdin;
+    },
+    ...(io.stdinIsNull ? { stdinIsNull: io.stdinIsNull } : {}),
+  };
+  const withStreams = <T extends object>(o: T): T & InputStreams => Object.defineProperties(o, Object.getOwnPropertyDescriptors(streams)) as T & InputStreams;
   try {
     // flags > environment > profile > defaults: the profile is layered under the environment here.
     const settings = loadSettings(flags.profile, io.env);
     const transportChoice = resolveTransportChoice(flags, settings.env);
     // The key is read first: with --api-key-stdin it is what stdin holds. With auto, the
     // channel's settings only once the message says which one it needs.
-    const autoKey = transportChoice === "auto" ? (flags.dryRun ? "" : await resolveApiKey(flags, settings.env, { stdin: io.stdin }, settings.profile)) : undefined;
+    const autoKey = transportChoice === "auto" ? (flags.dryRun ? "" : await resolveApiKey(flags, settings.env, streams, settings.profile)) : undefined;
     let config =
-      transportChoice === "auto" ? undefined : await resolveTransportConfig(flags, settings.env, { stdin: io.stdin, needKey: !flags.dryRun, profile: settings.profile });
-    const c = colorsFor(io.stderr, io.env);
-    const trace = flags.verbose ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
+      transportChoice === "auto" ? undefined : await resolveTransportConfig(flags, settings.env, withStreams({ needKey: !flags.dryRun, profile: settings.profile }));
+    const c = flags.verbose ? colorsFor(io.stderr, io.env) : undefined;
+    const trace = c ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
     let stdinBody: StdinDecision | undefined;
     let inlined: { rewrites: Rewrite[]; sizes: Map<string, { type: string; size: number }> } | undefined;
-    let message = await buildMessage(flags, {
-      transport: transportChoice,
-      onCompose: ({ rewrites, images }) => {
-        inlined = { rewrites, sizes: new Map(images.map((i) => [i.cid, { type: i.contentType, size: i.data.length }])) };
-        for (const r of rewrites) trace?.(`* inline image ${r.ref} -> cid:${r.cid} (${r.path})`);
-      },
-      stdin: io.stdin,
-      stdinTaken: flags.apiKeyStdin ?? false,
-      defaultFrom: settings.env.MAILSEND_FROM || undefined,
-      onStdinBody: (d) => {
-        stdinBody = d;
-        const other = d.type === "html" ? "text" : "html";
-        trace?.(`* the body piped on stdin is sent as ${d.type === "html" ? "HTML" : "plain text"}: ${d.reason} (--stdin-type ${other} to change that)`);
-      },
-      onStdinUnused: (bodyFlag) => {
-        stopWatching = watchIgnoredStdin(io.stdin, () =>
-          sayWarning(flags, io, `data on stdin is not read: the body comes from ${bodyFlag}${bodyFlag === "--eml" ? "" : " (to send what is piped, use --text-file - or --html-file -, or leave out the body flag)"}`),
-        );
-      },
-      ...(flags.quiet
-        ? {}
-        : {
-            onStdinWait: () =>
-              sayWarning(
-                flags,
-                io,
-                "waiting for the body on stdin (no --html, --text or body file was given); end it with Ctrl-D, or give a body flag, or run with </dev/null",
-              ),
-          }),
-    });
+    let message = await buildMessage(
+      flags,
+      withStreams<Omit<BuildOptions, keyof InputStreams>>({
+        transport: transportChoice,
+        onCompose: ({ rewrites, images }) => {
+          inlined = { rewrites, sizes: new Map(images.map((i) => [i.cid, { type: i.contentType, size: i.data.length }])) };
+          for (const r of rewrites) trace?.(`* inline image ${r.ref} -> cid:${r.cid} (${r.path})`);
+        },
+        stdinTaken: flags.apiKeyStdin ?? false,
+        defaultFrom: settings.env.MAILSEND_FROM || undefined,
+        onStdinBody: (d) => {
+          stdinBody = d;
+          const other = d.type === "html" ? "text" : "html";
+          trace?.(`* the body piped on stdin is sent as ${d.type === "html" ? "HTML" : "plain text"}: ${d.reason} (--stdin-type ${other} to change that)`);
+        },
+        onStdinUnused: (bodyFlag) => {
+          stopWatching = watchIgnoredStdin(io.stdin, () =>
+            sayWarning(flags, io, `data on stdin is not read: the body comes from ${bodyFlag}${bodyFlag === "--eml" ? "" : " (to send what is piped, use --text-file - or --html-file -, or leave out the body flag)"}`),
+          );
+        },
+        ...(flags.quiet
+          ? {}
+          : {
+              onStdinWait: () =>
+                sayWarning(
+                  flags,
+                  io,
+                  "waiting for the body on stdin (no --html, --text or body file was given); end it with Ctrl-D, or give a body flag, or run with </dev/null",
+                ),
+            }),
+      }),
+    );
     let choice: TransportChoice | undefined;
     if (config === undefined) {
       choice = chooseTransport(message, configuredChannels(flags, settings.env));
       trace?.(`* --transport auto: ${choice.transport} (${choice.reason})`);
-      const chosen = await resolveTransportConfig({ ...flags, transport: choice.transport }, settings.env, { stdin: io.stdin, needKey: false, profile: settings.profile });
+      const chosen = await resolveTransportConfig({ ...flags, transport: choice.transport }, settings.env, withStreams({ needKey: false, profile: settings.profile }));
       config = { ...chosen, apiKey: autoKey ?? "" };
       if (choice.transport === "rest") checkRestFit(message);
     }
@@ -153,14 +168,15 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
         const { runSendQueued } = await import("./send-queue.js");
         return await runSendQueued(message, config.transport, queueMode, { profile: flags.profile, json, quiet: flags.quiet ?? false, ...(trace ? { trace } : {}) }, io);
       }
-      const progress = new Progress(io, !flags.quiet && !json && !trace);
+      // Off (-q, --json, -v) it would say nothing: not made, so stderr is not made for it either.
+      const progress = !flags.quiet && !json && !trace ? new Progress(io, true) : undefined;
       const sending = `sending over ${transport.name}...`;
       const budget = await openBudget(flags, config.apiKey, settings.env, { ...(config.caFile ? { caFile: config.caFile } : {}), ...(trace ? { trace } : {}) });
       let result: SendResult | undefined;
       let quietWaitSaid = false;
       const lateWarnings: string[] = [];
       try {
-        progress.begin(sending);
+        progress?.begin(sending);
         result = await deliver(transport, message, {
           ...budget.options,
           onWait: (w) => {
@@ -174,18 +190,18 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO): Promise
               trace(`* ${w.reason === "budget" ? "rate limit for this key reached" : `${w.error?.message ?? "temporary failure"}; retry ${w.attempt - 1}`}; waiting ${waitText(w.ms)}`);
             } else if (flags.quiet) {
               io.stderr.write(`mailsend: rate limit for this key reached; waiting ${waitText(w.ms)}\n`);
-            } else progress.wait(w);
+            } else progress?.wait(w);
           },
           sleep: async (ms) => {
             await new Promise((r) => setTimeout(r, ms));
-            progress.resume(sending);
+            progress?.resume(sending);
           },
           // Said as it happens (also under -q: the message was sent, but something needs a look).
           onWarning: (text) => sayWarning(flags, io, text),
           ...(trace ? { trace } : {}),
         });
       } finally {
-        progress.stop();
+        progress?.stop();
         try {
           await budget.close();
         } catch (e) {

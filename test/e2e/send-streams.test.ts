@@ -1,0 +1,85 @@
+/**
+ * The process's streams are made only when used (src/cli/main.ts): what a send says and reads
+ * must not change for it. stdin that is /dev/null is known without reading it; any other stdin
+ * (a file, another character device) is still watched for data that the body flag leaves unread;
+ * a closed stdout pipe is still a quiet exit.
+ */
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { openSync, closeSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { execa } from "execa";
+import { BIN, baseEnv, runCli } from "../helpers/cli.js";
+import { useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
+import { scratch } from "../helpers/tmp.js";
+
+const KEY = "msk_test_e2e_streams_7Hc2Vn";
+const tmp = scratch();
+let rec: RestRecorder;
+useRestRecorder((r) => (rec = r));
+afterAll(() => tmp.remove());
+
+const MIN = ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi"];
+const env = () => ({ ...baseEnv(), MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url });
+
+/** A send whose stdin is the file (or device) at `path` itself, not a pipe fed from it. */
+async function sendWithStdin(path: string, args: string[]): Promise<{ exitCode: number | null; stdout: string; stderr: string }> {
+  const fd = openSync(path, "r");
+  try {
+    const child = spawn(process.execPath, [BIN, "send", ...MIN, ...args], { env: env(), stdio: [fd, "pipe", "pipe"], timeout: 20_000 });
+    let stdout = "";
+    let stderr = "";
+    child.stdout!.on("data", (d) => (stdout += d));
+    child.stderr!.on("data", (d) => (stderr += d));
+    const [exitCode] = (await once(child, "close")) as [number | null];
+    return { exitCode, stdout, stderr };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+describe("stdin, made only when read", () => {
+  it("/dev/null with a body flag: sent, nothing said", async () => {
+    const r = await sendWithStdin("/dev/null", ["--text", "x", "-q"]);
+    expect(r).toEqual({ exitCode: 0, stdout: "", stderr: "" });
+    expect(rec.requests).toHaveLength(1);
+  });
+
+  it("a file on stdin with a body flag: the warning that it is not read, and the flag's body is sent", async () => {
+    const file = join(tmp.dir, "piped.txt");
+    writeFileSync(file, "some report\n");
+    const r = await sendWithStdin(file, ["--text", "x", "-q"]);
+    expect(r.exitCode).toBe(0);
+    expect(r.stderr).toMatch(/^warning: data on stdin is not read: the body comes from --text/m);
+    expect(rec.requests[0]!.json).toMatchObject({ html: "<pre>x</pre>" });
+  });
+
+  it("another character device (/dev/zero) is not taken for /dev/null: the warning too", async () => {
+    const r = await sendWithStdin("/dev/zero", ["--html", "<p>x</p>", "-q"]);
+    expect(r.exitCode).toBe(0);
+    expect(r.stderr).toMatch(/^warning: data on stdin is not read: the body comes from --html/m);
+  });
+
+  it("no body flag and stdin /dev/null is still 'missing a body' (64), said on stderr", async () => {
+    const r = await runCli(["send", ...MIN], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url } });
+    expect(r.exitCode).toBe(64);
+    expect(r.stderr).toMatch(/^error: missing a body/m);
+  });
+});
+
+describe("stdout, made only when written", () => {
+  it("a dry run into a pipe closed early (| head -c 10) exits 0 and says nothing on stderr", async () => {
+    const big = join(tmp.dir, "big.html");
+    writeFileSync(big, `<p>${"x".repeat(2_000_000)}</p>`);
+    const err = join(tmp.dir, "err.txt");
+    const script = `"${process.execPath}" "${BIN}" send --dry-run -f a@example.com -t b@example.com -s Hi --html-file "${big}" 2>"${err}" </dev/null | head -c 10 >/dev/null; echo "\${PIPESTATUS[0]}"; cat "${err}"`;
+    const r = await execa("bash", ["-c", script], { reject: false, extendEnv: false, env: env(), timeout: 20_000 });
+    expect(String(r.stdout)).toBe("0");
+  });
+
+  it("-q: a send that succeeds writes nothing at all", async () => {
+    const r = await runCli(["send", ...MIN, "--text", "x", "-q"], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url } });
+    expect(r).toMatchObject({ exitCode: 0, stdout: "", stderr: "" });
+  });
+});

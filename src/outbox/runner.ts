@@ -16,6 +16,7 @@ import { compareIds } from "./ids.js";
 import { Schedule } from "./schedule.js";
 import { Outbox } from "./store.js";
 import type { OutboxState } from "./types.js";
+import { preloadDelivery } from "./preload.js";
 
 export const DEFAULT_MAX_AGE_MS = 5 * 24 * 3600_000;
 const DEFAULT_CONCURRENCY = 4;
@@ -153,6 +154,10 @@ export class QueueRunner {
       // Which process holds it, for a person (and a test) that wants to stop it.
       const pidFile = join(this.outbox.dir, "runner.pid");
       await writeFile(pidFile, `${process.pid}\n`).catch(() => {});
+      // A runner that stays (watch: a service, the relay; drain: the background runner, which
+      // sleeps until deferred mail is due) can outlive an upgrade of dist/: what delivering
+      // loads, loaded now, by the one runner that holds the outbox (src/outbox/preload.ts).
+      if (this.opts.mode !== "due" && round === 0) await preloadDelivery(this.opts.env);
       try {
         await this.outbox.sweepTmp();
         await this.loop();

@@ -200,6 +200,9 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
     }
     const { prepareMessage } = await import("../../outbox/message.js");
     const { startRelay, summaryHeaders } = await import("../../relay/server.js");
+    // What taking and delivering mail loads later, loaded now: an upgrade can replace dist/ under
+    // a relay that runs for weeks (src/outbox/preload.ts).
+    await (await import("../../outbox/preload.js")).preloadDelivery(io.env);
 
     const c = colorsFor(io.stderr, io.env);
     const log = (line: string, obj: Record<string, unknown>) => {

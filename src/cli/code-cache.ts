@@ -16,11 +16,12 @@
  * npm gives every installed file the same mtime, and an upgrade's main.js can have the same size),
  * the file's path, size, mtime and inode; V8 checks its own version and flags. A write goes to a temporary file renamed into place, so a reader never sees
  * half of one; a directory that cannot be made or written (or a full disk) only means no cache.
- * It holds compiled code of mailsend's files only, never a key, an address or a message.
+ * It holds compiled code of mailsend's files only, never a key, an address or a message. Caches not
+ * written for 30 days are removed when a run writes one, so upgrades do not pile them up.
  * NODE_DISABLE_COMPILE_CACHE=1 turns it off, as it does Node's own.
  */
 import Module from "node:module";
-import { mkdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { dirname, join, sep } from "node:path";
 import vm from "node:vm";
 
@@ -150,8 +151,34 @@ export function installCodeCache(root: string, dir: string, command: string, bui
   process.once("exit", () => {
     if (toWrite.length === 0 || !makeDir(dir)) return;
     for (const c of toWrite) if (writeCache(c)) stats.written++;
+    if (stats.written > 0) prune(dir, Date.now());
   });
   return stats;
+}
+
+/** A cache file not written for this long is removed (then made again by the next run that uses it). */
+export const CACHE_MAX_AGE_MS = 30 * 24 * 3600_000;
+
+/**
+ * Removes the caches of files no run has written for 30 days (other versions' chunks, installs
+ * that are gone) and temporary files a killed writer left, so the directory does not grow with
+ * every upgrade. Only after a write, so a run that finds its caches never lists the directory.
+ */
+export function prune(dir: string, now: number): void {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (!name.endsWith(".bin") && !name.endsWith(".tmp")) continue;
+    const path = join(dir, name);
+    try {
+      const age = now - statSync(path).mtimeMs;
+      if (age > (name.endsWith(".tmp") ? 3600_000 : CACHE_MAX_AGE_MS)) unlinkSync(path);
+    } catch {}
+  }
 }
 
 /** The V8 data of a cache file whose header matches `stamp`, else undefined. */

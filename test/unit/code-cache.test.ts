@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execFileSync } from "node:child_process";
@@ -103,6 +103,33 @@ describe("code cache (src/cli/code-cache.ts)", () => {
     mkdirSync(ro);
     chmodSync(ro, 0o500);
     expect(run(join(ro, "code"))).toEqual({ value: "a+b1/ outside", used: 0, refused: 0, missing: 2, written: 0 });
+  });
+
+  it("a run that writes a cache removes caches not written for 30 days and stale temporary files", () => {
+    const dir = join(work, "cache-5");
+    run(dir);
+    const day = 24 * 3600;
+    const old = join(dir, "old0000.bin");
+    const recent = join(dir, "recent00.bin");
+    const tmpOld = join(dir, "x.bin.123.tmp");
+    const other = join(dir, "not-ours.txt");
+    for (const f of [old, recent, tmpOld, other]) writeFileSync(f, "x");
+    const now = Date.now() / 1000;
+    utimesSync(old, now - 31 * day, now - 31 * day);
+    utimesSync(recent, now - 29 * day, now - 29 * day);
+    utimesSync(tmpOld, now - 2 * 3600, now - 2 * 3600);
+    utimesSync(other, now - 99 * day, now - 99 * day);
+    // A run that finds its caches writes nothing, and lists nothing.
+    expect(run(dir)).toMatchObject({ used: 2, written: 0 });
+    expect(readdirSync(dir)).toContain("old0000.bin");
+    // One that writes (another command) prunes.
+    expect(run(dir, "batch")).toMatchObject({ written: 2 });
+    const left = readdirSync(dir);
+    expect(left).not.toContain("old0000.bin");
+    expect(left).not.toContain("x.bin.123.tmp");
+    expect(left).toContain("recent00.bin");
+    expect(left).toContain("not-ours.txt");
+    expect(left.filter((f) => f.endsWith(".bin"))).toHaveLength(5);
   });
 
   it("names the cache by the command, the sendmail role, or 'other'", () => {

@@ -1,4 +1,4 @@
-import { fstatSync, statSync } from "node:fs";
+import { fstatSync, statSync, writeSync } from "node:fs";
 import type { CliIO } from "./io.js";
 
 /**
@@ -32,23 +32,15 @@ function processIO(): CliIO {
 /**
  * The process's streams for the commands, each made when first used: making one costs a one-shot
  * send milliseconds (the first about 6 ms, stdin on /dev/null about 3 ms more), and `send -q`
- * that succeeds writes nothing and reads nothing. stdinIsNull answers one question about stdin
- * without making it (see InputStreams in src/input/read.ts).
+ * that succeeds writes nothing and reads nothing. stdout is written directly while it can be
+ * (directStdout). stdinIsNull answers one question about stdin without making it (see
+ * InputStreams in src/input/read.ts).
  */
 function lazyProcessIO(): CliIO & { stdinIsNull: () => boolean } {
-  let hooked = false;
+  let stdout: CliIO["stdout"] | undefined;
   return {
     get stdout() {
-      const stdout = process.stdout;
-      if (!hooked) {
-        hooked = true;
-        // `mailsend ... | head` closes the pipe early; that is not an error. (Set before anything
-        // is written: everything a command writes goes through this getter.)
-        stdout.on("error", (e: NodeJS.ErrnoException) => {
-          if (e.code === "EPIPE") process.exit(process.exitCode ?? 0);
-          throw e;
-        });
-      }
+      stdout ??= directStdout();
       return stdout;
     },
     get stderr() {
@@ -60,6 +52,82 @@ function lazyProcessIO(): CliIO & { stdinIsNull: () => boolean } {
     env: process.env,
     stdinIsNull: () => isDevNull(0),
   };
+}
+
+/** process.stdout, with the exit for a reader that went away. */
+function realStdout(): NodeJS.WriteStream {
+  const stdout = process.stdout;
+  if (!stdoutHooked) {
+    stdoutHooked = true;
+    // `mailsend ... | head` closes the pipe early; that is not an error.
+    stdout.on("error", (e: NodeJS.ErrnoException) => {
+      if (e.code === "EPIPE") process.exit(process.exitCode ?? 0);
+      throw e;
+    });
+  }
+  return stdout;
+}
+let stdoutHooked = false;
+
+/**
+ * stdout for the commands. On a pipe or a file, while nothing but write() has been asked of it,
+ * each write goes straight to fd 1 with fs.writeSync (as Node's own stdout writes a file), and
+ * process.stdout (a net.Socket on a pipe: the streams and net modules, ~6 ms) is never made: a
+ * dry run or a --json result is one or two writes. Anything else asked of it (a listener, a
+ * property, a terminal, Windows), or a write the descriptor does not take at once (EAGAIN on a
+ * non-blocking pipe: the rest of it), and from then on every write goes through process.stdout,
+ * so nothing is reordered. A reader that went away (EPIPE) ends the process as it does there.
+ */
+function directStdout(): CliIO["stdout"] {
+  let direct = process.platform !== "win32" && writableDirectly(1);
+  let real: NodeJS.WriteStream | undefined;
+  const toReal = () => {
+    direct = false;
+    real ??= realStdout();
+    return real;
+  };
+  const write = (chunk: string | Uint8Array, encoding?: BufferEncoding | ((e?: Error | null) => void), cb?: (e?: Error | null) => void): boolean => {
+    if (typeof encoding === "function") {
+      cb = encoding;
+      encoding = undefined;
+    }
+    if (!direct) return toReal().write(chunk, encoding as BufferEncoding, cb);
+    const buf = typeof chunk === "string" ? Buffer.from(chunk, encoding ?? "utf8") : chunk;
+    let off = 0;
+    try {
+      while (off < buf.length) off += writeSync(1, buf, off, buf.length - off);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "EPIPE") process.exit(process.exitCode ?? 0);
+      return toReal().write(buf.subarray(off), cb);
+    }
+    if (cb) process.nextTick(cb);
+    return true;
+  };
+  return new Proxy({} as CliIO["stdout"], {
+    get(_, prop) {
+      if (prop === "write") return write;
+      // A pipe's or a file's process.stdout has no isTTY (undefined, not false).
+      if (prop === "isTTY" && direct) return undefined;
+      const value = Reflect.get(toReal(), prop) as unknown;
+      return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(real) : value;
+    },
+    has(_, prop) {
+      return prop === "write" || Reflect.has(toReal(), prop);
+    },
+    set(_, prop, value) {
+      return Reflect.set(toReal(), prop, value);
+    },
+  });
+}
+
+/** A pipe, a socket or a regular file: what fs.writeSync writes as process.stdout would. */
+function writableDirectly(fd: number): boolean {
+  try {
+    const st = fstatSync(fd);
+    return st.isFIFO() || st.isSocket() || st.isFile();
+  } catch {
+    return false;
+  }
 }
 
 /** Whether the descriptor is /dev/null (the same character device), from two stat calls. */

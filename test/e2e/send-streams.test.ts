@@ -4,9 +4,9 @@
  * (a file, another character device) is still watched for data that the body flag leaves unread;
  * a closed stdout pipe is still a quiet exit.
  */
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
-import { openSync, closeSync, writeFileSync } from "node:fs";
+import { closeSync, constants, openSync, readFileSync, readSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { execa } from "execa";
@@ -76,6 +76,48 @@ describe("stdout, made only when written", () => {
     const script = `"${process.execPath}" "${BIN}" send --dry-run -f a@example.com -t b@example.com -s Hi --html-file "${big}" 2>"${err}" </dev/null | head -c 10 >/dev/null; echo "\${PIPESTATUS[0]}"; cat "${err}"`;
     const r = await execa("bash", ["-c", script], { reject: false, extendEnv: false, env: env(), timeout: 20_000 });
     expect(String(r.stdout)).toBe("0");
+  });
+
+  it("a non-blocking pipe that fills up: the rest goes through process.stdout, every byte in order", async () => {
+    const big = join(tmp.dir, "big2.html");
+    writeFileSync(big, `<p>${Array.from({ length: 60_000 }, (_, i) => `line ${i}`).join("<br>")}</p>`);
+    const args = [BIN, "send", "--dry-run", "-f", "a@example.com", "-t", "b@example.com", "-s", "Hi", "--html-file", big, "--idempotency-key", "k-1"];
+    // What it prints into a file, to compare with.
+    const file = join(tmp.dir, "out.txt");
+    const ffd = openSync(file, "w");
+    const plain = spawn(process.execPath, args, { env: env(), stdio: ["ignore", ffd, "inherit"] });
+    closeSync(ffd);
+    expect((await once(plain, "close"))[0]).toBe(0);
+    const expected = readFileSync(file);
+    expect(expected.length).toBeGreaterThan(500_000);
+
+    // The same into a FIFO whose write end is non-blocking and read slowly: writes hit EAGAIN.
+    const fifo = join(tmp.dir, "fifo");
+    execFileSync("mkfifo", [fifo]);
+    const rfd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+    const wfd = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+    const child = spawn(process.execPath, args, { env: env(), stdio: ["ignore", wfd, "inherit"] });
+    closeSync(wfd);
+    const closed = once(child, "close");
+    const chunks: Buffer[] = [];
+    const buf = Buffer.alloc(16_384);
+    for (let idle = 0; idle < 4000; ) {
+      let n: number;
+      try {
+        n = readSync(rfd, buf, 0, buf.length, null);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "EAGAIN") throw e;
+        idle++;
+        await new Promise((r) => setTimeout(r, 5));
+        continue;
+      }
+      if (n === 0) break;
+      chunks.push(Buffer.from(buf.subarray(0, n)));
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    closeSync(rfd);
+    expect((await closed)[0]).toBe(0);
+    expect(Buffer.concat(chunks).equals(expected)).toBe(true);
   });
 
   it("-q: a send that succeeds writes nothing at all", async () => {

@@ -70,10 +70,10 @@ function realStdout(): NodeJS.WriteStream {
 let stdoutHooked = false;
 
 /**
- * stdout for the commands. On a pipe or a file, while nothing but write() has been asked of it,
- * each write goes straight to fd 1 with fs.writeSync (as Node's own stdout writes a file), and
- * process.stdout (a net.Socket on a pipe: the streams and net modules, ~6 ms) is never made: a
- * dry run or a --json result is one or two writes. Anything else asked of it (a listener, a
+ * stdout for the commands. On a pipe, a file or /dev/null, while nothing but write() has been
+ * asked of it, each write goes straight to fd 1 with fs.writeSync (as Node's own stdout writes a
+ * file or /dev/null), and process.stdout (a net.Socket on a pipe: the streams and net modules,
+ * ~6 ms) is never made: a dry run or a --json result is one or two writes. Anything else asked of it (a listener, a
  * property, a terminal, Windows), or a write the descriptor does not take at once (EAGAIN on a
  * non-blocking pipe: the rest of it), and from then on every write goes through process.stdout,
  * so nothing is reordered. A reader that went away (EPIPE) ends the process as it does there.
@@ -106,7 +106,7 @@ function directStdout(): CliIO["stdout"] {
   return new Proxy({} as CliIO["stdout"], {
     get(_, prop) {
       if (prop === "write") return write;
-      // A pipe's or a file's process.stdout has no isTTY (undefined, not false).
+      // process.stdout off a terminal has no isTTY (undefined, not false).
       if (prop === "isTTY" && direct) return undefined;
       const value = Reflect.get(toReal(), prop) as unknown;
       return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(real) : value;
@@ -120,11 +120,11 @@ function directStdout(): CliIO["stdout"] {
   });
 }
 
-/** A pipe, a socket or a regular file: what fs.writeSync writes as process.stdout would. */
+/** A pipe, a socket, a regular file or /dev/null: what fs.writeSync writes as process.stdout would. */
 function writableDirectly(fd: number): boolean {
   try {
     const st = fstatSync(fd);
-    return st.isFIFO() || st.isSocket() || st.isFile();
+    return st.isFIFO() || st.isSocket() || st.isFile() || isDevNull(fd);
   } catch {
     return false;
   }

@@ -117,6 +117,25 @@ describe("flags -> Message", () => {
     expect(named).toEqual(["--html", "--text-file"]);
   });
 
+  it("stdin that is /dev/null (stdinIsNull): no onStdinUnused, and stdin itself is never looked at", async () => {
+    const named: string[] = [];
+    const opts = {
+      transport: "rest" as const,
+      get stdin(): Readable {
+        throw new Error("stdin was made");
+      },
+      stdinIsNull: () => true,
+      onStdinUnused: (f: string) => named.push(f),
+    };
+    const m = await buildMessage({ ...BASE }, opts);
+    expect(m.html).toBe("<p>Hi</p>");
+    await buildMessage({ ...BASE, html: undefined, text: "t" }, opts);
+    expect(named).toEqual([]);
+    // Not /dev/null: asked of stdin as before.
+    await buildMessage({ ...BASE }, { transport: "rest", stdin: io("x"), stdinIsNull: () => false, onStdinUnused: (f: string) => named.push(f) });
+    expect(named).toEqual(["--html"]);
+  });
+
   it("stdin is not read when it is a terminal, or when it holds the key", async () => {
     expect((await failure(build({ ...BASE, html: undefined }, { tty: true }))).exitCode).toBe(64);
     const e = await failure(build({ ...BASE, html: undefined }, { stdin: "<p>the key, really</p>", stdinTaken: true }));

@@ -78,11 +78,11 @@ const STALE_RETRIES = 8;
 /** The wire body as a length and a generator. `shorten` is for --dry-run. */
 function planBody(m: Message, shorten = false): BodyPlan {
   const fields = sendRequestFields(m);
-  const head = JSON.stringify(fields).slice(0, -1);
   if (m.attachments.length === 0) {
-    const whole = Buffer.from(`${head}}`);
+    const whole = Buffer.from(JSON.stringify(fields));
     return { length: whole.length, whole, chunks: async function* () { yield whole; } };
   }
+  const head = JSON.stringify(fields).slice(0, -1);
   const parts = m.attachments.map((a, i) => {
     const open = Buffer.from(`${i === 0 ? ',"attachments":[' : ","}{"content":"`);
     const close = Buffer.from(`","filename":${JSON.stringify(a.filename)}}`);
@@ -438,15 +438,20 @@ export class RestTransport implements Transport {
           if (settled) return;
           settled = true;
           unlisten();
-          const rawHeaders: [string, string][] = [];
-          for (let i = 0; i < res.rawHeaders.length; i += 2) rawHeaders.push([res.rawHeaders[i]!, res.rawHeaders[i + 1]!]);
           resolve({
             status: res.statusCode ?? 0,
             statusText: res.statusMessage ?? "",
             httpVersion: res.httpVersion,
-            headers: res.headers,
-            rawHeaders,
-            body: Buffer.concat(chunks).toString("utf8"),
+            // Read only for a refusal or a trace: node:http makes the object on first use, and most answers of a batch never need it.
+            get headers() {
+              return res.headers;
+            },
+            get rawHeaders() {
+              const pairs: [string, string][] = [];
+              for (let i = 0; i < res.rawHeaders.length; i += 2) pairs.push([res.rawHeaders[i]!, res.rawHeaders[i + 1]!]);
+              return pairs;
+            },
+            body: chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8"),
           });
         });
       });

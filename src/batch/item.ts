@@ -186,11 +186,14 @@ export class AttachmentCache {
   }
 }
 
+/** A field a row leaves out: missing, null, or an empty CSV cell. */
+const absent = (v: unknown) => v === undefined || v === null || v === "";
+
 async function attachmentsOf(data: Record<string, unknown>, defaults: string[], cache: AttachmentCache): Promise<Attachment[]> {
   const out: Attachment[] = [];
   for (const spec of defaults) out.push(await cache.get(spec));
   const a = data.attachments;
-  if (a === undefined || a === null || a === "") return out;
+  if (absent(a)) return out;
   if (typeof a === "string") {
     // CSV: paths separated by ";".
     for (const p of a.split(";").map((s) => s.trim()).filter(Boolean)) out.push(await cache.get(p));
@@ -224,10 +227,12 @@ export interface ItemContext {
 /** Build and validate the message of one row; errors name the row. */
 export async function messageOfRow(data: Record<string, unknown>, ctx: ItemContext): Promise<Message> {
   const d = ctx.defaults;
-  const vars = variables(data);
-  const subject = str(data.subject, "subject") ?? (d.subject !== undefined ? render(d.subject, vars, "text", d.labels?.subject ?? "--subject") : undefined);
-  const html = str(data.html, "html") ?? (d.htmlTemplate !== undefined ? render(d.htmlTemplate, vars, "html", d.labels?.html ?? d.templateFlag ?? "--html-file") : undefined);
-  const text = str(data.text, "text") ?? (d.textTemplate !== undefined ? render(d.textTemplate, vars, "text", d.labels?.text ?? d.templateFlag ?? "--text-file") : undefined);
+  // Made only when a template is filled: rows that carry their own subject and body need none.
+  let vars: Record<string, unknown> | undefined;
+  const varsOf = () => (vars ??= variables(data));
+  const subject = str(data.subject, "subject") ?? (d.subject !== undefined ? render(d.subject, varsOf(), "text", d.labels?.subject ?? "--subject") : undefined);
+  const html = str(data.html, "html") ?? (d.htmlTemplate !== undefined ? render(d.htmlTemplate, varsOf(), "html", d.labels?.html ?? d.templateFlag ?? "--html-file") : undefined);
+  const text = str(data.text, "text") ?? (d.textTemplate !== undefined ? render(d.textTemplate, varsOf(), "text", d.labels?.text ?? d.templateFlag ?? "--text-file") : undefined);
   const from = str(data.from, "from") ?? d.from;
   const to = list(data.to, "to");
   const missing = [!from && "from", to.length === 0 && "to", !subject && "subject", !html && !text && "html or text"].filter(Boolean);
@@ -244,7 +249,7 @@ export async function messageOfRow(data: Record<string, unknown>, ctx: ItemConte
     ...(text !== undefined ? { text } : {}),
     replyTo: str(data.reply_to, "reply_to") ?? d.replyTo,
     headers: headersOf(data, d.headers ?? []),
-    attachments: [...(await attachmentsOf(data, d.attach ?? [], ctx.cache)), ...(composed?.parts ?? [])],
+    attachments: [...(d.attach?.length || !absent(data.attachments) ? await attachmentsOf(data, d.attach ?? [], ctx.cache) : []), ...(composed?.parts ?? [])],
     idempotencyKey: str(data.idempotency_key, "idempotency_key") ?? ctx.idempotencyKey,
   };
   // Errors name the row's fields (reply_to), not send's flags (--reply-to).

@@ -8,11 +8,10 @@
 import { commaSplitNameFix, parseAddressValues } from "../core/address.js";
 import { EXIT, MailsendError, toMailsendError, worstExitClass, type ExitClass } from "../core/errors.js";
 import type { Message } from "../core/message.js";
-import { allRecipients } from "../core/message.js";
-import type { TransportName, Transport } from "../core/transport.js";
+import type { SendContext, TransportName, Transport } from "../core/transport.js";
 import { deliver, type DeliverOptions } from "../limits/deliver.js";
 import { AttachmentCache, FieldClashes, messageOfRow, type RowDefaults } from "./item.js";
-import type { Journal } from "./journal.js";
+import type { ItemState, Journal } from "./journal.js";
 import { rowsOf, type Format, type Row } from "./rows.js";
 
 export interface BatchInput {
@@ -114,8 +113,12 @@ function stoppableSleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** Per message: the attempts made, how the last one failed, and the failure that left it in doubt, if any. */
-type Tries = WeakMap<Message, { attempts: number; error?: MailsendError; doubt?: MailsendError }>;
+/**
+ * Per message in flight: the attempts made, how the last one failed, and the failure that left it
+ * in doubt, if any. A Map whose entries the runner deletes when the item ends (a WeakMap costs
+ * the garbage collector an ephemeron for every message).
+ */
+type Tries = Map<Message, { attempts: number; error?: MailsendError; doubt?: MailsendError }>;
 
 const inDoubt = (e: MailsendError) => e.mayHaveBeenSent || e.code === "outcome_unknown";
 
@@ -124,57 +127,55 @@ const inDoubt = (e: MailsendError) => e.mayHaveBeenSent || e.code === "outcome_u
  * in flight ends only on abortSends. It notes each message's last failure:
  * a stop during the wait before a retry must report that failure (it may be
  * "outcome unknown"), not "interrupted before it was sent".
+ *
+ * abortSends reaches the sends in flight through one listener for the whole
+ * batch, which aborts each send's own controller: a listener per send on the
+ * shared signal (up to --concurrency of them) costs every send a walk of that
+ * list to take its own off again. The deadline is a fresh signal per attempt,
+ * which only this send listens to.
  */
 function stoppable(t: Transport, stop: AbortSignal | undefined, abort: AbortSignal | undefined, tries: Tries): Transport {
+  const inFlight = new Set<AbortController>();
+  if (abort && !abort.aborted) {
+    abort.addEventListener("abort", () => {
+      for (const c of inFlight) c.abort(abort.reason);
+    }, { once: true });
+  }
   return {
     name: t.name,
     preview: (m, sink, o) => t.preview(m, sink, o),
     close: () => t.close(),
     async send(m, ctx = {}) {
       if (stop?.aborted) throw interrupted();
-      const mine = tries.get(m) ?? { attempts: 0 };
-      tries.set(m, mine);
+      let mine = tries.get(m);
+      if (!mine) tries.set(m, (mine = { attempts: 0 }));
       mine.attempts++;
       // The batch's stop signal is not passed on (a send in flight finishes); abortSends and the deadline are.
-      const { signal: _stop, ...rest } = ctx;
-      const ends = either(abort, ctx.deadline);
+      const deadline = ctx.deadline;
+      let signal: AbortSignal | undefined = deadline;
+      let own: AbortController | undefined;
+      let onDeadline: (() => void) | undefined;
+      if (abort?.aborted) signal = abort;
+      else if (abort) {
+        own = new AbortController();
+        if (deadline?.aborted) own.abort(deadline.reason);
+        else if (deadline) deadline.addEventListener("abort", (onDeadline = () => own!.abort(deadline.reason)), { once: true });
+        inFlight.add(own);
+        signal = own.signal;
+      }
+      const sendCtx: SendContext = {};
+      if (ctx.trace) sendCtx.trace = ctx.trace;
+      if (signal) sendCtx.signal = signal;
       try {
-        return await t.send(m, { ...rest, ...(ends.signal ? { signal: ends.signal } : {}) });
+        return await t.send(m, sendCtx);
       } catch (e) {
         mine.error = toMailsendError(e);
         if (inDoubt(mine.error)) mine.doubt ??= mine.error;
         throw e;
       } finally {
-        ends.done();
+        if (own) inFlight.delete(own);
+        if (onDeadline) deadline!.removeEventListener("abort", onDeadline);
       }
-    },
-  };
-}
-
-const nothing = () => {};
-
-/**
- * A signal that aborts when either does, and `done` to let go of it. Made by
- * hand, with a listener on each taken off when the send ends: AbortSignal.any
- * costs a batch several times as much per message (weak references and a
- * finalization registry for every signal it makes).
- */
-function either(a: AbortSignal | undefined, b: AbortSignal | undefined): { signal?: AbortSignal; done: () => void } {
-  if (!a || !b) {
-    const one = a ?? b;
-    return one ? { signal: one, done: nothing } : { done: nothing };
-  }
-  if (a.aborted || b.aborted) return { signal: a.aborted ? a : b, done: nothing };
-  const both = new AbortController();
-  const onA = () => both.abort(a.reason);
-  const onB = () => both.abort(b.reason);
-  a.addEventListener("abort", onA, { once: true });
-  b.addEventListener("abort", onB, { once: true });
-  return {
-    signal: both.signal,
-    done: () => {
-      a.removeEventListener("abort", onA);
-      b.removeEventListener("abort", onB);
     },
   };
 }
@@ -227,6 +228,15 @@ function recipientsOf(row: Row): string[] {
   }
 }
 
+/** The addresses a message goes to (to, cc, bcc), for its result. */
+function addressesOf(m: Message): string[] {
+  const out: string[] = [];
+  for (const r of m.to) out.push(r.address);
+  for (const r of m.cc) out.push(r.address);
+  for (const r of m.bcc) out.push(r.address);
+  return out;
+}
+
 /**
  * Messages built in pass 1 are kept for pass 2 up to about this many bytes,
  * so a batch of ordinary size is built once; beyond it, rows are built again
@@ -241,20 +251,39 @@ function footprint(m: Message): number {
   return n;
 }
 
+/**
+ * What pass 2 needs of a valid row, kept by pass 1 while the whole batch fits
+ * REUSE_BUDGET: then pass 2 walks this list and does not read, decode and
+ * parse the input a second time.
+ */
+interface Planned {
+  index: number;
+  line: number;
+  /** A row to send: its message, built in pass 1. */
+  message?: Message;
+  /** A row an earlier run sent: its journal record, and its recipients for the result. */
+  done?: Extract<ItemState, { s: "done" }>;
+  recipients?: string[];
+}
+
 export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   const started = Date.now();
   const cache = new AttachmentCache();
   const counts: Counts = { total: 0, sent: 0, failed: 0, invalid: 0, skipped: 0, unknown: 0, partial: 0 };
   const classes = new Set<ExitClass>();
   const invalid = new Set<number>();
-  const keyFor = (i: number) => opts.journal?.keyFor(i) ?? `${started.toString(36)}-${process.pid}-${i}`;
+  const { journal } = opts;
+  const keyFor = (i: number) => journal?.keyFor(i) ?? `${started.toString(36)}-${process.pid}-${i}`;
   const { onProgress } = opts;
   const progress = onProgress
     ? () => onProgress({ ...counts, left: counts.total - counts.invalid - counts.sent - counts.failed - counts.skipped - counts.unknown })
     : () => {};
+  const sending = !opts.check && opts.transport !== undefined;
 
   // Pass 1: validate everything; list the bad rows first.
-  const built = new Map<number, Message>();
+  // Each valid row in `plan` while everything fits the budget; past it, only the messages kept so far, in `built`.
+  let plan: Planned[] | undefined = sending ? [] : undefined;
+  let built: Map<number, Message> | undefined;
   let builtBytes = 0;
   // Keys the rows give themselves: a repeat would be taken by the service for the
   // same message and answered without sending, so it is a bad row, not a silent loss.
@@ -276,11 +305,29 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
         }
         givenKeys.set(message.idempotencyKey, row.index);
       }
-      const size = footprint(message);
-      if (!opts.check && opts.journal?.previous.get(row.index)?.s !== "done" && builtBytes + size <= REUSE_BUDGET) {
-        built.set(row.index, message);
-        builtBytes += size;
+      if (!sending) continue;
+      const before = journal?.previous.get(row.index);
+      if (before?.s === "done") {
+        if (plan) {
+          const recipients = recipientsOf(row);
+          plan.push({ index: row.index, line: row.line, done: before, recipients });
+          builtBytes += 256 + 64 * recipients.length;
+        }
+        continue;
       }
+      const size = footprint(message);
+      if (builtBytes + size > REUSE_BUDGET) {
+        if (plan) {
+          // Past the budget: pass 2 reads the input again, and builds the rows not kept.
+          built = new Map();
+          for (const p of plan) if (p.message) built.set(p.index, p.message);
+          plan = undefined;
+        }
+        continue;
+      }
+      builtBytes += size;
+      if (plan) plan.push({ index: row.index, line: row.line, message });
+      else built!.set(row.index, message);
     } catch (e) {
       const err = toMailsendError(e);
       invalid.add(row.index);
@@ -293,8 +340,9 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   const finish = (): BatchSummary => ({ ...counts, exitCode: EXIT[worstExitClass(classes)], elapsedMs: Date.now() - started });
   if (opts.check || (opts.failFast && counts.invalid > 0) || !opts.transport) return finish();
 
-  // Pass 2: send.
-  const tries: Tries = new WeakMap();
+  // Pass 2: send. A new journal's header is on disk first (a failure to sync it fails the batch, as one to create it does).
+  await journal?.durable();
+  const tries: Tries = new Map();
   const transport = stoppable(opts.transport, opts.signal, opts.abortSends, tries);
   // The stop signal reaches deliver()'s waits through its sleep, not as deliver's `signal`: a send
   // in flight never listens to it (see stoppable), and deliver would combine it with each attempt's
@@ -307,96 +355,134 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   // reaction to every one of them (concurrency x items in all, kept until each settles).
   let onWire = 0;
   let slotFreed: (() => void) | undefined;
-  const pending = new Set<Promise<void>>();
-  let stop = false;
-  const sendOne = async (row: Row, sent: () => void): Promise<void> => {
-    const key = keyFor(row.index);
-    const kept = built.get(row.index);
-    built.delete(row.index);
-    const message = kept ?? (await build(row, opts, cache, key));
-    const base = { index: row.index, line: row.line, recipients: allRecipients(message).map((r) => r.address), idempotency_key: message.idempotencyKey };
-    await opts.journal?.record(row.index, { s: "intended", k: message.idempotencyKey });
-    const warnings: string[] = [];
-    const warn = (text: string) => {
-      warnings.push(text);
-      opts.onWarning?.(`item ${row.index + 1} (line ${row.line}): ${text}`);
-    };
-    try {
-      const r = await deliver(transport, message, { ...deliverOptions, onWarning: warn });
-      sent();
-      try {
-        await opts.journal?.record(row.index, { s: "done", k: message.idempotencyKey, id: r.messageId });
-      } catch (e) {
-        // It was sent: a journal that cannot say so is a warning, never a failed item (a script would resend it).
-        warn(`sent (${r.messageId}), but the journal could not record it: ${e instanceof Error ? e.message : String(e)}. A rerun resends it with the same idempotency key, which the service de-duplicates for 24 h.`);
-      }
-      counts.sent++;
-      opts.onResult({ ...base, status: "sent", message_id: r.messageId, attempts: r.attempts, ...(warnings.length ? { warnings } : {}) });
-    } catch (e) {
-      // Before the slot is freed, so that no other item starts after a failure.
-      if (opts.failFast) stop = true;
-      sent();
-      let err = toMailsendError(e);
-      if (err.partial) {
-        // Sent to the others: done, so that no run sends it again; its exit class says some were refused.
-        await opts.journal?.record(row.index, { s: "done", k: message.idempotencyKey, id: err.partial.messageId });
-        counts.sent++;
-        counts.partial++;
-        classes.add(err.exitClass);
-        opts.onResult({ ...base, recipients: err.partial.accepted, status: "partial", message_id: err.partial.messageId, refused: err.partial.refused, error: errorOf(err) });
-        progress();
-        return;
-      }
-      const tried = tries.get(message);
-      // Stopped while waiting to retry: the last attempt's failure is the item's state.
-      if (interruptions.has(err) && tried?.error) err = tried.error;
-      // An attempt that may have gone through keeps the item in doubt, whatever the retries after it said.
-      if (!inDoubt(err) && tried?.doubt) err = tried.doubt;
-      if (tried) err.attempts = tried.attempts;
-      const unknown = inDoubt(err);
-      await opts.journal?.record(row.index, unknown ? { s: "unknown", k: message.idempotencyKey, code: err.code } : { s: "failed", k: message.idempotencyKey, code: err.code, exit: err.exitCode });
-      if (unknown) counts.unknown++;
-      else counts.failed++;
-      classes.add(unknown ? "protocol" : err.exitClass);
-      opts.onResult({ ...base, status: unknown ? "unknown" : "failed", ...(err.attempts ? { attempts: err.attempts } : {}), error: errorOf(err) });
-    }
-    progress();
+  const freeSlot = () => {
+    onWire--;
+    const wake = slotFreed;
+    slotFreed = undefined;
+    wake?.();
   };
-
-  for await (const row of rowsOf(opts.input.format, opts.input.open())) {
-    if (stop || opts.signal?.aborted) break;
-    if (invalid.has(row.index)) continue;
-    const before = opts.journal?.previous.get(row.index);
-    if (before?.s === "done") {
-      counts.skipped++;
-      opts.onResult({ index: row.index, line: row.line, recipients: recipientsOf(row), status: "skipped", message_id: before.id, idempotency_key: before.k });
-      progress();
-      continue;
-    }
-    let freed = false;
-    const sent = () => {
-      if (freed) return;
-      freed = true;
-      onWire--;
-      const wake = slotFreed;
-      slotFreed = undefined;
-      wake?.();
-    };
-    onWire++;
-    const item: Promise<void> = sendOne(row, sent)
-      .catch((e) => {
+  // Items started and not yet finished (their "done" line on disk, their result given), and who waits for none.
+  let running = 0;
+  let allDone: (() => void) | undefined;
+  let stop = false;
+  let fatal: { error: unknown } | undefined;
+  /**
+   * One item, from its journal line to its result. It holds its slot until its answer (or
+   * failure) is in: the fsync of its "done" line happens after, so the next item need not wait for it.
+   */
+  const sendOne = async (index: number, line: number, row: Row | undefined, kept: Message | undefined): Promise<void> => {
+    let holding = true;
+    let message: Message | undefined = kept;
+    try {
+      message ??= await build(row!, opts, cache, keyFor(index));
+      const key = message.idempotencyKey;
+      const recipients = addressesOf(message);
+      await journal?.record(index, { s: "intended", k: key });
+      let warnings: string[] | undefined;
+      const warn = (text: string) => {
+        (warnings ??= []).push(text);
+        opts.onWarning?.(`item ${index + 1} (line ${line}): ${text}`);
+      };
+      try {
+        const r = await deliver(transport, message, { ...deliverOptions, onWarning: warn });
+        tries.delete(message);
+        holding = false;
+        freeSlot();
+        try {
+          await journal?.record(index, { s: "done", k: key, id: r.messageId });
+        } catch (e) {
+          // It was sent: a journal that cannot say so is a warning, never a failed item (a script would resend it).
+          warn(`sent (${r.messageId}), but the journal could not record it: ${e instanceof Error ? e.message : String(e)}. A rerun resends it with the same idempotency key, which the service de-duplicates for 24 h.`);
+        }
+        counts.sent++;
+        const result: ItemResult = { index, line, recipients, idempotency_key: key, status: "sent", message_id: r.messageId, attempts: r.attempts };
+        if (warnings) result.warnings = warnings;
+        opts.onResult(result);
+      } catch (e) {
+        // Before the slot is freed, so that no other item starts after a failure.
+        if (opts.failFast) stop = true;
+        holding = false;
+        freeSlot();
+        const tried = tries.get(message);
+        tries.delete(message);
+        let err = toMailsendError(e);
+        const base = { index, line, recipients, idempotency_key: key };
+        if (err.partial) {
+          // Sent to the others: done, so that no run sends it again; its exit class says some were refused.
+          await journal?.record(index, { s: "done", k: key, id: err.partial.messageId });
+          counts.sent++;
+          counts.partial++;
+          classes.add(err.exitClass);
+          opts.onResult({ ...base, recipients: err.partial.accepted, status: "partial", message_id: err.partial.messageId, refused: err.partial.refused, error: errorOf(err) });
+          return;
+        }
+        // Stopped while waiting to retry: the last attempt's failure is the item's state.
+        if (interruptions.has(err) && tried?.error) err = tried.error;
+        // An attempt that may have gone through keeps the item in doubt, whatever the retries after it said.
+        if (!inDoubt(err) && tried?.doubt) err = tried.doubt;
+        if (tried) err.attempts = tried.attempts;
+        const unknown = inDoubt(err);
+        await journal?.record(index, unknown ? { s: "unknown", k: key, code: err.code } : { s: "failed", k: key, code: err.code, exit: err.exitCode });
+        if (unknown) counts.unknown++;
+        else counts.failed++;
+        classes.add(unknown ? "protocol" : err.exitClass);
+        opts.onResult({ ...base, status: unknown ? "unknown" : "failed", ...(err.attempts ? { attempts: err.attempts } : {}), error: errorOf(err) });
+      }
+    } catch (e) {
+      // The row could not be built again, or its "intended" line not written: nothing was sent.
+      try {
         const err = toMailsendError(e);
         counts.failed++;
         classes.add(err.exitClass);
-        opts.onResult({ index: row.index, line: row.line, recipients: recipientsOf(row), status: "failed", error: errorOf(err) });
-      })
-      .finally(() => {
-        sent();
-        pending.delete(item);
-      });
-    pending.add(item);
+        opts.onResult({ index, line, recipients: message ? addressesOf(message) : recipientsOf(row!), status: "failed", error: errorOf(err) });
+      } catch (e2) {
+        // Nobody awaits an item: what cannot even be reported ends the batch once the rest has settled.
+        fatal ??= { error: e2 };
+      }
+    } finally {
+      if (holding) freeSlot();
+      progress();
+      if (--running === 0) allDone?.();
+    }
+  };
+
+  /** Start one item, then wait while every slot is taken. */
+  const launch = async (index: number, line: number, row: Row | undefined, kept: Message | undefined): Promise<void> => {
+    onWire++;
+    running++;
+    void sendOne(index, line, row, kept);
     if (onWire >= opts.concurrency) await new Promise<void>((r) => (slotFreed = r));
+  };
+  const skip = (index: number, line: number, recipients: string[], done: Extract<ItemState, { s: "done" }>) => {
+    counts.skipped++;
+    opts.onResult({ index, line, recipients, status: "skipped", message_id: done.id, idempotency_key: done.k });
+    progress();
+  };
+
+  if (plan) {
+    for (let i = 0; i < plan.length; i++) {
+      if (stop || opts.signal?.aborted) break;
+      const p = plan[i]!;
+      // Let go of the message once it is sent: what was planned is not kept until the end.
+      plan[i] = undefined as never;
+      if (p.done) skip(p.index, p.line, p.recipients!, p.done);
+      else await launch(p.index, p.line, undefined, p.message);
+    }
+  } else {
+    for await (const row of rowsOf(opts.input.format, opts.input.open())) {
+      if (stop || opts.signal?.aborted) break;
+      if (invalid.has(row.index)) continue;
+      const before = journal?.previous.get(row.index);
+      if (before?.s === "done") {
+        skip(row.index, row.line, recipientsOf(row), before);
+        continue;
+      }
+      const kept = built?.get(row.index);
+      built?.delete(row.index);
+      await launch(row.index, row.line, row, kept);
+    }
   }
-  await Promise.all(pending);
+  if (running > 0) await new Promise<void>((r) => (allDone = r));
+  if (fatal) throw fatal.error;
   return finish();
 }

@@ -28,8 +28,9 @@ export interface SendContext {
   trace?: (line: string) => void;
   signal?: AbortSignal;
   /**
-   * The delivery deadline alone (already part of `signal`): for a wrapper that
-   * replaces `signal` with its own, so the deadline still ends the attempt.
+   * The delivery deadline (already `signal`, which also follows the caller's
+   * own signal): for a wrapper that replaces `signal` with its own, so the
+   * deadline still ends the attempt.
    */
   deadline?: AbortSignal;
 }

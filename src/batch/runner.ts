@@ -8,7 +8,7 @@
 import { commaSplitNameFix, parseAddressValues } from "../core/address.js";
 import { EXIT, MailsendError, toMailsendError, worstExitClass, type ExitClass } from "../core/errors.js";
 import type { Message } from "../core/message.js";
-import type { SendContext, TransportName, Transport } from "../core/transport.js";
+import type { TransportName, Transport } from "../core/transport.js";
 import { deliver, type DeliverOptions } from "../limits/deliver.js";
 import { AttachmentCache, FieldClashes, messageOfRow, type RowDefaults } from "./item.js";
 import type { ItemState, Journal } from "./journal.js";
@@ -124,57 +124,28 @@ const inDoubt = (e: MailsendError) => e.mayHaveBeenSent || e.code === "outcome_u
 
 /**
  * The transport as deliver() sees it: no attempt starts once stopped; a send
- * in flight ends only on abortSends. It notes each message's last failure:
- * a stop during the wait before a retry must report that failure (it may be
+ * in flight ends only on abortSends (deliver's `signal`, which each attempt's
+ * deadline follows: the signal deliver passes on is both). The batch's stop
+ * signal never reaches a send. It notes each message's last failure: a stop
+ * during the wait before a retry must report that failure (it may be
  * "outcome unknown"), not "interrupted before it was sent".
- *
- * abortSends reaches the sends in flight through one listener for the whole
- * batch, which aborts each send's own controller: a listener per send on the
- * shared signal (up to --concurrency of them) costs every send a walk of that
- * list to take its own off again. The deadline is a fresh signal per attempt,
- * which only this send listens to.
  */
-function stoppable(t: Transport, stop: AbortSignal | undefined, abort: AbortSignal | undefined, tries: Tries): Transport {
-  const inFlight = new Set<AbortController>();
-  if (abort && !abort.aborted) {
-    abort.addEventListener("abort", () => {
-      for (const c of inFlight) c.abort(abort.reason);
-    }, { once: true });
-  }
+function stoppable(t: Transport, stop: AbortSignal | undefined, tries: Tries): Transport {
   return {
     name: t.name,
     preview: (m, sink, o) => t.preview(m, sink, o),
     close: () => t.close(),
-    async send(m, ctx = {}) {
+    async send(m, ctx) {
       if (stop?.aborted) throw interrupted();
       let mine = tries.get(m);
       if (!mine) tries.set(m, (mine = { attempts: 0 }));
       mine.attempts++;
-      // The batch's stop signal is not passed on (a send in flight finishes); abortSends and the deadline are.
-      const deadline = ctx.deadline;
-      let signal: AbortSignal | undefined = deadline;
-      let own: AbortController | undefined;
-      let onDeadline: (() => void) | undefined;
-      if (abort?.aborted) signal = abort;
-      else if (abort) {
-        own = new AbortController();
-        if (deadline?.aborted) own.abort(deadline.reason);
-        else if (deadline) deadline.addEventListener("abort", (onDeadline = () => own!.abort(deadline.reason)), { once: true });
-        inFlight.add(own);
-        signal = own.signal;
-      }
-      const sendCtx: SendContext = {};
-      if (ctx.trace) sendCtx.trace = ctx.trace;
-      if (signal) sendCtx.signal = signal;
       try {
-        return await t.send(m, sendCtx);
+        return await t.send(m, ctx);
       } catch (e) {
         mine.error = toMailsendError(e);
         if (inDoubt(mine.error)) mine.doubt ??= mine.error;
         throw e;
-      } finally {
-        if (own) inFlight.delete(own);
-        if (onDeadline) deadline!.removeEventListener("abort", onDeadline);
       }
     },
   };
@@ -343,12 +314,12 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   // Pass 2: send. A new journal's header is on disk first (a failure to sync it fails the batch, as one to create it does).
   await journal?.durable();
   const tries: Tries = new Map();
-  const transport = stoppable(opts.transport, opts.signal, opts.abortSends, tries);
+  const transport = stoppable(opts.transport, opts.signal, tries);
   // The stop signal reaches deliver()'s waits through its sleep, not as deliver's `signal`: a send
-  // in flight never listens to it (see stoppable), and deliver would combine it with each attempt's
-  // deadline (AbortSignal.any, once per message) only for the transport to drop it.
+  // in flight never ends on it. abortSends is deliver's signal: each attempt's deadline follows it.
   const sleep = opts.deliver.sleep ?? stoppableSleep;
   const deliverOptions: DeliverOptions = { ...opts.deliver, sleep: (ms) => sleep(ms, opts.signal) };
+  if (opts.abortSends) deliverOptions.signal = opts.abortSends;
   // An item holds one of the --concurrency slots while it is being sent; the
   // fsync of its "done" line happens after, so the next item need not wait for it.
   // A count and one waiter, not Promise.race over the items on the wire: a race per item adds a

@@ -87,6 +87,20 @@ export type Plan =
   | { action: "replace"; reason: Replaced["reason"]; finishedAt: Date; sent: number; damagedLine?: number }
   | { action: "refuse" };
 
+/** JSON.stringify({ i, ...state }) and a newline, written out: two records per item of a batch. */
+function lineOf(i: number, state: ItemState): string {
+  const k = JSON.stringify(state.k);
+  switch (state.s) {
+    case "intended":
+      return `{"i":${i},"s":"intended","k":${k}}\n`;
+    case "done":
+      if (typeof state.id === "string") return `{"i":${i},"s":"done","k":${k},"id":${JSON.stringify(state.id)}}\n`;
+      return `${JSON.stringify({ i, ...state })}\n`;
+    default:
+      return `${JSON.stringify({ i, ...state })}\n`;
+  }
+}
+
 export class Journal {
   readonly path: string;
   readonly batchId: string;
@@ -265,8 +279,7 @@ export class Journal {
 
   /** Append and wait until it is on disk. */
   record(index: number, state: ItemState): Promise<void> {
-    // {"i":index, ...state}, without making that object.
-    this.#queue.push(`{"i":${index},${JSON.stringify(state).slice(1)}\n`);
+    this.#queue.push(lineOf(index, state));
     let group = this.#group;
     if (!group) {
       let resolve!: () => void;

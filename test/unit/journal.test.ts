@@ -97,3 +97,23 @@ test("replaced is unset when a journal is resumed or new; its reason is fresh or
   expect(Journal.plan(opts(none)).action).toBe("create");
   expect(() => Journal.plan({ ...opts(none), resume: true })).toThrow(/no journal/);
 });
+
+test("each kind of record is the JSON line of { i, ...state }, keys and ids with quotes, backslashes and non-ASCII included", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "mailsend-journal-"));
+  dirs.push(dir);
+  const path = join(dir, "new.journal");
+  const j = await Journal.open({ path, input: "fp1", fresh: false, resume: false });
+  const records: Array<[number, Parameters<Journal["record"]>[1]]> = [
+    [0, { s: "intended", k: 'a"b\\c-\u00e9-\u2028' }],
+    [0, { s: "done", k: 'a"b\\c-\u00e9-\u2028', id: 'm"1\\\n' }],
+    [1, { s: "failed", k: "k1", code: "invalid_message", exit: 65 }],
+    [2, { s: "unknown", k: "k2", code: "outcome_unknown" }],
+  ];
+  for (const [i, state] of records) await j.record(i, state);
+  await j.close();
+  const lines = readFileSync(path, "utf8").trimEnd().split("\n").slice(1);
+  expect(lines).toEqual(records.map(([i, state]) => JSON.stringify({ i, ...state })));
+  const { states } = Journal.read(path);
+  expect(states.get(0)).toEqual(records[1]![1]);
+  expect(states.get(1)).toEqual(records[2]![1]);
+});

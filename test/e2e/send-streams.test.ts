@@ -55,7 +55,26 @@ describe("stdin, made only when read", () => {
     expect(rec.requests[0]!.json).toMatchObject({ html: "<pre>x</pre>" });
   });
 
+  it("a file on stdin is not read at all: a `while read` loop over it keeps its place", async () => {
+    const file = join(tmp.dir, "list.txt");
+    writeFileSync(file, "first\nsecond\n");
+    const fd = openSync(file, "r");
+    try {
+      const child = spawn(process.execPath, [BIN, "send", ...MIN, "--text", "x", "-q"], { env: env(), stdio: [fd, "ignore", "pipe"], timeout: 20_000 });
+      const [exitCode] = (await once(child, "close")) as [number | null];
+      expect(exitCode).toBe(0);
+      // The file's offset is shared with the child: still at the start.
+      const b = Buffer.alloc(64);
+      expect(b.toString("utf8", 0, readSync(fd, b, 0, 64, null))).toBe("first\nsecond\n");
+    } finally {
+      closeSync(fd);
+    }
+  });
+
   it("another character device (/dev/zero) is not taken for /dev/null: the warning too", async () => {
+    // The device is read (watched) while the send goes on: an answer that takes a second leaves
+    // its first read time to come back, on a loaded machine too.
+    rec.script({ delayMs: 1000 });
     const r = await sendWithStdin("/dev/zero", ["--html", "<p>x</p>", "-q"]);
     expect(r.exitCode).toBe(0);
     expect(r.stderr).toMatch(/^warning: data on stdin is not read: the body comes from --html/m);

@@ -1,4 +1,4 @@
-import { statSync } from "node:fs";
+import { fstatSync, statSync } from "node:fs";
 import { MailsendError } from "../../core/errors.js";
 import type { Message } from "../../core/message.js";
 import type { SendResult } from "../../core/transport.js";
@@ -273,6 +273,19 @@ async function preview(
  * at all, an idle pipe costs nothing, and stop() lets the process exit.
  */
 function watchIgnoredStdin(stdin: CliIO["stdin"], onData: () => void): () => void {
+  // A regular file says by its size whether it holds anything, at once: no race with a fast send,
+  // and nothing read from it (a `while read ...; do mailsend send ...; done < list` keeps its
+  // place in the file, as it does with /dev/null). Pipes and devices are watched.
+  const fd = (stdin as { fd?: unknown }).fd;
+  if (typeof fd === "number") {
+    try {
+      const st = fstatSync(fd);
+      if (st.isFile()) {
+        if (st.size > 0) onData();
+        return () => {};
+      }
+    } catch {}
+  }
   let told = false;
   const onChunk = () => {
     if (!told) onData();

@@ -209,6 +209,35 @@ export function statusError(status: number, body: string, headers: http.Incoming
 }
 
 
+/**
+ * A node:http answer. Its headers and raw header pairs are made only when read (a refusal, a
+ * trace): most answers of a batch never need them. A class, not an object literal with getters,
+ * which costs more to make than the pairs it would save.
+ */
+class HttpAnswer implements Answer {
+  readonly status: number;
+  readonly statusText: string;
+  readonly httpVersion: string;
+  readonly body: string;
+  readonly #res: http.IncomingMessage;
+  constructor(res: http.IncomingMessage, body: string) {
+    this.status = res.statusCode ?? 0;
+    this.statusText = res.statusMessage ?? "";
+    this.httpVersion = res.httpVersion;
+    this.body = body;
+    this.#res = res;
+  }
+  get headers(): http.IncomingHttpHeaders {
+    return this.#res.headers;
+  }
+  get rawHeaders(): [string, string][] {
+    const raw = this.#res.rawHeaders;
+    const pairs: [string, string][] = [];
+    for (let i = 0; i < raw.length; i += 2) pairs.push([raw[i]!, raw[i + 1]!]);
+    return pairs;
+  }
+}
+
 export class RestTransport implements Transport {
   readonly name = "rest" as const;
   readonly #config: RestConfig;
@@ -438,21 +467,7 @@ export class RestTransport implements Transport {
           if (settled) return;
           settled = true;
           unlisten();
-          resolve({
-            status: res.statusCode ?? 0,
-            statusText: res.statusMessage ?? "",
-            httpVersion: res.httpVersion,
-            // Read only for a refusal or a trace: node:http makes the object on first use, and most answers of a batch never need it.
-            get headers() {
-              return res.headers;
-            },
-            get rawHeaders() {
-              const pairs: [string, string][] = [];
-              for (let i = 0; i < res.rawHeaders.length; i += 2) pairs.push([res.rawHeaders[i]!, res.rawHeaders[i + 1]!]);
-              return pairs;
-            },
-            body: chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8"),
-          });
+          resolve(new HttpAnswer(res, chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8")));
         });
       });
       if (plan.whole) {

@@ -348,7 +348,8 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
       message ??= await build(row!, opts, cache, keyFor(index));
       const key = message.idempotencyKey;
       const recipients = addressesOf(message);
-      await journal?.record(index, { s: "intended", k: key });
+      // In the file before the send; its fsync goes with the next group (journal.ts says why).
+      await journal?.record(index, { s: "intended", k: key }, "written");
       let warnings: string[] | undefined;
       const warn = (text: string) => {
         (warnings ??= []).push(text);

@@ -117,3 +117,22 @@ test("each kind of record is the JSON line of { i, ...state }, keys and ids with
   expect(states.get(0)).toEqual(records[1]![1]);
   expect(states.get(1)).toEqual(records[2]![1]);
 });
+
+test('"written" resolves once the line is in the file, before its fsync; the same group\'s durable records still wait for it', async () => {
+  const dir = mkdtempSync(join(tmpdir(), "mailsend-journal-"));
+  dirs.push(dir);
+  const path = join(dir, "written.journal");
+  const j = await Journal.open({ path, input: "fp1", fresh: false, resume: false });
+  await j.durable();
+  const order: string[] = [];
+  const durable = j.record(0, { s: "done", k: "k0", id: "m0" }).then(() => order.push("durable"));
+  const written = j.record(1, { s: "intended", k: "k1" }, "written").then(() => {
+    order.push("written");
+    // In the file now: a process killed here leaves it for the re-run to read.
+    expect(readFileSync(path, "utf8")).toContain('{"i":1,"s":"intended","k":"k1"}');
+  });
+  await Promise.all([durable, written]);
+  expect(order).toEqual(["written", "durable"]);
+  await j.close();
+  expect(Journal.read(path).states.get(1)).toEqual({ s: "intended", k: "k1" });
+});

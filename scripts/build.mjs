@@ -8,7 +8,7 @@ import { dirname, join, relative } from "node:path";
 import { ioredisPlugin } from "./bundle-ioredis.mjs";
 import { builtinsPlugin } from "./bundle-builtins.mjs";
 import { groupsPlugin } from "./bundle-groups.mjs";
-import { toCommonJS } from "./bundle-cjs.mjs";
+import { CJS_OPTIONS, toCommonJS } from "./bundle-cjs.mjs";
 
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
 
@@ -114,13 +114,7 @@ await build({
   define: { __MAILSEND_BUILD_ID__: JSON.stringify(hashFiles([`${tmp}/cli`, `${tmp}/chunks`])) },
   entryPoints: { "cli/code-cache": "src/cli/code-cache.ts" },
   outdir: tmp,
-  bundle: true,
-  format: "cjs",
-  platform: "node",
-  target: "node20.18",
-  sourcemap: "linked",
-  sourcesContent: false,
-  logLevel: "warning",
+  ...CJS_OPTIONS,
 });
 const lib = await build({
   ...common,

@@ -31,6 +31,9 @@ const MARK = "mailsend-dynamic-import:";
 const MARKED = new RegExp(`\\bimport\\((["'])${MARK}([^"']+)\\1\\)`, "g");
 export const ESM_IMPORT_FILE = "esm-import.cjs";
 
+/** esbuild's options for a CommonJS file of the CLI (here, and the code cache's in build.mjs). */
+export const CJS_OPTIONS = { bundle: true, format: "cjs", platform: "node", target: "node20.18", sourcemap: "linked", sourcesContent: false, logLevel: "warning" };
+
 /**
  * Rewrites each marked import() into a require(): of our own file (a relative path) in a promise,
  * of a package through `importer` (the path from the file to chunks/esm-import.cjs). Returns the
@@ -59,13 +62,7 @@ export async function toCommonJS(dirs, chunks) {
         entryPoints: [file],
         outfile: file,
         allowOverwrite: true,
-        bundle: true,
-        format: "cjs",
-        platform: "node",
-        target: "node20.18",
-        sourcemap: "linked",
-        sourcesContent: false,
-        logLevel: "warning",
+        ...CJS_OPTIONS,
         write: false,
         ...(usesMeta ? { define: { "import.meta.url": META_URL }, banner: { js: META_BANNER } } : {}),
         plugins: [

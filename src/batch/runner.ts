@@ -8,6 +8,7 @@
 import { commaSplitNameFix, parseAddressValues } from "../core/address.js";
 import { EXIT, MailsendError, toMailsendError, worstExitClass, type ExitClass } from "../core/errors.js";
 import type { Message } from "../core/message.js";
+import { allRecipients } from "../core/message.js";
 import type { TransportName, Transport } from "../core/transport.js";
 import { deliver, type DeliverOptions } from "../limits/deliver.js";
 import { AttachmentCache, FieldClashes, messageOfRow, type RowDefaults } from "./item.js";
@@ -200,13 +201,7 @@ function recipientsOf(row: Row): string[] {
 }
 
 /** The addresses a message goes to (to, cc, bcc), for its result. */
-function addressesOf(m: Message): string[] {
-  const out: string[] = [];
-  for (const r of m.to) out.push(r.address);
-  for (const r of m.cc) out.push(r.address);
-  for (const r of m.bcc) out.push(r.address);
-  return out;
-}
+const addressesOf = (m: Message): string[] => allRecipients(m).map((r) => r.address);
 
 /**
  * Messages built in pass 1 are kept for pass 2 up to about this many bytes,

@@ -220,6 +220,19 @@ describe("delivery", () => {
     expect(jsonLines(again.stdout).map((x) => x.status)).toEqual(["skipped", "skipped", "skipped"]);
     expect(await stored("stdin ")).toHaveLength(3);
   });
+
+  test("--api-key-stdin: the key piped on stdin, the rows from a file", async () => {
+    const input = tmp.file("keyed.jsonl", jsonl([1, 2].map((i) => ({ to: `k${i}@example.com`, subject: `keyed ${i}`, text: "x" }))));
+    const key = readFileSync(t.env.MAILSEND_API_KEY_FILE!, "utf8");
+    const r = await batch([input, "-f", "key@example.com", "--api-key-stdin", "--json"], { MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: undefined }, key);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(jsonLines(r.stdout).map((x) => x.status)).toEqual(["sent", "sent"]);
+    expect(await stored("keyed ")).toHaveLength(2);
+    // Without the pipe there is no key: the batch says so, and sends nothing.
+    const none = await batch([input, "-f", "key@example.com", "--api-key-stdin", "--fresh"], { MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: undefined }, "");
+    expect(none.exitCode).not.toBe(0);
+    expect(await stored("keyed ")).toHaveLength(2);
+  });
 });
 
 describe("bad rows", () => {

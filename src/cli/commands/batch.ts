@@ -172,7 +172,14 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     if (concurrency < 1 || concurrency > 64) throw new MailsendError("usage", "--concurrency must be from 1 to 64");
     // flags > environment > profile > defaults: the profile is layered under the environment here.
     const settings = loadSettings(flags.profile, io.env);
-    const config = await resolveTransportConfig(flags, settings.env, { stdin: io.stdin, needKey: !flags.check, profile: settings.profile });
+    // stdin is made only if --api-key-stdin reads it (making the stream costs ~5 ms at start-up).
+    const config = await resolveTransportConfig(flags, settings.env, {
+      get stdin() {
+        return io.stdin;
+      },
+      needKey: !flags.check,
+      profile: settings.profile,
+    });
     const headers: HeaderList = (flags.header ?? []).map(parseHeaderFlag);
     const from = flags.from ?? (settings.env.MAILSEND_FROM || undefined);
     const defaults: RowDefaults = {

@@ -61,6 +61,9 @@ export async function toCommonJS(dirs, chunks) {
       const r = await build({
         entryPoints: [file],
         outfile: file,
+        // esbuild heads each module with its path from here: from the build's own directory, it
+        // names no temporary directory, so the same sources make the same files (and build id).
+        absWorkingDir: dirname(chunks),
         allowOverwrite: true,
         ...CJS_OPTIONS,
         write: false,

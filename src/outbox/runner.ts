@@ -17,6 +17,7 @@ import { Schedule } from "./schedule.js";
 import { Outbox } from "./store.js";
 import type { OutboxState } from "./types.js";
 import { preloadDelivery } from "./preload.js";
+import { lockOutbox } from "./runner-lock.js";
 
 export const DEFAULT_MAX_AGE_MS = 5 * 24 * 3600_000;
 const DEFAULT_CONCURRENCY = 4;
@@ -63,36 +64,6 @@ export function retryDelayMs(attempts: number, retryAfterS?: number): number {
 
 function errorRecord(e: MailsendError) {
   return { code: e.code, message: e.message, exit: exitCodeFor(e.code), at: Date.now() };
-}
-
-type Release = () => Promise<void>;
-
-async function lockOutbox(outbox: Outbox, onCompromised: () => void): Promise<Release | undefined> {
-  const { default: lockfile } = await import("proper-lockfile");
-  outbox.ensureDirs();
-  try {
-    return await lockfile.lock(outbox.dir, {
-      lockfilePath: join(outbox.dir, "runner.lock"),
-      realpath: false,
-      stale: 10_000,
-      update: 2_000,
-      retries: 0,
-      onCompromised,
-    });
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ELOCKED") return undefined;
-    throw e;
-  }
-}
-
-/** Whether a live runner holds the outbox now. */
-export async function runnerHoldsOutbox(outbox: Outbox): Promise<boolean> {
-  const { default: lockfile } = await import("proper-lockfile");
-  try {
-    return await lockfile.check(outbox.dir, { lockfilePath: join(outbox.dir, "runner.lock"), realpath: false, stale: 10_000 });
-  } catch {
-    return false;
-  }
 }
 
 class WaitCut extends Error {

@@ -8,7 +8,7 @@ import { spawn } from "node:child_process";
 import { openSync, closeSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import type { Env } from "../limits/budget.js";
-import { runnerHoldsOutbox } from "./runner.js";
+import { runnerHoldsOutbox } from "./runner-lock.js";
 import { Outbox } from "./store.js";
 
 /** The mailsend entry script, whatever name it was called by (a `sendmail` symlink). */
@@ -29,7 +29,7 @@ export function autorunOff(env: Env): boolean {
  */
 export async function kickRunner(env: Env, outbox: Outbox = Outbox.fromEnv(env)): Promise<string | undefined> {
   if (autorunOff(env)) return undefined;
-  if (await runnerHoldsOutbox(outbox)) return undefined;
+  if (runnerHoldsOutbox(outbox)) return undefined;
   const log = join(outbox.dir, "runner.log");
   let fd: number | undefined;
   try {

@@ -11,15 +11,22 @@
 // and chains the file's source map so the new map still points into src/. Then:
 //   - import() of our own files becomes a require() in a promise: it stays lazy (a command's code
 //     loads when it runs), without the ES loader.
-//   - import() of a package (ora, marked, ...: some are ES modules only) goes through
+//   - import() of a package whose entry for require() is CommonJS (html-to-text, juice, socks,
+//     proper-lockfile, ...) becomes a require() in a promise too, giving what import() would: the
+//     exports as named bindings and the whole module.exports as `default`. Node's ES loader, which
+//     an import() starts, costs a short-lived process ~15-35 ms more than require() (html-to-text:
+//     ~35 ms).
+//   - import() of a package that is an ES module only (ora, marked) goes through
 //     chunks/esm-import.cjs, a file Node compiles itself: the CLI's .js files are compiled by
 //     src/cli/code-cache.ts with vm.Script, where an import() needs an option Node 20 and 24 call
-//     experimental (and warn about on stderr). Resolved from chunks/, as it was.
+//     experimental (and warn about on stderr). Resolved from chunks/, as it was. (require() of an
+//     ES module is refused by Node 20.18, and warned about by some later versions.)
 //   - import.meta.url, which CommonJS lacks, becomes the file's own URL.
 //   - a package.json with "type": "commonjs" beside the files tells Node what they are.
 // The library (dist/index.js, dist/lib/) stays ES modules: it is imported, not run.
 import { build } from "esbuild";
-import { readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { dirname, join, relative, sep } from "node:path";
 
 const META_URL = "__mailsend_import_meta_url";
@@ -34,16 +41,42 @@ export const ESM_IMPORT_FILE = "esm-import.cjs";
 /** esbuild's options for a CommonJS file of the CLI (here, and the code cache's in build.mjs). */
 export const CJS_OPTIONS = { bundle: true, format: "cjs", platform: "node", target: "node20.18", sourcemap: "linked", sourcesContent: false, logLevel: "warning" };
 
+/** The project's own resolution: the installed CLI finds its packages in the same node_modules. */
+const projectRequire = createRequire(new URL("../package.json", import.meta.url));
+
 /**
- * Rewrites each marked import() into a require(): of our own file (a relative path) in a promise,
- * of a package through `importer` (the path from the file to chunks/esm-import.cjs). Returns the
- * code and how many it rewrote.
+ * Whether require() of `spec` loads CommonJS: its entry for require() is a .cjs file, or a .js
+ * file whose package is not "type": "module". Unresolvable here: false (left to import()).
  */
-export function rewriteImports(code, importer) {
+export function requiresCommonJs(spec, resolve = projectRequire.resolve) {
+  let file;
+  try {
+    file = resolve(spec);
+  } catch {
+    return false;
+  }
+  if (file.endsWith(".cjs")) return true;
+  if (!file.endsWith(".js")) return false;
+  for (let dir = dirname(file); ; dir = dirname(dir)) {
+    const pkg = join(dir, "package.json");
+    if (existsSync(pkg)) return JSON.parse(readFileSync(pkg, "utf8")).type !== "module";
+    if (dirname(dir) === dir) return true;
+  }
+}
+
+/**
+ * Rewrites each marked import() into a require(): of our own file (a relative path) in a promise;
+ * of a CommonJS package in a promise, as the namespace import() would give (named exports and
+ * `default`, the whole module.exports); of another package through `importer` (the path from the
+ * file to chunks/esm-import.cjs). Returns the code and how many it rewrote.
+ */
+export function rewriteImports(code, importer, isCommonJs = requiresCommonJs) {
   let count = 0;
   const out = code.replace(MARKED, (_, q, spec) => {
     count++;
-    return spec.startsWith(".") ? `Promise.resolve().then(() => require(${q}${spec}${q}))` : `require(${JSON.stringify(importer)})(${q}${spec}${q})`;
+    if (spec.startsWith(".")) return `Promise.resolve().then(() => require(${q}${spec}${q}))`;
+    if (isCommonJs(spec)) return `Promise.resolve().then(() => { const m = require(${q}${spec}${q}); return { ...m, default: m }; })`;
+    return `require(${JSON.stringify(importer)})(${q}${spec}${q})`;
   });
   return { code: out, count };
 }

@@ -6,12 +6,18 @@
  */
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { scratch } from "../helpers/tmp.js";
 
 const script = new URL("../../scripts/bundle-cjs.mjs", import.meta.url).href;
-const { toCommonJS } = (await import(script)) as { toCommonJS: (dirs: string[], chunks: string) => Promise<void> };
+const { toCommonJS, rewriteImports, requiresCommonJs } = (await import(script)) as {
+  toCommonJS: (dirs: string[], chunks: string) => Promise<void>;
+  rewriteImports: (code: string, importer: string, isCommonJs?: (spec: string) => boolean) => { code: string; count: number };
+  requiresCommonJs: (spec: string) => boolean;
+};
+const require = createRequire(import.meta.url);
 
 const tmp = scratch("mailsend-bundle-cjs-");
 afterAll(() => tmp.remove());
@@ -49,5 +55,28 @@ describe("toCommonJS", () => {
     expect(JSON.parse(readFileSync(join(a, "chunks", "package.json"), "utf8"))).toEqual({ type: "commonjs" });
     // Live bindings across files, the lazy chunk loaded by require, import.meta.url made.
     expect(execFileSync(process.execPath, [join(a, "cli", "main.js")], { encoding: "utf8" }).trim()).toBe("1 late 3 string");
+  });
+});
+
+describe("import() of a package", () => {
+  it("is require() for a package whose require() entry is CommonJS, import() for an ES module only one", () => {
+    for (const spec of ["proper-lockfile", "juice", "socks", "html-to-text", "@peculiar/x509"]) expect(requiresCommonJs(spec), spec).toBe(true);
+    for (const spec of ["ora", "marked", "no-such-package-here"]) expect(requiresCommonJs(spec), spec).toBe(false);
+  });
+
+  it("gives what import() gives: the named exports, and module.exports as default", async () => {
+    for (const spec of ["proper-lockfile", "juice", "socks", "html-to-text", "@peculiar/x509"]) {
+      // esbuild's mark on an import() it found (scripts/bundle-cjs.mjs's MARK), as the converter sees it.
+      const { code, count } = rewriteImports(`ns = import("mailsend-dynamic-import:${spec}");`, "./esm-import.cjs");
+      expect(count).toBe(1);
+      expect(code).not.toContain("esm-import");
+      const ours = (await new Function("require", `let ns; ${code} return ns;`)(require)) as Record<string, unknown>;
+      const theirs = (await import(spec)) as Record<string, unknown>;
+      expect(ours.default, spec).toBe(require(spec));
+      // Node's names (found by its lexer of CommonJS, or the ES build's exports) are all there.
+      const names = (o: object) => Object.keys(o).filter((k) => k !== "__esModule" && k !== "module.exports").sort();
+      expect(names(ours), spec).toEqual(expect.arrayContaining(names(theirs)));
+      for (const k of names(theirs)) expect(typeof ours[k], `${spec} ${k}`).toBe(typeof theirs[k]);
+    }
   });
 });

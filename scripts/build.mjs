@@ -19,7 +19,7 @@ const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url),
 // commander and zod are bundled (so they are build-time dependencies only);
 // the large libraries stay in node_modules and are imported lazily, so a REST send
 // never loads nodemailer.
-const external = ["smtp-server", "ora", "@peculiar/x509", "reflect-metadata", "marked", "socks", "proper-lockfile", "html-to-text", "juice"];
+const external = ["smtp-server", "ora", "@peculiar/x509", "reflect-metadata", "socks", "proper-lockfile", "html-to-text", "juice"];
 
 // The CLI's hot paths, each loaded as a few chunks (see scripts/bundle-groups.mjs): "core" is
 // what a send and the sendmail front end share, "cli" the commander program and the send

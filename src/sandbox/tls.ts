@@ -5,6 +5,7 @@
  */
 import { webcrypto, X509Certificate as NodeX509 } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { isIP } from "node:net";
 import { join } from "node:path";
 
 export interface TlsMaterial {
@@ -30,8 +31,9 @@ function stillValid(certPem: string, hosts: readonly string[]): boolean {
   try {
     const cert = new NodeX509(certPem);
     const ok = Date.parse(cert.validTo) - Date.now() > 7 * DAY;
-    const san = cert.subjectAltName ?? "";
-    return ok && hosts.every((h) => san.includes(h));
+    // Node's own matching: its subjectAltName text writes ::1 as 0:0:0:0:0:0:0:1 (a text search
+    // never found it, so a new CA was made on every start), and 127.0.0.1 is not 127.0.0.10.
+    return ok && hosts.every((h) => (isIP(h) ? cert.checkIP(h) : cert.checkHost(h)) !== undefined);
   } catch {
     return false;
   }

@@ -246,12 +246,16 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
         else await keep("recording the attempt in the rate-limit budget", () => opts.store!.complete(id, opts.limits));
       }
       const delay = backoffMs(attempt, err);
+      // The service's own "wait for the rate limit" (429, SMTP 421 for rate) is a wait for a slot:
+      // --no-wait refuses it, --max-wait alone bounds it (not --deadline), as for the local budget.
+      const slotWait = err.code === "rate_limited";
       // Refused for rate: every process of this key holds back, not only this one.
-      if (err.code === "rate_limited" && opts.store) await keep("recording the service's rate-limit wait", () => opts.store!.block(delay, opts.limits));
+      if (slotWait && opts.store) await keep("recording the service's rate-limit wait", () => opts.store!.block(delay, opts.limits));
       if (attempt > opts.retries || !shouldRetry(err, idempotent)) throw withAttempts(err, attempt);
+      if (slotWait && opts.noWait) throw withAttempts(err, attempt);
       if (waited.ms + delay > opts.maxWaitMs) throw withAttempts(err, attempt);
       spentMs += Date.now() - started;
-      if (spentMs + delay >= deadlineMs) {
+      if (!slotWait && spentMs + delay >= deadlineMs) {
         opts.trace?.(`* no retry: it would start after the ${Math.round(deadlineMs / 1000)} s deadline`);
         throw withAttempts(err, attempt);
       }
@@ -260,7 +264,7 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
       await sleep(delay, opts.signal);
       waited.ms += delay;
       waited.actualMs += Date.now() - before;
-      spentMs += Date.now() - before;
+      if (!slotWait) spentMs += Date.now() - before;
     } finally {
       clearTimeout(timer);
     }

@@ -79,6 +79,24 @@ describe("--deadline", () => {
   });
 });
 
+describe("the service's 429", () => {
+  it("--no-wait: exit 75 at once, not a wait for Retry-After", async () => {
+    rec.script({ status: 429, headers: { "Retry-After": "58" }, body: "slow down" }, { status: 200 });
+    const r = await send(["--no-wait"], { env: { MAILSEND_RATE_LIMIT: "0", MAILSEND_RETRIES: "1" }, timeoutMs: 20_000 });
+    expect(r.exitCode, r.stderr).toBe(75);
+    expect(r.stderr).toMatch(/429/);
+    expect(rec.requests).toHaveLength(1);
+  });
+
+  it("without it, the wait is bounded by --max-wait, not by --deadline", async () => {
+    rec.script({ status: 429, headers: { "Retry-After": "2" }, body: "slow down" }, { status: 200 });
+    const r = await send(["--deadline", "1", "--json"], { env: { MAILSEND_RATE_LIMIT: "0", MAILSEND_RETRIES: "1" }, timeoutMs: 20_000 });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(rec.requests).toHaveLength(2);
+    expect(JSON.parse(r.stdout).attempts).toBe(2);
+  });
+});
+
 describe("waits as they are said", () => {
   it("a retry after less than a second is not 'waiting 1 s'", async () => {
     rec.script({ status: 503, body: "busy" }, { status: 200 });

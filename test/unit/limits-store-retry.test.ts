@@ -218,6 +218,27 @@ describe("deliver", () => {
     await expect(deliver(script(["ok"]), message, { ...base, store: full, noWait: true })).rejects.toMatchObject({ code: "rate_limited", retryAfter: 30 });
     await expect(deliver(script(["ok"]), message, { ...base, store: full, maxWaitMs: 10_000 })).rejects.toThrow(/--max-wait/);
   });
+
+  test("a 429 is a wait for a slot: --no-wait fails at once (the budget still holds back), --max-wait bounds it, --deadline does not", async () => {
+    const refusal = () => new MailsendError("rate_limited", "429", { retryAfter: 20, status: 429 });
+    const slept: number[] = [];
+    const sleep = async (ms: number) => void slept.push(ms);
+    const store = memoryStore();
+    const once = script([refusal(), "ok"]);
+    await expect(deliver(once, message, { ...base, store, sleep, noWait: true })).rejects.toMatchObject({ code: "rate_limited", attempts: 1 });
+    expect(once.calls).toBe(1);
+    expect(slept).toEqual([]);
+    expect(store.log).toContain("block 20000");
+    // Waited for, past a deadline shorter than the wait: the deadline bounds attempts, not slot waits.
+    const waited = script([refusal(), "ok"]);
+    const r = await deliver(waited, message, { ...base, sleep, deadlineMs: 5_000 });
+    expect(r.attempts).toBe(2);
+    expect(slept).toEqual([20_000]);
+    await expect(deliver(script([refusal(), "ok"]), message, { ...base, sleep, maxWaitMs: 10_000 })).rejects.toMatchObject({ code: "rate_limited", attempts: 1 });
+    // Any other failure's backoff still counts against the deadline.
+    const e = () => new MailsendError("temporary_failure", "451");
+    await expect(deliver(script([e(), "ok"]), message, { ...base, sleep, deadlineMs: 1 })).rejects.toMatchObject({ code: "temporary_failure", attempts: 1 });
+  });
 });
 
 describe("deliver's own sleep", () => {

@@ -200,6 +200,10 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
     }
     const { prepareMessage } = await import("../../outbox/message.js");
     const { startRelay, summaryHeaders } = await import("../../relay/server.js");
+    // Mail these settings can never deliver unchanged (a text-only body with REST alone) is refused
+    // at the end of DATA (554), not answered 250 and failed later. Also under --no-deliver: the
+    // `queue run` that delivers then is meant to run with the relay's settings.
+    const deliverable = (await import("../../relay/intake.js")).intakeCheck(io.env, flags.profile);
     // What taking and delivering mail loads later, loaded now: an upgrade can replace dist/ under
     // a relay that runs for weeks (src/outbox/preload.ts).
     await (await import("../../outbox/preload.js")).preloadDelivery(io.env);
@@ -225,7 +229,7 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       ...(users ? { users } : {}),
       ...(tls ? { tls } : {}),
       async validate(raw: Buffer, envelope: Envelope) {
-        await prepareMessage(raw, envelope);
+        await deliverable(await prepareMessage(raw, envelope));
       },
       store(raw: Buffer, envelope: Envelope, gate: Promise<void>) {
         return outbox.add({

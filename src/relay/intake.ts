@@ -1,0 +1,86 @@
+/**
+ * The relay's check at the end of DATA: mail its delivery settings can never
+ * deliver is refused then (554 5.6.0), never answered 250 and moved to
+ * failed/ later, where no sender looks. The settings are the ones the
+ * outbox's runner uses for the message (src/outbox/runner.ts): the
+ * environment with the --profile recorded with it layered in, its
+ * MAILSEND_TRANSPORT, and which channels are configured (a REST base URL, an
+ * SMTP host); the choice is the runner's own (chooseFor, restLossOfRaw).
+ *
+ * Settings the runner could not open at all (no base URL and no SMTP host,
+ * an unknown profile, a bad MAILSEND_TRANSPORT) are not judged here: the
+ * runner keeps such mail until they are fixed, as before.
+ */
+import { Readable } from "node:stream";
+import { MailsendError } from "../core/errors.js";
+import type { Message } from "../core/message.js";
+import type { TransportName } from "../core/transport.js";
+import { resolveTransportConfig } from "../input/config.js";
+import { loadSettings } from "../input/profile.js";
+import type { Env } from "../limits/budget.js";
+import { restLossOfRaw } from "../outbox/choose.js";
+import { chooseFor, type Preferred } from "../outbox/deliver.js";
+
+export interface DeliverySettings {
+  preferred: Preferred;
+  rest: boolean;
+  smtp: boolean;
+}
+
+const noStdin = () => Readable.from([]) as unknown as NodeJS.ReadableStream;
+
+/**
+ * The channels the runner would have for this profile, as OutboxSender.open
+ * finds them (without reading the key: whether a channel is configured does
+ * not depend on it); undefined when the runner could not open them at all.
+ */
+export async function deliverySettings(env: Env, profile: string | undefined): Promise<DeliverySettings | undefined> {
+  let settings;
+  try {
+    settings = loadSettings(profile, env);
+  } catch {
+    return undefined;
+  }
+  const e = settings.env;
+  const raw = (e.MAILSEND_TRANSPORT ?? "").trim();
+  if (raw !== "" && raw !== "rest" && raw !== "smtp" && raw !== "auto") return undefined;
+  const preferred: Preferred = raw === "" ? "auto" : (raw as Preferred);
+  const has: Record<TransportName, boolean> = { rest: false, smtp: false };
+  for (const name of ["rest", "smtp"] as const) {
+    try {
+      await resolveTransportConfig({ transport: name }, e, { stdin: noStdin(), needKey: false, profile: settings.profile });
+      has[name] = true;
+    } catch {
+      // Not configured (or configured wrongly): the runner would not have it either.
+    }
+  }
+  if (preferred !== "auto" && !has[preferred]) return undefined;
+  if (!has.rest && !has.smtp) return undefined;
+  return { preferred, ...has };
+}
+
+/** Throws (a 554 5.6.0 for the relay) when these settings can never deliver the message unchanged. */
+export function checkDeliverable(message: Message, s: DeliverySettings): void {
+  try {
+    chooseFor(message, s.preferred, { rest: s.rest, smtp: s.smtp });
+  } catch (e) {
+    if (!(e instanceof MailsendError)) throw e;
+    const loss = restLossOfRaw(message) ?? e.message;
+    const why = s.preferred === "rest" ? "the transport is rest (MAILSEND_TRANSPORT)" : "no SMTP server is configured";
+    const fix = s.preferred === "rest" ? "configure an SMTP server (MAILSEND_SMTP_HOST) and MAILSEND_TRANSPORT=auto for such mail" : "configure an SMTP server (MAILSEND_SMTP_HOST) for such mail";
+    throw new MailsendError(e.code, `this message cannot go over REST without loss (${loss}), and ${why}; ${fix}`, { cause: e });
+  }
+}
+
+/**
+ * The check for one relay: the settings found on first use and kept (the
+ * runner keeps its own for as long as it runs), looked for again while the
+ * runner could not open them.
+ */
+export function intakeCheck(env: Env, profile: string | undefined): (message: Message) => Promise<void> {
+  let found: DeliverySettings | undefined;
+  return async (message) => {
+    found ??= await deliverySettings(env, profile);
+    if (found) checkDeliverable(message, found);
+  };
+}

@@ -101,6 +101,22 @@ describe("send --queue", () => {
     expect(got[0]).toMatchObject({ channel: "rest", idempotencyKey: "fixed-key-1" });
   }, 60_000);
 
+  it("connection flags with --queue: refused (64), nothing queued; with MAILSEND_QUEUE set, the flags win and it is sent now", async () => {
+    // The environment names a port where nothing listens: the flag's address is the sandbox.
+    const { env } = fresh({ MAILSEND_QUEUE_AUTORUN: "0", MAILSEND_BASE_URL: "http://127.0.0.1:9" });
+    const r = await runCli([...args("q-flags"), "--queue", "always", "--base-url", sb.env.MAILSEND_BASE_URL!], { env });
+    expect(r.exitCode, r.stderr).toBe(64);
+    expect(r.stderr).toMatch(/--base-url cannot be used with --queue always/);
+    expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
+
+    const viaEnv = await runCli([...args("q-flags-env"), "--base-url", sb.env.MAILSEND_BASE_URL!, "--json"], { env: { ...env, MAILSEND_QUEUE: "auto" }, timeoutMs: 60_000 });
+    expect(viaEnv.exitCode, viaEnv.stderr).toBe(0);
+    expect(stdoutJson(viaEnv)).toMatchObject({ ok: true, transport: "rest" });
+    expect(viaEnv.stderr).toMatch(/MAILSEND_QUEUE=auto is not used for this message: --base-url/);
+    expect(await waitStored("q-flags-env", 1, 5000)).toHaveLength(1);
+    expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
+  }, 60_000);
+
   it("a refused key is never queued: the error and its exit code at once", async () => {
     const { env } = fresh({ MAILSEND_QUEUE_AUTORUN: "0" });
     const bad: Record<string, string | undefined> = { ...env, MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: "msk_notakeyofthissandbox000000000000000" };

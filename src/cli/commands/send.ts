@@ -60,6 +60,43 @@ function looksLikeFile(value: string): boolean {
 /** Under -q, a wait for the budget longer than this is still said (once). */
 const QUIET_WAIT_MS = 10_000;
 
+/** Connection flags, and the variable each stands for: a queued message cannot take them along. */
+const CONNECTION_FLAGS: ReadonlyArray<[keyof SendFlags, string, string]> = [
+  ["baseUrl", "--base-url", "MAILSEND_BASE_URL"],
+  ["smtpHost", "--smtp-host", "MAILSEND_SMTP_HOST"],
+  ["smtpPort", "--smtp-port", "MAILSEND_SMTP_PORT"],
+  ["smtpTls", "--smtp-tls", "MAILSEND_SMTP_TLS"],
+  ["smtpUser", "--smtp-user", "MAILSEND_SMTP_USER"],
+  ["apiKeyStdin", "--api-key-stdin", "MAILSEND_API_KEY or MAILSEND_API_KEY_FILE"],
+  ["caFile", "--ca-file", "NODE_EXTRA_CA_CERTS"],
+  ["insecure", "--insecure", "a profile"],
+  ["timeout", "--timeout", "MAILSEND_TIMEOUT"],
+  ["proxy", "--proxy", "MAILSEND_PROXY"],
+  ["smtpProxy", "--smtp-proxy", "MAILSEND_SMTP_PROXY"],
+];
+
+/**
+ * --queue auto|always (or MAILSEND_QUEUE): the outbox delivers with the environment's settings (or
+ * --profile's), now and in the background runner, so connection flags would be silently dropped
+ * and the mail sent elsewhere. Given with --queue: a usage error. Given while MAILSEND_QUEUE asks
+ * for the queue: the flags win (as they win over the environment everywhere), and this message
+ * is sent now or fails, not queued; a warning says so.
+ */
+function queueModeOf(flags: SendFlags, io: CliIO): string {
+  const mode = (flags.queue ?? io.env.MAILSEND_QUEUE ?? "").trim() || "never";
+  if (mode === "never" || flags.dryRun) return mode;
+  const given = CONNECTION_FLAGS.filter(([k]) => flags[k] !== undefined && flags[k] !== false);
+  if (given.length === 0) return mode;
+  const names = given.map(([, f]) => f).join(", ");
+  if (flags.queue !== undefined) {
+    throw new MailsendError("usage", `${names} cannot be used with --queue ${mode}: a queued message is delivered with the environment's settings (or --profile's), not with this command's flags`, {
+      hint: `Set ${given.map(([, , v]) => v).join(", ")} instead (or name a profile with --profile), or leave out --queue to send now.`,
+    });
+  }
+  sayWarning(flags, io, `MAILSEND_QUEUE=${mode} is not used for this message: ${names} on the command line would not reach the outbox, which delivers with the environment's settings; it is sent now, or fails`);
+  return "never";
+}
+
 function sayWarning(flags: SendFlags, io: CliIO, text: string): void {
   if (flags.json) io.stderr.write(`${JSON.stringify({ warning: text })}\n`);
   else warn(io, text);
@@ -101,6 +138,7 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
   try {
     // flags > environment > profile > defaults: the profile is layered under the environment here.
     const settings = loadSettings(flags.profile, io.env);
+    const queueMode = queueModeOf(flags, io);
     const transportChoice = resolveTransportChoice(flags, settings.env);
     // The key is read first: with --api-key-stdin it is what stdin holds. With auto, the
     // channel's settings only once the message says which one it needs.
@@ -163,7 +201,6 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
         await preview(transport, message, io, json, choice, inlined);
         return 0;
       }
-      const queueMode = flags.queue ?? io.env.MAILSEND_QUEUE ?? "never";
       if (queueMode !== "never") {
         const { runSendQueued } = await import("./send-queue.js");
         return await runSendQueued(message, config.transport, queueMode, { profile: flags.profile, json, quiet: flags.quiet ?? false, ...(trace ? { trace } : {}) }, io);

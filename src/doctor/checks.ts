@@ -111,7 +111,7 @@ export const REST_ONLY_WARNING =
   "Warning: mail from other programs through `mailsend sendmail` or `mailsend relay` goes over REST only when the REST request carries it whole. " +
   "A message with a plain-text body (text only, or a text part beside the HTML), Cc or Bcc, recipients not in its To header, no Subject, " +
   "inline images, an attached message, a calendar part or a header given twice needs SMTP: sendmail refuses it with exit 78, " +
-  "and the relay accepts it but the outbox runner moves it to failed/ with that error (78). Most cron and system mail is text only. " +
+  "and the relay refuses it at the end of DATA with 554 5.6.0 (nothing is queued). Most cron and system mail is text only. " +
   "Set --smtp-host / MAILSEND_SMTP_HOST so that such mail goes over SMTP unchanged.";
 
 /** Slot ids of doctor's own requests, recognisable in a state file. */

@@ -6,8 +6,15 @@
  * stat, by the library's own rule (check(): held while the lock's mtime is no
  * older than `stale`), so asking does not load the library and its fs patches
  * (~30 ms of a queueing sendmail's start-up).
+ *
+ * A runner killed with -9 leaves a fresh lock for up to STALE_MS: mail queued
+ * meanwhile must not count on it. So the holder writes its pid beside the lock
+ * (<outbox>/runner.pid: the lock is a directory proper-lockfile removes with
+ * rmdir, so nothing may go inside it), and removes it before releasing. A
+ * fresh lock whose pid is gone is not held: the writer starts a runner, and
+ * that runner waits until the library judges the lock stale and takes it.
  */
-import { statSync } from "node:fs";
+import { readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Outbox } from "./store.js";
 
@@ -15,29 +22,113 @@ import type { Outbox } from "./store.js";
 const STALE_MS = 10_000;
 /** How often the holder refreshes it (well inside STALE_MS). */
 const UPDATE_MS = 2_000;
+/** How often a runner looks again at a lock a dead runner left, until it is stale. */
+const DEAD_POLL_MS = 500;
 
 const lockPath = (outbox: Outbox) => join(outbox.dir, "runner.lock");
+/** The holder's pid, one line (for a person, `kill $(cat runner.pid)`, too). */
+const ownerPath = (outbox: Outbox) => join(outbox.dir, "runner.pid");
 
 export type Release = () => Promise<void>;
 
-/** Take the lock, or undefined when a live runner holds it. */
-export async function lockOutbox(outbox: Outbox, onCompromised: () => void): Promise<Release | undefined> {
+export interface LockTiming {
+  /** proper-lockfile's `stale` (at least 2000: the library's minimum). Tests shorten it. */
+  staleMs?: number;
+  /** How often to look again at a dead runner's lock. */
+  pollMs?: number;
+}
+
+/**
+ * Take the lock, or undefined when a live runner holds it. A lock whose holder
+ * is dead (its pid gone) is waited for, until proper-lockfile judges it stale
+ * (bounded: its mtime no longer moves), then taken.
+ */
+export async function lockOutbox(outbox: Outbox, onCompromised: () => void, timing: LockTiming = {}): Promise<Release | undefined> {
   const { default: lockfile } = await import("proper-lockfile");
   outbox.ensureDirs();
-  try {
-    return await lockfile.lock(outbox.dir, { lockfilePath: lockPath(outbox), realpath: false, stale: STALE_MS, update: UPDATE_MS, retries: 0, onCompromised });
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ELOCKED") return undefined;
-    throw e;
+  const stale = Math.max(2000, timing.staleMs ?? STALE_MS);
+  const poll = Math.max(10, timing.pollMs ?? DEAD_POLL_MS);
+  const update = Math.min(UPDATE_MS, stale / 5);
+  // A dead holder's lock is stale STALE_MS after its last refresh, at most STALE_MS from now;
+  // past that (and a margin) whoever holds it is not the dead runner: leave it to them.
+  const giveUpAt = Date.now() + stale + 4 * poll;
+  for (;;) {
+    let release: Release;
+    try {
+      release = await lockfile.lock(outbox.dir, { lockfilePath: lockPath(outbox), realpath: false, stale, update, retries: 0, onCompromised });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ELOCKED") throw e;
+      // Held by a live runner (or one that has not written its pid yet): it delivers.
+      if (ownerAlive(outbox) !== false || Date.now() >= giveUpAt) return undefined;
+      await new Promise((r) => setTimeout(r, poll));
+      continue;
+    }
+    writeOwner(outbox);
+    return async () => {
+      // The pid goes first (if still ours): once the lock is released another runner may write its own.
+      try {
+        if (Number.parseInt(readFileSync(ownerPath(outbox), "utf8"), 10) === process.pid) rmSync(ownerPath(outbox), { force: true });
+      } catch {}
+      await release();
+    };
   }
 }
 
-/** Whether a live runner holds the outbox now (a lock there, refreshed within STALE_MS). */
+/** The pid, atomically (tmp + rename): a reader sees the old file or the whole new one. */
+function writeOwner(outbox: Outbox): void {
+  const tmp = join(outbox.dir, `.runner.pid.${process.pid}.tmp`);
+  try {
+    writeFileSync(tmp, `${process.pid}\n`, { mode: 0o600 });
+    renameSync(tmp, ownerPath(outbox));
+  } catch {
+    // Without it the lock counts as held (as before pids were written): still one runner.
+    rmSync(tmp, { force: true });
+  }
+}
+
+/**
+ * Whether the process named in runner.pid is alive: undefined when there is no
+ * (readable) pid. A zombie is dead: where nobody reaps orphans (a container's
+ * init), a runner killed with -9 stays one, and signal 0 still reaches it.
+ */
+export function ownerAlive(outbox: Outbox): boolean | undefined {
+  let pid: number;
+  try {
+    pid = Number.parseInt(readFileSync(ownerPath(outbox), "utf8"), 10);
+  } catch {
+    return undefined;
+  }
+  if (!Number.isSafeInteger(pid) || pid <= 0) return undefined;
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+  } catch (e) {
+    // EPERM: alive, someone else's.
+    if ((e as NodeJS.ErrnoException).code === "ESRCH") return false;
+  }
+  if (process.platform === "linux") {
+    try {
+      // "<pid> (<comm>) <state> ...": comm may hold spaces and parentheses, the state follows the last ')'.
+      const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+      const state = stat.charAt(stat.lastIndexOf(")") + 2);
+      if (state === "Z" || state === "X" || state === "x") return false;
+    } catch {
+      // No /proc (or it hides other users' processes): signal 0 said alive.
+    }
+  }
+  return true;
+}
+
+/**
+ * Whether a live runner holds the outbox now: a lock there, refreshed within
+ * STALE_MS, whose holder's pid (when it wrote one) is alive.
+ */
 export function runnerHoldsOutbox(outbox: Outbox, now = Date.now()): boolean {
   try {
     // proper-lockfile compares the mtime as a Date: whole milliseconds.
-    return Math.trunc(statSync(lockPath(outbox)).mtimeMs) >= now - STALE_MS;
+    if (Math.trunc(statSync(lockPath(outbox)).mtimeMs) < now - STALE_MS) return false;
   } catch {
     return false;
   }
+  return ownerAlive(outbox) !== false;
 }

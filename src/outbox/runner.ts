@@ -4,8 +4,6 @@
  * holds the outbox (a lock whose mtime it refreshes, so a runner killed with
  * -9 stops holding it within seconds); any number of processes add to it.
  */
-import { rm, writeFile } from "node:fs/promises";
-import { join } from "node:path";
 import { randomInt } from "node:crypto";
 import { MailsendError, exitCodeFor, toMailsendError } from "../core/errors.js";
 import type { Env } from "../limits/budget.js";
@@ -122,9 +120,8 @@ export class QueueRunner {
         // Another runner took the outbox meanwhile: it delivers what arrived.
         break;
       }
-      // Which process holds it, for a person (and a test) that wants to stop it.
-      const pidFile = join(this.outbox.dir, "runner.pid");
-      await writeFile(pidFile, `${process.pid}\n`).catch(() => {});
+      // lockOutbox wrote runner.pid: which process holds it (for a person, and for a writer asking
+      // whether the holder is alive), removed on release.
       // A runner that stays (watch: a service, the relay; drain: the background runner, which
       // sleeps until deferred mail is due) can outlive an upgrade of dist/: what delivering
       // loads, loaded now, by the one runner that holds the outbox (src/outbox/preload.ts).
@@ -136,7 +133,6 @@ export class QueueRunner {
         for (const s of this.senders.values()) await (await s.catch(() => undefined))?.close();
         this.senders.clear();
         if (!compromised) {
-          await rm(pidFile, { force: true }).catch(() => {});
           await release().catch(() => {});
         }
       }

@@ -5,7 +5,7 @@
  */
 import { execa } from "execa";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Outbox } from "../../src/outbox/store.js";
@@ -184,6 +184,48 @@ describe("a message queued while a runner delivers", () => {
     }
     expect((await stored("late-")).length).toBe(2);
     expect(existsSync(join(dir, "runner.pid"))).toBe(false);
+  }, 120_000);
+});
+
+describe("a background runner killed with -9", () => {
+  it("does not leave queued mail waiting: the next queued message starts a runner, which takes the dead one's lock once stale and delivers both, once each", async () => {
+    const { dir, env: quiet } = fresh();
+    // The runners start by themselves here, as they do for cron and PHP.
+    const env: Record<string, string | undefined> = { ...quiet, MAILSEND_QUEUE_AUTORUN: undefined };
+    const send = (subject: string) => runCli(["send", "-q", "--queue", "always", "-f", "cron@example.com", "-t", "ops@example.com", "-s", subject, "--text", "disk 91% full"], { env, timeoutMs: 60_000 });
+    const pidFile = join(dir, "runner.pid");
+    const pidNow = () => (existsSync(pidFile) ? Number.parseInt(readFileSync(pidFile, "utf8"), 10) : undefined);
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    const killed: number[] = [];
+    // Slow answers: the first runner is in the middle of its delivery when it is killed.
+    (sb.sb.faults.config = { ...sb.sb.faults.config, latencyMs: 5000 });
+    try {
+      expect((await send("dead-1")).exitCode).toBe(0);
+      let first: number | undefined;
+      for (let i = 0; i < 200 && !(first = pidNow()); i++) await sleep(50);
+      expect(first, "the first send started a runner").toBeGreaterThan(0);
+      process.kill(first!, "SIGKILL");
+      killed.push(first!);
+      // Its lock stays fresh for up to 10 s: the next message is queued well inside that.
+      const second = await send("dead-2");
+      expect(second.exitCode, second.stderr).toBe(0);
+      expect(Math.trunc(statSync(join(dir, "runner.lock")).mtimeMs), "queued while the dead runner's lock was still fresh").toBeGreaterThanOrEqual(Date.now() - 10_000);
+    } finally {
+      (sb.sb.faults.config = { ...sb.sb.faults.config, latencyMs: 0 });
+    }
+    // Nobody runs the queue by hand: both go out (bounded wait), each once.
+    const got = async () => (await stored("dead-")).map((m) => m.subject).sort();
+    for (let i = 0; i < 240 && (await got()).length < 2; i++) await sleep(250);
+    try {
+      expect(await got()).toEqual(["dead-1", "dead-2"]);
+      for (let i = 0; i < 80 && existsSync(pidFile); i++) await sleep(250);
+      expect(existsSync(pidFile), "the new runner exits once the outbox is empty").toBe(false);
+      expect(stdoutJson(await runCli(["queue", "--json"], { env: quiet }))).toEqual([]);
+      expect(await got()).toEqual(["dead-1", "dead-2"]);
+    } finally {
+      const left = pidNow();
+      if (left && !killed.includes(left)) process.kill(left, "SIGKILL");
+    }
   }, 120_000);
 });
 

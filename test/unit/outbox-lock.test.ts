@@ -3,11 +3,12 @@
  * it stands in for: no lock, a fresh one, one refreshed by its holder, one a dead runner left
  * (mtime past the stale limit), and one released.
  */
-import { statSync, utimesSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import lockfile from "proper-lockfile";
 import { afterAll, describe, expect, it } from "vitest";
-import { lockOutbox, runnerHoldsOutbox } from "../../src/outbox/runner-lock.js";
+import { lockOutbox, ownerAlive, runnerHoldsOutbox } from "../../src/outbox/runner-lock.js";
 import { Outbox } from "../../src/outbox/store.js";
 import { scratch } from "../helpers/tmp.js";
 
@@ -51,4 +52,74 @@ describe("runnerHoldsOutbox", () => {
     expect(runnerHoldsOutbox(outbox)).toBe(false);
     expect(await theirs(outbox)).toBe(false);
   });
+});
+
+/** A pid that was a process and is no more (a child that exited and was reaped). */
+function deadPid(): number {
+  const pid = Number(execFileSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], { encoding: "utf8" }));
+  expect(pid).toBeGreaterThan(0);
+  return pid;
+}
+
+let k = 0;
+/** An outbox whose lock a runner left as it was killed with -9: the directory, fresh, and its pid file. */
+function leftBy(pid: number): Outbox {
+  const outbox = new Outbox(join(tmp.dir, `dead-${k++}`));
+  outbox.ensureDirs();
+  mkdirSync(join(outbox.dir, "runner.lock"));
+  writeFileSync(join(outbox.dir, "runner.pid"), `${pid}\n`);
+  return outbox;
+}
+
+describe("a lock whose holder is dead", () => {
+  it("is held while its pid is alive, or while no pid was written yet", () => {
+    expect(runnerHoldsOutbox(leftBy(process.pid))).toBe(true);
+    const outbox = leftBy(process.pid);
+    writeFileSync(join(outbox.dir, "runner.pid"), "");
+    expect(ownerAlive(outbox)).toBeUndefined();
+    expect(runnerHoldsOutbox(outbox)).toBe(true);
+  });
+
+  it("is not held when its pid is gone, fresh as the lock is", async () => {
+    const outbox = leftBy(deadPid());
+    expect(await theirs(outbox)).toBe(true);
+    expect(ownerAlive(outbox)).toBe(false);
+    expect(runnerHoldsOutbox(outbox)).toBe(false);
+  });
+
+  it("is not held when its holder is a zombie (killed, never reaped: signal 0 still reaches it)", async (ctx) => {
+    if (process.platform !== "linux") return ctx.skip();
+    // sh starts a runner-like child and becomes `sleep`, which never reaps it.
+    const parent = spawn("sh", ["-c", "sleep 60 & echo $!; exec sleep 60"], { stdio: ["ignore", "pipe", "ignore"] });
+    try {
+      const pid = await new Promise<number>((resolve) => parent.stdout.once("data", (d) => resolve(Number(String(d).trim()))));
+      process.kill(pid, "SIGKILL");
+      for (let i = 0; i < 100 && !readFileSync(`/proc/${pid}/stat`, "latin1").includes(") Z "); i++) await new Promise((r) => setTimeout(r, 20));
+      expect(() => process.kill(pid, 0)).not.toThrow();
+      const outbox = leftBy(pid);
+      expect(ownerAlive(outbox)).toBe(false);
+      expect(runnerHoldsOutbox(outbox)).toBe(false);
+    } finally {
+      parent.kill("SIGKILL");
+    }
+  });
+
+  it("a runner gives up at once on a live holder's lock, and waits for a dead one's until it is stale, then takes it", async () => {
+    // Nobody refreshes this lock either: had the runner waited, it would have taken it once stale.
+    const live = leftBy(process.pid);
+    expect(await lockOutbox(live, () => {}, { staleMs: 2000, pollMs: 50 })).toBeUndefined();
+    expect(existsSync(join(live.dir, "runner.lock"))).toBe(true);
+
+    const dead = leftBy(deadPid());
+    const release = await lockOutbox(dead, () => {}, { staleMs: 2000, pollMs: 50 });
+    expect(release).toBeDefined();
+    // Taken over by proper-lockfile's rule (the dead lock was stale), and now this process's.
+    expect(readFileSync(join(dead.dir, "runner.pid"), "utf8")).toBe(`${process.pid}\n`);
+    expect(runnerHoldsOutbox(dead)).toBe(true);
+    expect(await lockOutbox(dead, () => {}, { staleMs: 2000, pollMs: 50 })).toBeUndefined();
+    await release!();
+    expect(existsSync(join(dead.dir, "runner.pid"))).toBe(false);
+    expect(existsSync(join(dead.dir, "runner.lock"))).toBe(false);
+    expect(runnerHoldsOutbox(dead)).toBe(false);
+  }, 20_000);
 });

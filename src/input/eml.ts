@@ -67,6 +67,18 @@ export function stripHeader(raw: Buffer, name: string): Buffer {
   return end < 0 ? newHead : Buffer.concat([newHead, raw.subarray(end)]);
 }
 
+/**
+ * Headers of a message that its REST request does not take as custom headers: those the request
+ * carries as its own fields (From, To, Cc, Bcc, Subject, Reply-To, Sender), the MIME structure
+ * (MIME-Version, Content-*: the service builds its own), what the service stamps on every message
+ * itself (Date, Message-ID), trace lines that hops add (Received, Return-Path, Delivered-To,
+ * Resent-*), signatures that the service's new encoding of the message would break (DKIM-Signature,
+ * ARC-*, Authentication-Results), and X-Idempotency-Key (the request's Idempotency-Key header).
+ * Over SMTP the message goes as it is, with all of them.
+ */
+const NOT_CARRIED =
+  /^(?:from|to|cc|bcc|subject|reply-to|sender|mime-version|content-[^:]*|date|message-id|received|return-path|delivered-to|resent-[^:]*|dkim-signature|arc-[^:]*|authentication-results|x-idempotency-key)$/i;
+
 /** Turn an .eml into a Message. Over SMTP the raw bytes (without Bcc) are what is sent. */
 export async function messageFromEml(raw: Buffer, source: string, idempotencyKey?: string, opts: { envelopeRecipients?: boolean } = {}): Promise<Message> {
   const firstLine = raw.subarray(0, Math.min(raw.length, 1000)).toString("latin1").split(/\r?\n/)[0] ?? "";
@@ -93,11 +105,11 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
   const subject = email.subject ?? "";
   checkSingleLine(subject, `${source} Subject`);
 
-  // Only custom X- headers travel as `headers` over REST; the rest is structure.
-  // X-Idempotency-Key is transport metadata (the REST Idempotency-Key header).
+  // Every other header travels as `headers` over REST (In-Reply-To, References, List-Unsubscribe,
+  // Auto-Submitted, X-..., as `send --header` would carry them); see NOT_CARRIED for what does not.
   const headers: HeaderList = [];
   for (const h of email.headers) {
-    if (!/^x-/i.test(h.key) || h.key === "x-idempotency-key") continue;
+    if (NOT_CARRIED.test(h.key)) continue;
     checkHeaderName(h.originalKey, `${source} header`);
     checkSingleLine(h.value, `${source} header ${h.originalKey}`);
     headers.push([h.originalKey, h.value]);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { sendRequestFields } from "../../src/core/request.js";
 import { messageFromEml, stripHeader } from "../../src/input/eml.js";
+import { restLoss } from "../../src/transports/choose.js";
 import { failure } from "../helpers/failure.js";
 
 const crlf = (lines: string[]) => Buffer.from(lines.join("\r\n"));
@@ -84,6 +85,44 @@ describe("messageFromEml", () => {
       name: "Alice",
       headers: { "X-Tag": "t" },
     });
+  });
+
+  it("over REST carries the message's own headers (threading, unsubscribe, auto-reply) but not structure, stamps, trace or signatures", async () => {
+    const raw = crlf([
+      "Received: from a by b",
+      "Received: from c by d",
+      "Return-Path: <bounce@example.com>",
+      "DKIM-Signature: v=1; a=rsa-sha256; d=example.com;",
+      " b=abc",
+      "From: Alice <alice@example.com>",
+      "To: bob@example.com",
+      "Subject: Re: plan",
+      "Date: Tue, 24 Nov 2026 10:00:00 +0000",
+      "Message-ID: <reply-1@example.com>",
+      "In-Reply-To: <plan-1@example.com>",
+      "References: <root@example.com>",
+      " <plan-1@example.com>",
+      "List-Unsubscribe: <mailto:unsub@example.com>",
+      "Auto-Submitted: auto-generated",
+      "X-Mailer: cron",
+      "X-Idempotency-Key: key-1",
+      "MIME-Version: 1.0",
+      "Content-Type: text/html; charset=utf-8",
+      "Content-Transfer-Encoding: 7bit",
+      "",
+      "<p>ok</p>",
+      "",
+    ]);
+    const m = await messageFromEml(raw, "reply.eml");
+    expect(sendRequestFields(m).headers).toEqual({
+      "In-Reply-To": "<plan-1@example.com>",
+      References: "<root@example.com> <plan-1@example.com>",
+      "List-Unsubscribe": "<mailto:unsub@example.com>",
+      "Auto-Submitted": "auto-generated",
+      "X-Mailer": "cron",
+    });
+    // Received twice is trace, not a header the request would have to carry twice.
+    expect(restLoss(m)).toBeUndefined();
   });
 
   it("decodes RFC 2047 subjects and names, and keeps attachments byte for byte", async () => {

@@ -191,7 +191,7 @@ describe("interrupted", () => {
     child.kill("SIGINT");
     const stopped = await child;
     expect(stopped.exitCode, String(stopped.stderr)).toBe(75);
-    expect(stopped.stdout).toMatch(/\d+ sent.* \(of 120\) in \d+\.\d s/);
+    expect(stopped.stdout).toMatch(/\d+ sent.*, \d+ not started \(interrupted\) \(of 120\) in \d+\.\d s/);
     expect(stopped.stderr).toMatch(/stopping; the messages in flight finish/);
     expect(stopped.stderr).toMatch(/run the same command again/);
     const first = resultLines(res);
@@ -236,6 +236,14 @@ describe("interrupted", () => {
       .map((l) => JSON.parse(l) as { interrupted: { signal: string; unknown: number[] }; message: string });
     expect(said).toHaveLength(1);
     expect(said[0]!.interrupted).toEqual({ signal: "SIGINT", unknown: unknown.map((r) => r.index) });
+    // The summary carries the exit code the process ends with, and counts every item.
+    const summary = String(stopped.stderr)
+      .split("\n")
+      .filter((l) => l.startsWith('{"summary"'))
+      .map((l) => (JSON.parse(l) as { summary: Record<string, number | boolean> }).summary)[0]!;
+    expect(summary).toMatchObject({ total: n, exitCode: 130, interrupted: true });
+    const counted = ["sent", "failed", "unknown", "invalid", "skipped", "not_started"].reduce((a, k) => a + Number(summary[k] ?? 0), 0);
+    expect(counted).toBe(n);
     expect(said[0]!.message).toMatch(/^interrupted twice: the outcome of items? \d+ \(line \d+, to user\d+@example\.com\)/);
     for (const r of unknown) expect(r).toMatchObject({ error: { code: "outcome_unknown", exit: 76, class: "protocol" } });
     const journal = journalOf(`${res}.journal`);

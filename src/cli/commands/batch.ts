@@ -152,12 +152,13 @@ function newBatchNotice(r: Pick<Replaced, "finishedAt" | "sent">, keptAt: string
     : `${last}, so this is a new batch: every row of it is sent, also any the last run sent; the old journal is kept at ${keptAt}`;
 }
 
-function summaryLine(c: Counts & { elapsedMs: number }): string {
+function summaryLine(c: Counts & { elapsedMs: number; not_started?: number }): string {
   const parts = [`${c.sent} sent${c.partial ? ` (${c.partial} with refused recipients)` : ""}`];
   if (c.skipped) parts.push(`${c.skipped} already sent`);
   if (c.failed) parts.push(`${c.failed} failed`);
   if (c.unknown) parts.push(`${c.unknown} outcome unknown`);
   if (c.invalid) parts.push(`${c.invalid} invalid`);
+  if (c.not_started) parts.push(`${c.not_started} not started (interrupted)`);
   return `${parts.join(", ")} (of ${c.total}) in ${(c.elapsedMs / 1000).toFixed(1)} s`;
 }
 
@@ -368,12 +369,18 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       }
     }
     const unfinished = summary.failed + summary.unknown + (abort.signal.aborted ? 1 : 0) > 0;
+    // Interrupted: the summary says so, counts the items that never started, and carries the exit
+    // code the process ends with (75; 130 / 143 interrupted twice), not the one of what was done.
+    const exitCode = secondSignal ? (secondSignal === "SIGTERM" ? 143 : 130) : abort.signal.aborted ? 75 : summary.exitCode;
+    const reported = abort.signal.aborted
+      ? { ...summary, exitCode, interrupted: true, not_started: Math.max(0, summary.total - summary.invalid - summary.sent - summary.failed - summary.skipped - summary.unknown) }
+      : summary;
     if (json) {
-      io.stderr.write(`${JSON.stringify({ summary: { ...summary, journal: journal?.path ?? null, check: flags.check ?? false } })}\n`);
+      io.stderr.write(`${JSON.stringify({ summary: { ...reported, journal: journal?.path ?? null, check: flags.check ?? false } })}\n`);
     } else if (!flags.quiet) {
       const line = flags.check
         ? `${summary.total - summary.invalid} valid, ${summary.invalid} invalid (of ${summary.total}); nothing sent (--check)`
-        : summaryLine(summary);
+        : summaryLine(reported);
       io.stdout.write(`${line}\n`);
       if (journal && unfinished) io.stderr.write(`${c.dim(`journal: ${journal.path} — run the same command again to retry what did not go out`)}\n`);
     }
@@ -394,10 +401,8 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
         : "interrupted twice: no item was in doubt; run the same command again to send the rest";
       if (json) io.stderr.write(`${JSON.stringify({ interrupted: { signal: secondSignal, unknown: unknownItems.map((r) => r.index) }, message: text })}\n`);
       else io.stderr.write(`mailsend batch: ${text}\n`);
-      return secondSignal === "SIGTERM" ? 143 : 130;
     }
-    if (abort.signal.aborted) return 75;
-    return summary.exitCode;
+    return exitCode;
   } catch (e) {
     return reportError(e, io, { json });
   } finally {

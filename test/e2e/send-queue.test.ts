@@ -117,6 +117,15 @@ describe("send --queue", () => {
     expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
   }, 60_000);
 
+  it("queued with MAILSEND_QUEUE_AUTORUN=0: the line says who delivers it, not that it goes out by itself", async () => {
+    const { env } = fresh({ MAILSEND_QUEUE_AUTORUN: "0" });
+    const r = await runCli([...args("q-noauto"), "--queue", "always"], { env });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^queued \S+ \(.*`mailsend queue run` \(or the relay\) delivers it\)$/m);
+    const auto = await runCli([...args("q-auto-line"), "--queue", "always"], { env: fresh().env });
+    expect(auto.stdout).toMatch(/it goes out by itself\)$/m);
+  });
+
   it("a refused key is never queued: the error and its exit code at once", async () => {
     const { env } = fresh({ MAILSEND_QUEUE_AUTORUN: "0" });
     const bad: Record<string, string | undefined> = { ...env, MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: "msk_notakeyofthissandbox000000000000000" };

@@ -1,6 +1,7 @@
 import type { Message } from "../../core/message.js";
 import type { TransportName } from "../../core/transport.js";
 import { rawOfMessage } from "../../outbox/from-message.js";
+import { autorunOff } from "../../outbox/spawn.js";
 import { queueModeFrom, submit } from "../../outbox/submit.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { resultJson } from "./send.js";
@@ -38,7 +39,8 @@ export async function runSendQueued(
   if (opts.json) io.stdout.write(`${JSON.stringify({ ok: true, queued: true, id: r.id, reason: r.reason, idempotency_key: message.idempotencyKey, recipients: envelope.to })}\n`);
   else {
     const out = colorsFor(io.stdout, io.env);
-    io.stdout.write(`${out.yellow("queued")} ${r.id} ${out.dim(`(${r.reason}; mailsend queue shows it, it goes out by itself)`)}\n`);
+    const who = autorunOff(io.env) ? "`mailsend queue run` (or the relay) delivers it" : "it goes out by itself";
+    io.stdout.write(`${out.yellow("queued")} ${r.id} ${out.dim(`(${r.reason}; mailsend queue shows it, ${who})`)}\n`);
   }
   return 0;
 }

@@ -270,6 +270,28 @@ export function rfc5322Date(d: Date): string {
   return `${days[d.getDay()]}, ${p2(d.getDate())} ${months[d.getMonth()]} ${d.getFullYear()} ${p2(d.getHours())}:${p2(d.getMinutes())}:${p2(d.getSeconds())} ${sign}${p2(Math.floor(abs / 60))}${p2(abs % 60)}`;
 }
 
+/** A new Message-ID, on the sender's domain (else this machine's name). */
+function newMessageId(sender: string | undefined): string {
+  const domain = (sender?.includes("@") ? sender.split("@").pop() : "") || hostname() || "localhost";
+  return `<${Date.now().toString(36)}.${randomBytes(8).toString("hex")}@${domain}>`;
+}
+
+/**
+ * What an MTA adds to a message submitted without them (Postfix does for local clients): a Date
+ * and a Message-ID, at the top of the header, the rest byte for byte. The relay's intake; the same
+ * stamps sendmail's fixupMessage adds. A message that has both (or no header at all) is returned as
+ * it is.
+ */
+export function addMissingStamps(raw: Buffer, sender: string | undefined, now = new Date()): { raw: Buffer; added: string[] } {
+  const split = splitMessage(raw);
+  if (!split.hadHeader || raw.subarray(0, 5).toString("latin1") === "From ") return { raw, added: [] };
+  const lines: string[] = [];
+  if (!split.fields.some((f) => f.name === "date")) lines.push(`Date: ${rfc5322Date(now)}`);
+  if (!split.fields.some((f) => f.name === "message-id")) lines.push(`Message-ID: ${newMessageId(sender)}`);
+  if (lines.length === 0) return { raw, added: [] };
+  return { raw: Buffer.concat([Buffer.from(lines.map((l) => l + split.eol).join(""), "latin1"), raw]), added: lines };
+}
+
 export interface FixupInput {
   /** -f / -r. */
   envelopeFrom?: string;
@@ -420,8 +442,7 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
     notes.push(`added Date: ${date}`);
   }
   if (!fields.some((f) => f.name === "message-id")) {
-    const domain = headerFrom?.address.split("@").pop() || hostname() || "localhost";
-    const id = `<${Date.now().toString(36)}.${randomBytes(8).toString("hex")}@${domain}>`;
+    const id = newMessageId(headerFrom?.address);
     added.push({ name: "message-id", text: `Message-ID: ${id}${eol}` });
     notes.push(`added Message-ID: ${id}`);
   }

@@ -42,6 +42,8 @@ export interface RelayOptions {
   maxRecipients?: number;
   /** How long a shutdown waits for clients to finish before it cuts them. */
   closeTimeoutMs?: number;
+  /** The message as the relay takes it (the stamps an MTA adds); validate and store get what this returns. */
+  prepare?(raw: Buffer, envelope: Envelope): Buffer;
   /** Throws a MailsendError when the message cannot be delivered as it is (nothing is stored then). */
   validate(raw: Buffer, envelope: Envelope): Promise<void>;
   /**
@@ -158,7 +160,8 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
           opts.onRefused?.({ code: 552, reply: text, envelope, remote });
           return cb(smtpReply(552, text));
         }
-        const raw = Buffer.concat(chunks, size);
+        const received = Buffer.concat(chunks, size);
+        const raw = opts.prepare ? opts.prepare(received, envelope) : received;
         let refusal: { error: unknown } | undefined;
         const work = (async () => {
           try {

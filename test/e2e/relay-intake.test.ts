@@ -142,6 +142,13 @@ describe.skipIf(!HAVE_PYTHON)("relay intake: what the delivery settings can neve
         ["intake both html 1", "rest"],
         ["intake both text 0", "smtp"],
       ]);
+      // The client gave no Date or Message-ID: the relay stamped them, as an MTA does (over SMTP the message goes as taken).
+      const overSmtp = (await subjects("intake both")).find((m) => m.channel === "smtp")!;
+      const stored = (await t.sb.store.raw(overSmtp.id))!.toString("latin1");
+      const head = stored.slice(0, stored.search(/\r?\n\r?\n/));
+      expect(head).toMatch(/^Date: \w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} [+-]\d{4}$/m);
+      expect(head).toMatch(/^Message-ID: <[^\s@<>]+@example\.com>$/m);
+      expect(head.match(/^Message-ID:/gim)).toHaveLength(1);
       expect(files(relay.ready.outbox, "failed")).toEqual([]);
       expect((await relay.stop()).exitCode).toBe(0);
     } finally {

@@ -2,7 +2,7 @@ import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
 import { parseAliases } from "../../src/input/aliases.js";
-import { fixupMessage, maxMessageSize, readSendmailInput, rewriteLocalNames, type FixupInput } from "../../src/input/sendmail-message.js";
+import { addMissingStamps, fixupMessage, maxMessageSize, readSendmailInput, rewriteLocalNames, type FixupInput } from "../../src/input/sendmail-message.js";
 
 const aliases = parseAliases("root: ops@example.com\nteam: a@example.com, b@example.com\n", "aliases");
 const base: FixupInput = { readRecipients: false, recipients: [], aliases, now: new Date(Date.UTC(2026, 10, 24, 12, 0, 0)) };
@@ -158,6 +158,30 @@ describe("header fix-ups", () => {
     const bin = err(() => fixupMessage(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0]), { ...base, recipients: ["x@example.com"] }));
     expect(bin.exitCode).toBe(65);
     expect(bin.message).toContain("PNG");
+  });
+});
+
+describe("addMissingStamps (the relay's intake)", () => {
+  const now = new Date(Date.UTC(2026, 10, 24, 12, 0, 0));
+  it("adds Date and Message-ID at the top when missing; the message itself stays byte for byte", () => {
+    const raw = Buffer.from("From: App <app@example.com>\r\nTo: dev@example.com\r\nSubject: hi\r\n\r\nbody \xe9\r\n", "latin1");
+    const r = addMissingStamps(raw, "bounce@apps.example.org", now);
+    expect(r.added).toHaveLength(2);
+    const text = r.raw.toString("latin1");
+    expect(text).toMatch(/^Date: \w{3}, \d{2} Nov 2026 \d{2}:\d{2}:\d{2} [+-]\d{4}\r\nMessage-ID: <[^\s@]+@apps\.example\.org>\r\nFrom: App/);
+    expect(r.raw.subarray(r.raw.length - raw.length).equals(raw)).toBe(true);
+  });
+
+  it("adds only what is missing, in the message's own line ends; a message with both is the same buffer", () => {
+    const lf = Buffer.from("Message-ID: <x@y>\nFrom: a@example.com\nSubject: s\n\nb\n");
+    const r = addMissingStamps(lf, "", now);
+    expect(r.raw.toString()).toMatch(/^Date: [^\r\n]+\nMessage-ID: <x@y>\n/);
+    expect(r.added).toHaveLength(1);
+    const both = Buffer.from("Date: Tue, 24 Nov 2026 10:00:00 +0000\r\nMessage-ID: <x@y>\r\n\r\nb");
+    expect(addMissingStamps(both, "a@example.com", now).raw).toBe(both);
+    // No header at all: not a message to stamp (validation refuses it).
+    const none = Buffer.from("just text");
+    expect(addMissingStamps(none, "a@example.com", now).raw).toBe(none);
   });
 });
 

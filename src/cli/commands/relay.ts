@@ -199,6 +199,8 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       });
     }
     const { prepareMessage } = await import("../../outbox/message.js");
+    // A message without Date or Message-ID gets them, as an MTA stamps what local clients submit.
+    const { addMissingStamps } = await import("../../input/sendmail-message.js");
     const { startRelay, summaryHeaders } = await import("../../relay/server.js");
     // Mail these settings can never deliver unchanged (a text-only body with REST alone) is refused
     // at the end of DATA (554), not answered 250 and failed later. Also under --no-deliver: the
@@ -228,6 +230,9 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       maxClients,
       ...(users ? { users } : {}),
       ...(tls ? { tls } : {}),
+      prepare(raw: Buffer, envelope: Envelope) {
+        return addMissingStamps(raw, envelope.from).raw;
+      },
       async validate(raw: Buffer, envelope: Envelope) {
         await deliverable(await prepareMessage(raw, envelope));
       },

@@ -181,6 +181,15 @@ export async function* csvRows(input: AsyncIterable<Buffer | string>): AsyncGene
       const dup = header.find((h, i) => header!.indexOf(h) !== i);
       if (dup !== undefined) throw new MailsendError("invalid_message", `CSV header has the column "${dup}" twice`);
       if (header.some((h) => !h)) throw new MailsendError("invalid_message", "CSV header has an empty column name");
+      // Excel in many locales saves "CSV" with ";" between fields (and some tools with tabs): read
+      // as commas, the whole header is one column, and every row would fail on its templates.
+      const other = header.length === 1 ? [";", "\t"].find((d) => header![0]!.includes(d)) : undefined;
+      if (other !== undefined) {
+        const name = other === ";" ? "semicolons" : "tabs";
+        throw new MailsendError("invalid_message", `CSV header ${JSON.stringify(header[0])} is one column: the file separates its fields with ${name}, and mailsend reads comma-separated CSV`, {
+          hint: `Save it as comma-separated CSV (Excel: "CSV UTF-8 (Comma delimited)"), or give JSON lines. Nothing was sent.`,
+        });
+      }
       return;
     }
     if (r.length !== header.length) {

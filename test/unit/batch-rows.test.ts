@@ -54,6 +54,11 @@ describe("batch rows", () => {
   test("CSV without a final newline, and a header with a duplicate column", async () => {
     expect((await all(csvRows(chunks("to\na@example.com"))))[0]!.data).toEqual({ to: "a@example.com" });
     await expect(all(csvRows(chunks("to,to\na,b\n")))).rejects.toThrow(/twice/);
+    // A semicolon (or tab) separated file: said at its header, not as a template error on every row.
+    await expect(all(csvRows(chunks("to;first_name\na@example.com;Ann\n")))).rejects.toThrow(/separates its fields with semicolons/);
+    await expect(all(csvRows(chunks("to\tfirst_name\na@example.com\tAnn\n")))).rejects.toThrow(/with tabs/);
+    // A comma file whose cells hold semicolons is fine.
+    expect((await all(csvRows(chunks("to,note\na@example.com,x;y\n"))))[0]!.data).toEqual({ to: "a@example.com", note: "x;y" });
   });
 
   test("format from content", () => {

@@ -122,6 +122,10 @@ describe("send --queue", () => {
     const r = await runCli([...args("q-noauto"), "--queue", "always"], { env });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^queued \S+ \(.*`mailsend queue run` \(or the relay\) delivers it\)$/m);
+    // queue run -v says which transport and why.
+    const run = await runCli(["queue", "run", "-v"], { env, timeoutMs: 60_000 });
+    expect(run.exitCode, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/ sent \S+ \S+ \((rest|smtp): [^,]+, to ops@example\.com\)$/m);
     const auto = await runCli([...args("q-auto-line"), "--queue", "always"], { env: fresh().env });
     expect(auto.stdout).toMatch(/it goes out by itself\)$/m);
   });

@@ -126,7 +126,8 @@ function eventLine(e: RunnerEvent, io: CliIO, flags: RunFlags): void {
   }
   if (flags.quiet && e.type === "sent") return;
   const c = colorsFor(io.stdout, io.env);
-  if (e.type === "sent") io.stdout.write(`${stamp} ${c.green("sent")} ${e.id} ${e.messageId} (${e.transport}, to ${e.recipients.join(", ")})\n`);
+  // -v says why this transport (the outbox's choice: "REST carries it whole", "a text-only body", ...).
+  if (e.type === "sent") io.stdout.write(`${stamp} ${c.green("sent")} ${e.id} ${e.messageId} (${e.transport}${flags.verbose ? `: ${e.reason}` : ""}, to ${e.recipients.join(", ")})\n`);
   else if (e.type === "deferred") io.stdout.write(`${stamp} ${c.yellow("deferred")} ${e.id}: ${e.error.message}; next attempt in ${age(e.nextAttemptAt - Date.now())}\n`);
   else if (e.type === "failed") io.stdout.write(`${stamp} ${c.red("failed")} ${e.id}: ${e.error.message} (moved to failed/; mailsend queue retry ${e.id} to try again)\n`);
   else io.stderr.write(`${stamp} warning: ${e.id ? `${e.id}: ` : ""}${e.message}\n`);

@@ -93,7 +93,7 @@ async function superviseRunner(io: CliIO, verbose: boolean, concurrency: number 
   let wakeSleep: (() => void) | undefined;
   const onEvent = (ev: import("../../outbox/runner.js").RunnerEvent) => {
     if (ev.type === "sent") {
-      if (verbose) log(`sent ${ev.id} over ${ev.transport} (${ev.messageId}) to ${ev.recipients.join(", ")}`, { event: "sent", id: ev.id, transport: ev.transport, message_id: ev.messageId, recipients: ev.recipients, attempts: ev.attempts });
+      if (verbose) log(`sent ${ev.id} over ${ev.transport} (${ev.reason}; ${ev.messageId}) to ${ev.recipients.join(", ")}`, { event: "sent", id: ev.id, transport: ev.transport, reason: ev.reason, message_id: ev.messageId, recipients: ev.recipients, attempts: ev.attempts });
     } else if (ev.type === "deferred") {
       log(c.yellow(`deferred ${ev.id} (attempt ${ev.attempts}): ${ev.error.message}; next try ${new Date(ev.nextAttemptAt).toISOString()}`), {
         event: "deferred",

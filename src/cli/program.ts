@@ -79,11 +79,15 @@ const ROOT_HELP = `
 Environment: MAILSEND_API_KEY (or MAILSEND_API_KEY_FILE), MAILSEND_BASE_URL,
 MAILSEND_SMTP_HOST, MAILSEND_SMTP_PORT, MAILSEND_SMTP_USER, MAILSEND_TRANSPORT.
 Profiles of defaults in a config file: mailsend config --help.
+Mail from other programs: as sendmail for those that call it (cron, mail, PHP,
+git send-email; mailsend sendmail --help), mailsend relay for apps that speak
+only SMTP.
 
 Examples:
   mailsend send -f me@example.com -t you@example.com -s Hello --text "Hi there"
   mailsend sandbox            # a local copy of the service, for trying things out
   mailsend doctor             # check the settings, the key and the connections
+  sudo ln -s "$(command -v mailsend)" /usr/local/sbin/sendmail   # be sendmail
   mailsend send --help        # every option of send
 `;
 

@@ -49,6 +49,31 @@ async function* readingErrors(chunks: AsyncGenerator<Buffer>): AsyncGenerator<Bu
   }
 }
 
+/** Bytes undici is given at a time of a body that is one buffer. */
+const SLICE = 256 * 1024;
+/** The first of them, and how long to wait after it for an answer to the headers alone. */
+const FIRST = 16 * 1024;
+const HEARING_MS = 25;
+
+/**
+ * A body that is one buffer (a large HTML report, no attachments), in slices: undici writes it
+ * with backpressure and says it was sent only once the last slice is written. Given whole, it is
+ * "sent" as soon as the socket took the write, and a service that refuses from the headers (413
+ * for the Content-Length) and closes was heard only as a broken pipe after the message went
+ * (outcome unknown, 76). After a first small slice it waits a moment, as reading an attachment's
+ * first bytes from disk does on that path: an early answer is read then, not run into (a poor
+ * man's Expect: 100-continue, which undici does not do over HTTP/1.1).
+ */
+async function* slices(whole: Buffer): AsyncGenerator<Buffer> {
+  yield whole.subarray(0, FIRST);
+  await new Promise<void>((r) => setTimeout(r, HEARING_MS));
+  for (let i = FIRST; i < whole.length; i += SLICE) {
+    // A turn of the event loop between slices: an answer that came meanwhile is read first.
+    await new Promise<void>((r) => setImmediate(r));
+    yield whole.subarray(i, i + SLICE);
+  }
+}
+
 export class PoolPoster {
   readonly #pool: Dispatcher;
   readonly #path: string;
@@ -161,7 +186,7 @@ export class PoolPoster {
       };
       // An async iterable body is written chunk by chunk with backpressure (undici's own
       // iterable path; its types list only Readable): no stream buffering in between.
-      const requestBody = body.whole ?? (readingErrors(body.chunks()) as unknown as Readable);
+      const requestBody = (body.whole && body.whole.length <= SLICE ? body.whole : readingErrors(body.whole ? slices(body.whole) : body.chunks())) as unknown as Readable;
       try {
         this.#pool.dispatch({ origin: this.#origin, path: this.#path, method: "POST", headers: ctx.headers, body: requestBody }, handler as never);
       } catch (e) {

@@ -45,6 +45,8 @@ let silent: TcpServer;
 let greeter: TcpServer;
 /** Refuses every request from its headers alone (413) and closes, without reading the body. */
 let refuser: HttpServer;
+/** The same, and cuts the connection once the answer is written. */
+let cutter: HttpServer;
 const silentSockets = new Set<Socket>();
 
 beforeAll(async () => {
@@ -70,6 +72,11 @@ beforeAll(async () => {
     res.end(JSON.stringify({ success: false, error: { code: "payload_too_large", message: "too large" } }));
   });
   await new Promise<void>((r) => refuser.listen(0, "127.0.0.1", r));
+  cutter = createHttpServer((req, res) => {
+    res.writeHead(413, { "Content-Type": "application/json", Connection: "close" });
+    res.end(JSON.stringify({ success: false, error: { code: "payload_too_large", message: "too large" } }), () => req.socket.destroy());
+  });
+  await new Promise<void>((r) => cutter.listen(0, "127.0.0.1", r));
 });
 afterAll(async () => {
   await plain?.close();
@@ -79,6 +86,8 @@ afterAll(async () => {
   await new Promise((r) => greeter?.close(r));
   refuser?.closeAllConnections();
   await new Promise((r) => refuser?.close(r));
+  cutter?.closeAllConnections();
+  await new Promise((r) => cutter?.close(r));
   tmp.remove();
 });
 beforeEach(() => {
@@ -242,6 +251,15 @@ describe.each([
     for (let i = 0; i < 3; i++) {
       const t = transport({ baseUrl: `http://127.0.0.1:${(refuser.address() as { port: number }).port}` });
       const e = await failure(t.send(message({ attachments: [{ filename: "big.bin", source: { kind: "file", path, size: 3 * 1024 * 1024 } }] })));
+      await t.close();
+      expect(e).toMatchObject({ code: "too_large", status: 413, exitCode: 65 });
+    }
+    // The same for a large body without attachments (one JSON buffer: an 11 MB HTML report), to a
+    // service that cuts the connection as soon as its answer is out (a write after it meets a
+    // closed socket: the answer must have been read first).
+    for (let i = 0; i < 3; i++) {
+      const t = transport({ baseUrl: `http://127.0.0.1:${(cutter.address() as { port: number }).port}` });
+      const e = await failure(t.send(message({ html: `<p>${"a".repeat(11 * 1024 * 1024)}</p>` })));
       await t.close();
       expect(e).toMatchObject({ code: "too_large", status: 413, exitCode: 65 });
     }

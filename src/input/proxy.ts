@@ -63,8 +63,18 @@ export function parseProxyUrl(value: string, source: string, kinds: readonly str
   // curl's default proxy port: 1080 whatever the scheme, except 443 for https://.
   const port = Number(url.port || (protocol === "https:" ? 443 : 1080));
   const host = url.hostname.replace(/^\[|\]$/g, "");
-  const user = decodeURIComponent(url.username);
-  const password = decodeURIComponent(url.password);
+  // A "%" in a password must be written %25 in a URL: a lone one is said, never the value.
+  const decoded = (part: string, what: string) => {
+    try {
+      return decodeURIComponent(part);
+    } catch {
+      throw new MailsendError("config_invalid", `the proxy in ${source} (${url.protocol}//${url.host}) has a badly %-encoded ${what}`, {
+        hint: `Write each "%" in it as %25 (and "@", ":", "/" as %40, %3A, %2F).`,
+      });
+    }
+  };
+  const user = decoded(url.username, "user name");
+  const password = decoded(url.password, "password");
   return {
     protocol: protocol as ProxySetting["protocol"],
     host,

@@ -25,6 +25,21 @@ describe("which proxy, as curl reads the environment", () => {
     expect(proxyFor(https, undefined, { HTTPS_PROXY: "https://proxy.corp" }).proxy).toMatchObject({ port: 443, label: "https://proxy.corp:443" });
   });
 
+  test("a lone % in the proxy's user or password: a configuration error (78) that does not print the value, not an internal error", () => {
+    for (const value of ["http://alice:s3cr%3tPX@127.0.0.1:3128", "http://al%ice:pw@127.0.0.1:3128", "http://alice:pw%@127.0.0.1:3128"]) {
+      let err: unknown;
+      try {
+        proxyFor(https, undefined, { HTTPS_PROXY: value });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toMatchObject({ code: "config_invalid", exitCode: 78 });
+      expect((err as Error).message).toMatch(/badly %-encoded (password|user name)/);
+      expect((err as Error).message).not.toMatch(/s3cr|pw%|al%ice/);
+      expect((err as { hint: string }).hint).toContain("%25");
+    }
+  });
+
   test("NO_PROXY: names and their subdomains, a leading dot, *, IPs, CIDR ranges, :port", () => {
     const via = (noProxy: string, url = https) => proxyFor(url, undefined, { HTTPS_PROXY: "http://p:1", HTTP_PROXY: "http://p:1", NO_PROXY: noProxy });
     expect(via("example.com").bypass).toBe("NO_PROXY (example.com)");

@@ -55,6 +55,9 @@ export function proxyStatusError(status: number, proxy: ProxySetting, target: st
  * A failure on the way to the proxy (not yet to the service): undefined when
  * the error is not one of those, so the caller classifies it as the service's.
  */
+/** undici's error for a proxy's 407 when it forwards a request to an http:// service. */
+export const PROXY_AUTH_ERROR = /^Proxy Authentication Required \(407\)$/;
+
 export function proxyFailure(e: unknown, proxy: ProxySetting, target: string): MailsendError | undefined {
   if (e instanceof MailsendError) return e;
   const message = (e as Error)?.message ?? String(e);
@@ -62,6 +65,8 @@ export function proxyFailure(e: unknown, proxy: ProxySetting, target: string): M
   const code = (e as { code?: unknown })?.code ?? /^connect (E[A-Z]+) /.exec(message)?.[1];
   const tunnel = /Proxy response \((\d{3})\) !== 200/.exec(message);
   if (tunnel) return proxyStatusError(Number(tunnel[1]), proxy, target);
+  // undici's ProxyAgent to an http:// service (no tunnel) turns the proxy's 407 into this error.
+  if (PROXY_AUTH_ERROR.test(message)) return proxyStatusError(407, proxy, target);
   if (typeof code === "string" && UNREACHABLE.has(code)) {
     const why = code === "ECONNREFUSED" ? "connection refused" : code === "ENOTFOUND" || code === "EAI_AGAIN" ? "host not found" : "host unreachable";
     return new MailsendError("connection_failed", `cannot reach ${named(proxy)}: ${why}`, {

@@ -16,7 +16,7 @@ import type { Readable } from "node:stream";
 import { Pool, ProxyAgent, type Dispatcher } from "undici";
 import type { ProxySetting } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
-import { proxyFailure } from "./proxy.js";
+import { PROXY_AUTH_ERROR, proxyFailure } from "./proxy.js";
 import { failureOf, timeoutFailure, type Answer, type PostContext, type Progress } from "./rest-failure.js";
 
 /** What rest.ts hands over: the body as a length, and whole or as chunks. */
@@ -132,8 +132,10 @@ export class PoolPoster {
           done(timeoutFailure(progress, ctx));
           return;
         }
-        // Before a connection to the service, the only peer was the proxy: its failures name it.
-        const byProxy = this.#proxy && !progress.connected ? proxyFailure(err, this.#proxy, ctx.url.host) : undefined;
+        // Before a connection to the service, the only peer was the proxy: its failures name it. So
+        // does its 407 to a request it forwards (an http:// service), whenever it comes.
+        const proxyAuth = PROXY_AUTH_ERROR.test((err as Error)?.message ?? "");
+        const byProxy = this.#proxy && (!progress.connected || proxyAuth) ? proxyFailure(err, this.#proxy, ctx.url.host) : undefined;
         if (byProxy) return done(byProxy);
         void failureOf(err, progress, ctx).then((m) => done(m));
       };

@@ -103,7 +103,16 @@ describe("REST through an HTTP proxy", () => {
     const plain = await send("px 407 http", { ...t.env, HTTP_PROXY: guarded.url });
     expect(plain.exitCode).toBe(77);
     expect(plain.stderr).toMatch(/the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTP_PROXY\) requires a user and password/);
+    // A body over 1 MB goes by undici, whose forwarding proxy agent reports the 407 as an error: the same 77, tried once.
+    const report = t.scratch.file("px-report.html", `<p>${"r".repeat(1_200_000)}</p>`);
+    const large = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "px 407 large", "--html-file", report, "--transport", "rest", "--json"], {
+      env: { ...t.env, HTTP_PROXY: guarded.url, MAILSEND_RETRIES: "2" },
+    });
+    expect(large.exitCode, large.stderr).toBe(77);
+    expect(JSON.parse(large.stderr.trim()).error).toMatchObject({ code: "auth_failed", exit: 77, attempts: 1 });
+    expect(large.stderr).toMatch(/the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTP_PROXY\) requires a user and password/);
     expect(await stored("px 407")).toBe(0);
+    expect(await stored("px 407 large")).toBe(0);
   });
 
   test("a proxy that refuses the target (403): 77, naming the proxy and the target, not a revoked key", async () => {

@@ -62,6 +62,42 @@ export interface SenderOptions {
 
 const noStdin = () => Readable.from([]) as unknown as NodeJS.ReadableStream;
 
+/** What one profile delivers with: its settings, its MAILSEND_TRANSPORT, and the channels it configures. */
+export interface ProfileChannels {
+  env: Env;
+  preferred: Preferred;
+  configs: Partial<Record<TransportName, TransportConfig>>;
+}
+
+/**
+ * The channels of one profile, as the runner delivers with them (and the relay checks its intake
+ * against). Both when both are configured: auto needs them, and `send --queue` may have chosen
+ * either. Throws what makes the profile unusable: an unknown profile, a bad MAILSEND_TRANSPORT,
+ * the preferred channel (or both) not configured. `needKey`: read the key (the relay's check
+ * does not need it).
+ */
+export async function profileChannels(env: Env, profile: string | undefined, needKey: boolean): Promise<ProfileChannels> {
+  const settings = loadSettings(profile, env);
+  const e = settings.env;
+  const raw = (e.MAILSEND_TRANSPORT ?? "").trim();
+  if (raw !== "" && raw !== "rest" && raw !== "smtp" && raw !== "auto") {
+    throw new MailsendError("config_invalid", `transport must be rest, smtp or auto, got ${JSON.stringify(raw)}`);
+  }
+  const preferred: Preferred = raw === "" ? "auto" : (raw as Preferred);
+  const configs: Partial<Record<TransportName, TransportConfig>> = {};
+  const errors: Partial<Record<TransportName, unknown>> = {};
+  for (const name of ["rest", "smtp"] as const) {
+    try {
+      configs[name] = await resolveTransportConfig({ transport: name }, e, { stdin: noStdin(), needKey, profile: settings.profile });
+    } catch (err) {
+      errors[name] = err;
+    }
+  }
+  if (preferred !== "auto" && !configs[preferred]) throw errors[preferred];
+  if (!configs.rest && !configs.smtp) throw errors.rest ?? errors.smtp;
+  return { env: e, preferred, configs };
+}
+
 /**
  * The connections and the budget of one profile. The key is read from the
  * environment or the profile at delivery time, never from the outbox.
@@ -78,26 +114,8 @@ export class OutboxSender {
   ) {}
 
   static async open(env: Env, profile: string | undefined, opts: SenderOptions): Promise<OutboxSender> {
-    const settings = loadSettings(profile, env);
-    const e = settings.env;
-    const raw = (e.MAILSEND_TRANSPORT ?? "").trim();
-    if (raw !== "" && raw !== "rest" && raw !== "smtp" && raw !== "auto") {
-      throw new MailsendError("config_invalid", `transport must be rest, smtp or auto, got ${JSON.stringify(raw)}`);
-    }
-    const preferred: Preferred = raw === "" ? "auto" : (raw as Preferred);
-    const configs: Partial<Record<TransportName, TransportConfig>> = {};
-    // Both channels when both are configured: auto needs them, and `send --queue` may have chosen either.
-    const errors: Partial<Record<TransportName, unknown>> = {};
-    for (const name of ["rest", "smtp"] as const) {
-      try {
-        configs[name] = await resolveTransportConfig({ transport: name }, e, { stdin: noStdin(), needKey: true, profile: settings.profile });
-      } catch (err) {
-        errors[name] = err;
-      }
-    }
-    if (preferred !== "auto" && !configs[preferred]) throw errors[preferred];
-    const any = configs.rest ?? configs.smtp;
-    if (!any) throw errors.rest ?? errors.smtp;
+    const { env: e, preferred, configs } = await profileChannels(env, profile, true);
+    const any = (configs.rest ?? configs.smtp)!;
     const limits = resolveLimits({}, e);
     const store = openSlotStore(any.apiKey, limits, e, { ...(any.caFile ? { caFile: any.caFile } : {}), ...(opts.trace ? { trace: opts.trace } : {}) });
     return new OutboxSender(configs, preferred, store, limits, opts);

@@ -11,15 +11,11 @@
  * an unknown profile, a bad MAILSEND_TRANSPORT) are not judged here: the
  * runner keeps such mail until they are fixed, as before.
  */
-import { Readable } from "node:stream";
 import { MailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
-import type { TransportName } from "../core/transport.js";
-import { resolveTransportConfig } from "../input/config.js";
-import { loadSettings } from "../input/profile.js";
 import type { Env } from "../limits/budget.js";
 import { restLossOfRaw } from "../outbox/choose.js";
-import { chooseFor, type Preferred } from "../outbox/deliver.js";
+import { chooseFor, profileChannels, type Preferred } from "../outbox/deliver.js";
 
 export interface DeliverySettings {
   preferred: Preferred;
@@ -27,36 +23,18 @@ export interface DeliverySettings {
   smtp: boolean;
 }
 
-const noStdin = () => Readable.from([]) as unknown as NodeJS.ReadableStream;
-
 /**
- * The channels the runner would have for this profile, as OutboxSender.open
- * finds them (without reading the key: whether a channel is configured does
- * not depend on it); undefined when the runner could not open them at all.
+ * The channels the runner would have for this profile (profileChannels, without reading the key:
+ * whether a channel is configured does not depend on it); undefined when the runner could not
+ * open them at all.
  */
 export async function deliverySettings(env: Env, profile: string | undefined): Promise<DeliverySettings | undefined> {
-  let settings;
   try {
-    settings = loadSettings(profile, env);
+    const { preferred, configs } = await profileChannels(env, profile, false);
+    return { preferred, rest: configs.rest !== undefined, smtp: configs.smtp !== undefined };
   } catch {
     return undefined;
   }
-  const e = settings.env;
-  const raw = (e.MAILSEND_TRANSPORT ?? "").trim();
-  if (raw !== "" && raw !== "rest" && raw !== "smtp" && raw !== "auto") return undefined;
-  const preferred: Preferred = raw === "" ? "auto" : (raw as Preferred);
-  const has: Record<TransportName, boolean> = { rest: false, smtp: false };
-  for (const name of ["rest", "smtp"] as const) {
-    try {
-      await resolveTransportConfig({ transport: name }, e, { stdin: noStdin(), needKey: false, profile: settings.profile });
-      has[name] = true;
-    } catch {
-      // Not configured (or configured wrongly): the runner would not have it either.
-    }
-  }
-  if (preferred !== "auto" && !has[preferred]) return undefined;
-  if (!has.rest && !has.smtp) return undefined;
-  return { preferred, ...has };
 }
 
 /** Throws (a 554 5.6.0 for the relay) when these settings can never deliver the message unchanged. */

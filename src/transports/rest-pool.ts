@@ -188,7 +188,7 @@ export class PoolPoster {
       };
       // An async iterable body is written chunk by chunk with backpressure (undici's own
       // iterable path; its types list only Readable): no stream buffering in between.
-      const requestBody = (body.whole && body.whole.length <= SLICE ? body.whole : readingErrors(body.whole ? slices(body.whole) : body.chunks())) as unknown as Readable;
+      const requestBody = (body.whole ? (body.whole.length <= SLICE ? body.whole : slices(body.whole)) : readingErrors(body.chunks())) as unknown as Readable;
       try {
         this.#pool.dispatch({ origin: this.#origin, path: this.#path, method: "POST", headers: ctx.headers, body: requestBody }, handler as never);
       } catch (e) {

@@ -9,6 +9,7 @@ export async function main(argv = process.argv.slice(2), invokedAs = process.arg
   // Started as `sendmail` or `mailq` (a symlink to mailsend), or as `mailsend sendmail`: its
   // own getopt-style options, so commander is not loaded at all (programs call it often).
   const role = roleOf(invokedAs);
+  sending = role === "sendmail" || SENDING.has(argv[0] ?? "");
   if (role || argv[0] === "sendmail") {
     const { runSendmail } = await import("./commands/sendmail.js");
     process.exitCode = await runSendmail(role ? argv : argv.slice(1), processIO(), role ?? "sendmail");
@@ -24,9 +25,36 @@ function roleOf(path: string | undefined): "sendmail" | "mailq" | undefined {
   return base === "sendmail" || base === "mailq" ? base : undefined;
 }
 
+/** The commands that send mail (or take it in to send): their work does not stop when their output's reader goes away. */
+const SENDING = new Set(["send", "batch", "sendmail", "queue", "relay"]);
+let sending = false;
+
+/**
+ * A reader that went away (EPIPE: `mailsend ... | head` closed the pipe) ends a command that only
+ * shows things, as it ends `git log | head`, with the exit code it had. A command that sends goes
+ * on without its output and exits as its work went: a closed pipe must not stop a send half way,
+ * nor a batch with exit 0 after its first rows. Whether to go on; the caller drops what it wrote.
+ */
+function readerGone(): boolean {
+  if (!sending) process.exit(process.exitCode ?? 0);
+  return true;
+}
+
+/** Errors of a stream whose reader went away: EPIPE, then writes to the stream it destroyed. */
+function hookGone(stream: NodeJS.WriteStream): NodeJS.WriteStream {
+  if (hooked.has(stream)) return stream;
+  hooked.add(stream);
+  stream.on("error", (e: NodeJS.ErrnoException) => {
+    if ((e.code === "EPIPE" || e.code === "ERR_STREAM_DESTROYED") && readerGone()) return;
+    throw e;
+  });
+  return stream;
+}
+const hooked = new WeakSet<NodeJS.WriteStream>();
+
 /** The process's own streams, made here: --version loads nothing else. */
 function processIO(): CliIO {
-  return { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env };
+  return { stdout: hookGone(process.stdout), stderr: hookGone(process.stderr), stdin: process.stdin, env: process.env };
 }
 
 /**
@@ -44,7 +72,7 @@ function lazyProcessIO(): CliIO & { stdinIsNull: () => boolean } {
       return stdout;
     },
     get stderr() {
-      return process.stderr;
+      return hookGone(process.stderr);
     },
     get stdin() {
       return process.stdin;
@@ -54,20 +82,10 @@ function lazyProcessIO(): CliIO & { stdinIsNull: () => boolean } {
   };
 }
 
-/** process.stdout, with the exit for a reader that went away. */
+/** process.stdout, with what a reader that went away means (readerGone). */
 function realStdout(): NodeJS.WriteStream {
-  const stdout = process.stdout;
-  if (!stdoutHooked) {
-    stdoutHooked = true;
-    // `mailsend ... | head` closes the pipe early; that is not an error.
-    stdout.on("error", (e: NodeJS.ErrnoException) => {
-      if (e.code === "EPIPE") process.exit(process.exitCode ?? 0);
-      throw e;
-    });
-  }
-  return stdout;
+  return hookGone(process.stdout);
 }
-let stdoutHooked = false;
 
 /**
  * stdout for the commands. On a pipe, a file or /dev/null, while nothing but write() has been
@@ -76,11 +94,13 @@ let stdoutHooked = false;
  * ~6 ms) is never made: a dry run or a --json result is one or two writes. Anything else asked of it (a listener, a
  * property, a terminal, Windows), or a write the descriptor does not take at once (EAGAIN on a
  * non-blocking pipe: the rest of it), and from then on every write goes through process.stdout,
- * so nothing is reordered. A reader that went away (EPIPE) ends the process as it does there.
+ * so nothing is reordered. A reader that went away (EPIPE) is readerGone's, as it is there.
  */
 function directStdout(): CliIO["stdout"] {
   let direct = process.platform !== "win32" && writableDirectly(1);
   let real: NodeJS.WriteStream | undefined;
+  /** Its reader went away while a sending command goes on: what is written is dropped. */
+  let gone = false;
   const toReal = () => {
     direct = false;
     real ??= realStdout();
@@ -91,13 +111,21 @@ function directStdout(): CliIO["stdout"] {
       cb = encoding;
       encoding = undefined;
     }
+    if (gone) {
+      if (cb) process.nextTick(cb);
+      return true;
+    }
     if (!direct) return toReal().write(chunk, encoding as BufferEncoding, cb);
     const buf = typeof chunk === "string" ? Buffer.from(chunk, encoding ?? "utf8") : chunk;
     let off = 0;
     try {
       while (off < buf.length) off += writeSync(1, buf, off, buf.length - off);
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "EPIPE") process.exit(process.exitCode ?? 0);
+      if ((e as NodeJS.ErrnoException).code === "EPIPE" && readerGone()) {
+        gone = true;
+        if (cb) process.nextTick(cb);
+        return true;
+      }
       return toReal().write(buf.subarray(off), cb);
     }
     if (cb) process.nextTick(cb);

@@ -36,7 +36,7 @@ export interface InlineImage {
 const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:/;
 
 /** A file reference's path as the HTML means it, or undefined when it is not a local file. */
-export function localPath(ref: string): string | undefined {
+export function localPath(ref: string, what = "image"): string | undefined {
   if (ref === "" || ref.startsWith("#") || ref.startsWith("//")) return undefined;
   if (SCHEME.test(ref)) {
     if (!/^file:/i.test(ref)) return undefined;
@@ -44,13 +44,13 @@ export function localPath(ref: string): string | undefined {
     try {
       url = new URL(ref);
     } catch {
-      throw refused(ref, "is not a valid file: URL");
+      throw refused(ref, "is not a valid file: URL", undefined, what);
     }
-    if (url.hostname !== "" && url.hostname !== "localhost") throw refused(ref, `names another host (${url.hostname})`);
+    if (url.hostname !== "" && url.hostname !== "localhost") throw refused(ref, `names another host (${url.hostname})`, undefined, what);
     try {
       return fileURLToPath(url);
     } catch (e) {
-      throw refused(ref, `cannot be read as a file path (${(e as Error).message})`);
+      throw refused(ref, `cannot be read as a file path (${(e as Error).message})`, undefined, what);
     }
   }
   // A relative URL: its query and fragment are not part of the file's name.
@@ -61,12 +61,12 @@ export function localPath(ref: string): string | undefined {
   } catch {
     path = bare;
   }
-  if (path.includes("\0")) throw refused(ref, "contains a NUL byte");
+  if (path.includes("\0")) throw refused(ref, "contains a NUL byte", undefined, what);
   return path;
 }
 
-function refused(ref: string, why: string, hint?: string): MailsendError {
-  return new MailsendError("invalid_message", `image reference ${JSON.stringify(ref)} ${why}; nothing was sent`, {
+function refused(ref: string, why: string, hint?: string, what = "image"): MailsendError {
+  return new MailsendError("invalid_message", `${what} reference ${JSON.stringify(ref)} ${why}; nothing was sent`, {
     hint: hint ?? "Use a path inside the HTML file's directory, or --no-embed to leave the reference as it is.",
   });
 }
@@ -83,23 +83,23 @@ const OUTSIDE_HINT = (baseDir: string) =>
  * Where a local reference points: relative to `fromDir` (the HTML file's
  * directory), checked to stay under baseDir (as written and through symlinks).
  */
-export async function resolveInside(ref: string, path: string, baseDir: string, fromDir = baseDir): Promise<string> {
+export async function resolveInside(ref: string, path: string, baseDir: string, fromDir = baseDir, what = "image"): Promise<string> {
   const base = resolve(baseDir);
   const target = resolve(fromDir, path);
   if (!inside(base, target)) {
-    throw refused(ref, `resolves to ${shownPath(target)}, outside the base directory ${shownPath(base)}`, OUTSIDE_HINT(base));
+    throw refused(ref, `resolves to ${shownPath(target)}, outside the base directory ${shownPath(base)}`, OUTSIDE_HINT(base), what);
   }
   let real: string;
   try {
     real = await realpath(target);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ENOENT" || (e as NodeJS.ErrnoException).code === "ENOTDIR") {
-      throw new MailsendError("file_not_found", `image ${JSON.stringify(ref)} not found: looked for ${shownPath(target)}; nothing was sent`, {
+      throw new MailsendError("file_not_found", `${what} ${JSON.stringify(ref)} not found: looked for ${shownPath(target)}; nothing was sent`, {
         cause: e,
         hint: "Check the path in the HTML (relative to the HTML file's directory, or to --base-dir), or give --no-embed to send the reference as it is.",
       });
     }
-    throw fileError(e, target, `image ${JSON.stringify(ref)}`);
+    throw fileError(e, target, `${what} ${JSON.stringify(ref)}`);
   }
   let realBase: string;
   try {
@@ -108,7 +108,7 @@ export async function resolveInside(ref: string, path: string, baseDir: string, 
     throw fileError(e, base, "base directory");
   }
   if (!inside(realBase, real)) {
-    throw refused(ref, `is a symlink that leads outside the base directory ${shownPath(base)} (to ${shownPath(real)})`, OUTSIDE_HINT(base));
+    throw refused(ref, `is a symlink that leads outside the base directory ${shownPath(base)} (to ${shownPath(real)})`, OUTSIDE_HINT(base), what);
   }
   return real;
 }

@@ -1,5 +1,6 @@
 /**
  * HTML to MIME: what an HTML body needs to arrive as it was written.
+ *   - local stylesheets (<link rel=stylesheet>) -> <style> blocks: styles.ts
  *   - CSS inlining (--inline-css; on for --markdown-file): css.ts
  *   - local images -> inline parts (multipart/related, cid:): images.ts, refs.ts
  *   - the text/plain alternative over SMTP: text.ts
@@ -13,6 +14,7 @@ import { shownPath } from "../input/read.js";
 import { ImageCache } from "./cache.js";
 import { contentId, localPath, MAX_INLINE_BYTES, resolveInside, splitInlineSpec, type InlineImage } from "./images.js";
 import { findRefAttributes, mayReferenceImages, rewriteRefs } from "./refs.js";
+import { embedStylesheets, mayLinkStylesheets, type EmbeddedStylesheet } from "./styles.js";
 
 export interface ComposeOptions {
   /** The only directory images may come from. */
@@ -39,6 +41,10 @@ export interface Composed {
   html: string;
   images: InlineImage[];
   rewrites: Rewrite[];
+  /** Local stylesheets now in <style> blocks. */
+  stylesheets: EmbeddedStylesheet[];
+  /** Stylesheet links left as written (remote): clients will not load them. */
+  remoteStylesheets: string[];
 }
 
 export { ImageCache };
@@ -47,6 +53,10 @@ const CID = /^[\x21-\x3b\x3d\x3f-\x7e]{1,200}$/;
 
 export async function composeHtml(input: string, opts: ComposeOptions): Promise<Composed> {
   let html = input;
+  let stylesheets: EmbeddedStylesheet[] = [];
+  let remoteStylesheets: string[] = [];
+  // Before --inline-css, so that a linked sheet's rules are copied onto the elements too.
+  if (opts.embed && mayLinkStylesheets(html)) ({ html, sheets: stylesheets, left: remoteStylesheets } = await embedStylesheets(html, opts.baseDir, opts.fromDir));
   if (opts.inlineCss) html = await (await import("./css.js")).inlineCss(html);
   const images = new Map<string, InlineImage>();
   const rewrites: Rewrite[] = [];
@@ -102,7 +112,7 @@ export async function composeHtml(input: string, opts: ComposeOptions): Promise<
     rewrites.push({ ref: `--inline ${spec}`, cid, path: real });
   }
 
-  return { html, images: [...images.values()], rewrites };
+  return { html, images: [...images.values()], rewrites, stylesheets, remoteStylesheets };
 }
 
 /** Inline images as the Message's attachments with a cid (SMTP puts them in multipart/related). */

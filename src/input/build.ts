@@ -9,6 +9,7 @@ import { messageFromEml } from "./eml.js";
 import type { SendRequestFile } from "./json.js";
 import type { ImageCache, Rewrite } from "../compose/index.js";
 import type { InlineImage } from "../compose/images.js";
+import type { EmbeddedStylesheet } from "../compose/styles.js";
 import { readSource, readStdin, regularFileSize, shownPath, utf8, type InputStreams } from "./read.js";
 import { checkBodyBytes, classifyStdin, pipedOrFile, type StdinDecision, type StdinType } from "./stdin-body.js";
 import { randomUuid } from "./uuid.js";
@@ -63,7 +64,7 @@ export interface BuildOptions extends InputStreams {
   /** Told how a body piped on stdin was read (html or text) and why. */
   onStdinBody?: (decision: StdinDecision) => void;
   /** Told which image references of the HTML became which inline parts (--dry-run, -v). */
-  onCompose?: (composed: { rewrites: Rewrite[]; images: InlineImage[] }) => void;
+  onCompose?: (composed: { rewrites: Rewrite[]; images: InlineImage[]; stylesheets: EmbeddedStylesheet[]; remoteStylesheets: string[] }) => void;
   /** A batch shares one, so each image file is read once for all its rows. */
   imageCache?: ImageCache;
   /**
@@ -381,7 +382,7 @@ async function readStdinNoticing(opts: BuildOptions, afterMs: number): Promise<B
 }
 
 /** A cheap look before loading the HTML parser: without these, no image is referenced. */
-const MAY_REFERENCE = /\b(?:src|background)\s*=|url\(/i;
+const MAY_REFERENCE = /\b(?:src|background)\s*=|url\(|<link\b/i;
 
 /** How an HTML body is composed: send's flags, or a batch's for every row. */
 export interface BodyCompose {
@@ -402,7 +403,7 @@ export interface BodyCompose {
 export async function composeHtmlBody(
   html: string,
   c: BodyCompose,
-): Promise<{ html: string; parts: Attachment[]; rewrites: Rewrite[]; images: InlineImage[] } | undefined> {
+): Promise<{ html: string; parts: Attachment[]; rewrites: Rewrite[]; images: InlineImage[]; stylesheets: EmbeddedStylesheet[]; remoteStylesheets: string[] } | undefined> {
   const inline = c.inline ?? [];
   if (!c.inlineCss && inline.length === 0 && !(c.embed && MAY_REFERENCE.test(html))) return undefined;
   const { composeHtml, inlineAttachments } = await import("../compose/index.js");
@@ -414,7 +415,14 @@ export async function composeHtmlBody(
     inlineCss: c.inlineCss,
     ...(c.cache ? { cache: c.cache } : {}),
   });
-  return { html: composed.html, parts: inlineAttachments(composed.images), rewrites: composed.rewrites, images: composed.images };
+  return {
+    html: composed.html,
+    parts: inlineAttachments(composed.images),
+    rewrites: composed.rewrites,
+    images: composed.images,
+    stylesheets: composed.stylesheets,
+    remoteStylesheets: composed.remoteStylesheets,
+  };
 }
 
 /** The BodyCompose of `--base-dir`, `--no-embed`, `--inline`, `--inline-css` and where the HTML came from. */
@@ -431,7 +439,7 @@ export function bodyComposeOf(flags: Pick<MessageFlags, "baseDir" | "embed" | "i
 
 async function composeBody(html: string, flags: MessageFlags, opts: BuildOptions): Promise<{ html: string; parts: Attachment[] } | undefined> {
   const composed = await composeHtmlBody(html, { ...bodyComposeOf(flags), ...(opts.imageCache ? { cache: opts.imageCache } : {}) });
-  if (composed) opts.onCompose?.({ rewrites: composed.rewrites, images: composed.images });
+  if (composed) opts.onCompose?.({ rewrites: composed.rewrites, images: composed.images, stylesheets: composed.stylesheets, remoteStylesheets: composed.remoteStylesheets });
   return composed;
 }
 

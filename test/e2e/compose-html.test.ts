@@ -406,3 +406,66 @@ describe("references that must not be embedded", () => {
     expect((await parseEml(sink.messages[0]!.raw)).attachments.filter((a) => a.related)).toHaveLength(2);
   });
 });
+
+describe("a report's own stylesheets (<link rel=stylesheet>)", () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = join(t.scratch.dir, "styled");
+    mkdirSync(join(dir, "css"), { recursive: true });
+    writeFileSync(join(dir, "css", "base.css"), ".low { color: #c21f39; background-image: url(low.png); }\n");
+    writeFileSync(join(dir, "css", "low.png"), png(2, 2, [255, 0, 0]));
+    writeFileSync(join(dir, "print.css"), ".nav { display: none; }\n");
+    writeFileSync(
+      join(dir, "index.html"),
+      `<!doctype html><html><head><meta charset="utf-8">
+<link rel="stylesheet" href="css/base.css" />
+<link rel="stylesheet" href="print.css" media="print">
+<link rel="stylesheet" href="https://cdn.example.com/theme.css">
+<link rel="icon" href="favicon.ico">
+</head><body><p class="low">Coverage 42%</p></body></html>`,
+    );
+  });
+
+  it("a local sheet arrives as a <style> block, its url()s from the HTML's directory; remote ones stay links", async () => {
+    const r = await viaSink([...MSG, "--html-file", join(dir, "index.html"), "-v"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stderr).toContain(`* stylesheet css/base.css -> <style> (${join(dir, "css", "base.css")})`);
+    expect(r.stderr).toContain("* stylesheet https://cdn.example.com/theme.css left as a link: mail clients do not load linked stylesheets");
+    const html = (await parseEml(sink.messages[0]!.raw)).html!;
+    expect(html).toContain('<style>\n.low { color: #c21f39; background-image: url("css/low.png"); }\n</style>');
+    expect(html).toContain('<style media="print">\n.nav { display: none; }\n</style>');
+    expect(html).toContain('<link rel="stylesheet" href="https://cdn.example.com/theme.css">');
+    expect(html).toContain('<link rel="icon" href="favicon.ico">');
+    expect(html).not.toContain('href="css/base.css"');
+  });
+
+  it("with --inline-css the sheet's rules reach the elements, and the image its url() meant goes inline", async () => {
+    const r = await viaSink([...MSG, "--html-file", join(dir, "index.html"), "--inline-css"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const email = await parseEml(sink.messages[0]!.raw);
+    const part = email.attachments.find((a) => a.related)!;
+    const cid = part.contentId!.replace(/^<|>$/g, "");
+    expect(email.html).toMatch(new RegExp(`<p class="low" style="color: #c21f39; background-image: url\\(["']?cid:${cid.replace(/[.]/g, "\\.")}["']?\\);?">`));
+  });
+
+  it("--no-embed leaves the links as written; --dry-run names each sheet", async () => {
+    const r = await viaSink([...MSG, "--html-file", join(dir, "index.html"), "--no-embed"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect((await parseEml(sink.messages[0]!.raw)).html).toContain('<link rel="stylesheet" href="css/base.css" />');
+    const d = await viaSink([...MSG, "--html-file", join(dir, "index.html"), "--dry-run"]);
+    expect(d.stdout).toMatch(/^# stylesheet css\/base\.css -> <style> \(.*base\.css, \d+ B\)$/m);
+  });
+
+  it("a sheet outside the base directory is refused (65), a missing one is 66; nothing sent", async () => {
+    writeFileSync(join(t.scratch.dir, "outside.css"), "body { color: red }\n");
+    writeFileSync(join(dir, "out.html"), '<link rel="stylesheet" href="../outside.css"><p>x</p>');
+    const out = await viaSink([...MSG, "--html-file", join(dir, "out.html")]);
+    expect(out.exitCode).toBe(65);
+    expect(out.stderr).toContain('stylesheet reference "../outside.css" resolves to');
+    writeFileSync(join(dir, "gone.html"), '<link rel="stylesheet" href="gone.css"><p>x</p>');
+    const gone = await viaSink([...MSG, "--html-file", join(dir, "gone.html")]);
+    expect(gone.exitCode).toBe(66);
+    expect(gone.stderr).toContain(`stylesheet "gone.css" not found: looked for ${join(dir, "gone.css")}`);
+    expect(sink.connections).toBe(0);
+  });
+});

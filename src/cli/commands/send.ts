@@ -8,6 +8,7 @@ import type { InputStreams } from "../../input/read.js";
 import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTransportConfig, type ConnectionFlags } from "../../input/config.js";
 import { checkRestFit } from "../../input/build.js";
 import type { Rewrite } from "../../compose/index.js";
+import type { EmbeddedStylesheet } from "../../compose/styles.js";
 import { chooseTransport, type TransportChoice } from "../../transports/choose.js";
 import { formatSize } from "../../core/size.js";
 import { loadSettings } from "../../input/profile.js";
@@ -148,13 +149,15 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
     const c = flags.verbose ? colorsFor(io.stderr, io.env) : undefined;
     const trace = c ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
     let stdinBody: StdinDecision | undefined;
-    let inlined: { rewrites: Rewrite[]; sizes: Map<string, { type: string; size: number }> } | undefined;
+    let inlined: Inlined | undefined;
     let message = await buildMessage(
       flags,
       withStreams<Omit<BuildOptions, keyof InputStreams>>({
         transport: transportChoice,
-        onCompose: ({ rewrites, images }) => {
-          inlined = { rewrites, sizes: new Map(images.map((i) => [i.cid, { type: i.contentType, size: i.data.length }])) };
+        onCompose: ({ rewrites, images, stylesheets, remoteStylesheets }) => {
+          inlined = { rewrites, sizes: new Map(images.map((i) => [i.cid, { type: i.contentType, size: i.data.length }])), stylesheets };
+          for (const s of stylesheets) trace?.(`* stylesheet ${s.ref} -> <style> (${s.path})`);
+          for (const r of remoteStylesheets) trace?.(`* stylesheet ${r} left as a link: mail clients do not load linked stylesheets`);
           for (const r of rewrites) trace?.(`* inline image ${r.ref} -> cid:${r.cid} (${r.path})`);
         },
         stdinTaken: flags.apiKeyStdin ?? false,
@@ -278,6 +281,13 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
   }
 }
 
+/** What composing the HTML did: images that became parts, stylesheets that became <style> blocks. */
+interface Inlined {
+  rewrites: Rewrite[];
+  sizes: Map<string, { type: string; size: number }>;
+  stylesheets: EmbeddedStylesheet[];
+}
+
 /**
  * --dry-run: the transport's preview, after what auto chose and which image
  * references became which inline parts (as "#" lines, or fields of the JSON).
@@ -288,11 +298,13 @@ async function preview(
   io: CliIO,
   json: boolean,
   choice: TransportChoice | undefined,
-  inlined: { rewrites: Rewrite[]; sizes: Map<string, { type: string; size: number }> } | undefined,
+  inlined: Inlined | undefined,
 ): Promise<void> {
+  const sheets = inlined?.stylesheets ?? [];
   const refs = (inlined?.rewrites ?? []).map((r) => ({ ref: r.ref, cid: r.cid, path: r.path, type: inlined?.sizes.get(r.cid)?.type, size: inlined?.sizes.get(r.cid)?.size }));
   if (!json) {
     if (choice) io.stdout.write(`# --transport auto: ${choice.transport} (${choice.reason})\n`);
+    for (const s of sheets) io.stdout.write(`# stylesheet ${s.ref} -> <style> (${s.path}, ${formatSize(s.bytes)})\n`);
     for (const r of refs) io.stdout.write(`# inline image ${r.ref} -> cid:${r.cid} (${r.path}, ${r.type}, ${formatSize(r.size ?? 0)})\n`);
     await transport.preview(message, io.stdout, { json });
     return;
@@ -300,7 +312,7 @@ async function preview(
   let out = "";
   await transport.preview(message, { write: (c: string | Buffer) => (out += c.toString()) }, { json });
   const obj = JSON.parse(out) as Record<string, unknown>;
-  io.stdout.write(`${JSON.stringify({ ...obj, ...(choice ? { reason: choice.reason } : {}), ...(refs.length ? { inline_images: refs } : {}) })}\n`);
+  io.stdout.write(`${JSON.stringify({ ...obj, ...(choice ? { reason: choice.reason } : {}), ...(sheets.length ? { stylesheets: sheets } : {}), ...(refs.length ? { inline_images: refs } : {}) })}\n`);
 }
 
 /**

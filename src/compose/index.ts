@@ -45,6 +45,8 @@ export interface Composed {
   stylesheets: EmbeddedStylesheet[];
   /** Stylesheet links left as written (remote): clients will not load them. */
   remoteStylesheets: string[];
+  /** cid: references and --inline parts that do not meet: sent, but shown wrongly. */
+  warnings: string[];
 }
 
 export { ImageCache };
@@ -112,7 +114,36 @@ export async function composeHtml(input: string, opts: ComposeOptions): Promise<
     rewrites.push({ ref: `--inline ${spec}`, cid, path: real });
   }
 
-  return { html, images: [...images.values()], rewrites, stylesheets, remoteStylesheets };
+  return { html, images: [...images.values()], rewrites, stylesheets, remoteStylesheets, warnings: cidMismatches(html, opts.inline, images) };
+}
+
+/**
+ * An --inline part no cid: of the HTML shows (a typo in the name: most clients then list it as an
+ * attachment), and a cid: of the HTML no part has (a broken image). Content-IDs compare as given;
+ * a cid: URL's %-escapes are decoded (RFC 2392).
+ */
+function cidMismatches(html: string, inline: readonly string[], images: ReadonlyMap<string, InlineImage>): string[] {
+  if (inline.length === 0 && !/cid:/i.test(html)) return [];
+  const used = new Set<string>();
+  for (const a of findRefAttributes(html)) {
+    for (const ref of a.refs) {
+      if (!/^cid:/i.test(ref)) continue;
+      try {
+        used.add(decodeURIComponent(ref.slice(4)));
+      } catch {
+        used.add(ref.slice(4));
+      }
+    }
+  }
+  const out: string[] = [];
+  for (const spec of inline) {
+    const { cid } = splitInlineSpec(spec, existsSync);
+    if (!used.has(cid)) out.push(`--inline ${spec}: the HTML has no <img src="cid:${cid}">, so no image shows this part (most clients list it as an attachment)`);
+  }
+  for (const cid of used) {
+    if (!images.has(cid)) out.push(`the HTML refers to cid:${cid}, which no part of this message has: it shows as a broken image (--inline <file>#${cid} adds the part)`);
+  }
+  return out;
 }
 
 /** Inline images as the Message's attachments with a cid (SMTP puts them in multipart/related). */

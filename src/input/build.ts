@@ -64,7 +64,7 @@ export interface BuildOptions extends InputStreams {
   /** Told how a body piped on stdin was read (html or text) and why. */
   onStdinBody?: (decision: StdinDecision) => void;
   /** Told which image references of the HTML became which inline parts (--dry-run, -v). */
-  onCompose?: (composed: { rewrites: Rewrite[]; images: InlineImage[]; stylesheets: EmbeddedStylesheet[]; remoteStylesheets: string[] }) => void;
+  onCompose?: (composed: { rewrites: Rewrite[]; images: InlineImage[]; stylesheets: EmbeddedStylesheet[]; remoteStylesheets: string[]; warnings: string[] }) => void;
   /** A batch shares one, so each image file is read once for all its rows. */
   imageCache?: ImageCache;
   /**
@@ -403,7 +403,9 @@ export interface BodyCompose {
 export async function composeHtmlBody(
   html: string,
   c: BodyCompose,
-): Promise<{ html: string; parts: Attachment[]; rewrites: Rewrite[]; images: InlineImage[]; stylesheets: EmbeddedStylesheet[]; remoteStylesheets: string[] } | undefined> {
+): Promise<
+  { html: string; parts: Attachment[]; rewrites: Rewrite[]; images: InlineImage[]; stylesheets: EmbeddedStylesheet[]; remoteStylesheets: string[]; warnings: string[] } | undefined
+> {
   const inline = c.inline ?? [];
   if (!c.inlineCss && inline.length === 0 && !(c.embed && MAY_REFERENCE.test(html))) return undefined;
   const { composeHtml, inlineAttachments } = await import("../compose/index.js");
@@ -422,6 +424,7 @@ export async function composeHtmlBody(
     images: composed.images,
     stylesheets: composed.stylesheets,
     remoteStylesheets: composed.remoteStylesheets,
+    warnings: composed.warnings,
   };
 }
 
@@ -439,7 +442,7 @@ export function bodyComposeOf(flags: Pick<MessageFlags, "baseDir" | "embed" | "i
 
 async function composeBody(html: string, flags: MessageFlags, opts: BuildOptions): Promise<{ html: string; parts: Attachment[] } | undefined> {
   const composed = await composeHtmlBody(html, { ...bodyComposeOf(flags), ...(opts.imageCache ? { cache: opts.imageCache } : {}) });
-  if (composed) opts.onCompose?.({ rewrites: composed.rewrites, images: composed.images, stylesheets: composed.stylesheets, remoteStylesheets: composed.remoteStylesheets });
+  if (composed) opts.onCompose?.(composed);
   return composed;
 }
 

@@ -246,6 +246,17 @@ describe("an HTML report with local images", () => {
     expect(email.attachments.map((a) => [a.contentId, a.mimeType, a.related])).toEqual([["<logo>", "image/png", true]]);
   });
 
+  it("a mistyped --inline name is said both ways (a part no <img> shows, a cid: no part has); the message still goes", async () => {
+    const logo = join(reportDir, "charts", "trend.png");
+    const r = await viaSink([...MSG, "--html", '<p><img src="cid:logo"></p>', "--inline", `${logo}#lgo`]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stderr).toContain(`--inline ${logo}#lgo: the HTML has no <img src="cid:lgo">, so no image shows this part`);
+    expect(r.stderr).toContain("the HTML refers to cid:logo, which no part of this message has: it shows as a broken image");
+    expect(sink.messages).toHaveLength(1);
+    const ok = await viaSink([...MSG, "--html", '<p><img src="cid:logo"></p>', "--inline", `${logo}#logo`]);
+    expect(ok.stderr).not.toContain("cid:");
+  });
+
   it("--inline-css puts the <style> rules on the elements", async () => {
     const r = await viaSink([...MSG, "--html-file", report, "--inline-css"]);
     expect(r.exitCode, r.stderr).toBe(0);

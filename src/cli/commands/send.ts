@@ -154,7 +154,8 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
       flags,
       withStreams<Omit<BuildOptions, keyof InputStreams>>({
         transport: transportChoice,
-        onCompose: ({ rewrites, images, stylesheets, remoteStylesheets }) => {
+        onCompose: ({ rewrites, images, stylesheets, remoteStylesheets, warnings }) => {
+          for (const w of warnings) sayWarning(flags, io, w);
           inlined = { rewrites, sizes: new Map(images.map((i) => [i.cid, { type: i.contentType, size: i.data.length }])), stylesheets };
           for (const s of stylesheets) trace?.(`* stylesheet ${s.ref} -> <style> (${s.path})`);
           for (const r of remoteStylesheets) trace?.(`* stylesheet ${r} left as a link: mail clients do not load linked stylesheets`);

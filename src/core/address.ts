@@ -4,8 +4,11 @@
  * A lenient parser "repairs" input such as `a@x.com <b@y.com>` into some
  * address the user did not write; for a mail sender that means a message to
  * the wrong people. So anything outside the grammar is an error here:
- * unquoted specials in a display name, groups, source routes, empty list
- * elements, control characters. Comments are allowed and dropped.
+ * unquoted specials in a display name, source routes, empty list
+ * elements, control characters. Comments are allowed and dropped. A group
+ * (`Team: a@x.com, b@y.com;`) is in the grammar: it stands for its members
+ * (its name labels the header, it is no address), and an empty one
+ * (`undisclosed-recipients:;`) for nobody. A single mailbox (From) is never one.
  */
 import { domainToASCII } from "node:url";
 import { MailsendError } from "./errors.js";
@@ -204,7 +207,8 @@ function parseMailbox(tokens: Token[], field: string, input: string): Mailbox {
     fail(field, input, "separate recipients with commas, not semicolons", `Write ${JSON.stringify(fixed)}, or give each recipient its own ${field}.`);
   }
   if (tokens.some((t) => t.kind === "special" && (t.text === ":" || t.text === ";"))) {
-    fail(field, input, "groups (name: a@x, b@y;) are not supported");
+    // What is left of ":" and ";" after the groups were opened: inside <...> (a source route), or a stray one.
+    fail(field, input, 'a ":" or ";" that does not make a group (name: a@x, b@y;) is not allowed');
   }
   const open = tokens.findIndex((t) => t.kind === "special" && t.text === "<");
   if (open < 0) {
@@ -238,14 +242,15 @@ const PLAIN_ADDRESS =
  * Parse an address list. `field` names the flag or field in error messages.
  * Throws MailsendError("invalid_address") on anything outside the grammar.
  */
-export function parseAddressList(input: string, field = "address"): Mailbox[] {
+export function parseAddressList(input: string, field = "address", groups = true): Mailbox[] {
   if (PLAIN_ADDRESS.test(input) && input.length <= 254 && input.lastIndexOf("@") <= 64) return [{ address: input }];
   if (CONTROL.test(input)) {
     fail(field, input, "control character (CR, LF or similar)");
   }
   const tokens = tokenize(input, field);
   if (tokens.length === 0) fail(field, input, "no address");
-  const parts = splitTopLevel(tokens);
+  const parts = groups ? openGroups(tokens, field, input) : splitTopLevel(tokens);
+  if (!groups && tokens.some((t) => isSpecial(t, ":")) && tokens.some((t) => isSpecial(t, ";"))) fail(field, input, "a group (name: a@x, b@y;) is not allowed here: one address");
   return parts.map((part, k) => {
     if (part.length === 0) fail(field, input, k === 0 ? "list starts with a comma" : "empty element between commas");
     const example = nameSplitByComma(part, parts[k + 1]);
@@ -257,6 +262,54 @@ export function parseAddressList(input: string, field = "address"): Mailbox[] {
 }
 
 const isSpecial = (t: Token, text: string) => t.kind === "special" && t.text === text;
+
+/**
+ * The list's elements at its top-level commas, each group (`name: member, member;`) opened into
+ * its members, an empty group giving none. A group's name must be a phrase; groups do not nest,
+ * and one ends with ";" followed by a comma or the end.
+ */
+function openGroups(tokens: Token[], field: string, input: string): Token[][] {
+  const parts: Token[][] = [[]];
+  let inAngle = false;
+  /** Inside a group: how many members it has had. */
+  let members: number | undefined;
+  /** Just after a group's ";": only a comma or the end may follow. */
+  let closed = false;
+  for (const t of tokens) {
+    const cur = parts[parts.length - 1]!;
+    if (isSpecial(t, "<")) inAngle = true;
+    if (isSpecial(t, ">")) inAngle = false;
+    const top = !inAngle && t.kind === "special";
+    if (closed && !(top && t.text === ",")) fail(field, input, 'text after the ";" that ends a group');
+    if (top && t.text === ",") {
+      if (closed) closed = false;
+      else {
+        if (members !== undefined) members++;
+        parts.push([]);
+      }
+      continue;
+    }
+    if (top && t.text === ":" && members === undefined && cur.length > 0 && cur.every((x) => x.kind === "atom" || x.kind === "quoted" || isSpecial(x, "."))) {
+      cur.length = 0;
+      members = 0;
+      continue;
+    }
+    if (top && t.text === ":" && members !== undefined) fail(field, input, "a group inside a group");
+    if (top && t.text === ";" && members !== undefined) {
+      // An empty group holds no member: its slot is the next element's.
+      if (cur.length > 0) parts.push([]);
+      else if (members > 0) fail(field, input, "empty element between commas");
+      members = undefined;
+      closed = true;
+      continue;
+    }
+    cur.push(t);
+  }
+  if (members !== undefined) fail(field, input, 'a group (name: a@x, b@y;) must end with ";"');
+  // A list that ends with a group: the slot opened by its ";" holds nothing.
+  if (closed && parts[parts.length - 1]!.length === 0) parts.pop();
+  return parts;
+}
 
 /**
  * `Doe, Jane <jane@example.com>`: an element that is only words (no @, no <)
@@ -299,7 +352,7 @@ export function commaSplitNameFix(input: string): string | undefined {
 
 /** Exactly one mailbox (from, reply-to). */
 export function parseMailbox1(input: string, field: string): Mailbox {
-  const list = parseAddressList(input, field);
+  const list = parseAddressList(input, field, false);
   if (list.length !== 1) fail(field, input, `expected one address, found ${list.length}`);
   return list[0]!;
 }

@@ -32,7 +32,8 @@ export const attachmentSchema = z.strictObject({
 
 export const sendRequestSchema = z.strictObject({
   from: z.string().superRefine(via((v) => void parseBareAddress(v, "from"))),
-  to: z.string().superRefine(via((v) => void parseAddressList(v, "to"))),
+  // The service's own field: addresses, never a group (mailsend opens groups into their members).
+  to: z.string().superRefine(via((v) => void parseAddressList(v, "to", false))),
   subject: z.string().min(1, "subject must not be empty").superRefine(via((v) => checkSingleLine(v, "subject"))),
   html: z.string().min(1, "html must not be empty"),
   name: z.string().superRefine(via((v) => checkSingleLine(v, "name"))).optional(),

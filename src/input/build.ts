@@ -294,6 +294,12 @@ export function assembleMessage(p: MessageParts, transport: TransportName | "aut
   const to = parseAddressValues(p.to, field("--to"));
   const cc = parseAddressValues(p.cc, field("--cc"));
   const bcc = parseAddressValues(p.bcc, field("--bcc"));
+  // Only empty groups (undisclosed-recipients:;): given, but naming nobody.
+  if (to.length + cc.length + bcc.length === 0 && p.to.length + p.cc.length + p.bcc.length > 0) {
+    throw new MailsendError("invalid_address", `${field("--to")} names no recipient: ${JSON.stringify(p.to.join(", "))} is an empty group`, {
+      hint: "An empty group (undisclosed-recipients:;) is for a message whose recipients are all Bcc: give them with --bcc.",
+    });
+  }
   const replyTo = p.replyTo === undefined ? undefined : parseMailbox1(p.replyTo, field("--reply-to"));
   for (const [n, v] of p.headers) checkHeader(n, v);
   if (p.idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(p.idempotencyKey)) {

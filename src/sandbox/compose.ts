@@ -49,7 +49,7 @@ function base64Size(b64: string): number {
 }
 
 export function prepareRest(req: SendRequest, id: string, date = new Date()): Prepared {
-  const to = parseAddressList(req.to, "to");
+  const to = parseAddressList(req.to, "to", false);
   const from: Mailbox = req.name ? { name: req.name, address: req.from } : { address: req.from };
   const replyTo = req.reply_to ? parseMailbox1(req.reply_to, "reply_to") : undefined;
   const files = (req.attachments ?? []).map((a) => ({

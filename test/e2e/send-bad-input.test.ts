@@ -85,7 +85,8 @@ const CASES: Case[] = [
   // 65 bad data
   { why: "invalid --from", args: ["-f", "not-an-address", "-t", "b@example.com", "-s", "Hi", "--html", "x"], exit: 65, says: /--from/ },
   { why: "an addr-spec before an angle address in --to", args: ["-f", "a@example.com", "-t", "a@x.com <b@y.com>", "-s", "Hi", "--html", "x"], exit: 65 },
-  { why: "a group in --to", args: ["-f", "a@example.com", "-t", "team: b@example.com;", "-s", "Hi", "--html", "x"], exit: 65, says: /group/ },
+  { why: "a group without its ending ; in --to", args: ["-f", "a@example.com", "-t", "team: b@example.com", "-s", "Hi", "--html", "x"], exit: 65, says: /must end with ";"/ },
+  { why: "a group in --from", args: ["-f", "team: a@example.com;", "-t", "b@example.com", "-s", "Hi", "--html", "x"], exit: 65, says: /group/ },
   { why: "an unquoted comma in a display name", args: ["-f", "a@example.com", "-t", "Doe, John <j@example.com>", "-s", "Hi", "--html", "x"], exit: 65 },
   { why: "invalid --reply-to", args: [...MB, "--reply-to", "help"], exit: 65 },
   { why: "invalid --cc (SMTP)", args: [...MB, "--cc", "c@@example.com"], exit: 65, smtp: true },

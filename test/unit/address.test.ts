@@ -65,13 +65,33 @@ describe("parseAddressList: what it accepts", () => {
   });
 });
 
+describe("parseAddressList: groups (RFC 5322 3.4) stand for their members", () => {
+  it.each([
+    ["team: a@x.com, b@y.com;", ["a@x.com", "b@y.com"]],
+    ['"The Team": Ann <a@x.com>, b@y.com ;', ["a@x.com", "b@y.com"]],
+    ["undisclosed-recipients:;", []],
+    ["undisclosed-recipients: ;, c@z.com", ["c@z.com"]],
+    ["c@z.com, team: a@x.com;, d@z.com", ["c@z.com", "a@x.com", "d@z.com"]],
+  ])("%s", (input, expected) => {
+    expect(parseAddressList(input).map((m) => m.address)).toEqual(expected);
+  });
+
+  it("a single mailbox (From, the REST request's to) is never a group", () => {
+    expect(() => parseMailbox1("team: a@x.com;", "--from")).toThrow(/group .* is not allowed here/);
+    expect(() => parseAddressList("team: a@x.com;", "to", false)).toThrow(/group .* is not allowed here/);
+  });
+});
+
 describe("parseAddressList: what it rejects", () => {
   it.each([
     ["an addr-spec followed by an angle address", "a@x.com <b@y.com>"],
     ["two addresses without a comma", "a@x.com b@y.com"],
     ["unquoted comma in a display name", "Doe, John <john@example.com>"],
-    ["a group", "team: a@x.com, b@y.com;"],
-    ["an empty group", "undisclosed-recipients:;"],
+    ["a group without its ending ;", "team: a@x.com, b@y.com"],
+    ["a group inside a group", "all: team: a@x.com;;"],
+    ["text after a group's ;", "team: a@x.com; b@y.com"],
+    ["an empty member in a group", "team: a@x.com, ;"],
+    ["a colon inside angles (a source route)", "<@relay.example:a@x.com>"],
     ["CR LF (header injection)", "a@example.com\r\nBcc: evil@example.com"],
     ["a bare LF", "a@example.com\nb@example.com"],
     ["a bare CR", "Name\r <a@example.com>"],

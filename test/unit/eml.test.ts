@@ -157,6 +157,11 @@ describe("messageFromEml", () => {
     expect(a.source.kind === "bytes" && a.source.data.equals(bytes)).toBe(true);
   });
 
+  it("a group in To (RFC 5322) stands for its members; an empty one for nobody", async () => {
+    const raw = crlf(["From: a@example.com", "To: team: b@example.com, Cee <c@example.com>;, undisclosed-recipients:;", "Subject: s", "", "x"]);
+    expect((await messageFromEml(raw, "m.eml")).to).toEqual([{ address: "b@example.com" }, { name: "Cee", address: "c@example.com" }]);
+  });
+
   it("collects every To line and keeps them all in the envelope", async () => {
     const raw = crlf(["From: a@example.com", "To: b@example.com", "To: c@example.com", "Subject: s", "", "x"]);
     expect((await messageFromEml(raw, "m.eml")).to).toEqual([{ address: "b@example.com" }, { address: "c@example.com" }]);
@@ -200,7 +205,7 @@ describe("messageFromEml", () => {
     ["no From", "To: b@example.com\r\nSubject: s\r\n\r\nx"],
     ["two From addresses", "From: a@example.com, c@example.com\r\nTo: b@example.com\r\nSubject: s\r\n\r\nx"],
     ["no recipients", "From: a@example.com\r\nSubject: s\r\n\r\nx"],
-    ["a group", "From: a@example.com\r\nTo: team: b@example.com, c@example.com;\r\nSubject: s\r\n\r\nx"],
+    ["a group without its ending ;", "From: a@example.com\r\nTo: team: b@example.com, c@example.com\r\nSubject: s\r\n\r\nx"],
     ["an invalid To address", "From: a@example.com\r\nTo: not-an-address\r\nSubject: s\r\n\r\nx"],
     ["two Reply-To", "From: a@example.com\r\nTo: b@example.com\r\nReply-To: c@example.com, d@example.com\r\nSubject: s\r\n\r\nx"],
     [

@@ -134,6 +134,12 @@ describe("header fix-ups", () => {
     expect(r.envelope.to).toEqual(["b@example.com"]);
   });
 
+  it("a group with members (To: Team: a, b;) stands for them: the header stays as written", () => {
+    const r = fix("From: a@example.com\nTo: Team: b@example.com, Cee <c@example.com>;\n\nb\n", { readRecipients: true });
+    expect(header(r.text, "To")).toEqual(["Team: b@example.com, Cee <c@example.com>;"]);
+    expect(r.envelope.to).toEqual(["b@example.com", "c@example.com"]);
+  });
+
   it("a message without a header is all body", () => {
     const r = fix("just a line\nand another\n", { recipients: ["x@example.com"], defaultFrom: "a@example.com" });
     expect(r.text).toMatch(/^From: a@example.com\nDate: .*\nMessage-ID: .*\n\njust a line\nand another\n$/);

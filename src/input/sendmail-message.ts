@@ -292,6 +292,19 @@ export function addMissingStamps(raw: Buffer, sender: string | undefined, now = 
   return { raw: Buffer.concat([Buffer.from(lines.map((l) => l + split.eol).join(""), "latin1"), raw]), added: lines };
 }
 
+/**
+ * Debian's cron adds `X-Cron-Env: <NAME=value>` to a job's mail for each variable its crontab
+ * sets, so `MAILSEND_API_KEY=...` at the top of a crontab would be mailed to the recipients with
+ * every job's output. The variable's name when it is mailsend's own (any MAILSEND_*) or looks like
+ * a secret (KEY, TOKEN, SECRET, PASSWORD, PASS, CREDENTIAL); undefined for the others, which stay.
+ */
+export function cronSecret(value: string): string | undefined {
+  const m = /^\s*<([^=>\s]+)=/.exec(value);
+  if (!m) return undefined;
+  const name = m[1]!;
+  return /^MAILSEND_|KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH/i.test(name) ? name : undefined;
+}
+
 export interface FixupInput {
   /** -f / -r. */
   envelopeFrom?: string;
@@ -401,7 +414,11 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
     notes.push(`${fieldName}: ${value} -> ${r.value}`);
     rewritten.push({ name: f.name, text: `${fieldName}: ${encodeText(r.value)}${eol}` });
   }
-  fields = rewritten;
+  fields = rewritten.filter((f) => {
+    const secret = f.name === "x-cron-env" ? cronSecret(fieldValue(f)) : undefined;
+    if (secret !== undefined) notes.push(`X-Cron-Env: left out the one for ${secret} (cron copies the crontab's variables into its mail; that one holds a secret or mailsend's settings)`);
+    return secret === undefined;
+  });
 
   const values = (name: string) => fields.filter((f) => f.name === name).map((f) => decodeText(fieldValue(f)));
   const parseField = (name: string, label: string): Mailbox[] => {

@@ -140,6 +140,18 @@ describe("header fix-ups", () => {
     expect(r.envelope.to).toEqual(["b@example.com", "c@example.com"]);
   });
 
+  it("cron's X-Cron-Env of mailsend's settings or a secret is left out (the key would be mailed); the others stay", () => {
+    const r = fix(
+      "From: root (Cron Daemon)\nTo: b@example.com\nX-Cron-Env: <SHELL=/bin/sh>\nX-Cron-Env: <MAILSEND_API_KEY=msk_live_Zq81>\nX-Cron-Env: <AWS_SECRET_ACCESS_KEY=abc>\nX-Cron-Env: <HOME=/root>\n\nhi\n",
+      { readRecipients: true, defaultFrom: "ops@example.com", aliases: undefined },
+    );
+    expect(r.text).not.toContain("msk_live_Zq81");
+    expect(r.text).not.toContain("AWS_SECRET");
+    expect(header(r.text, "X-Cron-Env")).toEqual(["<SHELL=/bin/sh>", "<HOME=/root>"]);
+    expect(r.notes.join("\n")).toContain("left out the one for MAILSEND_API_KEY");
+    expect(r.notes.join("\n")).not.toContain("msk_live_Zq81");
+  });
+
   it("a message without a header is all body", () => {
     const r = fix("just a line\nand another\n", { recipients: ["x@example.com"], defaultFrom: "a@example.com" });
     expect(r.text).toMatch(/^From: a@example.com\nDate: .*\nMessage-ID: .*\n\njust a line\nand another\n$/);

@@ -14,7 +14,8 @@
  * that sends mail, so such a target is an error when it is used.
  */
 import { readFile } from "node:fs/promises";
-import { homedir } from "node:os";
+import { readFileSync } from "node:fs";
+import { homedir, hostname } from "node:os";
 import { resolve } from "node:path";
 import { MailsendError } from "../core/errors.js";
 
@@ -102,12 +103,46 @@ export function parseAliases(text: string, path: string): AliasTable {
   return { path, entries };
 }
 
-/** A recipient that names a user of this machine, not a mailbox on the Internet. */
-export function isLocalName(address: string): boolean {
+let machine: Set<string> | undefined;
+
+/**
+ * The names of this machine as mail programs write them after a user's name (`root@vm`, as
+ * GNU mailutils and mutt do from the host name): the host name, its first label, and
+ * /etc/mailname's (Debian's name for the machine in mail). Lower case.
+ */
+export function machineDomains(): ReadonlySet<string> {
+  if (machine) return machine;
+  machine = new Set();
+  const add = (name: string | undefined) => {
+    const n = name?.trim().toLowerCase().replace(/\.$/, "");
+    if (!n || !/^[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?$/.test(n)) return;
+    machine!.add(n);
+    machine!.add(n.split(".")[0]!);
+  };
+  try {
+    add(hostname());
+  } catch {}
+  try {
+    add(readFileSync("/etc/mailname", "utf8").split("\n")[0]);
+  } catch {}
+  return machine;
+}
+
+/**
+ * A recipient that names a user of this machine, not a mailbox on the Internet: a bare name, one at
+ * localhost, or one at the machine's own name (machineDomains), as Postfix's default mydestination
+ * has it. A host name without a dot names no mailbox anywhere else; one with dots
+ * (web01.example.net) is local only when the aliases file says where that user's mail goes
+ * (its entry, or a default), so without one it is sent as written, as before.
+ */
+export function isLocalName(address: string, table?: AliasTable): boolean {
   const at = address.lastIndexOf("@");
   if (at < 0) return /^[^\s<>()"@,;:]+$/.test(address) && address !== "";
   const domain = address.slice(at + 1).toLowerCase();
-  return domain === "localhost" || domain === "localhost.localdomain";
+  if (domain === "localhost" || domain === "localhost.localdomain") return true;
+  if (!machineDomains().has(domain)) return false;
+  if (!domain.includes(".")) return true;
+  return table !== undefined && (table.entries.has(localPart(address)) || table.entries.has("default"));
 }
 
 function localPart(address: string): string {

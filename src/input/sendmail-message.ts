@@ -201,7 +201,8 @@ function withoutComments(s: string): string {
   return out;
 }
 
-const LOCAL_NAME = /^[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~.]+(?:@localhost(?:\.localdomain)?)?$/i;
+/** A user name, alone or at a host name (isLocalName says whether that host is this machine). */
+const LOCAL_NAME = /^[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~.]+(?:@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)?$/i;
 
 export interface Rewrite {
   /** The list as it is to be written (local names replaced). */
@@ -218,7 +219,7 @@ export interface Rewrite {
  * (`undisclosed-recipients:;`, which mail programs write when there are only
  * Bcc recipients) holds no address and is left out.
  */
-export function rewriteLocalNames(value: string, map: (local: string) => string[]): Rewrite {
+export function rewriteLocalNames(value: string, map: (local: string) => string[], isLocal: (address: string) => boolean = isLocalName): Rewrite {
   const parts: string[] = [];
   const droppedGroups: string[] = [];
   let changed = false;
@@ -237,7 +238,7 @@ export function rewriteLocalNames(value: string, map: (local: string) => string[
     const angle = /^(.*)<([^<>]*)>(.*)$/s.exec(trimmed);
     if (angle) {
       const inner = angle[2]!.trim();
-      if (inner !== "" && LOCAL_NAME.test(inner) && isLocalName(inner)) {
+      if (inner !== "" && LOCAL_NAME.test(inner) && isLocal(inner)) {
         const [first, ...more] = map(inner);
         parts.push([`${angle[1]!.trimEnd()} <${first}>${angle[3]}`.trim(), ...more].join(", "));
         changed = true;
@@ -246,7 +247,7 @@ export function rewriteLocalNames(value: string, map: (local: string) => string[
       parts.push(trimmed);
       continue;
     }
-    if (LOCAL_NAME.test(bare) && isLocalName(bare)) {
+    if (LOCAL_NAME.test(bare) && isLocal(bare)) {
       // The comment (`root (Cron Daemon)`) stays beside the address, as a name.
       const comment = trimmed.slice(trimmed.indexOf(bare) + bare.length).trim();
       const targets = map(bare);
@@ -361,13 +362,14 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
   const notes: string[] = [];
   const { eol } = split;
   const mapLocal = (local: string) => expandLocal(opts.aliases, local);
+  const isLocal = (address: string) => isLocalName(address, opts.aliases);
   let fields = split.fields;
 
   // The sender: -f, else the message's From, else the configured default.
   let envelopeFrom: Mailbox | undefined;
   if (opts.envelopeFrom !== undefined) {
     const given = opts.envelopeFrom.trim();
-    if (isLocalName(given) && LOCAL_NAME.test(given)) {
+    if (isLocal(given) && LOCAL_NAME.test(given)) {
       const targets = mapLocal(given);
       envelopeFrom = { address: targets[0]! };
       notes.push(`-f ${given} is ${targets[0]} (aliases)`);
@@ -404,7 +406,7 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
       throw new MailsendError("invalid_address", `From: the local name "${local}" maps to ${targets?.length ?? 0} addresses in the aliases file; a sender is one address`, {
         hint: "Give the sender with -f <address>, or set MAILSEND_FROM (or the profile's from).",
       });
-    });
+    }, isLocal);
     if (!r.changed) {
       rewritten.push(f);
       continue;
@@ -467,7 +469,7 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
   // The recipients: the arguments, and with -t those of the headers.
   const rcpts: string[] = [];
   for (const arg of opts.recipients) {
-    const r = rewriteLocalNames(arg, mapLocal);
+    const r = rewriteLocalNames(arg, mapLocal, isLocal);
     if (r.changed) notes.push(`recipient ${arg} -> ${r.value}`);
     if (r.value === "") continue;
     try {

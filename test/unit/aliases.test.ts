@@ -1,9 +1,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
-import { expandLocal, isLocalName, loadAliases, parseAliases } from "../../src/input/aliases.js";
+import { expandLocal, isLocalName, loadAliases, machineDomains, parseAliases } from "../../src/input/aliases.js";
 
 const FILE = `# /etc/aliases for this host
 postmaster: root
@@ -86,6 +86,21 @@ describe("aliases file", () => {
     expect(isLocalName("root@localhost")).toBe(true);
     expect(isLocalName("root@example.com")).toBe(false);
     expect(isLocalName("")).toBe(false);
+  });
+
+  it("a name at this machine's own name is local (root@vm from mailutils or mutt), as Postfix's mydestination has it", () => {
+    const host = hostname().toLowerCase();
+    const short = host.split(".")[0]!;
+    expect(machineDomains().has(host)).toBe(true);
+    expect(isLocalName(`root@${short}`)).toBe(true);
+    expect(isLocalName(`root@${short.toUpperCase()}`)).toBe(true);
+    if (host.includes(".")) {
+      // A full host name is an Internet name too: local only where the aliases file says where the user's mail goes.
+      expect(isLocalName(`root@${host}`)).toBe(false);
+      expect(isLocalName(`root@${host}`, parseAliases("root: ops@example.com\n", "a"))).toBe(true);
+      expect(isLocalName(`nobody@${host}`, parseAliases("root: ops@example.com\n", "a"))).toBe(false);
+    }
+    expect(isLocalName(`root@${short}.example.com`)).toBe(false);
   });
 
   it("loadAliases reads MAILSEND_ALIASES; a missing file is a configuration error", async () => {

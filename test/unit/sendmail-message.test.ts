@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
@@ -150,6 +151,13 @@ describe("header fix-ups", () => {
     expect(header(r.text, "X-Cron-Env")).toEqual(["<SHELL=/bin/sh>", "<HOME=/root>"]);
     expect(r.notes.join("\n")).toContain("left out the one for MAILSEND_API_KEY");
     expect(r.notes.join("\n")).not.toContain("msk_live_Zq81");
+  });
+
+  it("root@<this machine's name> (GNU mailutils: -f root@vm, From: root <root@vm>) is mapped like root", () => {
+    const short = hostname().split(".")[0]!;
+    const r = fix(`From: root <root@${short}>\nTo: root@${short}\n\nb\n`, { readRecipients: true, envelopeFrom: `root@${short}`, aliases: parseAliases("root: ops@example.com\n", "a") });
+    expect(r.envelope).toEqual({ from: "ops@example.com", to: ["ops@example.com"] });
+    expect(header(r.text, "From")).toEqual(["root <ops@example.com>"]);
   });
 
   it("a message without a header is all body", () => {

@@ -46,6 +46,12 @@ export interface Message {
    * sendmail or the relay): MAIL FROM and RCPT TO use it as it is.
    */
   envelope?: { from: string; to: string[] };
+  /**
+   * Of a raw message: bytes its charset does not explain (Latin-1 text in a message that says
+   * UTF-8 or nothing), which decoding turned into U+FFFD. The fields above have "\uFFFD" for them;
+   * only the raw message (SMTP) carries them as they were.
+   */
+  undecodable?: boolean;
 }
 
 export function allRecipients(m: Message): Mailbox[] {

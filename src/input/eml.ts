@@ -80,6 +80,21 @@ const NOT_CARRIED =
   /^(?:from|to|cc|bcc|subject|reply-to|sender|mime-version|content-[^:]*|date|message-id|received|return-path|delivered-to|resent-[^:]*|dkim-signature|arc-[^:]*|authentication-results|x-idempotency-key)$/i;
 
 /** Turn an .eml into a Message. Over SMTP the raw bytes (without Bcc) are what is sent. */
+/**
+ * Whether decoding made U+FFFD of bytes it could not read: the decoded texts hold more of it than
+ * the raw message does as UTF-8 bytes, quoted-printable or an encoded word's escapes (a message
+ * that really carries U+FFFD, base64-encoded, is counted as made: it then goes by SMTP, which loses
+ * nothing).
+ */
+function replacementsAdded(raw: Buffer, decoded: readonly string[]): boolean {
+  let made = 0;
+  for (const text of decoded) for (let i = text.indexOf("\uFFFD"); i >= 0; i = text.indexOf("\uFFFD", i + 1)) made++;
+  if (made === 0) return false;
+  const latin = raw.toString("latin1");
+  const had = (latin.match(/\xEF\xBF\xBD|=EF=BF=BD/gi) ?? []).length;
+  return made > had;
+}
+
 export async function messageFromEml(raw: Buffer, source: string, idempotencyKey?: string, opts: { envelopeRecipients?: boolean } = {}): Promise<Message> {
   const firstLine = raw.subarray(0, Math.min(raw.length, 1000)).toString("latin1").split(/\r?\n/)[0] ?? "";
   if (!/^[\x21-\x39\x3B-\x7E]+:/.test(firstLine)) invalid(source, "does not start with a header line");
@@ -140,6 +155,7 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
     out = Buffer.concat([Buffer.from(`X-Idempotency-Key: ${key}${eol}`), stripHeader(out, "x-idempotency-key")]);
   }
 
+  const decoded = [subject, email.html ?? "", email.text ?? "", ...headers.map(([, v]) => v), ...[...fromList, ...to, ...cc, ...replyTo].map((m) => m.name ?? "")];
   return {
     from: fromList[0]!,
     to,
@@ -153,5 +169,6 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
     headers,
     idempotencyKey: key,
     raw: out,
+    ...(replacementsAdded(raw, decoded) ? { undecodable: true } : {}),
   };
 }

@@ -32,6 +32,8 @@ const type = (t: string | undefined) => (t ?? "").split(";")[0]!.trim().toLowerC
 export function restLoss(m: Message): string | undefined {
   if (m.cc.length > 0 || m.bcc.length > 0) return m.bcc.length > 0 && m.cc.length === 0 ? "bcc" : m.cc.length > 0 && m.bcc.length === 0 ? "cc" : "cc/bcc";
   if (m.attachments.some((a) => a.cid !== undefined)) return "inline images";
+  // Latin-1 bytes in a message that says UTF-8 (or nothing): REST would get U+FFFD for them.
+  if (m.undecodable) return "bytes its charset does not explain (REST would get \uFFFD for them)";
   if (m.attachments.some((a) => type(a.contentType) === "message/rfc822")) return "an attached message";
   if (m.attachments.some((a) => type(a.contentType) === "text/calendar")) return "a calendar part";
   // REST has only html: a text body would arrive as <pre> HTML, a text part next to HTML not at all.

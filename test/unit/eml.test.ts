@@ -157,6 +157,23 @@ describe("messageFromEml", () => {
     expect(a.source.kind === "bytes" && a.source.data.equals(bytes)).toBe(true);
   });
 
+  it("Latin-1 bytes in a message that says UTF-8 or nothing: REST would get U+FFFD, so it is a REST loss", async () => {
+    const head = "From: a@example.com\r\nTo: b@example.com\r\n";
+    const latin = Buffer.concat([Buffer.from(`${head}Subject: x\r\nContent-Type: text/html\r\n\r\n<p>Caf`), Buffer.from([0xe9]), Buffer.from("</p>\r\n")]);
+    const m = await messageFromEml(latin, "m.eml");
+    expect(m.html).toContain("\uFFFD");
+    expect(restLoss(m)).toMatch(/charset does not explain/);
+    const subject = Buffer.concat([Buffer.from(`${head}Subject: Caf`), Buffer.from([0xe9]), Buffer.from("\r\n\r\n<p>x</p>\r\n")]);
+    expect(restLoss(await messageFromEml(subject, "m.eml"))).toMatch(/charset does not explain/);
+    // UTF-8 that really holds U+FFFD, and Latin-1 that says so, lose nothing.
+    const real = Buffer.from(`${head}Subject: x\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>Caf\u00e9 \uFFFD</p>\r\n`, "utf8");
+    expect(restLoss(await messageFromEml(real, "m.eml"))).toBeUndefined();
+    const said = Buffer.concat([Buffer.from(`${head}Subject: x\r\nContent-Type: text/html; charset=iso-8859-1\r\n\r\n<p>Caf`), Buffer.from([0xe9]), Buffer.from("</p>\r\n")]);
+    const m2 = await messageFromEml(said, "m.eml");
+    expect(m2.html).toContain("Caf\u00e9");
+    expect(restLoss(m2)).toBeUndefined();
+  });
+
   it("a group in To (RFC 5322) stands for its members; an empty one for nobody", async () => {
     const raw = crlf(["From: a@example.com", "To: team: b@example.com, Cee <c@example.com>;, undisclosed-recipients:;", "Subject: s", "", "x"]);
     expect((await messageFromEml(raw, "m.eml")).to).toEqual([{ address: "b@example.com" }, { name: "Cee", address: "c@example.com" }]);

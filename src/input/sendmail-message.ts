@@ -287,10 +287,18 @@ export function addMissingStamps(raw: Buffer, sender: string | undefined, now = 
   const split = splitMessage(raw);
   if (!split.hadHeader || raw.subarray(0, 5).toString("latin1") === "From ") return { raw, added: [] };
   const lines: string[] = [];
+  // As Postfix's cleanup does for local clients: From is the envelope sender (not the null sender <>).
+  if (sender && !split.fields.some((f) => f.name === "from")) {
+    try {
+      lines.push(`From: ${parseMailbox1(sender, "the envelope sender").address}`);
+    } catch {}
+  }
   if (!split.fields.some((f) => f.name === "date")) lines.push(`Date: ${rfc5322Date(now)}`);
   if (!split.fields.some((f) => f.name === "message-id")) lines.push(`Message-ID: ${newMessageId(sender)}`);
-  if (lines.length === 0) return { raw, added: [] };
-  return { raw: Buffer.concat([Buffer.from(lines.map((l) => l + split.eol).join(""), "latin1"), raw]), added: lines };
+  // Only a header, no blank line after it (RFC 5322 lets the body be absent): the line that ends it.
+  const end = split.rest.length === 0 ? (raw[raw.length - 1] === 0x0a ? split.eol : split.eol + split.eol) : "";
+  if (lines.length === 0 && end === "") return { raw, added: [] };
+  return { raw: Buffer.concat([Buffer.from(lines.map((l) => l + split.eol).join(""), "latin1"), raw, Buffer.from(end, "latin1")]), added: lines };
 }
 
 /**

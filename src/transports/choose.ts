@@ -38,6 +38,8 @@ export function restLoss(m: Message): string | undefined {
   if (m.attachments.some((a) => type(a.contentType) === "text/calendar")) return "a calendar part";
   // REST has only html: a text body would arrive as <pre> HTML, a text part next to HTML not at all.
   if (m.text !== undefined && m.html === undefined) return "a text-only body";
+  // A message from another program with no body at all (only a header): REST would have to make up an HTML one.
+  if (m.raw && m.html === undefined) return "no body (REST needs an HTML one)";
   if (m.text !== undefined) return "a text part";
   const seen = new Set<string>();
   for (const [name] of m.headers) {

@@ -171,3 +171,44 @@ describe.skipIf(!HAVE_PYTHON)("relay intake: what the delivery settings can neve
     }
   });
 });
+
+/** Raw messages as programs write them, one per DATA: [envelope sender, recipient, message]. */
+const PY_RAW = `
+import json, smtplib, sys
+port = int(sys.argv[1])
+msgs = json.loads(sys.argv[2])
+s = smtplib.SMTP("127.0.0.1", port, timeout=60)
+for sender, rcpt, msg in msgs:
+    try:
+        s.sendmail(sender, [rcpt], msg.encode("utf-8"))
+        print(json.dumps({"code": 250}), flush=True)
+    except smtplib.SMTPException as e:
+        print(json.dumps({"code": getattr(e, "smtp_code", 0), "reply": str(e)}), flush=True)
+s.quit()
+`;
+
+describe.skipIf(!HAVE_PYTHON)("relay intake: what an MTA adds for local clients", () => {
+  test("no From (Python's smtplib example) gets the envelope sender's; To: undisclosed-recipients:; and a header-only message are taken; all delivered", async () => {
+    const s = scratch("mailsend-relay-intake-stamps-");
+    const relay = await startRelayChild({ ...t.env, MAILSEND_STATE_DIR: join(s.dir, "state") });
+    try {
+      const msgs = [
+        ["my@example.com", "your@example.com", "Subject: stamps py example\n\nThis message is sent from Python."],
+        ["my@example.com", "your@example.com", "From: my@example.com\nTo: undisclosed-recipients:;\nSubject: stamps undisclosed\n\nBcc only"],
+        ["my@example.com", "your@example.com", "From: my@example.com\nTo: your@example.com\nSubject: stamps header only"],
+      ];
+      const r = await execa("python3", [s.file("raw.py", PY_RAW), String(relay.ready.port), JSON.stringify(msgs)], { reject: false, timeout: 120_000 });
+      expect(r.exitCode, String(r.stderr)).toBe(0);
+      expect(String(r.stdout).trim().split("\n").map((l) => JSON.parse(l).code)).toEqual([250, 250, 250]);
+      await until(async () => (await subjects("stamps ")).length >= 3, 60_000);
+      const got = await subjects("stamps ");
+      const example = got.find((m) => m.subject === "stamps py example")!;
+      expect(example.from).toMatch(/my@example\.com/);
+      expect(got.map((m) => m.subject).sort()).toEqual(["stamps header only", "stamps py example", "stamps undisclosed"]);
+      expect(files(relay.ready.outbox, "failed")).toEqual([]);
+    } finally {
+      await relay.stop();
+      s.remove();
+    }
+  });
+});

@@ -174,6 +174,11 @@ describe("messageFromEml", () => {
     expect(restLoss(m2)).toBeUndefined();
   });
 
+  it("a message with no body (only a header): REST would have to make one up, so it is a REST loss", async () => {
+    const m = await messageFromEml(Buffer.from("From: a@example.com\r\nTo: b@example.com\r\nSubject: ping\r\n\r\n"), "m.eml");
+    expect(restLoss(m)).toBe("no body (REST needs an HTML one)");
+  });
+
   it("a group in To (RFC 5322) stands for its members; an empty one for nobody", async () => {
     const raw = crlf(["From: a@example.com", "To: team: b@example.com, Cee <c@example.com>;, undisclosed-recipients:;", "Subject: s", "", "x"]);
     expect((await messageFromEml(raw, "m.eml")).to).toEqual([{ address: "b@example.com" }, { name: "Cee", address: "c@example.com" }]);

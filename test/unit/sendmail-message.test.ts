@@ -203,11 +203,27 @@ describe("addMissingStamps (the relay's intake)", () => {
     const r = addMissingStamps(lf, "", now);
     expect(r.raw.toString()).toMatch(/^Date: [^\r\n]+\nMessage-ID: <x@y>\n/);
     expect(r.added).toHaveLength(1);
-    const both = Buffer.from("Date: Tue, 24 Nov 2026 10:00:00 +0000\r\nMessage-ID: <x@y>\r\n\r\nb");
+    const both = Buffer.from("From: a@example.com\r\nDate: Tue, 24 Nov 2026 10:00:00 +0000\r\nMessage-ID: <x@y>\r\n\r\nb");
     expect(addMissingStamps(both, "a@example.com", now).raw).toBe(both);
     // No header at all: not a message to stamp (validation refuses it).
     const none = Buffer.from("just text");
     expect(addMissingStamps(none, "a@example.com", now).raw).toBe(none);
+  });
+});
+
+describe("addMissingStamps: what Postfix's cleanup adds for local clients", () => {
+  const now = new Date(Date.UTC(2026, 10, 24, 12, 0, 0));
+  it("a message without From gets the envelope sender's (Python's smtplib example); the null sender gives none", () => {
+    const raw = Buffer.from("Subject: Hi there\n\nThis message is sent from Python.");
+    expect(addMissingStamps(raw, "my@example.com", now).raw.toString()).toMatch(/^From: my@example\.com\nDate: [^\n]+\nMessage-ID: <[^>]+@example\.com>\nSubject: Hi there\n\nThis message/);
+    expect(addMissingStamps(raw, "", now).raw.toString()).not.toMatch(/^From:/m);
+  });
+
+  it("a message that is only a header gets the blank line that ends it", () => {
+    const r = addMissingStamps(Buffer.from("From: a@example.com\r\nDate: Tue, 24 Nov 2026 10:00:00 +0000\r\nMessage-ID: <x@y>\r\nSubject: ping\r\n"), "a@example.com", now);
+    expect(r.raw.toString()).toBe("From: a@example.com\r\nDate: Tue, 24 Nov 2026 10:00:00 +0000\r\nMessage-ID: <x@y>\r\nSubject: ping\r\n\r\n");
+    const noEnd = addMissingStamps(Buffer.from("From: a@example.com\nDate: x\nMessage-ID: <x@y>\nSubject: ping"), "a@example.com", now);
+    expect(noEnd.raw.toString()).toBe("From: a@example.com\nDate: x\nMessage-ID: <x@y>\nSubject: ping\n\n");
   });
 });
 

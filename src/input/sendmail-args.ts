@@ -12,7 +12,7 @@
 import { MailsendError } from "../core/errors.js";
 import type { QueueMode } from "../outbox/types.js";
 
-export type SendmailMode = "deliver" | "list" | "flush" | "help" | "version";
+export type SendmailMode = "deliver" | "list" | "flush" | "help" | "version" | "smtp";
 
 export interface SendmailArgs {
   mode: SendmailMode;
@@ -158,16 +158,16 @@ function takeValue(out: SendmailArgs, letter: string, value: string, setMode: (m
     case "b":
       if (value === "m") setMode("deliver", "-bm");
       else if (value === "p") setMode("list", "-bp");
+      else if (value === "s") setMode("smtp", "-bs");
       else {
         const what: Record<string, string> = {
-          s: "SMTP on stdin; use `mailsend relay` for SMTP",
           d: "a daemon; use `mailsend relay` or `mailsend queue run --watch`",
           i: "rebuilding an alias database; mailsend reads the aliases file as it is",
           a: "ARPANET mode",
           t: "address test mode",
           v: "verify only",
         };
-        throw usage(`unknown option -b${value}${what[value] ? ` (${what[value]}: not supported)` : ""}`, "mailsend sendmail takes -bm (deliver, the default) and -bp (list the outbox).");
+        throw usage(`unknown option -b${value}${what[value] ? ` (${what[value]}: not supported)` : ""}`, "mailsend sendmail takes -bm (deliver, the default), -bs (SMTP on stdin and stdout) and -bp (list the outbox).");
       }
       return;
     case "o":

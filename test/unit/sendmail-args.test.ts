@@ -85,7 +85,7 @@ describe("sendmail's command line", () => {
     expect(usageError(["-x"]).message).toBe("unknown option -x");
     expect(usageError(["-tx"]).message).toContain("-x (in -tx)");
     expect(usageError(["--frobnicate"]).message).toContain("--frobnicate");
-    expect(usageError(["-bs"]).message).toContain("-bs");
+    expect(usageError(["-bd"]).message).toContain("-bd");
     expect(usageError(["-bi"]).message).toContain("-bi");
     expect(usageError(["-I"]).message).toContain("-I");
     // mail's -s is not sendmail's: a subject is a header of the message.

@@ -5,7 +5,7 @@
  * Like sendmail it prints nothing when the message went out.
  */
 import { dirname, resolve } from "node:path";
-import { homedir } from "node:os";
+import { homedir, hostname } from "node:os";
 import type { CliIO } from "../io.js";
 import { colorsFor } from "../io.js";
 import { reportError } from "../report.js";
@@ -37,6 +37,9 @@ Options (those of sendmail that mail programs pass):
   -F <name>        the sender's full name, for a From header the message lacks
   -v               say what was done (headers added, transport, where it went)
   -bm              deliver (the default)
+  -bs              one SMTP session on stdin and stdout (Symfony Mailer's and
+                   Laravel's "sendmail -bs"): each message is answered 250
+                   once it is sent or in the outbox; no AUTH, no TLS
   -bp              list the outbox (as mailq; same as mailsend queue)
   -q               deliver what is queued now (same as mailsend queue run)
   -B <type>, -o<x> (-oem, -odi, -odb ...), -N <dsn>, -R <ret>, -V <envid>,
@@ -102,6 +105,7 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
 
     const mode = queueModeFrom(args.queue, env);
     const maxSize = maxMessageSize(env);
+    if (args.mode === "smtp") return await smtpOnStdio(args, subIO, mode, maxSize, settings.profile?.name, args.verbose ? note : undefined);
     if (io.stdin.isTTY && args.verbose) note('reading the message from the terminal; end it with a line holding "." (or Ctrl-D)');
     const input = await readSendmailInput(io.stdin, { ignoreDots: args.ignoreDots, maxSize });
     const aliases = await loadAliases(env);
@@ -138,4 +142,41 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
   } catch (e) {
     return reportError(e, io, { json: false, verbose: args.verbose });
   }
+}
+
+/**
+ * `sendmail -bs`: the messages of one SMTP session on stdin/stdout, each as a message piped to
+ * sendmail would be (local names, a missing From or Date, the quick send or the outbox), its
+ * recipients the session's RCPT TO. The exit code is 0 once the session ended: what was refused
+ * was said to the program in the session (554 or 451), as an MTA's sendmail -bs does.
+ */
+async function smtpOnStdio(args: SendmailArgs, io: CliIO, mode: ReturnType<typeof queueModeFrom>, maxSize: number, profile: string | undefined, note: ((line: string) => void) | undefined): Promise<number> {
+  const { serveStdio } = await import("../../relay/stdio.js");
+  const env = io.env;
+  const aliases = await loadAliases(env);
+  await serveStdio({
+    input: io.stdin,
+    output: io.stdout,
+    name: hostname() || "localhost",
+    maxSize,
+    async take(raw, envelope) {
+      const fixed = fixupMessage(raw, {
+        ...(envelope.from ? { envelopeFrom: envelope.from } : {}),
+        readRecipients: false,
+        recipients: envelope.to,
+        ...(env.MAILSEND_FROM ? { defaultFrom: env.MAILSEND_FROM } : {}),
+        ...(aliases ? { aliases } : {}),
+      });
+      for (const n of fixed.notes) note?.(n);
+      const result = await submit(fixed.raw, fixed.envelope, { mode, env, source: "sendmail", ...(profile ? { profile } : {}), ...(note ? { trace: note } : {}) });
+      if (result.status === "queued") {
+        note?.(`queued as ${result.id} (${result.reason.replace(/\s+/g, " ")})`);
+        return `queued as ${result.id}`;
+      }
+      note?.(`sent over ${result.result.transport} to ${fixed.envelope.to.join(", ")} (message id ${result.result.messageId})`);
+      return `sent as ${result.result.messageId}`;
+    },
+    ...(note ? { onRefused: (reply: string) => note(`refused: ${reply}`) } : {}),
+  });
+  return 0;
 }

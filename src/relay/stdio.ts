@@ -1,0 +1,153 @@
+/**
+ * `sendmail -bs`: one SMTP session on stdin and stdout, as Postfix's and Exim's sendmail offer
+ * it to local programs (Symfony Mailer's and SwiftMailer's default sendmail transport, Laravel's
+ * `sendmail -bs -i`, Drupal). The same SMTP server as the relay (smtp-server), given the pipes as
+ * its connection: no listening socket, no AUTH, no TLS (the pipe is the local user's own). Each
+ * message is answered only once `take` has it (sent, or in the outbox, fsynced).
+ */
+import { Duplex } from "node:stream";
+import { SMTPServer, type SMTPServerSession } from "smtp-server";
+import type { Envelope } from "../outbox/types.js";
+import { replyFor } from "./server.js";
+
+export interface StdioOptions {
+  input: NodeJS.ReadableStream;
+  output: { write(chunk: Buffer | string, cb?: (e?: Error | null) => void): boolean };
+  /** The machine's name for the greeting and EHLO. */
+  name: string;
+  /** Largest message in bytes, advertised as SIZE. */
+  maxSize: number;
+  /** Resolves to the id the message got (sent or queued); throws a MailsendError to refuse it. */
+  take(raw: Buffer, envelope: Envelope): Promise<string>;
+  /** A message refused (its SMTP reply), for -v. */
+  onRefused?(reply: string): void;
+  /** Idle time before the session is cut, as an MTA's (default 5 minutes). */
+  idleMs?: number;
+}
+
+/** The pipes as the socket smtp-server expects: what it reads and writes, its timeout, an address. */
+class PipeSocket extends Duplex {
+  readonly remoteAddress = "127.0.0.1";
+  readonly remotePort = 0;
+  readonly localAddress = "127.0.0.1";
+  readonly localPort = 0;
+  /** As a connected net.Socket says: smtp-server writes its replies only to an open one. */
+  get readyState(): string {
+    return this.destroyed ? "closed" : "open";
+  }
+  #timer: NodeJS.Timeout | undefined;
+  #idleMs = 0;
+  #onIdle: (() => void) | undefined;
+
+  constructor(
+    readonly input: NodeJS.ReadableStream,
+    readonly output: StdioOptions["output"],
+  ) {
+    super({ allowHalfOpen: false });
+    input.on("data", (chunk: Buffer | string) => {
+      this.#arm();
+      if (!this.push(chunk)) input.pause();
+    });
+    input.on("end", () => this.push(null));
+    input.on("error", (e: Error) => this.destroy(e));
+  }
+
+  override _read(): void {
+    this.input.resume();
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (e?: Error | null) => void): void {
+    this.output.write(chunk, (e) => cb(e ?? null));
+  }
+
+  override _final(cb: (e?: Error | null) => void): void {
+    cb();
+    // The server ended the session (QUIT, or a refusal): nothing more is read.
+    this.input.pause();
+    process.nextTick(() => this.destroy());
+  }
+
+  override _destroy(err: Error | null, cb: (e: Error | null) => void): void {
+    clearTimeout(this.#timer);
+    cb(err);
+  }
+
+  setTimeout(ms: number, onIdle?: () => void): this {
+    this.#idleMs = ms;
+    if (onIdle) this.#onIdle = onIdle;
+    this.#arm();
+    return this;
+  }
+
+  setNoDelay(): this {
+    return this;
+  }
+
+  setKeepAlive(): this {
+    return this;
+  }
+
+  #arm(): void {
+    clearTimeout(this.#timer);
+    if (this.#idleMs > 0 && this.#onIdle) this.#timer = setTimeout(this.#onIdle, this.#idleMs);
+  }
+}
+
+/** Runs the session to its end (QUIT, or the caller closing the pipe); resolves once every message it took is answered. */
+export async function serveStdio(opts: StdioOptions): Promise<void> {
+  const inflight = new Set<Promise<unknown>>();
+  const envelopeOf = (session: SMTPServerSession): Envelope => ({
+    from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+    to: session.envelope.rcptTo.map((r) => r.address),
+  });
+  const reply = (code: number, message: string) => Object.assign(new Error(message), { responseCode: code });
+
+  const server = new SMTPServer({
+    name: opts.name,
+    banner: "mailsend sendmail -bs",
+    disabledCommands: ["STARTTLS", "AUTH"],
+    authOptional: true,
+    size: opts.maxSize,
+    disableReverseLookup: true,
+    logger: false,
+    socketTimeout: opts.idleMs ?? 5 * 60_000,
+    onData(stream, session, cb) {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let broken = false;
+      stream.on("data", (c: Buffer) => {
+        size += c.length;
+        if (size <= opts.maxSize) chunks.push(c);
+      });
+      stream.on("error", () => {
+        broken = true;
+        chunks.length = 0;
+      });
+      stream.on("end", () => {
+        if (broken) return cb(reply(451, "4.3.0 The message was cut off"));
+        if (stream.sizeExceeded || size > opts.maxSize) {
+          const text = `5.3.4 Message too big: the limit is ${opts.maxSize} bytes`;
+          opts.onRefused?.(`552 ${text}`);
+          return cb(reply(552, text));
+        }
+        const work = opts.take(Buffer.concat(chunks, size), envelopeOf(session)).then(
+          (id) => cb(null, `2.0.0 Ok: ${id}`),
+          (e: unknown) => {
+            // A message refused for what it is (554), or a fault of this machine (4xx: the program keeps it).
+            const r = replyFor(e, (e as { code?: string }).code === "local_write_failed" ? "store" : "validate");
+            opts.onRefused?.(`${r.code} ${r.text}`);
+            cb(reply(r.code, r.text));
+          },
+        );
+        inflight.add(work);
+        void work.finally(() => inflight.delete(work));
+      });
+    },
+  });
+  server.on("error", () => {});
+  const socket = new PipeSocket(opts.input, opts.output);
+  const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+  server.connect(socket as never, {} as never);
+  await closed;
+  while (inflight.size) await Promise.allSettled([...inflight]);
+}

@@ -1,0 +1,114 @@
+/**
+ * `sendmail -bs`: one SMTP session on stdin and stdout, the default of Symfony Mailer's and
+ * SwiftMailer's sendmail transport and of Laravel's `sendmail -bs -i`. Real SMTP clients talk to
+ * the built binary over its pipes: swaks (--pipe) and Python's smtplib (over a socket pair that is
+ * the child's stdin and stdout). The sandbox on 127.0.0.1 upstream.
+ */
+import { execa } from "execa";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, symlinkSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { baseEnv, BIN } from "../helpers/cli.js";
+import { inProcessSandbox, parseEml, until, type TestSandbox } from "../helpers/sandbox.js";
+import { scratch, type Scratch } from "../helpers/tmp.js";
+
+const HAVE_SWAKS = spawnSync("swaks", ["--version"]).status === 0;
+const HAVE_PYTHON = spawnSync("python3", ["-c", "import smtplib"]).status === 0;
+
+let t: TestSandbox;
+let s: Scratch;
+let sendmail: string;
+
+beforeAll(async () => {
+  t = await inProcessSandbox({ rateLimit: 1_000_000 });
+  s = scratch("mailsend-sendmail-bs-");
+  mkdirSync(join(s.dir, "sbin"));
+  sendmail = join(s.dir, "sbin", "sendmail");
+  symlinkSync(BIN, sendmail);
+});
+afterAll(async () => {
+  await t?.stop();
+  s?.remove();
+});
+
+function env(): Record<string, string> {
+  return { ...baseEnv(), ...t.env, MAILSEND_STATE_DIR: join(s.dir, "state"), MAILSEND_ALIASES: s.file("aliases", "root: ops@example.com\n"), MAILSEND_QUEUE_AUTORUN: "0" };
+}
+
+const stored = async (prefix: string) => (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject.startsWith(prefix));
+
+describe("sendmail -bs", () => {
+  it.skipIf(!HAVE_SWAKS)("swaks --pipe: the message is sent and answered 250 with its id; QUIT ends the session with exit 0", async () => {
+    const r = await execa("swaks", ["--pipe", `${process.execPath} ${sendmail} -bs`, "--from", "app@example.com", "--to", "dev@example.com", "--header", "Subject: bs swaks"], {
+      env: env(),
+      extendEnv: false,
+      reject: false,
+      timeout: 60_000,
+      all: true,
+    });
+    const out = String(r.all ?? "");
+    expect(r.exitCode, out).toBe(0);
+    expect(out).toMatch(/<- {2}220 \S+ ESMTP mailsend sendmail -bs/);
+    expect(out).toMatch(/<- {2}250 2\.0\.0 Ok: sent as \S+/);
+    expect(out).toMatch(/<- {2}221 /);
+    const got = await stored("bs swaks");
+    expect(got).toHaveLength(1);
+    expect(got[0]!.envelope.to).toEqual(["dev@example.com"]);
+  });
+
+  it.skipIf(!HAVE_PYTHON)("Python's smtplib over the pipes: two messages in one session (a local name mapped, Bcc only in RCPT), a bad one refused 554 without ending the session", async () => {
+    const script = s.file(
+      "bs.py",
+      `
+import json, smtplib, socket, subprocess, sys
+a, b = socket.socketpair()
+p = subprocess.Popen(sys.argv[1:], stdin=b, stdout=b)
+b.close()
+class Piped(smtplib.SMTP):
+    def connect(self, host="", port=0, source_address=None):
+        self.sock = a
+        self.file = None
+        return self.getreply()
+c = Piped()
+print(json.dumps(["connect", *c.connect()[:1]]), flush=True)
+c.ehlo("app.example")
+out = []
+for sender, rcpts, msg in [
+    ("app@example.com", ["root@localhost"], "From: App <app@example.com>\\r\\nTo: root@localhost\\r\\nSubject: bs py 1\\r\\n\\r\\nhello root\\r\\n"),
+    ("app@example.com", ["not an address@"], "From: app@example.com\\r\\nSubject: bs py bad\\r\\n\\r\\nx\\r\\n"),
+    ("app@example.com", ["dev@example.com", "hidden@example.com"], "From: app@example.com\\r\\nTo: dev@example.com\\r\\nSubject: bs py 2\\r\\n\\r\\n.leading dot\\r\\n"),
+]:
+    try:
+        c.sendmail(sender, rcpts, msg)
+        out.append(250)
+    except smtplib.SMTPRecipientsRefused as e:
+        out.append(list(e.recipients.values())[0][0])
+    except smtplib.SMTPResponseException as e:
+        out.append(e.smtp_code)
+print(json.dumps(out), flush=True)
+c.quit()
+a.close()
+print(json.dumps(["exit", p.wait(30)]), flush=True)
+`,
+    );
+    const r = await execa("python3", [script, process.execPath, sendmail, "-bs", "-i"], { env: env(), extendEnv: false, reject: false, timeout: 60_000 });
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    const lines = String(r.stdout).trim().split("\n").map((l) => JSON.parse(l));
+    expect(lines[0]).toEqual(["connect", 220]);
+    const codes = lines[1] as number[];
+    expect(codes[0]).toBe(250);
+    expect(codes[1]).toBeGreaterThanOrEqual(500);
+    expect(codes[2]).toBe(250);
+    expect(lines[2]).toEqual(["exit", 0]);
+    await until(async () => (await stored("bs py")).length >= 2, 20_000);
+    const got = await stored("bs py");
+    expect(got.map((m) => m.subject).sort()).toEqual(["bs py 1", "bs py 2"]);
+    const one = got.find((m) => m.subject === "bs py 1")!;
+    expect(one.envelope.to).toEqual(["ops@example.com"]);
+    const two = got.find((m) => m.subject === "bs py 2")!;
+    expect(two.envelope.to.sort()).toEqual(["dev@example.com", "hidden@example.com"]);
+    const eml = await parseEml((await t.sb.store.raw(two.id))!);
+    expect(eml.text).toContain(".leading dot");
+  });
+});

@@ -9,7 +9,7 @@ export async function main(argv = process.argv.slice(2), invokedAs = process.arg
   // Started as `sendmail` or `mailq` (a symlink to mailsend), or as `mailsend sendmail`: its
   // own getopt-style options, so commander is not loaded at all (programs call it often).
   const role = roleOf(invokedAs);
-  sending = role === "sendmail" || SENDING.has(argv[0] ?? "");
+  sending = isSending(role, argv);
   if (role || argv[0] === "sendmail") {
     const { runSendmail } = await import("./commands/sendmail.js");
     process.exitCode = await runSendmail(role ? argv : argv.slice(1), processIO(), role ?? "sendmail");
@@ -25,27 +25,41 @@ function roleOf(path: string | undefined): "sendmail" | "mailq" | undefined {
   return base === "sendmail" || base === "mailq" ? base : undefined;
 }
 
-/** The commands that send mail (or take it in to send): their work does not stop when their output's reader goes away. */
-const SENDING = new Set(["send", "batch", "sendmail", "queue", "relay"]);
+/** The commands that send mail (or take it in to send): their work does not stop when their output cannot be written. */
+const SENDING = new Set(["send", "batch", "sendmail", "relay"]);
 let sending = false;
 
-/**
- * A reader that went away (EPIPE: `mailsend ... | head` closed the pipe) ends a command that only
- * shows things, as it ends `git log | head`, with the exit code it had. A command that sends goes
- * on without its output and exits as its work went: a closed pipe must not stop a send half way,
- * nor a batch with exit 0 after its first rows. Whether to go on; the caller drops what it wrote.
- */
-function readerGone(): boolean {
-  if (!sending) process.exit(process.exitCode ?? 0);
-  return true;
+function isSending(role: string | undefined, argv: readonly string[]): boolean {
+  if (argv.includes("--help") || argv.includes("-h")) return false;
+  if (role === "sendmail") return !argv.some((a) => a === "-bp" || a === "--help");
+  // queue run and its background runner (--drain), queue retry: they deliver; ls, rm and purge only show or delete.
+  if (argv[0] === "queue") return argv[1] === "run" || argv[1] === "retry" || argv.includes("--drain");
+  return SENDING.has(argv[0] ?? "");
 }
 
-/** Errors of a stream whose reader went away: EPIPE, then writes to the stream it destroyed. */
+/**
+ * Output that cannot be written: its reader went away (EPIPE: `mailsend ... | head` closed the
+ * pipe), or the file it goes to cannot take it (`>> log` on a full disk: ENOSPC, EDQUOT, EFBIG,
+ * EIO). A command that sends goes on without its output and exits as its work went: a closed pipe
+ * or a full log must not stop a send half way, nor turn a message the service took into a failure
+ * a script would send again. A command that only shows things ends there: with the exit code it
+ * had for a reader that went away (as `git log | head`), with 74 (a local I/O error) for the rest.
+ * True when the caller is to drop what it writes and go on.
+ */
+function outputFailed(code: string | undefined): boolean {
+  if (sending) return true;
+  process.exit(code === "EPIPE" || code === "ERR_STREAM_DESTROYED" ? (process.exitCode ?? 0) : 74);
+}
+
+/** Write errors that say the output is gone or full, not that mailsend did something wrong. */
+const OUTPUT_FAILURES = new Set(["EPIPE", "ERR_STREAM_DESTROYED", "ENOSPC", "EDQUOT", "EFBIG", "EIO", "ECONNRESET"]);
+
+/** stdout and stderr: their write errors are outputFailed's (then later writes to the destroyed stream too). */
 function hookGone(stream: NodeJS.WriteStream): NodeJS.WriteStream {
   if (hooked.has(stream)) return stream;
   hooked.add(stream);
   stream.on("error", (e: NodeJS.ErrnoException) => {
-    if ((e.code === "EPIPE" || e.code === "ERR_STREAM_DESTROYED") && readerGone()) return;
+    if (OUTPUT_FAILURES.has(e.code ?? "") && outputFailed(e.code)) return;
     throw e;
   });
   return stream;
@@ -82,7 +96,7 @@ function lazyProcessIO(): CliIO & { stdinIsNull: () => boolean } {
   };
 }
 
-/** process.stdout, with what a reader that went away means (readerGone). */
+/** process.stdout, with what output that cannot be written means (outputFailed). */
 function realStdout(): NodeJS.WriteStream {
   return hookGone(process.stdout);
 }
@@ -94,7 +108,7 @@ function realStdout(): NodeJS.WriteStream {
  * ~6 ms) is never made: a dry run or a --json result is one or two writes. Anything else asked of it (a listener, a
  * property, a terminal, Windows), or a write the descriptor does not take at once (EAGAIN on a
  * non-blocking pipe: the rest of it), and from then on every write goes through process.stdout,
- * so nothing is reordered. A reader that went away (EPIPE) is readerGone's, as it is there.
+ * so nothing is reordered. Output that cannot be written (EPIPE, ENOSPC) is outputFailed's, as it is there.
  */
 function directStdout(): CliIO["stdout"] {
   let direct = process.platform !== "win32" && writableDirectly(1);
@@ -121,7 +135,8 @@ function directStdout(): CliIO["stdout"] {
     try {
       while (off < buf.length) off += writeSync(1, buf, off, buf.length - off);
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "EPIPE" && readerGone()) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (OUTPUT_FAILURES.has(code ?? "") && outputFailed(code)) {
         gone = true;
         if (cb) process.nextTick(cb);
         return true;

@@ -6,7 +6,7 @@
  * writes anything (so every write of it meets EPIPE), against the sandbox on 127.0.0.1.
  */
 import { spawn } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { closeSync, existsSync, openSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BIN, baseEnv } from "../helpers/cli.js";
@@ -61,6 +61,26 @@ describe("a reader that went away", () => {
     const r = await runReaderGone(["batch", file, "--journal", join(t.scratch.dir, "journal"), "--concurrency", "4", "--json"]);
     expect(r).toEqual({ code: 0, signal: null });
     expect((await subjects("gone batch ")).length).toBe(200);
+  });
+
+  it.skipIf(!existsSync("/dev/full"))("output to a full disk (/dev/full): a send that went is 0, a bad one its own code; a command that only shows things is 74", async () => {
+    const full = () => openSync("/dev/full", "w");
+    const run = (args: string[], out: "stdout" | "stderr" | "both") =>
+      new Promise<number | null>((resolve, reject) => {
+        const fd = full();
+        const child = spawn(process.execPath, [BIN, ...args], {
+          env: { ...baseEnv(), ...t.env },
+          stdio: ["ignore", out === "stderr" ? "ignore" : fd, out === "stdout" ? "ignore" : fd],
+        });
+        closeSync(fd);
+        child.once("error", reject);
+        child.once("exit", (code) => resolve(code));
+      });
+    expect(await run(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "gone full 1", "--text", "x"], "stdout")).toBe(0);
+    expect(await run(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "gone full 2", "--text", "x", "-v", "--json"], "both")).toBe(0);
+    expect(await run(["send", "-f", "not an address", "-t", "dev@example.com", "-s", "gone full 3", "--text", "x"], "stderr")).toBe(65);
+    expect((await subjects("gone full")).sort()).toEqual(["gone full 1", "gone full 2"]);
+    expect(await run(["send", "--help"], "stdout")).toBe(74);
   });
 
   it("a command that only shows things ends (exit 0), as `git log | head` does", async () => {

@@ -21,9 +21,10 @@
  * main thread; records made while one is running join the next.
  */
 import { createHash, randomUUID } from "node:crypto";
-import { close, closeSync, constants, existsSync, fdatasync, fstatSync, fsync, ftruncateSync, openSync, readFileSync, readSync, renameSync, statSync, truncateSync, writeSync } from "node:fs";
+import { close, closeSync, constants, existsSync, fdatasync, fstatSync, fsync, ftruncateSync, openSync, readFileSync, readSync, renameSync, statSync, truncateSync, unlinkSync, writeSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { localFileError, MailsendError } from "../core/errors.js";
+import { processAlive } from "../core/pid.js";
 
 export type ItemState =
   | { s: "intended"; k: string }
@@ -127,6 +128,8 @@ export class Journal {
   #flushing: Promise<void> | undefined;
   /** A new journal's header fsync, started by #create. */
   #headerSynced: Promise<void> | undefined;
+  /** Gives up the run's lock on the journal. */
+  #unlock: (() => void) | undefined;
 
   private constructor(path: string, batchId: string, previous: Map<number, ItemState>) {
     this.path = path;
@@ -165,7 +168,25 @@ export class Journal {
     return sameInput ? { action: "resume", header, states } : { action: "refuse" };
   }
 
+  /**
+   * Open the journal for one run, which holds `<journal>.lock` (its pid) until close(): a second
+   * batch with the same journal (two cron runs that overlap, two started at once) is refused
+   * while the first runs. Without it, both could decide to start a new batch (changed input, a
+   * day-old journal) with their own keys, and every row would be sent twice.
+   */
   static async open(opts: OpenOptions): Promise<Journal> {
+    const unlock = lockJournal(opts.path);
+    try {
+      const j = await Journal.#openLocked(opts);
+      j.#unlock = unlock;
+      return j;
+    } catch (e) {
+      unlock();
+      throw e;
+    }
+  }
+
+  static async #openLocked(opts: OpenOptions): Promise<Journal> {
     const { path } = opts;
     const plan = Journal.plan(opts);
     if (plan.action === "create") return Journal.#create(path, opts.input);
@@ -364,9 +385,67 @@ export class Journal {
   }
 
   async close(): Promise<void> {
-    await this.#flushing;
-    const fd = this.#fd;
-    this.#fd = undefined;
-    if (fd !== undefined) await new Promise<void>((resolve, reject) => close(fd, (e) => (e ? reject(e) : resolve())));
+    try {
+      await this.#flushing;
+      const fd = this.#fd;
+      this.#fd = undefined;
+      if (fd !== undefined) await new Promise<void>((resolve, reject) => close(fd, (e) => (e ? reject(e) : resolve())));
+    } finally {
+      this.#unlock?.();
+      this.#unlock = undefined;
+    }
   }
+}
+
+/**
+ * Takes `<journal>.lock` (O_EXCL, holding this process's pid) and returns what gives it back (also
+ * done as the process exits). A lock whose process is gone (a run killed with -9) is taken over.
+ */
+function lockJournal(path: string): () => void {
+  const lock = `${path}.lock`;
+  for (let attempt = 0; ; attempt++) {
+    if (attempt > 20) throw new MailsendError("temporary_failure", `the journal lock ${lock} keeps changing; another batch is starting with the journal ${path}`, { hint: "Run one batch at a time with one journal." });
+    try {
+      const fd = openSync(lock, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
+      try {
+        writeSync(fd, `${process.pid}\n`);
+      } finally {
+        closeSync(fd);
+      }
+      break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw localFileError(e, lock, "write", "journal lock");
+      let pid = Number.NaN;
+      let ageMs = 0;
+      try {
+        pid = Number.parseInt(readFileSync(lock, "utf8"), 10);
+        ageMs = Date.now() - statSync(lock).mtimeMs;
+      } catch {
+        continue; // given back meanwhile: try again
+      }
+      // Alive: another batch is running with this journal. No pid yet: one taking it this instant
+      // (a crash between the create and the write leaves it so for good: judged by its age).
+      const holder = Number.isInteger(pid) ? pid !== process.pid && processAlive(pid) : Math.abs(ageMs) < 10_000;
+      if (holder || attempt >= 3) {
+        throw new MailsendError("temporary_failure", `another batch${holder ? ` (pid ${pid})` : ""} is running with the journal ${path}; nothing was sent by this one`, {
+          hint: `Wait for it to finish, then run this again: it resumes or skips what the other sent. If no batch is running, remove ${lock}.`,
+        });
+      }
+      // Its process is gone (a run killed with -9): the lock is stale.
+      try {
+        unlinkSync(lock);
+      } catch {}
+    }
+  }
+  let held = true;
+  const release = () => {
+    if (!held) return;
+    held = false;
+    process.off("exit", release);
+    try {
+      unlinkSync(lock);
+    } catch {}
+  };
+  process.on("exit", release);
+  return release;
 }

@@ -1,0 +1,69 @@
+/**
+ * One batch at a time per journal: two runs started together (overlapping cron jobs) used to both
+ * decide "the input changed, this is a new batch" and send every row twice, with their own keys.
+ * The built binary, two processes at once, against the sandbox on 127.0.0.1.
+ */
+import { execa } from "execa";
+import { appendFileSync, existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { baseEnv, BIN, runCli } from "../helpers/cli.js";
+import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+
+let t: TestSandbox;
+beforeAll(async () => {
+  t = await inProcessSandbox({ rateLimit: 1_000_000 });
+});
+afterAll(async () => {
+  await t?.stop();
+  t?.scratch.remove();
+});
+
+const count = async (prefix: string) => (await t.sb.store.list({ limit: 100_000 })).filter((m) => m.subject.startsWith(prefix)).length;
+
+function rows(file: string, prefix: string, from: number, n: number): void {
+  const lines = Array.from({ length: n }, (_, i) => JSON.stringify({ from: "ci@example.com", to: "dev@example.com", subject: `${prefix} ${from + i}`, text: "x" }));
+  (from === 0 ? writeFileSync : appendFileSync)(file, `${lines.join("\n")}\n`);
+}
+
+describe("the journal's lock", () => {
+  it("two runs at once after the input changed: one sends, the other is refused (75) and sends nothing", async () => {
+    const file = join(t.scratch.dir, "nightly.jsonl");
+    const journal = join(t.scratch.dir, "nightly.journal");
+    rows(file, "lock twice", 0, 120);
+    const first = await runCli(["batch", file, "--journal", journal, "-q"], { env: t.env });
+    expect(first.exitCode, first.stderr).toBe(0);
+    expect(await count("lock twice ")).toBe(120);
+    rows(file, "lock twice", 120, 1);
+    const run = () => execa(process.execPath, [BIN, "batch", file, "--journal", journal, "-q"], { env: { ...baseEnv(), ...t.env }, extendEnv: false, reject: false, timeout: 60_000 });
+    const [a, b] = await Promise.all([run(), run()]);
+    const codes = [a.exitCode, b.exitCode].sort();
+    expect(codes).toEqual([0, 75]);
+    const loser = a.exitCode === 75 ? a : b;
+    expect(String(loser.stderr)).toMatch(/^error: another batch \(pid \d+\) is running with the journal .*nightly\.journal; nothing was sent by this one$/m);
+    // The first run's 120, and the winner's new batch of 121 (a changed input is a new batch): no third copy.
+    expect(await count("lock twice ")).toBe(241);
+    expect(existsSync(`${journal}.lock`)).toBe(false);
+  });
+
+  it("a lock left by a run killed with -9 (its process gone) is taken over", async () => {
+    const file = join(t.scratch.dir, "after-crash.jsonl");
+    const journal = join(t.scratch.dir, "after-crash.journal");
+    rows(file, "lock stale", 0, 5);
+    // A pid that is no process here.
+    let dead = 4_000_000;
+    while (dead > 1000) {
+      try {
+        process.kill(dead, 0);
+        dead--;
+      } catch {
+        break;
+      }
+    }
+    writeFileSync(`${journal}.lock`, `${dead}\n`);
+    const r = await runCli(["batch", file, "--journal", journal, "-q"], { env: t.env });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(await count("lock stale ")).toBe(5);
+    expect(existsSync(`${journal}.lock`)).toBe(false);
+  });
+});

@@ -425,7 +425,8 @@ function lockJournal(path: string): () => void {
       }
       // Alive: another batch is running with this journal. No pid yet: one taking it this instant
       // (a crash between the create and the write leaves it so for good: judged by its age).
-      const holder = Number.isInteger(pid) ? pid !== process.pid && processAlive(pid) : Math.abs(ageMs) < 10_000;
+      // (This process too: a second batch of the library's with the same journal.)
+      const holder = Number.isInteger(pid) ? pid === process.pid || processAlive(pid) : Math.abs(ageMs) < 10_000;
       if (holder || attempt >= 3) {
         throw new MailsendError("temporary_failure", `another batch${holder ? ` (pid ${pid})` : ""} is running with the journal ${path}; nothing was sent by this one`, {
           hint: `Wait for it to finish, then run this again: it resumes or skips what the other sent. If no batch is running, remove ${lock}.`,

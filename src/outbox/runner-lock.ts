@@ -59,7 +59,12 @@ export async function lockOutbox(outbox: Outbox, onCompromised: () => void, timi
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "ELOCKED") throw e;
       // Held by a live runner (or one that has not written its pid yet): it delivers.
-      if (ownerAlive(outbox) !== false || Date.now() >= giveUpAt) return undefined;
+      if (ownerAlive(outbox) !== false) return undefined;
+      // A dead runner's lock from "the future" (the clock was set back after it ran) would not be
+      // stale by the library's rule until the clock passed it again: nothing would be delivered
+      // until then. Its holder is gone, and no live runner made it (theirs has the clock's time).
+      if (removeFutureLock(outbox, stale)) continue;
+      if (Date.now() >= giveUpAt) return undefined;
       await new Promise((r) => setTimeout(r, poll));
       continue;
     }
@@ -71,6 +76,17 @@ export async function lockOutbox(outbox: Outbox, onCompromised: () => void, timi
       } catch {}
       await release();
     };
+  }
+}
+
+/** Removes the lock when its mtime is further ahead of the clock than a live runner's refresh could put it; true when it did. */
+function removeFutureLock(outbox: Outbox, stale: number): boolean {
+  try {
+    if (statSync(lockPath(outbox)).mtimeMs <= Date.now() + stale) return false;
+    rmSync(lockPath(outbox), { recursive: true, force: true });
+    return true;
+  } catch {
+    return false;
   }
 }
 

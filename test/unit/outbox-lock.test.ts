@@ -122,4 +122,20 @@ describe("a lock whose holder is dead", () => {
     expect(existsSync(join(dead.dir, "runner.lock"))).toBe(false);
     expect(runnerHoldsOutbox(dead)).toBe(false);
   }, 20_000);
+
+  it("a dead runner's lock from the future (the clock set back since) is taken at once, not when the clock passes it again", async () => {
+    const outbox = leftBy(deadPid());
+    const hourAhead = new Date(Date.now() + 3600_000);
+    utimesSync(join(outbox.dir, "runner.lock"), hourAhead, hourAhead);
+    // Without the check it would wait for staleness that never comes (the mtime is ahead), then give up.
+    const release = await lockOutbox(outbox, () => {}, { staleMs: 2000, pollMs: 50 });
+    expect(release).toBeDefined();
+    expect(readFileSync(join(outbox.dir, "runner.pid"), "utf8")).toBe(`${process.pid}\n`);
+    await release!();
+    // A live holder's, ahead or not, is left alone.
+    const live = leftBy(process.pid);
+    utimesSync(join(live.dir, "runner.lock"), hourAhead, hourAhead);
+    expect(await lockOutbox(live, () => {}, { staleMs: 2000, pollMs: 50 })).toBeUndefined();
+    expect(existsSync(join(live.dir, "runner.lock"))).toBe(true);
+  }, 20_000);
 });

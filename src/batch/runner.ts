@@ -10,7 +10,7 @@ import { EXIT, MailsendError, toMailsendError, worstExitClass, type ExitClass } 
 import type { Message } from "../core/message.js";
 import { allRecipients } from "../core/message.js";
 import type { TransportName, Transport } from "../core/transport.js";
-import { deliver, type DeliverOptions } from "../limits/deliver.js";
+import { deliver, isBudgetStoreFailure, type DeliverOptions } from "../limits/deliver.js";
 import { AttachmentCache, FieldClashes, messageOfRow, type RowDefaults } from "./item.js";
 import type { ItemState, Journal } from "./journal.js";
 import { rowsOf, type Format, type Row } from "./rows.js";
@@ -53,6 +53,8 @@ export interface Counts {
 export interface BatchSummary extends Counts {
   exitCode: number;
   elapsedMs: number;
+  /** The batch stopped starting items before the end: the rate-limit budget's store failed for several in a row. */
+  stopped?: "budget";
 }
 
 export interface BatchOptions {
@@ -82,6 +84,9 @@ export interface BatchOptions {
   /** Abort the sends in flight too (a second interrupt). */
   abortSends?: AbortSignal;
 }
+
+/** Items in a row that could not get a slot from the budget's store before the batch stops starting more. */
+const STORE_FAILURES_TO_STOP = 3;
 
 /** Errors that only say "the batch was stopped here", not how the item's last attempt went. */
 const interruptions = new WeakSet<MailsendError>();
@@ -303,7 +308,7 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
     }
   }
   progress();
-  const finish = (): BatchSummary => ({ ...counts, exitCode: EXIT[worstExitClass(classes)], elapsedMs: Date.now() - started });
+  const finish = (): BatchSummary => ({ ...counts, exitCode: EXIT[worstExitClass(classes)], elapsedMs: Date.now() - started, ...(stoppedBy ? { stopped: stoppedBy } : {}) });
   if (opts.check || (opts.failFast && counts.invalid > 0) || !opts.transport) return finish();
 
   // Pass 2: send. A new journal's header is on disk first (a failure to sync it fails the batch, as one to create it does).
@@ -333,6 +338,13 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   let stop = false;
   let fatal: { error: unknown } | undefined;
   /**
+   * Items in a row whose slot could not be asked for (Redis gone or silent): each would wait out
+   * the store's timeout in turn, a 10,000-row batch for hours, and fail. After a few, no further
+   * item starts; the run ends 75 and a re-run sends the rest.
+   */
+  let storeFailuresInARow = 0;
+  let stoppedBy: BatchSummary["stopped"];
+  /**
    * One item, from its journal line to its result. It holds its slot until its answer (or
    * failure) is in: the fsync of its "done" line happens after, so the next item need not wait for it.
    */
@@ -352,6 +364,7 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
       };
       try {
         const r = await deliver(transport, message, { ...deliverOptions, onWarning: warn });
+        storeFailuresInARow = 0;
         tries.delete(message);
         holding = false;
         freeSlot();
@@ -368,6 +381,12 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
       } catch (e) {
         // Before the slot is freed, so that no other item starts after a failure.
         if (opts.failFast) stop = true;
+        if (!isBudgetStoreFailure(e)) storeFailuresInARow = 0;
+        else if (++storeFailuresInARow >= STORE_FAILURES_TO_STOP && !stop) {
+          stop = true;
+          stoppedBy = "budget";
+          opts.onWarning?.(`the rate-limit budget could not be asked for a slot for ${storeFailuresInARow} items in a row (${toMailsendError(e).message}); no further item is started. Nothing of those was sent; run the same command again to send the rest.`);
+        }
         holding = false;
         freeSlot();
         const tried = tries.get(message);

@@ -128,11 +128,28 @@ interface Waited {
   actualMs: number;
 }
 
+/** Failures of the budget's store itself (Redis gone or silent, the state file unwritable), before anything was sent. */
+const storeFailures = new WeakSet<object>();
+
+/**
+ * Whether deliver() failed because the rate-limit budget could not be asked for a slot: nothing
+ * was sent, and the next message would fail the same way (a batch stops starting items on it).
+ */
+export function isBudgetStoreFailure(e: unknown): boolean {
+  return typeof e === "object" && e !== null && storeFailures.has(e);
+}
+
 async function takeSlot(store: SlotStore, opts: DeliverOptions, attempt: number, waited: Waited): Promise<string> {
   const sleep = opts.sleep ?? abortableSleep;
   const id = slotId();
   for (let round = 0; round < 10_000; round++) {
-    const r = await store.tryTake(id, opts.limits);
+    let r: Awaited<ReturnType<SlotStore["tryTake"]>>;
+    try {
+      r = await store.tryTake(id, opts.limits);
+    } catch (e) {
+      if (typeof e === "object" && e !== null) storeFailures.add(e);
+      throw e;
+    }
     if (r.ok) return id;
     const seconds = Math.ceil(r.waitMs / 1000);
     if (opts.noWait) {

@@ -152,13 +152,13 @@ function newBatchNotice(r: Pick<Replaced, "finishedAt" | "sent">, keptAt: string
     : `${last}, so this is a new batch: every row of it is sent, also any the last run sent; the old journal is kept at ${keptAt}`;
 }
 
-function summaryLine(c: Counts & { elapsedMs: number; not_started?: number }): string {
+function summaryLine(c: Counts & { elapsedMs: number; not_started?: number; stopped?: string }): string {
   const parts = [`${c.sent} sent${c.partial ? ` (${c.partial} with refused recipients)` : ""}`];
   if (c.skipped) parts.push(`${c.skipped} already sent`);
   if (c.failed) parts.push(`${c.failed} failed`);
   if (c.unknown) parts.push(`${c.unknown} outcome unknown`);
   if (c.invalid) parts.push(`${c.invalid} invalid`);
-  if (c.not_started) parts.push(`${c.not_started} not started (interrupted)`);
+  if (c.not_started) parts.push(`${c.not_started} not started (${c.stopped === "budget" ? "the rate-limit budget could not be reached" : "interrupted"})`);
   return `${parts.join(", ")} (of ${c.total}) in ${(c.elapsedMs / 1000).toFixed(1)} s`;
 }
 
@@ -372,9 +372,12 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     // Interrupted: the summary says so, counts the items that never started, and carries the exit
     // code the process ends with (75; 130 / 143 interrupted twice), not the one of what was done.
     const exitCode = secondSignal ? (secondSignal === "SIGTERM" ? 143 : 130) : abort.signal.aborted ? 75 : summary.exitCode;
+    const notStarted = Math.max(0, summary.total - summary.invalid - summary.sent - summary.failed - summary.skipped - summary.unknown);
     const reported = abort.signal.aborted
-      ? { ...summary, exitCode, interrupted: true, not_started: Math.max(0, summary.total - summary.invalid - summary.sent - summary.failed - summary.skipped - summary.unknown) }
-      : summary;
+      ? { ...summary, exitCode, interrupted: true, not_started: notStarted }
+      : summary.stopped
+        ? { ...summary, not_started: notStarted }
+        : summary;
     if (json) {
       io.stderr.write(`${JSON.stringify({ summary: { ...reported, journal: journal?.path ?? null, check: flags.check ?? false } })}\n`);
     } else if (!flags.quiet) {

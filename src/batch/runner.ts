@@ -240,6 +240,13 @@ interface Planned {
 export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   const started = Date.now();
   const cache = new AttachmentCache();
+  /**
+   * Items in a row whose slot could not be asked for (Redis gone or silent): each would wait out
+   * the store's timeout in turn, a 10,000-row batch for hours, and fail. After a few, no further
+   * item starts; the run ends 75 and a re-run sends the rest.
+   */
+  let storeFailuresInARow = 0;
+  let stoppedBy: BatchSummary["stopped"];
   const counts: Counts = { total: 0, sent: 0, failed: 0, invalid: 0, skipped: 0, unknown: 0, partial: 0 };
   const classes = new Set<ExitClass>();
   const invalid = new Set<number>();
@@ -337,13 +344,7 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   let allDone: (() => void) | undefined;
   let stop = false;
   let fatal: { error: unknown } | undefined;
-  /**
-   * Items in a row whose slot could not be asked for (Redis gone or silent): each would wait out
-   * the store's timeout in turn, a 10,000-row batch for hours, and fail. After a few, no further
-   * item starts; the run ends 75 and a re-run sends the rest.
-   */
-  let storeFailuresInARow = 0;
-  let stoppedBy: BatchSummary["stopped"];
+
   /**
    * One item, from its journal line to its result. It holds its slot until its answer (or
    * failure) is in: the fsync of its "done" line happens after, so the next item need not wait for it.

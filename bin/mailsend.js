@@ -9,7 +9,7 @@
 const args = process.argv.slice(2);
 // The same test as roleOf in src/cli/main.ts.
 const base = process.argv[1]?.split(/[\\/]/).pop()?.replace(/\.(js|mjs|cjs|exe|cmd)$/i, "");
-const role = base === "sendmail" || base === "mailq" ? base : undefined;
+const role = base === "sendmail" || base === "mailq" || base === "newaliases" ? base : undefined;
 if (!role && args.length === 1 && (args[0] === "--version" || args[0] === "-V")) {
   process.stdout.write(`${require("../package.json").version}\n`);
 } else {

@@ -20,9 +20,9 @@ export async function main(argv = process.argv.slice(2), invokedAs = process.arg
 }
 
 /** The role of the name the program was started under (basename, before any symlink is resolved), as msmtp and Postfix do. */
-function roleOf(path: string | undefined): "sendmail" | "mailq" | undefined {
+function roleOf(path: string | undefined): "sendmail" | "mailq" | "newaliases" | undefined {
   const base = path?.split(/[\\/]/).pop()?.replace(/\.(js|mjs|cjs|exe|cmd)$/i, "");
-  return base === "sendmail" || base === "mailq" ? base : undefined;
+  return base === "sendmail" || base === "mailq" || base === "newaliases" ? base : undefined;
 }
 
 /** The commands that send mail (or take it in to send): their work does not stop when their output cannot be written. */

@@ -12,7 +12,7 @@
 import { MailsendError } from "../core/errors.js";
 import type { QueueMode } from "../outbox/types.js";
 
-export type SendmailMode = "deliver" | "list" | "flush" | "help" | "version" | "smtp";
+export type SendmailMode = "deliver" | "list" | "flush" | "help" | "version" | "smtp" | "aliases";
 
 export interface SendmailArgs {
   mode: SendmailMode;
@@ -46,9 +46,9 @@ const FLAGS = new Set(["t", "i", "v", "m", "n", "U", "c", "G"]);
 const WITH_VALUE = new Set(["f", "r", "F", "B", "N", "R", "V", "X", "L", "h", "o", "b", "O", "e", "p", "C", "d"]);
 const QUEUE_MODES: readonly QueueMode[] = ["always", "auto", "never"];
 
-export function parseSendmailArgs(argv: readonly string[], invokedAs: "sendmail" | "mailq" = "sendmail"): SendmailArgs {
+export function parseSendmailArgs(argv: readonly string[], invokedAs: "sendmail" | "mailq" | "newaliases" = "sendmail"): SendmailArgs {
   const out: SendmailArgs = {
-    mode: invokedAs === "mailq" ? "list" : "deliver",
+    mode: invokedAs === "mailq" ? "list" : invokedAs === "newaliases" ? "aliases" : "deliver",
     readRecipients: false,
     ignoreDots: false,
     verbose: false,
@@ -159,10 +159,11 @@ function takeValue(out: SendmailArgs, letter: string, value: string, setMode: (m
       if (value === "m") setMode("deliver", "-bm");
       else if (value === "p") setMode("list", "-bp");
       else if (value === "s") setMode("smtp", "-bs");
+      // newaliases: there is no database to build, the file is read as it is; checked and said so.
+      else if (value === "i") setMode("aliases", "-bi");
       else {
         const what: Record<string, string> = {
           d: "a daemon; use `mailsend relay` or `mailsend queue run --watch`",
-          i: "rebuilding an alias database; mailsend reads the aliases file as it is",
           a: "ARPANET mode",
           t: "address test mode",
           v: "verify only",

@@ -66,6 +66,10 @@ describe("sendmail's command line", () => {
     expect(parseSendmailArgs(["-q"]).mode).toBe("flush");
     expect(parseSendmailArgs(["-q30m"]).mode).toBe("flush");
     expect(parseSendmailArgs([], "mailq").mode).toBe("list");
+    // newaliases and -bi: nothing to rebuild; the aliases file is checked.
+    expect(parseSendmailArgs(["-bi"]).mode).toBe("aliases");
+    expect(parseSendmailArgs([], "newaliases").mode).toBe("aliases");
+    expect(parseSendmailArgs(["-bs", "-i"]).mode).toBe("smtp");
     usageError(["-bp", "-q"]);
   });
 

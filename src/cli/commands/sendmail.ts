@@ -41,6 +41,8 @@ Options (those of sendmail that mail programs pass):
                    Laravel's "sendmail -bs"): each message is answered 250
                    once it is sent or in the outbox; no AUTH, no TLS
   -bp              list the outbox (as mailq; same as mailsend queue)
+  -bi              check the aliases file (as newaliases: there is no database
+                   to rebuild, mailsend reads the file as it is)
   -q               deliver what is queued now (same as mailsend queue run)
   -B <type>, -o<x> (-oem, -odi, -odb ...), -N <dsn>, -R <ret>, -V <envid>,
   -L <tag>, -h <n>, -m, -n, -U, -c, -G
@@ -67,7 +69,7 @@ Examples:
   mailsend sendmail -bp                   # the outbox, as mailq does
 `;
 
-export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs: "sendmail" | "mailq" = "sendmail"): Promise<number> {
+export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs: "sendmail" | "mailq" | "newaliases" = "sendmail"): Promise<number> {
   let args: SendmailArgs;
   try {
     args = parseSendmailArgs(argv, invokedAs);
@@ -101,6 +103,12 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
     }
     if (args.mode === "flush") {
       return await runQueueRun({ verbose: args.verbose }, subIO);
+    }
+    if (args.mode === "aliases") {
+      // newaliases / -bi: nothing to build (the file is read as it is at each use); a broken file is said now.
+      const table = await loadAliases(env);
+      if (args.verbose) note(table ? `${table.path}: ${table.entries.size} aliases (read as it is at each use; there is no database to rebuild)` : "no aliases file is set (MAILSEND_ALIASES or the profile's aliases)");
+      return 0;
     }
 
     const mode = queueModeFrom(args.queue, env);

@@ -151,13 +151,17 @@ describe("mailsend queue", () => {
     (sb.sb.faults.config = { ...sb.sb.faults.config, latencyMs: 400 });
     try {
       const [a, b] = await Promise.all([
-        runCli(["queue", "run", "--concurrency", "1"], { env, timeoutMs: 60_000 }),
-        new Promise((r) => setTimeout(r, 250)).then(() => runCli(["queue", "run", "--concurrency", "1"], { env, timeoutMs: 60_000 })),
+        runCli(["queue", "run", "--concurrency", "1", "-v"], { env, timeoutMs: 60_000 }),
+        new Promise((r) => setTimeout(r, 250)).then(() => runCli(["queue", "run", "--concurrency", "1", "-v"], { env, timeoutMs: 60_000 })),
       ]);
       expect(a.exitCode).toBe(0);
       expect(b.exitCode).toBe(0);
-      // Whichever took the outbox first delivered; the other said so and left it alone.
+      // Whichever took the outbox first delivered; the other said so (-v) and left it alone.
       expect([a, b].filter((r) => r.stderr.includes("another runner is delivering"))).toHaveLength(1);
+      expect([a, b].filter((r) => /^mailsend: sent 4, deferred 0, failed 0; 0 left in the outbox$/m.test(r.stderr))).toHaveLength(1);
+      // Off a terminal, a run with nothing to do says nothing (cron would mail it every minute).
+      const idle = await runCli(["queue", "run"], { env, timeoutMs: 60_000 });
+      expect(idle).toMatchObject({ exitCode: 0, stderr: "" });
     } finally {
       (sb.sb.faults.config = { ...sb.sb.faults.config, latencyMs: 0 });
     }

@@ -159,12 +159,16 @@ export async function runQueueRun(opts: Record<string, unknown>, io: CliIO): Pro
     try {
       if (flags.watch && !json && !flags.quiet) io.stderr.write(`mailsend: delivering from ${runner.outbox.dir} as mail arrives (Ctrl-C to stop)\n`);
       const summary = await runner.run();
+      // Run by cron or a timer (stderr not a terminal), a run that did nothing says nothing, as
+      // Postfix's sendmail -q: cron would otherwise mail that line every minute.
+      const idle = !summary.ran || summary.sent + summary.deferred + summary.failed === 0;
+      const quietIdle = idle && !io.stderr.isTTY && !flags.verbose;
       if (!summary.ran) {
-        if (!flags.quiet && !flags.drain) io.stderr.write(`mailsend: another runner is delivering from ${runner.outbox.dir}; ${summary.left} message${summary.left === 1 ? "" : "s"} queued\n`);
+        if (!flags.quiet && !flags.drain && !quietIdle) io.stderr.write(`mailsend: another runner is delivering from ${runner.outbox.dir}; ${summary.left} message${summary.left === 1 ? "" : "s"} queued\n`);
         return 0;
       }
       if (json) io.stdout.write(`${JSON.stringify({ summary: { sent: summary.sent, deferred: summary.deferred, failed: summary.failed, left: summary.left } })}\n`);
-      else if (!flags.quiet) io.stderr.write(`mailsend: sent ${summary.sent}, deferred ${summary.deferred}, failed ${summary.failed}; ${summary.left} left in the outbox\n`);
+      else if (!flags.quiet && !quietIdle) io.stderr.write(`mailsend: sent ${summary.sent}, deferred ${summary.deferred}, failed ${summary.failed}; ${summary.left} left in the outbox\n`);
       return signals > 0 ? (signals > 1 ? 130 : 0) : 0;
     } finally {
       process.off("SIGINT", onSignal);

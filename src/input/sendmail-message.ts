@@ -325,6 +325,8 @@ export interface FixupInput {
   recipients: readonly string[];
   /** MAILSEND_FROM (or the profile's from): the sender when the message names none. */
   defaultFrom?: string;
+  /** The user running sendmail: the sender, through the aliases file, when nothing else names one. */
+  invokingUser?: string;
   aliases?: AliasTable;
   now?: Date;
 }
@@ -450,6 +452,17 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
       } catch (e) {
         throw new MailsendError("config_invalid", `the default sender (MAILSEND_FROM or the profile's from) is not one address: ${(e as Error).message}`);
       }
+    }
+    // As Postfix: the user who ran sendmail (atd's `sendmail -i root`, `mail` without -r), here
+    // through the aliases file, the one place that says where a local user's mail goes.
+    if (!from && opts.aliases && opts.invokingUser) {
+      try {
+        const targets = mapLocal(opts.invokingUser);
+        if (targets.length === 1) {
+          from = { address: targets[0]! };
+          notes.push(`the sender is ${opts.invokingUser}, who ran sendmail: ${targets[0]} (aliases)`);
+        }
+      } catch {}
     }
     if (!from) {
       throw new MailsendError("config_missing", "the message has no From header and there is no sender to put in it", {

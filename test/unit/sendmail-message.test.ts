@@ -160,6 +160,16 @@ describe("header fix-ups", () => {
     expect(header(r.text, "From")).toEqual(["root <ops@example.com>"]);
   });
 
+  it("no From, no -f, no MAILSEND_FROM: the user who ran sendmail, through the aliases file (atd's sendmail -i root)", () => {
+    const aliases = parseAliases("root: ops@example.com\nwww-data: web@example.com, root\n", "a");
+    const r = fix("Subject: at job\n\noutput\n", { recipients: ["root"], aliases, invokingUser: "root" });
+    expect(header(r.text, "From")).toEqual(["ops@example.com"]);
+    expect(r.envelope.from).toBe("ops@example.com");
+    // Several addresses, or no entry: not one sender; the old error stands.
+    expect(err(() => fix("Subject: x\n\nb\n", { recipients: ["root"], aliases, invokingUser: "www-data" })).code).toBe("config_missing");
+    expect(err(() => fix("Subject: x\n\nb\n", { recipients: ["ops@example.com"], invokingUser: "root", aliases: undefined })).code).toBe("config_missing");
+  });
+
   it("a message without a header is all body", () => {
     const r = fix("just a line\nand another\n", { recipients: ["x@example.com"], defaultFrom: "a@example.com" });
     expect(r.text).toMatch(/^From: a@example.com\nDate: .*\nMessage-ID: .*\n\njust a line\nand another\n$/);

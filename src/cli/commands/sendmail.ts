@@ -5,7 +5,7 @@
  * Like sendmail it prints nothing when the message went out.
  */
 import { dirname, resolve } from "node:path";
-import { homedir, hostname } from "node:os";
+import { homedir, hostname, userInfo } from "node:os";
 import type { CliIO } from "../io.js";
 import { colorsFor } from "../io.js";
 import { reportError } from "../report.js";
@@ -123,7 +123,7 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
       readRecipients: args.readRecipients,
       recipients: args.recipients,
       ...(env.MAILSEND_FROM ? { defaultFrom: env.MAILSEND_FROM } : {}),
-      ...(aliases ? { aliases } : {}),
+      ...(aliases ? { aliases, invokingUser: invokingUser() } : {}),
     });
     if (args.verbose) {
       for (const n of fixed.notes) note(n);
@@ -152,6 +152,15 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
   }
 }
 
+/** The name of the user running this (for the sender of a message that names none), or undefined. */
+function invokingUser(): string | undefined {
+  try {
+    return userInfo().username || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * `sendmail -bs`: the messages of one SMTP session on stdin/stdout, each as a message piped to
  * sendmail would be (local names, a missing From or Date, the quick send or the outbox), its
@@ -173,7 +182,7 @@ async function smtpOnStdio(args: SendmailArgs, io: CliIO, mode: ReturnType<typeo
         readRecipients: false,
         recipients: envelope.to,
         ...(env.MAILSEND_FROM ? { defaultFrom: env.MAILSEND_FROM } : {}),
-        ...(aliases ? { aliases } : {}),
+        ...(aliases ? { aliases, invokingUser: invokingUser() } : {}),
       });
       for (const n of fixed.notes) note?.(n);
       const result = await submit(fixed.raw, fixed.envelope, { mode, env, source: "sendmail", ...(profile ? { profile } : {}), ...(note ? { trace: note } : {}) });

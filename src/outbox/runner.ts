@@ -51,6 +51,8 @@ export interface RunSummary {
   deferred: number;
   failed: number;
   left: number;
+  /** A fault of this machine (a full or read-only disk) that kept messages from going or from being recorded: the run's exit code is its. */
+  localFault?: MailsendError;
 }
 
 /** Exponential with jitter, from 30 s to an hour; a server's Retry-After wins when it asks for longer. */
@@ -293,6 +295,8 @@ export class QueueRunner {
       if (e instanceof WaitCut) return;
       const err = toMailsendError(e);
       const next: OutboxState = { attempts, nextAttemptAt: 0, lastError: errorRecord(err) };
+      // The attempt itself failed on this machine (the budget's state or lock cannot be written): the run's result.
+      if (err.exitClass === "cantcreat" || err.exitClass === "ioerr") this.summary.localFault ??= err;
       const tooOld = Date.now() - meta.createdAt > maxAge;
       try {
         if (isTemporary(err) && !tooOld && !(err as { permanent?: boolean }).permanent) {
@@ -311,8 +315,12 @@ export class QueueRunner {
       } catch (bookkeeping) {
         // The state could not be written (a full disk): the message stays as it was, tried again later.
         this.due.set(id, Date.now() + 60_000);
-        onEvent?.({ type: "warning", id, message: `could not record the attempt: ${toMailsendError(bookkeeping).message}` });
+        const fault = toMailsendError(bookkeeping);
+        this.summary.deferred++;
+        this.summary.localFault ??= fault;
+        onEvent?.({ type: "warning", id, message: `not delivered (${err.message}), and the attempt could not be recorded: ${fault.message}; it stays queued` });
       }
+
     }
   }
 }

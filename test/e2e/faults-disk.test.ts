@@ -218,11 +218,38 @@ describe.skipIf(!mounted)("a full disk (64 KiB tmpfs)", () => {
       const input = tmp.file("one.jsonl", `${JSON.stringify({ to: "a@example.com", subject: "j", text: "x" })}\n`);
       const r = await runCli(["batch", input, "-f", "ci@example.com", "--journal", join(tiny, "new.journal")], { env: env(join(tmp.dir, "b2"), { MAILSEND_RATE_LIMIT: "0" }) });
       expect(r.exitCode, r.stderr).toBe(73);
-      expect(r.stderr).toMatch(/cannot write the journal .*new\.journal: no space left on device/);
+      // The run's lock beside the journal is the first file it writes.
+      expect(r.stderr).toMatch(/cannot write the journal (lock )?.*new\.journal(\.lock)?: no space left on device/);
       expect(rec.requests).toHaveLength(0);
     } finally {
       rmSync(filler);
     }
+  });
+});
+
+describe.skipIf(!mounted)("queue run on a full state disk", () => {
+  test("says why nothing went (the budget's lock cannot be written) and exits 73; with space again all go once", async () => {
+    const state = join(tiny, "queue");
+    mkdirSync(state, { mode: 0o700 });
+    const e = { ...env(state), MAILSEND_QUEUE_AUTORUN: "0" };
+    for (const i of [1, 2]) {
+      const q = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", `queued ${i}`, "--html", "<p>x</p>", "--queue", "always"], { env: e });
+      expect(q.exitCode, q.stderr).toBe(0);
+    }
+    const filler = fill(tiny);
+    try {
+      const r = await runCli(["queue", "run"], { env: e });
+      expect(r.exitCode, r.stderr).toBe(73);
+      expect(r.stderr).toMatch(/not delivered \(cannot write the rate-limit lock .*no space left on device\)/);
+      expect(r.stderr).toMatch(/^mailsend: sent 0, deferred 2, failed 0; 2 left in the outbox$/m);
+      expect(r.stderr).toMatch(/^error: cannot write the rate-limit lock .*: no space left on device$/m);
+      expect(rec.requests).toHaveLength(0);
+    } finally {
+      rmSync(filler);
+    }
+    const again = await runCli(["queue", "run"], { env: e });
+    expect(again.exitCode, again.stderr).toBe(0);
+    expect(rec.requests).toHaveLength(2);
   });
 });
 

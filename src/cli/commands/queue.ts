@@ -169,7 +169,10 @@ export async function runQueueRun(opts: Record<string, unknown>, io: CliIO): Pro
       }
       if (json) io.stdout.write(`${JSON.stringify({ summary: { sent: summary.sent, deferred: summary.deferred, failed: summary.failed, left: summary.left } })}\n`);
       else if (!flags.quiet && !quietIdle) io.stderr.write(`mailsend: sent ${summary.sent}, deferred ${summary.deferred}, failed ${summary.failed}; ${summary.left} left in the outbox\n`);
-      return signals > 0 ? (signals > 1 ? 130 : 0) : 0;
+      if (signals > 0) return signals > 1 ? 130 : 0;
+      // A full or read-only disk kept mail from going (or from being recorded): said, with its exit code (73/74), not 0.
+      if (summary.localFault) return reportError(summary.localFault, io, { json });
+      return 0;
     } finally {
       process.off("SIGINT", onSignal);
       process.off("SIGTERM", onSignal);

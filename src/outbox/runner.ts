@@ -12,7 +12,7 @@ import { OutboxSender, isTemporary } from "./deliver.js";
 import { prepareMessage } from "./message.js";
 import { compareIds } from "./ids.js";
 import { Schedule } from "./schedule.js";
-import { Outbox } from "./store.js";
+import { isDamagedFile, Outbox } from "./store.js";
 import type { OutboxState } from "./types.js";
 import { preloadDelivery } from "./preload.js";
 import { lockOutbox } from "./runner-lock.js";
@@ -253,7 +253,18 @@ export class QueueRunner {
     try {
       queued = await this.outbox.load(id);
     } catch (e) {
-      onEvent?.({ type: "warning", id, message: toMailsendError(e).message });
+      const err = toMailsendError(e);
+      if (isDamagedFile(e)) {
+        // It can never go as it is: failed/, with the reason, where `mailsend queue --failed` shows it; never sent cut.
+        try {
+          await this.outbox.fail(id, { attempts: 0, nextAttemptAt: 0, lastError: errorRecord(err), failedAt: Date.now() });
+          this.due.delete(id);
+          this.summary.failed++;
+          onEvent?.({ type: "failed", id, error: err, attempts: 0 });
+          return;
+        } catch {}
+      }
+      onEvent?.({ type: "warning", id, message: err.message });
       this.due.set(id, Date.now() + 60_000);
       return;
     }

@@ -111,6 +111,22 @@ function writeFailure(e: unknown, path: string): MailsendError {
   });
 }
 
+const damaged = new WeakSet<object>();
+
+/** An outbox file that is not what mailsend wrote (a disk fault, a hand copy): it can never be delivered as it is. */
+function damagedFile(path: string, id: string, why: string): MailsendError {
+  const e = new MailsendError("local_io_failed", `the outbox file ${path} is damaged (${why})`, {
+    hint: `Look at it, then delete it with mailsend queue rm ${id}; the rest of the outbox is unaffected.`,
+  });
+  damaged.add(e);
+  return e;
+}
+
+/** Whether an error of load() or meta() says the file is damaged (not that it could not be read now). */
+export function isDamagedFile(e: unknown): boolean {
+  return typeof e === "object" && e !== null && damaged.has(e);
+}
+
 export class Outbox {
   readonly queueDir: string;
   readonly failedDir: string;
@@ -268,11 +284,7 @@ export class Outbox {
       }
       throw new Error("no metadata line");
     } catch (e) {
-      if (e instanceof SyntaxError || (e as Error).message === "no metadata line") {
-        throw new MailsendError("local_io_failed", `the outbox file ${msg} is damaged (${(e as Error).message})`, {
-          hint: `Move it aside (mailsend queue rm ${id} deletes it) and look at it; the rest of the outbox is unaffected.`,
-        });
-      }
+      if (e instanceof SyntaxError || (e as Error).message === "no metadata line") throw damagedFile(msg, id, (e as Error).message);
       throw localFileError(e, msg, "read", "outbox file");
     } finally {
       await fh.close();
@@ -294,11 +306,12 @@ export class Outbox {
       if (nl < 0) throw new SyntaxError("no metadata line");
       meta = JSON.parse(data.subarray(0, nl).toString("utf8")) as OutboxMeta;
     } catch (e) {
-      throw new MailsendError("local_io_failed", `the outbox file ${msg} is damaged (${(e as Error).message})`, {
-        hint: `Move it aside (mailsend queue rm ${id} deletes it) and look at it; the rest of the outbox is unaffected.`,
-      });
+      throw damagedFile(msg, id, (e as Error).message);
     }
-    return { meta, raw: data.subarray(nl + 1), state: await this.state(id, where) };
+    const raw = data.subarray(nl + 1);
+    // Written whole (temp file, fsync, rename): a message of another length was cut or changed since.
+    if (typeof meta.size === "number" && meta.size !== raw.length) throw damagedFile(msg, id, `its message is ${raw.length} bytes, ${meta.size} were queued`);
+    return { meta, raw, state: await this.state(id, where) };
   }
 
   async state(id: string, where: "queue" | "failed" = "queue"): Promise<OutboxState> {

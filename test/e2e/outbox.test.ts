@@ -5,7 +5,7 @@
  */
 import { execa } from "execa";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Outbox } from "../../src/outbox/store.js";
@@ -144,6 +144,24 @@ describe("mailsend queue", () => {
     expect((await runCli(["queue", "purge"], { env })).exitCode).toBe(64);
     expect((await runCli(["queue", "rm", "not-an-id"], { env })).exitCode).toBe(64);
   }, 60_000);
+
+  it("a damaged file (cut, empty, not ours) is listed as such, never sent cut, and moved to failed/ with the reason", async () => {
+    const { dir, env } = fresh();
+    const [good, cut, empty, junk] = await seed(dir, ["damaged-ok", "damaged-cut", "damaged-empty", "damaged-junk"]);
+    const q = (id: string) => join(dir, "queue", `${id}.msg`);
+    truncateSync(q(cut!), statSync(q(cut!)).size - 6);
+    writeFileSync(q(empty!), "");
+    writeFileSync(q(junk!), "garbage\n");
+    const list = await runCli(["queue"], { env });
+    expect(list.exitCode).toBe(0);
+    for (const id of [empty, junk]) expect(list.stderr).toContain(`warning: the outbox file ${q(id!)} is damaged`);
+    expect(list.stdout).toContain(good!);
+    const run = await runCli(["queue", "run"], { env, timeoutMs: 60_000 });
+    expect(run.exitCode, run.stderr).toBe(0);
+    expect(run.stdout + run.stderr).toMatch(new RegExp(`failed ${cut}: the outbox file .* is damaged \\(its message is \\d+ bytes, \\d+ were queued\\)`));
+    expect((await stored("damaged-")).map((m) => m.subject), run.stdout + run.stderr).toEqual(["damaged-ok"]);
+    expect(readdirSync(join(dir, "failed")).filter((f) => f.endsWith(".msg")).sort()).toEqual([cut, empty, junk].map((id) => `${id}.msg`).sort());
+  });
 
   it("lets one runner deliver at a time", async () => {
     const { dir, env } = fresh();

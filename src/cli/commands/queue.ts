@@ -1,4 +1,4 @@
-import { MailsendError } from "../../core/errors.js";
+import { MailsendError, toMailsendError } from "../../core/errors.js";
 import { formatSize } from "../../core/size.js";
 import { QueueRunner, DEFAULT_MAX_AGE_MS, type RunnerEvent } from "../../outbox/runner.js";
 import { Outbox, isOutboxId } from "../../outbox/store.js";
@@ -35,14 +35,23 @@ interface Row {
   state: OutboxState;
 }
 
-async function rows(outbox: Outbox, where: "queue" | "failed"): Promise<Row[]> {
+/** The messages, and what could not be listed (a damaged file): said on stderr, never left out silently. */
+async function rows(outbox: Outbox, where: "queue" | "failed"): Promise<{ list: Row[]; unreadable: string[] }> {
   const out: Row[] = [];
+  const unreadable: string[] = [];
   for (const id of await outbox.ids(where)) {
-    const meta = await outbox.meta(id, where).catch(() => undefined);
+    let meta: OutboxMeta | undefined;
+    try {
+      meta = await outbox.meta(id, where);
+    } catch (e) {
+      const err = toMailsendError(e);
+      unreadable.push(`${err.message}${err.hint ? ` ${err.hint}` : ""}`);
+      continue;
+    }
     if (!meta) continue;
     out.push({ meta, state: await outbox.state(id, where) });
   }
-  return out;
+  return { list: out, unreadable };
 }
 
 function rowJson(r: Row, where: "queue" | "failed") {
@@ -68,12 +77,13 @@ export async function runQueueList(opts: Record<string, unknown>, io: CliIO): Pr
   try {
     const outbox = Outbox.fromEnv(io.env);
     const where = flags.failed ? "failed" : "queue";
-    const list = await rows(outbox, where);
+    const { list, unreadable } = await rows(outbox, where);
+    for (const u of unreadable) io.stderr.write(`warning: ${u}\n`);
     if (flags.json) {
       io.stdout.write(`${JSON.stringify(list.map((r) => rowJson(r, where)))}\n`);
       return 0;
     }
-    if (list.length === 0) {
+    if (list.length === 0 && unreadable.length === 0) {
       io.stdout.write(`${where === "failed" ? "no failed mail" : "the outbox is empty"} (${outbox.dir})\n`);
       return 0;
     }

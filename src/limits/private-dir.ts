@@ -3,7 +3,8 @@
  * subjects): made 0700, and a faulty one reported as a fault of this machine
  * (73 with the path and the errno in words), not as a bug.
  */
-import { mkdirSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, statSync } from "node:fs";
+import { dirname } from "node:path";
 import { localFileError } from "../core/errors.js";
 
 /**
@@ -15,7 +16,7 @@ export function ensurePrivateDir(dir: string, what = "state directory"): string 
   try {
     made = mkdirSync(dir, { recursive: true, mode: 0o700 });
   } catch (e) {
-    throw localFileError(e, dir, "write", what);
+    throw localFileError(realCause(dir, e), dir, "write", what);
   }
   if (made !== undefined || process.platform === "win32") return undefined;
   try {
@@ -25,4 +26,21 @@ export function ensurePrivateDir(dir: string, what = "state directory"): string 
     }
   } catch {}
   return undefined;
+}
+
+/**
+ * Node's recursive mkdir reports ENOENT where a parent exists but refuses a child (a read-only
+ * file system, EROFS; no permission, EACCES): the real reason is that of making the first
+ * missing directory by itself.
+ */
+function realCause(dir: string, e: unknown): unknown {
+  if ((e as NodeJS.ErrnoException).code !== "ENOENT") return e;
+  let missing = dir;
+  for (let i = 0; i < 64 && !existsSync(dirname(missing)) && dirname(missing) !== missing; i++) missing = dirname(missing);
+  try {
+    mkdirSync(missing, { mode: 0o700 });
+  } catch (first) {
+    return first;
+  }
+  return e;
 }

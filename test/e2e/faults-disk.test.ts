@@ -227,6 +227,25 @@ describe.skipIf(!mounted)("a full disk (64 KiB tmpfs)", () => {
   });
 });
 
+describe.skipIf(!mounted)("a read-only state dir", () => {
+  test("batch says read-only file system (73), not 'no such file or directory'", async () => {
+    const ro = join(tmp.dir, "ro");
+    mkdirSync(ro);
+    expect(spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k,ro", "tmpfs", ro]).status).toBe(0);
+    try {
+      const input = join(tmp.dir, "ro-rows.jsonl");
+      writeFileSync(input, `${JSON.stringify({ from: "ci@example.com", to: "dev@example.com", subject: "ro", text: "x" })}\n`);
+      const r = await runCli(["batch", input], { env: env(join(ro, "state")) });
+      expect(r.exitCode, r.stderr).toBe(73);
+      expect(r.stderr).toMatch(/read-only file system/);
+      expect(r.stderr).not.toMatch(/no such file or directory/);
+      expect(rec.requests).toHaveLength(0);
+    } finally {
+      spawnSync("umount", [ro]);
+    }
+  });
+});
+
 describe.skipIf(!mounted)("queue run on a full state disk", () => {
   test("says why nothing went (the budget's lock cannot be written) and exits 73; with space again all go once", async () => {
     const state = join(tiny, "queue");

@@ -52,6 +52,12 @@ export interface Message {
    * only the raw message (SMTP) carries them as they were.
    */
   undecodable?: boolean;
+  /**
+   * Of a raw message: it carries a Message-ID its program wrote (not one mailsend added). REST
+   * would replace it (the service stamps its own), so replies to it would not thread: with SMTP
+   * configured too, --transport auto sends it by SMTP.
+   */
+  ownMessageId?: boolean;
 }
 
 export function allRecipients(m: Message): Mailbox[] {

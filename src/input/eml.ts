@@ -170,5 +170,6 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
     idempotencyKey: key,
     raw: out,
     ...(replacementsAdded(raw, decoded) ? { undecodable: true } : {}),
+    ...(email.headers.some((h) => h.key === "message-id") ? { ownMessageId: true } : {}),
   };
 }

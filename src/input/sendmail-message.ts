@@ -338,6 +338,8 @@ export interface Fixed {
   notes: string[];
   subject?: string;
   headerFrom?: string;
+  /** A Message-ID was added here (the message had none). */
+  stampedMessageId: boolean;
 }
 
 function noHeaderNoBody(): MailsendError {
@@ -538,5 +540,6 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
     notes,
     ...(subjectField ? { subject: decodeText(fieldValue(subjectField)) } : {}),
     ...(headerFrom ? { headerFrom: formatMailbox(headerFrom) } : {}),
+    stampedMessageId: added.some((f) => f.name === "message-id"),
   };
 }

@@ -36,6 +36,8 @@ export function chooseFor(message: Message, preferred: Preferred, available: { r
     }
     return { transport: "rest", reason: "--transport rest" };
   }
+  // Not a loss that REST alone must refuse (the service's own Message-ID is a good one), but with SMTP at hand the program's is kept.
+  if (!loss && available.rest && available.smtp && message.ownMessageId) return { transport: "smtp", reason: "its own Message-ID (REST would replace it, and replies to it would not thread)" };
   if (!loss && available.rest) return { transport: "rest", reason: "REST carries it whole" };
   if (available.smtp) return { transport: "smtp", reason: loss ? loss : "only SMTP is configured" };
   throw new MailsendError("config_missing", `this message cannot go over REST without loss (${loss}), and no SMTP server is configured`, {

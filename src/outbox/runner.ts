@@ -280,7 +280,7 @@ export class QueueRunner {
     const attempts = state.attempts + 1;
     const maxAge = this.opts.maxAgeMs ?? DEFAULT_MAX_AGE_MS;
     try {
-      const message = await prepareMessage(raw, meta.envelope, meta.idempotencyKey);
+      const message = await prepareMessage(raw, meta.envelope, meta.idempotencyKey, { stampedMessageId: meta.stampedMessageId === true });
       const sender = await this.sender(meta.profile);
       // What `send --queue` queued goes as send chose; mail from other programs as the outbox chooses.
       let chosen;

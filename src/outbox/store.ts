@@ -95,6 +95,8 @@ export interface AddInput {
   headerFrom?: string;
   /** Not before this time (ms): a caller that tries the message itself holds it this long. */
   holdUntil?: number;
+  /** The Message-ID was added by mailsend, not written by the program. */
+  stampedMessageId?: boolean;
   /**
    * Checked between the fsync and the rename into queue/: when it rejects, nothing is queued and
    * add() rejects with its reason as it is. Lets a check overlap the write.
@@ -173,6 +175,7 @@ export class Outbox {
       ...(input.transport ? { transport: input.transport } : {}),
       ...(input.subject !== undefined ? { subject: input.subject } : {}),
       ...(input.headerFrom !== undefined ? { headerFrom: input.headerFrom } : {}),
+      ...(input.stampedMessageId ? { stampedMessageId: true as const } : {}),
     };
     const target = join(this.queueDir, `${id}.msg`);
     try {

@@ -36,6 +36,8 @@ export interface SubmitOptions {
    */
   transport?: TransportName;
   idempotencyKey?: string;
+  /** The Message-ID was added by mailsend (sendmail's fix-up), not written by the program. */
+  stampedMessageId?: boolean;
 }
 
 export function queueModeFrom(flag: string | undefined, env: Env): QueueMode {
@@ -49,7 +51,7 @@ const HOLD_MS = 120_000;
 export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOptions): Promise<SubmitResult> {
   const key = opts.idempotencyKey ?? randomUUID();
   // Bad input is refused before anything is queued.
-  const message = await prepareMessage(raw, envelope, key);
+  const message = await prepareMessage(raw, envelope, key, { stampedMessageId: opts.stampedMessageId ?? false });
   const outbox = Outbox.fromEnv(opts.env);
   const quickWaitMs = opts.quickWaitMs ?? 3_000;
   const deadlineMs = opts.quickDeadlineMs ?? 15_000;
@@ -73,6 +75,7 @@ export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOption
         ...(opts.profile ? { profile: opts.profile } : {}),
         ...(opts.transport ? { transport: opts.transport } : {}),
         subject: message.subject,
+        ...(opts.stampedMessageId ? { stampedMessageId: true } : {}),
         headerFrom: message.from.name ? `${message.from.name} <${message.from.address}>` : message.from.address,
         ...(holdUntil ? { holdUntil } : {}),
       });

@@ -22,6 +22,8 @@ export interface OutboxMeta {
   subject?: string;
   /** The From header as written, for `queue ls`. */
   headerFrom?: string;
+  /** The Message-ID was added by mailsend (sendmail, the relay), not written by the program. */
+  stampedMessageId?: true;
 }
 
 export interface OutboxError {

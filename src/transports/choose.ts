@@ -58,7 +58,10 @@ export function restLoss(m: Message): string | undefined {
 export function chooseTransport(m: Message, channels: Channels): TransportChoice {
   const loss = restLoss(m);
   if (channels.rest && channels.smtp) {
-    return loss === undefined ? { transport: "rest", reason: "REST carries the whole message" } : { transport: "smtp", reason: loss };
+    if (loss !== undefined) return { transport: "smtp", reason: loss };
+    // Not a loss REST-only must refuse (the service's own Message-ID is a good one), but with SMTP at hand the program's is kept.
+    if (m.raw && m.ownMessageId) return { transport: "smtp", reason: "its own Message-ID (REST would replace it, and replies to it would not thread)" };
+    return { transport: "rest", reason: "REST carries the whole message" };
   }
   if (channels.smtp) return { transport: "smtp", reason: loss ?? "only SMTP is configured" };
   if (channels.rest) {

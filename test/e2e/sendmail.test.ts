@@ -100,6 +100,18 @@ function outboxFiles(stateDir: string): string[] {
 
 // Several processes per test, on a machine that may be busy: more than the default 30 s.
 describe("sendmail as real callers use it", { timeout: 90_000 }, () => {
+  it("a program's own Message-ID is kept (SMTP, with REST configured too); one sendmail adds goes by REST", async () => {
+    const html = "Content-Type: text/html; charset=utf-8\n\n<p>issue 5</p>\n";
+    const own = await sm(["-t", "-i"], `From: Gitea <gitea@example.com>\nTo: dev@example.com\nSubject: own msgid\nMessage-ID: <org/repo/issues/5@gitea.example.com>\n${html}`);
+    expect(own).toMatchObject({ exitCode: 0, stderr: "" });
+    const a = await oneStored("own msgid");
+    expect(a.m.channel).toBe("smtp");
+    expect(a.head).toMatch(/^Message-ID: <org\/repo\/issues\/5@gitea\.example\.com>$/m);
+    const added = await sm(["-t", "-i"], `From: Gitea <gitea@example.com>\nTo: dev@example.com\nSubject: no msgid\n${html}`);
+    expect(added).toMatchObject({ exitCode: 0, stderr: "" });
+    expect((await oneStored("no msgid")).m.channel).toBe("rest");
+  });
+
   it("cron: -FCronDaemon -i -B8BITMIME -oem root, a From of root (Cron Daemon): silent, exit 0, mapped through the aliases", async () => {
     // What Debian's cron writes (with its X-Cron-Env lines), on the command line it uses.
     const msg =

@@ -148,6 +148,15 @@ describe("chooseTransport", () => {
     expect(chooseTransport(base({ cc: [{ address: "c@example.com" }] }), { rest: true, smtp: true })).toEqual({ transport: "smtp", reason: "cc" });
   });
 
+  it("a raw message with its program's own Message-ID: SMTP when both are configured (REST would replace it); REST alone still sends it", async () => {
+    const own = await messageFromEml(Buffer.from("From: a@example.com\r\nTo: b@example.com\r\nSubject: s\r\nMessage-ID: <issue-5@gitea.example>\r\nContent-Type: text/html\r\n\r\n<p>x</p>\r\n"), "m.eml");
+    expect(own.ownMessageId).toBe(true);
+    expect(chooseTransport(own, { rest: true, smtp: true })).toEqual({ transport: "smtp", reason: "its own Message-ID (REST would replace it, and replies to it would not thread)" });
+    expect(chooseTransport(own, { rest: true, smtp: false })).toEqual({ transport: "rest", reason: "only REST is configured" });
+    const none = await messageFromEml(Buffer.from("From: a@example.com\r\nTo: b@example.com\r\nSubject: s\r\nContent-Type: text/html\r\n\r\n<p>x</p>\r\n"), "m.eml");
+    expect(chooseTransport(none, { rest: true, smtp: true }).transport).toBe("rest");
+  });
+
   it("with one channel: that one, and SMTP never loses anything", () => {
     expect(chooseTransport(base(), { rest: false, smtp: true })).toEqual({ transport: "smtp", reason: "only SMTP is configured" });
     expect(chooseTransport(base({ text: "t" }), { rest: false, smtp: true })).toEqual({ transport: "smtp", reason: "a text part" });

@@ -223,6 +223,8 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
     const runDone: Promise<{ error?: unknown }> = supervisor ? supervisor.done.then(() => ({}), (e: unknown) => ({ error: e })) : new Promise(() => {});
 
     const transport = flags.transport;
+    /** Messages whose Message-ID the relay added (as an MTA does): the program's own is kept by SMTP, not these. */
+    const stampedIds = new WeakSet<Buffer>();
     relay = await startRelay({
       host: listen.host,
       port: listen.port,
@@ -231,7 +233,9 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       ...(users ? { users } : {}),
       ...(tls ? { tls } : {}),
       prepare(raw: Buffer, envelope: Envelope) {
-        return addMissingStamps(raw, envelope.from).raw;
+        const stamped = addMissingStamps(raw, envelope.from);
+        if (stamped.added.some((l) => /^Message-ID:/i.test(l))) stampedIds.add(stamped.raw);
+        return stamped.raw;
       },
       async validate(raw: Buffer, envelope: Envelope) {
         await deliverable(await prepareMessage(raw, envelope));
@@ -243,6 +247,7 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
           envelope,
           idempotencyKey: randomUUID(),
           source: "relay",
+          ...(stampedIds.has(raw) ? { stampedMessageId: true } : {}),
           ...(flags.profile !== undefined ? { profile: flags.profile } : {}),
           ...(transport !== undefined ? { transport } : {}),
           ...summaryHeaders(raw),

@@ -133,6 +133,7 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
       mode,
       env,
       source: "sendmail",
+      stampedMessageId: fixed.stampedMessageId,
       ...(settings.profile ? { profile: settings.profile.name } : {}),
       ...(args.verbose ? { trace: (line: string) => note(line) } : {}),
     });
@@ -185,7 +186,7 @@ async function smtpOnStdio(args: SendmailArgs, io: CliIO, mode: ReturnType<typeo
         ...(aliases ? { aliases, invokingUser: invokingUser() } : {}),
       });
       for (const n of fixed.notes) note?.(n);
-      const result = await submit(fixed.raw, fixed.envelope, { mode, env, source: "sendmail", ...(profile ? { profile } : {}), ...(note ? { trace: note } : {}) });
+      const result = await submit(fixed.raw, fixed.envelope, { mode, env, source: "sendmail", stampedMessageId: fixed.stampedMessageId, ...(profile ? { profile } : {}), ...(note ? { trace: note } : {}) });
       if (result.status === "queued") {
         note?.(`queued as ${result.id} (${result.reason.replace(/\s+/g, " ")})`);
         return `queued as ${result.id}`;

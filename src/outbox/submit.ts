@@ -96,22 +96,7 @@ export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOption
     } catch (e) {
       const err = toMailsendError(e);
       if (!isTemporary(err)) {
-        // Refused for this machine's settings (the key, the configuration), not for the message:
-        // it is kept in failed/ for `queue retry` once they are fixed, as an MTA keeps what it
-        // cannot deliver. cron and atd drop the mail of a sendmail that fails, so it would be gone.
-        // A message refused for what it is (65) is the caller's to fix: removed, as before.
-        if (err.exitClass === "noperm" || err.exitClass === "config") {
-          const kept = await outbox
-            .fail(id, { attempts: 1, nextAttemptAt: Date.now(), lastError: { code: err.code, message: err.message, exit: exitCodeFor(err.code), at: Date.now() }, failedAt: Date.now() })
-            .then(() => true)
-            .catch(() => false);
-          if (kept) {
-            throw new MailsendError(err.code, err.message, {
-              cause: err,
-              hint: `${err.hint ? `${err.hint} ` : ""}The message is kept in the outbox's failed/ (id ${id}): once that is fixed, \`mailsend queue retry ${id}\` sends it.`,
-            });
-          }
-        } else await outbox.remove(id).catch(() => {});
+        await outbox.remove(id).catch(() => {});
         throw err;
       }
       await outbox

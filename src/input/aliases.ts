@@ -14,7 +14,6 @@
  * that sends mail, so such a target is an error when it is used.
  */
 import { readFile } from "node:fs/promises";
-import { readFileSync } from "node:fs";
 import { homedir, hostname } from "node:os";
 import { resolve } from "node:path";
 import { MailsendError } from "../core/errors.js";
@@ -107,8 +106,9 @@ let machine: Set<string> | undefined;
 
 /**
  * The names of this machine as mail programs write them after a user's name (`root@vm`, as
- * GNU mailutils and mutt do from the host name): the host name, its first label, and
- * /etc/mailname's (Debian's name for the machine in mail). Lower case.
+ * GNU mailutils and mutt do from the host name): the host name and its first label, lower case.
+ * Not /etc/mailname's: on Debian that is usually the organisation's mail domain, whose addresses
+ * (webmaster@example.com) are real mailboxes elsewhere, not this machine's users.
  */
 export function machineDomains(): ReadonlySet<string> {
   if (machine) return machine;
@@ -121,9 +121,6 @@ export function machineDomains(): ReadonlySet<string> {
   };
   try {
     add(hostname());
-  } catch {}
-  try {
-    add(readFileSync("/etc/mailname", "utf8").split("\n")[0]);
   } catch {}
   return machine;
 }

@@ -38,26 +38,37 @@ class PipeSocket extends Duplex {
   #timer: NodeJS.Timeout | undefined;
   #idleMs = 0;
   #onIdle: (() => void) | undefined;
+  /** Nothing is read before the greeting went out: a script that pipes its whole session is no "early talker". */
+  #greeted = false;
 
   constructor(
     readonly input: NodeJS.ReadableStream,
     readonly output: StdioOptions["output"],
   ) {
-    super({ allowHalfOpen: false });
+    // Half open: a script's whole session piped in (ending at EOF right after QUIT) is still
+    // answered line by line; serveStdio ends the session once the input ended and all is answered.
+    super({ allowHalfOpen: true });
     input.on("data", (chunk: Buffer | string) => {
       this.#arm();
       if (!this.push(chunk)) input.pause();
     });
+    input.pause();
     input.on("end", () => this.push(null));
     input.on("error", (e: Error) => this.destroy(e));
   }
 
   override _read(): void {
-    this.input.resume();
+    if (this.#greeted) this.input.resume();
   }
 
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (e?: Error | null) => void): void {
-    this.output.write(chunk, (e) => cb(e ?? null));
+    this.output.write(chunk, (e) => {
+      if (!this.#greeted) {
+        this.#greeted = true;
+        this.input.resume();
+      }
+      cb(e ?? null);
+    });
   }
 
   override _final(cb: (e?: Error | null) => void): void {
@@ -147,7 +158,21 @@ export async function serveStdio(opts: StdioOptions): Promise<void> {
   server.on("error", () => {});
   const socket = new PipeSocket(opts.input, opts.output);
   const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+  // The caller closed stdin without QUIT (or right after it): once every message taken is
+  // answered, the session ends as a dropped connection does (a message cut mid-DATA is not taken).
+  opts.input.once("end", () => {
+    void (async () => {
+      for (let i = 0; i < 600_000 && !socket.destroyed; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        if (inflight.size === 0 && socket.writableLength === 0) break;
+      }
+      if (!socket.destroyed) socket.destroy();
+    })();
+  });
   server.connect(socket as never, {} as never);
   await closed;
   while (inflight.size) await Promise.allSettled([...inflight]);
+  // The session is over (QUIT): a caller that keeps its end of stdin open waits for this process
+  // to exit before it closes it (Go's exec with StdinPipe, PHP's proc_close), so stop reading.
+  (opts.input as { destroy?: () => void }).destroy?.();
 }

@@ -57,6 +57,35 @@ describe("sendmail -bs", () => {
     expect(got[0]!.envelope.to).toEqual(["dev@example.com"]);
   });
 
+  it("a whole session piped in at once (before the greeting, EOF after QUIT) is answered line by line, and the message sent", async () => {
+    const session = ["EHLO script.example", "MAIL FROM:<app@example.com>", "RCPT TO:<dev@example.com>", "DATA", "From: app@example.com", "To: dev@example.com", "Subject: bs piped", "Content-Type: text/html", "", "<p>piped</p>", ".", "QUIT", ""].join("\r\n");
+    const r = await execa(process.execPath, [sendmail, "-bs"], { env: env(), extendEnv: false, reject: false, timeout: 60_000, input: session });
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    const replies = String(r.stdout).split("\r\n").filter(Boolean).map((l) => l.slice(0, 4));
+    expect(replies[0]).toBe("220 ");
+    expect(replies.slice(-5)).toEqual(["250 ", "250 ", "354 ", "250 ", "221 "]);
+    expect(await stored("bs piped")).toHaveLength(1);
+  });
+
+  it.skipIf(!HAVE_PYTHON)("after QUIT it exits even while the caller keeps stdin open (Go's exec, PHP's proc_close wait for it)", async () => {
+    const script = s.file(
+      "quit.py",
+      `
+import subprocess, sys
+p = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+p.stdout.readline()
+p.stdin.write(b"QUIT\\r\\n"); p.stdin.flush()
+print(p.stdout.readline().decode().strip())
+try:
+    print("exit", p.wait(20))
+except subprocess.TimeoutExpired:
+    p.kill(); print("still running")
+`,
+    );
+    const r = await execa("python3", [script, process.execPath, sendmail, "-bs"], { env: env(), extendEnv: false, reject: false, timeout: 60_000 });
+    expect(String(r.stdout).trim().split("\n")).toEqual(["221 Bye", "exit 0"]);
+  });
+
   it.skipIf(!HAVE_PYTHON)("Python's smtplib over the pipes: two messages in one session (a local name mapped, Bcc only in RCPT), a bad one refused 554 without ending the session", async () => {
     const script = s.file(
       "bs.py",

@@ -25,16 +25,32 @@ function roleOf(path: string | undefined): "sendmail" | "mailq" | "newaliases" |
   return base === "sendmail" || base === "mailq" || base === "newaliases" ? base : undefined;
 }
 
-/** The commands that send mail (or take it in to send): their work does not stop when their output cannot be written. */
-const SENDING = new Set(["send", "batch", "sendmail", "relay"]);
+/**
+ * The commands whose work must not stop when their output cannot be written: those that send mail
+ * (or take it in to send), and the sandbox, a server others depend on.
+ */
+const SENDING = new Set(["send", "batch", "sendmail", "relay", "sandbox"]);
 let sending = false;
 
+/**
+ * Whether this command line does such work. Only help in its own place (`mailsend send --help`)
+ * and the show-only modes (--dry-run, batch --check, relay hash-password, sendmail -bp) are not:
+ * an option's value that reads "-h" (a subject, sendmail's -h hop count) must never stop a send.
+ */
 function isSending(role: string | undefined, argv: readonly string[]): boolean {
-  if (argv.includes("--help") || argv.includes("-h")) return false;
-  if (role === "sendmail") return !argv.some((a) => a === "-bp" || a === "--help");
+  if (role === "mailq" || role === "newaliases") return false;
+  if (role === "sendmail" || argv[0] === "sendmail") {
+    const args = role ? argv : argv.slice(1);
+    return !args.includes("-bp") && !args.includes("--help") && !args.includes("-bi");
+  }
+  const [command, first] = argv;
+  if (first === "--help" || first === "-h") return false;
   // queue run and its background runner (--drain), queue retry: they deliver; ls, rm and purge only show or delete.
-  if (argv[0] === "queue") return argv[1] === "run" || argv[1] === "retry" || argv.includes("--drain");
-  return SENDING.has(argv[0] ?? "");
+  if (command === "queue") return first === "run" || first === "retry" || argv.includes("--drain");
+  if (command === "send" && (argv.includes("--dry-run") || argv.includes("-n"))) return false;
+  if (command === "batch" && argv.includes("--check")) return false;
+  if (command === "relay" && first === "hash-password") return false;
+  return SENDING.has(command ?? "");
 }
 
 /**

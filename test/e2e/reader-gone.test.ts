@@ -81,6 +81,12 @@ describe("a reader that went away", () => {
     expect(await run(["send", "-f", "not an address", "-t", "dev@example.com", "-s", "gone full 3", "--text", "x"], "stderr")).toBe(65);
     expect((await subjects("gone full")).sort()).toEqual(["gone full 1", "gone full 2"]);
     expect(await run(["send", "--help"], "stdout")).toBe(74);
+    // A value that reads "-h" is not a request for help: the message goes.
+    expect(await run(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "-h", "--text", "-h", "-v"], "stderr")).toBe(0);
+    expect((await subjects("-h")).length).toBe(1);
+    // Show-only modes of sending commands say so: 74.
+    expect(await run(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "gone dry", "--text", "x", "--dry-run"], "stdout")).toBe(74);
+    expect(await run(["sendmail", "-bp"], "stdout")).toBe(74);
   });
 
   it("a command that only shows things ends (exit 0), as `git log | head` does", async () => {

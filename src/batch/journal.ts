@@ -397,6 +397,9 @@ export class Journal {
   }
 }
 
+/** The journal locks this process holds. */
+const heldHere = new Set<string>();
+
 /**
  * Takes `<journal>.lock` (O_EXCL, holding this process's pid) and returns what gives it back (also
  * done as the process exits). A lock whose process is gone (a run killed with -9) is taken over.
@@ -425,23 +428,27 @@ function lockJournal(path: string): () => void {
       }
       // Alive: another batch is running with this journal. No pid yet: one taking it this instant
       // (a crash between the create and the write leaves it so for good: judged by its age).
-      // (This process too: a second batch of the library's with the same journal.)
-      const holder = Number.isInteger(pid) ? pid === process.pid || processAlive(pid) : Math.abs(ageMs) < 10_000;
+      // This process holds it only if it took it (a second batch of the library's with the same
+      // journal); our pid in a lock we did not take is a dead run's (a container's pid 1 every time).
+      const holder = Number.isInteger(pid) ? (pid === process.pid ? heldHere.has(lock) : processAlive(pid)) : Math.abs(ageMs) < 10_000;
       if (holder || attempt >= 3) {
         throw new MailsendError("temporary_failure", `another batch${holder ? ` (pid ${pid})` : ""} is running with the journal ${path}; nothing was sent by this one`, {
           hint: `Wait for it to finish, then run this again: it resumes or skips what the other sent. If no batch is running, remove ${lock}.`,
         });
       }
-      // Its process is gone (a run killed with -9): the lock is stale.
+      // Its process is gone (a run killed with -9): the lock is stale. Only the lock judged is
+      // removed: one another run took meanwhile (other content) is left to it.
       try {
-        unlinkSync(lock);
+        if (readFileSync(lock, "utf8") === `${pid}\n` || !Number.isInteger(pid)) unlinkSync(lock);
       } catch {}
     }
   }
   let held = true;
+  heldHere.add(lock);
   const release = () => {
     if (!held) return;
     held = false;
+    heldHere.delete(lock);
     process.off("exit", release);
     try {
       unlinkSync(lock);

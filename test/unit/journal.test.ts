@@ -136,3 +136,19 @@ test('"written" resolves once the line is in the file, before its fsync; the sam
   await j.close();
   expect(Journal.read(path).states.get(1)).toEqual({ s: "intended", k: "k1" });
 });
+
+test("the run's lock: a second open in this process is refused; a lock with this pid that this process did not take (a container's pid 1 again) is a dead run's, taken over", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "mailsend-journal-"));
+  dirs.push(dir);
+  const path = join(dir, "lock.journal");
+  const j = await Journal.open(opts(path));
+  expect(readFileSync(`${path}.lock`, "utf8")).toBe(`${process.pid}\n`);
+  await expect(Journal.open(opts(path))).rejects.toMatchObject({ code: "temporary_failure" });
+  await j.close();
+  expect(existsSync(`${path}.lock`)).toBe(false);
+  // Left by an earlier process that had this pid.
+  writeFileSync(`${path}.lock`, `${process.pid}\n`);
+  const again = await Journal.open(opts(path));
+  await again.close();
+  expect(existsSync(`${path}.lock`)).toBe(false);
+});

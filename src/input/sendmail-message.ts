@@ -298,7 +298,8 @@ export function addMissingStamps(raw: Buffer, sender: string | undefined, now = 
   // Only a header, no blank line after it (RFC 5322 lets the body be absent): the line that ends it.
   const end = split.rest.length === 0 ? (raw[raw.length - 1] === 0x0a ? split.eol : split.eol + split.eol) : "";
   if (lines.length === 0 && end === "") return { raw, added: [] };
-  return { raw: Buffer.concat([Buffer.from(lines.map((l) => l + split.eol).join(""), "latin1"), raw, Buffer.from(end, "latin1")]), added: lines };
+  // UTF-8: an SMTPUTF8 sender's address (jöran@example.com) in the From added; the rest is ASCII.
+  return { raw: Buffer.concat([Buffer.from(lines.map((l) => l + split.eol).join(""), "utf8"), raw, Buffer.from(end, "latin1")]), added: lines };
 }
 
 /**

@@ -229,6 +229,11 @@ describe("addMissingStamps: what Postfix's cleanup adds for local clients", () =
     expect(addMissingStamps(raw, "", now).raw.toString()).not.toMatch(/^From:/m);
   });
 
+  it("an SMTPUTF8 sender's address goes into the added From as UTF-8", () => {
+    const r = addMissingStamps(Buffer.from("Subject: utf8\r\n\r\nbody\r\n"), "jöran@example.com", now);
+    expect(r.raw.toString("utf8")).toMatch(/^From: jöran@example\.com\r\n/);
+  });
+
   it("a message that is only a header gets the blank line that ends it", () => {
     const r = addMissingStamps(Buffer.from("From: a@example.com\r\nDate: Tue, 24 Nov 2026 10:00:00 +0000\r\nMessage-ID: <x@y>\r\nSubject: ping\r\n"), "a@example.com", now);
     expect(r.raw.toString()).toBe("From: a@example.com\r\nDate: Tue, 24 Nov 2026 10:00:00 +0000\r\nMessage-ID: <x@y>\r\nSubject: ping\r\n\r\n");

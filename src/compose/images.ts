@@ -11,7 +11,7 @@
  * image. Everything else is an error that names the reference.
  */
 import { createHash } from "node:crypto";
-import { open, realpath } from "node:fs/promises";
+import { open, realpath, stat } from "node:fs/promises";
 import { basename, isAbsolute, relative, resolve, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { MailsendError } from "../core/errors.js";
@@ -110,6 +110,14 @@ export async function resolveInside(ref: string, path: string, baseDir: string, 
   if (!inside(realBase, real)) {
     throw refused(ref, `is a symlink that leads outside the base directory ${shownPath(base)} (to ${shownPath(real)})`, OUTSIDE_HINT(base), what);
   }
+  // Before anything opens it: opening a FIFO waits for a writer that may never come; a directory is no file.
+  let st;
+  try {
+    st = await stat(real);
+  } catch (e) {
+    throw fileError(e, real, `${what} ${JSON.stringify(ref)}`);
+  }
+  if (!st.isFile()) throw refused(ref, `is not a regular file (${shownPath(real)})`, undefined, what);
   return real;
 }
 

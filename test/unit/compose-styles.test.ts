@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -42,5 +43,15 @@ describe("embedding", () => {
     expect(r.html).toBe('<head><style media="screen">\np::after { content: "<\\/style><script>x</script>"; }\n</style></head><body><p>x</p></body>');
     expect(r.sheets).toEqual([{ ref: "css/s.css", path: join(dir, "css", "s.css"), bytes: Buffer.byteLength('\uFEFFp::after { content: "</style><script>x</script>"; }') }]);
     expect(r.left).toEqual([]);
+  });
+});
+
+describe("what is no stylesheet file", () => {
+  it("a directory or a FIFO is refused (65) before anything opens it: a FIFO would wait for a writer forever", async () => {
+    mkdirSync(join(dir, "sub", "css"), { recursive: true });
+    await expect(embedStylesheets('<link rel="stylesheet" href="css/">', join(dir, "sub"))).rejects.toMatchObject({ code: "invalid_message", message: expect.stringContaining("is not a regular file") });
+    if (process.platform === "win32") return;
+    execFileSync("mkfifo", [join(dir, "sub", "fifo.css")]);
+    await expect(embedStylesheets('<link rel="stylesheet" href="fifo.css">', join(dir, "sub"))).rejects.toMatchObject({ code: "invalid_message", message: expect.stringContaining("is not a regular file") });
   });
 });

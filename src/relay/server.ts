@@ -90,6 +90,25 @@ export function replyFor(e: unknown, stage: "validate" | "store"): { code: numbe
   return { code: 554, text: `5.6.0 ${replyText(err.message)}` };
 }
 
+/**
+ * The DATA of one message, kept up to `maxSize` (past it only counted): the bytes, "too_big", or
+ * "cut" when the client went away mid-DATA (nothing was accepted, so nothing is kept).
+ */
+export function readData(stream: NodeJS.ReadableStream & { sizeExceeded?: boolean }, maxSize: number, done: (got: Buffer | "too_big" | "cut") => void): void {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let broken = false;
+  stream.on("data", (c: Buffer) => {
+    size += c.length;
+    if (size <= maxSize) chunks.push(c);
+  });
+  stream.on("error", () => {
+    broken = true;
+    chunks.length = 0;
+  });
+  stream.on("end", () => done(broken ? "cut" : stream.sizeExceeded || size > maxSize ? "too_big" : Buffer.concat(chunks, size)));
+}
+
 export async function startRelay(opts: RelayOptions): Promise<Relay> {
   const maxRecipients = opts.maxRecipients ?? 1000;
   const inflight = new Set<Promise<unknown>>();
@@ -139,28 +158,17 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
     },
 
     onData(stream, session, cb) {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      let broken = false;
-      stream.on("data", (c: Buffer) => {
-        size += c.length;
-        if (size <= opts.maxSize) chunks.push(c);
-      });
-      // The client went away mid-DATA: nothing was accepted, so nothing is kept.
-      stream.on("error", () => {
-        broken = true;
-        chunks.length = 0;
-      });
-      stream.on("end", () => {
-        if (broken) return cb(smtpReply(451, "4.3.0 The message was cut off"));
+      readData(stream, opts.maxSize, (got) => {
+        if (got === "cut") return cb(smtpReply(451, "4.3.0 The message was cut off"));
         const envelope = envelopeOf(session);
         const remote = `${session.remoteAddress}:${session.remotePort}`;
-        if (stream.sizeExceeded || size > opts.maxSize) {
+        if (got === "too_big") {
           const text = `5.3.4 Message too big: the limit is ${opts.maxSize} bytes`;
           opts.onRefused?.({ code: 552, reply: text, envelope, remote });
           return cb(smtpReply(552, text));
         }
-        const received = Buffer.concat(chunks, size);
+        const received = got;
+        const size = got.length;
         const raw = opts.prepare ? opts.prepare(received, envelope) : received;
         let refusal: { error: unknown } | undefined;
         const work = (async () => {

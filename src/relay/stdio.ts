@@ -8,7 +8,7 @@
 import { Duplex } from "node:stream";
 import { SMTPServer, type SMTPServerSession } from "smtp-server";
 import type { Envelope } from "../outbox/types.js";
-import { replyFor } from "./server.js";
+import { readData, replyFor } from "./server.js";
 
 export interface StdioOptions {
   input: NodeJS.ReadableStream;
@@ -123,25 +123,14 @@ export async function serveStdio(opts: StdioOptions): Promise<void> {
     logger: false,
     socketTimeout: opts.idleMs ?? 5 * 60_000,
     onData(stream, session, cb) {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      let broken = false;
-      stream.on("data", (c: Buffer) => {
-        size += c.length;
-        if (size <= opts.maxSize) chunks.push(c);
-      });
-      stream.on("error", () => {
-        broken = true;
-        chunks.length = 0;
-      });
-      stream.on("end", () => {
-        if (broken) return cb(reply(451, "4.3.0 The message was cut off"));
-        if (stream.sizeExceeded || size > opts.maxSize) {
+      readData(stream, opts.maxSize, (got) => {
+        if (got === "cut") return cb(reply(451, "4.3.0 The message was cut off"));
+        if (got === "too_big") {
           const text = `5.3.4 Message too big: the limit is ${opts.maxSize} bytes`;
           opts.onRefused?.(`552 ${text}`);
           return cb(reply(552, text));
         }
-        const work = opts.take(Buffer.concat(chunks, size), envelopeOf(session)).then(
+        const work = opts.take(got, envelopeOf(session)).then(
           (id) => cb(null, `2.0.0 Ok: ${id}`),
           (e: unknown) => {
             // A message refused for what it is (554), or a fault of this machine (4xx: the program keeps it).

@@ -82,6 +82,12 @@ export class QueueRunner {
   private inFlight = new Set<string>();
   /** Sent, but their files could not be removed: not sent again by this runner (a later run resends them under their keys). */
   private unremoved = new Set<string>();
+  /**
+   * Messages whose due time came from their state file as another process wrote it (held by a
+   * sender that tries it itself, then deferred by it): each scan reads their state again, since
+   * that process may have moved the time (its hold of two minutes, then a slot in seconds).
+   */
+  private heldElsewhere = new Set<string>();
   private readonly summary: RunSummary = { ran: true, sent: 0, deferred: 0, failed: 0, left: 0 };
   private stopController = new AbortController();
   /** Ends the waits for a budget slot on stop(): those messages have not started, so they wait for the next run. */
@@ -162,15 +168,23 @@ export class QueueRunner {
     // A new message with a state file (held by its caller, or deferred by an earlier run) is due
     // when that says; one already known keeps the time this runner gave it.
     const listedAt = new Float64Array(ids.n);
+    const moved: Array<[string, number]> = [];
     for (let j = 0, k = 0; j < ids.n && k < withState.n; j++) {
       const hi = ids.hi[j]!;
       const lo = ids.lo[j]!;
       while (k < withState.n && compareIds(withState.hi[k]!, withState.lo[k]!, hi, lo) < 0) k++;
-      if (k >= withState.n || withState.hi[k] !== hi || withState.lo[k] !== lo || this.due.knows(hi, lo)) continue;
-      listedAt[j] = (await this.outbox.state(ids.idAt(j))).nextAttemptAt;
+      if (k >= withState.n || withState.hi[k] !== hi || withState.lo[k] !== lo) continue;
+      const id = ids.idAt(j);
+      if (this.due.knows(hi, lo)) {
+        if (this.heldElsewhere.has(id) && !this.inFlight.has(id)) moved.push([id, (await this.outbox.state(id)).nextAttemptAt]);
+        continue;
+      }
+      listedAt[j] = (await this.outbox.state(id)).nextAttemptAt;
+      if (listedAt[j]! > Date.now()) this.heldElsewhere.add(id);
     }
     // Nothing awaited from here on: what the deliveries recorded meanwhile is not overwritten.
     this.due.replace(ids, listedAt, (id) => this.inFlight.has(id));
+    for (const [id, when] of moved) if (this.heldElsewhere.has(id) && !this.inFlight.has(id)) this.due.set(id, when);
     for (const id of this.unremoved) this.due.delete(id);
     this.lastScan = Date.now();
     // A big outbox is listed less often: at most a tenth of the time goes to listing it.
@@ -249,6 +263,8 @@ export class QueueRunner {
 
   private async attempt(id: string): Promise<void> {
     const { onEvent } = this.opts;
+    // From here on this runner keeps its schedule.
+    this.heldElsewhere.delete(id);
     let queued;
     try {
       queued = await this.outbox.load(id);

@@ -163,6 +163,26 @@ describe("mailsend queue", () => {
     expect(readdirSync(join(dir, "failed")).filter((f) => f.endsWith(".msg")).sort()).toEqual([cut, empty, junk].map((id) => `${id}.msg`).sort());
   });
 
+  it("a message its sender held (queued, trying it itself) and then made due sooner is delivered then, not when the hold ends", async () => {
+    const { dir, env } = fresh();
+    const box = new Outbox(dir);
+    // As send --queue auto and sendmail do: held two minutes while they try it, then deferred by them to a near time.
+    const id = await box.add({ raw: raw("held-then-due"), envelope: { from: "cron@example.com", to: ["dev@example.com"] }, idempotencyKey: "key-held-then-due", source: "sendmail", subject: "held-then-due", holdUntil: Date.now() + 120_000 });
+    const runner = execa(process.execPath, [BIN, "queue", "run", "--watch"], { env: { ...baseEnv(), ...env }, extendEnv: false, reject: false, cwd: ROOT, timeout: 60_000 });
+    try {
+      // The runner has listed the held message (its pid file says it runs; a scan follows at once).
+      for (let i = 0; i < 100 && !existsSync(join(dir, "runner.pid")); i++) await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(await stored("held-then-due")).toHaveLength(0);
+      await box.setState(id, { attempts: 1, nextAttemptAt: Date.now() });
+      for (let i = 0; i < 100 && (await stored("held-then-due")).length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(await stored("held-then-due")).toHaveLength(1);
+    } finally {
+      runner.kill("SIGTERM");
+      await runner;
+    }
+  }, 60_000);
+
   it("lets one runner deliver at a time", async () => {
     const { dir, env } = fresh();
     await seed(dir, ["lock-1", "lock-2", "lock-3", "lock-4"]);

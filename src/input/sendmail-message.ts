@@ -305,14 +305,17 @@ export function addMissingStamps(raw: Buffer, sender: string | undefined, now = 
 /**
  * Debian's cron adds `X-Cron-Env: <NAME=value>` to a job's mail for each variable its crontab
  * sets, so `MAILSEND_API_KEY=...` at the top of a crontab would be mailed to the recipients with
- * every job's output. The variable's name when it is mailsend's own (any MAILSEND_*) or looks like
- * a secret (KEY, TOKEN, SECRET, PASSWORD, PASS, CREDENTIAL); undefined for the others, which stay.
+ * every job's output. The variable's name when it is mailsend's own (any MAILSEND_*), looks like
+ * a secret (KEY, TOKEN, SECRET, PASSWORD, PASS, CREDENTIAL) or holds a URL with a password;
+ * undefined for the others, which stay.
  */
 export function cronSecret(value: string): string | undefined {
-  const m = /^\s*<([^=>\s]+)=/.exec(value);
+  const m = /^\s*<([^=>\s]+)=(.*)$/s.exec(value);
   if (!m) return undefined;
   const name = m[1]!;
-  return /^MAILSEND_|KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH/i.test(name) ? name : undefined;
+  if (/^MAILSEND_|KEY|TOKEN|SECRET|PASS|CREDENTIAL|AUTH/i.test(name)) return name;
+  // A URL with a password in it (DATABASE_URL=postgres://app:pw@db/x), whatever the name.
+  return /[a-z][a-z0-9+.-]*:\/\/[^/\s@:]*:[^/\s@]+@/i.test(m[2]!) ? name : undefined;
 }
 
 export interface FixupInput {

@@ -143,12 +143,13 @@ describe("header fix-ups", () => {
 
   it("cron's X-Cron-Env of mailsend's settings or a secret is left out (the key would be mailed); the others stay", () => {
     const r = fix(
-      "From: root (Cron Daemon)\nTo: b@example.com\nX-Cron-Env: <SHELL=/bin/sh>\nX-Cron-Env: <MAILSEND_API_KEY=msk_live_Zq81>\nX-Cron-Env: <AWS_SECRET_ACCESS_KEY=abc>\nX-Cron-Env: <HOME=/root>\n\nhi\n",
+      "From: root (Cron Daemon)\nTo: b@example.com\nX-Cron-Env: <SHELL=/bin/sh>\nX-Cron-Env: <MAILSEND_API_KEY=msk_live_Zq81>\nX-Cron-Env: <AWS_SECRET_ACCESS_KEY=abc>\nX-Cron-Env: <HOME=/root>\nX-Cron-Env: <DATABASE_URL=postgres://app:hunter2@db/x>\nX-Cron-Env: <SITE=https://example.com/a:b@c>\n\nhi\n",
       { readRecipients: true, defaultFrom: "ops@example.com", aliases: undefined },
     );
     expect(r.text).not.toContain("msk_live_Zq81");
     expect(r.text).not.toContain("AWS_SECRET");
-    expect(header(r.text, "X-Cron-Env")).toEqual(["<SHELL=/bin/sh>", "<HOME=/root>"]);
+    expect(header(r.text, "X-Cron-Env")).toEqual(["<SHELL=/bin/sh>", "<HOME=/root>", "<SITE=https://example.com/a:b@c>"]);
+    expect(r.text).not.toContain("hunter2");
     expect(r.notes.join("\n")).toContain("left out the one for MAILSEND_API_KEY");
     expect(r.notes.join("\n")).not.toContain("msk_live_Zq81");
   });

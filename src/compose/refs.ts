@@ -70,7 +70,7 @@ export function findRefAttributes(html: string): RefAttribute[] {
   return found;
 }
 
-const attrEscape = (s: string) => s.replace(/&/g, "&amp;").replace(/"/g, "&quot;");
+export const attrEscape = (s: string) => s.replace(/&/g, "&amp;").replace(/"/g, "&quot;");
 
 /**
  * The HTML with the references `replace` maps (to cid:...) rewritten; an

@@ -13,6 +13,7 @@ import { Parser } from "htmlparser2";
 import { MailsendError } from "../core/errors.js";
 import { shownPath } from "../input/read.js";
 import { localPath, resolveInside } from "./images.js";
+import { attrEscape } from "./refs.js";
 
 /** All the stylesheets of one message together: a report's CSS is kilobytes; beyond this it is not a report's. */
 export const MAX_STYLESHEET_BYTES = 2 * 1024 * 1024;
@@ -61,7 +62,6 @@ export function findStylesheetLinks(html: string): StylesheetLink[] {
   return found;
 }
 
-const attrEscape = (s: string) => s.replace(/&/g, "&amp;").replace(/"/g, "&quot;");
 
 /** url(...) in CSS: unquoted, or in single or double quotes. */
 const CSS_URL = /url\(\s*(?:"([^"]*)"|'([^']*)'|([^)'"\s]*))\s*\)/gi;

@@ -15,6 +15,7 @@ import { deliver, type DeliverOptions, type WaitInfo } from "../limits/deliver.j
 import type { SlotStore } from "../limits/store.js";
 import { createTransport } from "../transports/index.js";
 import { restLossOfRaw } from "./choose.js";
+import { smtpPreference } from "../transports/choose.js";
 
 export type Preferred = TransportName | "auto";
 
@@ -36,8 +37,8 @@ export function chooseFor(message: Message, preferred: Preferred, available: { r
     }
     return { transport: "rest", reason: "--transport rest" };
   }
-  // Not a loss that REST alone must refuse (the service's own Message-ID is a good one), but with SMTP at hand the program's is kept.
-  if (!loss && available.rest && available.smtp && message.ownMessageId) return { transport: "smtp", reason: "its own Message-ID (REST would replace it, and replies to it would not thread)" };
+  const preference = !loss && available.rest && available.smtp ? smtpPreference(message) : undefined;
+  if (preference !== undefined) return { transport: "smtp", reason: preference };
   if (!loss && available.rest) return { transport: "rest", reason: "REST carries it whole" };
   if (available.smtp) return { transport: "smtp", reason: loss ? loss : "only SMTP is configured" };
   throw new MailsendError("config_missing", `this message cannot go over REST without loss (${loss}), and no SMTP server is configured`, {

@@ -51,6 +51,15 @@ export function restLoss(m: Message): string | undefined {
 }
 
 /**
+ * Why a message REST would carry is better sent by SMTP when both are configured: not a loss that
+ * REST alone must refuse (the service's own Message-ID is a good one), but a raw message's own
+ * Message-ID is kept by SMTP. Undefined when there is no such reason.
+ */
+export function smtpPreference(m: Message): string | undefined {
+  return m.raw && m.ownMessageId ? "its own Message-ID (REST would replace it, and replies to it would not thread)" : undefined;
+}
+
+/**
  * The transport for `--transport auto`. With both channels: REST unless it
  * would lose something, then SMTP. With one: that one, unless it is REST and
  * REST would lose something (an error that says what and how to fix it).
@@ -59,8 +68,8 @@ export function chooseTransport(m: Message, channels: Channels): TransportChoice
   const loss = restLoss(m);
   if (channels.rest && channels.smtp) {
     if (loss !== undefined) return { transport: "smtp", reason: loss };
-    // Not a loss REST-only must refuse (the service's own Message-ID is a good one), but with SMTP at hand the program's is kept.
-    if (m.raw && m.ownMessageId) return { transport: "smtp", reason: "its own Message-ID (REST would replace it, and replies to it would not thread)" };
+    const preference = smtpPreference(m);
+    if (preference !== undefined) return { transport: "smtp", reason: preference };
     return { transport: "rest", reason: "REST carries the whole message" };
   }
   if (channels.smtp) return { transport: "smtp", reason: loss ?? "only SMTP is configured" };

@@ -15,8 +15,8 @@ import { parseSendmailArgs, type SendmailArgs } from "../../input/sendmail-args.
 import { VERSION } from "../../core/version.js";
 import { loadSettings } from "../../input/profile.js";
 import { queueModeFrom, submit } from "../../outbox/submit.js";
-import { fixupMessage, maxMessageSize, readSendmailInput } from "../../input/sendmail-message.js";
-import { loadAliases } from "../../input/aliases.js";
+import { fixupMessage, maxMessageSize, readSendmailInput, type FixupInput } from "../../input/sendmail-message.js";
+import { loadAliases, type AliasTable } from "../../input/aliases.js";
 import { autorunOff } from "../../outbox/spawn.js";
 import { runQueueList, runQueueRun } from "./queue.js";
 
@@ -122,8 +122,7 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
       ...(args.fullName !== undefined ? { fullName: args.fullName } : {}),
       readRecipients: args.readRecipients,
       recipients: args.recipients,
-      ...(env.MAILSEND_FROM ? { defaultFrom: env.MAILSEND_FROM } : {}),
-      ...(aliases ? { aliases, invokingUser: invokingUser() } : {}),
+      ...senderSettings(env, aliases),
     });
     if (args.verbose) {
       for (const n of fixed.notes) note(n);
@@ -151,6 +150,11 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
   } catch (e) {
     return reportError(e, io, { json: false, verbose: args.verbose });
   }
+}
+
+/** What fixupMessage needs of this machine's settings: the default sender, the aliases and who runs this. */
+function senderSettings(env: CliIO["env"], aliases: AliasTable | undefined): Pick<FixupInput, "defaultFrom" | "aliases" | "invokingUser"> {
+  return { ...(env.MAILSEND_FROM ? { defaultFrom: env.MAILSEND_FROM } : {}), ...(aliases ? { aliases, invokingUser: invokingUser() } : {}) };
 }
 
 /** The name of the user running this (for the sender of a message that names none), or undefined. */
@@ -182,8 +186,7 @@ async function smtpOnStdio(args: SendmailArgs, io: CliIO, mode: ReturnType<typeo
         ...(envelope.from ? { envelopeFrom: envelope.from } : {}),
         readRecipients: false,
         recipients: envelope.to,
-        ...(env.MAILSEND_FROM ? { defaultFrom: env.MAILSEND_FROM } : {}),
-        ...(aliases ? { aliases, invokingUser: invokingUser() } : {}),
+        ...senderSettings(env, aliases),
       });
       for (const n of fixed.notes) note?.(n);
       const result = await submit(fixed.raw, fixed.envelope, { mode, env, source: "sendmail", stampedMessageId: fixed.stampedMessageId, ...(profile ? { profile } : {}), ...(note ? { trace: note } : {}) });

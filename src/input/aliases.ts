@@ -15,7 +15,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { homedir, hostname } from "node:os";
-import { resolve } from "node:path";
+import { dirname, resolve } from "node:path";
 import { MailsendError } from "../core/errors.js";
 
 export type Env = Record<string, string | undefined>;
@@ -155,7 +155,7 @@ function localPart(address: string): string {
 export function expandLocal(table: AliasTable | undefined, address: string): string[] {
   const name = localPart(address);
   if (!table) {
-    throw new MailsendError("config_missing", `"${address}" is a local name without a domain, and no aliases file is set to map it to an address`, {
+    throw new MailsendError("config_missing", `"${address}" is a local name (a user of this machine${address.includes("@") ? "" : ", no domain"}), and no aliases file is set to map it to an address`, {
       hint: `Write an aliases file (e.g. "root: ops@example.com" and "default: ops@example.com") and name it in ${ALIASES_SETTING}; or give a full address.`,
     });
   }
@@ -195,6 +195,17 @@ function expandHome(p: string, env: Env): string {
   if (p === "~") return env.HOME || homedir();
   if (p.startsWith("~/")) return resolve(env.HOME || homedir(), p.slice(2));
   return p;
+}
+
+/**
+ * The environment with MAILSEND_ALIASES as a profile's `aliases` sets it: a path relative to the
+ * config file (like its api_key_file), or under ~. The variable, when set, wins as it was.
+ */
+export function withProfileAliases(env: Env, ownEnv: Env, profile: { file: string; settings: { aliases?: unknown } } | undefined): Env {
+  const p = profile?.settings.aliases;
+  if (ownEnv.MAILSEND_ALIASES || typeof p !== "string") return env;
+  const path = p === "~" || p.startsWith("~/") ? resolve(ownEnv.HOME || homedir(), p.slice(2)) : p;
+  return { ...env, MAILSEND_ALIASES: resolve(dirname(profile!.file), path) };
 }
 
 /** The aliases file MAILSEND_ALIASES names (a profile's `aliases` is layered into it), or undefined when none is set. */

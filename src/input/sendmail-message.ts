@@ -260,6 +260,93 @@ export function rewriteLocalNames(value: string, map: (local: string) => string[
   return { value: parts.map((p) => p.trim()).filter((p) => p !== "").join(", "), changed, droppedGroups };
 }
 
+/**
+ * The one address a local sender name stands for: its alias when that is one address, else
+ * `fallback`'s (the -f sender, the configured one). A name with no alias and no fallback throws.
+ */
+function oneSender(local: string, mapLocal: (local: string) => string[], fallback: () => string | undefined): string[] {
+  let targets: string[] | undefined;
+  try {
+    targets = mapLocal(local);
+  } catch (e) {
+    if (!fallback()) throw e;
+  }
+  if (targets && targets.length === 1) return targets;
+  const other = fallback();
+  if (other) return [other];
+  throw new MailsendError("invalid_address", `From: the local name "${local}" maps to ${targets?.length ?? 0} addresses in the aliases file; a sender is one address`, {
+    hint: "Give the sender with -f <address>, or set MAILSEND_FROM (or the profile's from).",
+  });
+}
+
+/**
+ * From, To, Cc and Bcc with their local names mapped (`mapFor` gives each field's mapping), each
+ * change noted; a field left holding only empty groups is left out. Other fields stay as they were.
+ */
+function mapAddressFields(fields: HeaderField[], eol: string, mapFor: (name: string) => (local: string) => string[], isLocal: (address: string) => boolean, notes: string[]): HeaderField[] {
+  const out: HeaderField[] = [];
+  for (const f of fields) {
+    if (!["from", "to", "cc", "bcc"].includes(f.name)) {
+      out.push(f);
+      continue;
+    }
+    const value = decodeText(fieldValue(f));
+    const fieldName = f.text.slice(0, f.text.indexOf(":")).trim();
+    const r = rewriteLocalNames(value, mapFor(f.name), isLocal);
+    if (!r.changed) {
+      out.push(f);
+      continue;
+    }
+    for (const g of r.droppedGroups) notes.push(`${fieldName}: left out the empty group ${g}`);
+    if (r.value === "") continue;
+    notes.push(`${fieldName}: ${value} -> ${r.value}`);
+    out.push({ name: f.name, text: `${fieldName}: ${encodeText(r.value)}${eol}` });
+  }
+  return out;
+}
+
+/**
+ * What the relay (SMTP) does with local names, as sendmail does with piped mail: a recipient
+ * `root@localhost` (or at this machine's name), a sender `root@localhost`, and the same names in
+ * From, To and Cc become what the aliases file maps them to; a local sender with no single alias
+ * becomes the configured sender. A message and envelope without local names come back as they
+ * were, byte for byte. Throws (invalid_address, config_missing) for a local name nothing maps.
+ */
+export function mapRelayedLocalNames(raw: Buffer, envelope: Envelope, opts: { aliases?: AliasTable; defaultFrom?: string }): { raw: Buffer; envelope: Envelope; notes: string[] } {
+  const isLocal = (address: string) => LOCAL_NAME.test(address) && isLocalName(address, opts.aliases);
+  const mapLocal = (local: string) => expandLocal(opts.aliases, local);
+  const notes: string[] = [];
+  const defaultFrom = () => (opts.defaultFrom ? parseMailbox1(opts.defaultFrom, "MAILSEND_FROM").address : undefined);
+  let from = envelope.from;
+  if (from !== "" && isLocal(from)) {
+    from = oneSender(from, mapLocal, defaultFrom)[0]!;
+    notes.push(`sender <${envelope.from}> is <${from}>`);
+  }
+  const seen = new Set<string>();
+  const to: string[] = [];
+  for (const rcpt of envelope.to) {
+    const targets = isLocal(rcpt) ? mapLocal(rcpt) : [rcpt];
+    if (targets.length !== 1 || targets[0] !== rcpt) notes.push(`recipient <${rcpt}> is ${targets.map((t) => `<${t}>`).join(", ")}`);
+    for (const t of targets) {
+      if (seen.has(t.toLowerCase())) continue;
+      seen.add(t.toLowerCase());
+      to.push(t);
+    }
+  }
+  const mapped = { from, to };
+  const split = splitMessage(raw);
+  const hasLocal = (f: HeaderField) => ["from", "to", "cc", "bcc"].includes(f.name) && splitList(decodeText(fieldValue(f))).some((e) => {
+    const bare = withoutComments(e).trim();
+    const angle = /<([^<>]*)>/.exec(bare);
+    const address = (angle ? angle[1]! : bare).trim();
+    return address !== "" && isLocal(address);
+  });
+  if (!split.hadHeader || raw.subarray(0, 5).toString("latin1") === "From " || !split.fields.some(hasLocal)) return { raw, envelope: mapped, notes };
+  const sender = () => (from !== "" && !isLocal(from) ? from : defaultFrom());
+  const fields = mapAddressFields(split.fields, split.eol, (name) => (name === "from" ? (local) => oneSender(local, mapLocal, sender) : mapLocal), isLocal, notes);
+  return { raw: Buffer.concat([Buffer.from(fields.map((f) => f.text).join(""), "latin1"), split.rest]), envelope: mapped, notes };
+}
+
 /** RFC 5322 date-time in this machine's time zone. */
 export function rfc5322Date(d: Date): string {
   const days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
@@ -398,40 +485,10 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
     }
   }
 
-  const rewritten: HeaderField[] = [];
-  for (const f of fields) {
-    if (!["from", "to", "cc", "bcc"].includes(f.name)) {
-      rewritten.push(f);
-      continue;
-    }
-    const value = decodeText(fieldValue(f));
-    const fieldName = f.text.slice(0, f.text.indexOf(":")).trim();
-    const r = rewriteLocalNames(value, (local) => {
-      if (f.name !== "from") return mapLocal(local);
-      // A local sender (`From: root`) is one mailbox: its alias when that is one address,
-      // else the -f sender or the configured one.
-      let targets: string[] | undefined;
-      try {
-        targets = mapLocal(local);
-      } catch (e) {
-        if (!envelopeFrom && !opts.defaultFrom) throw e;
-      }
-      if (targets && targets.length === 1) return targets;
-      const fallback = envelopeFrom?.address ?? (opts.defaultFrom ? parseMailbox1(opts.defaultFrom, "MAILSEND_FROM").address : undefined);
-      if (fallback) return [fallback];
-      throw new MailsendError("invalid_address", `From: the local name "${local}" maps to ${targets?.length ?? 0} addresses in the aliases file; a sender is one address`, {
-        hint: "Give the sender with -f <address>, or set MAILSEND_FROM (or the profile's from).",
-      });
-    }, isLocal);
-    if (!r.changed) {
-      rewritten.push(f);
-      continue;
-    }
-    for (const g of r.droppedGroups) notes.push(`${fieldName}: left out the empty group ${g}`);
-    if (r.value === "") continue;
-    notes.push(`${fieldName}: ${value} -> ${r.value}`);
-    rewritten.push({ name: f.name, text: `${fieldName}: ${encodeText(r.value)}${eol}` });
-  }
+  // A local sender (`From: root`) is one mailbox: its alias when that is one address, else the -f
+  // sender or the configured one.
+  const senderFallback = () => envelopeFrom?.address ?? (opts.defaultFrom ? parseMailbox1(opts.defaultFrom, "MAILSEND_FROM").address : undefined);
+  const rewritten = mapAddressFields(fields, eol, (name) => (name === "from" ? (local) => oneSender(local, mapLocal, senderFallback) : mapLocal), isLocal, notes);
   fields = rewritten.filter((f) => {
     const secret = f.name === "x-cron-env" ? cronSecret(fieldValue(f)) : undefined;
     if (secret !== undefined) notes.push(`X-Cron-Env: left out the one for ${secret} (cron copies the crontab's variables into its mail; that one holds a secret or mailsend's settings)`);

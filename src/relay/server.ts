@@ -42,8 +42,16 @@ export interface RelayOptions {
   maxRecipients?: number;
   /** How long a shutdown waits for clients to finish before it cuts them. */
   closeTimeoutMs?: number;
-  /** The message as the relay takes it (the stamps an MTA adds); validate and store get what this returns. */
-  prepare?(raw: Buffer, envelope: Envelope): Buffer;
+  /**
+   * A recipient's RCPT TO: throws a MailsendError to refuse it (550 5.1.1), e.g. a local name that
+   * the aliases file does not map.
+   */
+  checkRecipient?(address: string): Promise<void>;
+  /**
+   * The message and envelope as the relay takes them (local names mapped, the stamps an MTA adds);
+   * validate and store get what this returns. Throws a MailsendError to refuse the message.
+   */
+  prepare?(raw: Buffer, envelope: Envelope): Promise<{ raw: Buffer; envelope: Envelope }>;
   /** Throws a MailsendError when the message cannot be delivered as it is (nothing is stored then). */
   validate(raw: Buffer, envelope: Envelope): Promise<void>;
   /**
@@ -150,29 +158,45 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
       );
     },
 
-    onRcptTo(_address, session, cb) {
+    onRcptTo(address, session, cb) {
       if (session.envelope.rcptTo.length >= maxRecipients) {
         return cb(smtpReply(452, `4.5.3 Too many recipients (at most ${maxRecipients} per message)`));
       }
-      cb();
+      if (!opts.checkRecipient) return cb();
+      opts.checkRecipient(address.address).then(
+        () => cb(),
+        (e: unknown) => {
+          const r = replyFor(e, "validate");
+          // A refusal of this address is 550 5.1.1 (RFC 3463: bad destination mailbox); a fault here stays 4xx.
+          cb(r.code === 554 ? smtpReply(550, `5.1.1 <${replyText(address.address)}>: ${r.text.replace(/^5\.6\.0 /, "")}`) : smtpReply(r.code, r.text));
+        },
+      );
     },
 
     onData(stream, session, cb) {
       readData(stream, opts.maxSize, (got) => {
         if (got === "cut") return cb(smtpReply(451, "4.3.0 The message was cut off"));
-        const envelope = envelopeOf(session);
+        const offered = envelopeOf(session);
         const remote = `${session.remoteAddress}:${session.remotePort}`;
         if (got === "too_big") {
           const text = `5.3.4 Message too big: the limit is ${opts.maxSize} bytes`;
-          opts.onRefused?.({ code: 552, reply: text, envelope, remote });
+          opts.onRefused?.({ code: 552, reply: text, envelope: offered, remote });
           return cb(smtpReply(552, text));
         }
-        const received = got;
         const size = got.length;
-        const raw = opts.prepare ? opts.prepare(received, envelope) : received;
         let refusal: { error: unknown } | undefined;
         const work = (async () => {
+          let envelope = offered;
           try {
+            let raw = got;
+            if (opts.prepare) {
+              try {
+                ({ raw, envelope } = await opts.prepare(got, envelope));
+              } catch (e) {
+                refusal = { error: e };
+                throw e;
+              }
+            }
             const gate = opts.validate(raw, envelope).catch((error: unknown) => {
               refusal = { error };
               throw error;

@@ -193,6 +193,50 @@ describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", (
     }
   });
 
+  test("local names: RCPT TO:<root@localhost> goes where the aliases file says; without a mapping it is refused 550 at RCPT", async () => {
+    const s = scratch("mailsend-relay-local-");
+    const aliases = s.file("aliases", "root: ops@example.com, dev@example.com\ndefault: admin@example.com\n");
+    const relay = await startRelayChild(restEnv(s, { MAILSEND_ALIASES: aliases, MAILSEND_FROM: "app@example.com" }), ["-v"]);
+    const s2 = scratch("mailsend-relay-nolocal-");
+    const bare = await startRelayChild(restEnv(s2), ["--no-deliver"]);
+    try {
+      const d = await SmtpDialog.connect(relay.ready.port);
+      await d.cmd("EHLO client.test");
+      // A daemon that mails root, from root: both local names, in the envelope and the header.
+      expect(await d.cmd("MAIL FROM:<root@localhost>")).toMatch(/^250/);
+      expect(await d.cmd("RCPT TO:<root@localhost>")).toMatch(/^250/);
+      expect(await d.cmd("RCPT TO:<nobody-else@localhost>")).toMatch(/^250/);
+      expect(await d.cmd("DATA")).toMatch(/^354/);
+      d.write("From: root@localhost\r\nTo: root@localhost, nobody-else@localhost\r\nSubject: relay local names\r\nContent-Type: text/html\r\n\r\n<p>disk almost full</p>\r\n.\r\n");
+      expect(await d.reply()).toMatch(/^250 2\.0\.0 queued as /);
+      await d.quit();
+      await until(async () => (await t.sb.store.list({ limit: 1000 })).some((m) => m.subject === "relay local names"), 60_000);
+      const got = (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject === "relay local names");
+      expect(got).toHaveLength(1);
+      expect(got[0]!.from).toContain("app@example.com");
+      expect(JSON.stringify(got[0]!.to)).toContain("ops@example.com");
+      expect(JSON.stringify(got[0]!.to)).toContain("dev@example.com");
+      expect(JSON.stringify(got[0]!.to)).toContain("admin@example.com");
+      expect(JSON.stringify(got[0]!.to)).not.toContain("localhost");
+      expect(relay.events.find((e) => e.event === "queued")).toMatchObject({ from: "app@example.com", to: ["ops@example.com", "dev@example.com", "admin@example.com"] });
+
+      // No aliases file: the recipient is refused where the client can tell which one (550 5.1.1), naming the setting.
+      const b = await SmtpDialog.connect(bare.ready.port);
+      await b.cmd("EHLO client.test");
+      expect(await b.cmd("MAIL FROM:<app@example.com>")).toMatch(/^250/);
+      const r = await b.cmd("RCPT TO:<root@localhost>");
+      expect(r).toMatch(/^550 5\.1\.1 <root@localhost>: .*local name.*aliases/);
+      // An address elsewhere is as before.
+      expect(await b.cmd("RCPT TO:<dev@example.com>")).toMatch(/^250/);
+      await b.quit();
+    } finally {
+      await relay.stop();
+      await bare.stop();
+      s.remove();
+      s2.remove();
+    }
+  });
+
   test("--max-clients: one more connection is answered 421", async () => {
     const s = scratch("mailsend-relay-clients-");
     const relay = await startRelayChild(restEnv(s), ["--max-clients", "2", "--no-deliver"]);

@@ -3,7 +3,7 @@ import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
 import { parseAliases } from "../../src/input/aliases.js";
-import { addMissingStamps, fixupMessage, maxMessageSize, readSendmailInput, rewriteLocalNames, type FixupInput } from "../../src/input/sendmail-message.js";
+import { addMissingStamps, fixupMessage, mapRelayedLocalNames, maxMessageSize, readSendmailInput, rewriteLocalNames, type FixupInput } from "../../src/input/sendmail-message.js";
 
 const aliases = parseAliases("root: ops@example.com\nteam: a@example.com, b@example.com\n", "aliases");
 const base: FixupInput = { readRecipients: false, recipients: [], aliases, now: new Date(Date.UTC(2026, 10, 24, 12, 0, 0)) };
@@ -251,5 +251,43 @@ describe("rewriteLocalNames", () => {
   });
   it("maps bare names, names in angle brackets and @localhost", () => {
     expect(rewriteLocalNames("root, Admin <admin>, x@localhost", map).value).toBe("root@example.com, Admin <admin@example.com>, x@example.com");
+  });
+});
+
+describe("mapRelayedLocalNames (the relay's local names)", () => {
+  it("maps recipients and the sender at localhost through the aliases, and the same names in From and To; the rest byte for byte", () => {
+    const raw = Buffer.from("From: Cron Daemon <root@localhost>\r\nTo: root@localhost, dev@example.com\r\nSubject: x\r\nX-Other: root@localhost\r\n\r\nbody root@localhost\r\n");
+    const r = mapRelayedLocalNames(raw, { from: "root@localhost", to: ["root@localhost", "team@localhost", "dev@example.com"] }, { aliases, defaultFrom: "app@example.com" });
+    expect(r.envelope).toEqual({ from: "ops@example.com", to: ["ops@example.com", "a@example.com", "b@example.com", "dev@example.com"] });
+    const text = r.raw.toString("utf8");
+    expect(header(text, "From")).toEqual(["Cron Daemon <ops@example.com>"]);
+    expect(header(text, "To")).toEqual(["ops@example.com, dev@example.com"]);
+    // Only the address fields change: another header and the body keep the name.
+    expect(header(text, "X-Other")).toEqual(["root@localhost"]);
+    expect(text.endsWith("\r\n\r\nbody root@localhost\r\n")).toBe(true);
+    expect(r.notes.join("\n")).toContain("recipient <team@localhost> is <a@example.com>, <b@example.com>");
+  });
+
+  it("a local sender with several targets is the configured sender", () => {
+    const raw = Buffer.from("From: team@localhost\nTo: dev@example.com\n\nb\n");
+    const r = mapRelayedLocalNames(raw, { from: "team@localhost", to: ["dev@example.com"] }, { aliases, defaultFrom: "App <app@example.com>" });
+    expect(r.envelope.from).toBe("app@example.com");
+    expect(header(r.raw.toString("utf8"), "From")).toEqual(["app@example.com"]);
+  });
+
+  it("a message without local names comes back as it was (the same bytes), groups and all", () => {
+    const raw = Buffer.from("From: a@example.com\r\nTo: undisclosed-recipients:;\r\nSubject: x\r\n\r\nb\r\n");
+    const envelope = { from: "a@example.com", to: ["b@example.com"] };
+    const r = mapRelayedLocalNames(raw, envelope, { aliases });
+    expect(r.raw).toBe(raw);
+    expect(r.envelope).toEqual(envelope);
+    expect(r.notes).toEqual([]);
+  });
+
+  it("a local recipient nothing maps is refused, naming the aliases setting", () => {
+    const e = err(() => mapRelayedLocalNames(Buffer.from("To: root@localhost\n\nb\n"), { from: "a@example.com", to: ["root@localhost"] }, {}));
+    expect(e.code).toBe("config_missing");
+    expect(e.message).toContain('"root@localhost" is a local name');
+    expect(e.hint).toContain("MAILSEND_ALIASES");
   });
 });

@@ -200,7 +200,19 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
     }
     const { prepareMessage } = await import("../../outbox/message.js");
     // A message without Date or Message-ID gets them, as an MTA stamps what local clients submit.
-    const { addMissingStamps } = await import("../../input/sendmail-message.js");
+    const { addMissingStamps, mapRelayedLocalNames } = await import("../../input/sendmail-message.js");
+    const { expandLocal, isLocalName, loadAliases, withProfileAliases } = await import("../../input/aliases.js");
+    const { loadSettings } = await import("../../input/profile.js");
+    // The sender and aliases settings as sendmail reads them: the environment, with the profile's.
+    // A profile the runner cannot open yet is its to report (it keeps the mail until fixed): the
+    // relay then maps with the environment alone.
+    let localEnv = io.env;
+    try {
+      const settings = loadSettings(flags.profile, io.env);
+      localEnv = withProfileAliases({ ...settings.env }, io.env, settings.profile);
+    } catch {}
+    // A broken aliases file is said now, not at the first message.
+    await loadAliases(localEnv);
     const { startRelay, summaryHeaders } = await import("../../relay/server.js");
     // Mail these settings can never deliver unchanged (a text-only body with REST alone) is refused
     // at the end of DATA (554), not answered 250 and failed later. Also under --no-deliver: the
@@ -232,10 +244,18 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       maxClients,
       ...(users ? { users } : {}),
       ...(tls ? { tls } : {}),
-      prepare(raw: Buffer, envelope: Envelope) {
-        const stamped = addMissingStamps(raw, envelope.from);
+      // Local names (RCPT TO:<root@localhost>, From: root@<this host>) through the aliases file, as
+      // sendmail maps them; read at each use, as sendmail reads it.
+      async checkRecipient(address: string) {
+        const aliases = await loadAliases(localEnv);
+        if (isLocalName(address, aliases)) expandLocal(aliases, address);
+      },
+      async prepare(raw: Buffer, envelope: Envelope) {
+        const mapped = mapRelayedLocalNames(raw, envelope, { aliases: await loadAliases(localEnv), ...(localEnv.MAILSEND_FROM ? { defaultFrom: localEnv.MAILSEND_FROM } : {}) });
+        if (verbose) for (const n of mapped.notes) log(`local names: ${n}`, { event: "mapped", note: n });
+        const stamped = addMissingStamps(mapped.raw, mapped.envelope.from);
         if (stamped.added.some((l) => /^Message-ID:/i.test(l))) stampedIds.add(stamped.raw);
-        return stamped.raw;
+        return { raw: stamped.raw, envelope: mapped.envelope };
       },
       async validate(raw: Buffer, envelope: Envelope) {
         await deliverable(await prepareMessage(raw, envelope));

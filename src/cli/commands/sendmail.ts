@@ -4,8 +4,7 @@
  * once when that is quick, else kept in the outbox and delivered by a runner.
  * Like sendmail it prints nothing when the message went out.
  */
-import { dirname, resolve } from "node:path";
-import { homedir, hostname, userInfo } from "node:os";
+import { hostname, userInfo } from "node:os";
 import type { CliIO } from "../io.js";
 import { colorsFor } from "../io.js";
 import { reportError } from "../report.js";
@@ -16,7 +15,7 @@ import { VERSION } from "../../core/version.js";
 import { loadSettings } from "../../input/profile.js";
 import { queueModeFrom, submit } from "../../outbox/submit.js";
 import { fixupMessage, maxMessageSize, readSendmailInput, type FixupInput } from "../../input/sendmail-message.js";
-import { loadAliases, type AliasTable } from "../../input/aliases.js";
+import { loadAliases, withProfileAliases, type AliasTable } from "../../input/aliases.js";
 import { autorunOff } from "../../outbox/spawn.js";
 import { runQueueList, runQueueRun } from "./queue.js";
 
@@ -88,13 +87,8 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
   const note = (line: string) => io.stderr.write(`${c.dim(`mailsend: ${line}`)}\n`);
   try {
     const settings = loadSettings(args.profile, io.env);
-    const env = { ...settings.env };
     // A profile's aliases path is relative to the config file, like its api_key_file.
-    const profileAliases = settings.profile?.settings.aliases;
-    if (!io.env.MAILSEND_ALIASES && typeof profileAliases === "string") {
-      const p = profileAliases === "~" || profileAliases.startsWith("~/") ? resolve(io.env.HOME || homedir(), profileAliases.slice(2)) : profileAliases;
-      env.MAILSEND_ALIASES = resolve(dirname(settings.profile!.file), p);
-    }
+    const env = withProfileAliases({ ...settings.env }, io.env, settings.profile);
     const subIO: CliIO = { ...io, env };
     if (args.verbose) for (const i of args.ignored) note(`ignored ${i}`);
 

@@ -2,7 +2,7 @@
  * Which budget a send uses: the key's hash names it; the file store serves
  * the processes of one machine, Redis (MAILSEND_RATE_LIMIT_URL) many.
  */
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { DEFAULTS } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import { expandHome, homeDir } from "../core/home.js";
@@ -28,12 +28,64 @@ export function keyHash(apiKey: string): string {
   return sha256Hex(`mailsend-ratelimit\0${apiKey}`).slice(0, 32);
 }
 
+/**
+ * Where mailsend keeps its state (the budget, the outbox, batch journals): MAILSEND_STATE_DIR, else
+ * the platform's place under the home. On Linux and other Unixes, a user whose home it cannot
+ * write (a daemon's: PHP-FPM runs as www-data, whose home /var/www is root's) gets a private
+ * directory of its own in /var/tmp instead (fallbackStateDir), so its mail is not refused.
+ */
 export function stateDir(env: Env, platform = process.platform): string {
   if (env.MAILSEND_STATE_DIR) return expandHome(env.MAILSEND_STATE_DIR, env);
   const home = homeDir(env);
   if (platform === "win32") return join(env.LOCALAPPDATA || join(home, "AppData", "Local"), "mailsend", "state");
-  if (platform === "darwin") return join(home, "Library", "Application Support", "mailsend", "state");
-  return join(env.XDG_STATE_HOME || join(home, ".local", "state"), "mailsend");
+  const preferred = platform === "darwin" ? join(home, "Library", "Application Support", "mailsend", "state") : join(env.XDG_STATE_HOME || join(home, ".local", "state"), "mailsend");
+  if (platform !== process.platform || writableOrMakeable(preferred)) return preferred;
+  return fallbackStateDir() ?? preferred;
+}
+
+const writable = new Map<string, boolean>();
+
+/** Whether this user can write `dir`, or make it (the nearest directory above it that exists is writable). */
+function writableOrMakeable(dir: string): boolean {
+  let known = writable.get(dir);
+  if (known !== undefined) return known;
+  const fs = process.getBuiltinModule("node:fs");
+  let at = dir;
+  for (let i = 0; i < 64 && !fs.existsSync(at); i++) at = dirname(at);
+  try {
+    fs.accessSync(at, fs.constants.W_OK | fs.constants.X_OK);
+    known = true;
+  } catch {
+    known = false;
+  }
+  writable.set(dir, known);
+  return known;
+}
+
+/** The root of the state dirs of users who cannot write their home (/var/tmp: kept across reboots, unlike /tmp). */
+export const FALLBACK_STATE_ROOT = "/var/tmp";
+
+/**
+ * `/var/tmp/mailsend-<uid>`: made 0700 by this user, used only when it is a real directory (not a
+ * link) of this user that no one else can enter, so another user cannot have made it first to read
+ * the mail. Undefined when that cannot be had (the caller then reports the home's dir, as before).
+ */
+export function fallbackStateDir(root = FALLBACK_STATE_ROOT): string | undefined {
+  const uid = process.getuid?.();
+  if (uid === undefined) return undefined;
+  const fs = process.getBuiltinModule("node:fs");
+  const dir = join(root, `mailsend-${uid}`);
+  try {
+    fs.mkdirSync(dir, { mode: 0o700 });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST") return undefined;
+  }
+  try {
+    const st = fs.lstatSync(dir);
+    return st.isDirectory() && st.uid === uid && (st.mode & 0o077) === 0 ? dir : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function whole(v: string | number | undefined, what: string, min: number): number | undefined {

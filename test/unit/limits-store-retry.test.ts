@@ -1,12 +1,12 @@
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
 import { MailsendError, type ErrorCode } from "../../src/core/errors.js";
 import type { Message } from "../../src/core/message.js";
 import type { SendResult, Transport } from "../../src/core/transport.js";
-import { keyHash, resolveLimits, stateDir } from "../../src/limits/budget.js";
+import { FALLBACK_STATE_ROOT, fallbackStateDir, keyHash, resolveLimits, stateDir } from "../../src/limits/budget.js";
 import { carriesIdempotencyKey, deliver } from "../../src/limits/deliver.js";
 import { FileSlotStore } from "../../src/limits/file-store.js";
 import { backoffMs, retryVerdict, shouldRetry } from "../../src/limits/retry.js";
@@ -58,8 +58,35 @@ describe("file slot store", () => {
     expect(keyHash("sk_live_secret")).toMatch(/^[0-9a-f]{32}$/);
     expect(keyHash("sk_live_secret")).not.toContain("secret");
     expect(stateDir({ MAILSEND_STATE_DIR: "/x" })).toBe("/x");
-    expect(stateDir({ XDG_STATE_HOME: "/s", HOME: "/h" }, "linux")).toBe("/s/mailsend");
-    expect(stateDir({ HOME: "/h" }, "linux")).toBe("/h/.local/state/mailsend");
+    // Homes this user can write (the dirs are made on first use).
+    const home = tmp();
+    const xdg = tmp();
+    expect(stateDir({ XDG_STATE_HOME: xdg, HOME: home }, "linux")).toBe(join(xdg, "mailsend"));
+    expect(stateDir({ HOME: home }, "linux")).toBe(join(home, ".local", "state", "mailsend"));
+  });
+
+  test.skipIf(process.platform === "win32")("a home this user cannot write: a private /var/tmp/mailsend-<uid> instead, never one another user made", () => {
+    const root = tmp();
+    const uid = process.getuid!();
+    const made = fallbackStateDir(root);
+    expect(made).toBe(join(root, `mailsend-${uid}`));
+    expect(statSync(made!).mode & 0o777).toBe(0o700);
+    // Found again as it is: the same dir for every process of this user.
+    expect(fallbackStateDir(root)).toBe(made);
+    // Open to others (made by someone else, or chmod'ed): not used.
+    chmodSync(made!, 0o755);
+    expect(fallbackStateDir(root)).toBeUndefined();
+    // A link planted in its place: not followed.
+    const other = tmp();
+    rmSync(made!, { recursive: true });
+    chmodSync(other, 0o700);
+    symlinkSync(other, made!);
+    expect(fallbackStateDir(root)).toBeUndefined();
+    // Not a directory: nothing.
+    rmSync(made!);
+    writeFileSync(made!, "");
+    expect(fallbackStateDir(root)).toBeUndefined();
+    expect(FALLBACK_STATE_ROOT).toBe("/var/tmp");
   });
 
   test("limits come from the flag, then the environment, then 60 per minute", () => {

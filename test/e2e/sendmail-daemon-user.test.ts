@@ -1,0 +1,86 @@
+/**
+ * A daemon's user calls sendmail: PHP-FPM runs as www-data, whose home (/var/www) belongs to root,
+ * so the state dir under the home cannot be made. The built binary, run as such a user (under
+ * root: `setpriv` to nobody; otherwise this user with a home it cannot write), delivers to the
+ * sandbox and keeps its state in a private /var/tmp/mailsend-<uid> instead of failing with 73.
+ */
+import { execa } from "execa";
+import { chmodSync, cpSync, existsSync, lstatSync, readdirSync, rmSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BIN } from "../helpers/cli.js";
+import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { scratch, type Scratch } from "../helpers/tmp.js";
+
+const AS_ROOT = process.getuid?.() === 0;
+const NOBODY = 65534;
+
+let t: TestSandbox;
+let s: Scratch;
+beforeAll(async () => {
+  t = await inProcessSandbox();
+  s = scratch("mailsend-daemon-user-");
+});
+afterAll(async () => {
+  await t?.stop();
+  t?.scratch.remove();
+  s?.remove();
+});
+
+describe.skipIf(process.platform === "win32")("sendmail from a user who cannot write its home", () => {
+  it("the message is delivered; the state lives in /var/tmp/mailsend-<uid> (0700, this user's)", async () => {
+    const uid = AS_ROOT ? NOBODY : process.getuid!();
+    const fallback = join("/var/tmp", `mailsend-${uid}`);
+    const existed = existsSync(fallback);
+    // A home like www-data's: there, but not writable by its user.
+    const home = join(s.dir, "home");
+    const key = s.file("api-key", `${t.key}\n`);
+    await execa("mkdir", ["-p", home]);
+    chmodSync(home, 0o555);
+    chmodSync(key, 0o644);
+    chmodSync(s.dir, 0o755);
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      HOME: home,
+      NO_COLOR: "1",
+      MAILSEND_BASE_URL: t.env.MAILSEND_BASE_URL!,
+      MAILSEND_API_KEY_FILE: key,
+      MAILSEND_TRANSPORT: "rest",
+      MAILSEND_QUEUE: "never",
+      MAILSEND_RATE_LIMIT: "60",
+      MAILSEND_CONFIG: join(s.dir, "no-config.json"),
+    };
+    const cmd = AS_ROOT ? "setpriv" : process.execPath;
+    const asUser = AS_ROOT ? ["--reuid", String(NOBODY), "--regid", String(NOBODY), "--clear-groups", process.execPath] : [];
+    // The checkout may sit where nobody cannot read it (a private CI workspace): then a copy of the
+    // built CLI in the scratch dir is run (a REST send needs nothing of node_modules).
+    let bin = BIN;
+    if (AS_ROOT && (await execa(cmd, [...asUser, "-e", `require("fs").accessSync(${JSON.stringify(BIN)})`], { reject: false })).exitCode !== 0) {
+      const root = dirname(dirname(BIN));
+      for (const part of ["bin", "dist", "package.json"]) cpSync(join(root, part), join(s.dir, "cli", part), { recursive: true });
+      bin = join(s.dir, "cli", "bin", "mailsend.js");
+    }
+    const args = [...asUser, bin, "sendmail", "-t"];
+    const message = "From: www@example.com\nTo: dev@example.com\nSubject: daemon user\nContent-Type: text/html\n\n<p>from php</p>\n";
+    try {
+      const r = await execa(cmd, args, { env, extendEnv: false, input: message, reject: false, timeout: 60_000 });
+      expect(r.exitCode, `${r.stderr}`).toBe(0);
+      const got = (await t.sb.store.list({ limit: 100 })).filter((m) => m.subject === "daemon user");
+      expect(got).toHaveLength(1);
+      // The budget's state went to the private fallback, never under the home.
+      const st = lstatSync(fallback);
+      expect(st.isDirectory()).toBe(true);
+      expect(st.uid).toBe(uid);
+      expect(st.mode & 0o777).toBe(0o700);
+      expect(readdirSync(fallback)).toContain("ratelimit");
+      expect(readdirSync(home)).toEqual([]);
+
+      // doctor, as that user, names the dir it uses.
+      const doctorArgs = [...args.slice(0, -2), "doctor", "--json"];
+      const d = await execa(cmd, doctorArgs, { env, extendEnv: false, reject: false, timeout: 60_000 });
+      expect(`${d.stdout}${d.stderr}`).toContain(fallback);
+    } finally {
+      if (!existed) rmSync(fallback, { recursive: true, force: true });
+    }
+  });
+});

@@ -129,17 +129,29 @@ export function machineDomains(): ReadonlySet<string> {
  * A recipient that names a user of this machine, not a mailbox on the Internet: a bare name, one at
  * localhost, or one at the machine's own name (machineDomains), as Postfix's default mydestination
  * has it. A host name without a dot names no mailbox anywhere else; one with dots
- * (web01.example.net) is local only when the aliases file says where that user's mail goes
- * (its entry, or a default), so without one it is sent as written, as before.
+ * (web01.example.net, or a server named after its mail domain, example.com) is local only for a
+ * user the aliases file names itself: its `default:` does not take the domain's other addresses
+ * (alice@example.com is a real mailbox elsewhere), which are sent as written.
  */
-export function isLocalName(address: string, table?: AliasTable): boolean {
+export function isLocalName(address: string, table?: AliasTable, domains: ReadonlySet<string> = machineDomains()): boolean {
   const at = address.lastIndexOf("@");
   if (at < 0) return /^[^\s<>()"@,;:]+$/.test(address) && address !== "";
   const domain = address.slice(at + 1).toLowerCase();
   if (domain === "localhost" || domain === "localhost.localdomain") return true;
-  if (!machineDomains().has(domain)) return false;
+  if (!domains.has(domain)) return false;
   if (!domain.includes(".")) return true;
-  return table !== undefined && (table.entries.has(localPart(address)) || table.entries.has("default"));
+  return table !== undefined && table.entries.has(localPart(address));
+}
+
+/**
+ * Whether an address is written at this machine at all (a name alone, at localhost, or at one of
+ * its names): the only ones whose meaning can depend on the aliases file. Cheap; reads no file.
+ */
+export function atThisMachine(address: string, domains: ReadonlySet<string> = machineDomains()): boolean {
+  const at = address.lastIndexOf("@");
+  if (at < 0) return address.trim() !== "";
+  const domain = address.slice(at + 1).toLowerCase();
+  return domain === "localhost" || domain === "localhost.localdomain" || domains.has(domain);
 }
 
 function localPart(address: string): string {

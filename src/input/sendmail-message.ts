@@ -7,12 +7,13 @@
  * for byte. Bad input is refused here, before anything is queued.
  */
 import { randomBytes } from "node:crypto";
+import { isUtf8 } from "node:buffer";
 import { hostname } from "node:os";
 import { formatMailbox, parseAddressList, parseMailbox1, type Mailbox } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";
 import { formatSize } from "../core/size.js";
 import type { Envelope } from "../outbox/types.js";
-import { expandLocal, isLocalName, type AliasTable } from "./aliases.js";
+import { atThisMachine, expandLocal, isLocalName, type AliasTable } from "./aliases.js";
 import { binaryKind } from "./stdin-body.js";
 
 export type Env = Record<string, string | undefined>;
@@ -290,7 +291,10 @@ function mapAddressFields(fields: HeaderField[], eol: string, mapFor: (name: str
       out.push(f);
       continue;
     }
-    const value = decodeText(fieldValue(f));
+    // UTF-8 (RFC 6532) is read as characters; other 8-bit bytes (a Latin-1 name) are kept as they were.
+    const written = fieldValue(f);
+    const utf8 = isUtf8(Buffer.from(written, "latin1"));
+    const value = utf8 ? decodeText(written) : written;
     const fieldName = f.text.slice(0, f.text.indexOf(":")).trim();
     const r = rewriteLocalNames(value, mapFor(f.name), isLocal);
     if (!r.changed) {
@@ -300,9 +304,31 @@ function mapAddressFields(fields: HeaderField[], eol: string, mapFor: (name: str
     for (const g of r.droppedGroups) notes.push(`${fieldName}: left out the empty group ${g}`);
     if (r.value === "") continue;
     notes.push(`${fieldName}: ${value} -> ${r.value}`);
-    out.push({ name: f.name, text: `${fieldName}: ${encodeText(r.value)}${eol}` });
+    out.push({ name: f.name, text: foldList(fieldName, utf8 ? encodeText(r.value) : r.value, eol) });
   }
   return out;
+}
+
+/**
+ * `Name: a, b, c` folded after commas so that no line passes 78 characters where it can help it
+ * (RFC 5322 2.1.1), each mailbox once (several local names mapped to one address).
+ */
+function foldList(name: string, value: string, eol: string): string {
+  const seen = new Set<string>();
+  const items = splitList(value)
+    .map((p) => p.trim())
+    .filter((p) => p !== "" && !seen.has(p.toLowerCase()) && seen.add(p.toLowerCase()));
+  let line = `${name}:`;
+  let text = "";
+  items.forEach((item, i) => {
+    const piece = ` ${item}${i < items.length - 1 ? "," : ""}`;
+    if (line.length + piece.length > 78 && line.trim() !== `${name}:`) {
+      text += line + eol;
+      line = "";
+    }
+    line += piece;
+  });
+  return `${text}${line}${eol}`;
 }
 
 /**
@@ -313,7 +339,7 @@ function mapAddressFields(fields: HeaderField[], eol: string, mapFor: (name: str
  * were, byte for byte. Throws (invalid_address, config_missing) for a local name nothing maps.
  */
 export function mapRelayedLocalNames(raw: Buffer, envelope: Envelope, opts: { aliases?: AliasTable; defaultFrom?: string }): { raw: Buffer; envelope: Envelope; notes: string[] } {
-  const isLocal = (address: string) => LOCAL_NAME.test(address) && isLocalName(address, opts.aliases);
+  const isLocal = (address: string) => relayLocal(address, opts.aliases);
   const mapLocal = (local: string) => expandLocal(opts.aliases, local);
   const notes: string[] = [];
   const defaultFrom = () => (opts.defaultFrom ? parseMailbox1(opts.defaultFrom, "MAILSEND_FROM").address : undefined);
@@ -345,6 +371,31 @@ export function mapRelayedLocalNames(raw: Buffer, envelope: Envelope, opts: { al
   const sender = () => (from !== "" && !isLocal(from) ? from : defaultFrom());
   const fields = mapAddressFields(split.fields, split.eol, (name) => (name === "from" ? (local) => oneSender(local, mapLocal, sender) : mapLocal), isLocal, notes);
   return { raw: Buffer.concat([Buffer.from(fields.map((f) => f.text).join(""), "latin1"), split.rest]), envelope: mapped, notes };
+}
+
+/** A local name as the relay takes one: a user name alone or at this machine (isLocalName). */
+export function relayLocal(address: string, aliases: AliasTable | undefined): boolean {
+  return LOCAL_NAME.test(address) && isLocalName(address, aliases);
+}
+
+/**
+ * Whether the relay needs the aliases file for this message: an envelope address, or one in From,
+ * To, Cc or Bcc, written at this machine (atThisMachine). Most mail has none, and is then taken
+ * without reading the file (a broken one never refuses it).
+ */
+export function mentionsThisMachine(raw: Buffer, envelope: Envelope): boolean {
+  if ((envelope.from !== "" && atThisMachine(envelope.from)) || envelope.to.some((a) => atThisMachine(a))) return true;
+  const split = splitMessage(raw);
+  return split.fields.some(
+    (f) =>
+      ["from", "to", "cc", "bcc"].includes(f.name) &&
+      splitList(fieldValue(f)).some((e) => {
+        const bare = withoutComments(e).trim();
+        const angle = /<([^<>]*)>/.exec(bare);
+        const address = (angle ? angle[1]! : bare).trim();
+        return address !== "" && !/[\s:;]/.test(address) && atThisMachine(address);
+      }),
+  );
 }
 
 /** RFC 5322 date-time in this machine's time zone. */

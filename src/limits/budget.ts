@@ -36,11 +36,30 @@ export function keyHash(apiKey: string): string {
  */
 export function stateDir(env: Env, platform = process.platform): string {
   if (env.MAILSEND_STATE_DIR) return expandHome(env.MAILSEND_STATE_DIR, env);
+  const preferred = homeStateDir(env, platform);
+  if (platform === "win32" || platform !== process.platform || writableOrMakeable(preferred)) return preferred;
+  return fallbackStateDir() ?? preferred;
+}
+
+/** The platform's state dir under the home. */
+function homeStateDir(env: Env, platform: NodeJS.Platform): string {
   const home = homeDir(env);
   if (platform === "win32") return join(env.LOCALAPPDATA || join(home, "AppData", "Local"), "mailsend", "state");
-  const preferred = platform === "darwin" ? join(home, "Library", "Application Support", "mailsend", "state") : join(env.XDG_STATE_HOME || join(home, ".local", "state"), "mailsend");
-  if (platform !== process.platform || writableOrMakeable(preferred)) return preferred;
-  return fallbackStateDir() ?? preferred;
+  if (platform === "darwin") return join(home, "Library", "Application Support", "mailsend", "state");
+  return join(env.XDG_STATE_HOME || join(home, ".local", "state"), "mailsend");
+}
+
+/**
+ * The other default state dir (the home's while the /var/tmp one is in use, or the reverse) when
+ * it exists: mail queued there while the home could (not) be written waits in it, where no runner
+ * of this user looks. Undefined with MAILSEND_STATE_DIR, or when there is no other.
+ */
+export function otherStateDir(env: Env): string | undefined {
+  const uid = process.getuid?.();
+  if (env.MAILSEND_STATE_DIR || uid === undefined) return undefined;
+  const fallback = join(FALLBACK_STATE_ROOT, `mailsend-${uid}`);
+  const other = stateDir(env) === fallback ? homeStateDir(env, process.platform) : fallback;
+  return process.getBuiltinModule("node:fs").existsSync(other) ? other : undefined;
 }
 
 const writable = new Map<string, boolean>();
@@ -62,6 +81,26 @@ function writableOrMakeable(dir: string): boolean {
   return known;
 }
 
+/**
+ * Whether `dir` is mounted from a subdirectory of another file system (/proc/self/mountinfo: its
+ * root is not "/"), as systemd's PrivateTmp mounts a service's own /tmp and /var/tmp. A /var/tmp
+ * of its own partition has root "/". False where there is no mountinfo (not Linux).
+ */
+export function privateMount(dir: string, mountinfo?: string): boolean {
+  let text = mountinfo;
+  if (text === undefined) {
+    try {
+      text = process.getBuiltinModule("node:fs").readFileSync("/proc/self/mountinfo", "utf8");
+    } catch {
+      return false;
+    }
+  }
+  return text.split("\n").some((line) => {
+    const f = line.split(" ");
+    return f[4] === dir && f[3] !== "/";
+  });
+}
+
 /** The root of the state dirs of users who cannot write their home (/var/tmp: kept across reboots, unlike /tmp). */
 export const FALLBACK_STATE_ROOT = "/var/tmp";
 
@@ -74,6 +113,9 @@ export function fallbackStateDir(root = FALLBACK_STATE_ROOT): string | undefined
   const uid = process.getuid?.();
   if (uid === undefined) return undefined;
   const fs = process.getBuiltinModule("node:fs");
+  // systemd's PrivateTmp (PHP-FPM's unit has it) mounts a /var/tmp of the service's own, removed
+  // when the service stops: mail queued there would go with it. Not used then.
+  if (privateMount(root)) return undefined;
   const dir = join(root, `mailsend-${uid}`);
   try {
     fs.mkdirSync(dir, { mode: 0o700 });

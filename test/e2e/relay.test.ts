@@ -6,7 +6,7 @@
  */
 import { execa } from "execa";
 import { spawnSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
 import { runCli } from "../helpers/cli.js";
@@ -219,6 +219,19 @@ describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", (
       expect(JSON.stringify(got[0]!.to)).toContain("admin@example.com");
       expect(JSON.stringify(got[0]!.to)).not.toContain("localhost");
       expect(relay.events.find((e) => e.event === "queued")).toMatchObject({ from: "app@example.com", to: ["ops@example.com", "dev@example.com", "admin@example.com"] });
+
+      // The file broken while the relay runs: mail to local names waits (451, a fault here, not a
+      // bounce); mail without them is taken as before, the file not even read.
+      writeFileSync(aliases, "root ops@example.com\n");
+      const k = await SmtpDialog.connect(relay.ready.port);
+      await k.cmd("EHLO client.test");
+      expect(await k.cmd("MAIL FROM:<app@example.com>")).toMatch(/^250/);
+      expect(await k.cmd("RCPT TO:<root@localhost>")).toMatch(/^451 4\.3\.0 .*local names cannot be mapped now/);
+      expect(await k.cmd("RCPT TO:<dev@example.com>")).toMatch(/^250/);
+      expect(await k.cmd("DATA")).toMatch(/^354/);
+      k.write("From: app@example.com\r\nTo: dev@example.com\r\nSubject: relay broken aliases\r\nContent-Type: text/html\r\n\r\n<p>x</p>\r\n.\r\n");
+      expect(await k.reply()).toMatch(/^250 2\.0\.0 queued as /);
+      await k.quit();
 
       // No aliases file: the recipient is refused where the client can tell which one (550 5.1.1), naming the setting.
       const b = await SmtpDialog.connect(bare.ready.port);

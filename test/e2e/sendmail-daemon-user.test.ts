@@ -5,7 +5,7 @@
  * sandbox and keeps its state in a private /var/tmp/mailsend-<uid> instead of failing with 73.
  */
 import { execa } from "execa";
-import { chmodSync, cpSync, existsSync, lstatSync, readdirSync, rmSync } from "node:fs";
+import { chmodSync, chownSync, cpSync, existsSync, lstatSync, readdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BIN } from "../helpers/cli.js";
@@ -79,6 +79,19 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
       const doctorArgs = [...args.slice(0, -2), "doctor", "--json"];
       const d = await execa(cmd, doctorArgs, { env, extendEnv: false, reject: false, timeout: 60_000 });
       expect(`${d.stdout}${d.stderr}`).toContain(fallback);
+
+      // A message queued there; then the home becomes writable (a chown by a deploy): mailsend now
+      // keeps its state under the home, and `mailsend queue` says what still waits in /var/tmp.
+      const q = await execa(cmd, args, { env: { ...env, MAILSEND_QUEUE: "always", MAILSEND_QUEUE_AUTORUN: "0" }, extendEnv: false, input: message.replace("daemon user", "daemon user queued"), reject: false, timeout: 60_000 });
+      expect(q.exitCode, q.stderr).toBe(0);
+      expect(readdirSync(join(fallback, "outbox", "queue")).filter((f) => f.endsWith(".msg"))).toHaveLength(1);
+      if (AS_ROOT) chownSync(home, uid, uid);
+      chmodSync(home, 0o755);
+      const list = await execa(cmd, [...args.slice(0, -2), "queue"], { env, extendEnv: false, reject: false, timeout: 60_000 });
+      expect(list.exitCode, list.stderr).toBe(0);
+      expect(list.stdout).toContain(join(home, ".local", "state", "mailsend", "outbox"));
+      expect(list.stderr).toContain(`1 message also waits in ${join(fallback, "outbox", "queue")}`);
+      expect(list.stderr).toContain(`MAILSEND_STATE_DIR=${fallback} mailsend queue run`);
     } finally {
       if (!existed) rmSync(fallback, { recursive: true, force: true });
     }

@@ -103,6 +103,17 @@ describe("aliases file", () => {
     expect(isLocalName(`root@${short}.example.com`)).toBe(false);
   });
 
+  it("at a host name with dots (a server named after its mail domain), only the users the aliases file names are local; its default: takes no one there", () => {
+    const domains = new Set(["example.com", "example"]);
+    const table = parseAliases("root: ops@example.net\ndefault: admin@example.net\n", "a");
+    expect(isLocalName("root@example.com", table, domains)).toBe(true);
+    expect(isLocalName("alice@example.com", table, domains)).toBe(false);
+    expect(isLocalName("alice@example.com", undefined, domains)).toBe(false);
+    // A name alone, or at the dot-less name, is this machine's whatever the file says.
+    expect(isLocalName("alice@example", table, domains)).toBe(true);
+    expect(isLocalName("alice@localhost", table, domains)).toBe(true);
+  });
+
   it("loadAliases reads MAILSEND_ALIASES; a missing file is a configuration error", async () => {
     const dir = mkdtempSync(join(tmpdir(), "aliases-"));
     try {

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, test } from "vitest";
 import { MailsendError, type ErrorCode } from "../../src/core/errors.js";
 import type { Message } from "../../src/core/message.js";
 import type { SendResult, Transport } from "../../src/core/transport.js";
-import { FALLBACK_STATE_ROOT, fallbackStateDir, keyHash, resolveLimits, stateDir } from "../../src/limits/budget.js";
+import { FALLBACK_STATE_ROOT, fallbackStateDir, keyHash, privateMount, resolveLimits, stateDir } from "../../src/limits/budget.js";
 import { carriesIdempotencyKey, deliver } from "../../src/limits/deliver.js";
 import { FileSlotStore } from "../../src/limits/file-store.js";
 import { backoffMs, retryVerdict, shouldRetry } from "../../src/limits/retry.js";
@@ -87,6 +87,18 @@ describe("file slot store", () => {
     writeFileSync(made!, "");
     expect(fallbackStateDir(root)).toBeUndefined();
     expect(FALLBACK_STATE_ROOT).toBe("/var/tmp");
+  });
+
+  test("systemd's PrivateTmp /var/tmp (a service's own, removed when it stops) is told from a /var/tmp partition", () => {
+    const privateTmp = [
+      "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw",
+      "310 22 8:1 /tmp/systemd-private-4f2a-php8.2-fpm.service-Ab12Cd/tmp /tmp rw,relatime shared:190 - ext4 /dev/sda1 rw",
+      "311 22 8:1 /var/tmp/systemd-private-4f2a-php8.2-fpm.service-Xy34Ef/tmp /var/tmp rw,relatime shared:191 - ext4 /dev/sda1 rw",
+    ].join("\n");
+    expect(privateMount("/var/tmp", privateTmp)).toBe(true);
+    const partition = ["22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw", "40 22 8:3 / /var/tmp rw,relatime - ext4 /dev/sda3 rw"].join("\n");
+    expect(privateMount("/var/tmp", partition)).toBe(false);
+    expect(privateMount("/var/tmp", "22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw")).toBe(false);
   });
 
   test("limits come from the flag, then the environment, then 60 per minute", () => {

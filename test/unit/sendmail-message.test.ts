@@ -3,7 +3,7 @@ import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
 import { parseAliases } from "../../src/input/aliases.js";
-import { addMissingStamps, fixupMessage, mapRelayedLocalNames, maxMessageSize, readSendmailInput, rewriteLocalNames, type FixupInput } from "../../src/input/sendmail-message.js";
+import { addMissingStamps, fixupMessage, mapRelayedLocalNames, maxMessageSize, mentionsThisMachine, readSendmailInput, rewriteLocalNames, type FixupInput } from "../../src/input/sendmail-message.js";
 
 const aliases = parseAliases("root: ops@example.com\nteam: a@example.com, b@example.com\n", "aliases");
 const base: FixupInput = { readRecipients: false, recipients: [], aliases, now: new Date(Date.UTC(2026, 10, 24, 12, 0, 0)) };
@@ -282,6 +282,27 @@ describe("mapRelayedLocalNames (the relay's local names)", () => {
     expect(r.raw).toBe(raw);
     expect(r.envelope).toEqual(envelope);
     expect(r.notes).toEqual([]);
+  });
+
+  it("a long rewritten list is folded after commas (no line over 78 characters); a Latin-1 name beside a local name keeps its bytes", () => {
+    const many = Array.from({ length: 40 }, (_, i) => `u${i}@localhost`);
+    const table = parseAliases(`default: someone.with.a.long.name@example.com\n`, "a");
+    const raw = Buffer.concat([Buffer.from(`From: a@example.com\r\nTo: ${many.join(",\r\n ")}\r\nCc: Z`, "latin1"), Buffer.from([0xeb]), Buffer.from(" <root@localhost>\r\nSubject: x\r\n\r\nb\r\n", "latin1")]);
+    const r = mapRelayedLocalNames(raw, { from: "a@example.com", to: many }, { aliases: parseAliases("root: ops@example.com\ndefault: someone.with.a.long.name@example.com\n", "a") });
+    expect(table.entries.size).toBe(1);
+    const head = r.raw.toString("latin1").split("\r\n\r\n")[0]!;
+    for (const line of head.split("\r\n")) expect(line.length).toBeLessThanOrEqual(78);
+    expect(header(r.raw.toString("latin1"), "To")[0]!.split(", ")).toHaveLength(1);
+    expect(r.raw.includes(Buffer.concat([Buffer.from("Cc: Z", "latin1"), Buffer.from([0xeb]), Buffer.from(" <ops@example.com>")]))).toBe(true);
+    expect(r.envelope.to).toEqual(["someone.with.a.long.name@example.com"]);
+  });
+
+  it("mentionsThisMachine: only mail with an address at this machine needs the aliases file", () => {
+    const plain = Buffer.from("From: a@example.com\nTo: b@example.com, Team: c@example.org;\n\nx\n");
+    expect(mentionsThisMachine(plain, { from: "a@example.com", to: ["b@example.com"] })).toBe(false);
+    expect(mentionsThisMachine(plain, { from: "", to: ["root@localhost"] })).toBe(true);
+    expect(mentionsThisMachine(Buffer.from("From: Cron <root@localhost>\nTo: b@example.com\n\nx\n"), { from: "a@example.com", to: ["b@example.com"] })).toBe(true);
+    expect(mentionsThisMachine(Buffer.from(`To: root@${hostname().split(".")[0]}\n\nx\n`), { from: "a@example.com", to: ["b@example.com"] })).toBe(true);
   });
 
   it("a local recipient nothing maps is refused, naming the aliases setting", () => {

@@ -1,3 +1,5 @@
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
 import { MailsendError, toMailsendError } from "../../core/errors.js";
 import { formatSize } from "../../core/size.js";
 import { QueueRunner, DEFAULT_MAX_AGE_MS, type RunnerEvent } from "../../outbox/runner.js";
@@ -5,6 +7,7 @@ import { Outbox, isOutboxId } from "../../outbox/store.js";
 import type { OutboxMeta, OutboxState } from "../../outbox/types.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
+import { otherStateDir } from "../../limits/budget.js";
 
 interface ListFlags {
   json?: boolean;
@@ -72,6 +75,25 @@ function rowJson(r: Row, where: "queue" | "failed") {
 }
 
 /** `mailsend queue [ls]`, `sendmail -bp`, `mailq`. */
+/**
+ * Mail in the outbox of the other default state dir (otherStateDir): queued while this user's home
+ * could not be written, or before it could. Said by `mailsend queue`, with how to deliver it.
+ */
+function strandedMail(env: CliIO["env"]): string[] {
+  if (env.MAILSEND_OUTBOX_DIR) return [];
+  const other = otherStateDir(env);
+  if (!other) return [];
+  const queue = join(other, "outbox", "queue");
+  let n = 0;
+  try {
+    n = readdirSync(queue).filter((f) => f.endsWith(".msg")).length;
+  } catch {
+    return [];
+  }
+  if (n === 0) return [];
+  return [`${n} message${n === 1 ? "" : "s"} also wait${n === 1 ? "s" : ""} in ${queue}, queued when this user's state dir was there (its home ${other.startsWith("/var/tmp/") ? "could not" : "could"} be written then); deliver ${n === 1 ? "it" : "them"} with: MAILSEND_STATE_DIR=${other} mailsend queue run`];
+}
+
 export async function runQueueList(opts: Record<string, unknown>, io: CliIO): Promise<number> {
   const flags = opts as ListFlags;
   try {
@@ -79,6 +101,7 @@ export async function runQueueList(opts: Record<string, unknown>, io: CliIO): Pr
     const where = flags.failed ? "failed" : "queue";
     const { list, unreadable } = await rows(outbox, where);
     for (const u of unreadable) io.stderr.write(`warning: ${u}\n`);
+    for (const w of strandedMail(io.env)) io.stderr.write(`warning: ${w}\n`);
     if (flags.json) {
       io.stdout.write(`${JSON.stringify(list.map((r) => rowJson(r, where)))}\n`);
       return 0;

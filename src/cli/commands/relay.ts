@@ -200,8 +200,8 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
     }
     const { prepareMessage } = await import("../../outbox/message.js");
     // A message without Date or Message-ID gets them, as an MTA stamps what local clients submit.
-    const { addMissingStamps, mapRelayedLocalNames } = await import("../../input/sendmail-message.js");
-    const { expandLocal, isLocalName, loadAliases, withProfileAliases } = await import("../../input/aliases.js");
+    const { addMissingStamps, mapRelayedLocalNames, mentionsThisMachine, relayLocal } = await import("../../input/sendmail-message.js");
+    const { atThisMachine, expandLocal, loadAliases, withProfileAliases } = await import("../../input/aliases.js");
     const { loadSettings } = await import("../../input/profile.js");
     // The sender and aliases settings as sendmail reads them: the environment, with the profile's.
     // A profile the runner cannot open yet is its to report (it keeps the mail until fixed): the
@@ -211,8 +211,22 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       const settings = loadSettings(flags.profile, io.env);
       localEnv = withProfileAliases({ ...settings.env }, io.env, settings.profile);
     } catch {}
-    // A broken aliases file is said now, not at the first message.
-    await loadAliases(localEnv);
+    // The aliases file, read at each use as sendmail reads it. One that cannot be read or parsed is a
+    // fault of this machine: mail to local names waits (451) until it is fixed; other mail is not
+    // concerned. Said at start too, without refusing to start for it.
+    const aliasesNow = async () => {
+      try {
+        return await loadAliases(localEnv);
+      } catch (e) {
+        throw new MailsendError("temporary_failure", `local names cannot be mapped now: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+      }
+    };
+    let aliasesTrouble: string | undefined;
+    try {
+      await loadAliases(localEnv);
+    } catch (e) {
+      aliasesTrouble = e instanceof Error ? e.message : String(e);
+    }
     const { startRelay, summaryHeaders } = await import("../../relay/server.js");
     // Mail these settings can never deliver unchanged (a text-only body with REST alone) is refused
     // at the end of DATA (554), not answered 250 and failed later. Also under --no-deliver: the
@@ -247,11 +261,17 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       // Local names (RCPT TO:<root@localhost>, From: root@<this host>) through the aliases file, as
       // sendmail maps them; read at each use, as sendmail reads it.
       async checkRecipient(address: string) {
-        const aliases = await loadAliases(localEnv);
-        if (isLocalName(address, aliases)) expandLocal(aliases, address);
+        if (!atThisMachine(address)) return;
+        const aliases = await aliasesNow();
+        if (relayLocal(address, aliases)) expandLocal(aliases, address);
+        else if (!address.slice(address.lastIndexOf("@") + 1).includes(".") || /@localhost\.localdomain$/i.test(address)) {
+          // At localhost or the dot-less machine name, yet no user name (jörg@localhost): nowhere to go.
+          throw new MailsendError("invalid_address", `"${address}" is at this machine but is not a user name the aliases file could map`);
+        }
       },
       async prepare(raw: Buffer, envelope: Envelope) {
-        const mapped = mapRelayedLocalNames(raw, envelope, { aliases: await loadAliases(localEnv), ...(localEnv.MAILSEND_FROM ? { defaultFrom: localEnv.MAILSEND_FROM } : {}) });
+        const aliases = mentionsThisMachine(raw, envelope) ? await aliasesNow() : undefined;
+        const mapped = mapRelayedLocalNames(raw, envelope, { ...(aliases ? { aliases } : {}), ...(localEnv.MAILSEND_FROM ? { defaultFrom: localEnv.MAILSEND_FROM } : {}) });
         if (verbose) for (const n of mapped.notes) log(`local names: ${n}`, { event: "mapped", note: n });
         const stamped = addMissingStamps(mapped.raw, mapped.envelope.from);
         if (stamped.added.some((l) => /^Message-ID:/i.test(l))) stampedIds.add(stamped.raw);
@@ -322,6 +342,10 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       io.stdout.write(
         `mailsend relay listening on ${where} (${security}); outbox ${outbox.dir}; ${runner ? "delivering" : "not delivering (--no-deliver): run mailsend queue run"}\n`,
       );
+    }
+
+    if (aliasesTrouble) {
+      log(`${c.yellow("warning")}: ${aliasesTrouble}; mail to local names (root@localhost) is answered 451 until it is fixed`, { event: "warning", message: `${aliasesTrouble}; mail to local names is answered 451 until it is fixed` });
     }
 
     const ended = await Promise.race([stopped.then((sig) => ({ sig })), runDone]);

@@ -51,7 +51,14 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
       MAILSEND_CONFIG: join(s.dir, "no-config.json"),
     };
     const cmd = AS_ROOT ? "setpriv" : process.execPath;
-    const asUser = AS_ROOT ? ["--reuid", String(NOBODY), "--regid", String(NOBODY), "--clear-groups", process.execPath] : [];
+    const drop = ["--reuid", String(NOBODY), "--regid", String(NOBODY), "--clear-groups"];
+    // This Node, unless nobody may not run it (CI's Node 24 lives under root's home): then the
+    // system's. The state dir's choice does not depend on the version.
+    let node = process.execPath;
+    if (AS_ROOT && (await execa(cmd, [...drop, node, "-e", "0"], { reject: false })).exitCode !== 0) {
+      node = ["/usr/bin/node", "/usr/local/bin/node"].find((p) => existsSync(p)) ?? node;
+    }
+    const asUser = AS_ROOT ? [...drop, node] : [];
     // The checkout may sit where nobody cannot read it (a private CI workspace): then a copy of the
     // built CLI in the scratch dir is run (a REST send needs nothing of node_modules).
     let bin = BIN;

@@ -231,7 +231,7 @@ export function localFileError(e: unknown, path: string, action: "write" | "read
       : code === "EROFS"
         ? `The file system is mounted read-only; point MAILSEND_STATE_DIR at a writable directory.`
         : code === "EACCES" || code === "EPERM"
-          ? `Check the owner and mode of ${path} and its directory, or point MAILSEND_STATE_DIR at a directory you own (for a daemon's user, e.g. PHP-FPM's www-data: in the command line that runs mailsend, as env MAILSEND_STATE_DIR=/var/lib/mailsend-www ...).`
+          ? `Check the owner and mode of ${path} and its directory, or point MAILSEND_STATE_DIR at a directory you own.`
           : undefined;
   return new MailsendError(action === "write" ? "local_write_failed" : "local_io_failed", `cannot ${action} the ${what} ${path}: ${words}`, {
     cause: e,

@@ -315,9 +315,23 @@ function mapAddressFields(fields: HeaderField[], eol: string, mapFor: (name: str
  */
 function foldList(name: string, value: string, eol: string): string {
   const seen = new Set<string>();
+  let inGroup = false;
   const items = splitList(value)
     .map((p) => p.trim())
-    .filter((p) => p !== "" && !seen.has(p.toLowerCase()) && seen.add(p.toLowerCase()));
+    .filter((p) => {
+      if (p === "") return false;
+      // Group members (`Team: a@x, b@y;`) are kept as written: only mailboxes outside groups merge.
+      const bare = withoutComments(p).replace(/"(?:[^"\\]|\\.)*"/g, '""');
+      const opens = !inGroup && bare.includes(":");
+      const grouped = inGroup || opens;
+      if (opens) inGroup = true;
+      if (inGroup && bare.trimEnd().endsWith(";")) inGroup = false;
+      if (grouped) return true;
+      const key = p.toLowerCase();
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
   let line = `${name}:`;
   let text = "";
   items.forEach((item, i) => {
@@ -380,11 +394,12 @@ export function relayLocal(address: string, aliases: AliasTable | undefined): bo
 
 /**
  * Whether the relay needs the aliases file for this message: an envelope address, or one in From,
- * To, Cc or Bcc, written at this machine (atThisMachine). Most mail has none, and is then taken
- * without reading the file (a broken one never refuses it).
+ * To, Cc or Bcc, written at this machine (`at`: atThisMachine, or with isLocalName those that are
+ * local whatever the file says). Most mail has none, and is then taken without reading the file (a
+ * broken one never refuses it).
  */
-export function mentionsThisMachine(raw: Buffer, envelope: Envelope): boolean {
-  if ((envelope.from !== "" && atThisMachine(envelope.from)) || envelope.to.some((a) => atThisMachine(a))) return true;
+export function mentionsThisMachine(raw: Buffer, envelope: Envelope, at: (address: string) => boolean = (a) => atThisMachine(a)): boolean {
+  if ((envelope.from !== "" && at(envelope.from)) || envelope.to.some((a) => at(a))) return true;
   const split = splitMessage(raw);
   return split.fields.some(
     (f) =>
@@ -393,7 +408,7 @@ export function mentionsThisMachine(raw: Buffer, envelope: Envelope): boolean {
         const bare = withoutComments(e).trim();
         const angle = /<([^<>]*)>/.exec(bare);
         const address = (angle ? angle[1]! : bare).trim();
-        return address !== "" && !/[\s:;]/.test(address) && atThisMachine(address);
+        return LOCAL_NAME.test(address) && at(address);
       }),
   );
 }

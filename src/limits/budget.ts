@@ -54,12 +54,13 @@ function homeStateDir(env: Env, platform: NodeJS.Platform): string {
  * it exists: mail queued there while the home could (not) be written waits in it, where no runner
  * of this user looks. Undefined with MAILSEND_STATE_DIR, or when there is no other.
  */
-export function otherStateDir(env: Env): string | undefined {
+export function otherStateDir(env: Env, root = FALLBACK_STATE_ROOT): string | undefined {
   const uid = process.getuid?.();
   if (env.MAILSEND_STATE_DIR || uid === undefined) return undefined;
-  const fallback = join(FALLBACK_STATE_ROOT, `mailsend-${uid}`);
+  const fallback = join(root, `mailsend-${uid}`);
   const other = stateDir(env) === fallback ? homeStateDir(env, process.platform) : fallback;
-  return process.getBuiltinModule("node:fs").existsSync(other) ? other : undefined;
+  // Only a dir this user made for itself: one someone else made in /var/tmp is not our mail.
+  return ownPrivateDir(other, uid) ? other : undefined;
 }
 
 const writable = new Map<string, boolean>();
@@ -82,11 +83,12 @@ function writableOrMakeable(dir: string): boolean {
 }
 
 /**
- * Whether `dir` is mounted from a subdirectory of another file system (/proc/self/mountinfo: its
- * root is not "/"), as systemd's PrivateTmp mounts a service's own /tmp and /var/tmp. A /var/tmp
- * of its own partition has root "/". False where there is no mountinfo (not Linux).
+ * Whether `dir` is a mount that does not outlive its service or the boot (/proc/self/mountinfo): a
+ * subdirectory of another file system mounted there (its root is not "/"), as systemd's PrivateTmp
+ * mounts a service's own /tmp and /var/tmp, or a tmpfs (TemporaryFileSystem=, a DynamicUser's). A
+ * /var/tmp of its own disk partition is neither. False where there is no mountinfo (not Linux).
  */
-export function privateMount(dir: string, mountinfo?: string): boolean {
+export function ephemeralMount(dir: string, mountinfo?: string): boolean {
   let text = mountinfo;
   if (text === undefined) {
     try {
@@ -97,7 +99,9 @@ export function privateMount(dir: string, mountinfo?: string): boolean {
   }
   return text.split("\n").some((line) => {
     const f = line.split(" ");
-    return f[4] === dir && f[3] !== "/";
+    if (f[4] !== dir) return false;
+    const fsType = line.split(" - ")[1]?.split(" ")[0];
+    return f[3] !== "/" || fsType === "tmpfs";
   });
 }
 
@@ -114,19 +118,25 @@ export function fallbackStateDir(root = FALLBACK_STATE_ROOT): string | undefined
   if (uid === undefined) return undefined;
   const fs = process.getBuiltinModule("node:fs");
   // systemd's PrivateTmp (PHP-FPM's unit has it) mounts a /var/tmp of the service's own, removed
-  // when the service stops: mail queued there would go with it. Not used then.
-  if (privateMount(root)) return undefined;
+  // when the service stops, and a tmpfs there is gone at the next boot: mail queued there would go
+  // with it. Not used then.
+  if (ephemeralMount(root)) return undefined;
   const dir = join(root, `mailsend-${uid}`);
   try {
     fs.mkdirSync(dir, { mode: 0o700 });
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== "EEXIST") return undefined;
   }
+  return ownPrivateDir(dir, uid) ? dir : undefined;
+}
+
+/** A real directory (not a link) of this user that no one else can enter. */
+function ownPrivateDir(dir: string, uid: number): boolean {
   try {
-    const st = fs.lstatSync(dir);
-    return st.isDirectory() && st.uid === uid && (st.mode & 0o077) === 0 ? dir : undefined;
+    const st = process.getBuiltinModule("node:fs").lstatSync(dir);
+    return st.isDirectory() && st.uid === uid && (st.mode & 0o077) === 0;
   } catch {
-    return undefined;
+    return false;
   }
 }
 

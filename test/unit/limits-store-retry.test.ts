@@ -1,12 +1,12 @@
 import { spawnSync } from "node:child_process";
-import { chmodSync, existsSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
 import { MailsendError, type ErrorCode } from "../../src/core/errors.js";
 import type { Message } from "../../src/core/message.js";
 import type { SendResult, Transport } from "../../src/core/transport.js";
-import { FALLBACK_STATE_ROOT, fallbackStateDir, keyHash, privateMount, resolveLimits, stateDir } from "../../src/limits/budget.js";
+import { FALLBACK_STATE_ROOT, fallbackStateDir, keyHash, ephemeralMount, otherStateDir, resolveLimits, stateDir } from "../../src/limits/budget.js";
 import { carriesIdempotencyKey, deliver } from "../../src/limits/deliver.js";
 import { FileSlotStore } from "../../src/limits/file-store.js";
 import { backoffMs, retryVerdict, shouldRetry } from "../../src/limits/retry.js";
@@ -89,16 +89,32 @@ describe("file slot store", () => {
     expect(FALLBACK_STATE_ROOT).toBe("/var/tmp");
   });
 
+  test.skipIf(process.platform === "win32")("the other state dir (mail left in /var/tmp) is named only when this user made it for itself", () => {
+    const root = tmp();
+    const env = { HOME: tmp() };
+    const dir = join(root, `mailsend-${process.getuid!()}`);
+    expect(otherStateDir(env, root)).toBeUndefined();
+    mkdirSync(dir, { mode: 0o777 });
+    chmodSync(dir, 0o777);
+    // Open to all (as a dir another user made would be): not ours to point at.
+    expect(otherStateDir(env, root)).toBeUndefined();
+    chmodSync(dir, 0o700);
+    expect(otherStateDir(env, root)).toBe(dir);
+    expect(otherStateDir({ ...env, MAILSEND_STATE_DIR: "/x" }, root)).toBeUndefined();
+  });
+
   test("systemd's PrivateTmp /var/tmp (a service's own, removed when it stops) is told from a /var/tmp partition", () => {
     const privateTmp = [
       "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw",
       "310 22 8:1 /tmp/systemd-private-4f2a-php8.2-fpm.service-Ab12Cd/tmp /tmp rw,relatime shared:190 - ext4 /dev/sda1 rw",
       "311 22 8:1 /var/tmp/systemd-private-4f2a-php8.2-fpm.service-Xy34Ef/tmp /var/tmp rw,relatime shared:191 - ext4 /dev/sda1 rw",
     ].join("\n");
-    expect(privateMount("/var/tmp", privateTmp)).toBe(true);
+    expect(ephemeralMount("/var/tmp", privateTmp)).toBe(true);
     const partition = ["22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw", "40 22 8:3 / /var/tmp rw,relatime - ext4 /dev/sda3 rw"].join("\n");
-    expect(privateMount("/var/tmp", partition)).toBe(false);
-    expect(privateMount("/var/tmp", "22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw")).toBe(false);
+    expect(ephemeralMount("/var/tmp", partition)).toBe(false);
+    expect(ephemeralMount("/var/tmp", "22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw")).toBe(false);
+    // A tmpfs there (systemd's TemporaryFileSystem=): gone with the service or the boot.
+    expect(ephemeralMount("/var/tmp", ["22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw", "90 22 0:52 / /var/tmp rw,nosuid,nodev - tmpfs tmpfs rw,size=1024k"].join("\n"))).toBe(true);
   });
 
   test("limits come from the flag, then the environment, then 60 per minute", () => {

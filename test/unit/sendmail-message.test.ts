@@ -297,7 +297,14 @@ describe("mapRelayedLocalNames (the relay's local names)", () => {
     expect(r.envelope.to).toEqual(["someone.with.a.long.name@example.com"]);
   });
 
+  it("groups beside a mapped local name stay as written, a member repeated in two groups too (sendmail -t)", () => {
+    const r = fix("From: app@example.org\nTo: root, one: a@example.org, b@example.org;, two: c@example.org, b@example.org;\nSubject: s\n\nb\n", { readRecipients: true });
+    expect(header(r.text, "To")).toEqual(["ops@example.com, one: a@example.org, b@example.org;, two: c@example.org, b@example.org;"]);
+    expect(r.envelope.to).toEqual(["ops@example.com", "a@example.org", "b@example.org", "c@example.org"]);
+  });
+
   it("mentionsThisMachine: only mail with an address at this machine needs the aliases file", () => {
+    expect(mentionsThisMachine(Buffer.from('To: "Team"\n\nx\n'), { from: "a@example.com", to: ["b@example.com"] })).toBe(false);
     const plain = Buffer.from("From: a@example.com\nTo: b@example.com, Team: c@example.org;\n\nx\n");
     expect(mentionsThisMachine(plain, { from: "a@example.com", to: ["b@example.com"] })).toBe(false);
     expect(mentionsThisMachine(plain, { from: "", to: ["root@localhost"] })).toBe(true);

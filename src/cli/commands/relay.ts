@@ -201,7 +201,7 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
     const { prepareMessage } = await import("../../outbox/message.js");
     // A message without Date or Message-ID gets them, as an MTA stamps what local clients submit.
     const { addMissingStamps, mapRelayedLocalNames, mentionsThisMachine, relayLocal } = await import("../../input/sendmail-message.js");
-    const { atThisMachine, expandLocal, loadAliases, withProfileAliases } = await import("../../input/aliases.js");
+    const { atThisMachine, expandLocal, isLocalName, loadAliases, withProfileAliases } = await import("../../input/aliases.js");
     const { loadSettings } = await import("../../input/profile.js");
     // The sender and aliases settings as sendmail reads them: the environment, with the profile's.
     // A profile the runner cannot open yet is its to report (it keeps the mail until fixed): the
@@ -262,7 +262,12 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       // sendmail maps them; read at each use, as sendmail reads it.
       async checkRecipient(address: string) {
         if (!atThisMachine(address)) return;
-        const aliases = await aliasesNow();
+        // A broken file holds up only names that are this machine's whatever it says; one at a
+        // host name with dots (the mail domain's own name) is sent as written meanwhile.
+        const aliases = await aliasesNow().catch((e: unknown) => {
+          if (isLocalName(address)) throw e;
+          return undefined;
+        });
         if (relayLocal(address, aliases)) expandLocal(aliases, address);
         else if (!address.slice(address.lastIndexOf("@") + 1).includes(".") || /@localhost\.localdomain$/i.test(address)) {
           // At localhost or the dot-less machine name, yet no user name (jörg@localhost): nowhere to go.
@@ -270,7 +275,12 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
         }
       },
       async prepare(raw: Buffer, envelope: Envelope) {
-        const aliases = mentionsThisMachine(raw, envelope) ? await aliasesNow() : undefined;
+        const aliases = mentionsThisMachine(raw, envelope)
+          ? await aliasesNow().catch((e: unknown) => {
+              if (mentionsThisMachine(raw, envelope, (a) => isLocalName(a))) throw e;
+              return undefined;
+            })
+          : undefined;
         const mapped = mapRelayedLocalNames(raw, envelope, { ...(aliases ? { aliases } : {}), ...(localEnv.MAILSEND_FROM ? { defaultFrom: localEnv.MAILSEND_FROM } : {}) });
         if (verbose) for (const n of mapped.notes) log(`local names: ${n}`, { event: "mapped", note: n });
         const stamped = addMissingStamps(mapped.raw, mapped.envelope.from);

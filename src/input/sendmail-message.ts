@@ -375,13 +375,7 @@ export function mapRelayedLocalNames(raw: Buffer, envelope: Envelope, opts: { al
   }
   const mapped = { from, to };
   const split = splitMessage(raw);
-  const hasLocal = (f: HeaderField) => ["from", "to", "cc", "bcc"].includes(f.name) && splitList(decodeText(fieldValue(f))).some((e) => {
-    const bare = withoutComments(e).trim();
-    const angle = /<([^<>]*)>/.exec(bare);
-    const address = (angle ? angle[1]! : bare).trim();
-    return address !== "" && isLocal(address);
-  });
-  if (!split.hadHeader || raw.subarray(0, 5).toString("latin1") === "From " || !split.fields.some(hasLocal)) return { raw, envelope: mapped, notes };
+  if (!split.hadHeader || raw.subarray(0, 5).toString("latin1") === "From " || !headerAddresses(split.fields).some(isLocal)) return { raw, envelope: mapped, notes };
   const sender = () => (from !== "" && !isLocal(from) ? from : defaultFrom());
   const fields = mapAddressFields(split.fields, split.eol, (name) => (name === "from" ? (local) => oneSender(local, mapLocal, sender) : mapLocal), isLocal, notes);
   return { raw: Buffer.concat([Buffer.from(fields.map((f) => f.text).join(""), "latin1"), split.rest]), envelope: mapped, notes };
@@ -400,17 +394,21 @@ export function relayLocal(address: string, aliases: AliasTable | undefined): bo
  */
 export function mentionsThisMachine(raw: Buffer, envelope: Envelope, at: (address: string) => boolean = (a) => atThisMachine(a)): boolean {
   if ((envelope.from !== "" && at(envelope.from)) || envelope.to.some((a) => at(a))) return true;
-  const split = splitMessage(raw);
-  return split.fields.some(
-    (f) =>
-      ["from", "to", "cc", "bcc"].includes(f.name) &&
-      splitList(fieldValue(f)).some((e) => {
+  return headerAddresses(splitMessage(raw).fields).some((a) => LOCAL_NAME.test(a) && at(a));
+}
+
+/** The addresses of From, To, Cc and Bcc as written (the part in <>, else the element without its comments). */
+function headerAddresses(fields: HeaderField[]): string[] {
+  return fields
+    .filter((f) => ["from", "to", "cc", "bcc"].includes(f.name))
+    .flatMap((f) =>
+      splitList(decodeText(fieldValue(f))).map((e) => {
         const bare = withoutComments(e).trim();
         const angle = /<([^<>]*)>/.exec(bare);
-        const address = (angle ? angle[1]! : bare).trim();
-        return LOCAL_NAME.test(address) && at(address);
+        return (angle ? angle[1]! : bare).trim();
       }),
-  );
+    )
+    .filter((a) => a !== "");
 }
 
 /** RFC 5322 date-time in this machine's time zone. */

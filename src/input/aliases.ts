@@ -137,7 +137,7 @@ export function isLocalName(address: string, table?: AliasTable, domains: Readon
   const at = address.lastIndexOf("@");
   if (at < 0) return /^[^\s<>()"@,;:]+$/.test(address) && address !== "";
   const domain = address.slice(at + 1).toLowerCase();
-  if (domain === "localhost" || domain === "localhost.localdomain") return true;
+  if (isLocalhost(domain)) return true;
   if (!domains.has(domain)) return false;
   if (!domain.includes(".")) return true;
   return table !== undefined && table.entries.has(localPart(address));
@@ -151,8 +151,10 @@ export function atThisMachine(address: string, domains: ReadonlySet<string> = ma
   const at = address.lastIndexOf("@");
   if (at < 0) return address.trim() !== "";
   const domain = address.slice(at + 1).toLowerCase();
-  return domain === "localhost" || domain === "localhost.localdomain" || domains.has(domain);
+  return isLocalhost(domain) || domains.has(domain);
 }
+
+const isLocalhost = (domain: string) => domain === "localhost" || domain === "localhost.localdomain";
 
 function localPart(address: string): string {
   const at = address.lastIndexOf("@");

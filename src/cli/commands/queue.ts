@@ -74,7 +74,6 @@ function rowJson(r: Row, where: "queue" | "failed") {
   };
 }
 
-/** `mailsend queue [ls]`, `sendmail -bp`, `mailq`. */
 /**
  * Mail in the outbox of the other default state dir (otherStateDir): queued while this user's home
  * could not be written, or before it could. Said by `mailsend queue`, with how to deliver it.
@@ -94,6 +93,7 @@ function strandedMail(env: CliIO["env"]): string[] {
   return [`${n} message${n === 1 ? "" : "s"} also wait${n === 1 ? "s" : ""} in ${queue}, queued when this user's state dir was there (its home ${other.startsWith("/var/tmp/") ? "could not" : "could"} be written then); deliver ${n === 1 ? "it" : "them"} with: MAILSEND_STATE_DIR=${other} mailsend queue run`];
 }
 
+/** `mailsend queue [ls]`, `sendmail -bp`, `mailq`. */
 export async function runQueueList(opts: Record<string, unknown>, io: CliIO): Promise<number> {
   const flags = opts as ListFlags;
   try {

@@ -269,7 +269,7 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
           return undefined;
         });
         if (relayLocal(address, aliases)) expandLocal(aliases, address);
-        else if (!address.slice(address.lastIndexOf("@") + 1).includes(".") || /@localhost\.localdomain$/i.test(address)) {
+        else if (isLocalName(address)) {
           // At localhost or the dot-less machine name, yet no user name (jörg@localhost): nowhere to go.
           throw new MailsendError("invalid_address", `"${address}" is at this machine but is not a user name the aliases file could map`);
         }

@@ -203,6 +203,14 @@ function withoutComments(s: string): string {
 }
 
 /** A user name, alone or at a host name (isLocalName says whether that host is this machine). */
+/** The header fields whose local names are mapped through the aliases (lower case). */
+const ADDRESS_FIELDS: readonly string[] = ["from", "sender", "reply-to", "to", "cc", "bcc"];
+/**
+ * Sender and Reply-To: a local name in them becomes its alias when that is one address; else it is
+ * left out (and the field with it when nothing is left): replies then go to From, and the message
+ * is not refused for a field that only advises.
+ */
+const ADVISORY_FIELDS: readonly string[] = ["sender", "reply-to"];
 const LOCAL_NAME = /^[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~.]+(?:@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)?$/i;
 
 export interface Rewrite {
@@ -211,6 +219,8 @@ export interface Rewrite {
   changed: boolean;
   /** Empty groups such as "undisclosed-recipients:;" that were left out. */
   droppedGroups: string[];
+  /** Local names left out because the mapping gave them no address (Sender, Reply-To). */
+  dropped: string[];
 }
 
 /**
@@ -223,6 +233,7 @@ export interface Rewrite {
 export function rewriteLocalNames(value: string, map: (local: string) => string[], isLocal: (address: string) => boolean = isLocalName): Rewrite {
   const parts: string[] = [];
   const droppedGroups: string[] = [];
+  const dropped: string[] = [];
   let changed = false;
   for (const element of splitList(value)) {
     const trimmed = element.trim();
@@ -241,7 +252,8 @@ export function rewriteLocalNames(value: string, map: (local: string) => string[
       const inner = angle[2]!.trim();
       if (inner !== "" && LOCAL_NAME.test(inner) && isLocal(inner)) {
         const [first, ...more] = map(inner);
-        parts.push([`${angle[1]!.trimEnd()} <${first}>${angle[3]}`.trim(), ...more].join(", "));
+        if (first === undefined) dropped.push(inner);
+        else parts.push([`${angle[1]!.trimEnd()} <${first}>${angle[3]}`.trim(), ...more].join(", "));
         changed = true;
         continue;
       }
@@ -252,13 +264,14 @@ export function rewriteLocalNames(value: string, map: (local: string) => string[
       // The comment (`root (Cron Daemon)`) stays beside the address, as a name.
       const comment = trimmed.slice(trimmed.indexOf(bare) + bare.length).trim();
       const targets = map(bare);
+      if (targets.length === 0) dropped.push(bare);
       parts.push(targets.map((t, i) => (i === 0 && comment ? `${t} ${comment}` : t)).join(", "));
       changed = true;
       continue;
     }
     parts.push(trimmed);
   }
-  return { value: parts.map((p) => p.trim()).filter((p) => p !== "").join(", "), changed, droppedGroups };
+  return { value: parts.map((p) => p.trim()).filter((p) => p !== "").join(", "), changed, droppedGroups, dropped };
 }
 
 /**
@@ -275,19 +288,28 @@ function oneSender(local: string, mapLocal: (local: string) => string[], fallbac
   if (targets && targets.length === 1) return targets;
   const other = fallback();
   if (other) return [other];
-  throw new MailsendError("invalid_address", `From: the local name "${local}" maps to ${targets?.length ?? 0} addresses in the aliases file; a sender is one address`, {
+  throw new MailsendError("invalid_address", `the local sender name "${local}" maps to ${targets?.length ?? 0} addresses in the aliases file; a sender (From, Sender, Reply-To) is one address`, {
     hint: "Give the sender with -f <address>, or set MAILSEND_FROM (or the profile's from).",
   });
 }
 
 /**
- * From, To, Cc and Bcc with their local names mapped (`mapFor` gives each field's mapping), each
- * change noted; a field left holding only empty groups is left out. Other fields stay as they were.
+ * The address fields (ADDRESS_FIELDS) with their local names mapped, each change noted: To, Cc
+ * and Bcc through the aliases (`mapLocal`), From to one address (`mapFrom`: its alias when that is
+ * one address, else the sender's), Sender and Reply-To as ADVISORY_FIELDS says. A field left
+ * holding only empty groups is left out. Other fields stay as they were.
  */
-function mapAddressFields(fields: HeaderField[], eol: string, mapFor: (name: string) => (local: string) => string[], isLocal: (address: string) => boolean, notes: string[]): HeaderField[] {
+function mapAddressFields(fields: HeaderField[], eol: string, mapLocal: (local: string) => string[], mapFrom: (local: string) => string[], isLocal: (address: string) => boolean, notes: string[]): HeaderField[] {
   const out: HeaderField[] = [];
+  const oneOrNone = (local: string): string[] => {
+    try {
+      const targets = mapLocal(local);
+      if (targets.length === 1) return targets;
+    } catch {}
+    return [];
+  };
   for (const f of fields) {
-    if (!["from", "to", "cc", "bcc"].includes(f.name)) {
+    if (!ADDRESS_FIELDS.includes(f.name)) {
       out.push(f);
       continue;
     }
@@ -296,12 +318,13 @@ function mapAddressFields(fields: HeaderField[], eol: string, mapFor: (name: str
     const utf8 = isUtf8(Buffer.from(written, "latin1"));
     const value = utf8 ? decodeText(written) : written;
     const fieldName = f.text.slice(0, f.text.indexOf(":")).trim();
-    const r = rewriteLocalNames(value, mapFor(f.name), isLocal);
+    const r = rewriteLocalNames(value, f.name === "from" ? mapFrom : ADVISORY_FIELDS.includes(f.name) ? oneOrNone : mapLocal, isLocal);
     if (!r.changed) {
       out.push(f);
       continue;
     }
     for (const g of r.droppedGroups) notes.push(`${fieldName}: left out the empty group ${g}`);
+    for (const local of r.dropped) notes.push(`${fieldName}: left out ${local} (a local name that is not one address in the aliases file)`);
     if (r.value === "") continue;
     notes.push(`${fieldName}: ${value} -> ${r.value}`);
     out.push({ name: f.name, text: foldList(fieldName, utf8 ? encodeText(r.value) : r.value, eol) });
@@ -348,8 +371,8 @@ function foldList(name: string, value: string, eol: string): string {
 /**
  * What the relay (SMTP) does with local names, as sendmail does with piped mail: a recipient
  * `root@localhost` (or at this machine's name), a sender `root@localhost`, and the same names in
- * From, To and Cc become what the aliases file maps them to; a local sender with no single alias
- * becomes the configured sender. A message and envelope without local names come back as they
+ * From, Sender, Reply-To, To and Cc become what the aliases file maps them to; a local sender (in
+ * the envelope, From, Sender or Reply-To) with no single alias becomes the configured sender. A message and envelope without local names come back as they
  * were, byte for byte. Throws (invalid_address, config_missing) for a local name nothing maps.
  */
 export function mapRelayedLocalNames(raw: Buffer, envelope: Envelope, opts: { aliases?: AliasTable; defaultFrom?: string }): { raw: Buffer; envelope: Envelope; notes: string[] } {
@@ -377,7 +400,7 @@ export function mapRelayedLocalNames(raw: Buffer, envelope: Envelope, opts: { al
   const split = splitMessage(raw);
   if (!split.hadHeader || raw.subarray(0, 5).toString("latin1") === "From " || !headerAddresses(split.fields).some(isLocal)) return { raw, envelope: mapped, notes };
   const sender = () => (from !== "" && !isLocal(from) ? from : defaultFrom());
-  const fields = mapAddressFields(split.fields, split.eol, (name) => (name === "from" ? (local) => oneSender(local, mapLocal, sender) : mapLocal), isLocal, notes);
+  const fields = mapAddressFields(split.fields, split.eol, mapLocal, (local) => oneSender(local, mapLocal, sender), isLocal, notes);
   return { raw: Buffer.concat([Buffer.from(fields.map((f) => f.text).join(""), "latin1"), split.rest]), envelope: mapped, notes };
 }
 
@@ -387,8 +410,8 @@ export function relayLocal(address: string, aliases: AliasTable | undefined): bo
 }
 
 /**
- * Whether the relay needs the aliases file for this message: an envelope address, or one in From,
- * To, Cc or Bcc, written at this machine (`at`: atThisMachine, or with isLocalName those that are
+ * Whether the relay needs the aliases file for this message: an envelope address, or one in an
+ * address field (ADDRESS_FIELDS), written at this machine (`at`: atThisMachine, or with isLocalName those that are
  * local whatever the file says). Most mail has none, and is then taken without reading the file (a
  * broken one never refuses it).
  */
@@ -397,10 +420,10 @@ export function mentionsThisMachine(raw: Buffer, envelope: Envelope, at: (addres
   return headerAddresses(splitMessage(raw).fields).some((a) => LOCAL_NAME.test(a) && at(a));
 }
 
-/** The addresses of From, To, Cc and Bcc as written (the part in <>, else the element without its comments). */
+/** The addresses of the address fields (ADDRESS_FIELDS) as written (the part in <>, else the element without its comments). */
 function headerAddresses(fields: HeaderField[]): string[] {
   return fields
-    .filter((f) => ["from", "to", "cc", "bcc"].includes(f.name))
+    .filter((f) => ADDRESS_FIELDS.includes(f.name))
     .flatMap((f) =>
       splitList(decodeText(fieldValue(f))).map((e) => {
         const bare = withoutComments(e).trim();
@@ -552,7 +575,7 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
   // A local sender (`From: root`) is one mailbox: its alias when that is one address, else the -f
   // sender or the configured one.
   const senderFallback = () => envelopeFrom?.address ?? (opts.defaultFrom ? parseMailbox1(opts.defaultFrom, "MAILSEND_FROM").address : undefined);
-  const rewritten = mapAddressFields(fields, eol, (name) => (name === "from" ? (local) => oneSender(local, mapLocal, senderFallback) : mapLocal), isLocal, notes);
+  const rewritten = mapAddressFields(fields, eol, mapLocal, (local) => oneSender(local, mapLocal, senderFallback), isLocal, notes);
   fields = rewritten.filter((f) => {
     const secret = f.name === "x-cron-env" ? cronSecret(fieldValue(f)) : undefined;
     if (secret !== undefined) notes.push(`X-Cron-Env: left out the one for ${secret} (cron copies the crontab's variables into its mail; that one holds a secret or mailsend's settings)`);

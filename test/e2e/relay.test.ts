@@ -220,6 +220,23 @@ describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", (
       expect(JSON.stringify(got[0]!.to)).not.toContain("localhost");
       expect(relay.events.find((e) => e.event === "queued")).toMatchObject({ from: "app@example.com", to: ["ops@example.com", "dev@example.com", "admin@example.com"] });
 
+      // Reply-To and Sender with local names (they used to make the message 554): a name that is one
+      // address takes it; one that is several (root) is left out, so replies go to From.
+      const r2 = await SmtpDialog.connect(relay.ready.port);
+      await r2.cmd("EHLO client.test");
+      expect(await r2.cmd("MAIL FROM:<app@example.com>")).toMatch(/^250/);
+      expect(await r2.cmd("RCPT TO:<dev@example.com>")).toMatch(/^250/);
+      expect(await r2.cmd("DATA")).toMatch(/^354/);
+      r2.write("From: app@example.com\r\nSender: root@localhost\r\nReply-To: Admin <someone@localhost>\r\nTo: dev@example.com\r\nSubject: relay reply-to\r\nContent-Type: text/html\r\n\r\n<p>x</p>\r\n.\r\n");
+      expect(await r2.reply()).toMatch(/^250 2\.0\.0 queued as /);
+      await r2.quit();
+      await until(async () => (await t.sb.store.list({ limit: 1000 })).some((m) => m.subject === "relay reply-to"), 60_000);
+      const replied = (await t.sb.store.list({ limit: 1000 })).find((m) => m.subject === "relay reply-to")!;
+      const head = (await t.sb.store.raw(replied.id))!.toString("utf8").split("\r\n\r\n")[0]!;
+      expect(head).toMatch(/^Reply-To: Admin <admin@example\.com>$/im);
+      expect(head).not.toMatch(/^Sender:/im);
+      expect(head).not.toContain("localhost");
+
       // The file broken while the relay runs: mail to local names waits (451, a fault here, not a
       // bounce); mail without them is taken as before, the file not even read.
       writeFileSync(aliases, "root ops@example.com\n");

@@ -110,6 +110,18 @@ describe("header fix-ups", () => {
     expect(r.envelope).toEqual({ from: "ops@example.com", to: ["ops@example.com", "a@example.com", "b@example.com"] });
   });
 
+  it("Reply-To and Sender with a local name become one address: its alias, else the sender (they used to end the run with 65)", () => {
+    const r = fix("From: root\nSender: root@localhost\nReply-To: Ops <root>\nTo: x@example.com\n\nb\n", { readRecipients: true });
+    expect(header(r.text, "Sender")).toEqual(["ops@example.com"]);
+    expect(header(r.text, "Reply-To")).toEqual(["Ops <ops@example.com>"]);
+    // team is two addresses, nobody none: left out, so replies go to From; the message still goes.
+    const team = fix("From: a@example.com\nReply-To: team, Nobody <nobody@localhost>\nTo: x@example.com\n\nb\n", { readRecipients: true });
+    expect(header(team.text, "Reply-To")).toEqual([]);
+    expect(team.envelope.to).toEqual(["x@example.com"]);
+    expect(team.notes.join("\n")).toContain("Reply-To: left out team");
+    expect(team.notes.join("\n")).toContain("Reply-To: left out nobody@localhost");
+  });
+
   it("-f with a local name is mapped too", () => {
     const r = fix("Subject: s\n\nb\n", { envelopeFrom: "root", recipients: ["x@example.com"] });
     expect(r.envelope.from).toBe("ops@example.com");
@@ -247,7 +259,7 @@ describe("rewriteLocalNames", () => {
   const map = (n: string) => [`${n.split("@")[0]}@example.com`];
   it("leaves real addresses, quoted names and comments alone", () => {
     const v = '"Doe, Jane" <jane@example.com>, bob@example.com (Bob)';
-    expect(rewriteLocalNames(v, map)).toEqual({ value: v, changed: false, droppedGroups: [] });
+    expect(rewriteLocalNames(v, map)).toEqual({ value: v, changed: false, droppedGroups: [], dropped: [] });
   });
   it("maps bare names, names in angle brackets and @localhost", () => {
     expect(rewriteLocalNames("root, Admin <admin>, x@localhost", map).value).toBe("root@example.com, Admin <admin@example.com>, x@example.com");
@@ -273,6 +285,18 @@ describe("mapRelayedLocalNames (the relay's local names)", () => {
     const r = mapRelayedLocalNames(raw, { from: "team@localhost", to: ["dev@example.com"] }, { aliases, defaultFrom: "App <app@example.com>" });
     expect(r.envelope.from).toBe("app@example.com");
     expect(header(r.raw.toString("utf8"), "From")).toEqual(["app@example.com"]);
+  });
+
+  it("Reply-To and Sender at localhost are mapped too, and make the relay read the aliases", () => {
+    const raw = Buffer.from("From: app@example.com\nSender: root@localhost\nReply-To: team@localhost\nTo: dev@example.com\n\nb\n");
+    const envelope = { from: "app@example.com", to: ["dev@example.com"] };
+    expect(mentionsThisMachine(raw, envelope)).toBe(true);
+    const r = mapRelayedLocalNames(raw, envelope, { aliases });
+    const text = r.raw.toString("utf8");
+    expect(header(text, "Sender")).toEqual(["ops@example.com"]);
+    // team is two addresses: left out, a reply goes to From.
+    expect(header(text, "Reply-To")).toEqual([]);
+    expect(r.envelope).toEqual(envelope);
   });
 
   it("a message without local names comes back as it was (the same bytes), groups and all", () => {

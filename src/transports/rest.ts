@@ -74,6 +74,8 @@ interface BodyPlan {
 
 /** How many times one request is made again after a kept-alive connection was found closed (#postHttp). */
 const STALE_RETRIES = 8;
+/** No proxy headers (an http:// service reached directly): the request's headers go as they are. */
+const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 
 /** The wire body as a length and a generator. `shorten` is for --dry-run. */
 function planBody(m: Message, shorten = false): BodyPlan {
@@ -244,11 +246,18 @@ export class RestTransport implements Transport {
   readonly #url: URL;
   /** #url as request options, converted once rather than on every request of a batch. */
   #target: http.RequestOptions;
+  /** https:// (read once: a URL's getters cost a batch on Node 20). */
+  readonly #tls: boolean;
+  /**
+   * The options of every request but its headers, made once: http.request copies them as it
+   * starts, so each request sets `headers` on this object and passes it (no copy per request).
+   */
+  #options: http.RequestOptions | undefined;
   /** Made on the first request: a dry run never loads node:http. */
   #agentMade: http.Agent | undefined;
   readonly #makeAgent: () => http.Agent;
   /** Proxy-Authorization for an http:// service through a proxy (a tunnel carries it in its CONNECT). */
-  #proxyHeaders: Record<string, string> = {};
+  #proxyHeaders: Record<string, string> = NO_HEADERS;
   readonly #redact: (s: string) => string;
   /** The undici pool for bodies over LARGE_BODY, made on the first such send. */
   #pool: Promise<PoolPoster> | undefined;
@@ -270,6 +279,7 @@ export class RestTransport implements Transport {
     this.#target = urlToHttpOptions(this.#url);
     this.#redact = makeRedactor(config.apiKey);
     const tls = this.#url.protocol === "https:";
+    this.#tls = tls;
     const agentOptions: AgentOptions = { keepAlive: true, maxSockets: opts.pool ?? 1 };
     if (tls) {
       if (config.caFile) agentOptions.ca = trustedCas(config.caFile);
@@ -412,8 +422,9 @@ export class RestTransport implements Transport {
    * same, so in the rare case where the service did get it, it answers the repeat as the first.
    */
   #postHttp(plan: BodyPlan, ctx: PostContext, retries = STALE_RETRIES): Promise<Answer> {
-    const { url, headers, signal, timeoutMs } = ctx;
-    const client = url.protocol === "https:" ? process.getBuiltinModule("node:https") : http;
+    const { headers, signal, timeoutMs } = ctx;
+    const tls = this.#tls;
+    const client = tls ? process.getBuiltinModule("node:https") : http;
     return new Promise<Answer>((resolve, reject) => {
       // The request may have reached the service only once the connection is
       // up and the whole body has been written to it.
@@ -427,7 +438,9 @@ export class RestTransport implements Transport {
         req.destroy();
         reject(e);
       };
-      const req = client.request({ ...this.#target, method: "POST", headers: { ...headers, ...this.#proxyHeaders }, agent: this.#agent });
+      const options = (this.#options ??= { ...this.#target, method: "POST", agent: this.#agent });
+      options.headers = this.#proxyHeaders === NO_HEADERS ? headers : { ...headers, ...this.#proxyHeaders };
+      const req = client.request(options);
       // The caller's signal aborts the request as node:http's own `signal` option would (an
       // AbortError, judged by failureOf by how far the request got), with one listener, taken
       // off when the request ends: the option's stream plumbing costs a batch more per request.
@@ -437,7 +450,7 @@ export class RestTransport implements Transport {
       else signal?.addEventListener("abort", onAbort, { once: true });
       req.on("socket", (socket) => {
         if (!socket.connecting) progress.connected = true;
-        else socket.once(url.protocol === "https:" ? "secureConnect" : "connect", () => (progress.connected = true));
+        else socket.once(tls ? "secureConnect" : "connect", () => (progress.connected = true));
       });
       req.setTimeout(timeoutMs, () => fail(timeoutFailure(progress, ctx)));
       req.on("error", (e) => {

@@ -253,6 +253,7 @@ export class RestTransport implements Transport {
    * starts, so each request sets `headers` on this object and passes it (no copy per request).
    */
   #options: http.RequestOptions | undefined;
+  #client: Pick<typeof http, "request"> | undefined;
   /** Made on the first request: a dry run never loads node:http. */
   #agentMade: http.Agent | undefined;
   readonly #makeAgent: () => http.Agent;
@@ -424,7 +425,9 @@ export class RestTransport implements Transport {
   #postHttp(plan: BodyPlan, ctx: PostContext, retries = STALE_RETRIES): Promise<Answer> {
     const { headers, signal, timeoutMs } = ctx;
     const tls = this.#tls;
-    const client = tls ? process.getBuiltinModule("node:https") : http;
+    // The module itself, looked up once: the bundle's stand-in for node:http loads it on first use,
+    // and each property read through it after that still costs a batch a little per request.
+    const client = (this.#client ??= tls ? process.getBuiltinModule("node:https") : process.getBuiltinModule("node:http"));
     return new Promise<Answer>((resolve, reject) => {
       // The request may have reached the service only once the connection is
       // up and the whole body has been written to it.

@@ -206,9 +206,12 @@ function withoutComments(s: string): string {
 /** The header fields whose local names are mapped through the aliases (lower case). */
 const ADDRESS_FIELDS: readonly string[] = ["from", "sender", "reply-to", "to", "cc", "bcc"];
 /**
- * Sender and Reply-To: a local name in them becomes its alias when that is one address; else it is
- * left out (and the field with it when nothing is left): replies then go to From, and the message
- * is not refused for a field that only advises.
+ * Sender and Reply-To: a local name in them (one at this machine, or a bare name the aliases file
+ * lists) becomes its alias when that is one address; else it is left out (and the field with it
+ * when nothing is left): replies then go to From, and the message is not refused for a field that
+ * only advises. Without an aliases file, or for a bare word the file does not list (`Doe` of an
+ * unquoted `Doe, John <j@example.org>`, taken by `default:` elsewhere), they are left as written,
+ * and a malformed one is refused as before.
  */
 const ADVISORY_FIELDS: readonly string[] = ["sender", "reply-to"];
 const LOCAL_NAME = /^[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~.]+(?:@[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)?$/i;
@@ -288,7 +291,7 @@ function oneSender(local: string, mapLocal: (local: string) => string[], fallbac
   if (targets && targets.length === 1) return targets;
   const other = fallback();
   if (other) return [other];
-  throw new MailsendError("invalid_address", `the local sender name "${local}" maps to ${targets?.length ?? 0} addresses in the aliases file; a sender (From, Sender, Reply-To) is one address`, {
+  throw new MailsendError("invalid_address", `the local sender name "${local}" maps to ${targets?.length ?? 0} addresses in the aliases file; a sender is one address`, {
     hint: "Give the sender with -f <address>, or set MAILSEND_FROM (or the profile's from).",
   });
 }
@@ -299,8 +302,9 @@ function oneSender(local: string, mapLocal: (local: string) => string[], fallbac
  * one address, else the sender's), Sender and Reply-To as ADVISORY_FIELDS says. A field left
  * holding only empty groups is left out. Other fields stay as they were.
  */
-function mapAddressFields(fields: HeaderField[], eol: string, mapLocal: (local: string) => string[], mapFrom: (local: string) => string[], isLocal: (address: string) => boolean, notes: string[]): HeaderField[] {
+function mapAddressFields(fields: HeaderField[], eol: string, mapLocal: (local: string) => string[], mapFrom: (local: string) => string[], isLocal: (address: string) => boolean, aliases: AliasTable | undefined, notes: string[]): HeaderField[] {
   const out: HeaderField[] = [];
+  const advisoryLocal = (address: string) => aliases !== undefined && isLocal(address) && (address.includes("@") || aliases.entries.has(address.toLowerCase()));
   const oneOrNone = (local: string): string[] => {
     try {
       const targets = mapLocal(local);
@@ -318,7 +322,8 @@ function mapAddressFields(fields: HeaderField[], eol: string, mapLocal: (local: 
     const utf8 = isUtf8(Buffer.from(written, "latin1"));
     const value = utf8 ? decodeText(written) : written;
     const fieldName = f.text.slice(0, f.text.indexOf(":")).trim();
-    const r = rewriteLocalNames(value, f.name === "from" ? mapFrom : ADVISORY_FIELDS.includes(f.name) ? oneOrNone : mapLocal, isLocal);
+    const advisory = ADVISORY_FIELDS.includes(f.name);
+    const r = rewriteLocalNames(value, f.name === "from" ? mapFrom : advisory ? oneOrNone : mapLocal, advisory ? advisoryLocal : isLocal);
     if (!r.changed) {
       out.push(f);
       continue;
@@ -371,8 +376,8 @@ function foldList(name: string, value: string, eol: string): string {
 /**
  * What the relay (SMTP) does with local names, as sendmail does with piped mail: a recipient
  * `root@localhost` (or at this machine's name), a sender `root@localhost`, and the same names in
- * From, Sender, Reply-To, To and Cc become what the aliases file maps them to; a local sender (in
- * the envelope, From, Sender or Reply-To) with no single alias becomes the configured sender. A message and envelope without local names come back as they
+ * From, To and Cc become what the aliases file maps them to; a local sender (the envelope's, From)
+ * with no single alias becomes the configured sender. Sender and Reply-To: see ADVISORY_FIELDS. A message and envelope without local names come back as they
  * were, byte for byte. Throws (invalid_address, config_missing) for a local name nothing maps.
  */
 export function mapRelayedLocalNames(raw: Buffer, envelope: Envelope, opts: { aliases?: AliasTable; defaultFrom?: string }): { raw: Buffer; envelope: Envelope; notes: string[] } {
@@ -400,7 +405,7 @@ export function mapRelayedLocalNames(raw: Buffer, envelope: Envelope, opts: { al
   const split = splitMessage(raw);
   if (!split.hadHeader || raw.subarray(0, 5).toString("latin1") === "From " || !headerAddresses(split.fields).some(isLocal)) return { raw, envelope: mapped, notes };
   const sender = () => (from !== "" && !isLocal(from) ? from : defaultFrom());
-  const fields = mapAddressFields(split.fields, split.eol, mapLocal, (local) => oneSender(local, mapLocal, sender), isLocal, notes);
+  const fields = mapAddressFields(split.fields, split.eol, mapLocal, (local) => oneSender(local, mapLocal, sender), isLocal, opts.aliases, notes);
   return { raw: Buffer.concat([Buffer.from(fields.map((f) => f.text).join(""), "latin1"), split.rest]), envelope: mapped, notes };
 }
 
@@ -575,7 +580,7 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
   // A local sender (`From: root`) is one mailbox: its alias when that is one address, else the -f
   // sender or the configured one.
   const senderFallback = () => envelopeFrom?.address ?? (opts.defaultFrom ? parseMailbox1(opts.defaultFrom, "MAILSEND_FROM").address : undefined);
-  const rewritten = mapAddressFields(fields, eol, mapLocal, (local) => oneSender(local, mapLocal, senderFallback), isLocal, notes);
+  const rewritten = mapAddressFields(fields, eol, mapLocal, (local) => oneSender(local, mapLocal, senderFallback), isLocal, opts.aliases, notes);
   fields = rewritten.filter((f) => {
     const secret = f.name === "x-cron-env" ? cronSecret(fieldValue(f)) : undefined;
     if (secret !== undefined) notes.push(`X-Cron-Env: left out the one for ${secret} (cron copies the crontab's variables into its mail; that one holds a secret or mailsend's settings)`);

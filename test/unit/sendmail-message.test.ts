@@ -110,7 +110,7 @@ describe("header fix-ups", () => {
     expect(r.envelope).toEqual({ from: "ops@example.com", to: ["ops@example.com", "a@example.com", "b@example.com"] });
   });
 
-  it("Reply-To and Sender with a local name become one address: its alias, else the sender (they used to end the run with 65)", () => {
+  it("Reply-To and Sender with a local name become its alias when that is one address, else it is left out (they used to end the run with 65)", () => {
     const r = fix("From: root\nSender: root@localhost\nReply-To: Ops <root>\nTo: x@example.com\n\nb\n", { readRecipients: true });
     expect(header(r.text, "Sender")).toEqual(["ops@example.com"]);
     expect(header(r.text, "Reply-To")).toEqual(["Ops <ops@example.com>"]);
@@ -120,6 +120,14 @@ describe("header fix-ups", () => {
     expect(team.envelope.to).toEqual(["x@example.com"]);
     expect(team.notes.join("\n")).toContain("Reply-To: left out team");
     expect(team.notes.join("\n")).toContain("Reply-To: left out nobody@localhost");
+    // A bare word the aliases file does not list is not taken for a user there, even with default:
+    // (an unquoted "Doe, John" is a malformed name, refused later as before, not sent to the admin).
+    const withDefault = parseAliases("root: ops@example.com\ndefault: admin@example.com\n", "aliases");
+    const doe = fix("From: a@example.com\nReply-To: Doe, John <john@example.org>\nTo: x@example.com\n\nb\n", { readRecipients: true, aliases: withDefault });
+    expect(header(doe.text, "Reply-To")).toEqual(["Doe, John <john@example.org>"]);
+    // No aliases file: left as written.
+    const none = fix("From: a@example.com\nReply-To: root@localhost\nTo: x@example.com\n\nb\n", { readRecipients: true, aliases: undefined });
+    expect(header(none.text, "Reply-To")).toEqual(["root@localhost"]);
   });
 
   it("-f with a local name is mapped too", () => {

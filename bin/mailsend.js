@@ -13,12 +13,18 @@ const role = base === "sendmail" || base === "mailq" || base === "newaliases" ? 
 if (!role && args.length === 1 && (args[0] === "--version" || args[0] === "-V")) {
   process.stdout.write(`${require("../package.json").version}\n`);
 } else {
-  if (!process.env.NODE_DISABLE_COMPILE_CACHE) {
+  let cache;
+  try {
+    cache = require("../dist/cli/code-cache.js");
+    // Node 20: V8 optimises later in a run's first seconds (src/cli/code-cache.ts says why). First,
+    // so that V8 reads every code cache under the flags it was written with.
+    cache.delayOptimisation();
+  } catch {}
+  if (cache && !process.env.NODE_DISABLE_COMPILE_CACHE) {
     // Compiled code is kept in the user's cache directory, so a run after the first compiles
     // little (src/cli/code-cache.ts: mailsend's own files, with V8's code cache; Node 22.1+'s own
     // compile cache for the packages it loads). No cache directory only means no cache.
     try {
-      const cache = require("../dist/cli/code-cache.js");
       const dir = cache.cacheDir(process.env, process.platform);
       if (dir) {
         const { join } = require("node:path");

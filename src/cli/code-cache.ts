@@ -149,11 +149,42 @@ export function installCodeCache(root: string, dir: string, command: string, bui
   };
 
   process.once("exit", () => {
-    if (toWrite.length === 0 || !makeDir(dir)) return;
+    if (toWrite.length === 0 || flagsChanged || !makeDir(dir)) return;
     for (const c of toWrite) if (writeCache(c)) stats.written++;
     if (stats.written > 0) prune(dir, Date.now());
   });
   return stats;
+}
+
+/** V8 11's interrupt budget (Node 20): the bytecode a function runs before V8 weighs optimising it. */
+export const V8_11_INTERRUPT_BUDGET = 67_584;
+/** How long a run starts with the larger budget (delayOptimisation). */
+export const EARLY_MS = 2_000;
+
+/** Set once V8's flags changed during the run: the caches V8 would make now are for the new flags. */
+let flagsChanged = false;
+
+/**
+ * Node 20's V8 (11.x, no Maglev) hands a function to TurboFan after little use. Most runs of
+ * mailsend end within a second or two (a send, a sendmail call, a batch of a few thousand), and
+ * there the optimising compiles, on V8's background threads, cost more than they save: a
+ * 1,500-message batch spent about a third of its CPU on them (issue 16). So a run starts with four
+ * times V8's budget, and one still running after EARLY_MS (a large batch, the relay, the sandbox)
+ * gets V8's default back. Node 22 and later (Maglev, later TurboFan) are left as they are, and so
+ * is a budget given in NODE_OPTIONS or on node's command line. Called before any code cache is
+ * read: V8 checks a cache against its flags, so every run reads its caches under the same ones,
+ * and a run whose flags changed writes none (see installCodeCache). True when it applied.
+ */
+export function delayOptimisation(v8Version: string = process.versions.v8, given: string = `${process.execArgv.join(" ")} ${process.env.NODE_OPTIONS ?? ""}`): boolean {
+  if (Number(v8Version.split(".")[0]) !== 11 || /--interrupt[-_]budget\b/.test(given)) return false;
+  const v8 = process.getBuiltinModule?.("node:v8") as typeof import("node:v8") | undefined;
+  if (!v8) return false;
+  v8.setFlagsFromString(`--interrupt-budget=${4 * V8_11_INTERRUPT_BUDGET}`);
+  setTimeout(() => {
+    v8.setFlagsFromString(`--interrupt-budget=${V8_11_INTERRUPT_BUDGET}`);
+    flagsChanged = true;
+  }, EARLY_MS).unref();
+  return true;
 }
 
 /** A cache file not written for this long is removed (then made again by the next run that uses it). */

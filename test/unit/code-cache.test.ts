@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { execFileSync } from "node:child_process";
 import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CACHE_COMMANDS, cacheCommand, cacheDir } from "../../src/cli/code-cache.js";
+import { CACHE_COMMANDS, cacheCommand, cacheDir, delayOptimisation, EARLY_MS } from "../../src/cli/code-cache.js";
 
 // src/cli/code-cache.ts as bin/mailsend.js uses it: bundled to CommonJS, installed in a fresh
 // Node process, which then requires CommonJS files of a small "dist" and prints what it counted
@@ -29,17 +29,19 @@ beforeAll(async () => {
     driver,
     `const cc = require(${JSON.stringify(loader)});
 const [dist, dir, command, build] = process.argv.slice(2);
+const [delay, stay] = [process.env.DELAY === "1" && cc.delayOptimisation(), Number(process.env.STAY ?? 0)];
 const stats = cc.installCodeCache(dist, dir, command, build);
+if (stay) setTimeout(() => {}, stay);
 const value = require(dist + "/a.js").value() + " " + require(${JSON.stringify(join(work, "outside.js"))}).value();
-process.on("exit", () => console.log(JSON.stringify({ value, ...stats })));
+process.on("exit", () => console.log(JSON.stringify({ value, ...stats, ...(delay ? { delayed: true } : {}) })));
 `,
   );
 });
 
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-function run(dir: string, command = "send", buildId = "b1"): { value: string; used: number; refused: number; missing: number; written: number } {
-  return JSON.parse(execFileSync(process.execPath, [driver, dist, dir, command, buildId], { encoding: "utf8" }));
+function run(dir: string, command = "send", buildId = "b1", env: Record<string, string> = {}): { value: string; used: number; refused: number; missing: number; written: number; delayed?: true } {
+  return JSON.parse(execFileSync(process.execPath, [driver, dist, dir, command, buildId], { encoding: "utf8", env: { ...process.env, ...env } }));
 }
 
 describe("code cache (src/cli/code-cache.ts)", () => {
@@ -130,6 +132,29 @@ describe("code cache (src/cli/code-cache.ts)", () => {
     expect(left).toContain("recent00.bin");
     expect(left).toContain("not-ours.txt");
     expect(left.filter((f) => f.endsWith(".bin"))).toHaveLength(5);
+  });
+
+  it("Node 20: runs start with a larger optimising budget and read the caches they wrote; a run still going after EARLY_MS writes none", () => {
+    const dir = join(work, "cache-delay");
+    const v8 = Number(process.versions.v8.split(".")[0]);
+    const delay = { DELAY: "1" };
+    const first = run(dir, "send", "b1", delay);
+    expect(first).toMatchObject({ written: 2 });
+    // V8 checks a cache against its flags: the next run, started the same way, uses them all.
+    expect(run(dir, "send", "b1", delay)).toMatchObject({ used: 2, refused: 0, written: 0 });
+    if (v8 === 11) {
+      expect(first.delayed).toBe(true);
+      // A long run gets V8's default budget back: the caches it would make now are for other flags.
+      expect(run(join(work, "cache-delay-long"), "send", "b1", { ...delay, STAY: String(EARLY_MS + 300) })).toMatchObject({ missing: 2, written: 0 });
+    } else {
+      // Node 22 and later optimise later of themselves: nothing changes.
+      expect(first.delayed).toBeUndefined();
+    }
+    expect(delayOptimisation("12.4.254.21", "")).toBe(false);
+    expect(delayOptimisation("13.6.233.10", "")).toBe(false);
+    // A budget the user gave is theirs.
+    expect(delayOptimisation("11.3.244.8", "--interrupt-budget=1000")).toBe(false);
+    expect(delayOptimisation("11.3.244.8", "--interrupt_budget=1000")).toBe(false);
   });
 
   it("names the cache by the command, the sendmail role, or 'other'", () => {

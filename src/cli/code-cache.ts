@@ -45,12 +45,16 @@ export interface CodeCacheStats {
   written: number;
 }
 
-/** The cache directory for mailsend's compiled code, by the platform's convention; undefined when there is no home. */
-export function cacheDir(env: NodeJS.ProcessEnv, platform: NodeJS.Platform): string | undefined {
+/**
+ * The cache directory for mailsend's compiled code, by the platform's convention; undefined when
+ * there is no home, or it does not exist (nobody's /nonexistent): a home is never made for a cache.
+ */
+export function cacheDir(env: NodeJS.ProcessEnv, platform: NodeJS.Platform, homeExists: (dir: string) => boolean = isDir): string | undefined {
   const s = platform === "win32" ? "\\" : "/";
   const home = env.HOME || env.USERPROFILE;
   if (platform === "win32") return env.LOCALAPPDATA ? [env.LOCALAPPDATA, "mailsend", "compile-cache"].join(s) : undefined;
   if (!home && !env.XDG_CACHE_HOME) return undefined;
+  if ((platform === "darwin" || !env.XDG_CACHE_HOME) && !(home && homeExists(home))) return undefined;
   if (platform === "darwin") return [home, "Library", "Caches", "mailsend", "compile-cache"].join(s);
   return [env.XDG_CACHE_HOME || [home, ".cache"].join(s), "mailsend", "compile-cache"].join(s);
 }

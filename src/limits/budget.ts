@@ -31,14 +31,18 @@ export function keyHash(apiKey: string): string {
 /**
  * Where mailsend keeps its state (the budget, the outbox, batch journals): MAILSEND_STATE_DIR, else
  * the platform's place under the home. On Linux and other Unixes, a user whose home it cannot
- * write (a daemon's: PHP-FPM runs as www-data, whose home /var/www is root's) gets a private
- * directory of its own in /var/tmp instead (fallbackStateDir), so its mail is not refused.
+ * write (a daemon's: PHP-FPM runs as www-data, whose home /var/www is root's), or whose home does
+ * not exist, gets a private directory of its own in /var/tmp instead (fallbackStateDir), so its
+ * mail is not refused.
  */
-export function stateDir(env: Env, platform = process.platform): string {
+export function stateDir(env: Env, platform = process.platform, fallback: () => string | undefined = fallbackStateDir): string {
   if (env.MAILSEND_STATE_DIR) return expandHome(env.MAILSEND_STATE_DIR, env);
   const preferred = homeStateDir(env, platform);
-  if (platform === "win32" || platform !== process.platform || writableOrMakeable(preferred)) return preferred;
-  return fallbackStateDir() ?? preferred;
+  if (platform === "win32" || platform !== process.platform) return preferred;
+  // A home that does not exist (nobody's /nonexistent) is not made: that user has no home to write.
+  const underHome = platform === "darwin" || !env.XDG_STATE_HOME;
+  if ((!underHome || process.getBuiltinModule("node:fs").existsSync(homeDir(env))) && writableOrMakeable(preferred)) return preferred;
+  return fallback() ?? preferred;
 }
 
 /** The platform's state dir under the home. */

@@ -170,10 +170,16 @@ describe("code cache (src/cli/code-cache.ts)", () => {
   });
 
   it("lives in the platform's cache directory", () => {
-    expect(cacheDir({ HOME: "/home/u" }, "linux")).toBe("/home/u/.cache/mailsend/compile-cache");
-    expect(cacheDir({ HOME: "/home/u", XDG_CACHE_HOME: "/c" }, "linux")).toBe("/c/mailsend/compile-cache");
-    expect(cacheDir({ HOME: "/Users/u" }, "darwin")).toBe("/Users/u/Library/Caches/mailsend/compile-cache");
-    expect(cacheDir({ LOCALAPPDATA: "C:\\L" }, "win32")).toBe("C:\\L\\mailsend\\compile-cache");
-    expect(cacheDir({}, "linux")).toBeUndefined();
+    const there = () => true;
+    expect(cacheDir({ HOME: "/home/u" }, "linux", there)).toBe("/home/u/.cache/mailsend/compile-cache");
+    expect(cacheDir({ HOME: "/home/u", XDG_CACHE_HOME: "/c" }, "linux", there)).toBe("/c/mailsend/compile-cache");
+    expect(cacheDir({ HOME: "/Users/u" }, "darwin", there)).toBe("/Users/u/Library/Caches/mailsend/compile-cache");
+    expect(cacheDir({ LOCALAPPDATA: "C:\\L" }, "win32", there)).toBe("C:\\L\\mailsend\\compile-cache");
+    expect(cacheDir({}, "linux", there)).toBeUndefined();
+    // A home that does not exist (nobody's /nonexistent, as a cron job or a root service may have
+    // it) is not made for a cache: no cache. XDG_CACHE_HOME, given, is made as asked.
+    expect(cacheDir({ HOME: join(work, "no-such-home") }, "linux")).toBeUndefined();
+    expect(cacheDir({ HOME: work }, "linux")).toBe(join(work, ".cache", "mailsend", "compile-cache"));
+    expect(cacheDir({ HOME: join(work, "no-such-home"), XDG_CACHE_HOME: join(work, "xdg") }, "linux")).toBe(join(work, "xdg", "mailsend", "compile-cache"));
   });
 });

@@ -63,6 +63,12 @@ describe("file slot store", () => {
     const xdg = tmp();
     expect(stateDir({ XDG_STATE_HOME: xdg, HOME: home }, "linux")).toBe(join(xdg, "mailsend"));
     expect(stateDir({ HOME: home }, "linux")).toBe(join(home, ".local", "state", "mailsend"));
+    // A home that does not exist is not made (root with HOME=/nonexistent would make it): the
+    // /var/tmp dir instead. XDG_STATE_HOME, given, is used as asked.
+    const missing = join(tmp(), "no-such-home");
+    expect(stateDir({ HOME: missing }, "linux", () => "/var/tmp/mailsend-test")).toBe("/var/tmp/mailsend-test");
+    expect(existsSync(missing)).toBe(false);
+    expect(stateDir({ HOME: missing, XDG_STATE_HOME: xdg }, "linux", () => "/var/tmp/mailsend-test")).toBe(join(xdg, "mailsend"));
   });
 
   test.skipIf(process.platform === "win32")("a home this user cannot write: a private /var/tmp/mailsend-<uid> instead, never one another user made", () => {

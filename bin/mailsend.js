@@ -16,9 +16,9 @@ if (!role && args.length === 1 && (args[0] === "--version" || args[0] === "-V"))
   let cache;
   try {
     cache = require("../dist/cli/code-cache.js");
-    // Node 20: V8 optimises later in a run's first seconds (src/cli/code-cache.ts says why). First,
+    // Node 20: V8 optimises later in a batch's first seconds (src/cli/code-cache.ts says why). First,
     // so that V8 reads every code cache under the flags it was written with.
-    cache.delayOptimisation();
+    cache.delayOptimisation(cache.cacheCommand(args, role));
   } catch {}
   if (cache && !process.env.NODE_DISABLE_COMPILE_CACHE) {
     // Compiled code is kept in the user's cache directory, so a run after the first compiles

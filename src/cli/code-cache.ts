@@ -162,31 +162,38 @@ export function installCodeCache(root: string, dir: string, command: string, bui
 
 /** V8 11's interrupt budget (Node 20): the bytecode a function runs before V8 weighs optimising it. */
 export const V8_11_INTERRUPT_BUDGET = 67_584;
-/** How long a run starts with the larger budget (delayOptimisation). */
+/** How long a batch starts with the larger budget (delayOptimisation). */
 export const EARLY_MS = 2_000;
 
 /** Set once V8's flags changed during the run: the caches V8 would make now are for the new flags. */
 let flagsChanged = false;
 
 /**
- * Node 20's V8 (11.x, no Maglev) hands a function to TurboFan after little use. Most runs of
- * mailsend end within a second or two (a send, a sendmail call, a batch of a few thousand), and
- * there the optimising compiles, on V8's background threads, cost more than they save: a
- * 1,500-message batch spent about a third of its CPU on them (issue 16). So a run starts with four
- * times V8's budget, and one still running after EARLY_MS (a large batch, the relay, the sandbox)
- * gets V8's default back. Node 22 and later (Maglev, later TurboFan) are left as they are, and so
- * is a budget given in NODE_OPTIONS or on node's command line. Called before any code cache is
- * read: V8 checks a cache against its flags, so every run reads its caches under the same ones,
- * and a run whose flags changed writes none (see installCodeCache). True when it applied.
+ * Node 20's V8 (11.x, no Maglev) hands a function to TurboFan after little use. A batch of a few
+ * thousand messages ends within a second or two, and there the optimising compiles, on V8's
+ * background threads, cost more than they save: a 1,500-message batch spent about a third of its
+ * CPU on them (issue 16). So a batch starts with four times V8's budget, and one still running
+ * after EARLY_MS gets V8's default back. Only `batch`: changing V8's flags also makes Node refuse
+ * its own built-in modules' compiled code, which costs a one-message run (send, sendmail) more
+ * than it saves. Node 22 and later (Maglev, later TurboFan) are left as they are, and so is a
+ * budget given on node's command line (NODE_OPTIONS may not carry one). Called before any code
+ * cache is read: V8 checks a cache against its flags, so every batch reads its caches under the
+ * same ones, and a run whose flags changed (one past EARLY_MS) writes none (see installCodeCache).
+ * Never stops a run: a flag V8 refuses leaves it as it was. True when it applied.
  */
-export function delayOptimisation(v8Version: string = process.versions.v8, given: string = `${process.execArgv.join(" ")} ${process.env.NODE_OPTIONS ?? ""}`): boolean {
-  if (Number(v8Version.split(".")[0]) !== 11 || /--interrupt[-_]budget\b/.test(given)) return false;
+export function delayOptimisation(command: string, v8Version: string = process.versions.v8, given: string = process.execArgv.join(" ")): boolean {
+  if (command !== "batch" || Number(v8Version.split(".")[0]) !== 11 || /--interrupt[-_]budget\b/.test(given)) return false;
   const v8 = process.getBuiltinModule?.("node:v8") as typeof import("node:v8") | undefined;
-  if (!v8) return false;
-  v8.setFlagsFromString(`--interrupt-budget=${4 * V8_11_INTERRUPT_BUDGET}`);
+  try {
+    v8!.setFlagsFromString(`--interrupt-budget=${4 * V8_11_INTERRUPT_BUDGET}`);
+  } catch {
+    return false;
+  }
   setTimeout(() => {
-    v8.setFlagsFromString(`--interrupt-budget=${V8_11_INTERRUPT_BUDGET}`);
     flagsChanged = true;
+    try {
+      v8!.setFlagsFromString(`--interrupt-budget=${V8_11_INTERRUPT_BUDGET}`);
+    } catch {}
   }, EARLY_MS).unref();
   return true;
 }

@@ -103,4 +103,41 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
       if (!existed) rmSync(fallback, { recursive: true, force: true });
     }
   });
+
+  it("a home that does not exist (nobody's /nonexistent, run as root or not) is never made: the state goes to /var/tmp", async () => {
+    const uid = process.getuid!();
+    const fallback = join("/var/tmp", `mailsend-${uid}`);
+    const existed = existsSync(fallback);
+    const home = join(s.dir, "nonexistent");
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      HOME: home,
+      NO_COLOR: "1",
+      MAILSEND_BASE_URL: t.env.MAILSEND_BASE_URL!,
+      MAILSEND_API_KEY_FILE: s.file("api-key-2", `${t.key}\n`),
+      MAILSEND_TRANSPORT: "rest",
+      MAILSEND_QUEUE: "always",
+      MAILSEND_QUEUE_AUTORUN: "0",
+      MAILSEND_CONFIG: join(s.dir, "no-config.json"),
+    };
+    const message = "From: cron@example.com\nTo: dev@example.com\nSubject: no home\nContent-Type: text/html\n\n<p>x</p>\n";
+    // A fallback dir this user already has keeps what it held: only what this test queues goes.
+    const queueDir = join(fallback, "outbox", "queue");
+    const before = new Set(existed && existsSync(queueDir) ? readdirSync(queueDir) : []);
+    try {
+      const q = await execa(process.execPath, [BIN, "sendmail", "-t"], { env, extendEnv: false, input: message, reject: false, timeout: 60_000 });
+      expect(q.exitCode, q.stderr).toBe(0);
+      expect(existsSync(home)).toBe(false);
+      expect(readdirSync(join(fallback, "outbox", "queue")).filter((f) => f.endsWith(".msg")).length).toBeGreaterThanOrEqual(1);
+      // The home made later (an admin's mkdir): the state dir is there from now on, and the mail
+      // queued before is named, with how to deliver it.
+      await execa("mkdir", ["-p", home]);
+      const list = await execa(process.execPath, [BIN, "queue"], { env, extendEnv: false, reject: false, timeout: 60_000 });
+      expect(list.exitCode, list.stderr).toBe(0);
+      expect(list.stderr).toMatch(/also wait.* in .*mailsend-\d+\/outbox\/queue.*did not exist/);
+    } finally {
+      if (!existed) rmSync(fallback, { recursive: true, force: true });
+      else if (existsSync(queueDir)) for (const f of readdirSync(queueDir)) if (!before.has(f)) rmSync(join(queueDir, f), { recursive: true, force: true });
+    }
+  });
 });

@@ -76,7 +76,8 @@ function rowJson(r: Row, where: "queue" | "failed") {
 
 /**
  * Mail in the outbox of the other default state dir (otherStateDir): queued while this user's home
- * could not be written, or before it could. Said by `mailsend queue`, with how to deliver it.
+ * could not be written or did not exist, or before that. Said by `mailsend queue`, with how to
+ * deliver it.
  */
 function strandedMail(env: CliIO["env"]): string[] {
   if (env.MAILSEND_OUTBOX_DIR) return [];
@@ -90,7 +91,7 @@ function strandedMail(env: CliIO["env"]): string[] {
     return [];
   }
   if (n === 0) return [];
-  return [`${n} message${n === 1 ? "" : "s"} also wait${n === 1 ? "s" : ""} in ${queue}, queued when this user's state dir was there (its home ${other.startsWith("/var/tmp/") ? "could not" : "could"} be written then); deliver ${n === 1 ? "it" : "them"} with: MAILSEND_STATE_DIR=${other} mailsend queue run`];
+  return [`${n} message${n === 1 ? "" : "s"} also wait${n === 1 ? "s" : ""} in ${queue}, queued when this user's state dir was there (its home ${other.startsWith("/var/tmp/") ? "could not be written, or did not exist," : "could be written"} then); deliver ${n === 1 ? "it" : "them"} with: MAILSEND_STATE_DIR=${other} mailsend queue run`];
 }
 
 /** `mailsend queue [ls]`, `sendmail -bp`, `mailq`. */

@@ -305,12 +305,13 @@ function oneSender(local: string, mapLocal: (local: string) => string[], fallbac
 function mapAddressFields(fields: HeaderField[], eol: string, mapLocal: (local: string) => string[], mapFrom: (local: string) => string[], isLocal: (address: string) => boolean, aliases: AliasTable | undefined, notes: string[]): HeaderField[] {
   const out: HeaderField[] = [];
   const advisoryLocal = (address: string) => aliases !== undefined && isLocal(address) && (address.includes("@") || aliases.entries.has(address.toLowerCase()));
+  // oneSender with no fallback: its alias when that is one address, else none.
   const oneOrNone = (local: string): string[] => {
     try {
-      const targets = mapLocal(local);
-      if (targets.length === 1) return targets;
-    } catch {}
-    return [];
+      return oneSender(local, mapLocal, () => undefined);
+    } catch {
+      return [];
+    }
   };
   for (const f of fields) {
     if (!ADDRESS_FIELDS.includes(f.name)) {
@@ -377,8 +378,9 @@ function foldList(name: string, value: string, eol: string): string {
  * What the relay (SMTP) does with local names, as sendmail does with piped mail: a recipient
  * `root@localhost` (or at this machine's name), a sender `root@localhost`, and the same names in
  * From, To and Cc become what the aliases file maps them to; a local sender (the envelope's, From)
- * with no single alias becomes the configured sender. Sender and Reply-To: see ADVISORY_FIELDS. A message and envelope without local names come back as they
- * were, byte for byte. Throws (invalid_address, config_missing) for a local name nothing maps.
+ * with no single alias becomes the configured sender. Sender and Reply-To: see ADVISORY_FIELDS. A
+ * message and envelope without local names come back as they were, byte for byte. Throws
+ * (invalid_address, config_missing) for a local name nothing maps.
  */
 export function mapRelayedLocalNames(raw: Buffer, envelope: Envelope, opts: { aliases?: AliasTable; defaultFrom?: string }): { raw: Buffer; envelope: Envelope; notes: string[] } {
   const isLocal = (address: string) => relayLocal(address, opts.aliases);
@@ -416,9 +418,9 @@ export function relayLocal(address: string, aliases: AliasTable | undefined): bo
 
 /**
  * Whether the relay needs the aliases file for this message: an envelope address, or one in an
- * address field (ADDRESS_FIELDS), written at this machine (`at`: atThisMachine, or with isLocalName those that are
- * local whatever the file says). Most mail has none, and is then taken without reading the file (a
- * broken one never refuses it).
+ * address field (ADDRESS_FIELDS), written at this machine (`at`: atThisMachine, or with
+ * isLocalName those that are local whatever the file says). Most mail has none, and is then taken
+ * without reading the file (a broken one never refuses it).
  */
 export function mentionsThisMachine(raw: Buffer, envelope: Envelope, at: (address: string) => boolean = (a) => atThisMachine(a)): boolean {
   if ((envelope.from !== "" && at(envelope.from)) || envelope.to.some((a) => at(a))) return true;

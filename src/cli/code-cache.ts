@@ -8,8 +8,9 @@
  * the process exits, stores V8's cache of each file as it is then: every function the run called
  * is in it, and the next run deserializes them instead of parsing and compiling them again.
  *
- * One cache per file and command (`send`, `batch`, `sendmail`, ...): the same chunk holds code of
- * several commands, and a cache written by `mailsend sandbox` would hold none of a send's functions.
+ * One cache per file, command (`send`, `batch`, `sendmail`, ...) and Node version: the same chunk
+ * holds code of several commands, and a cache written by `mailsend sandbox` would hold none of a
+ * send's functions; a machine that runs mailsend under two Nodes (CI's matrix, nvm) keeps both.
  * A cache is written only when there was none or V8 refused it (another Node, other flags), so a
  * run that finds its cache writes nothing. It is used only for the file it was made from: the
  * header holds Node's version, the build's id (a hash of every file of the CLI, made by the build:
@@ -119,10 +120,11 @@ type CompileFn = (this: Module, content: string, filename: string) => unknown;
 
 /**
  * Compiles every CommonJS file under `root` (a directory; files elsewhere are left to Node) with
- * V8's cache from `dir`, and stores the caches that were missing or refused as the process exits.
+ * V8's cache from `dir`, and stores the caches that were missing or refused as the process exits
+ * (a batch that delayOptimisation changed: at EARLY_MS, if it is still running then).
  * Returns the running counts, or undefined when this Node cannot do it (then nothing changes).
  */
-export function installCodeCache(root: string, dir: string, command: string, build: string = BUILD_ID): CodeCacheStats | undefined {
+export function installCodeCache(root: string, dir: string, command: string, build: string = BUILD_ID, node: string = process.version): CodeCacheStats | undefined {
   const proto = Module.prototype as unknown as { _compile?: CompileFn };
   const original = proto._compile;
   if (typeof original !== "function" || typeof Module.wrap !== "function") return undefined;
@@ -135,11 +137,11 @@ export function installCodeCache(root: string, dir: string, command: string, bui
     let stamp: string;
     try {
       const st = statSync(filename);
-      stamp = `${process.version} ${process.arch} ${build} ${command} ${filename} ${st.size} ${st.mtimeMs} ${st.ino}`;
+      stamp = `${node} ${process.arch} ${build} ${command} ${filename} ${st.size} ${st.mtimeMs} ${st.ino}`;
     } catch {
       return original.call(this, content, filename);
     }
-    const file = join(dir, `${pathKey(`${command} ${filename}`)}.bin`);
+    const file = join(dir, `${pathKey(`${node} ${command} ${filename}`)}.bin`);
     const cachedData = readCache(file, stamp);
     // No import() in these files (scripts/bundle-cjs.mjs sends a package's through a file Node compiles).
     const script = new vm.Script(Module.wrap(content), { filename, cachedData });
@@ -152,11 +154,13 @@ export function installCodeCache(root: string, dir: string, command: string, bui
     return wrapper.call(this.exports, this.exports, require, this, filename, dirname(filename));
   };
 
-  process.once("exit", () => {
+  writePending = () => {
     if (toWrite.length === 0 || flagsChanged || !makeDir(dir)) return;
-    for (const c of toWrite) if (writeCache(c)) stats.written++;
-    if (stats.written > 0) prune(dir, Date.now());
-  });
+    const written = stats.written;
+    for (const c of toWrite.splice(0)) if (writeCache(c)) stats.written++;
+    if (stats.written > written) prune(dir, Date.now());
+  };
+  process.once("exit", () => writePending?.());
   return stats;
 }
 
@@ -167,6 +171,8 @@ export const EARLY_MS = 2_000;
 
 /** Set once V8's flags changed during the run: the caches V8 would make now are for the new flags. */
 let flagsChanged = false;
+/** Writes the caches still to write (installCodeCache's), before V8's flags change or as the process exits. */
+let writePending: (() => void) | undefined;
 
 /**
  * Node 20's V8 (11.x, no Maglev) hands a function to TurboFan after little use. A batch of a few
@@ -178,7 +184,7 @@ let flagsChanged = false;
  * than it saves. Node 22 and later (Maglev, later TurboFan) are left as they are, and so is a
  * budget given on node's command line (NODE_OPTIONS may not carry one). Called before any code
  * cache is read: V8 checks a cache against its flags, so every batch reads its caches under the
- * same ones, and a run whose flags changed (one past EARLY_MS) writes none (see installCodeCache).
+ * same ones: a run still going at EARLY_MS writes its caches then, before the flags change.
  * Never stops a run: a flag V8 refuses leaves it as it was. True when it applied.
  */
 export function delayOptimisation(command: string, v8Version: string = process.versions.v8, given: string = process.execArgv.join(" ")): boolean {
@@ -190,6 +196,8 @@ export function delayOptimisation(command: string, v8Version: string = process.v
     return false;
   }
   setTimeout(() => {
+    // A long batch's caches are written now, under the flags the next batch starts with.
+    writePending?.();
     flagsChanged = true;
     try {
       v8!.setFlagsFromString(`--interrupt-budget=${V8_11_INTERRUPT_BUDGET}`);

@@ -30,7 +30,7 @@ beforeAll(async () => {
     `const cc = require(${JSON.stringify(loader)});
 const [dist, dir, command, build] = process.argv.slice(2);
 const [delay, stay] = [process.env.DELAY === "1" && cc.delayOptimisation(command), Number(process.env.STAY ?? 0)];
-const stats = cc.installCodeCache(dist, dir, command, build);
+const stats = cc.installCodeCache(dist, dir, command, build, ...(process.env.NODEV ? [process.env.NODEV] : []));
 if (stay) setTimeout(() => {}, stay);
 const value = require(dist + "/a.js").value() + " " + require(${JSON.stringify(join(work, "outside.js"))}).value();
 process.on("exit", () => console.log(JSON.stringify({ value, ...stats, ...(delay ? { delayed: true } : {}) })));
@@ -69,6 +69,17 @@ describe("code cache (src/cli/code-cache.ts)", () => {
     } finally {
       writeFileSync(join(dist, "b.js"), 'exports.value = () => "b1";\n');
     }
+  });
+
+  it("keeps one cache per Node version: two Nodes taking turns do not rewrite each other's", () => {
+    const dir = join(work, "cache-nodes");
+    // The version only names and stamps the cache here (V8 is this Node's either way).
+    const [v20, v24] = [{ NODEV: "v20.99.0" }, { NODEV: "v24.99.0" }];
+    expect(run(dir, "send", "b1", v20)).toMatchObject({ missing: 2, written: 2 });
+    expect(run(dir, "send", "b1", v24)).toMatchObject({ missing: 2, written: 2 });
+    expect(run(dir, "send", "b1", v20)).toMatchObject({ used: 2, written: 0 });
+    expect(run(dir, "send", "b1", v24)).toMatchObject({ used: 2, written: 0 });
+    expect(readdirSync(dir)).toHaveLength(4);
   });
 
   it("a cache file that is not one, or cut short, is not used, and the run still works", () => {
@@ -134,7 +145,7 @@ describe("code cache (src/cli/code-cache.ts)", () => {
     expect(left.filter((f) => f.endsWith(".bin"))).toHaveLength(5);
   });
 
-  it("Node 20: a batch starts with a larger optimising budget and reads the caches it wrote; one still going after EARLY_MS writes none", () => {
+  it("Node 20: a batch starts with a larger optimising budget and reads the caches it wrote; one still going at EARLY_MS writes them then", () => {
     const dir = join(work, "cache-delay");
     const v8 = Number(process.versions.v8.split(".")[0]);
     const delay = { DELAY: "1" };
@@ -146,8 +157,12 @@ describe("code cache (src/cli/code-cache.ts)", () => {
     expect(run(dir, "send", "b1", delay).delayed).toBeUndefined();
     if (v8 === 11) {
       expect(first.delayed).toBe(true);
-      // A long run gets V8's default budget back: the caches it would make now are for other flags.
-      expect(run(join(work, "cache-delay-long"), "batch", "b1", { ...delay, STAY: String(EARLY_MS + 300) })).toMatchObject({ missing: 2, written: 0 });
+      // A long run gets V8's default budget back, and writes its caches first: a later batch,
+      // long or short, starts under the flags they were made with and uses them.
+      const long = { ...delay, STAY: String(EARLY_MS + 300) };
+      expect(run(join(work, "cache-delay-long"), "batch", "b1", long)).toMatchObject({ missing: 2, written: 2 });
+      expect(run(join(work, "cache-delay-long"), "batch", "b1", long)).toMatchObject({ used: 2, refused: 0, written: 0 });
+      expect(run(join(work, "cache-delay-long"), "batch", "b1", delay)).toMatchObject({ used: 2, refused: 0, written: 0 });
     } else {
       // Node 22 and later optimise later of themselves: nothing changes.
       expect(first.delayed).toBeUndefined();

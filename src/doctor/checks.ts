@@ -25,6 +25,7 @@ import type { SlotStore } from "../limits/store.js";
 import { proxyAnswerError } from "../transports/proxy.js";
 import { statusError } from "../transports/rest.js";
 import { postEmptySend, reachRest, sendUrlOf } from "./rest-probe.js";
+import { lookAtOutbox } from "./outbox-check.js";
 import { probeSmtp } from "./smtp-probe.js";
 import { certificateSummary, trustFailure, type CertificateInfo } from "./tls-info.js";
 
@@ -35,6 +36,7 @@ export const CHECK_NAMES = [
   "config.rest",
   "config.smtp",
   "ratelimit",
+  "outbox",
   "rest.connect",
   "rest.key",
   "smtp.connect",
@@ -285,6 +287,14 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
     }
   } catch (e) {
     fail("ratelimit", e);
+  }
+
+  // --- the outbox (sendmail, send --queue, the relay) ----------------------
+  try {
+    const look = await lookAtOutbox(env);
+    pass("outbox", look.detail, look.hint ? { hint: look.hint } : {});
+  } catch (e) {
+    fail("outbox", e);
   }
 
   try {

@@ -14,12 +14,12 @@
  * The API key is never written here; the profile's name and the transport are.
  */
 import { randomBytes } from "node:crypto";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readdirSync } from "node:fs";
 import { mkdir, open, opendir, readdir, readFile, rename, rm, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { localFileError, MailsendError } from "../core/errors.js";
 import { expandHome } from "../core/home.js";
-import { stateDir } from "../limits/budget.js";
+import { otherStateDir, stateDir } from "../limits/budget.js";
 import { PackedIds } from "./ids.js";
 import type { Envelope, OutboxMeta, OutboxState, QueuedMessage } from "./types.js";
 
@@ -27,6 +27,26 @@ export type Env = Record<string, string | undefined>;
 
 export function outboxDir(env: Env): string {
   return env.MAILSEND_OUTBOX_DIR ? expandHome(env.MAILSEND_OUTBOX_DIR, env) : join(stateDir(env), "outbox");
+}
+
+/**
+ * Mail in the outbox of the other default state dir (otherStateDir): queued while this user's home
+ * could not be written or did not exist, or before that, where no runner of this user looks. One
+ * line saying how many and how to deliver them (`mailsend queue`, `mailsend doctor`), or undefined.
+ */
+export function strandedMailNote(env: Env): string | undefined {
+  if (env.MAILSEND_OUTBOX_DIR) return undefined;
+  const other = otherStateDir(env);
+  if (!other) return undefined;
+  const queue = join(other, "outbox", "queue");
+  let n = 0;
+  try {
+    n = readdirSync(queue).filter((f) => f.endsWith(".msg")).length;
+  } catch {
+    return undefined;
+  }
+  if (n === 0) return undefined;
+  return `${n} message${n === 1 ? "" : "s"} also wait${n === 1 ? "s" : ""} in ${queue}, queued when this user's state dir was there (its home ${other.startsWith("/var/tmp/") ? "could not be written, or did not exist," : "could be written"} then); deliver ${n === 1 ? "it" : "them"} with: MAILSEND_STATE_DIR=${other} mailsend queue run`;
 }
 
 let seq = 0;

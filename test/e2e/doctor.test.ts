@@ -9,12 +9,13 @@
  */
 import https from "node:https";
 import type { AddressInfo } from "node:net";
+import { mkdirSync, readdirSync, renameSync } from "node:fs";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { run } from "../../src/cli/program.js";
 import { CHECK_NAMES } from "../../src/doctor/checks.js";
-import { runCli, type CliResult, type RunOptions } from "../helpers/cli.js";
+import { runCli, stdoutJson, type CliResult, type RunOptions } from "../helpers/cli.js";
 import { REDIS_SERVER, startRedis } from "../helpers/redis.js";
 import { addKey, inProcessSandbox, revokeKey, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
@@ -350,6 +351,37 @@ describe("profiles", () => {
     expect(byName["config.profile"]!.detail).toContain(config);
     // The rest is still checked, with the environment's settings.
     expect(byName["smtp.auth"]!.ok).toBe(true);
+  });
+});
+
+describe("the outbox", () => {
+  it("says what waits, since when and why, that no runner delivers it, and what failed; it reads only", async () => {
+    const state = join(tmp.dir, "state-outbox");
+    const env = { MAILSEND_STATE_DIR: state, MAILSEND_QUEUE_AUTORUN: "0" };
+    const empty = await doctorJson([], { env });
+    expect(empty.r.exitCode).toBe(0);
+    expect(empty.byName.outbox).toMatchObject({ ok: true, detail: `nothing queued, in ${join(state, "outbox")}` });
+    expect(empty.byName.outbox!.hint).toBeUndefined();
+    // Queued for a service that is not there, and tried once: it waits, with that attempt's error.
+    const away = { ...env, MAILSEND_BASE_URL: "http://127.0.0.1:9", MAILSEND_TRANSPORT: "rest" };
+    const q = await runCli(["send", "-f", "cron@example.com", "-t", "ops@example.com", "-s", "held back", "--text", "x", "--queue", "always"], { env: { ...t.env, MAILSEND_CONFIG: join(tmp.dir, "no-config.json"), ...away } });
+    expect(q.exitCode, q.stderr).toBe(0);
+    await runCli(["queue", "run"], { env: { ...t.env, MAILSEND_CONFIG: join(tmp.dir, "no-config.json"), ...away } });
+    const held = await doctorJson([], { env });
+    expect(held.r.exitCode).toBe(0);
+    expect(held.byName.outbox!.ok).toBe(true);
+    expect(held.byName.outbox!.detail).toMatch(/^1 message queued, the oldest \d+s ago \(attempt 1: .*127\.0\.0\.1:9.*; next in \d+[sm]\), in /);
+    expect(held.byName.outbox!.hint).toMatch(/No runner is delivering now: `mailsend queue run` delivers what is due .*MAILSEND_QUEUE_AUTORUN=0/);
+    // Moved to failed/: counted, with how to list and retry them.
+    const id = stdoutJson<{ id: string }[]>(await runCli(["queue", "--json"], { env: { ...t.env, ...env } }))[0]!.id;
+    const failed = join(state, "outbox", "failed");
+    mkdirSync(failed, { recursive: true });
+    for (const ext of [".msg", ".state"]) renameSync(join(state, "outbox", "queue", id + ext), join(failed, id + ext));
+    const after = await doctor([], { env });
+    expect(after.exitCode).toBe(0);
+    expect(after.stdout).toMatch(/outbox\s+nothing queued, 1 failed, in /);
+    expect(after.stdout).toContain("mailsend queue --failed");
+    expect(readdirSync(failed).sort()).toEqual([`${id}.msg`, `${id}.state`]);
   });
 });
 

@@ -99,6 +99,12 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
       expect(list.stdout).toContain(join(home, ".local", "state", "mailsend", "outbox"));
       expect(list.stderr).toContain(`1 message also waits in ${join(fallback, "outbox", "queue")}`);
       expect(list.stderr).toContain(`MAILSEND_STATE_DIR=${fallback} mailsend queue run`);
+      // doctor says the same: the outbox it uses now, and the mail left in /var/tmp.
+      const doc = await execa(cmd, [...args.slice(0, -2), "doctor", "--json"], { env, extendEnv: false, reject: false, timeout: 60_000 });
+      const outboxCheck = (JSON.parse(doc.stdout) as { checks: { name: string; ok: boolean; detail: string; hint?: string }[] }).checks.find((c) => c.name === "outbox");
+      expect(outboxCheck, doc.stderr).toMatchObject({ ok: true, detail: `nothing queued, in ${join(home, ".local", "state", "mailsend", "outbox")}` });
+      expect(outboxCheck!.hint).toContain(`1 message also waits in ${join(fallback, "outbox", "queue")}`);
+      expect(outboxCheck!.hint).toContain(`MAILSEND_STATE_DIR=${fallback} mailsend queue run`);
     } finally {
       if (!existed) rmSync(fallback, { recursive: true, force: true });
     }

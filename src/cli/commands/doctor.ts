@@ -13,6 +13,7 @@ const LABELS: Record<CheckName, string> = {
   "config.rest": "REST config",
   "config.smtp": "SMTP config",
   ratelimit: "rate limit",
+  outbox: "outbox",
   "rest.connect": "REST connect",
   "rest.key": "REST key",
   "smtp.connect": "SMTP TLS",

@@ -1,30 +1,19 @@
-import { readdirSync } from "node:fs";
-import { join } from "node:path";
 import { MailsendError, toMailsendError } from "../../core/errors.js";
-import { formatSize } from "../../core/size.js";
+import { formatAge, formatSize } from "../../core/size.js";
 import { QueueRunner, DEFAULT_MAX_AGE_MS, type RunnerEvent } from "../../outbox/runner.js";
-import { Outbox, isOutboxId } from "../../outbox/store.js";
+import { Outbox, isOutboxId, strandedMailNote } from "../../outbox/store.js";
 import type { OutboxMeta, OutboxState } from "../../outbox/types.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
-import { otherStateDir } from "../../limits/budget.js";
 
 interface ListFlags {
   json?: boolean;
   failed?: boolean;
 }
 
-function age(ms: number): string {
-  const s = Math.max(0, Math.round(ms / 1000));
-  if (s < 120) return `${s}s`;
-  if (s < 7200) return `${Math.round(s / 60)}m`;
-  if (s < 172800) return `${Math.round(s / 3600)}h`;
-  return `${Math.round(s / 86400)}d`;
-}
-
 function when(at: number, now: number): string {
   if (at <= now) return "now";
-  return `in ${age(at - now)}`;
+  return `in ${formatAge(at - now)}`;
 }
 
 /** A header value shown on one line of a terminal: no control characters. */
@@ -74,26 +63,6 @@ function rowJson(r: Row, where: "queue" | "failed") {
   };
 }
 
-/**
- * Mail in the outbox of the other default state dir (otherStateDir): queued while this user's home
- * could not be written or did not exist, or before that. Said by `mailsend queue`, with how to
- * deliver it.
- */
-function strandedMail(env: CliIO["env"]): string[] {
-  if (env.MAILSEND_OUTBOX_DIR) return [];
-  const other = otherStateDir(env);
-  if (!other) return [];
-  const queue = join(other, "outbox", "queue");
-  let n = 0;
-  try {
-    n = readdirSync(queue).filter((f) => f.endsWith(".msg")).length;
-  } catch {
-    return [];
-  }
-  if (n === 0) return [];
-  return [`${n} message${n === 1 ? "" : "s"} also wait${n === 1 ? "s" : ""} in ${queue}, queued when this user's state dir was there (its home ${other.startsWith("/var/tmp/") ? "could not be written, or did not exist," : "could be written"} then); deliver ${n === 1 ? "it" : "them"} with: MAILSEND_STATE_DIR=${other} mailsend queue run`];
-}
-
 /** `mailsend queue [ls]`, `sendmail -bp`, `mailq`. */
 export async function runQueueList(opts: Record<string, unknown>, io: CliIO): Promise<number> {
   const flags = opts as ListFlags;
@@ -102,7 +71,8 @@ export async function runQueueList(opts: Record<string, unknown>, io: CliIO): Pr
     const where = flags.failed ? "failed" : "queue";
     const { list, unreadable } = await rows(outbox, where);
     for (const u of unreadable) io.stderr.write(`warning: ${u}\n`);
-    for (const w of strandedMail(io.env)) io.stderr.write(`warning: ${w}\n`);
+    const stranded = strandedMailNote(io.env);
+    if (stranded) io.stderr.write(`warning: ${stranded}\n`);
     if (flags.json) {
       io.stdout.write(`${JSON.stringify(list.map((r) => rowJson(r, where)))}\n`);
       return 0;
@@ -116,7 +86,7 @@ export async function runQueueList(opts: Record<string, unknown>, io: CliIO): Pr
     for (const r of list) {
       const next = where === "failed" ? c.red("failed") : when(r.state.nextAttemptAt, now);
       io.stdout.write(
-        `${c.bold(r.meta.id)}  ${age(now - r.meta.createdAt).padStart(4)}  ${formatSize(r.meta.size).padStart(9)}  tries ${r.state.attempts}  next ${next}\n` +
+        `${c.bold(r.meta.id)}  ${formatAge(now - r.meta.createdAt).padStart(4)}  ${formatSize(r.meta.size).padStart(9)}  tries ${r.state.attempts}  next ${next}\n` +
           `  from ${plain(r.meta.envelope.from || "<>")} to ${plain(r.meta.envelope.to.join(", "), 200)}\n` +
           `  subject ${plain(r.meta.subject)}\n` +
           (r.state.lastError ? `  ${c.yellow("last error:")} ${plain(r.state.lastError.message, 300)}\n` : ""),
@@ -162,7 +132,7 @@ function eventLine(e: RunnerEvent, io: CliIO, flags: RunFlags): void {
   const c = colorsFor(io.stdout, io.env);
   // -v says why this transport (the outbox's choice: "REST carries it whole", "a text-only body", ...).
   if (e.type === "sent") io.stdout.write(`${stamp} ${c.green("sent")} ${e.id} ${e.messageId} (${e.transport}${flags.verbose ? `: ${e.reason}` : ""}, to ${e.recipients.join(", ")})\n`);
-  else if (e.type === "deferred") io.stdout.write(`${stamp} ${c.yellow("deferred")} ${e.id}: ${e.error.message}; next attempt in ${age(e.nextAttemptAt - Date.now())}\n`);
+  else if (e.type === "deferred") io.stdout.write(`${stamp} ${c.yellow("deferred")} ${e.id}: ${e.error.message}; next attempt in ${formatAge(e.nextAttemptAt - Date.now())}\n`);
   else if (e.type === "failed") io.stdout.write(`${stamp} ${c.red("failed")} ${e.id}: ${e.error.message} (moved to failed/; mailsend queue retry ${e.id} to try again)\n`);
   else io.stderr.write(`${stamp} warning: ${e.id ? `${e.id}: ` : ""}${e.message}\n`);
 }

@@ -185,6 +185,27 @@ function overDeadline(err: MailsendError, deadlineMs: number, attempt: number): 
   });
 }
 
+const mayHaveGone = (e: MailsendError) => e.mayHaveBeenSent === true || e.code === "outcome_unknown";
+
+/**
+ * The failure to report once an earlier attempt may have handed the message over: a later
+ * attempt that could not reach the service, was told to wait (429, 5xx, SMTP 4xx), ran out of
+ * time or was interrupted says nothing of that one, so the outcome stays unknown (exit 76, with
+ * the key that makes a resend safe), never "nothing was sent". A refusal of the message itself
+ * (invalid, a refused key) stands: the service answers a repeat of a message it took, with the
+ * same idempotency key, as it answered the first.
+ */
+function stillInDoubt(err: MailsendError, doubt: MailsendError | undefined): MailsendError {
+  if (!doubt || mayHaveGone(err) || (err.exitClass !== "tempfail" && err.exitClass !== "unavailable")) return err;
+  const failed = new MailsendError("outcome_unknown", `${doubt.message}; attempt ${err.attempts ?? "after it"} failed too: ${err.message}`, {
+    cause: err,
+    mayHaveBeenSent: true,
+    ...(doubt.hint ? { hint: doubt.hint } : {}),
+  });
+  if (err.attempts !== undefined) failed.attempts = err.attempts;
+  return failed;
+}
+
 /** What book-keeping that failed is, in words: its own message when it is ours (a local file fault names path and errno). */
 function bookkeepingFailure(e: unknown): string {
   return e instanceof MailsendError ? e.message : e instanceof Error ? e.message : String(e);
@@ -205,85 +226,92 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
   const deadlineMs = opts.deadlineMs || Infinity;
   /** Time spent in attempts and in the waits between them: what the deadline bounds. */
   let spentMs = 0;
-  for (let attempt = 1; ; attempt++) {
-    let id: string | undefined;
-    try {
-      id = opts.store ? await takeSlot(opts.store, opts, attempt, waited) : undefined;
-    } finally {
-      storeWarnings();
-    }
-    const started = Date.now();
-    const deadline = deadlineMs < Infinity ? new AbortController() : undefined;
-    const timer = deadline ? setTimeout(() => deadline.abort(), Math.max(0, deadlineMs - spentMs)) : undefined;
-    // The caller's signal ends the attempt too: the deadline's controller follows it (no AbortSignal.any,
-    // which makes a composite signal with weak references per attempt, and no second controller).
-    const unfollow = deadline && opts.signal ? follow(opts.signal, deadline) : undefined;
-    const signal = deadline ? deadline.signal : opts.signal;
-    try {
-      let result: SendResult;
+  /** The first attempt that may have handed the message over: later failures do not undo it. */
+  let doubt: MailsendError | undefined;
+  try {
+    for (let attempt = 1; ; attempt++) {
+      let id: string | undefined;
       try {
-        // Built field by field: conditional spreads cost a batch a slow object copy per attempt.
-        const ctx: SendContext = {};
-        if (opts.trace) ctx.trace = opts.trace;
-        if (signal) ctx.signal = signal;
-        if (deadline) ctx.deadline = deadline.signal;
-        result = await transport.send(message, ctx);
+        id = opts.store ? await takeSlot(opts.store, opts, attempt, waited) : undefined;
+      } finally {
+        storeWarnings();
+      }
+      const started = Date.now();
+      const deadline = deadlineMs < Infinity ? new AbortController() : undefined;
+      const timer = deadline ? setTimeout(() => deadline.abort(), Math.max(0, deadlineMs - spentMs)) : undefined;
+      // The caller's signal ends the attempt too: the deadline's controller follows it (no AbortSignal.any,
+      // which makes a composite signal with weak references per attempt, and no second controller).
+      const unfollow = deadline && opts.signal ? follow(opts.signal, deadline) : undefined;
+      const signal = deadline ? deadline.signal : opts.signal;
+      try {
+        let result: SendResult;
+        try {
+          // Built field by field: conditional spreads cost a batch a slow object copy per attempt.
+          const ctx: SendContext = {};
+          if (opts.trace) ctx.trace = opts.trace;
+          if (signal) ctx.signal = signal;
+          if (deadline) ctx.deadline = deadline.signal;
+          result = await transport.send(message, ctx);
+        } finally {
+          clearTimeout(timer);
+          unfollow?.();
+        }
+        const answered = monotonicMs();
+        // Accepted: from here on nothing is an error. A send reported failed would be sent again.
+        if (id) {
+          try {
+            // The slot counts from the answer, not from when its record got the lock.
+            await opts.store!.complete(id, opts.limits, () => monotonicMs() - answered);
+          } catch (e) {
+            warn(`the message was sent, but recording it in the rate-limit budget failed: ${bookkeepingFailure(e)}. Do not send it again; later sends may go out a little early for this one window.`);
+          }
+          storeWarnings();
+        }
+        const delivered: SendResult = { ...result, attempts: attempt, waitedMs: waited.actualMs };
+        if (warnings.length) delivered.warnings = [...(result.warnings ?? []), ...warnings];
+        return delivered;
+      } catch (e) {
+        let err = toMailsendError(e);
+        if (deadline?.signal.aborted && !opts.signal?.aborted) err = overDeadline(err, deadlineMs, attempt);
+        if (mayHaveGone(err)) doubt ??= err;
+        // The send's own failure is what to report: a budget that cannot record it is said beside it.
+        const keep = async (what: string, op: () => Promise<void>) => {
+          try {
+            await op();
+          } catch (e2) {
+            warn(`${what} failed: ${bookkeepingFailure(e2)}`);
+          }
+          storeWarnings();
+        };
+        if (id) {
+          if (neverReached(err)) await keep("giving back the rate-limit slot", () => opts.store!.release(id, opts.limits));
+          else await keep("recording the attempt in the rate-limit budget", () => opts.store!.complete(id, opts.limits));
+        }
+        const delay = backoffMs(attempt, err);
+        // The service's own "wait for the rate limit" (429, SMTP 421 for rate) is a wait for a slot:
+        // --no-wait refuses it, --max-wait alone bounds it (not --deadline), as for the local budget.
+        const slotWait = err.code === "rate_limited";
+        // Refused for rate: every process of this key holds back, not only this one.
+        if (slotWait && opts.store) await keep("recording the service's rate-limit wait", () => opts.store!.block(delay, opts.limits));
+        if (attempt > opts.retries || !shouldRetry(err, idempotent)) throw withAttempts(err, attempt);
+        if (slotWait && opts.noWait) throw withAttempts(err, attempt);
+        if (waited.ms + delay > opts.maxWaitMs) throw withAttempts(err, attempt);
+        spentMs += Date.now() - started;
+        if (!slotWait && spentMs + delay >= deadlineMs) {
+          opts.trace?.(`* no retry: it would start after the ${Math.round(deadlineMs / 1000)} s deadline`);
+          throw withAttempts(err, attempt);
+        }
+        opts.onWait?.({ reason: "retry", ms: delay, attempt: attempt + 1, error: err });
+        const before = Date.now();
+        await sleep(delay, opts.signal);
+        waited.ms += delay;
+        waited.actualMs += Date.now() - before;
+        if (!slotWait) spentMs += Date.now() - before;
       } finally {
         clearTimeout(timer);
-        unfollow?.();
       }
-      const answered = monotonicMs();
-      // Accepted: from here on nothing is an error. A send reported failed would be sent again.
-      if (id) {
-        try {
-          // The slot counts from the answer, not from when its record got the lock.
-          await opts.store!.complete(id, opts.limits, () => monotonicMs() - answered);
-        } catch (e) {
-          warn(`the message was sent, but recording it in the rate-limit budget failed: ${bookkeepingFailure(e)}. Do not send it again; later sends may go out a little early for this one window.`);
-        }
-        storeWarnings();
-      }
-      const delivered: SendResult = { ...result, attempts: attempt, waitedMs: waited.actualMs };
-      if (warnings.length) delivered.warnings = [...(result.warnings ?? []), ...warnings];
-      return delivered;
-    } catch (e) {
-      let err = toMailsendError(e);
-      if (deadline?.signal.aborted && !opts.signal?.aborted) err = overDeadline(err, deadlineMs, attempt);
-      // The send's own failure is what to report: a budget that cannot record it is said beside it.
-      const keep = async (what: string, op: () => Promise<void>) => {
-        try {
-          await op();
-        } catch (e2) {
-          warn(`${what} failed: ${bookkeepingFailure(e2)}`);
-        }
-        storeWarnings();
-      };
-      if (id) {
-        if (neverReached(err)) await keep("giving back the rate-limit slot", () => opts.store!.release(id, opts.limits));
-        else await keep("recording the attempt in the rate-limit budget", () => opts.store!.complete(id, opts.limits));
-      }
-      const delay = backoffMs(attempt, err);
-      // The service's own "wait for the rate limit" (429, SMTP 421 for rate) is a wait for a slot:
-      // --no-wait refuses it, --max-wait alone bounds it (not --deadline), as for the local budget.
-      const slotWait = err.code === "rate_limited";
-      // Refused for rate: every process of this key holds back, not only this one.
-      if (slotWait && opts.store) await keep("recording the service's rate-limit wait", () => opts.store!.block(delay, opts.limits));
-      if (attempt > opts.retries || !shouldRetry(err, idempotent)) throw withAttempts(err, attempt);
-      if (slotWait && opts.noWait) throw withAttempts(err, attempt);
-      if (waited.ms + delay > opts.maxWaitMs) throw withAttempts(err, attempt);
-      spentMs += Date.now() - started;
-      if (!slotWait && spentMs + delay >= deadlineMs) {
-        opts.trace?.(`* no retry: it would start after the ${Math.round(deadlineMs / 1000)} s deadline`);
-        throw withAttempts(err, attempt);
-      }
-      opts.onWait?.({ reason: "retry", ms: delay, attempt: attempt + 1, error: err });
-      const before = Date.now();
-      await sleep(delay, opts.signal);
-      waited.ms += delay;
-      waited.actualMs += Date.now() - before;
-      if (!slotWait) spentMs += Date.now() - before;
-    } finally {
-      clearTimeout(timer);
     }
+  } catch (e) {
+    throw stillInDoubt(toMailsendError(e), doubt);
   }
 }

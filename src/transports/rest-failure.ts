@@ -18,6 +18,8 @@ export interface Answer {
   rawHeaders: [string, string][];
   /** The start of the body (at most about 64 KiB). */
   body: string;
+  /** The answer to a repeat made after a kept-alive connection broke with the message on it. */
+  afterReset?: boolean;
 }
 
 /** How far one request got: what decides whether a failure may have sent the message. */
@@ -40,7 +42,24 @@ export interface PostContext {
 const handedOver = (p: Progress) => p.connected && p.sent;
 
 function resendHint(ctx: PostContext): string {
-  return `The message may have been sent. Check before sending again (resending with --idempotency-key ${ctx.headers["Idempotency-Key"]} is safe).`;
+  return resendHintFor(ctx.headers["Idempotency-Key"]);
+}
+
+function resendHintFor(key: string | undefined): string {
+  return `The message may have been sent. Check before sending again (resending with --idempotency-key ${key} is safe).`;
+}
+
+/**
+ * A request made again after a kept-alive connection broke once the message was on it: the
+ * service may have taken it then, so however the new request failed, the outcome is unknown.
+ */
+export function afterResetFailure(e: MailsendError, url: URL, key: string | undefined): MailsendError {
+  if (e.mayHaveBeenSent || e.code === "outcome_unknown") return e;
+  return new MailsendError("outcome_unknown", `the kept-alive connection to ${url.origin} broke after the message was sent, and sending it again failed: ${e.message}`, {
+    cause: e,
+    mayHaveBeenSent: true,
+    hint: resendHintFor(key),
+  });
 }
 
 /** The --timeout ran out: whether anything was sent depends on how far the request got. */

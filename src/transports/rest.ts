@@ -28,7 +28,7 @@ import { base64Length, sendRequestFields } from "../core/request.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
 import { trustedCas } from "./ca.js";
 import { revokedKeyHint, TOO_LARGE_HINT } from "./hints.js";
-import { failureOf, timeoutFailure, type Answer, type PostContext, type Progress } from "./rest-failure.js";
+import { afterResetFailure, failureOf, timeoutFailure, type Answer, type PostContext, type Progress } from "./rest-failure.js";
 import { isReset } from "./net-errors.js";
 import { absoluteForm, proxyAgent, proxyAnswerError } from "./proxy.js";
 import type { PoolPoster } from "./rest-pool.js";
@@ -221,6 +221,7 @@ class HttpAnswer implements Answer {
   readonly statusText: string;
   readonly httpVersion: string;
   readonly body: string;
+  afterReset?: boolean;
   readonly #res: http.IncomingMessage;
   constructor(res: http.IncomingMessage, body: string) {
     this.status = res.statusCode ?? 0;
@@ -363,7 +364,10 @@ export class RestTransport implements Transport {
       // Through a proxy in the absolute form, the proxy's own refusals come back as answers.
       const byProxy = this.#config.proxy && this.#url.protocol === "http:" ? proxyAnswerError(answer.status, answer.body, this.#config.proxy, this.#url) : undefined;
       if (byProxy) throw byProxy;
-      throw statusError(answer.status, answer.body, answer.headers, this.#url, this.#redact);
+      const refused = statusError(answer.status, answer.body, answer.headers, this.#url, this.#redact);
+      // A repeat after a broken kept-alive connection that is only told to wait (429, 5xx) does not
+      // say the first was not taken; a refusal of the message itself does (the key would replay it).
+      throw answer.afterReset && (refused.exitClass === "tempfail" || refused.exitClass === "unavailable") ? afterResetFailure(refused, this.#url, m.idempotencyKey) : refused;
     }
     const res = parsed as { success?: unknown; message_id?: unknown } | undefined;
     if (res?.success === true && typeof res.message_id === "string" && res.message_id) {
@@ -420,9 +424,11 @@ export class RestTransport implements Transport {
    * times: the service closes a connection that was idle for its keep-alive timeout, and a request
    * written as it does so never reaches it (the race node:http's docs describe for
    * `req.reusedSocket`). A new connection is never reused, so this ends. The Idempotency-Key is the
-   * same, so in the rare case where the service did get it, it answers the repeat as the first.
+   * same, so in the rare case where the service did get it, it answers the repeat as the first;
+   * but should the repeat fail, the first may still have been taken (`afterReset`): the failure
+   * then says the outcome is unknown, never that nothing was sent.
    */
-  #postHttp(plan: BodyPlan, ctx: PostContext, retries = STALE_RETRIES): Promise<Answer> {
+  #postHttp(plan: BodyPlan, ctx: PostContext, retries = STALE_RETRIES, afterReset = false): Promise<Answer> {
     const { headers, signal, timeoutMs } = ctx;
     const tls = this.#tls;
     // The module itself, looked up once: the bundle's stand-in for node:http loads it on first use,
@@ -439,7 +445,7 @@ export class RestTransport implements Transport {
         settled = true;
         unlisten();
         req.destroy();
-        reject(e);
+        reject(afterReset ? afterResetFailure(e, ctx.url, ctx.headers["Idempotency-Key"]) : e);
       };
       const options = (this.#options ??= { ...this.#target, method: "POST", agent: this.#agent });
       options.headers = this.#proxyHeaders === NO_HEADERS ? headers : { ...headers, ...this.#proxyHeaders };
@@ -463,7 +469,7 @@ export class RestTransport implements Transport {
           settled = true;
           unlisten();
           req.destroy();
-          this.#postHttp(plan, ctx, retries - 1).then(resolve, reject);
+          this.#postHttp(plan, ctx, retries - 1, afterReset || (progress.connected && progress.sent)).then(resolve, reject);
           return;
         }
         classifying = true;
@@ -483,7 +489,9 @@ export class RestTransport implements Transport {
           if (settled) return;
           settled = true;
           unlisten();
-          resolve(new HttpAnswer(res, chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8")));
+          const answer = new HttpAnswer(res, chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8"));
+          if (afterReset) answer.afterReset = true;
+          resolve(answer);
         });
       });
       if (plan.whole) {

@@ -1,0 +1,95 @@
+/**
+ * deliver() once an attempt may have handed the message over: retries that then cannot reach the
+ * service, are told to wait or run out of time never turn that into "nothing was sent" (which a
+ * script would answer by sending again, with a new key); a refusal of the message itself stands.
+ */
+import { expect, test } from "vitest";
+import { MailsendError } from "../../src/core/errors.js";
+import type { Message } from "../../src/core/message.js";
+import type { SendResult, Transport } from "../../src/core/transport.js";
+import { deliver, type DeliverOptions } from "../../src/limits/deliver.js";
+
+const message: Message = {
+  from: { address: "a@example.com" },
+  to: [{ address: "b@example.com" }],
+  cc: [],
+  bcc: [],
+  subject: "s",
+  html: "<p>x</p>",
+  attachments: [],
+  headers: [],
+  idempotencyKey: "key-123",
+};
+
+const unknown = () =>
+  new MailsendError("outcome_unknown", "the connection to http://127.0.0.1:1 broke after the message was sent (socket hang up)", {
+    mayHaveBeenSent: true,
+    hint: "The message may have been sent. Check before sending again (resending with --idempotency-key key-123 is safe).",
+  });
+const refused = () => new MailsendError("connection_failed", "cannot reach http://127.0.0.1:1: connection refused", { hint: "Nothing was sent." });
+
+/** A transport that fails each attempt with the next of `failures` (then succeeds), counting them. */
+function scripted(failures: Array<() => MailsendError>) {
+  let n = 0;
+  const transport: Transport = {
+    name: "rest",
+    preview: async () => {},
+    close: async () => {},
+    send: async (m): Promise<SendResult> => {
+      const f = failures[n++];
+      if (f) throw f();
+      return { transport: "rest", messageId: "id-1", recipients: [], idempotencyKey: m.idempotencyKey, attempts: 1 };
+    },
+  };
+  return { transport, count: () => n };
+}
+
+const options = (retries: number): DeliverOptions => ({ limits: { limit: 0, windowMs: 60_000 }, retries, maxWaitMs: 60_000, noWait: false, deadlineMs: 0, sleep: async () => {} });
+
+async function failure(p: Promise<unknown>): Promise<MailsendError> {
+  try {
+    await p;
+  } catch (e) {
+    return e as MailsendError;
+  }
+  throw new Error("deliver succeeded");
+}
+
+test("an attempt in doubt, then retries that cannot reach the service: outcome unknown (76), with the key, not 'nothing was sent' (69)", async () => {
+  const t = scripted([unknown, refused, refused]);
+  const err = await failure(deliver(t.transport, message, options(2)));
+  expect(t.count()).toBe(3);
+  expect(err.code).toBe("outcome_unknown");
+  expect(err.exitCode).toBe(76);
+  expect(err.attempts).toBe(3);
+  expect(err.mayHaveBeenSent).toBe(true);
+  expect(err.message).toMatch(/broke after the message was sent .*; attempt 3 failed too: cannot reach/);
+  expect(err.hint).toContain("--idempotency-key key-123");
+  expect(err.hint).not.toMatch(/Nothing was sent/);
+});
+
+test("told to wait (503, 429) or out of time after an attempt in doubt: still unknown", async () => {
+  for (const last of [
+    () => new MailsendError("service_error", "the service answered HTTP 503", { status: 503 }),
+    () => new MailsendError("rate_limited", "the service answered HTTP 429", { status: 429, retryAfter: 1 }),
+    () => new MailsendError("timeout", "did not respond within 30 s; nothing was sent"),
+  ]) {
+    const err = await failure(deliver(scripted([unknown, last]).transport, message, options(1)));
+    expect(err.code).toBe("outcome_unknown");
+  }
+});
+
+test("a refusal of the message itself after an attempt in doubt stands (the key would have replayed a message the service took)", async () => {
+  const invalid = () => new MailsendError("invalid_message", "the service refused the message (HTTP 422)", { status: 422 });
+  const err = await failure(deliver(scripted([unknown, invalid]).transport, message, options(2)));
+  expect(err.code).toBe("invalid_message");
+  expect(err.exitCode).toBe(65);
+});
+
+test("no attempt in doubt: the last failure as it was; a later success is a success", async () => {
+  const err = await failure(deliver(scripted([refused, refused]).transport, message, options(1)));
+  expect(err.code).toBe("connection_failed");
+  expect(err.attempts).toBe(2);
+  const ok = await deliver(scripted([unknown, refused]).transport, message, options(2));
+  expect(ok).toMatchObject({ messageId: "id-1", attempts: 3 });
+});

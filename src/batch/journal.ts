@@ -93,7 +93,8 @@ export interface ReadJournal {
 
 /** What open() does with the journal at `path`, decided without touching it. */
 export type Plan =
-  | { action: "create" }
+  /** `over`: the file there is a journal cut short before its header line was whole (nothing in it). */
+  | { action: "create"; over?: true }
   | { action: "resume"; header: Header; states: Map<number, ItemState> }
   | { action: "replace"; reason: Replaced["reason"]; finishedAt: Date; sent: number; damagedLine?: number }
   | { action: "refuse" };
@@ -147,6 +148,9 @@ export class Journal {
       if (opts.resume) throw new MailsendError("usage", `--resume: there is no journal at ${path}`, { hint: "Give the --journal of the run to resume." });
       return { action: "create" };
     }
+    // A run that died (or hit a full disk) while writing the header left a file that records
+    // nothing: no record is written before the header is whole. It is made again.
+    if (Journal.#headerless(path)) return { action: "create", over: true };
     const { header, states, damagedLine } = Journal.read(path, { fresh: opts.fresh });
     if (damagedLine !== undefined) {
       const sent = [...states.values()].filter((s) => s.s === "done").length;
@@ -189,7 +193,16 @@ export class Journal {
   static async #openLocked(opts: OpenOptions): Promise<Journal> {
     const { path } = opts;
     const plan = Journal.plan(opts);
-    if (plan.action === "create") return Journal.#create(path, opts.input);
+    if (plan.action === "create") {
+      if (plan.over) {
+        try {
+          unlinkSync(path);
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw localFileError(e, path, "write", "journal");
+        }
+      }
+      return Journal.#create(path, opts.input);
+    }
     if (plan.action === "replace") {
       // Keep the old journal beside the new one rather than erase a record of sends.
       const old = `${path}.${Date.now()}.${plan.reason === "damaged" ? "damaged" : "old"}`;
@@ -230,7 +243,14 @@ export class Journal {
       for (let off = 0; off < line.length; ) off += writeSync(fd, line, off);
       j.#size = line.length;
     } catch (e) {
-      if (fd !== undefined) closeSync(fd);
+      if (fd !== undefined) {
+        closeSync(fd);
+        // Ours (O_EXCL) and without a whole header: it records nothing, and must not stand in the
+        // way of the next run (a full disk: "free space, then run again").
+        try {
+          unlinkSync(path);
+        } catch {}
+      }
       throw localFileError(e, path, "write", "journal");
     }
     j.#fd = fd;
@@ -249,6 +269,20 @@ export class Journal {
    */
   durable(): Promise<void> {
     return this.#headerSynced ?? Promise.resolve();
+  }
+
+  /** A file with no whole line that is the start of a journal's header (or empty): a header cut short. */
+  static #headerless(path: string): boolean {
+    let buf: Buffer;
+    try {
+      buf = readFileSync(path);
+    } catch {
+      return false;
+    }
+    if (buf.length > 64 * 1024 || buf.includes(0x0a)) return false;
+    const text = buf.toString("latin1");
+    const start = '{"mailsend_journal":';
+    return start.startsWith(text) || text.startsWith(start);
   }
 
   /**

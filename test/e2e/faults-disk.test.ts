@@ -227,6 +227,33 @@ describe.skipIf(!mounted)("a full disk (64 KiB tmpfs)", () => {
   });
 });
 
+describe.skipIf(!mounted)("a journal cut short by a full disk", () => {
+  test("its header could not be written: 73, no file left that blocks the next run; with space again the same command sends, once", async () => {
+    // One page free: the run's lock takes it, the journal's header then finds none.
+    const spare = join(tiny, "spare");
+    writeFileSync(spare, Buffer.alloc(4096, 1));
+    const filler = fill(tiny);
+    rmSync(spare);
+    const journal = join(tiny, "cut.journal");
+    const input = tmp.file("cut.jsonl", `${JSON.stringify({ to: "a@example.com", subject: "cut", text: "x" })}\n`);
+    const args = ["batch", input, "-f", "ci@example.com", "--journal", journal];
+    try {
+      const r = await runCli(args, { env: env(join(tmp.dir, "b-cut"), { MAILSEND_RATE_LIMIT: "0" }) });
+      expect(r.exitCode, r.stderr).toBe(73);
+      expect(r.stderr).toMatch(/cut\.journal.*no space left on device/);
+      expect(rec.requests).toHaveLength(0);
+      expect(existsSync(journal)).toBe(false);
+    } finally {
+      rmSync(filler);
+    }
+    // A header torn by a crash (as kill -9 would leave it) does not stand in the way either.
+    writeFileSync(journal, '{"mailsend_jou');
+    const again = await runCli(args, { env: env(join(tmp.dir, "b-cut"), { MAILSEND_RATE_LIMIT: "0" }) });
+    expect(again.exitCode, again.stderr).toBe(0);
+    expect(rec.requests).toHaveLength(1);
+  });
+});
+
 describe.skipIf(!mounted)("a read-only state dir", () => {
   test("batch says read-only file system (73), not 'no such file or directory'", async () => {
     const ro = join(tmp.dir, "ro");

@@ -152,3 +152,24 @@ test("the run's lock: a second open in this process is refused; a lock with this
   await again.close();
   expect(existsSync(`${path}.lock`)).toBe(false);
 });
+
+test("a journal cut short before its header was whole (a full disk, a kill -9 as it was made) records nothing: the next run makes it again, without --fresh", async () => {
+  const path = journalFile(new Date(), []);
+  const whole = readFileSync(path, "utf8");
+  for (const left of ["", whole.slice(0, 10), whole.slice(0, whole.length - 1)]) {
+    writeFileSync(path, left);
+    expect(Journal.plan(opts(path))).toEqual({ action: "create", over: true });
+    const j = await Journal.open(opts(path));
+    expect(j.previous.size).toBe(0);
+    expect(j.replaced).toBeUndefined();
+    await j.durable();
+    await j.close();
+    const header = JSON.parse(readFileSync(path, "utf8").split("\n")[0]!) as { mailsend_journal: number; batch: string };
+    expect(header.mailsend_journal).toBe(1);
+    expect(header.batch).not.toBe("b1");
+  }
+  // Anything else that is not a journal is still refused, and left alone.
+  writeFileSync(path, "hello");
+  expect(() => Journal.plan(opts(path))).toThrow(/is not a mailsend batch journal/);
+  expect(readFileSync(path, "utf8")).toBe("hello");
+});

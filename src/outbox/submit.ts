@@ -12,7 +12,8 @@ import type { Env } from "../limits/budget.js";
 import { OutboxSender, isTemporary, type Chosen } from "./deliver.js";
 import { prepareMessage } from "./message.js";
 import { retryDelayMs } from "./runner.js";
-import { kickRunner } from "./spawn.js";
+import { runnerHoldsOutbox } from "./runner-lock.js";
+import { autorunOff, kickRunner } from "./spawn.js";
 import { Outbox } from "./store.js";
 import type { Envelope, OutboxMeta, QueueMode } from "./types.js";
 
@@ -38,6 +39,43 @@ export interface SubmitOptions {
   idempotencyKey?: string;
   /** The Message-ID was added by mailsend (sendmail's fix-up), not written by the program. */
   stampedMessageId?: boolean;
+  /**
+   * Ends the at-once attempt (onStopSignals: SIGTERM, SIGINT, SIGHUP): the message, already in
+   * the outbox, is then queued for a runner, as after any temporary failure.
+   */
+  signal?: AbortSignal;
+}
+
+/**
+ * An AbortSignal that SIGTERM, SIGINT and SIGHUP abort while it is in use (sendmail, send --queue,
+ * during the at-once attempt): a caller stopped then (a cron job's timeout, systemd stopping a
+ * unit, Ctrl-C) leaves the message queued and a runner started, not killed with it in the
+ * outbox under a hold nobody will end. `dispose` gives the signals back.
+ */
+export function onStopSignals(): { signal: AbortSignal; dispose: () => void } {
+  const controller = new AbortController();
+  const signals = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
+  const onSignal = () => controller.abort(new MailsendError("temporary_failure", "interrupted by a signal"));
+  for (const s of signals) process.on(s, onSignal);
+  return { signal: controller.signal, dispose: () => signals.forEach((s) => process.off(s, onSignal)) };
+}
+
+/**
+ * After a send of its own, a sendmail looks whether mail someone else left is due with no runner
+ * to deliver it (a sendmail killed -9 during its attempt: its hold ran out, and nothing queued
+ * since to start a runner), and starts one. One listing of queue/, usually empty.
+ */
+async function kickIfDue(env: Env, outbox: Outbox): Promise<void> {
+  const ids = await outbox.ids("queue").catch(() => [] as string[]);
+  if (ids.length === 0 || autorunOff(env) || runnerHoldsOutbox(outbox)) return;
+  const now = Date.now();
+  for (const id of ids.slice(0, 64)) {
+    const state = await outbox.state(id).catch(() => undefined);
+    if (state && state.nextAttemptAt <= now) {
+      await kickRunner(env, outbox);
+      return;
+    }
+  }
 }
 
 export function queueModeFrom(flag: string | undefined, env: Env): QueueMode {
@@ -65,7 +103,7 @@ export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOption
   try {
     const chosen = opts.transport ? { transport: opts.transport, reason: `--transport ${opts.transport}` } : sender.choose(message);
     opts.trace?.(`* over ${chosen.transport}: ${chosen.reason}`);
-    if (opts.mode === "never") return { status: "sent", result: await sender.send(message, chosen), chosen };
+    if (opts.mode === "never") return { status: "sent", result: await sender.send(message, chosen, opts.signal ? { signal: opts.signal } : {}), chosen };
     const add = (holdUntil?: number) =>
       outbox.add({
         raw,
@@ -86,12 +124,14 @@ export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOption
     }
     const id = await add(Date.now() + HOLD_MS);
     try {
-      const result = await sender.send(message, chosen);
+      if (opts.signal?.aborted) throw opts.signal.reason;
+      const result = await sender.send(message, chosen, opts.signal ? { signal: opts.signal } : {});
       try {
         await outbox.remove(id);
       } catch {
         // Sent; the copy left behind goes again under the same key, which the service drops.
       }
+      await kickIfDue(opts.env, outbox);
       return { status: "sent", result, chosen };
     } catch (e) {
       const err = toMailsendError(e);

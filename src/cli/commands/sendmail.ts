@@ -13,7 +13,7 @@ import { parseSendmailArgs, type SendmailArgs } from "../../input/sendmail-args.
 // (scripts/build.mjs), and an import() would only add a file to open on every call.
 import { VERSION } from "../../core/version.js";
 import { loadSettings } from "../../input/profile.js";
-import { queueModeFrom, submit } from "../../outbox/submit.js";
+import { onStopSignals, queueModeFrom, submit } from "../../outbox/submit.js";
 import { fixupMessage, maxMessageSize, readSendmailInput, type FixupInput } from "../../input/sendmail-message.js";
 import { loadAliases, withProfileAliases, type AliasTable } from "../../input/aliases.js";
 import { autorunOff } from "../../outbox/spawn.js";
@@ -122,14 +122,22 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
       for (const n of fixed.notes) note(n);
       note(`envelope: from ${fixed.envelope.from} to ${fixed.envelope.to.join(", ")}`);
     }
-    const result = await submit(fixed.raw, fixed.envelope, {
-      mode,
-      env,
-      source: "sendmail",
-      stampedMessageId: fixed.stampedMessageId,
-      ...(settings.profile ? { profile: settings.profile.name } : {}),
-      ...(args.verbose ? { trace: (line: string) => note(line) } : {}),
-    });
+    // Stopped during the at-once attempt (a timeout, systemd, Ctrl-C), the message stays queued.
+    const stop = onStopSignals();
+    let result: Awaited<ReturnType<typeof submit>>;
+    try {
+      result = await submit(fixed.raw, fixed.envelope, {
+        mode,
+        env,
+        source: "sendmail",
+        stampedMessageId: fixed.stampedMessageId,
+        signal: stop.signal,
+        ...(settings.profile ? { profile: settings.profile.name } : {}),
+        ...(args.verbose ? { trace: (line: string) => note(line) } : {}),
+      });
+    } finally {
+      stop.dispose();
+    }
     if (result.status === "queued") {
       const who = autorunOff(env) ? "`mailsend queue run` (or the relay) delivers it" : "it is delivered in the background";
       io.stderr.write(`mailsend: queued as ${result.id} (${result.reason.replace(/\s+/g, " ")}); ${who}, see it with: mailsend queue\n`);

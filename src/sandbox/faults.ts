@@ -90,8 +90,31 @@ export class Faults {
     return { kind: "none" };
   }
 
+  /** The injected latencies under way, each ended at once by hurry(). */
+  readonly #waiting = new Set<() => void>();
+  #hurried = false;
+
   delay(): Promise<void> {
     const ms = this.config.latencyMs;
-    return ms > 0 ? new Promise((r) => setTimeout(r, ms)) : Promise.resolve();
+    if (ms <= 0 || this.#hurried) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#waiting.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#waiting.add(done);
+    });
+  }
+
+  /**
+   * The sandbox is stopping: every answer held back by latency goes now, and no more are held.
+   * A message stored and then refused as the server closes (SMTP's 421 after DATA means "not
+   * accepted") would be sent again by its client, and stored twice.
+   */
+  hurry(): void {
+    this.#hurried = true;
+    for (const done of [...this.#waiting]) done();
   }
 }

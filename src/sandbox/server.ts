@@ -282,6 +282,8 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     const smtps = createSmtpServer(core, "implicit", tls);
     const smtpsPort = await listen(smtps, () => smtps.server.address() as AddressInfo, options.smtpsPort ?? 0, host, "smtps-port");
     cleanups.push(() => new Promise<void>((resolve) => smtps.close(() => resolve())));
+    // Run first (cleanups go in reverse): answers held back by latency go out before the servers close.
+    cleanups.push(() => faults.hurry());
 
     const reachHost = urlHost(reach);
     const baseUrl = `http://${reachHost}:${httpPort}`;

@@ -149,6 +149,9 @@ export function isDamagedFile(e: unknown): boolean {
   return typeof e === "object" && e !== null && damaged.has(e);
 }
 
+/** A message file whose length is not the one it was written with. */
+class CutShort extends Error {}
+
 export class Outbox {
   readonly queueDir: string;
   readonly failedDir: string;
@@ -303,11 +306,18 @@ export class Outbox {
         pos += bytesRead;
         text += buf.toString("utf8", 0, bytesRead);
         const nl = text.indexOf("\n");
-        if (nl >= 0) return JSON.parse(text.slice(0, nl)) as OutboxMeta;
+        if (nl >= 0) {
+          const line = text.slice(0, nl);
+          const meta = JSON.parse(line) as OutboxMeta;
+          // Written whole: a file of another length was cut or changed since (as load() finds it).
+          const raw = (await fh.stat()).size - Buffer.byteLength(line) - 1;
+          if (typeof meta.size === "number" && meta.size !== raw) throw new CutShort(`its message is ${raw} bytes, ${meta.size} were queued`);
+          return meta;
+        }
       }
       throw new Error("no metadata line");
     } catch (e) {
-      if (e instanceof SyntaxError || (e as Error).message === "no metadata line") throw damagedFile(msg, id, (e as Error).message);
+      if (e instanceof SyntaxError || e instanceof CutShort || (e as Error).message === "no metadata line") throw damagedFile(msg, id, (e as Error).message);
       throw localFileError(e, msg, "read", "outbox file");
     } finally {
       await fh.close();

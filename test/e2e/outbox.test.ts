@@ -154,8 +154,10 @@ describe("mailsend queue", () => {
     writeFileSync(q(junk!), "garbage\n");
     const list = await runCli(["queue"], { env });
     expect(list.exitCode).toBe(0);
-    for (const id of [empty, junk]) expect(list.stderr).toContain(`warning: the outbox file ${q(id!)} is damaged`);
+    for (const id of [cut, empty, junk]) expect(list.stderr).toContain(`warning: the outbox file ${q(id!)} is damaged`);
+    expect(list.stderr).toMatch(/is damaged \(its message is \d+ bytes, \d+ were queued\)\. /);
     expect(list.stdout).toContain(good!);
+    expect(list.stdout).toMatch(/^-- 1 message, .* \(and 3 damaged files, named above\) in /m);
     const run = await runCli(["queue", "run"], { env, timeoutMs: 60_000 });
     expect(run.exitCode, run.stderr).toBe(0);
     expect(run.stdout + run.stderr).toMatch(new RegExp(`failed ${cut}: the outbox file .* is damaged \\(its message is \\d+ bytes, \\d+ were queued\\)`));

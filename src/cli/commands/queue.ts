@@ -37,7 +37,7 @@ async function rows(outbox: Outbox, where: "queue" | "failed"): Promise<{ list: 
       meta = await outbox.meta(id, where);
     } catch (e) {
       const err = toMailsendError(e);
-      unreadable.push(`${err.message}${err.hint ? ` ${err.hint}` : ""}`);
+      unreadable.push(`${err.message}${err.hint ? `${/[.!?]$/.test(err.message) ? "" : "."} ${err.hint}` : ""}`);
       continue;
     }
     if (!meta) continue;
@@ -93,7 +93,8 @@ export async function runQueueList(opts: Record<string, unknown>, io: CliIO): Pr
       );
     }
     const total = list.reduce((n, r) => n + r.meta.size, 0);
-    io.stdout.write(c.dim(`-- ${list.length} message${list.length === 1 ? "" : "s"}, ${formatSize(total)} in ${where === "failed" ? outbox.failedDir : outbox.queueDir}\n`));
+    const damaged = unreadable.length ? ` (and ${unreadable.length} damaged file${unreadable.length === 1 ? "" : "s"}, named above)` : "";
+    io.stdout.write(c.dim(`-- ${list.length} message${list.length === 1 ? "" : "s"}, ${formatSize(total)}${damaged} in ${where === "failed" ? outbox.failedDir : outbox.queueDir}\n`));
     return 0;
   } catch (e) {
     return reportError(e, io, { json: flags.json ?? false });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
 import { parseSendmailArgs } from "../../src/input/sendmail-args.js";
+import { inSendmailTerms } from "../../src/cli/commands/sendmail.js";
 
 function usageError(argv: string[]): MailsendError {
   try {
@@ -103,5 +104,23 @@ describe("sendmail's command line", () => {
   it("--help and --version", () => {
     expect(parseSendmailArgs(["-t", "--help"]).mode).toBe("help");
     expect(parseSendmailArgs(["--version"]).mode).toBe("version");
+  });
+});
+
+describe("errors said to sendmail's callers (inSendmailTerms)", () => {
+  it("names the variables they can set, never send's flags", () => {
+    const e = inSendmailTerms(
+      new MailsendError("connection_failed", "cannot reach smtp.example.com:587", {
+        hint: "Check --smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT), or use --transport rest for an HTTP address; raise --timeout. Check --base-url / MAILSEND_BASE_URL.",
+        mayHaveBeenSent: false,
+      }),
+    );
+    expect(e.hint).toBe("Check MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT, or use MAILSEND_TRANSPORT=rest for an HTTP address; raise MAILSEND_TIMEOUT. Check MAILSEND_BASE_URL.");
+    expect(e.code).toBe("connection_failed");
+    expect(e.exitCode).toBe(69);
+    expect(inSendmailTerms(new MailsendError("timeout", "Check --smtp-host / --smtp-port: this may not be it")).message).toBe("Check MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT: this may not be it");
+    // A flag sendmail has, or words that only look like one, stay.
+    const same = new MailsendError("usage", "-t and -f are sendmail's", { hint: "see --help" });
+    expect(inSendmailTerms(same)).toBe(same);
   });
 });

@@ -188,16 +188,29 @@ function overDeadline(err: MailsendError, deadlineMs: number, attempt: number): 
 const mayHaveGone = (e: MailsendError) => e.mayHaveBeenSent === true || e.code === "outcome_unknown";
 
 /**
+ * The doubt an attempt's failure carries: its own, or (a transport's repeat after a broken
+ * connection that was told to wait: a 429 keeps its code and Retry-After) its cause's.
+ */
+function doubtOf(e: MailsendError): MailsendError | undefined {
+  if (mayHaveGone(e)) return e;
+  return e.cause instanceof MailsendError && mayHaveGone(e.cause) ? e.cause : undefined;
+}
+
+/** Failures that refuse the message itself (invalid, too large, its recipients). */
+const REFUSES_THE_MESSAGE = new Set<string>(["dataerr", "nouser", "usage"]);
+
+/**
  * The failure to report once an earlier attempt may have handed the message over: a later
  * attempt that could not reach the service, was told to wait (429, 5xx, SMTP 4xx), ran out of
- * time or was interrupted says nothing of that one, so the outcome stays unknown (exit 76, with
- * the key that makes a resend safe), never "nothing was sent". A refusal of the message itself
- * (invalid, a refused key) stands: the service answers a repeat of a message it took, with the
- * same idempotency key, as it answered the first.
+ * time, was interrupted, or met a 403/404 (a proxy or load balancer in an outage says those too)
+ * says nothing of that one, so the outcome stays unknown (exit 76, with the key that makes a
+ * resend safe), never "nothing was sent". A refusal of the message itself (invalid, too large, a
+ * recipient refused) stands: the service answers a repeat of a message it took, with the same
+ * idempotency key, as it answered the first.
  */
 function stillInDoubt(err: MailsendError, doubt: MailsendError | undefined): MailsendError {
-  if (!doubt || mayHaveGone(err) || (err.exitClass !== "tempfail" && err.exitClass !== "unavailable")) return err;
-  const failed = new MailsendError("outcome_unknown", `${doubt.message}; attempt ${err.attempts ?? "after it"} failed too: ${err.message}`, {
+  if (!doubt || mayHaveGone(err) || REFUSES_THE_MESSAGE.has(err.exitClass)) return err;
+  const failed = new MailsendError("outcome_unknown", `${doubt.message}; ${err.attempts !== undefined ? `attempt ${err.attempts} failed too` : "then"}: ${err.message}`, {
     cause: err,
     mayHaveBeenSent: true,
     ...(doubt.hint ? { hint: doubt.hint } : {}),
@@ -273,7 +286,7 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
       } catch (e) {
         let err = toMailsendError(e);
         if (deadline?.signal.aborted && !opts.signal?.aborted) err = overDeadline(err, deadlineMs, attempt);
-        if (mayHaveGone(err)) doubt ??= err;
+        doubt ??= doubtOf(err);
         // The send's own failure is what to report: a budget that cannot record it is said beside it.
         const keep = async (what: string, op: () => Promise<void>) => {
           try {
@@ -312,6 +325,8 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
       }
     }
   } catch (e) {
-    throw stillInDoubt(toMailsendError(e), doubt);
+    // Not ours to change: a caller's own stop (the runner's WaitCut) goes through as it is.
+    if (!doubt || !(e instanceof MailsendError)) throw e;
+    throw stillInDoubt(e, doubt);
   }
 }

@@ -53,6 +53,11 @@ function resendHintFor(key: string | undefined): string {
  * A request made again after a kept-alive connection broke once the message was on it: the
  * service may have taken it then, so however the new request failed, the outcome is unknown.
  */
+/** The doubt itself, for an answer to such a repeat (which keeps its own code): no cause. */
+export function brokenAfterSent(url: URL, key: string | undefined): MailsendError {
+  return new MailsendError("outcome_unknown", `the kept-alive connection to ${url.origin} broke after the message was sent`, { mayHaveBeenSent: true, hint: resendHintFor(key) });
+}
+
 export function afterResetFailure(e: MailsendError, url: URL, key: string | undefined): MailsendError {
   if (e.mayHaveBeenSent || e.code === "outcome_unknown") return e;
   return new MailsendError("outcome_unknown", `the kept-alive connection to ${url.origin} broke after the message was sent, and sending it again failed: ${e.message}`, {

@@ -28,7 +28,7 @@ import { base64Length, sendRequestFields } from "../core/request.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
 import { trustedCas } from "./ca.js";
 import { revokedKeyHint, TOO_LARGE_HINT } from "./hints.js";
-import { afterResetFailure, failureOf, timeoutFailure, type Answer, type PostContext, type Progress } from "./rest-failure.js";
+import { afterResetFailure, brokenAfterSent, failureOf, timeoutFailure, type Answer, type PostContext, type Progress } from "./rest-failure.js";
 import { isReset } from "./net-errors.js";
 import { absoluteForm, proxyAgent, proxyAnswerError } from "./proxy.js";
 import type { PoolPoster } from "./rest-pool.js";
@@ -365,9 +365,11 @@ export class RestTransport implements Transport {
       const byProxy = this.#config.proxy && this.#url.protocol === "http:" ? proxyAnswerError(answer.status, answer.body, this.#config.proxy, this.#url) : undefined;
       if (byProxy) throw byProxy;
       const refused = statusError(answer.status, answer.body, answer.headers, this.#url, this.#redact);
-      // A repeat after a broken kept-alive connection that is only told to wait (429, 5xx) does not
-      // say the first was not taken; a refusal of the message itself does (the key would replay it).
-      throw answer.afterReset && (refused.exitClass === "tempfail" || refused.exitClass === "unavailable") ? afterResetFailure(refused, this.#url, m.idempotencyKey) : refused;
+      // A repeat after a broken kept-alive connection that is answered with an error does not say
+      // the first was not taken (deliver() judges which answers do: a refusal of the message).
+      // It keeps its own code (a 429 its Retry-After, for the budget's wait); the doubt is its cause.
+      if (answer.afterReset && !refused.mayHaveBeenSent) refused.cause = brokenAfterSent(this.#url, m.idempotencyKey);
+      throw refused;
     }
     const res = parsed as { success?: unknown; message_id?: unknown } | undefined;
     if (res?.success === true && typeof res.message_id === "string" && res.message_id) {

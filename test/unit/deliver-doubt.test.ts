@@ -93,3 +93,38 @@ test("no attempt in doubt: the last failure as it was; a later success is a succ
   const ok = await deliver(scripted([unknown, refused]).transport, message, options(2));
   expect(ok).toMatchObject({ messageId: "id-1", attempts: 3 });
 });
+
+test("a caller's own stop (the outbox runner's WaitCut, not a MailsendError) goes through as it is, doubt or not", async () => {
+  class WaitCut extends Error {}
+  const cut = new WaitCut("stopped");
+  const stopping = { ...options(3), sleep: async () => Promise.reject(cut) };
+  for (const first of [unknown, refused]) {
+    const e = await failure(deliver(scripted([first, refused]).transport, message, stopping));
+    expect(e).toBe(cut);
+  }
+});
+
+test("a 403/404 after an attempt in doubt (a proxy or load balancer in an outage) is still unknown", async () => {
+  for (const last of [
+    () => new MailsendError("key_revoked", "the API key is not allowed to send (HTTP 403)", { status: 403 }),
+    () => new MailsendError("config_invalid", "there is no send endpoint (HTTP 404)", { status: 404 }),
+  ]) {
+    const err = await failure(deliver(scripted([unknown, last]).transport, message, options(2)));
+    expect(err.code).toBe("outcome_unknown");
+    expect(err.exitCode).toBe(76);
+  }
+});
+
+test("a 429 whose cause is the doubt (a repeat after a broken connection) keeps its wait, and the doubt is reported at the end", async () => {
+  const waits: number[] = [];
+  const limited = () => new MailsendError("rate_limited", "rate limit exceeded (HTTP 429)", { status: 429, retryAfter: 7, cause: unknown() });
+  const err = await failure(deliver(scripted([limited, limited]).transport, message, { ...options(1), onWait: (w) => waits.push(w.ms) }));
+  // The service's Retry-After was honoured (a rate-limit wait, not a short retry backoff).
+  expect(waits).toEqual([7000]);
+  expect(err.code).toBe("outcome_unknown");
+  expect(err.message).toMatch(/broke after the message was sent.*attempt 2 failed too: rate limit exceeded/);
+  // --no-wait still refuses to wait for it.
+  const quick = await failure(deliver(scripted([limited]).transport, message, { ...options(1), noWait: true }));
+  expect(quick.code).toBe("outcome_unknown");
+  expect(quick.attempts).toBe(1);
+});

@@ -21,7 +21,7 @@
  * main thread; records made while one is running join the next.
  */
 import { createHash, randomUUID } from "node:crypto";
-import { close, closeSync, constants, existsSync, fdatasync, fstatSync, fsync, ftruncateSync, openSync, readFileSync, readSync, renameSync, statSync, truncateSync, unlinkSync, writeSync } from "node:fs";
+import { close, closeSync, constants, existsSync, lstatSync, fdatasync, fstatSync, fsync, ftruncateSync, openSync, readFileSync, readSync, renameSync, statSync, truncateSync, unlinkSync, writeSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { localFileError, MailsendError } from "../core/errors.js";
 import { processAlive } from "../core/pid.js";
@@ -275,6 +275,9 @@ export class Journal {
   static #headerless(path: string): boolean {
     let buf: Buffer;
     try {
+      // Only a regular file of our own making is ever made again: never a device (--journal
+      // /dev/null, run as root, must not replace /dev/null), a pipe, or a link to something else.
+      if (!lstatSync(path).isFile()) return false;
       buf = readFileSync(path);
     } catch {
       return false;

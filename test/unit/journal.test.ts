@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
@@ -172,4 +172,15 @@ test("a journal cut short before its header was whole (a full disk, a kill -9 as
   writeFileSync(path, "hello");
   expect(() => Journal.plan(opts(path))).toThrow(/is not a mailsend batch journal/);
   expect(readFileSync(path, "utf8")).toBe("hello");
+});
+
+test("only a regular file is ever made again: a link to /dev/null (or the device itself, as root) is refused and left alone", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "mailsend-journal-"));
+  dirs.push(dir);
+  const path = join(dir, "null.journal");
+  symlinkSync("/dev/null", path);
+  expect(() => Journal.plan(opts(path))).toThrow(/is not a mailsend batch journal/);
+  await expect(Journal.open(opts(path))).rejects.toThrow(/is not a mailsend batch journal/);
+  expect(lstatSync(path).isSymbolicLink()).toBe(true);
+  expect(statSync("/dev/null").isCharacterDevice()).toBe(true);
 });

@@ -5,6 +5,7 @@
  */
 import { formatAge } from "../core/size.js";
 import { runnerHoldsOutbox } from "../outbox/runner-lock.js";
+import { autorunOff } from "../outbox/spawn.js";
 import { Outbox, outboxDir, strandedMailNote, type Env } from "../outbox/store.js";
 
 export interface OutboxLook {
@@ -33,7 +34,7 @@ export async function lookAtOutbox(env: Env, now = Date.now()): Promise<OutboxLo
     parts.push(`${queued.length} message${queued.length === 1 ? "" : "s"} queued${oldest}`);
     if (!runnerHoldsOutbox(outbox, now)) {
       hints.push(
-        `No runner is delivering now: \`mailsend queue run\` delivers what is due (a sendmail that queues starts one${env.MAILSEND_QUEUE_AUTORUN === "0" ? "; MAILSEND_QUEUE_AUTORUN=0 turns that off here" : ""}).`,
+        `No runner is delivering now: \`mailsend queue run\` delivers what is due (a sendmail that queues starts one${autorunOff(env) ? `; MAILSEND_QUEUE_AUTORUN=${env.MAILSEND_QUEUE_AUTORUN} turns that off here` : ""}).`,
       );
     }
     hints.push(`\`mailsend queue\` lists ${queued.length === 1 ? "it" : "them"}.`);

@@ -71,10 +71,12 @@ async function kickIfDue(env: Env, outbox: Outbox): Promise<void> {
   const now = Date.now();
   for (const id of ids.slice(0, 64)) {
     const state = await outbox.state(id).catch(() => undefined);
-    if (state && state.nextAttemptAt <= now) {
-      await kickRunner(env, outbox);
-      return;
-    }
+    if (!state || state.nextAttemptAt > now) continue;
+    // Delivered and being removed by another sendmail as we look (its .state goes after its .msg,
+    // and a missing state reads as due): only a message still there counts.
+    if ((await outbox.meta(id).catch(() => undefined)) === undefined) continue;
+    await kickRunner(env, outbox);
+    return;
   }
 }
 

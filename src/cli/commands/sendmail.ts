@@ -182,6 +182,8 @@ export function inSendmailTerms(e: unknown): MailsendError {
     text
       // "--smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT)": the part in parentheses.
       .replace(/(--[a-z][a-z-]*(?: \/ --[a-z][a-z-]*)*) \((MAILSEND_[A-Z_]+(?: \/ MAILSEND_[A-Z_]+)*)\)/g, "$2")
+      // "resending with --idempotency-key K": in a message handed to sendmail, the key is a header.
+      .replace(/--idempotency-key (\S+?)(?=[\s).,;]|$)/g, "the header X-Idempotency-Key: $1")
       // "--base-url / MAILSEND_BASE_URL": the variable.
       .replace(/--[a-z][a-z-]* \/ (MAILSEND_[A-Z_]+)/g, "$1")
       // "--transport rest", "--timeout": the variable, with its value.

@@ -7,7 +7,7 @@
  * program does not have. test/unit/api-terms.test.ts runs every hint in the
  * sources through this and checks that no flag or variable name is left.
  */
-import { MailsendError } from "../core/errors.js";
+import { reworded, type MailsendError } from "../core/errors.js";
 
 /** A CLI flag and the option (or message field) of the API that sets the same thing. */
 const FLAGS: ReadonlyArray<[string, string]> = [
@@ -107,18 +107,35 @@ export function inApiTerms(text: string): string {
 
 /** The same error, its message and hint in the API's terms (everything else kept). */
 export function errorInApiTerms(e: MailsendError): MailsendError {
-  const message = inApiTerms(e.message);
-  const hint = e.hint === undefined ? undefined : inApiTerms(e.hint);
-  if (message === e.message && hint === e.hint) return e;
-  const out = new MailsendError(e.code, message, {
-    ...(hint !== undefined ? { hint } : {}),
-    ...(e.cause !== undefined ? { cause: e.cause } : {}),
-    ...(e.status !== undefined ? { status: e.status } : {}),
-    ...(e.retryAfter !== undefined ? { retryAfter: e.retryAfter } : {}),
-    ...(e.partial ? { partial: e.partial } : {}),
-    mayHaveBeenSent: e.mayHaveBeenSent,
-  });
-  if (e.attempts !== undefined) out.attempts = e.attempts;
-  if (e.stack) out.stack = e.stack.replace(e.message, message);
-  return out;
+  return reworded(e, inApiTerms);
+}
+
+/** Each flag and the variable that sets the same thing (through the option both name). */
+const FLAG_VARIABLES = new Map(FLAGS.flatMap(([flag, option]) => VARIABLES.filter(([, o]) => o === option).map(([name]) => [flag, name] as const)));
+
+/**
+ * A sentence of the send path in the terms of sendmail's callers (cron, PHP, mail), who have no
+ * flags: "--smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT)" becomes the
+ * variables, "--transport rest" MAILSEND_TRANSPORT=rest, "--idempotency-key K" the header.
+ */
+export function inSendmailTerms(text: string): string {
+  return (
+    text
+      // "--a / --b (MAILSEND_A / MAILSEND_B)": the part in parentheses.
+      .replace(/(--[a-z][a-z-]*(?: \/ --[a-z][a-z-]*)*) \((MAILSEND_[A-Z_]+(?: \/ MAILSEND_[A-Z_]+)*)\)/g, "$2")
+      // "resending with --idempotency-key K": in a message handed to sendmail, the key is a header.
+      .replace(/--idempotency-key (\S+?)(?=[\s).,;]|$)/g, "the header X-Idempotency-Key: $1")
+      // "--base-url / MAILSEND_BASE_URL": the variable.
+      .replace(/--[a-z][a-z-]* \/ (MAILSEND_[A-Z_]+)/g, "$1")
+      // "--transport rest", "--timeout": the variable, with its value.
+      .replace(/(--[a-z][a-z-]*)(?![a-z-])( (?:rest|smtp|auto|starttls|implicit)\b)?/g, (all: string, flag: string, value: string | undefined) => {
+        const name = FLAG_VARIABLES.get(flag);
+        return name ? `${name}${value ? `=${value.trim()}` : ""}` : all;
+      })
+  );
+}
+
+/** The same error, its message and hint in sendmail's callers' terms (everything else kept). */
+export function errorInSendmailTerms(e: MailsendError): MailsendError {
+  return reworded(e, inSendmailTerms);
 }

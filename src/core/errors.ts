@@ -161,6 +161,24 @@ export class MailsendError extends Error {
   }
 }
 
+/** The same error with its message and hint put in other words (the API's, sendmail's); everything else kept. */
+export function reworded(e: MailsendError, reword: (text: string) => string): MailsendError {
+  const message = reword(e.message);
+  const hint = e.hint === undefined ? undefined : reword(e.hint);
+  if (message === e.message && hint === e.hint) return e;
+  const out = new MailsendError(e.code, message, {
+    ...(hint !== undefined ? { hint } : {}),
+    ...(e.cause !== undefined ? { cause: e.cause } : {}),
+    ...(e.status !== undefined ? { status: e.status } : {}),
+    ...(e.retryAfter !== undefined ? { retryAfter: e.retryAfter } : {}),
+    ...(e.partial ? { partial: e.partial } : {}),
+    mayHaveBeenSent: e.mayHaveBeenSent,
+  });
+  if (e.attempts !== undefined) out.attempts = e.attempts;
+  if (e.stack) out.stack = e.stack.replace(e.message, message);
+  return out;
+}
+
 export function isMailsendError(e: unknown): e is MailsendError {
   return e instanceof MailsendError;
 }

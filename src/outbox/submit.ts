@@ -40,24 +40,28 @@ export interface SubmitOptions {
   /** The Message-ID was added by mailsend (sendmail's fix-up), not written by the program. */
   stampedMessageId?: boolean;
   /**
-   * Ends the at-once attempt (onStopSignals: SIGTERM, SIGINT, SIGHUP): the message, already in
+   * Ends the at-once attempt (submitStoppable: SIGTERM, SIGINT, SIGHUP): the message, already in
    * the outbox, is then queued for a runner, as after any temporary failure.
    */
   signal?: AbortSignal;
 }
 
 /**
- * An AbortSignal that SIGTERM, SIGINT and SIGHUP abort while it is in use (sendmail, send --queue,
- * during the at-once attempt): a caller stopped then (a cron job's timeout, systemd stopping a
- * unit, Ctrl-C) leaves the message queued and a runner started, not killed with it in the
- * outbox under a hold nobody will end. `dispose` gives the signals back.
+ * submit() with SIGTERM, SIGINT and SIGHUP ending its at-once attempt (sendmail, send --queue): a
+ * caller stopped then (a cron job's timeout, systemd stopping a unit, Ctrl-C) leaves the message
+ * queued and a runner started, not killed with it in the outbox under a hold nobody will end.
+ * The signals are given back when it returns.
  */
-export function onStopSignals(): { signal: AbortSignal; dispose: () => void } {
+export async function submitStoppable(raw: Buffer, envelope: Envelope, opts: Omit<SubmitOptions, "signal">): Promise<SubmitResult> {
   const controller = new AbortController();
   const signals = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
   const onSignal = () => controller.abort(new MailsendError("temporary_failure", "interrupted by a signal"));
   for (const s of signals) process.on(s, onSignal);
-  return { signal: controller.signal, dispose: () => signals.forEach((s) => process.off(s, onSignal)) };
+  try {
+    return await submit(raw, envelope, { ...opts, signal: controller.signal });
+  } finally {
+    for (const s of signals) process.off(s, onSignal);
+  }
 }
 
 /**
@@ -105,7 +109,8 @@ export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOption
   try {
     const chosen = opts.transport ? { transport: opts.transport, reason: `--transport ${opts.transport}` } : sender.choose(message);
     opts.trace?.(`* over ${chosen.transport}: ${chosen.reason}`);
-    if (opts.mode === "never") return { status: "sent", result: await sender.send(message, chosen, opts.signal ? { signal: opts.signal } : {}), chosen };
+    const stoppable = opts.signal ? { signal: opts.signal } : {};
+    if (opts.mode === "never") return { status: "sent", result: await sender.send(message, chosen, stoppable), chosen };
     const add = (holdUntil?: number) =>
       outbox.add({
         raw,
@@ -127,7 +132,7 @@ export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOption
     const id = await add(Date.now() + HOLD_MS);
     try {
       if (opts.signal?.aborted) throw opts.signal.reason;
-      const result = await sender.send(message, chosen, opts.signal ? { signal: opts.signal } : {});
+      const result = await sender.send(message, chosen, stoppable);
       try {
         await outbox.remove(id);
       } catch {

@@ -51,20 +51,18 @@ function resendHintFor(key: string | undefined): string {
 
 /**
  * A request made again after a kept-alive connection broke once the message was on it: the
- * service may have taken it then, so however the new request failed, the outcome is unknown.
+ * service may have taken it then. This is that doubt; an answer to the repeat (which keeps its
+ * own code, a 429 its Retry-After) carries it as its cause.
  */
-/** The doubt itself, for an answer to such a repeat (which keeps its own code): no cause. */
 export function brokenAfterSent(url: URL, key: string | undefined): MailsendError {
   return new MailsendError("outcome_unknown", `the kept-alive connection to ${url.origin} broke after the message was sent`, { mayHaveBeenSent: true, hint: resendHintFor(key) });
 }
 
+/** The repeat itself failed (no answer): however it failed, the outcome is unknown. */
 export function afterResetFailure(e: MailsendError, url: URL, key: string | undefined): MailsendError {
   if (e.mayHaveBeenSent || e.code === "outcome_unknown") return e;
-  return new MailsendError("outcome_unknown", `the kept-alive connection to ${url.origin} broke after the message was sent, and sending it again failed: ${e.message}`, {
-    cause: e,
-    mayHaveBeenSent: true,
-    hint: resendHintFor(key),
-  });
+  const doubt = brokenAfterSent(url, key);
+  return new MailsendError("outcome_unknown", `${doubt.message}, and sending it again failed: ${e.message}`, { cause: e, mayHaveBeenSent: true, ...(doubt.hint ? { hint: doubt.hint } : {}) });
 }
 
 /** The --timeout ran out: whether anything was sent depends on how far the request got. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
 import { parseSendmailArgs } from "../../src/input/sendmail-args.js";
-import { inSendmailTerms } from "../../src/cli/commands/sendmail.js";
+import { errorInSendmailTerms as inSendmailTerms } from "../../src/api/terms.js";
 
 function usageError(argv: string[]): MailsendError {
   try {

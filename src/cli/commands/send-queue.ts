@@ -2,7 +2,7 @@ import type { Message } from "../../core/message.js";
 import type { TransportName } from "../../core/transport.js";
 import { rawOfMessage } from "../../outbox/from-message.js";
 import { autorunOff } from "../../outbox/spawn.js";
-import { onStopSignals, queueModeFrom, submit } from "../../outbox/submit.js";
+import { queueModeFrom, submitStoppable } from "../../outbox/submit.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { resultJson } from "./send.js";
 
@@ -20,22 +20,15 @@ export async function runSendQueued(
   const queueMode = queueModeFrom(mode, io.env);
   const { raw, envelope } = await rawOfMessage(message);
   // Stopped during the at-once attempt (a timeout, systemd, Ctrl-C), the message stays queued.
-  const stop = onStopSignals();
-  let r: Awaited<ReturnType<typeof submit>>;
-  try {
-    r = await submit(raw, envelope, {
-      mode: queueMode,
-      env: io.env,
-      source: "send",
-      transport,
-      idempotencyKey: message.idempotencyKey,
-      signal: stop.signal,
-      ...(opts.profile ? { profile: opts.profile } : {}),
-      ...(opts.trace ? { trace: opts.trace } : {}),
-    });
-  } finally {
-    stop.dispose();
-  }
+  const r = await submitStoppable(raw, envelope, {
+    mode: queueMode,
+    env: io.env,
+    source: "send",
+    transport,
+    idempotencyKey: message.idempotencyKey,
+    ...(opts.profile ? { profile: opts.profile } : {}),
+    ...(opts.trace ? { trace: opts.trace } : {}),
+  });
   if (r.status === "sent") {
     if (opts.json) io.stdout.write(`${JSON.stringify(resultJson(r.result))}\n`);
     else if (!opts.quiet) {

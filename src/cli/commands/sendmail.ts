@@ -7,14 +7,14 @@
 import { hostname, userInfo } from "node:os";
 import type { CliIO } from "../io.js";
 import { colorsFor } from "../io.js";
-import { MailsendError, toMailsendError } from "../../core/errors.js";
+import { toMailsendError } from "../../core/errors.js";
 import { reportError } from "../report.js";
 import { parseSendmailArgs, type SendmailArgs } from "../../input/sendmail-args.js";
 // Statically: the build puts all of these in the sendmail front end's own chunks either way
 // (scripts/build.mjs), and an import() would only add a file to open on every call.
 import { VERSION } from "../../core/version.js";
 import { loadSettings } from "../../input/profile.js";
-import { onStopSignals, queueModeFrom, submit } from "../../outbox/submit.js";
+import { queueModeFrom, submit, submitStoppable } from "../../outbox/submit.js";
 import { fixupMessage, maxMessageSize, readSendmailInput, type FixupInput } from "../../input/sendmail-message.js";
 import { loadAliases, withProfileAliases, type AliasTable } from "../../input/aliases.js";
 import { autorunOff } from "../../outbox/spawn.js";
@@ -124,21 +124,14 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
       note(`envelope: from ${fixed.envelope.from} to ${fixed.envelope.to.join(", ")}`);
     }
     // Stopped during the at-once attempt (a timeout, systemd, Ctrl-C), the message stays queued.
-    const stop = onStopSignals();
-    let result: Awaited<ReturnType<typeof submit>>;
-    try {
-      result = await submit(fixed.raw, fixed.envelope, {
-        mode,
-        env,
-        source: "sendmail",
-        stampedMessageId: fixed.stampedMessageId,
-        signal: stop.signal,
-        ...(settings.profile ? { profile: settings.profile.name } : {}),
-        ...(args.verbose ? { trace: (line: string) => note(line) } : {}),
-      });
-    } finally {
-      stop.dispose();
-    }
+    const result = await submitStoppable(fixed.raw, fixed.envelope, {
+      mode,
+      env,
+      source: "sendmail",
+      stampedMessageId: fixed.stampedMessageId,
+      ...(settings.profile ? { profile: settings.profile.name } : {}),
+      ...(args.verbose ? { trace: (line: string) => note(line) } : {}),
+    });
     if (result.status === "queued") {
       const who = autorunOff(env) ? "`mailsend queue run` (or the relay) delivers it" : "it is delivered in the background";
       io.stderr.write(`mailsend: queued as ${result.id} (${result.reason.replace(/\s+/g, " ")}); ${who}, see it with: mailsend queue\n`);
@@ -151,57 +144,10 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
     }
     return 0;
   } catch (e) {
-    return reportError(inSendmailTerms(e), io, { json: false, verbose: args.verbose });
+    // Said to callers without send's flags: the variables they can set (loaded only for an error).
+    const { errorInSendmailTerms } = await import("../../api/terms.js");
+    return reportError(errorInSendmailTerms(toMailsendError(e)), io, { json: false, verbose: args.verbose });
   }
-}
-
-/** send's flags named in an error's words, as sendmail's callers can set them: the variables. */
-const FLAG_TO_ENV: Record<string, string> = {
-  "--base-url": "MAILSEND_BASE_URL",
-  "--smtp-host": "MAILSEND_SMTP_HOST",
-  "--smtp-port": "MAILSEND_SMTP_PORT",
-  "--smtp-tls": "MAILSEND_SMTP_TLS",
-  "--smtp-user": "MAILSEND_SMTP_USER",
-  "--timeout": "MAILSEND_TIMEOUT",
-  "--transport": "MAILSEND_TRANSPORT",
-  "--proxy": "MAILSEND_PROXY",
-  "--smtp-proxy": "MAILSEND_SMTP_PROXY",
-  "--rate-limit": "MAILSEND_RATE_LIMIT",
-  "--max-wait": "MAILSEND_MAX_WAIT",
-  "--deadline": "MAILSEND_DEADLINE",
-};
-
-/**
- * An error of the send path said to sendmail's callers (cron, PHP, mail), who have no such flags:
- * "--smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT)" becomes the variables,
- * "--transport rest" MAILSEND_TRANSPORT=rest. The variables (or a profile) are how they set them.
- */
-export function inSendmailTerms(e: unknown): MailsendError {
-  const err = toMailsendError(e);
-  const rewrite = (text: string) =>
-    text
-      // "--smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT)": the part in parentheses.
-      .replace(/(--[a-z][a-z-]*(?: \/ --[a-z][a-z-]*)*) \((MAILSEND_[A-Z_]+(?: \/ MAILSEND_[A-Z_]+)*)\)/g, "$2")
-      // "resending with --idempotency-key K": in a message handed to sendmail, the key is a header.
-      .replace(/--idempotency-key (\S+?)(?=[\s).,;]|$)/g, "the header X-Idempotency-Key: $1")
-      // "--base-url / MAILSEND_BASE_URL": the variable.
-      .replace(/--[a-z][a-z-]* \/ (MAILSEND_[A-Z_]+)/g, "$1")
-      // "--transport rest", "--timeout": the variable, with its value.
-      .replace(/(--[a-z][a-z-]*)( (?:rest|smtp|auto|starttls|implicit)\b)?/g, (all: string, flag: string, value: string | undefined) =>
-        FLAG_TO_ENV[flag] ? `${FLAG_TO_ENV[flag]}${value ? `=${value.trim()}` : ""}` : all,
-      );
-  const message = rewrite(err.message);
-  const hint = err.hint === undefined ? undefined : rewrite(err.hint);
-  if (message === err.message && hint === err.hint) return err;
-  const out = new MailsendError(err.code, message, {
-    cause: err,
-    ...(hint !== undefined ? { hint } : {}),
-    ...(err.status !== undefined ? { status: err.status } : {}),
-    ...(err.mayHaveBeenSent !== undefined ? { mayHaveBeenSent: err.mayHaveBeenSent } : {}),
-    ...(err.retryAfter !== undefined ? { retryAfter: err.retryAfter } : {}),
-  });
-  if (err.attempts !== undefined) out.attempts = err.attempts;
-  return out;
 }
 
 /** What fixupMessage needs of this machine's settings: the default sender, the aliases and who runs this. */

@@ -12,6 +12,8 @@ import { monotonicMs, type SlotStore } from "./store.js";
 
 /** The default delivery deadline (CLI --deadline, API deadlineMs): a CI step does not hang on a stuck endpoint. */
 export const DEFAULT_DEADLINE_MS = 60_000;
+/** The least time before the deadline a retry must have left to start (or twice the last attempt's). */
+const RETRY_ROOM_MS = 250;
 
 export interface WaitInfo {
   reason: "budget" | "retry";
@@ -309,9 +311,12 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
         if (attempt > opts.retries || !shouldRetry(err, idempotent)) throw withAttempts(err, attempt);
         if (slotWait && opts.noWait) throw withAttempts(err, attempt);
         if (waited.ms + delay > opts.maxWaitMs) throw withAttempts(err, attempt);
-        spentMs += Date.now() - started;
-        if (!slotWait && spentMs + delay >= deadlineMs) {
-          opts.trace?.(`* no retry: it would start after the ${Math.round(deadlineMs / 1000)} s deadline`);
+        const tookMs = Date.now() - started;
+        spentMs += tookMs;
+        // A retry must have room to finish: one cut at the deadline after its request went out turns
+        // a clean "nothing was sent" into an outcome unknown.
+        if (!slotWait && spentMs + delay + Math.max(RETRY_ROOM_MS, 2 * tookMs) > deadlineMs) {
+          opts.trace?.(`* no retry: it could not finish before the ${Math.round(deadlineMs / 1000)} s deadline`);
           throw withAttempts(err, attempt);
         }
         opts.onWait?.({ reason: "retry", ms: delay, attempt: attempt + 1, error: err });

@@ -63,11 +63,11 @@ describe("--deadline", () => {
     expect(rec.requests).toHaveLength(1);
   });
 
-  it("no retry starts after the deadline (-v says so)", async () => {
+  it("no retry starts without room to finish before the deadline (-v says so)", async () => {
     rec.script({ status: 503, body: { success: false, error: { code: "unavailable", message: "down" } } });
     const r = await send(["--deadline", "1", "-v"], { env: { MAILSEND_RETRIES: "20" }, timeoutMs: 15_000 });
     expect(r.exitCode).toBe(69);
-    expect(r.stderr).toMatch(/^\* no retry: it would start after the 1 s deadline$/m);
+    expect(r.stderr).toMatch(/^\* no retry: it could not finish before the 1 s deadline$/m);
     expect(rec.requests.length).toBeLessThan(20);
   });
 

@@ -1,0 +1,87 @@
+/**
+ * deliver() under a deadline: a retry starts only with room left to finish (250 ms, or twice what
+ * the last attempt took). One cut at the deadline after its request went out would turn a clean
+ * "nothing was sent" (69) into an outcome unknown (76).
+ */
+import { afterEach, expect, test, vi } from "vitest";
+import { MailsendError } from "../../src/core/errors.js";
+import type { Message } from "../../src/core/message.js";
+import type { SendResult, Transport } from "../../src/core/transport.js";
+import { deliver, type DeliverOptions } from "../../src/limits/deliver.js";
+
+const message: Message = {
+  from: { address: "a@example.com" },
+  to: [{ address: "b@example.com" }],
+  cc: [],
+  bcc: [],
+  subject: "s",
+  html: "<p>x</p>",
+  attachments: [],
+  headers: [],
+};
+
+/** A transport whose every attempt takes `ms` and is answered 503. */
+function unavailable(ms: number) {
+  let n = 0;
+  const transport: Transport = {
+    name: "rest",
+    preview: async () => {},
+    close: async () => {},
+    send: async (): Promise<SendResult> => {
+      n++;
+      if (ms) await new Promise((r) => setTimeout(r, ms));
+      throw new MailsendError("service_error", "the service answered HTTP 503", { status: 503 });
+    },
+  };
+  return { transport, count: () => n };
+}
+
+const traced: string[] = [];
+const options = (deadlineMs: number): DeliverOptions => ({
+  limits: { limit: 0, windowMs: 60_000 },
+  retries: 20,
+  maxWaitMs: 60_000,
+  noWait: false,
+  deadlineMs,
+  sleep: async () => {},
+  trace: (line) => traced.push(line),
+});
+
+afterEach(() => {
+  vi.restoreAllMocks();
+  traced.length = 0;
+});
+
+async function exitOf(p: Promise<unknown>): Promise<number> {
+  try {
+    await p;
+  } catch (e) {
+    return (e as MailsendError).exitCode;
+  }
+  throw new Error("deliver succeeded");
+}
+
+test("a retry that would start with less than 250 ms left is not started", async () => {
+  // Full jitter at 0.95: the first retry waits 475 ms; 475 + 250 > 700.
+  vi.spyOn(Math, "random").mockReturnValue(0.95);
+  const t = unavailable(0);
+  expect(await exitOf(deliver(t.transport, message, options(700)))).toBe(69);
+  expect(t.count()).toBe(1);
+  expect(traced).toContain("* no retry: it could not finish before the 1 s deadline");
+});
+
+test("with room left it is started", async () => {
+  vi.spyOn(Math, "random").mockReturnValue(0.95);
+  const t = unavailable(0);
+  // 475 + 250 < 800: one retry; the next would wait 950 ms, past the deadline.
+  expect(await exitOf(deliver(t.transport, message, options(800)))).toBe(69);
+  expect(t.count()).toBe(2);
+});
+
+test("the room is twice the last attempt's time when that is longer", async () => {
+  // Each attempt takes 200 ms; the first retry waits 450 ms: 200 + 450 + 400 > 1000, though 200 + 450 + 250 is not.
+  vi.spyOn(Math, "random").mockReturnValue(0.9);
+  const t = unavailable(200);
+  expect(await exitOf(deliver(t.transport, message, options(1000)))).toBe(69);
+  expect(t.count()).toBe(1);
+});

@@ -18,6 +18,7 @@ const message: Message = {
   html: "<p>x</p>",
   attachments: [],
   headers: [],
+  idempotencyKey: "key-1",
 };
 
 /** A transport whose every attempt takes `ms` and is answered 503. */

@@ -89,6 +89,8 @@ export class QueueRunner {
    */
   private heldElsewhere = new Set<string>();
   private readonly summary: RunSummary = { ran: true, sent: 0, deferred: 0, failed: 0, left: 0 };
+  /** Messages a fault of this machine kept from going or from being recorded, until one goes after all. */
+  private readonly faulted = new Map<string, MailsendError>();
   private stopController = new AbortController();
   /** Ends the waits for a budget slot on stop(): those messages have not started, so they wait for the next run. */
   private waitsController = new AbortController();
@@ -151,6 +153,9 @@ export class QueueRunner {
       if (!(await this.arrivedUnseen())) break;
     }
     this.summary.left = await this.outbox.count();
+    // A full disk that a later attempt got past (a drain delivers once it is freed) kept nothing.
+    const fault = this.faulted.values().next().value;
+    if (fault) this.summary.localFault = fault;
     return this.summary;
   }
 
@@ -164,6 +169,10 @@ export class QueueRunner {
   /** What is in queue/ now: new messages are scheduled, vanished ones (queue rm) forgotten. */
   private async scan(): Promise<void> {
     const started = Date.now();
+    // `queue retry` since the last look: the known messages are due when their state files say now.
+    const stamp = await this.outbox.retriedAt();
+    const retried = this.retrySeen !== undefined && stamp !== this.retrySeen;
+    this.retrySeen = stamp;
     const { ids, withState } = await this.outbox.listing();
     // A new message with a state file (held by its caller, or deferred by an earlier run) is due
     // when that says; one already known keeps the time this runner gave it.
@@ -176,7 +185,7 @@ export class QueueRunner {
       if (k >= withState.n || withState.hi[k] !== hi || withState.lo[k] !== lo) continue;
       const id = ids.idAt(j);
       if (this.due.knows(hi, lo)) {
-        if (this.heldElsewhere.has(id) && !this.inFlight.has(id)) moved.push([id, (await this.outbox.state(id)).nextAttemptAt]);
+        if ((retried || this.heldElsewhere.has(id)) && !this.inFlight.has(id) && !this.unremoved.has(id)) moved.push([id, (await this.outbox.state(id)).nextAttemptAt]);
         continue;
       }
       listedAt[j] = (await this.outbox.state(id)).nextAttemptAt;
@@ -184,7 +193,7 @@ export class QueueRunner {
     }
     // Nothing awaited from here on: what the deliveries recorded meanwhile is not overwritten.
     this.due.replace(ids, listedAt, (id) => this.inFlight.has(id));
-    for (const [id, when] of moved) if (this.heldElsewhere.has(id) && !this.inFlight.has(id)) this.due.set(id, when);
+    for (const [id, when] of moved) if ((retried || this.heldElsewhere.has(id)) && !this.inFlight.has(id)) this.due.set(id, when);
     for (const id of this.unremoved) this.due.delete(id);
     this.lastScan = Date.now();
     // A big outbox is listed less often: at most a tenth of the time goes to listing it.
@@ -192,6 +201,8 @@ export class QueueRunner {
   }
 
   private lastScan = 0;
+  /** The retry stamp as the last scan saw it (undefined before the first). */
+  private retrySeen: number | undefined;
   private scanEveryMs = POLL_MS;
 
   private sleep(ms: number): Promise<void> {
@@ -286,6 +297,7 @@ export class QueueRunner {
     }
     if (!queued) {
       this.due.delete(id);
+      this.faulted.delete(id);
       return;
     }
     const { meta, raw, state } = queued;
@@ -309,6 +321,7 @@ export class QueueRunner {
       const result = await sender.send(message, chosen, { signal: this.stopController.signal, sleep: (ms) => abortableSleep(ms, this.waitsController.signal) });
       // Accepted: from here on nothing may make it go out again except under its own key.
       this.due.delete(id);
+      this.faulted.delete(id);
       this.summary.sent++;
       try {
         await this.outbox.remove(id);
@@ -323,7 +336,7 @@ export class QueueRunner {
       const err = toMailsendError(e);
       const next: OutboxState = { attempts, nextAttemptAt: 0, lastError: errorRecord(err) };
       // The attempt itself failed on this machine (the budget's state or lock cannot be written): the run's result.
-      if (err.exitClass === "cantcreat" || err.exitClass === "ioerr") this.summary.localFault ??= err;
+      if ((err.exitClass === "cantcreat" || err.exitClass === "ioerr") && !this.faulted.has(id)) this.faulted.set(id, err);
       const tooOld = Date.now() - meta.createdAt > maxAge;
       try {
         if (isTemporary(err) && !tooOld && !(err as { permanent?: boolean }).permanent) {
@@ -344,7 +357,7 @@ export class QueueRunner {
         this.due.set(id, Date.now() + 60_000);
         const fault = toMailsendError(bookkeeping);
         this.summary.deferred++;
-        this.summary.localFault ??= fault;
+        if (!this.faulted.has(id)) this.faulted.set(id, fault);
         onEvent?.({ type: "warning", id, message: `not delivered (${err.message}), and the attempt could not be recorded: ${fault.message}; it stays queued` });
       }
 

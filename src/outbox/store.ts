@@ -15,7 +15,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readdirSync } from "node:fs";
-import { mkdir, open, opendir, readdir, readFile, rename, rm, stat, unlink } from "node:fs/promises";
+import { mkdir, open, opendir, readdir, readFile, rename, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { localFileError, MailsendError } from "../core/errors.js";
 import { expandHome } from "../core/home.js";
@@ -398,6 +398,20 @@ export class Outbox {
     await rm(from.state, { force: true });
     await fsyncPath(this.failedDir).catch(() => {});
     await fsyncPath(this.queueDir).catch(() => {});
+  }
+
+  /**
+   * Touched by `queue retry`: a runner already delivering has its own schedule for the messages it
+   * knows, and reads their states again when this changes. Best effort: without it they go when
+   * the runner's schedule says.
+   */
+  async markRetried(): Promise<void> {
+    await writeFile(join(this.dir, "retry.stamp"), `${Date.now()}\n`, { mode: 0o600 }).catch(() => {});
+  }
+
+  /** When `queue retry` last touched the stamp (0: never). */
+  async retriedAt(): Promise<number> {
+    return (await stat(join(this.dir, "retry.stamp")).catch(() => undefined))?.mtimeMs ?? 0;
   }
 
   /** Back from failed/ (or due now when queued): `queue retry`. */

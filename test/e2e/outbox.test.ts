@@ -185,6 +185,55 @@ describe("mailsend queue", () => {
     }
   }, 60_000);
 
+  it("queue retry reaches a runner that is delivering: the deferred message goes within seconds, not at the runner's own time", async () => {
+    const { dir, env } = fresh();
+    const [id] = await seed(dir, ["retry-live"]);
+    (sb.sb.faults.config = { ...sb.sb.faults.config, failRate: 1, failStatus: 503 });
+    const runner = execa(process.execPath, [BIN, "queue", "run", "--watch", "--json"], { env: { ...baseEnv(), ...env }, extendEnv: false, reject: false, cwd: ROOT, timeout: 60_000 });
+    try {
+      // Deferred by the runner (its next attempt 15-30 s away).
+      const box = new Outbox(dir);
+      for (let i = 0; i < 100 && (await box.state(id!)).attempts === 0; i++) await new Promise((r) => setTimeout(r, 100));
+      expect((await box.state(id!)).nextAttemptAt).toBeGreaterThan(Date.now() + 10_000);
+      (sb.sb.faults.config = { ...sb.sb.faults.config, failRate: 0 });
+      const retry = await runCli(["queue", "retry", "--all"], { env });
+      expect(retry.exitCode).toBe(0);
+      expect(retry.stderr).toContain(`1 message due now; the runner delivering from ${dir} takes it within seconds`);
+      const asked = Date.now();
+      for (let i = 0; i < 80 && (await stored("retry-live")).length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(await stored("retry-live")).toHaveLength(1);
+      expect(Date.now() - asked).toBeLessThan(8_000);
+    } finally {
+      (sb.sb.faults.config = { ...sb.sb.faults.config, failRate: 0 });
+      runner.kill("SIGTERM");
+      await runner;
+    }
+    expect(JSON.parse((await runCli(["queue", "retry", "--all", "--json"], { env })).stdout)).toEqual({ retried: 0, runner: false });
+  }, 60_000);
+
+  it("a drain that delivers everything after this machine's fault cleared exits 0, not with the fault's code", async () => {
+    const { dir, env } = fresh();
+    const [id] = await seed(dir, ["fault-cleared"]);
+    // The budget's state cannot be written while a file stands where its directory goes.
+    const blocker = join(dir, "blocker");
+    writeFileSync(blocker, "");
+    const drain = execa(process.execPath, [BIN, "queue", "run", "--drain", "--json"], { env: { ...baseEnv(), ...env, MAILSEND_STATE_DIR: join(blocker, "state"), MAILSEND_RATE_LIMIT: "1000" }, extendEnv: false, reject: false, cwd: ROOT, timeout: 60_000 });
+    try {
+      const box = new Outbox(dir);
+      for (let i = 0; i < 100 && (await box.state(id!)).attempts === 0; i++) await new Promise((r) => setTimeout(r, 100));
+      expect((await box.state(id!)).lastError?.exit).toBe(73);
+      rmSync(blocker);
+      expect((await runCli(["queue", "retry", "--all"], { env })).exitCode).toBe(0);
+      const r = await drain;
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 1, left: 0 });
+      expect(await stored("fault-cleared")).toHaveLength(1);
+    } finally {
+      drain.kill("SIGTERM");
+      await drain;
+    }
+  }, 60_000);
+
   it("lets one runner deliver at a time", async () => {
     const { dir, env } = fresh();
     await seed(dir, ["lock-1", "lock-2", "lock-3", "lock-4"]);

@@ -1,6 +1,7 @@
 import { MailsendError, toMailsendError } from "../../core/errors.js";
 import { formatAge, formatSize } from "../../core/size.js";
 import { QueueRunner, DEFAULT_MAX_AGE_MS, type RunnerEvent } from "../../outbox/runner.js";
+import { runnerHoldsOutbox } from "../../outbox/runner-lock.js";
 import { Outbox, isOutboxId, strandedMailNote } from "../../outbox/store.js";
 import type { OutboxMeta, OutboxState } from "../../outbox/types.js";
 import { colorsFor, type CliIO } from "../io.js";
@@ -204,8 +205,11 @@ export async function runQueueRetry(id: string | undefined, opts: Record<string,
     let n = 0;
     for (const one of ids) if (await outbox.retry(one)) n++;
     if (id && n === 0) throw new MailsendError("file_not_found", `no message ${id} in the outbox`, { hint: "mailsend queue and mailsend queue --failed list what is there." });
-    if (json) io.stdout.write(`${JSON.stringify({ retried: n })}\n`);
-    else io.stderr.write(`mailsend: ${n} message${n === 1 ? "" : "s"} due now; mailsend queue run delivers them\n`);
+    // A runner delivering now (the relay, --watch, the background one) has its own schedule: the stamp tells it.
+    if (n > 0) await outbox.markRetried();
+    const running = runnerHoldsOutbox(outbox);
+    if (json) io.stdout.write(`${JSON.stringify({ retried: n, runner: running })}\n`);
+    else io.stderr.write(`mailsend: ${n} message${n === 1 ? "" : "s"} due now; ${running ? `the runner delivering from ${outbox.dir} takes ${n === 1 ? "it" : "them"} within seconds` : "mailsend queue run delivers them"}\n`);
     return 0;
   } catch (e) {
     return reportError(e, io, { json });

@@ -308,7 +308,8 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
         const slotWait = err.code === "rate_limited";
         // Refused for rate: every process of this key holds back, not only this one.
         if (slotWait && opts.store) await keep("recording the service's rate-limit wait", () => opts.store!.block(delay, opts.limits));
-        if (attempt > opts.retries || !shouldRetry(err, idempotent)) throw withAttempts(err, attempt);
+        // Stopped by the caller: no retry, and no wait said for one.
+        if (opts.signal?.aborted || attempt > opts.retries || !shouldRetry(err, idempotent)) throw withAttempts(err, attempt);
         if (slotWait && opts.noWait) throw withAttempts(err, attempt);
         if (waited.ms + delay > opts.maxWaitMs) throw withAttempts(err, attempt);
         const tookMs = Date.now() - started;

@@ -147,8 +147,9 @@ describe("waits as they are said", () => {
       void child.then(() => resolve());
     });
     child.kill("SIGTERM");
-    await child;
-    expect(err).toMatch(/^mailsend: rate limit for this key reached; waiting (\d+) s\n$/);
+    expect((await child).exitCode).toBe(143);
+    // The one wait line, then (an error, said under -q too) that the stop left nothing sent.
+    expect(err).toMatch(/^mailsend: rate limit for this key reached; waiting (\d+) s\nerror: interrupted \(SIGTERM\) before the message was sent\nhint: Nothing was sent; it is safe to try again\.\n$/);
     expect(Number(/waiting (\d+) s/.exec(err)![1])).toBeGreaterThan(10);
     expect(rec.requests).toHaveLength(1);
     state.remove();

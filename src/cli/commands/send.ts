@@ -14,7 +14,7 @@ import { formatSize } from "../../core/size.js";
 import { loadSettings } from "../../input/profile.js";
 import { createTransport } from "../../transports/index.js";
 import { colorsFor, type CliIO } from "../io.js";
-import { deliver } from "../../limits/deliver.js";
+import { abortableSleep, deliver } from "../../limits/deliver.js";
 import { openBudget, type BudgetCliFlags } from "../budget.js";
 import { Progress, waitSeconds, waitText } from "../progress.js";
 import { reportError, warn } from "../report.js";
@@ -216,9 +216,22 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
       let result: SendResult | undefined;
       let quietWaitSaid = false;
       const lateWarnings: string[] = [];
+      // Ctrl-C or a SIGTERM (a CI step's timeout) ends the attempt or the wait at once, and says
+      // what became of the message (sent or not, or unknown with the key that makes a resend safe),
+      // then exits as a shell reports the signal. A second one does not wait for that.
+      const stop = new AbortController();
+      let stoppedBy: NodeJS.Signals | undefined;
+      const onStop = (sig: NodeJS.Signals) => {
+        if (stoppedBy) process.exit(sig === "SIGTERM" ? 143 : 130);
+        stoppedBy = sig;
+        stop.abort(new MailsendError("temporary_failure", `interrupted (${sig}) before the message was sent`, { hint: "Nothing was sent; it is safe to try again." }));
+      };
+      process.on("SIGINT", onStop);
+      process.on("SIGTERM", onStop);
       try {
         progress?.begin(sending);
         result = await deliver(transport, message, {
+          signal: stop.signal,
           ...budget.options,
           onWait: (w) => {
             // The spinner or line is off with --json and --verbose; a wait is still said, in that mode's form.
@@ -233,15 +246,22 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
               io.stderr.write(`mailsend: rate limit for this key reached; waiting ${waitText(w.ms)}\n`);
             } else progress?.wait(w);
           },
-          sleep: async (ms) => {
-            await new Promise((r) => setTimeout(r, ms));
+          sleep: async (ms, signal) => {
+            await abortableSleep(ms, signal);
             progress?.resume(sending);
           },
           // Said as it happens (also under -q: the message was sent, but something needs a look).
           onWarning: (text) => sayWarning(flags, io, text),
           ...(trace ? { trace } : {}),
         });
+      } catch (e) {
+        if (!stoppedBy) throw e;
+        progress?.stop();
+        reportError(e, io, { json, verbose: flags.verbose ?? false });
+        return stoppedBy === "SIGTERM" ? 143 : 130;
       } finally {
+        process.off("SIGINT", onStop);
+        process.off("SIGTERM", onStop);
         progress?.stop();
         try {
           await budget.close();

@@ -1,0 +1,76 @@
+/**
+ * `send` stopped by Ctrl-C or a SIGTERM (a CI step's timeout): it ends the attempt or the wait at
+ * once and says what became of the message, then exits as a shell reports the signal (130, 143).
+ * Stopped after the request went out, the message may have been sent: it says so, with the key that
+ * makes a resend safe (before, it died silently and a script would resend under a new key). Stopped
+ * while waiting for a rate-limit slot, nothing was sent, and it says that. The built CLI against
+ * the sandbox.
+ */
+import { execa } from "execa";
+import { join } from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { baseEnv, BIN, ROOT } from "../helpers/cli.js";
+import { inProcessSandbox, until, type TestSandbox } from "../helpers/sandbox.js";
+
+let t: TestSandbox;
+beforeAll(async () => {
+  t = await inProcessSandbox();
+});
+afterAll(async () => {
+  // Stopping answers the held-back answers first (Faults.hurry).
+  await t.stop();
+  t.scratch.remove();
+});
+
+const stored = async (subject: string) => (await t.sb.store.list({ limit: 50 })).filter((m) => m.subject === subject);
+
+function send(subject: string, extra: string[], env: Record<string, string> = {}) {
+  return execa(process.execPath, [BIN, "send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "x", ...extra], {
+    env: { ...baseEnv(), ...t.env, ...env },
+    extendEnv: false,
+    reject: false,
+    cwd: ROOT,
+    timeout: 30_000,
+  });
+}
+
+for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
+  for (const transport of ["rest", "smtp"] as const) {
+    it(`${transport}: ${signal} while the answer is awaited: ${code}, the message may have been sent, with the key`, async () => {
+      t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 20_000 };
+      const subject = `interrupted ${transport} ${signal}`;
+      try {
+        const child = send(subject, ["--transport", transport, "--idempotency-key", `int-${transport}-${signal}`, "--json"]);
+        await until(async () => (await stored(subject)).length > 0, 15_000);
+        child.kill(signal);
+        const r = await child;
+        expect(r.exitCode, r.stderr).toBe(code);
+        const error = JSON.parse(r.stderr.trim().split("\n").at(-1)!).error;
+        expect(error.code).toBe("outcome_unknown");
+        expect(error.message).toMatch(/interrupted|gave no answer/);
+        expect(error.hint).toContain(`int-${transport}-${signal}`);
+        expect(error.hint).not.toMatch(/Nothing was sent/);
+        expect(r.stdout).toBe("");
+      } finally {
+        t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0 };
+      }
+      expect(await stored(subject)).toHaveLength(1);
+    });
+  }
+}
+
+it("SIGTERM while waiting for a rate-limit slot: 143, nothing was sent, and it says so", async () => {
+  const env = { MAILSEND_STATE_DIR: join(t.scratch.dir, "state-wait"), MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "60" };
+  const first = await send("slot taker", ["-q"], env);
+  expect(first.exitCode, first.stderr).toBe(0);
+  const child = send("slot waiter", [], env);
+  let err = "";
+  child.stderr?.on("data", (d: Buffer) => (err += d.toString()));
+  await until(async () => /waiting/.test(err), 15_000);
+  child.kill("SIGTERM");
+  const r = await child;
+  expect(r.exitCode, r.stderr).toBe(143);
+  expect(r.stderr).toMatch(/error: interrupted \(SIGTERM\) before the message was sent/);
+  expect(r.stderr).toMatch(/hint: Nothing was sent; it is safe to try again\./);
+  expect(await stored("slot waiter")).toHaveLength(0);
+});

@@ -350,11 +350,24 @@ export function commaSplitNameFix(input: string): string | undefined {
   return undefined;
 }
 
+/**
+ * The last few mailboxes parseMailbox1 took, by their text: a batch's From (and Reply-To) is the
+ * same row after row, and with a display name it is the slow path. Only successes are kept (an
+ * error names the field it came from); a copy is returned.
+ */
+const recentMailboxes = new Map<string, Mailbox>();
+const RECENT_MAILBOXES = 16;
+
 /** Exactly one mailbox (from, reply-to). */
 export function parseMailbox1(input: string, field: string): Mailbox {
+  const hit = recentMailboxes.get(input);
+  if (hit) return { ...hit };
   const list = parseAddressList(input, field, false);
   if (list.length !== 1) fail(field, input, `expected one address, found ${list.length}`);
-  return list[0]!;
+  const m = list[0]!;
+  if (recentMailboxes.size >= RECENT_MAILBOXES) recentMailboxes.delete(recentMailboxes.keys().next().value!);
+  recentMailboxes.set(input, { ...m });
+  return m;
 }
 
 /** One address without a display name (the REST `from`, whose name travels in `name`). */

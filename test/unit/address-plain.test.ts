@@ -5,7 +5,7 @@
  * compared with itself behind a space; random inputs are drawn from the characters that matter.
  */
 import { expect, test } from "vitest";
-import { parseAddressList, type Mailbox } from "../../src/core/address.js";
+import { parseAddressList, parseMailbox1, type Mailbox } from "../../src/core/address.js";
 
 function outcome(input: string): Mailbox[] | "refused" {
   try {
@@ -66,4 +66,19 @@ test("random addresses: the same as through the whole grammar", () => {
   }
   // The generator reaches accepted addresses too, not only refusals.
   expect(accepted).toBeGreaterThan(250);
+});
+
+test("parseMailbox1 keeps the last few it parsed: the same mailbox again, a copy each time; a bad one fails each time, naming its own field", () => {
+  const a = parseMailbox1("Bench <bench@example.com>", "--from");
+  const b = parseMailbox1("Bench <bench@example.com>", "from");
+  expect(b).toEqual({ name: "Bench", address: "bench@example.com" });
+  expect(b).toEqual(a);
+  expect(b).not.toBe(a);
+  (b as { name?: string }).name = "changed";
+  expect(parseMailbox1("Bench <bench@example.com>", "from").name).toBe("Bench");
+  expect(() => parseMailbox1("Bench <bench@>", "--from")).toThrow(/--from/);
+  expect(() => parseMailbox1("Bench <bench@>", "reply_to")).toThrow(/reply_to/);
+  // More than it keeps: the first is parsed again, the same.
+  for (let i = 0; i < 40; i++) parseMailbox1(`N${i} <n${i}@example.com>`, "from");
+  expect(parseMailbox1("Bench <bench@example.com>", "from")).toEqual({ name: "Bench", address: "bench@example.com" });
 });

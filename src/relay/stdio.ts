@@ -23,6 +23,8 @@ export interface StdioOptions {
   onRefused?(reply: string): void;
   /** Idle time before the session is cut, as an MTA's (default 5 minutes). */
   idleMs?: number;
+  /** Ends the session (a signal): the messages being taken are answered first, nothing more is read. */
+  stop?: AbortSignal;
 }
 
 /** The pipes as the socket smtp-server expects: what it reads and writes, its timeout, an address. */
@@ -147,17 +149,25 @@ export async function serveStdio(opts: StdioOptions): Promise<void> {
   server.on("error", () => {});
   const socket = new PipeSocket(opts.input, opts.output);
   const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
-  // The caller closed stdin without QUIT (or right after it): once every message taken is
-  // answered, the session ends as a dropped connection does (a message cut mid-DATA is not taken).
-  opts.input.once("end", () => {
+  // The caller closed stdin without QUIT (or right after it), or this process was told to stop:
+  // once every message taken is answered, the session ends as a dropped connection does (a
+  // message cut mid-DATA is not taken, and its program still has it).
+  let ending = false;
+  const endWhenAnswered = () => {
+    if (ending) return;
+    ending = true;
     void (async () => {
+      // A turn first: what was read before the end (a whole session piped at once) is answered.
       for (let i = 0; i < 600_000 && !socket.destroyed; i++) {
         await new Promise((r) => setTimeout(r, 20));
         if (inflight.size === 0 && socket.writableLength === 0) break;
       }
       if (!socket.destroyed) socket.destroy();
     })();
-  });
+  };
+  opts.input.once("end", endWhenAnswered);
+  if (opts.stop?.aborted) endWhenAnswered();
+  else opts.stop?.addEventListener("abort", endWhenAnswered, { once: true });
   server.connect(socket as never, {} as never);
   await closed;
   while (inflight.size) await Promise.allSettled([...inflight]);

@@ -105,3 +105,34 @@ it("kill -9 during the attempt: once its hold has run out, the next sendmail tha
   expect(await stored("the next one")).toBe(1);
   expect(readFileSync(join(state, "outbox", "runner.log"), "utf8")).toContain(id);
 });
+
+it("sendmail -bs: SIGTERM during a message's attempt answers it 250 as queued, ends the session, exit 0; delivered once", async () => {
+  const state = join(s.dir, `state-${++seq}`);
+  mkdirSync(state, { recursive: true });
+  const e = env(state, { MAILSEND_QUEUE_AUTORUN: "0" });
+  t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 2_000 };
+  const subject = "bs stopped by SIGTERM";
+  // The caller keeps stdin open after the message (a PHP mailer between messages, or waiting for the reply).
+  const child = execa(sendmail, ["-bs"], { env: e, extendEnv: false, stdin: "pipe", reject: false, timeout: 30_000 });
+  child.stdin!.write(`EHLO app.example\r\nMAIL FROM:<cron@example.com>\r\nRCPT TO:<ops@example.com>\r\nDATA\r\n${message(subject).replace(/\n/g, "\r\n")}.\r\n`);
+  await until(() => {
+    try {
+      return queued(state).length === 1;
+    } catch {
+      return false;
+    }
+  }, 20_000);
+  await new Promise((r) => setTimeout(r, 700));
+  child.kill("SIGTERM");
+  const r = await child;
+  expect(r.exitCode, `${r.stderr} (signal ${r.signal})`).toBe(0);
+  expect(String(r.stdout)).toMatch(/\r\n250 2\.0\.0 Ok: queued as \w+\s*$/);
+  expect(queued(state)).toHaveLength(1);
+  t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0 };
+  expect((await execa(process.execPath, [BIN, "queue", "retry", "--all"], { env: e, extendEnv: false, reject: false })).exitCode).toBe(0);
+  const run = await execa(process.execPath, [BIN, "queue", "run"], { env: e, extendEnv: false, reject: false, timeout: 30_000 });
+  expect(run.exitCode, run.stderr).toBe(0);
+  expect(queued(state)).toHaveLength(0);
+  await new Promise((r) => setTimeout(r, 2_500));
+  expect(await stored(subject)).toBe(1);
+});

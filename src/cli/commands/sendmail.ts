@@ -7,7 +7,7 @@
 import { hostname, userInfo } from "node:os";
 import type { CliIO } from "../io.js";
 import { colorsFor } from "../io.js";
-import { toMailsendError } from "../../core/errors.js";
+import { MailsendError, toMailsendError } from "../../core/errors.js";
 import { reportError } from "../report.js";
 import { parseSendmailArgs, type SendmailArgs } from "../../input/sendmail-args.js";
 // Statically: the build puts all of these in the sendmail front end's own chunks either way
@@ -174,28 +174,44 @@ async function smtpOnStdio(args: SendmailArgs, io: CliIO, mode: ReturnType<typeo
   const { serveStdio } = await import("../../relay/stdio.js");
   const env = io.env;
   const aliases = await loadAliases(env);
-  await serveStdio({
-    input: io.stdin,
-    output: io.stdout,
-    name: hostname() || "localhost",
-    maxSize,
-    async take(raw, envelope) {
-      const fixed = fixupMessage(raw, {
-        ...(envelope.from ? { envelopeFrom: envelope.from } : {}),
-        readRecipients: false,
-        recipients: envelope.to,
-        ...senderSettings(env, aliases),
-      });
-      for (const n of fixed.notes) note?.(n);
-      const result = await submit(fixed.raw, fixed.envelope, { mode, env, source: "sendmail", stampedMessageId: fixed.stampedMessageId, ...(profile ? { profile } : {}), ...(note ? { trace: note } : {}) });
-      if (result.status === "queued") {
-        note?.(`queued as ${result.id} (${result.reason.replace(/\s+/g, " ")})`);
-        return `queued as ${result.id}`;
-      }
-      note?.(`sent over ${result.result.transport} to ${fixed.envelope.to.join(", ")} (message id ${result.result.messageId})`);
-      return `sent as ${result.result.messageId}`;
-    },
-    ...(note ? { onRefused: (reply: string) => note(`refused: ${reply}`) } : {}),
-  });
+  // SIGTERM, SIGINT, SIGHUP (the program's timeout, systemd): a message being sent at once stays
+  // queued for a runner and is answered 250 as queued, then the session ends; killed as it stood,
+  // the message would wait in the outbox under a hold nobody ends. A second signal does not wait.
+  const stop = new AbortController();
+  const signals = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (!stop.signal.aborted) return stop.abort(new MailsendError("temporary_failure", "interrupted by a signal"));
+    for (const s of signals) process.off(s, onSignal);
+    process.kill(process.pid, sig);
+  };
+  for (const s of signals) process.on(s, onSignal);
+  try {
+    await serveStdio({
+      input: io.stdin,
+      output: io.stdout,
+      name: hostname() || "localhost",
+      maxSize,
+      stop: stop.signal,
+      async take(raw, envelope) {
+        const fixed = fixupMessage(raw, {
+          ...(envelope.from ? { envelopeFrom: envelope.from } : {}),
+          readRecipients: false,
+          recipients: envelope.to,
+          ...senderSettings(env, aliases),
+        });
+        for (const n of fixed.notes) note?.(n);
+        const result = await submit(fixed.raw, fixed.envelope, { mode, env, source: "sendmail", stampedMessageId: fixed.stampedMessageId, signal: stop.signal, ...(profile ? { profile } : {}), ...(note ? { trace: note } : {}) });
+        if (result.status === "queued") {
+          note?.(`queued as ${result.id} (${result.reason.replace(/\s+/g, " ")})`);
+          return `queued as ${result.id}`;
+        }
+        note?.(`sent over ${result.result.transport} to ${fixed.envelope.to.join(", ")} (message id ${result.result.messageId})`);
+        return `sent as ${result.result.messageId}`;
+      },
+      ...(note ? { onRefused: (reply: string) => note(`refused: ${reply}`) } : {}),
+    });
+  } finally {
+    for (const s of signals) process.off(s, onSignal);
+  }
   return 0;
 }

@@ -356,3 +356,37 @@ describe("port helper sanity", () => {
     });
   });
 });
+
+describe("a shell that already trusts CAs of its own (NODE_EXTRA_CA_CERTS)", () => {
+  it("is given a bundle of those and the sandbox's CA: the line to paste keeps both trusted", async () => {
+    // Another sandbox's CA stands for the company's: a TLS server this shell must go on trusting.
+    const company = await childSandbox(join(s.dir, "ca-company"));
+    const dir = join(s.dir, "ca-bundled");
+    const child = execa(process.execPath, [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json"], {
+      env: { ...baseEnv(), NODE_EXTRA_CA_CERTS: company.ready.ca_file },
+      extendEnv: false,
+      cwd: ROOT,
+      stdin: "ignore",
+      reject: false,
+      timeout: 120_000,
+    });
+    try {
+      const ready = await new Promise<{ ca_file: string; env: Record<string, string> }>((resolve) => createInterface({ input: child.stdout! }).once("line", (l) => resolve(JSON.parse(l))));
+      const bundle = join(dir, "tls", "ca-bundle.pem");
+      expect(ready.env.NODE_EXTRA_CA_CERTS).toBe(bundle);
+      expect(ready.ca_file).toBe(join(dir, "tls", "ca.pem"));
+      const pem = readFileSync(bundle, "utf8");
+      expect(pem).toContain(readFileSync(company.ready.ca_file, "utf8").trim());
+      expect(pem).toContain(readFileSync(ready.ca_file, "utf8").trim());
+      // With the pasted line: this sandbox's TLS is trusted, and so is the company's still.
+      const here = await runCli(send("bundle here", ["--transport", "smtp"]), { env: ready.env });
+      expect(here.exitCode, here.stderr).toBe(0);
+      const there = await runCli(send("bundle there", ["--transport", "smtp"]), { env: { ...company.ready.env, NODE_EXTRA_CA_CERTS: ready.env.NODE_EXTRA_CA_CERTS! } });
+      expect(there.exitCode, there.stderr).toBe(0);
+    } finally {
+      child.kill("SIGTERM");
+      await child;
+      await company.stop();
+    }
+  });
+});

@@ -2,6 +2,8 @@
  * `mailsend sandbox`: run the local emulator until SIGINT/SIGTERM, and
  * `mailsend sandbox keys add|list|revoke`.
  */
+import { readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { localFileError, MailsendError } from "../../core/errors.js";
 import { parseExpiry, KeyStore, type KeyInfo } from "../../sandbox/keys.js";
 import { defaultSandboxDir, sandboxPaths } from "../../sandbox/paths.js";
@@ -55,7 +57,39 @@ export function shellQuote(s: string): string {
   return /^[A-Za-z0-9_@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
-function readyJson(sb: Sandbox): Record<string, unknown> {
+/**
+ * The environment to point clients at the sandbox. A shell that already trusts CAs of its own
+ * through NODE_EXTRA_CA_CERTS (a company proxy's, a private registry's) would lose them to the
+ * sandbox's line, and Node programs in it would then fail TLS: there, the line names a bundle of
+ * that file and the sandbox's CA, written beside the CA. `bundled` names the user's file then.
+ */
+export function clientEnv(sb: Sandbox, env: CliIO["env"]): { env: Record<string, string>; bundled?: string } {
+  const theirs = env.NODE_EXTRA_CA_CERTS?.trim();
+  const bundle = join(dirname(sb.tls.caPath), "ca-bundle.pem");
+  const same = (a: string, b: string) => {
+    try {
+      return realpathSync(a) === realpathSync(b);
+    } catch {
+      return resolve(a) === resolve(b);
+    }
+  };
+  if (!theirs || same(theirs, sb.tls.caPath) || same(theirs, bundle)) return { env: sb.env };
+  let pem: string;
+  try {
+    pem = readFileSync(theirs, "utf8");
+  } catch {
+    // Node itself skips a file it cannot read (with a warning): there is nothing of theirs to keep.
+    return { env: sb.env };
+  }
+  try {
+    writeFileSync(bundle, `${pem.trimEnd()}\n${sb.tls.ca.trimEnd()}\n`, { mode: 0o644 });
+  } catch {
+    return { env: sb.env };
+  }
+  return { env: { ...sb.env, NODE_EXTRA_CA_CERTS: bundle }, bundled: theirs };
+}
+
+function readyJson(sb: Sandbox, env: Record<string, string>): Record<string, unknown> {
   return {
     ready: true,
     pid: process.pid,
@@ -72,11 +106,11 @@ function readyJson(sb: Sandbox): Record<string, unknown> {
     // Beyond loopback: the token of /_sandbox/* and the inbox, given only here, once.
     exposed: sb.exposed,
     token: sb.token ?? null,
-    env: sb.env,
+    env,
   };
 }
 
-function banner(sb: Sandbox, io: CliIO, listenHost: string): string {
+function banner(sb: Sandbox, io: CliIO, listenHost: string, client: ReturnType<typeof clientEnv>): string {
   const c = colorsFor(io.stdout, io.env);
   const lines: string[] = [];
   lines.push(`${c.green("mailsend sandbox is running")} ${c.dim(`(data in ${sb.dir})`)}`);
@@ -111,7 +145,8 @@ function banner(sb: Sandbox, io: CliIO, listenHost: string): string {
     lines.push("");
   }
   lines.push("Point mailsend at it (paste into your shell):");
-  for (const [k, v] of Object.entries(sb.env)) lines.push(`  export ${k}=${shellQuote(v)}`);
+  for (const [k, v] of Object.entries(client.env)) lines.push(`  export ${k}=${shellQuote(v)}`);
+  if (client.bundled) lines.push(c.dim(`  # NODE_EXTRA_CA_CERTS names your ${client.bundled} and the sandbox's CA together, so nothing you trusted is lost`));
   lines.push(c.dim(`  # implicit TLS instead: export MAILSEND_SMTP_PORT=${sb.ports.smtps} MAILSEND_SMTP_TLS=implicit`));
   lines.push("");
   lines.push("Press Ctrl+C to stop.");
@@ -157,9 +192,10 @@ export async function runSandbox(flags: SandboxFlags, io: CliIO, stop: StopSigna
       faults,
     });
     const running = sb;
-    if (json) io.stdout.write(`${JSON.stringify(readyJson(running))}\n`);
+    const client = clientEnv(running, io.env);
+    if (json) io.stdout.write(`${JSON.stringify(readyJson(running, client.env))}\n`);
     else {
-      io.stdout.write(banner(running, io, flags.host ?? SANDBOX_DEFAULTS.host));
+      io.stdout.write(banner(running, io, flags.host ?? SANDBOX_DEFAULTS.host, client));
       const c = colorsFor(io.stderr, io.env);
       running.store.subscribe((m) => io.stderr.write(c.dim(logLine(m))));
     }

@@ -79,7 +79,9 @@ export function startSandbox(dir, args = []) {
   const child = spawn(
     process.execPath,
     [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json", ...args],
-    { stdio: ["ignore", "pipe", "inherit"] },
+    // Without the machine's own NODE_EXTRA_CA_CERTS: its ready env then names the sandbox's CA
+    // alone, not a bundle with the machine's CAs, which every process measured would load.
+    { stdio: ["ignore", "pipe", "inherit"], env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== "NODE_EXTRA_CA_CERTS")) },
   );
   const ready = new Promise((resolve, reject) => {
     createInterface({ input: child.stdout }).once("line", (l) => resolve(JSON.parse(l)));

@@ -315,8 +315,10 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
         const tookMs = Date.now() - started;
         spentMs += tookMs;
         // A retry must have room to finish: one cut at the deadline after its request went out turns
-        // a clean "nothing was sent" into an outcome unknown.
-        if (!slotWait && spentMs + delay + Math.max(RETRY_ROOM_MS, 2 * tookMs) > deadlineMs) {
+        // a clean "nothing was sent" into an outcome unknown. Once the outcome is unknown already,
+        // only a retry under the same key can settle it: then any time before the deadline will do.
+        const room = doubt ? 0 : Math.max(RETRY_ROOM_MS, 2 * tookMs);
+        if (!slotWait && spentMs + delay + room >= deadlineMs) {
           opts.trace?.(`* no retry: it could not finish before the ${Math.round(deadlineMs / 1000)} s deadline`);
           throw withAttempts(err, attempt);
         }

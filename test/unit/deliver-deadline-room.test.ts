@@ -86,3 +86,21 @@ test("the room is twice the last attempt's time when that is longer", async () =
   expect(await exitOf(deliver(t.transport, message, options(1000)))).toBe(69);
   expect(t.count()).toBe(1);
 });
+
+test("once an attempt may have handed the message over, a retry takes whatever time is left: only it can settle the outcome", async () => {
+  vi.spyOn(Math, "random").mockReturnValue(0.95);
+  let n = 0;
+  const transport: Transport = {
+    name: "rest",
+    preview: async () => {},
+    close: async () => {},
+    send: async (m): Promise<SendResult> => {
+      if (n++ === 0) throw new MailsendError("outcome_unknown", "the connection broke after the message was sent", { mayHaveBeenSent: true });
+      return { transport: "rest", messageId: "id-1", recipients: [], idempotencyKey: m.idempotencyKey, attempts: 1 };
+    },
+  };
+  // 475 + 250 > 700 would stop a retry of a clean failure; this one goes, and settles it.
+  const r = await deliver(transport, message, options(700));
+  expect(r.messageId).toBe("id-1");
+  expect(n).toBe(2);
+});

@@ -153,7 +153,9 @@ export class QueueRunner {
       if (!(await this.arrivedUnseen())) break;
     }
     this.summary.left = await this.outbox.count();
-    // A full disk that a later attempt got past (a drain delivers once it is freed) kept nothing.
+    // A full disk that a later attempt got past (a drain delivers once it is freed) kept nothing;
+    // nor did one whose message left queue/ since (failed/ for its own reason, or `queue rm`).
+    for (const id of [...this.faulted.keys()]) if (!(await this.outbox.has(id))) this.faulted.delete(id);
     const fault = this.faulted.values().next().value;
     if (fault) this.summary.localFault = fault;
     return this.summary;
@@ -185,10 +187,15 @@ export class QueueRunner {
       if (k >= withState.n || withState.hi[k] !== hi || withState.lo[k] !== lo) continue;
       const id = ids.idAt(j);
       if (this.due.knows(hi, lo)) {
-        if ((retried || this.heldElsewhere.has(id)) && !this.inFlight.has(id) && !this.unremoved.has(id)) moved.push([id, (await this.outbox.state(id)).nextAttemptAt]);
+        if ((retried || this.heldElsewhere.has(id)) && !this.inFlight.has(id) && !this.unremoved.has(id)) {
+          const when = await this.stateTime(id);
+          if (when !== undefined) moved.push([id, when]);
+        }
         continue;
       }
-      listedAt[j] = (await this.outbox.state(id)).nextAttemptAt;
+      // A state file this runner cannot read (another user wrote it) makes the message due: its
+      // attempt says why and tries again in a minute. Never a reason to stop delivering the rest.
+      listedAt[j] = (await this.stateTime(id)) ?? 0;
       if (listedAt[j]! > Date.now()) this.heldElsewhere.add(id);
     }
     // Nothing awaited from here on: what the deliveries recorded meanwhile is not overwritten.
@@ -198,6 +205,15 @@ export class QueueRunner {
     this.lastScan = Date.now();
     // A big outbox is listed less often: at most a tenth of the time goes to listing it.
     this.scanEveryMs = Math.max(POLL_MS, 10 * (this.lastScan - started));
+  }
+
+  /** When a message's state file says it is due; undefined when it cannot be read. */
+  private async stateTime(id: string): Promise<number | undefined> {
+    try {
+      return (await this.outbox.state(id)).nextAttemptAt;
+    } catch {
+      return undefined;
+    }
   }
 
   private lastScan = 0;

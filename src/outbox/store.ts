@@ -15,8 +15,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readdirSync } from "node:fs";
-import { mkdir, open, opendir, readdir, readFile, rename, rm, stat, unlink, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { mkdir, open, opendir, readdir, readFile, rename, rm, stat, unlink } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { localFileError, MailsendError } from "../core/errors.js";
 import { expandHome } from "../core/home.js";
 import { otherStateDir, stateDir } from "../limits/budget.js";
@@ -78,11 +78,24 @@ class GateRefused extends Error {
   }
 }
 
+/**
+ * Root writing in another user's outbox (`mailsend queue retry` run with sudo, a root cron job
+ * pointed at www-data's outbox): the file is given to the owner of the directory it goes in, else
+ * that user's runner could not read its own mail (0600, root's) and would try it every minute.
+ */
+async function ownerFor(dir: string): Promise<{ uid: number; gid: number } | undefined> {
+  if (process.getuid?.() !== 0) return undefined;
+  const st = await stat(dir).catch(() => undefined);
+  return st && st.uid !== 0 ? { uid: st.uid, gid: st.gid } : undefined;
+}
+
 async function writeDurably(path: string, tmpDir: string, chunks: Buffer[], gate?: Promise<unknown>): Promise<void> {
   const tmp = join(tmpDir, `${path.split("/").pop()}.${process.pid}.${randomBytes(3).toString("hex")}`);
   let fh;
   try {
     fh = await open(tmp, "wx", 0o600);
+    const owner = await ownerFor(dirname(path));
+    if (owner) await fh.chown(owner.uid, owner.gid);
     for (const c of chunks) {
       // A write may be short (the disk filling up): write the rest until it is all there or fails.
       for (let off = 0; off < c.length; ) {
@@ -288,6 +301,11 @@ export class Outbox {
   }
 
   /** The metadata line alone (a list does not read whole messages). */
+  /** Whether the message is (still) there. */
+  async has(id: string, where: "queue" | "failed" = "queue"): Promise<boolean> {
+    return (await stat(this.paths(id, where).msg).catch(() => undefined)) !== undefined;
+  }
+
   async meta(id: string, where: "queue" | "failed" = "queue"): Promise<OutboxMeta | undefined> {
     const { msg } = this.paths(id, where);
     let fh;
@@ -406,7 +424,8 @@ export class Outbox {
    * the runner's schedule says.
    */
   async markRetried(): Promise<void> {
-    await writeFile(join(this.dir, "retry.stamp"), `${Date.now()}\n`, { mode: 0o600 }).catch(() => {});
+    // Made anew (not rewritten): a stamp another user left (root's, 0600) does not stop this one.
+    await writeDurably(join(this.dir, "retry.stamp"), this.tmpDir, [Buffer.from(`${Date.now()}\n`)]).catch(() => {});
   }
 
   /** When `queue retry` last touched the stamp (0: never). */

@@ -234,6 +234,37 @@ describe("mailsend queue", () => {
     }
   }, 60_000);
 
+  it("a drain whose faulted message was removed (queue rm) exits 0: the fault keeps nothing waiting", async () => {
+    const { dir, env } = fresh();
+    const [id] = await seed(dir, ["fault-removed"]);
+    const blocker = join(dir, "blocker");
+    writeFileSync(blocker, "");
+    const drain = execa(process.execPath, [BIN, "queue", "run", "--drain", "--json"], { env: { ...baseEnv(), ...env, MAILSEND_STATE_DIR: join(blocker, "state"), MAILSEND_RATE_LIMIT: "1000" }, extendEnv: false, reject: false, cwd: ROOT, timeout: 60_000 });
+    try {
+      const box = new Outbox(dir);
+      for (let i = 0; i < 100 && (await box.state(id!)).attempts === 0; i++) await new Promise((r) => setTimeout(r, 100));
+      expect((await box.state(id!)).lastError?.exit).toBe(73);
+      expect((await runCli(["queue", "rm", id!], { env })).exitCode).toBe(0);
+      const r = await drain;
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 0, left: 0 });
+    } finally {
+      drain.kill("SIGTERM");
+      await drain;
+    }
+  }, 60_000);
+
+  it("a state file it cannot read (another user's in life; a directory here) does not stop the runner: the rest is delivered", async () => {
+    const { dir, env } = fresh();
+    const [bad] = await seed(dir, ["unreadable-state", "readable-1", "readable-2"]);
+    mkdirSync(join(dir, "queue", `${bad}.state`));
+    const r = await runCli(["queue", "run", "--json"], { env, timeoutMs: 60_000 });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect((await stored("readable-")).length).toBe(2);
+    expect(r.stdout + r.stderr).toMatch(/outbox state file/);
+    expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 2, left: 1 });
+  }, 60_000);
+
   it("lets one runner deliver at a time", async () => {
     const { dir, env } = fresh();
     await seed(dir, ["lock-1", "lock-2", "lock-3", "lock-4"]);

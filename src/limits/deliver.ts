@@ -299,7 +299,8 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
           storeWarnings();
         };
         if (id) {
-          if (neverReached(err)) await keep("giving back the rate-limit slot", () => opts.store!.release(id, opts.limits));
+          // Stopped by the caller before the message was handed over: the service counted nothing either.
+          if (neverReached(err) || (opts.signal?.aborted === true && !mayHaveGone(err))) await keep("giving back the rate-limit slot", () => opts.store!.release(id, opts.limits));
           else await keep("recording the attempt in the rate-limit budget", () => opts.store!.complete(id, opts.limits));
         }
         const delay = backoffMs(attempt, err);

@@ -7,6 +7,7 @@
  * the sandbox.
  */
 import { execa } from "execa";
+import { createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { baseEnv, BIN, ROOT } from "../helpers/cli.js";
@@ -73,4 +74,26 @@ it("SIGTERM while waiting for a rate-limit slot: 143, nothing was sent, and it s
   expect(r.stderr).toMatch(/error: interrupted \(SIGTERM\) before the message was sent/);
   expect(r.stderr).toMatch(/hint: Nothing was sent; it is safe to try again\./);
   expect(await stored("slot waiter")).toHaveLength(0);
+});
+
+it("Ctrl-C before the request went out (a TLS handshake that never ends) gives the rate-limit slot back", async () => {
+  const sockets = new Set<Socket>();
+  const silent = createServer((sock) => sockets.add(sock));
+  await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+  const env = { MAILSEND_STATE_DIR: join(t.scratch.dir, "state-slot"), MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "60" };
+  try {
+    const child = send("never handed over", ["--transport", "rest"], { ...env, MAILSEND_BASE_URL: `https://127.0.0.1:${(silent.address() as AddressInfo).port}` });
+    await until(() => sockets.size > 0, 15_000);
+    await new Promise((r) => setTimeout(r, 300));
+    child.kill("SIGINT");
+    const r = await child;
+    expect(r.exitCode, r.stderr).toBe(130);
+    expect(r.stderr).toMatch(/Nothing was sent/);
+  } finally {
+    for (const sock of sockets) sock.destroy();
+    await new Promise<void>((r) => silent.close(() => r()));
+  }
+  // The one slot of the minute is free again: the next send goes at once.
+  const next = await send("after the interrupted one", ["--no-wait", "-q"], env);
+  expect(next.exitCode, next.stderr).toBe(0);
 });

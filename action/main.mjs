@@ -92,9 +92,20 @@ function md(s) {
     .replace(/&/g, "&amp;");
 }
 
+/** The summary input, read before anything is sent (main): undefined until then. */
+let wantSummary;
+
 function summary(line) {
   const file = process.env.GITHUB_STEP_SUMMARY;
-  if (!file || !bool("summary", true)) return;
+  if (!file || wantSummary === false) return;
+  if (wantSummary === undefined) {
+    try {
+      wantSummary = bool("summary", true);
+    } catch {
+      // Said by the failure that follows; a bad value writes no summary.
+      return;
+    }
+  }
   try {
     appendFileSync(file, `${line}\n\n`);
   } catch (e) {
@@ -271,6 +282,9 @@ function fail(e) {
 
 async function main() {
   const { args, body } = sendArguments();
+  // Every input is checked before anything is sent: a bad one found after the send would fail a
+  // step whose message went out, and a re-run would send it again.
+  wantSummary = bool("summary", true);
   if (!existsSync(BUILT)) await build();
   const dryRun = args.includes("--dry-run");
   const r = await send(args, body);
@@ -297,9 +311,10 @@ async function main() {
   }
   const err = r.error ?? { code: "internal", message: `mailsend exited ${r.code}` };
   // The CLI printed the ::error annotation (message and hint); the log gets them as text too.
-  process.stderr.write(`mailsend: not sent: ${err.message}\n${err.hint ? `hint: ${err.hint}\n` : ""}`);
+  process.stderr.write(`mailsend: ${r.code === 67 ? "sent, but refused for some recipients" : "not sent"}: ${err.message}\n${err.hint ? `hint: ${err.hint}\n` : ""}`);
   setOutputs({ "message-id": err.message_id ?? "", "exit-code": r.code, "exit-class": CLASSES[r.code] ?? "internal", "error-code": err.code ?? "" });
-  summary(`**mailsend**: “${md(subject)}” ${r.code === 67 ? "was refused for some recipients" : "was not sent"}: exit ${r.code} (${md(err.code ?? "")}), ${md(err.message)}`);
+  // Not the error's text: it may name recipients, and a public repository's summaries are public.
+  summary(`**mailsend**: “${md(subject)}” ${r.code === 67 ? "was refused for some recipients" : "was not sent"}: exit ${r.code} (${md(err.code ?? "")}); the step's log says why`);
   process.exitCode = r.code;
 }
 

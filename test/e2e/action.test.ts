@@ -220,9 +220,26 @@ describe("a failing step", () => {
     expect(r.exitCode).toBe(77);
     expect(r.stdout).toMatch(/^::error title=mailsend::.+/m);
     expect(r.outputs).toMatchObject({ "exit-code": "77", "exit-class": "auth", "error-code": "auth_failed", "message-id": "" });
-    expect(r.summary).toMatch(/“refused” was not sent: exit 77 \(auth\\_failed\)/);
+    expect(r.summary).toMatch(/“refused” was not sent: exit 77 \(auth\\_failed\); the step's log says why/);
     expect(r.stdout + r.stderr + r.summary).not.toContain(wrong);
     expect(await stored("refused")).toBeUndefined();
+  });
+
+  test("a summary input that is not true or false fails the step before anything is sent", async () => {
+    const r = await step({ from: "ci@example.com", to: "dev@example.com", subject: "summary yes", body: "hi", "base-url": t.env.MAILSEND_BASE_URL!, summary: "yes" });
+    expect(r.exitCode).toBe(64);
+    expect(r.stdout).toMatch(/^::error title=mailsend::the input summary must be true or false, got "yes"/m);
+    expect(r.stdout + r.stderr).not.toMatch(/at .*main\.mjs|sent 0/);
+    expect(r.outputs).toMatchObject({ "exit-code": "64", "message-id": "" });
+    expect(await stored("summary yes")).toBeUndefined();
+  });
+
+  test("a failure's line in the job summary names no address (summaries of public repositories are public)", async () => {
+    const r = await step({ from: "ci@example.com", to: "good@example.com, secret-person@@example.com", subject: "bad address", body: "hi", "base-url": t.env.MAILSEND_BASE_URL! });
+    expect(r.exitCode).toBe(65);
+    expect(r.summary).toMatch(/“bad address” was not sent: exit 65 \(invalid\\_address\); the step's log says why/);
+    expect(r.summary).not.toMatch(/@/);
+    expect(r.stderr).toContain("secret-person@@example.com");
   });
 
   test("nothing listening at base-url: 69, exit-class unavailable", async () => {

@@ -118,7 +118,10 @@ export function readData(stream: NodeJS.ReadableStream & { sizeExceeded?: boolea
 }
 
 export async function startRelay(opts: RelayOptions): Promise<Relay> {
-  const maxRecipients = opts.maxRecipients ?? 1000;
+  // What the service takes per message (the sandbox: 100; RFC 5321 has every server take at least
+  // 100). More would be answered 250 here and refused in part later, with the app long gone: a 452
+  // at RCPT tells it now, and SMTP clients send those recipients in a second transaction.
+  const maxRecipients = opts.maxRecipients ?? 100;
   const inflight = new Set<Promise<unknown>>();
   const loopback = isLoopback(opts.host);
   let closing = false;

@@ -172,6 +172,30 @@ describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", (
     }
   });
 
+  test("the 101st recipient of a message is refused 452 4.5.3 at RCPT (the service takes 100): never 250 for mail it cannot deliver", async () => {
+    const s = scratch("mailsend-relay-rcpt-");
+    // Recipients beyond the To header go over SMTP: auto, with the sandbox's SMTP configured.
+    const relay = await startRelayChild(restEnv(s, { MAILSEND_TRANSPORT: "auto" }), ["--no-deliver"]);
+    try {
+      const d = await SmtpDialog.connect(relay.ready.port);
+      await d.cmd("EHLO client.test");
+      expect(await d.cmd("MAIL FROM:<a@example.com>")).toMatch(/^250/);
+      for (let i = 1; i <= 100; i++) expect(await d.cmd(`RCPT TO:<u${i}@example.com>`)).toMatch(/^250/);
+      expect(await d.cmd("RCPT TO:<u101@example.com>")).toMatch(/^452 4\.5\.3 Too many recipients \(at most 100 per message\)/);
+      expect(await d.cmd("DATA")).toMatch(/^354/);
+      d.write("From: a@example.com\r\nTo: list@example.com\r\nSubject: hundred\r\nContent-Type: text/html\r\n\r\n<p>x</p>\r\n.\r\n");
+      expect(await d.reply()).toMatch(/^250 2\.0\.0 queued as /);
+      await d.quit();
+      const files = queued(relay.ready.outbox);
+      expect(files).toHaveLength(1);
+      const meta = JSON.parse(readFileSync(join(relay.ready.outbox, "queue", files[0]!), "utf8").split("\n")[0]!) as { envelope: { to: string[] } };
+      expect(meta.envelope.to).toHaveLength(100);
+    } finally {
+      await relay.stop();
+      s.remove();
+    }
+  });
+
   test("a message mailsend cannot deliver as it is: 554 with the reason, nothing queued", async () => {
     const s = scratch("mailsend-relay-bad-");
     const relay = await startRelayChild(restEnv(s), ["--no-deliver"]);

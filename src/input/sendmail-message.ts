@@ -18,7 +18,8 @@ import { binaryKind } from "./stdin-body.js";
 
 export type Env = Record<string, string | undefined>;
 
-export const DEFAULT_MAX_SIZE = 25 * 1024 * 1024;
+/** What the service takes (as send's --max-size): a larger message would be queued only to fail later. */
+export const DEFAULT_MAX_SIZE = 10 * 1024 * 1024;
 
 /** MAILSEND_MAX_SIZE: bytes, or with a K/M suffix (KiB, MiB). */
 export function maxMessageSize(env: Env): number {
@@ -27,7 +28,7 @@ export function maxMessageSize(env: Env): number {
   const m = /^(\d+)\s*([kKmM])?i?[bB]?$/.exec(v);
   if (!m) {
     throw new MailsendError("config_invalid", `MAILSEND_MAX_SIZE must be a size in bytes (or with K or M), got ${JSON.stringify(v.slice(0, 40))}`, {
-      hint: "For example MAILSEND_MAX_SIZE=10M; the default is 25M.",
+      hint: "For example MAILSEND_MAX_SIZE=5M; the default is 10M, what the service takes.",
     });
   }
   const unit = m[2]?.toLowerCase() === "m" ? 1024 * 1024 : m[2]?.toLowerCase() === "k" ? 1024 : 1;

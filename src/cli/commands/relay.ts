@@ -13,7 +13,8 @@ import type { Relay } from "../../relay/server.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
 
-export const RELAY_DEFAULT_MAX_SIZE = 25 * 1024 * 1024;
+/** What the service takes (as send's --max-size): a larger message would get 250 here and fail later. */
+export const RELAY_DEFAULT_MAX_SIZE = 10 * 1024 * 1024;
 export const RELAY_DEFAULT_MAX_CLIENTS = 50;
 
 export interface RelayFlags {

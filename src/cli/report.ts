@@ -6,13 +6,14 @@ import { redactForPrint } from "../core/redact.js";
 import { annotation, inGitHubActions } from "./github.js";
 import { colorsFor, type CliIO } from "./io.js";
 
-export function reportError(e: unknown, io: CliIO, opts: { json: boolean; verbose?: boolean }): number {
+export function reportError(e: unknown, io: CliIO, opts: { json: boolean; verbose?: boolean; exit?: number }): number {
   const err = toMailsendError(e);
   // Every printed word passes the one redactor (a URL's password never shows, whoever built the message).
   const message = redactForPrint(err.message);
   const hint = err.hint === undefined ? undefined : redactForPrint(err.hint);
   if (opts.json) {
-    io.stderr.write(`${JSON.stringify({ error: { ...err.toJSON(), message, ...(hint ? { hint } : {}) } })}\n`);
+    // `exit`: what the process exits with (a signal's 130 or 143 where the caller says so).
+    io.stderr.write(`${JSON.stringify({ error: { ...err.toJSON(), message, ...(hint ? { hint } : {}), ...(opts.exit !== undefined ? { exit: opts.exit } : {}) } })}\n`);
   } else {
     const c = colorsFor(io.stderr, io.env);
     io.stderr.write(`${c.red("error:")} ${message}\n`);
@@ -24,7 +25,7 @@ export function reportError(e: unknown, io: CliIO, opts: { json: boolean; verbos
   // In GitHub Actions the error also shows on the run's summary page. On stderr, so
   // stdout stays data (--json); error messages never hold the key.
   if (inGitHubActions(io.env)) io.stderr.write(annotation("error", message, hint));
-  return err.exitCode;
+  return opts.exit ?? err.exitCode;
 }
 
 export function warn(io: CliIO, message: string): void {

@@ -48,6 +48,8 @@ for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
         expect(r.exitCode, r.stderr).toBe(code);
         const error = JSON.parse(r.stderr.trim().split("\n").at(-1)!).error;
         expect(error.code).toBe("outcome_unknown");
+        // The exit the process gave, not the code's own (76).
+        expect(error.exit).toBe(code);
         expect(error.message).toMatch(/interrupted|gave no answer/);
         expect(error.hint).toContain(`int-${transport}-${signal}`);
         expect(error.hint).not.toMatch(/Nothing was sent/);

@@ -222,7 +222,14 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
       const stop = new AbortController();
       let stoppedBy: NodeJS.Signals | undefined;
       const onStop = (sig: NodeJS.Signals) => {
-        if (stoppedBy) process.exit(sig === "SIGTERM" ? 143 : 130);
+        if (stoppedBy) {
+          // Not waiting for what the first one is finishing (an answer may be in, its bookkeeping not):
+          // said as unknown, with the key that makes a resend safe, never silently.
+          const text = `stopped (${sig}) before the outcome was known: the message may have been sent`;
+          const hint = `Check before sending again (resending with --idempotency-key ${message.idempotencyKey} is safe: the service drops a repeat).`;
+          io.stderr.write(json ? `${JSON.stringify({ error: { code: "outcome_unknown", message: text, exit: sig === "SIGTERM" ? 143 : 130, hint } })}\n` : `error: ${text}\nhint: ${hint}\n`);
+          process.exit(sig === "SIGTERM" ? 143 : 130);
+        }
         stoppedBy = sig;
         stop.abort(new MailsendError("temporary_failure", `interrupted (${sig}) before the message was sent`, { hint: "Nothing was sent; it is safe to try again." }));
       };
@@ -257,8 +264,7 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
       } catch (e) {
         if (!stoppedBy) throw e;
         progress?.stop();
-        reportError(e, io, { json, verbose: flags.verbose ?? false });
-        return stoppedBy === "SIGTERM" ? 143 : 130;
+        return reportError(e, io, { json, verbose: flags.verbose ?? false, exit: stoppedBy === "SIGTERM" ? 143 : 130 });
       } finally {
         process.off("SIGINT", onStop);
         process.off("SIGTERM", onStop);

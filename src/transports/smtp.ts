@@ -307,7 +307,8 @@ export class SmtpTransport implements Transport {
       return {
         transport: "smtp",
         messageId: (m.raw ? rawMessageId(m.raw) : info.messageId) ?? "",
-        recipients: allRecipients(m).map((r) => r.address),
+        // Who it went to: the envelope's (a relayed message's Bcc is only there), else the headers'.
+        recipients: m.envelope ? [...m.envelope.to] : allRecipients(m).map((r) => r.address),
         idempotencyKey: m.idempotencyKey,
         smtpResponse: this.#redact(String(info.response ?? "")),
         attempts: 1,

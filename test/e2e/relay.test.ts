@@ -198,6 +198,27 @@ describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", (
     }
   });
 
+  test("-v's sent event names every envelope recipient, a blind copy too (not only the To header's)", async () => {
+    const s = scratch("mailsend-relay-bcc-");
+    const relay = await startRelayChild(restEnv(s, { MAILSEND_TRANSPORT: "auto" }), ["-v"]);
+    try {
+      const d = await SmtpDialog.connect(relay.ready.port);
+      await d.cmd("EHLO client.test");
+      expect(await d.cmd("MAIL FROM:<app@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("RCPT TO:<visible@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("RCPT TO:<hidden@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("DATA")).toMatch(/^354/);
+      d.write("From: app@example.com\r\nTo: visible@example.com\r\nSubject: relay blind copy\r\nContent-Type: text/html\r\n\r\n<p>x</p>\r\n.\r\n");
+      expect(await d.reply()).toMatch(/^250 2\.0\.0 queued as /);
+      await d.quit();
+      await until(() => relay.events.some((e) => e.event === "sent"), 30_000);
+      expect(relay.events.find((e) => e.event === "sent")).toMatchObject({ transport: "smtp", recipients: ["visible@example.com", "hidden@example.com"] });
+    } finally {
+      await relay.stop();
+      s.remove();
+    }
+  });
+
   test("a message mailsend cannot deliver as it is: 554 with the reason, nothing queued", async () => {
     const s = scratch("mailsend-relay-bad-");
     const relay = await startRelayChild(restEnv(s), ["--no-deliver"]);

@@ -137,7 +137,8 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
 
   const options: SMTPServerOptions = {
     name: "localhost",
-    banner: "mailsend relay ESMTP",
+    // smtp-server puts "<name> ESMTP" before it.
+    banner: "mailsend relay",
     ...(opts.tls ? { key: opts.tls.key, cert: opts.tls.cert } : {}),
     secure: false,
     disabledCommands: disabled,

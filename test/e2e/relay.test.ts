@@ -203,6 +203,7 @@ describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", (
     const relay = await startRelayChild(restEnv(s, { MAILSEND_TRANSPORT: "auto" }), ["-v"]);
     try {
       const d = await SmtpDialog.connect(relay.ready.port);
+      expect(d.greeting).toMatch(/^220 \S+ ESMTP mailsend relay$/);
       await d.cmd("EHLO client.test");
       expect(await d.cmd("MAIL FROM:<app@example.com>")).toMatch(/^250/);
       expect(await d.cmd("RCPT TO:<visible@example.com>")).toMatch(/^250/);

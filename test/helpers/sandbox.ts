@@ -168,6 +168,9 @@ export class SmtpDialog {
     for (const f of w) f();
   }
 
+  /** The server's 220 line. */
+  greeting = "";
+
   static async connect(port: number, opts: { implicit?: boolean; ca?: string } = {}): Promise<SmtpDialog> {
     const net = await import("node:net");
     const tls = await import("node:tls");
@@ -179,7 +182,7 @@ export class SmtpDialog {
       socket.once("error", reject);
     });
     const d = new SmtpDialog(socket);
-    await d.reply(); // greeting
+    d.greeting = await d.reply();
     return d;
   }
 

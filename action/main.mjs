@@ -146,7 +146,6 @@ function sendArguments() {
       const given = name.slice("INPUT_".length).toLowerCase();
       throw new ActionError(`the action has no input "${given}": the API key is never an input (its value was not used and is not shown)`, {
         hint: "Give it through the step's environment from a secret: env: MAILSEND_API_KEY: ${{ secrets.MAILSEND_API_KEY }} (or MAILSEND_API_KEY_FILE).",
-        exitClass: "config",
       });
     }
   }

@@ -318,7 +318,9 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
         // A retry must have room to finish: one cut at the deadline after its request went out turns
         // a clean "nothing was sent" into an outcome unknown. Once the outcome is unknown already,
         // only a retry under the same key can settle it: then any time before the deadline will do.
-        const room = doubt ? 0 : Math.max(RETRY_ROOM_MS, 2 * tookMs);
+        // An attempt that got no answer (a timeout, no connection) says nothing of a round trip's
+        // time, and a retry cut before its request goes out is harmless: the floor alone then.
+        const room = doubt ? 0 : err.code === "timeout" || err.code === "connection_failed" ? RETRY_ROOM_MS : Math.max(RETRY_ROOM_MS, 2 * tookMs);
         if (!slotWait && spentMs + delay + room >= deadlineMs) {
           opts.trace?.(`* no retry: it could not finish before the ${Math.round(deadlineMs / 1000)} s deadline`);
           throw withAttempts(err, attempt);

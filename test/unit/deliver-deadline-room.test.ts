@@ -104,3 +104,21 @@ test("once an attempt may have handed the message over, a retry takes whatever t
   expect(r.messageId).toBe("id-1");
   expect(n).toBe(2);
 });
+
+test("an attempt that got no answer (timed out) does not stand for a round trip: the floor alone", async () => {
+  vi.spyOn(Math, "random").mockReturnValue(0.9);
+  let n = 0;
+  const transport: Transport = {
+    name: "rest",
+    preview: async () => {},
+    close: async () => {},
+    send: async (): Promise<SendResult> => {
+      n++;
+      await new Promise((r) => setTimeout(r, 200));
+      throw new MailsendError("timeout", "did not respond within 0.2 s; nothing was sent");
+    },
+  };
+  // 200 + 450 + 250 < 1000: retried (twice 200 ms would have stopped it); the next waits 900 ms.
+  expect(await exitOf(deliver(transport, message, options(1000)))).toBe(75);
+  expect(n).toBe(2);
+});

@@ -114,7 +114,55 @@ export async function composeHtml(input: string, opts: ComposeOptions): Promise<
     rewrites.push({ ref: `--inline ${spec}`, cid, path: real });
   }
 
-  return { html, images: [...images.values()], rewrites, stylesheets, remoteStylesheets, warnings: cidMismatches(html, opts.inline, images) };
+  const warnings = cidMismatches(html, opts.inline, images);
+  if (opts.embed) warnings.push(...leftLocal(html));
+  return { html, images: [...images.values()], rewrites, stylesheets, remoteStylesheets, warnings };
+}
+
+const STYLE_BLOCK = /<style\b[^>]*>([\s\S]*?)<\/style\s*>/gi;
+const CSS_URL = /url\(\s*(?:"([^"]*)"|'([^']*)'|([^)'"\s]*))\s*\)/gi;
+const SRCSET = /\ssrcset\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))/gi;
+
+/** A reference to a file on this machine: what no mail client can load. */
+function isLocalRef(ref: string): boolean {
+  if (ref === "" || ref.startsWith("#") || /^cid:/i.test(ref)) return false;
+  try {
+    return localPath(ref) !== undefined;
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * Local files the HTML still names where embedding does not reach: url() in a <style> block (a
+ * linked sheet's background image) and srcset candidates. Sent as written they are broken images
+ * in the mail (Apple Mail takes srcset over src): said, with what to do.
+ */
+function leftLocal(html: string): string[] {
+  const out: string[] = [];
+  const seen = new Set<string>();
+  const say = (key: string, text: string) => {
+    if (seen.has(key) || out.length >= 10) return;
+    seen.add(key);
+    out.push(text);
+  };
+  if (/<style/i.test(html) && /url\(/i.test(html)) {
+    for (const block of html.matchAll(STYLE_BLOCK)) {
+      for (const m of (block[1] ?? "").matchAll(CSS_URL)) {
+        const ref = (m[1] ?? m[2] ?? m[3] ?? "").trim();
+        if (isLocalRef(ref)) say(`url ${ref}`, `url(${ref}) in a <style> block names a file on this machine, which no mail client can load: --inline-css copies the rule onto the elements, where the image is embedded`);
+      }
+    }
+  }
+  if (/srcset/i.test(html)) {
+    for (const m of html.matchAll(SRCSET)) {
+      for (const candidate of (m[1] ?? m[2] ?? m[3] ?? "").split(",")) {
+        const ref = candidate.trim().split(/\s+/)[0] ?? "";
+        if (isLocalRef(ref)) say(`srcset ${ref}`, `srcset names ${ref}, a file on this machine that is not embedded: clients that use srcset (Apple Mail) show a broken image; give the image in src alone`);
+      }
+    }
+  }
+  return out;
 }
 
 /**

@@ -51,6 +51,19 @@ describe("localPath", () => {
 describe("composeHtml", () => {
   const opts = { baseDir: base, embed: true, inline: [], inlineCss: false };
 
+  it("warns of local files it leaves as written: url() in a <style> block, srcset candidates; not remote, data: or cid: ones", async () => {
+    const html = `<style>.a{background:url(img/bg.png)} .b{background:url("https://x.example/b.png")} .c{background:url(data:image/png;base64,AA==)}</style><img src="img/a.png" srcset="img/a.png 1x, img/a@2x.png 2x, https://x.example/c.png 3x">`;
+    const c = await composeHtml(html, opts);
+    expect(c.warnings).toEqual([
+      expect.stringMatching(/^url\(img\/bg\.png\) in a <style> block names a file on this machine, which no mail client can load: --inline-css /),
+      expect.stringMatching(/^srcset names img\/a\.png, a file on this machine that is not embedded/),
+      expect.stringMatching(/^srcset names img\/a@2x\.png, /),
+    ]);
+    // --no-embed: the user chose to leave references as written; nothing said.
+    expect((await composeHtml(html, { ...opts, embed: false })).warnings).toEqual([]);
+    expect((await composeHtml('<style>.a{color:red}</style><img src="img/a.png">', opts)).warnings).toEqual([]);
+  });
+
   it("one part per image file, whichever way it is reached (a symlink inside counts as the same file)", async () => {
     const c = await composeHtml('<img src="img/a.png"><img src="./img/a.png"><img src="alias.png">', opts);
     expect(c.images).toHaveLength(1);

@@ -48,6 +48,21 @@ describe("localPath", () => {
   });
 });
 
+describe("textFromHtml of a big report", () => {
+  it("over 1,000 table rows: a line per row, cells between ' | ' (aligned columns cost seconds there), nothing lost", async () => {
+    const rows = Array.from({ length: 1500 }, (_, i) => `<tr><td>file-${i}.ts</td><td>${i % 7 ? "passed" : "failed"}</td></tr>`).join("");
+    const text = await textFromHtml(`<h1>Report</h1><table><thead><tr><th>file</th><th>status</th></tr></thead><tbody>${rows}</tbody></table><p>end</p>`);
+    const lines = text.split("\n");
+    expect(lines).toContain("file | status");
+    expect(lines).toContain("file-0.ts | failed");
+    expect(lines).toContain("file-1499.ts | passed");
+    expect(lines.filter((l) => / \| /.test(l))).toHaveLength(1501);
+    expect(text.trimEnd().endsWith("end")).toBe(true);
+    // A small table keeps its aligned columns.
+    expect(await textFromHtml("<table><tr><th>file</th><th>status</th></tr><tr><td>a-long-name.ts</td><td>ok</td></tr></table>")).toMatch(/^file {2,}status$/m);
+  });
+});
+
 describe("composeHtml", () => {
   const opts = { baseDir: base, embed: true, inline: [], inlineCss: false };
 

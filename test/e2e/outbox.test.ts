@@ -42,6 +42,20 @@ async function stored(subjectPrefix: string) {
   return (await sb.sb.store.list()).filter((m) => m.subject.startsWith(subjectPrefix));
 }
 
+/**
+ * A `queue run --drain` whose first attempt at `id` met a fault of this machine (exit 73: the
+ * budget's state cannot be written while a file, `blocker`, stands where its directory goes).
+ */
+async function drainAfterLocalFault(dir: string, env: Record<string, string>, id: string) {
+  const blocker = join(dir, "blocker");
+  writeFileSync(blocker, "");
+  const drain = execa(process.execPath, [BIN, "queue", "run", "--drain", "--json"], { env: { ...baseEnv(), ...env, MAILSEND_STATE_DIR: join(blocker, "state"), MAILSEND_RATE_LIMIT: "1000" }, extendEnv: false, reject: false, cwd: ROOT, timeout: 60_000 });
+  const box = new Outbox(dir);
+  for (let i = 0; i < 100 && (await box.state(id)).attempts === 0; i++) await new Promise((r) => setTimeout(r, 100));
+  expect((await box.state(id)).lastError?.exit).toBe(73);
+  return { drain, blocker };
+}
+
 describe("mailsend queue", () => {
   it("lists the outbox and delivers what is due, then it is empty", async () => {
     const { dir, env } = fresh();
@@ -214,14 +228,8 @@ describe("mailsend queue", () => {
   it("a drain that delivers everything after this machine's fault cleared exits 0, not with the fault's code", async () => {
     const { dir, env } = fresh();
     const [id] = await seed(dir, ["fault-cleared"]);
-    // The budget's state cannot be written while a file stands where its directory goes.
-    const blocker = join(dir, "blocker");
-    writeFileSync(blocker, "");
-    const drain = execa(process.execPath, [BIN, "queue", "run", "--drain", "--json"], { env: { ...baseEnv(), ...env, MAILSEND_STATE_DIR: join(blocker, "state"), MAILSEND_RATE_LIMIT: "1000" }, extendEnv: false, reject: false, cwd: ROOT, timeout: 60_000 });
+    const { drain, blocker } = await drainAfterLocalFault(dir, env, id!);
     try {
-      const box = new Outbox(dir);
-      for (let i = 0; i < 100 && (await box.state(id!)).attempts === 0; i++) await new Promise((r) => setTimeout(r, 100));
-      expect((await box.state(id!)).lastError?.exit).toBe(73);
       rmSync(blocker);
       expect((await runCli(["queue", "retry", "--all"], { env })).exitCode).toBe(0);
       const r = await drain;
@@ -237,13 +245,8 @@ describe("mailsend queue", () => {
   it("a drain whose faulted message was removed (queue rm) exits 0: the fault keeps nothing waiting", async () => {
     const { dir, env } = fresh();
     const [id] = await seed(dir, ["fault-removed"]);
-    const blocker = join(dir, "blocker");
-    writeFileSync(blocker, "");
-    const drain = execa(process.execPath, [BIN, "queue", "run", "--drain", "--json"], { env: { ...baseEnv(), ...env, MAILSEND_STATE_DIR: join(blocker, "state"), MAILSEND_RATE_LIMIT: "1000" }, extendEnv: false, reject: false, cwd: ROOT, timeout: 60_000 });
+    const { drain } = await drainAfterLocalFault(dir, env, id!);
     try {
-      const box = new Outbox(dir);
-      for (let i = 0; i < 100 && (await box.state(id!)).attempts === 0; i++) await new Promise((r) => setTimeout(r, 100));
-      expect((await box.state(id!)).lastError?.exit).toBe(73);
       expect((await runCli(["queue", "rm", id!], { env })).exitCode).toBe(0);
       const r = await drain;
       expect(r.exitCode, r.stderr).toBe(0);

@@ -45,10 +45,8 @@ const message = (subject: string) => `From: cron@example.com\nTo: ops@example.co
 const queued = (state: string) => readdirSync(join(state, "outbox", "queue")).filter((f) => f.endsWith(".msg"));
 const stored = async (subject: string) => (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject === subject).length;
 
-/** A sendmail whose at-once attempt is under way (its message in the outbox, the request sent). */
-async function inFlight(state: string, subject: string, e: Record<string, string>) {
-  mkdirSync(state, { recursive: true });
-  const child = execa(sendmail, ["-t"], { env: e, extendEnv: false, input: message(subject), reject: false, timeout: 30_000 });
+/** Until the message is in the outbox and its at-once attempt's request has gone out. */
+async function attemptUnderWay(state: string) {
   await until(() => {
     try {
       return queued(state).length === 1;
@@ -57,6 +55,13 @@ async function inFlight(state: string, subject: string, e: Record<string, string
     }
   }, 20_000);
   await new Promise((r) => setTimeout(r, 700));
+}
+
+/** A sendmail whose at-once attempt is under way (its message in the outbox, the request sent). */
+async function inFlight(state: string, subject: string, e: Record<string, string>) {
+  mkdirSync(state, { recursive: true });
+  const child = execa(sendmail, ["-t"], { env: e, extendEnv: false, input: message(subject), reject: false, timeout: 30_000 });
+  await attemptUnderWay(state);
   // Wrapped: an async function returning the (thenable) child would wait for it to end.
   return { child };
 }
@@ -115,14 +120,7 @@ it("sendmail -bs: SIGTERM during a message's attempt answers it 250 as queued, e
   // The caller keeps stdin open after the message (a PHP mailer between messages, or waiting for the reply).
   const child = execa(sendmail, ["-bs"], { env: e, extendEnv: false, stdin: "pipe", reject: false, timeout: 30_000 });
   child.stdin!.write(`EHLO app.example\r\nMAIL FROM:<cron@example.com>\r\nRCPT TO:<ops@example.com>\r\nDATA\r\n${message(subject).replace(/\n/g, "\r\n")}.\r\n`);
-  await until(() => {
-    try {
-      return queued(state).length === 1;
-    } catch {
-      return false;
-    }
-  }, 20_000);
-  await new Promise((r) => setTimeout(r, 700));
+  await attemptUnderWay(state);
   child.kill("SIGTERM");
   const r = await child;
   expect(r.exitCode, `${r.stderr} (signal ${r.signal})`).toBe(0);

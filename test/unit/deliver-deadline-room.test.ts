@@ -5,37 +5,17 @@
  */
 import { afterEach, expect, test, vi } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
-import type { Message } from "../../src/core/message.js";
-import type { SendResult, Transport } from "../../src/core/transport.js";
 import { deliver, type DeliverOptions } from "../../src/limits/deliver.js";
+import { scriptedTransport, testMessage } from "../helpers/deliver.js";
 
-const message: Message = {
-  from: { address: "a@example.com" },
-  to: [{ address: "b@example.com" }],
-  cc: [],
-  bcc: [],
-  subject: "s",
-  html: "<p>x</p>",
-  attachments: [],
-  headers: [],
-  idempotencyKey: "key-1",
-};
+const message = testMessage("key-1");
 
 /** A transport whose every attempt takes `ms` and is answered 503. */
-function unavailable(ms: number) {
-  let n = 0;
-  const transport: Transport = {
-    name: "rest",
-    preview: async () => {},
-    close: async () => {},
-    send: async (): Promise<SendResult> => {
-      n++;
-      if (ms) await new Promise((r) => setTimeout(r, ms));
-      throw new MailsendError("service_error", "the service answered HTTP 503", { status: 503 });
-    },
-  };
-  return { transport, count: () => n };
-}
+const unavailable = (ms: number) =>
+  scriptedTransport(async () => {
+    if (ms) await new Promise((r) => setTimeout(r, ms));
+    throw new MailsendError("service_error", "the service answered HTTP 503", { status: 503 });
+  });
 
 const traced: string[] = [];
 const options = (deadlineMs: number): DeliverOptions => ({
@@ -89,36 +69,22 @@ test("the room is twice the last attempt's time when that is longer", async () =
 
 test("once an attempt may have handed the message over, a retry takes whatever time is left: only it can settle the outcome", async () => {
   vi.spyOn(Math, "random").mockReturnValue(0.95);
-  let n = 0;
-  const transport: Transport = {
-    name: "rest",
-    preview: async () => {},
-    close: async () => {},
-    send: async (m): Promise<SendResult> => {
-      if (n++ === 0) throw new MailsendError("outcome_unknown", "the connection broke after the message was sent", { mayHaveBeenSent: true });
-      return { transport: "rest", messageId: "id-1", recipients: [], idempotencyKey: m.idempotencyKey, attempts: 1 };
-    },
-  };
+  const t = scriptedTransport((n) => {
+    if (n === 0) throw new MailsendError("outcome_unknown", "the connection broke after the message was sent", { mayHaveBeenSent: true });
+  });
   // 475 + 250 > 700 would stop a retry of a clean failure; this one goes, and settles it.
-  const r = await deliver(transport, message, options(700));
+  const r = await deliver(t.transport, message, options(700));
   expect(r.messageId).toBe("id-1");
-  expect(n).toBe(2);
+  expect(t.count()).toBe(2);
 });
 
 test("an attempt that got no answer (timed out) does not stand for a round trip: the floor alone", async () => {
   vi.spyOn(Math, "random").mockReturnValue(0.9);
-  let n = 0;
-  const transport: Transport = {
-    name: "rest",
-    preview: async () => {},
-    close: async () => {},
-    send: async (): Promise<SendResult> => {
-      n++;
-      await new Promise((r) => setTimeout(r, 200));
-      throw new MailsendError("timeout", "did not respond within 0.2 s; nothing was sent");
-    },
-  };
+  const t = scriptedTransport(async () => {
+    await new Promise((r) => setTimeout(r, 200));
+    throw new MailsendError("timeout", "did not respond within 0.2 s; nothing was sent");
+  });
   // 200 + 450 + 250 < 1000: retried (twice 200 ms would have stopped it); the next waits 900 ms.
-  expect(await exitOf(deliver(transport, message, options(1000)))).toBe(75);
-  expect(n).toBe(2);
+  expect(await exitOf(deliver(t.transport, message, options(1000)))).toBe(75);
+  expect(t.count()).toBe(2);
 });

@@ -5,21 +5,10 @@
  */
 import { expect, test } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
-import type { Message } from "../../src/core/message.js";
-import type { SendResult, Transport } from "../../src/core/transport.js";
 import { deliver, type DeliverOptions } from "../../src/limits/deliver.js";
+import { scriptedTransport, testMessage } from "../helpers/deliver.js";
 
-const message: Message = {
-  from: { address: "a@example.com" },
-  to: [{ address: "b@example.com" }],
-  cc: [],
-  bcc: [],
-  subject: "s",
-  html: "<p>x</p>",
-  attachments: [],
-  headers: [],
-  idempotencyKey: "key-123",
-};
+const message = testMessage("key-123");
 
 const unknown = () =>
   new MailsendError("outcome_unknown", "the connection to http://127.0.0.1:1 broke after the message was sent (socket hang up)", {
@@ -29,20 +18,11 @@ const unknown = () =>
 const refused = () => new MailsendError("connection_failed", "cannot reach http://127.0.0.1:1: connection refused", { hint: "Nothing was sent." });
 
 /** A transport that fails each attempt with the next of `failures` (then succeeds), counting them. */
-function scripted(failures: Array<() => MailsendError>) {
-  let n = 0;
-  const transport: Transport = {
-    name: "rest",
-    preview: async () => {},
-    close: async () => {},
-    send: async (m): Promise<SendResult> => {
-      const f = failures[n++];
-      if (f) throw f();
-      return { transport: "rest", messageId: "id-1", recipients: [], idempotencyKey: m.idempotencyKey, attempts: 1 };
-    },
-  };
-  return { transport, count: () => n };
-}
+const scripted = (failures: Array<() => MailsendError>) =>
+  scriptedTransport((n) => {
+    const f = failures[n];
+    if (f) throw f();
+  });
 
 const options = (retries: number): DeliverOptions => ({ limits: { limit: 0, windowMs: 60_000 }, retries, maxWaitMs: 60_000, noWait: false, deadlineMs: 0, sleep: async () => {} });
 

@@ -6,21 +6,11 @@
 import { getEventListeners } from "node:events";
 import { expect, test } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
-import type { Message } from "../../src/core/message.js";
 import type { SendContext, SendResult, Transport } from "../../src/core/transport.js";
 import { deliver, type DeliverOptions } from "../../src/limits/deliver.js";
+import { testMessage } from "../helpers/deliver.js";
 
-const message = (key: string): Message => ({
-  from: { address: "a@example.com" },
-  to: [{ address: "b@example.com" }],
-  cc: [],
-  bcc: [],
-  subject: "s",
-  html: "<p>x</p>",
-  attachments: [],
-  headers: [],
-  idempotencyKey: key,
-});
+const message = testMessage;
 
 /** A transport whose sends end only when told to, or when their signal aborts. */
 function heldTransport() {

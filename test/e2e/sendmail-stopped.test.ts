@@ -45,6 +45,20 @@ const message = (subject: string) => `From: cron@example.com\nTo: ops@example.co
 const queued = (state: string) => readdirSync(join(state, "outbox", "queue")).filter((f) => f.endsWith(".msg"));
 const stored = async (subject: string) => (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject === subject).length;
 
+/**
+ * The sandbox answers at once again; the stopped attempt's message, due now, is delivered by a
+ * queue run, and stored once: the service drops the repeat of a request it may have taken.
+ */
+async function deliveredOnce(state: string, e: Record<string, string>, subject: string) {
+  t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0 };
+  expect((await execa(process.execPath, [BIN, "queue", "retry", "--all"], { env: e, extendEnv: false, reject: false })).exitCode).toBe(0);
+  const run = await execa(process.execPath, [BIN, "queue", "run"], { env: e, extendEnv: false, reject: false, timeout: 30_000 });
+  expect(run.exitCode, run.stderr).toBe(0);
+  expect(queued(state)).toHaveLength(0);
+  await new Promise((r) => setTimeout(r, 2_500)); // the first request's slow answer has come and gone
+  expect(await stored(subject)).toBe(1);
+}
+
 /** Until the message is in the outbox and its at-once attempt's request has gone out. */
 async function attemptUnderWay(state: string) {
   await until(() => {
@@ -76,14 +90,7 @@ it("SIGTERM during the attempt: 'queued as', exit 0; the message waits in the ou
   expect(r.exitCode, r.stderr).toBe(0);
   expect(r.stderr).toMatch(/^mailsend: queued as \w+ \(.*interrupted.*\)/);
   expect(queued(state)).toHaveLength(1);
-  t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0 };
-  // Due now, then delivered: the service drops the repeat of a request it may have taken.
-  expect((await execa(process.execPath, [BIN, "queue", "retry", "--all"], { env: e, extendEnv: false, reject: false })).exitCode).toBe(0);
-  const run = await execa(process.execPath, [BIN, "queue", "run"], { env: e, extendEnv: false, reject: false, timeout: 30_000 });
-  expect(run.exitCode, run.stderr).toBe(0);
-  expect(queued(state)).toHaveLength(0);
-  await new Promise((r) => setTimeout(r, 2_500)); // the first request's slow answer has come and gone
-  expect(await stored("stopped by SIGTERM")).toBe(1);
+  await deliveredOnce(state, e, "stopped by SIGTERM");
 });
 
 it("kill -9 during the attempt: once its hold has run out, the next sendmail that sends starts a runner, which delivers it once", async () => {
@@ -126,11 +133,5 @@ it("sendmail -bs: SIGTERM during a message's attempt answers it 250 as queued, e
   expect(r.exitCode, `${r.stderr} (signal ${r.signal})`).toBe(0);
   expect(String(r.stdout)).toMatch(/\r\n250 2\.0\.0 Ok: queued as \w+\s*$/);
   expect(queued(state)).toHaveLength(1);
-  t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0 };
-  expect((await execa(process.execPath, [BIN, "queue", "retry", "--all"], { env: e, extendEnv: false, reject: false })).exitCode).toBe(0);
-  const run = await execa(process.execPath, [BIN, "queue", "run"], { env: e, extendEnv: false, reject: false, timeout: 30_000 });
-  expect(run.exitCode, run.stderr).toBe(0);
-  expect(queued(state)).toHaveLength(0);
-  await new Promise((r) => setTimeout(r, 2_500));
-  expect(await stored(subject)).toBe(1);
+  await deliveredOnce(state, e, subject);
 });

@@ -19,6 +19,7 @@
  * was missing (no lock without its content).
  */
 import { closeSync, ftruncateSync, linkSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { openOwned } from "../core/owned.js";
 import { processAlive } from "../core/pid.js";
 import { join } from "node:path";
 import { localFileError, MailsendError } from "../core/errors.js";
@@ -82,7 +83,7 @@ export class FileSlotStore implements SlotStore {
     try {
       for (const name of readdirSync(dir)) {
         if (!name.startsWith(prefix)) continue;
-        const m = /^(?:lock\.(\d+)\.\w+|(\d+)\.tmp)$/.exec(name.slice(prefix.length));
+        const m = /^(?:lock\.(\d+)\.\w+|(\d+)(?:\.\w+)?\.tmp)$/.exec(name.slice(prefix.length));
         const pid = Number(m?.[1] ?? m?.[2]);
         if (m && pid > 0 && pid !== process.pid && !processAlive(pid)) unlinkSync(join(dir, name));
       }
@@ -201,9 +202,11 @@ export class FileSlotStore implements SlotStore {
 
   /** The whole state as a new file (temp + rename): the first write, a compaction, or after a torn line. */
   #rewrite(state: LogState): void {
-    const tmp = `${this.#file}.${process.pid}.tmp`;
+    // Made anew under a name nobody can guess, and given to the directory's owner when root writes
+    // in another user's state dir (src/core/owned.ts).
+    const tmp = `${this.#file}.${process.pid}.${Math.random().toString(36).slice(2, 8)}.tmp`;
     try {
-      const fd = openSync(tmp, "w", 0o600);
+      const fd = openOwned(tmp, "new");
       try {
         writeAll(fd, Buffer.from(`${JSON.stringify(state)}\n`));
       } finally {
@@ -246,7 +249,7 @@ export class FileSlotStore implements SlotStore {
     }
     let fd: number | undefined;
     try {
-      fd = openSync(this.#file, "a", 0o600);
+      fd = openOwned(this.#file, "append");
       writeAll(fd, Buffer.from(`${lines.join("\n")}\n`));
     } catch (e) {
       // A full disk that took part of the lines: cut them back, so no torn change is left.

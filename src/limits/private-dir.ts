@@ -6,6 +6,7 @@
 import { existsSync, mkdirSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { localFileError } from "../core/errors.js";
+import { mkdirOwned } from "../core/owned.js";
 
 /**
  * Make `dir` (and its missing parents) with mode 0700. Returns a warning when
@@ -14,7 +15,7 @@ import { localFileError } from "../core/errors.js";
 export function ensurePrivateDir(dir: string, what = "state directory"): string | undefined {
   let made: string | undefined;
   try {
-    made = mkdirSync(dir, { recursive: true, mode: 0o700 });
+    made = mkdirOwned(dir);
   } catch (e) {
     throw localFileError(realCause(dir, e), dir, "write", what);
   }

@@ -14,8 +14,10 @@
  * fresh lock whose pid is gone is not held: the writer starts a runner, and
  * that runner waits until the library judges the lock stale and takes it.
  */
-import { readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { closeSync, readFileSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { join } from "node:path";
+import { openOwned } from "../core/owned.js";
 import type { Outbox } from "./store.js";
 
 /** A lock not refreshed for this long is a dead runner's. */
@@ -92,9 +94,15 @@ function removeFutureLock(outbox: Outbox, stale: number): boolean {
 
 /** The pid, atomically (tmp + rename): a reader sees the old file or the whole new one. */
 function writeOwner(outbox: Outbox): void {
-  const tmp = join(outbox.dir, `.runner.pid.${process.pid}.tmp`);
+  // A name nobody can guess, made anew: root in another user's outbox writes through no link of theirs.
+  const tmp = join(outbox.dir, `.runner.pid.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
   try {
-    writeFileSync(tmp, `${process.pid}\n`, { mode: 0o600 });
+    const fd = openOwned(tmp, "new");
+    try {
+      writeSync(fd, `${process.pid}\n`);
+    } finally {
+      closeSync(fd);
+    }
     renameSync(tmp, ownerPath(outbox));
   } catch {
     // Without it the lock counts as held (as before pids were written): still one runner.

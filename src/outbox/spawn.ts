@@ -5,7 +5,8 @@
  * to the outbox's runner.log. It drains the outbox and exits when it is empty.
  */
 import { spawn } from "node:child_process";
-import { openSync, closeSync, realpathSync } from "node:fs";
+import { closeSync, realpathSync } from "node:fs";
+import { openOwned } from "../core/owned.js";
 import { join } from "node:path";
 import type { Env } from "../limits/budget.js";
 import { runnerHoldsOutbox } from "./runner-lock.js";
@@ -33,10 +34,14 @@ export async function kickRunner(env: Env, outbox: Outbox = Outbox.fromEnv(env))
   const log = join(outbox.dir, "runner.log");
   let fd: number | undefined;
   try {
-    fd = openSync(log, "a", 0o600);
+    try {
+      fd = openOwned(log, "append");
+    } catch {
+      // A log it cannot write (another user's, a link): the runner goes all the same, unlogged.
+    }
     const child = spawn(process.execPath, [entryScript(), "queue", "run", "--drain"], {
       detached: true,
-      stdio: ["ignore", fd, fd],
+      stdio: fd === undefined ? "ignore" : ["ignore", fd, fd],
       env: { ...env, MAILSEND_OUTBOX_DIR: outbox.dir },
       cwd: "/",
     });

@@ -14,10 +14,11 @@
  * The API key is never written here; the profile's name and the transport are.
  */
 import { randomBytes } from "node:crypto";
-import { mkdirSync, readdirSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import { mkdir, open, opendir, readdir, readFile, rename, rm, stat, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { localFileError, MailsendError } from "../core/errors.js";
+import { dirOwner, mkdirOwned } from "../core/owned.js";
 import { expandHome } from "../core/home.js";
 import { otherStateDir, stateDir } from "../limits/budget.js";
 import { PackedIds } from "./ids.js";
@@ -78,23 +79,13 @@ class GateRefused extends Error {
   }
 }
 
-/**
- * Root writing in another user's outbox (`mailsend queue retry` run with sudo, a root cron job
- * pointed at www-data's outbox): the file is given to the owner of the directory it goes in, else
- * that user's runner could not read its own mail (0600, root's) and would try it every minute.
- */
-async function ownerFor(dir: string): Promise<{ uid: number; gid: number } | undefined> {
-  if (process.getuid?.() !== 0) return undefined;
-  const st = await stat(dir).catch(() => undefined);
-  return st && st.uid !== 0 ? { uid: st.uid, gid: st.gid } : undefined;
-}
-
 async function writeDurably(path: string, tmpDir: string, chunks: Buffer[], gate?: Promise<unknown>): Promise<void> {
   const tmp = join(tmpDir, `${path.split("/").pop()}.${process.pid}.${randomBytes(3).toString("hex")}`);
   let fh;
   try {
     fh = await open(tmp, "wx", 0o600);
-    const owner = await ownerFor(dirname(path));
+    // Root writing in another user's outbox: the file is that user's (src/core/owned.ts).
+    const owner = dirOwner(dirname(path));
     if (owner) await fh.chown(owner.uid, owner.gid);
     for (const c of chunks) {
       // A write may be short (the disk filling up): write the rest until it is all there or fails.
@@ -185,7 +176,7 @@ export class Outbox {
   ensureDirs(): void {
     if (this.dirsMade) return;
     try {
-      for (const d of [this.dir, this.queueDir, this.failedDir, this.tmpDir]) mkdirSync(d, { recursive: true, mode: 0o700 });
+      for (const d of [this.dir, this.queueDir, this.failedDir, this.tmpDir]) mkdirOwned(d);
       this.dirsMade = true;
     } catch (e) {
       throw writeFailure(e, this.dir);

@@ -14,18 +14,18 @@ afterAll(() => s.remove());
 const NOBODY = 65534;
 
 test.skipIf(process.getuid?.() !== 0)("as root in nobody's outbox: the message, its state and the retry stamp are nobody's", async () => {
-  const dir = join(s.dir, "outbox");
-  for (const d of [dir, join(dir, "queue"), join(dir, "failed"), join(dir, "tmp")]) {
-    mkdirSync(d, { recursive: true });
-    chownSync(d, NOBODY, NOBODY);
-  }
+  // Only the state dir is nobody's: the outbox's directories root makes in it become nobody's too.
+  const state = join(s.dir, "state");
+  mkdirSync(state);
+  chownSync(state, NOBODY, NOBODY);
+  const dir = join(state, "outbox");
   const box = new Outbox(dir);
   const id = await box.add({ raw: Buffer.from("From: a@example.com\r\nTo: b@example.com\r\nSubject: x\r\n\r\nx\r\n"), envelope: { from: "a@example.com", to: ["b@example.com"] }, idempotencyKey: "k-owner", source: "sendmail", subject: "x", holdUntil: Date.now() + 60_000 });
   await box.setState(id, { attempts: 1, nextAttemptAt: 0 });
   // A stamp root left before, 0600 and root's: made anew, not rewritten in place.
   writeFileSync(join(dir, "retry.stamp"), "0\n", { mode: 0o600 });
   await box.markRetried();
-  for (const f of [join(dir, "queue", `${id}.msg`), join(dir, "queue", `${id}.state`), join(dir, "retry.stamp")]) {
+  for (const f of [dir, join(dir, "queue"), join(dir, "tmp"), join(dir, "queue", `${id}.msg`), join(dir, "queue", `${id}.state`), join(dir, "retry.stamp")]) {
     expect(statSync(f).uid, f).toBe(NOBODY);
     expect(statSync(f).gid, f).toBe(NOBODY);
   }

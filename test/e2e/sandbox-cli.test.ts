@@ -386,6 +386,23 @@ describe("a shell that already trusts CAs of its own (NODE_EXTRA_CA_CERTS)", () 
     } finally {
       child.kill("SIGTERM");
       await child;
+    }
+    // Started again in the shell that pasted that line: it names the bundle still.
+    const again = execa(process.execPath, [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json"], {
+      env: { ...baseEnv(), NODE_EXTRA_CA_CERTS: join(dir, "tls", "ca-bundle.pem") },
+      extendEnv: false,
+      cwd: ROOT,
+      stdin: "ignore",
+      reject: false,
+      timeout: 120_000,
+    });
+    try {
+      const ready = await new Promise<{ env: Record<string, string> }>((resolve) => createInterface({ input: again.stdout! }).once("line", (l) => resolve(JSON.parse(l))));
+      expect(ready.env.NODE_EXTRA_CA_CERTS).toBe(join(dir, "tls", "ca-bundle.pem"));
+      expect(readFileSync(join(dir, "tls", "ca-bundle.pem"), "utf8")).toContain(readFileSync(company.ready.ca_file, "utf8").trim());
+    } finally {
+      again.kill("SIGTERM");
+      await again;
       await company.stop();
     }
   });

@@ -2,7 +2,7 @@
  * `mailsend sandbox`: run the local emulator until SIGINT/SIGTERM, and
  * `mailsend sandbox keys add|list|revoke`.
  */
-import { readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { localFileError, MailsendError } from "../../core/errors.js";
 import { parseExpiry, KeyStore, type KeyInfo } from "../../sandbox/keys.js";
@@ -73,7 +73,9 @@ export function clientEnv(sb: Sandbox, env: CliIO["env"]): { env: Record<string,
       return resolve(a) === resolve(b);
     }
   };
-  if (!theirs || same(theirs, sb.tls.caPath) || same(theirs, bundle)) return { env: sb.env };
+  if (!theirs || same(theirs, sb.tls.caPath)) return { env: sb.env };
+  // A shell that pasted the bundle's line at an earlier start: it keeps naming the bundle.
+  if (same(theirs, bundle) && existsSync(bundle)) return { env: { ...sb.env, NODE_EXTRA_CA_CERTS: bundle } };
   let pem: string;
   try {
     pem = readFileSync(theirs, "utf8");

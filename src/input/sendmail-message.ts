@@ -18,8 +18,11 @@ import { binaryKind } from "./stdin-body.js";
 
 export type Env = Record<string, string | undefined>;
 
-/** What the service takes (as send's --max-size): a larger message would be queued only to fail later. */
-export const DEFAULT_MAX_SIZE = 10 * 1024 * 1024;
+/**
+ * What the service takes (send's --max-size, 10 MiB), less room for the headers delivery adds
+ * (X-Idempotency-Key, Date, Message-ID): a larger message would be queued only to fail later.
+ */
+export const DEFAULT_MAX_SIZE = 10 * 1024 * 1024 - 4096;
 
 /** MAILSEND_MAX_SIZE: bytes, or with a K/M suffix (KiB, MiB). */
 export function maxMessageSize(env: Env): number {

@@ -13,8 +13,8 @@ import type { Relay } from "../../relay/server.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
 
-/** What the service takes (as send's --max-size): a larger message would get 250 here and fail later. */
-export const RELAY_DEFAULT_MAX_SIZE = 10 * 1024 * 1024;
+/** What sendmail takes (the service's 10 MiB less room for the headers delivery adds): more would get 250 here and fail later. */
+export const RELAY_DEFAULT_MAX_SIZE = 10 * 1024 * 1024 - 4096;
 export const RELAY_DEFAULT_MAX_CLIENTS = 50;
 
 export interface RelayFlags {

@@ -58,7 +58,7 @@ The message gets a Date, a Message-ID and a From (-f/-F, else MAILSEND_FROM or
 the profile's from) when it has none; Bcc is removed from what is sent.
 
 Exit codes: 0 sent or queued, 64 usage or no recipients, 65 bad message or
-address or too large (MAILSEND_MAX_SIZE, default 10M), 66 empty input,
+address or too large (MAILSEND_MAX_SIZE, default 10M less 4k), 66 empty input,
 75 temporary (the outbox cannot be written), 77 key refused, 78 configuration.
 
 Examples:

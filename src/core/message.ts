@@ -60,6 +60,12 @@ export interface Message {
   ownMessageId?: boolean;
 }
 
+/**
+ * Recipients of one message the service takes (the sandbox's; RFC 5321 has every server take at
+ * least 100). More would be refused in part after the caller was told the message was taken.
+ */
+export const MAX_RECIPIENTS = 100;
+
 export function allRecipients(m: Message): Mailbox[] {
   return [...m.to, ...m.cc, ...m.bcc];
 }

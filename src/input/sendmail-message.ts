@@ -11,6 +11,7 @@ import { isUtf8 } from "node:buffer";
 import { hostname } from "node:os";
 import { formatMailbox, parseAddressList, parseMailbox1, type Mailbox } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";
+import { MAX_RECIPIENTS } from "../core/message.js";
 import { formatSize } from "../core/size.js";
 import type { Envelope } from "../outbox/types.js";
 import { atThisMachine, expandLocal, isLocalName, type AliasTable } from "./aliases.js";
@@ -682,6 +683,13 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
       opts.readRecipients ? "no recipient addresses found in the message header (To, Cc, Bcc) nor as arguments; nothing was queued" : "no recipients: give them as arguments, or use -t to read them from the To, Cc and Bcc headers; nothing was queued",
       { hint: "For example: sendmail -t < message.eml, or sendmail ops@example.com < message.eml" },
     );
+  }
+
+  // As too large a message: what the service would refuse in part, after the caller was told it was taken.
+  if (to.length > MAX_RECIPIENTS) {
+    throw new MailsendError("invalid_message", `${to.length} recipients: the service takes at most ${MAX_RECIPIENTS} per message; nothing was queued`, {
+      hint: `Send it in parts of ${MAX_RECIPIENTS} recipients or fewer.`,
+    });
   }
 
   // Bcc never travels in the message; its recipients are in the envelope.

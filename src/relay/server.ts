@@ -14,6 +14,7 @@
 import type { AddressInfo } from "node:net";
 import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp-server";
 import { MailsendError } from "../core/errors.js";
+import { MAX_RECIPIENTS } from "../core/message.js";
 import type { Envelope } from "../outbox/types.js";
 import type { RelayUsers } from "./auth.js";
 import { isLoopback } from "./listen.js";
@@ -117,11 +118,13 @@ export function readData(stream: NodeJS.ReadableStream & { sizeExceeded?: boolea
   stream.on("end", () => done(broken ? "cut" : stream.sizeExceeded || size > maxSize ? "too_big" : Buffer.concat(chunks, size)));
 }
 
+/** The reply to a recipient beyond `max`: 452 4.5.3, which SMTP clients answer with another transaction. */
+export const tooManyRecipients = (max: number) => smtpReply(452, `4.5.3 Too many recipients (at most ${max} per message)`);
+
 export async function startRelay(opts: RelayOptions): Promise<Relay> {
-  // What the service takes per message (the sandbox: 100; RFC 5321 has every server take at least
-  // 100). More would be answered 250 here and refused in part later, with the app long gone: a 452
-  // at RCPT tells it now, and SMTP clients send those recipients in a second transaction.
-  const maxRecipients = opts.maxRecipients ?? 100;
+  // More than the service takes would be answered 250 here and refused in part later, with the app
+  // long gone: a 452 at RCPT tells it now, and SMTP clients send those in a second transaction.
+  const maxRecipients = opts.maxRecipients ?? MAX_RECIPIENTS;
   const inflight = new Set<Promise<unknown>>();
   const loopback = isLoopback(opts.host);
   let closing = false;
@@ -163,9 +166,7 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
     },
 
     onRcptTo(address, session, cb) {
-      if (session.envelope.rcptTo.length >= maxRecipients) {
-        return cb(smtpReply(452, `4.5.3 Too many recipients (at most ${maxRecipients} per message)`));
-      }
+      if (session.envelope.rcptTo.length >= maxRecipients) return cb(tooManyRecipients(maxRecipients));
       if (!opts.checkRecipient) return cb();
       opts.checkRecipient(address.address).then(
         () => cb(),

@@ -8,7 +8,8 @@
 import { Duplex } from "node:stream";
 import { SMTPServer, type SMTPServerSession } from "smtp-server";
 import type { Envelope } from "../outbox/types.js";
-import { readData, replyFor } from "./server.js";
+import { MAX_RECIPIENTS } from "../core/message.js";
+import { readData, replyFor, tooManyRecipients } from "./server.js";
 
 export interface StdioOptions {
   input: NodeJS.ReadableStream;
@@ -124,6 +125,10 @@ export async function serveStdio(opts: StdioOptions): Promise<void> {
     disableReverseLookup: true,
     logger: false,
     socketTimeout: opts.idleMs ?? 5 * 60_000,
+    // As the relay: what the service would refuse in part later is refused now, where the program hears it.
+    onRcptTo(_address, session, cb) {
+      cb(session.envelope.rcptTo.length >= MAX_RECIPIENTS ? tooManyRecipients(MAX_RECIPIENTS) : undefined);
+    },
     onData(stream, session, cb) {
       readData(stream, opts.maxSize, (got) => {
         if (got === "cut") return cb(reply(451, "4.3.0 The message was cut off"));

@@ -57,6 +57,16 @@ describe("sendmail -bs", () => {
     expect(got[0]!.envelope.to).toEqual(["dev@example.com"]);
   });
 
+  it("the 101st RCPT of a message is refused 452 4.5.3, as the relay does; the 100 go", async () => {
+    const rcpts = Array.from({ length: 101 }, (_, i) => `RCPT TO:<bs${i}@example.com>`);
+    const session = ["EHLO script.example", "MAIL FROM:<app@example.com>", ...rcpts, "DATA", "From: app@example.com", "To: list@example.com", "Subject: bs hundred", "", "x", ".", "QUIT", ""].join("\r\n");
+    const r = await execa(process.execPath, [sendmail, "-bs"], { env: { ...env(), MAILSEND_QUEUE: "always", MAILSEND_QUEUE_AUTORUN: "0" }, extendEnv: false, reject: false, timeout: 60_000, input: session });
+    expect(r.exitCode, String(r.stderr)).toBe(0);
+    const replies = String(r.stdout).split("\r\n").filter(Boolean);
+    expect(replies.filter((l) => l.startsWith("452 4.5.3 Too many recipients (at most 100 per message)"))).toHaveLength(1);
+    expect(replies.some((l) => /^250 2\.0\.0 Ok: queued as /.test(l))).toBe(true);
+  });
+
   it("a whole session piped in at once (before the greeting, EOF after QUIT) is answered line by line, and the message sent", async () => {
     const session = ["EHLO script.example", "MAIL FROM:<app@example.com>", "RCPT TO:<dev@example.com>", "DATA", "From: app@example.com", "To: dev@example.com", "Subject: bs piped", "Content-Type: text/html", "", "<p>piped</p>", ".", "QUIT", ""].join("\r\n");
     const r = await execa(process.execPath, [sendmail, "-bs"], { env: env(), extendEnv: false, reject: false, timeout: 60_000, input: session });

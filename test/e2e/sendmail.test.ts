@@ -286,6 +286,7 @@ describe("bad input: its exit code, a clear message, nothing queued", { timeout:
     ["an address that does not parse", ["-t"], "To: a@@example.com\nSubject: s\n\nx\n", 65, /a@@example\.com/],
     ["a bad recipient argument", ["a b@example.com"], "Subject: s\n\nx\n", 65, /recipient/],
     ["a message over the size limit", ["a@example.com"], `Subject: s\n\n${"x".repeat(4096)}\n`, 65, /larger than the limit of 1\.0 KiB/, { MAILSEND_MAX_SIZE: "1k" }],
+    ["more recipients than the service takes in one message", ["-t"], `To: ${Array.from({ length: 101 }, (_, i) => `r${i}@example.com`).join(", ")}\nSubject: s\n\nx\n`, 65, /101 recipients: the service takes at most 100 per message; nothing was queued/],
     ["binary garbage without a header", ["a@example.com"], Buffer.from([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0, 0, 0, 0]), 65, /executable/],
     ["an unmapped local name", ["nobody-here"], "Subject: s\n\nx\n", 78, /nobody-here.*default:/, { MAILSEND_ALIASES: "" }],
   ];

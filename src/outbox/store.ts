@@ -424,6 +424,23 @@ export class Outbox {
     return (await stat(join(this.dir, "retry.stamp")).catch(() => undefined))?.mtimeMs ?? 0;
   }
 
+  /**
+   * `sendmail -q`, as Postfix's (postqueue -f): every queued message deferred by an earlier attempt
+   * is due now, and a runner delivering is told (the retry stamp). A message its sender holds while
+   * it tries it itself (never attempted yet) is left to that sender. failed/ stays. Returns how many.
+   */
+  async flush(now = Date.now()): Promise<number> {
+    let n = 0;
+    for (const id of await this.ids("queue")) {
+      const s = await this.state(id).catch(() => undefined);
+      if (!s || s.attempts === 0 || s.nextAttemptAt <= now) continue;
+      await this.setState(id, { ...s, nextAttemptAt: 0 });
+      n++;
+    }
+    if (n > 0) await this.markRetried();
+    return n;
+  }
+
   /** Back from failed/ (or due now when queued): `queue retry`. */
   async retry(id: string): Promise<boolean> {
     this.ensureDirs();

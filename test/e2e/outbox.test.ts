@@ -135,6 +135,26 @@ describe("mailsend queue", () => {
     expect(await stored("tmp-1")).toHaveLength(1);
   }, 60_000);
 
+  it("sendmail -q flushes as Postfix's does: deferred mail goes now; queue run keeps its retry time", async () => {
+    const { dir, env } = fresh();
+    await seed(dir, ["flush-1"]);
+    (sb.sb.faults.config = { ...sb.sb.faults.config, failRate: 1, failStatus: 503 });
+    try {
+      expect((await runCli(["queue", "run"], { env, timeoutMs: 60_000 })).exitCode).toBe(0);
+    } finally {
+      (sb.sb.faults.config = { ...sb.sb.faults.config, failRate: 0 });
+    }
+    // The service is back. queue run leaves it for its retry time (15-30 s away)...
+    expect(JSON.parse((await runCli(["queue", "run", "--json"], { env })).stdout.trim()).summary).toMatchObject({ sent: 0, left: 1 });
+    expect(await stored("flush-1")).toHaveLength(0);
+    // ...sendmail -q sends it now.
+    const q = await runCli(["sendmail", "-q", "-v"], { env, timeoutMs: 60_000 });
+    expect(q.exitCode, q.stderr).toBe(0);
+    expect(q.stderr).toContain("1 deferred message due now");
+    expect(await stored("flush-1")).toHaveLength(1);
+    expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
+  }, 60_000);
+
   it("moves a permanent refusal to failed/ at once, with the reason; retry and purge", async () => {
     const { dir, env } = fresh();
     const [id] = await seed(dir, ["perm-1"]);

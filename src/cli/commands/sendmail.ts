@@ -15,6 +15,7 @@ import { parseSendmailArgs, type SendmailArgs } from "../../input/sendmail-args.
 import { VERSION } from "../../core/version.js";
 import { loadSettings } from "../../input/profile.js";
 import { queueModeFrom, submit, submitStoppable } from "../../outbox/submit.js";
+import { Outbox } from "../../outbox/store.js";
 import { fixupMessage, maxMessageSize, readSendmailInput, type FixupInput } from "../../input/sendmail-message.js";
 import { loadAliases, withProfileAliases, type AliasTable } from "../../input/aliases.js";
 import { autorunOff } from "../../outbox/spawn.js";
@@ -43,7 +44,8 @@ Options (those of sendmail that mail programs pass):
   -bp              list the outbox (as mailq; same as mailsend queue)
   -bi              check the aliases file (as newaliases: there is no database
                    to rebuild, mailsend reads the file as it is)
-  -q               deliver what is queued now (same as mailsend queue run)
+  -q               deliver what is queued now, deferred mail too (as Postfix's
+                   sendmail -q; mailsend queue run keeps each message's retry time)
   -B <type>, -o<x> (-oem, -odi, -odb ...), -N <dsn>, -R <ret>, -V <envid>,
   -L <tag>, -h <n>, -m, -n, -U, -c, -G
                    accepted and ignored (-v names them)
@@ -97,6 +99,9 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
       return await runQueueList({}, subIO);
     }
     if (args.mode === "flush") {
+      // As Postfix's sendmail -q: deferred mail is tried now, not at its next retry (queue run keeps those).
+      const flushed = await Outbox.fromEnv(env).flush();
+      if (args.verbose && flushed > 0) note(`${flushed} deferred message${flushed === 1 ? "" : "s"} due now`);
       return await runQueueRun({ verbose: args.verbose }, subIO);
     }
     if (args.mode === "aliases") {

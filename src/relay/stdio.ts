@@ -64,7 +64,11 @@ class PipeSocket extends Duplex {
     if (this.#greeted) this.input.resume();
   }
 
+  /** When the server last answered (Date.now()): it is still at work on piped commands while it answers. */
+  lastWriteAt = Date.now();
+
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (e?: Error | null) => void): void {
+    this.lastWriteAt = Date.now();
     this.output.write(chunk, (e) => {
       if (!this.#greeted) {
         this.#greeted = true;
@@ -106,6 +110,9 @@ class PipeSocket extends Duplex {
     if (this.#idleMs > 0 && this.#onIdle) this.#timer = setTimeout(this.#onIdle, this.#idleMs);
   }
 }
+
+/** How long the server must have said nothing before a session whose input ended is closed. */
+const QUIET_MS = 100;
 
 /** Runs the session to its end (QUIT, or the caller closing the pipe); resolves once every message it took is answered. */
 export async function serveStdio(opts: StdioOptions): Promise<void> {
@@ -162,10 +169,12 @@ export async function serveStdio(opts: StdioOptions): Promise<void> {
     if (ending) return;
     ending = true;
     void (async () => {
-      // A turn first: what was read before the end (a whole session piped at once) is answered.
+      // What was read before the end (a whole session piped at once, 101 RCPTs among it) is answered
+      // first: every byte taken by the server, no message being taken, every answer written, and
+      // the server quiet for a moment (it answers each piped command as it gets to it).
       for (let i = 0; i < 600_000 && !socket.destroyed; i++) {
         await new Promise((r) => setTimeout(r, 20));
-        if (inflight.size === 0 && socket.writableLength === 0) break;
+        if (inflight.size === 0 && socket.writableLength === 0 && socket.readableLength === 0 && Date.now() - socket.lastWriteAt >= QUIET_MS) break;
       }
       if (!socket.destroyed) socket.destroy();
     })();

@@ -33,6 +33,12 @@ export interface SendContext {
    * deadline still ends the attempt.
    */
   deadline?: AbortSignal;
+  /**
+   * Called once as the service's answer starts to arrive (REST: its status line and headers,
+   * before the body is read). The service counted the request before that moment, so the
+   * rate-limit budget counts the slot from there rather than from after the answer was read.
+   */
+  answered?: () => void;
 }
 
 /** Where a preview (--dry-run) is written: the CLI passes stdout. */
@@ -51,6 +57,13 @@ export interface TransportOptions {
 export interface Transport {
   readonly name: TransportName;
   send(message: Message, ctx?: SendContext): Promise<SendResult>;
+  /**
+   * The rate-limit slot for `message` frees in moments: get its send ready (load what it needs,
+   * open its connection) so that it goes out as the slot frees, not a connection later. Writes
+   * nothing the service could take. Best effort: a send works as ever without it or after it
+   * failed, and what it made is dropped by a send of another message, by close(), or soon.
+   */
+  prepare?(message: Message): void;
   /** Write what would go on the wire, with the key redacted. Sends nothing. */
   preview(message: Message, sink: PreviewSink, opts: { json: boolean }): Promise<void>;
   /** Release pooled connections (batch). */

@@ -37,6 +37,8 @@ export interface PostContext {
   headers: Record<string, string>;
   timeoutMs: number;
   signal?: AbortSignal;
+  /** SendContext.answered. */
+  answered?: () => void;
 }
 
 const handedOver = (p: Progress) => p.connected && p.sent;

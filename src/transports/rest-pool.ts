@@ -162,6 +162,7 @@ export class PoolPoster {
         },
         onHeaders(statusCode: number, raw: Buffer[], _resume: () => void, text: string): boolean {
           if (statusCode < 200) return true;
+          ctx.answered?.();
           progress.answered = true;
           status = statusCode;
           statusText = text ?? "";

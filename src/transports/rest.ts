@@ -72,6 +72,26 @@ interface BodyPlan {
   whole?: Buffer;
 }
 
+/**
+ * A request made ready for the next send of one message (RestTransport.prepare): its connection
+ * opened, nothing written on it.
+ */
+interface Prepared {
+  message: Message;
+  plan: BodyPlan;
+  headers: Record<string, string>;
+  req: http.ClientRequest;
+  /** Its connection is up (TLS too). */
+  connected: boolean;
+  /** Told when it comes up, once the send has it. */
+  onConnected?: () => void;
+  /** It failed before anything was written: the send makes a request of its own. */
+  failed: boolean;
+  timer: NodeJS.Timeout;
+}
+/** How long a prepared request is kept for its send (deliver() makes it 150 ms before its slot). */
+const PREPARED_TTL_MS = 1_000;
+
 /** How many times one request is made again after a kept-alive connection was found closed (#postHttp). */
 const STALE_RETRIES = 8;
 /** No proxy headers (an http:// service reached directly): the request's headers go as they are. */
@@ -265,6 +285,7 @@ export class RestTransport implements Transport {
   #pool: Promise<PoolPoster> | undefined;
   readonly #connections: number;
   readonly #largeBody: number;
+  #prepared: Prepared | undefined;
 
   constructor(config: RestConfig, opts: RestOptions = {}) {
     this.#config = config;
@@ -350,10 +371,65 @@ export class RestTransport implements Transport {
     sink.write(`\n${body}\n`);
   }
 
+  /**
+   * One message's request, connected ahead of its rate-limit slot: node:http writes a request's
+   * headers only with its body, so until send() ends it nothing is on the wire. A pooled batch
+   * keeps its connections open already, and a body over LARGE_BODY goes through undici: neither
+   * is prepared.
+   */
+  prepare(m: Message): void {
+    if (this.#connections > 1) return;
+    const kept = this.#prepared;
+    if (kept && kept.message === m && !kept.failed && !kept.req.destroyed) return;
+    this.#drop();
+    try {
+      const plan = planBody(m);
+      if (plan.length > this.#largeBody) return;
+      const headers = this.#headers(m, plan.length);
+      const req = this.#httpClient().request(this.#requestOptions(headers));
+      const ready: Prepared = { message: m, plan, headers, req, connected: false, failed: false, timer: setTimeout(() => this.#prepared === ready && this.#drop(), PREPARED_TTL_MS) };
+      ready.timer.unref();
+      req.on("error", () => (ready.failed = true));
+      req.on("socket", (socket) => {
+        const up = () => {
+          ready.connected = true;
+          ready.onConnected?.();
+        };
+        if (!socket.connecting) up();
+        else socket.once(this.#tls ? "secureConnect" : "connect", up);
+      });
+      this.#prepared = ready;
+    } catch {
+      // Best effort: the send makes its request as it always does.
+    }
+  }
+
+  /** The prepared request, when it is this message's and still usable; anything else is dropped. */
+  #takePrepared(m: Message): Prepared | undefined {
+    const p = this.#prepared;
+    if (!p) return undefined;
+    if (p.message !== m || p.failed || p.req.destroyed) {
+      this.#drop();
+      return undefined;
+    }
+    this.#prepared = undefined;
+    clearTimeout(p.timer);
+    return p;
+  }
+
+  #drop(): void {
+    const p = this.#prepared;
+    if (!p) return;
+    this.#prepared = undefined;
+    clearTimeout(p.timer);
+    p.req.destroy();
+  }
+
   async send(m: Message, ctx: SendContext = {}): Promise<SendResult> {
-    const plan = planBody(m);
+    const ready = this.#takePrepared(m);
+    const plan = ready?.plan ?? planBody(m);
     const trace = ctx.trace ? (line: string) => ctx.trace!(this.#redact(line)) : undefined;
-    const answer = await this.#post(plan, this.#headers(m, plan.length), trace, ctx.signal);
+    const answer = await this.#post(plan, ready?.headers ?? this.#headers(m, plan.length), trace, ctx, ready);
     let parsed: unknown;
     try {
       parsed = JSON.parse(answer.body);
@@ -395,7 +471,7 @@ export class RestTransport implements Transport {
     });
   }
 
-  async #post(plan: BodyPlan, headers: Record<string, string>, trace: ((l: string) => void) | undefined, signal?: AbortSignal): Promise<Answer> {
+  async #post(plan: BodyPlan, headers: Record<string, string>, trace: ((l: string) => void) | undefined, send: SendContext, ready?: Prepared): Promise<Answer> {
     if (trace) {
       const url = this.#url;
       trace(`> POST ${url.pathname}${url.search} HTTP/1.1`);
@@ -406,12 +482,14 @@ export class RestTransport implements Transport {
       if (proxy) trace(`* through the proxy ${proxy.label} (from ${proxy.source}${proxy.user ? `, as ${proxy.user}` : ""}): ${url.protocol === "https:" ? "CONNECT tunnel" : "absolute-form request"}`);
       else if (proxyBypass) trace(`* direct, not through the proxy: ${proxyBypass}`);
     }
-    const ctx: PostContext = { url: this.#url, headers, timeoutMs: this.#config.timeoutMs, ...(signal ? { signal } : {}) };
+    const ctx: PostContext = { url: this.#url, headers, timeoutMs: this.#config.timeoutMs };
+    if (send.signal) ctx.signal = send.signal;
+    if (send.answered) ctx.answered = send.answered;
     // A large body goes through undici even for one message: when the service refuses it
     // early (413) and closes, undici still reads that answer, where node:http mostly reports
     // only the broken pipe (a retried "connection failed"). Loading undici is cheap next to
     // uploading megabytes.
-    const answer = plan.length > this.#largeBody ? await (await this.#poolPoster()).post(plan, ctx) : await this.#postHttp(plan, ctx);
+    const answer = plan.length > this.#largeBody ? await (await this.#poolPoster()).post(plan, ctx) : await this.#postHttp(plan, ctx, STALE_RETRIES, false, ready);
     if (trace) {
       trace(`< HTTP/${answer.httpVersion} ${answer.status} ${answer.statusText}`.trimEnd());
       for (const [k, v] of answer.rawHeaders) trace(`< ${k}: ${v}`);
@@ -430,12 +508,10 @@ export class RestTransport implements Transport {
    * but should the repeat fail, the first may still have been taken (`afterReset`): the failure
    * then says the outcome is unknown, never that nothing was sent.
    */
-  #postHttp(plan: BodyPlan, ctx: PostContext, retries = STALE_RETRIES, afterReset = false): Promise<Answer> {
+  #postHttp(plan: BodyPlan, ctx: PostContext, retries = STALE_RETRIES, afterReset = false, ready?: Prepared): Promise<Answer> {
     const { headers, signal, timeoutMs } = ctx;
     const tls = this.#tls;
-    // The module itself, looked up once: the bundle's stand-in for node:http loads it on first use,
-    // and each property read through it after that still costs a batch a little per request.
-    const client = (this.#client ??= tls ? process.getBuiltinModule("node:https") : process.getBuiltinModule("node:http"));
+    const client = this.#httpClient();
     return new Promise<Answer>((resolve, reject) => {
       // The request may have reached the service only once the connection is
       // up and the whole body has been written to it.
@@ -449,9 +525,7 @@ export class RestTransport implements Transport {
         req.destroy();
         reject(afterReset ? afterResetFailure(e, ctx.url, ctx.headers["Idempotency-Key"]) : e);
       };
-      const options = (this.#options ??= { ...this.#target, method: "POST", agent: this.#agent });
-      options.headers = this.#proxyHeaders === NO_HEADERS ? headers : { ...headers, ...this.#proxyHeaders };
-      const req = client.request(options);
+      const req = ready?.req ?? client.request(this.#requestOptions(headers));
       // The caller's signal aborts the request as node:http's own `signal` option would (an
       // AbortError, judged by failureOf by how far the request got), with one listener, taken
       // off when the request ends: the option's stream plumbing costs a batch more per request.
@@ -459,10 +533,13 @@ export class RestTransport implements Transport {
       const unlisten = () => signal?.removeEventListener("abort", onAbort);
       if (signal?.aborted) onAbort();
       else signal?.addEventListener("abort", onAbort, { once: true });
-      req.on("socket", (socket) => {
-        if (!socket.connecting) progress.connected = true;
-        else socket.once(tls ? "secureConnect" : "connect", () => (progress.connected = true));
-      });
+      if (!ready) {
+        req.on("socket", (socket) => {
+          if (!socket.connecting) progress.connected = true;
+          else socket.once(tls ? "secureConnect" : "connect", () => (progress.connected = true));
+        });
+      } else if (ready.connected) progress.connected = true;
+      else ready.onConnected = () => (progress.connected = true);
       req.setTimeout(timeoutMs, () => fail(timeoutFailure(progress, ctx)));
       req.on("error", (e) => {
         if (settled || classifying) return;
@@ -479,6 +556,7 @@ export class RestTransport implements Transport {
       });
       req.on("response", (res) => {
         progress.answered = true;
+        ctx.answered?.();
         const chunks: Buffer[] = [];
         let size = 0;
         res.on("data", (c: Buffer) => {
@@ -516,7 +594,21 @@ export class RestTransport implements Transport {
     });
   }
 
+  /** The module itself, looked up once: the bundle's stand-in for node:http loads it on first use,
+   * and each property read through it after that still costs a batch a little per request. */
+  #httpClient(): Pick<typeof http, "request"> {
+    return (this.#client ??= this.#tls ? process.getBuiltinModule("node:https") : process.getBuiltinModule("node:http"));
+  }
+
+  /** The request options for these headers (the object is reused: http.request copies it as it starts). */
+  #requestOptions(headers: Record<string, string>): http.RequestOptions {
+    const options = (this.#options ??= { ...this.#target, method: "POST", agent: this.#agent });
+    options.headers = this.#proxyHeaders === NO_HEADERS ? headers : { ...headers, ...this.#proxyHeaders };
+    return options;
+  }
+
   async close(): Promise<void> {
+    this.#drop();
     this.#agentMade?.destroy();
     if (this.#pool) await (await this.#pool).close();
   }

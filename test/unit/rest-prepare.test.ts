@@ -68,7 +68,7 @@ async function peer(opts: { hangUpFirst?: boolean } = {}) {
   return p;
 }
 
-const transportTo = (url: string) => create({ baseUrl: url, apiKey: "msk_prepare_test_51ab", timeoutMs: 5000, userAgent: "mailsend/test" });
+const transportTo = (url: string) => create({ baseUrl: url, apiKey: "msk_prepare_test_51ab", timeoutMs: 5000, userAgent: "mailsend/test", insecure: false });
 const settle = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("RestTransport.prepare", () => {
@@ -135,7 +135,7 @@ describe("RestTransport.prepare", () => {
     const tmp = scratch("mailsend-prepare-");
     const rec = await startRestRecorder({ tls: await tmp.tls() });
     try {
-      const good = create({ baseUrl: rec.url, apiKey: "msk_prepare_test_51ab", timeoutMs: 5000, userAgent: "mailsend/test", caFile: (await tmp.tls()).caPath });
+      const good = create({ baseUrl: rec.url, apiKey: "msk_prepare_test_51ab", timeoutMs: 5000, userAgent: "mailsend/test", insecure: false, caFile: (await tmp.tls()).caPath });
       const m = testMessage("tls-prepared");
       good.prepare!(m);
       await settle(150);
@@ -146,7 +146,7 @@ describe("RestTransport.prepare", () => {
       expect(rec.requests.map((r) => r.headers["idempotency-key"])).toEqual(["tls-prepared"]);
       await good.close();
 
-      const untrusted = create({ baseUrl: rec.url, apiKey: "msk_prepare_test_51ab", timeoutMs: 5000, userAgent: "mailsend/test" });
+      const untrusted = create({ baseUrl: rec.url, apiKey: "msk_prepare_test_51ab", timeoutMs: 5000, userAgent: "mailsend/test", insecure: false });
       const u = testMessage("tls-untrusted");
       untrusted.prepare!(u);
       await settle(150);
@@ -161,7 +161,7 @@ describe("RestTransport.prepare", () => {
 
   test("a pooled transport (a batch's keep-alive connections) prepares nothing", async () => {
     const p = await peer();
-    const t = create({ baseUrl: p.url, apiKey: "msk_prepare_test_51ab", timeoutMs: 5000, userAgent: "mailsend/test" }, { pool: 4 });
+    const t = create({ baseUrl: p.url, apiKey: "msk_prepare_test_51ab", timeoutMs: 5000, userAgent: "mailsend/test", insecure: false }, { pool: 4 });
     t.prepare!(testMessage("pooled"));
     await settle(100);
     expect(p.conns).toHaveLength(0);

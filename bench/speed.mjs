@@ -292,7 +292,8 @@ async function measure(node, label) {
     const most = ideal / (ideal + floorWindow);
     rows.push({
       what: `budget used: ${processes} processes x ${messages} sends, limit ${limit} per ${windowS} s`,
-      ours: `${(span / 1000).toFixed(2)} s (first ${limit} in ${(firstWindow / 1000).toFixed(2)} s), ${times.length}/${n} stored, ${refused} 429s`,
+      // Beyond the windows and the first window's spread: what the budget's pace added (bench/budget-share.mjs).
+      ours: `${(span / 1000).toFixed(2)} s (first ${limit} in ${(firstWindow / 1000).toFixed(2)} s, then ${((span - ideal - firstWindow) / 1000).toFixed(2)} s late), ${times.length}/${n} stored, ${refused} 429s`,
       floor: `the limit: ${(ideal / 1000).toFixed(2)} s; bare POST processes' first ${limit} in ${(floorWindow / 1000).toFixed(2)} s: at most ${most.toFixed(3)} here`,
       ratio: used.toFixed(3),
       aim: ">= 0.97, 0 429s",

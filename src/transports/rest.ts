@@ -373,14 +373,19 @@ export class RestTransport implements Transport {
 
   /**
    * One message's request, connected ahead of its rate-limit slot: node:http writes a request's
-   * headers only with its body, so until send() ends it nothing is on the wire. A pooled batch
+   * headers only with its body, so until send() ends it nothing is on the wire (an Expect header,
+   * or flushHeaders(), would send them at once: #headers must never have either). A pooled batch
    * keeps its connections open already, and a body over LARGE_BODY goes through undici: neither
    * is prepared.
    */
   prepare(m: Message): void {
     if (this.#connections > 1) return;
     const kept = this.#prepared;
-    if (kept && kept.message === m && !kept.failed && !kept.req.destroyed) return;
+    if (kept && kept.message === m && !kept.failed && !kept.req.destroyed) {
+      // Another wait for the same message (the slot went to another process): kept as long again.
+      kept.timer.refresh();
+      return;
+    }
     this.#drop();
     try {
       const plan = planBody(m);
@@ -544,7 +549,8 @@ export class RestTransport implements Transport {
       req.on("error", (e) => {
         if (settled || classifying) return;
         if (e instanceof MailsendError) return fail(e);
-        if (req.reusedSocket && retries > 0 && !progress.answered && !signal?.aborted && isReset(e)) {
+        // A prepared connection waited idle as a kept-alive one does: the service may close it just as the request goes.
+        if ((req.reusedSocket || ready) && retries > 0 && !progress.answered && !signal?.aborted && isReset(e)) {
           settled = true;
           unlisten();
           req.destroy();
@@ -574,6 +580,8 @@ export class RestTransport implements Transport {
           resolve(answer);
         });
       });
+      // Stopped before it began (the caller's signal, already aborted): nothing is written.
+      if (req.destroyed) return;
       if (plan.whole) {
         progress.sent = true;
         req.end(plan.whole);
@@ -585,6 +593,7 @@ export class RestTransport implements Transport {
             if (settled) return;
             if (!req.write(chunk)) await new Promise<void>((r) => req.once("drain", r));
           }
+          if (settled || req.destroyed) return;
           progress.sent = true;
           req.end();
         } catch (e) {

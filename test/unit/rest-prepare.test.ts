@@ -120,6 +120,58 @@ describe("RestTransport.prepare", () => {
     await t.close();
   });
 
+  test("a prepared connection the service closes just as the send starts: sent on a new one, once", async () => {
+    // The server ends the idle connection after 20 ms; its FIN arrives while this process is busy.
+    const conns: Socket[] = [];
+    let posts = 0;
+    const server = createServer((s) => {
+      conns.push(s);
+      s.on("error", () => {});
+      if (conns.length === 1) {
+        setTimeout(() => s.end(), 20);
+        return;
+      }
+      s.on("data", (d: Buffer) => {
+        posts += d.toString("latin1").split("POST /send").length - 1;
+        const b = JSON.stringify({ success: true, message_id: "id-again" });
+        s.write(`HTTP/1.1 200 OK\r\nContent-Length: ${b.length}\r\n\r\n${b}`);
+      });
+    });
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const t = transportTo(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
+    const m = testMessage("closed-idle");
+    t.prepare!(m);
+    await settle(10);
+    const until = Date.now() + 60;
+    while (Date.now() < until) {
+      // busy: the budget's last look before the slot
+    }
+    const r = await t.send(m);
+    expect(r.messageId).toBe("id-again");
+    expect(conns).toHaveLength(2);
+    expect(posts).toBe(1);
+    await t.close();
+    for (const c of conns) c.destroy();
+  });
+
+  test("a send whose caller stopped it before it began, on a prepared connection: nothing was sent, and it says so", async () => {
+    const p = await peer();
+    const t = transportTo(p.url);
+    const m = testMessage("stopped-first");
+    t.prepare!(m);
+    await p.connected(1);
+    await settle(50);
+    const stop = new AbortController();
+    stop.abort();
+    const e = await t.send(m, { signal: stop.signal }).then(() => undefined, (x: unknown) => x);
+    expect(e).toMatchObject({ code: "temporary_failure" });
+    expect((e as { mayHaveBeenSent?: boolean }).mayHaveBeenSent).not.toBe(true);
+    await settle(50);
+    expect(p.conns.every((c) => c.bytes.length === 0)).toBe(true);
+    await t.close();
+  });
+
   test("close() drops a prepared request: its connection ends with nothing written", async () => {
     const p = await peer();
     const t = transportTo(p.url);

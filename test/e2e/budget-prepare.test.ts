@@ -4,57 +4,28 @@
  * request only once the slot is free, counted from the first answer. A TCP server on 127.0.0.1
  * notes when each connection came, when its first byte came and when it answered.
  */
-import { createServer, type Server, type Socket } from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { runCli } from "../helpers/cli.js";
+import { startRawPeer, type PeerConnection, type RawPeer } from "../helpers/raw-peer.js";
 import { scratch } from "../helpers/tmp.js";
 
 const KEY = "msk_test_e2e_prepare_Qm4Tz1";
 const WINDOW_MS = 2000;
 const tmp = scratch();
-
-interface Conn {
-  connectedAt: number;
-  firstByteAt?: number;
-  answeredAt?: number;
-  bytes: Buffer;
-}
-const conns: Conn[] = [];
-let server: Server;
-const sockets = new Set<Socket>();
+let peer: RawPeer;
 
 beforeAll(async () => {
-  server = createServer((socket) => {
-    const c: Conn = { connectedAt: Date.now(), bytes: Buffer.alloc(0) };
-    conns.push(c);
-    sockets.add(socket);
-    socket.on("close", () => sockets.delete(socket));
-    socket.on("error", () => {});
-    socket.on("data", (d: Buffer) => {
-      c.firstByteAt ??= Date.now();
-      c.bytes = Buffer.concat([c.bytes, d]);
-      const text = c.bytes.toString("latin1");
-      const end = text.indexOf("\r\n\r\n");
-      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(text)?.[1] ?? -1);
-      if (c.answeredAt === undefined && end >= 0 && length >= 0 && c.bytes.length >= end + 4 + length) {
-        const body = JSON.stringify({ success: true, message_id: `id-${conns.indexOf(c)}` });
-        c.answeredAt = Date.now();
-        socket.write(`HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
-      }
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  peer = await startRawPeer();
 });
 afterAll(async () => {
-  for (const s of sockets) s.destroy();
-  await new Promise<void>((r) => server.close(() => r()));
+  await peer.close();
   tmp.remove();
 });
 
 it("a send waiting for its slot connects before the slot frees and writes its request only after", async () => {
   const env = {
     MAILSEND_API_KEY: KEY,
-    MAILSEND_BASE_URL: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    MAILSEND_BASE_URL: peer.url,
     MAILSEND_STATE_DIR: tmp.dir,
     MAILSEND_RATE_LIMIT: "1",
     MAILSEND_RATE_WINDOW: String(WINDOW_MS / 1000),
@@ -66,14 +37,15 @@ it("a send waiting for its slot connects before the slot frees and writes its re
   expect(second.exitCode, second.stderr).toBe(0);
   expect(JSON.parse(second.stdout).waited_ms).toBeGreaterThan(0);
 
-  const used = conns.filter((c) => c.firstByteAt !== undefined);
+  const used = peer.conns.filter((c) => c.firstByteAt !== undefined);
   expect(used).toHaveLength(2);
-  const [a, b] = used as [Required<Conn>, Required<Conn>];
+  const [a, b] = used as [Required<PeerConnection>, Required<PeerConnection>];
   expect(b.bytes.toString("utf8")).toContain("\"subject\":\"second\"");
   // Never early: the slot counts from the first answer (which the server wrote before the client read it).
   expect(b.firstByteAt).toBeGreaterThanOrEqual(a.answeredAt + WINDOW_MS);
   // Its connection was open before the slot freed (prepared 150 ms ahead), not made after it.
   expect(b.connectedAt).toBeLessThan(a.answeredAt + WINDOW_MS);
   // Every connection carried at most one request, and none was opened that wrote anything else.
-  expect(conns.every((c) => c.bytes.toString("utf8").split("POST /send").length - 1 <= 1)).toBe(true);
+  expect(peer.conns.every((c) => c.bytes.toString("utf8").split("POST /send").length - 1 <= 1)).toBe(true);
+  expect(peer.posts()).toBe(2);
 });

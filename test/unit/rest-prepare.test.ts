@@ -5,66 +5,24 @@
  * prepared request that went bad or belongs to another message is never used, and the slot counts
  * from the moment the answer began to arrive. Real TCP servers on 127.0.0.1 watch the wire.
  */
-import { createServer, type Server, type Socket } from "node:net";
 import { afterEach, describe, expect, test } from "vitest";
 import type { SendContext, SendResult, Transport } from "../../src/core/transport.js";
 import { deliver } from "../../src/limits/deliver.js";
 import type { SlotStore, TakeOutcome } from "../../src/limits/store.js";
 import { create } from "../../src/transports/rest.js";
 import { testMessage } from "../helpers/deliver.js";
+import { startRawPeer, type RawPeer } from "../helpers/raw-peer.js";
 import { startRestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
-/** One connection as the server saw it: every byte it was sent, and how it was answered. */
-interface Conn {
-  socket: Socket;
-  bytes: Buffer;
-  closedByClient: boolean;
-}
-
-/**
- * An HTTP/1.1 peer that keeps every byte of every connection and answers a whole request (headers
- * plus Content-Length bytes) with 200 and a message id. `hangUpFirst`: the first connection is
- * closed by the server as soon as it is made, before anything is written on it.
- */
-async function startPeer(opts: { hangUpFirst?: boolean } = {}): Promise<{ url: string; conns: Conn[]; server: Server; connected: (n: number) => Promise<void> }> {
-  const conns: Conn[] = [];
-  const server = createServer((socket) => {
-    const c: Conn = { socket, bytes: Buffer.alloc(0), closedByClient: false };
-    conns.push(c);
-    if (opts.hangUpFirst && conns.length === 1) {
-      socket.destroy();
-      return;
-    }
-    socket.on("data", (d: Buffer) => {
-      c.bytes = Buffer.concat([c.bytes, d]);
-      const text = c.bytes.toString("latin1");
-      const end = text.indexOf("\r\n\r\n");
-      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(text)?.[1] ?? -1);
-      if (end >= 0 && length >= 0 && c.bytes.length >= end + 4 + length) {
-        const body = JSON.stringify({ success: true, message_id: `id-${conns.indexOf(c)}` });
-        socket.write(`HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
-      }
-    });
-    socket.on("end", () => (c.closedByClient = true));
-    socket.on("error", () => {});
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const port = (server.address() as { port: number }).port;
-  const connected = async (n: number) => {
-    for (let i = 0; i < 200 && conns.length < n; i++) await new Promise((r) => setTimeout(r, 10));
-  };
-  return { url: `http://127.0.0.1:${port}`, conns, server, connected };
-}
-
-const servers: Server[] = [];
+const peers: RawPeer[] = [];
 afterEach(async () => {
-  for (const s of servers.splice(0)) await new Promise<void>((r) => s.close(() => r()));
+  for (const p of peers.splice(0)) await p.close();
 });
 
-async function peer(opts: { hangUpFirst?: boolean } = {}) {
-  const p = await startPeer(opts);
-  servers.push(p.server);
+async function peer(opts: Parameters<typeof startRawPeer>[0] = {}): Promise<RawPeer> {
+  const p = await startRawPeer(opts);
+  peers.push(p);
   return p;
 }
 
@@ -87,7 +45,7 @@ describe("RestTransport.prepare", () => {
     const wire = p.conns[0]!.bytes.toString("utf8");
     expect(wire).toMatch(/^POST \/send HTTP\/1\.1\r\n/);
     expect(wire).toContain("Idempotency-Key: prepared-key-1");
-    expect(wire.split("POST ").length - 1).toBe(1);
+    expect(p.posts()).toBe(1);
     await t.close();
   });
 
@@ -106,7 +64,7 @@ describe("RestTransport.prepare", () => {
   });
 
   test("a prepared connection the service closed before the send: the send makes its own and is sent once", async () => {
-    const p = await peer({ hangUpFirst: true });
+    const p = await peer({ hangUp: (i) => (i === 0 ? 0 : undefined) });
     const t = transportTo(p.url);
     const m = testMessage("after-hang-up");
     t.prepare!(m);
@@ -122,24 +80,8 @@ describe("RestTransport.prepare", () => {
 
   test("a prepared connection the service closes just as the send starts: sent on a new one, once", async () => {
     // The server ends the idle connection after 20 ms; its FIN arrives while this process is busy.
-    const conns: Socket[] = [];
-    let posts = 0;
-    const server = createServer((s) => {
-      conns.push(s);
-      s.on("error", () => {});
-      if (conns.length === 1) {
-        setTimeout(() => s.end(), 20);
-        return;
-      }
-      s.on("data", (d: Buffer) => {
-        posts += d.toString("latin1").split("POST /send").length - 1;
-        const b = JSON.stringify({ success: true, message_id: "id-again" });
-        s.write(`HTTP/1.1 200 OK\r\nContent-Length: ${b.length}\r\n\r\n${b}`);
-      });
-    });
-    servers.push(server);
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    const t = transportTo(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
+    const p = await peer({ hangUp: (i) => (i === 0 ? 20 : undefined) });
+    const t = transportTo(p.url);
     const m = testMessage("closed-idle");
     t.prepare!(m);
     await settle(10);
@@ -148,11 +90,10 @@ describe("RestTransport.prepare", () => {
       // busy: the budget's last look before the slot
     }
     const r = await t.send(m);
-    expect(r.messageId).toBe("id-again");
-    expect(conns).toHaveLength(2);
-    expect(posts).toBe(1);
+    expect(r.messageId).toBe("id-1");
+    expect(p.conns).toHaveLength(2);
+    expect(p.posts()).toBe(1);
     await t.close();
-    for (const c of conns) c.destroy();
   });
 
   test("a send whose caller stopped it before it began, on a prepared connection: nothing was sent, and it says so", async () => {

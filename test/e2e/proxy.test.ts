@@ -5,7 +5,8 @@
  * requests) and behind an https:// front with the sandbox's certificate
  * (CONNECT, TLS verified with the sandbox's CA inside the tunnel).
  */
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { runCli, type CliResult } from "../helpers/cli.js";
@@ -186,6 +187,26 @@ describe.skipIf(!TINYPROXY && !process.env.CI)("through tinyproxy", () => {
       expect(await stored("tiny http")).toBe(1);
     } finally {
       await tp.stop();
+    }
+  });
+
+  test("a send that waits for its slot (its tunnel prepared ahead) uses one tunnel, as the first does, and each is stored once", async () => {
+    const tp = await startTinyproxy();
+    const state = mkdtempSync(join(tmpdir(), "mailsend-proxy-wait-"));
+    try {
+      const env = { ...https(), HTTPS_PROXY: tp.url, MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "2", MAILSEND_STATE_DIR: state };
+      const a = await send("tiny wait 1", env);
+      expect(a.exitCode, a.stderr).toBe(0);
+      const b = await send("tiny wait 2", env, ["--json"]);
+      expect(b.exitCode, b.stderr).toBe(0);
+      expect(JSON.parse(b.stdout).waited_ms).toBeGreaterThan(0);
+      expect(await stored("tiny wait 1")).toBe(1);
+      expect(await stored("tiny wait 2")).toBe(1);
+      const connects = readFileSync(tp.logFile, "utf8").match(new RegExp(`CONNECT 127\\.0\\.0\\.1:${front.port}`, "g")) ?? [];
+      expect(connects).toHaveLength(2);
+    } finally {
+      await tp.stop();
+      rmSync(state, { recursive: true, force: true });
     }
   });
 });

@@ -89,6 +89,13 @@ interface Prepared {
   failed: boolean;
   timer: NodeJS.Timeout;
 }
+/** Calls `up` once the request's connection is up (over TLS: once its handshake is done). */
+function whenConnected(req: http.ClientRequest, tls: boolean, up: () => void): void {
+  req.on("socket", (socket) => {
+    if (!socket.connecting) up();
+    else socket.once(tls ? "secureConnect" : "connect", up);
+  });
+}
 /** How long a prepared request is kept for its send (deliver() makes it 150 ms before its slot). */
 const PREPARED_TTL_MS = 1_000;
 
@@ -395,13 +402,9 @@ export class RestTransport implements Transport {
       const ready: Prepared = { message: m, plan, headers, req, connected: false, failed: false, timer: setTimeout(() => this.#prepared === ready && this.#drop(), PREPARED_TTL_MS) };
       ready.timer.unref();
       req.on("error", () => (ready.failed = true));
-      req.on("socket", (socket) => {
-        const up = () => {
-          ready.connected = true;
-          ready.onConnected?.();
-        };
-        if (!socket.connecting) up();
-        else socket.once(this.#tls ? "secureConnect" : "connect", up);
+      whenConnected(req, this.#tls, () => {
+        ready.connected = true;
+        ready.onConnected?.();
       });
       this.#prepared = ready;
     } catch {
@@ -538,12 +541,8 @@ export class RestTransport implements Transport {
       const unlisten = () => signal?.removeEventListener("abort", onAbort);
       if (signal?.aborted) onAbort();
       else signal?.addEventListener("abort", onAbort, { once: true });
-      if (!ready) {
-        req.on("socket", (socket) => {
-          if (!socket.connecting) progress.connected = true;
-          else socket.once(tls ? "secureConnect" : "connect", () => (progress.connected = true));
-        });
-      } else if (ready.connected) progress.connected = true;
+      if (!ready) whenConnected(req, tls, () => (progress.connected = true));
+      else if (ready.connected) progress.connected = true;
       else ready.onConnected = () => (progress.connected = true);
       req.setTimeout(timeoutMs, () => fail(timeoutFailure(progress, ctx)));
       req.on("error", (e) => {

@@ -149,6 +149,21 @@ describe("RestTransport against a recorder (in process)", () => {
     expect(req.json.subject).toBe("Grüße 📧 \"quoted\" \\ back");
   });
 
+  it("a body without attachments (written as one string) has its Content-Length in bytes, not characters", async () => {
+    const html = `<p>é 📧 日本語 ${"ü".repeat(3000)}</p>`;
+    const m = message({ html });
+    const t = transport();
+    await t.send(m);
+    await t.send({ ...m, idempotencyKey: "idem-2" });
+    await t.close();
+    expect(rec.requests).toHaveLength(2);
+    for (const req of rec.requests) {
+      expect(Number(req.headers["content-length"])).toBe(req.body.length);
+      expect(req.body.length).toBeGreaterThan(req.body.toString("utf8").length);
+      expect(req.json).toMatchObject({ subject: "Grüße 📧 \"quoted\" \\ back", html });
+    }
+  });
+
   it("a file that changed size after it was checked fails without a half-sent body being accepted", async () => {
     const p = tmp.file("shrinks.bin", randomBytes(10));
     const m = message({ attachments: [{ filename: "s.bin", source: { kind: "file", path: p, size: 50 } }] });

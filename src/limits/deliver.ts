@@ -6,6 +6,7 @@
 import { MailsendError, toMailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
 import type { SendContext, SendResult, Transport } from "../core/transport.js";
+import { attemptDeadline } from "./deadline.js";
 import { backoffMs, shouldRetry } from "./retry.js";
 import type { Limits } from "./sliding-log.js";
 import { monotonicMs, type SlotStore } from "./store.js";
@@ -66,40 +67,6 @@ export const abortableSleep = (ms: number, signal?: AbortSignal): Promise<void> 
     }, ms);
     signal?.addEventListener("abort", onAbort, { once: true });
   });
-
-/** Per caller signal, the deadline controllers of its attempts in flight, and the one listener that aborts them. */
-const following = new WeakMap<AbortSignal, { attempts: Set<AbortController>; onAbort: () => void }>();
-
-/**
- * Abort `c` when `signal` aborts, until the returned function is called. One listener on the
- * signal while any attempt follows it: a batch's shared signal is followed by every send in
- * flight, and a listener each would be added and taken off (a walk of the list) once per attempt.
- * The listener goes with the last attempt: a caller's signal is left as it was given.
- */
-function follow(signal: AbortSignal, c: AbortController): () => void {
-  if (signal.aborted) {
-    c.abort(signal.reason);
-    return () => {};
-  }
-  let f = following.get(signal);
-  if (!f) {
-    const attempts = new Set<AbortController>();
-    const onAbort = () => {
-      for (const x of attempts) x.abort(signal.reason);
-    };
-    following.set(signal, (f = { attempts, onAbort }));
-    signal.addEventListener("abort", onAbort, { once: true });
-  }
-  const mine = f;
-  mine.attempts.add(c);
-  return () => {
-    mine.attempts.delete(c);
-    if (mine.attempts.size === 0 && following.get(signal) === mine) {
-      following.delete(signal);
-      signal.removeEventListener("abort", mine.onAbort);
-    }
-  };
-}
 
 /** Errors raised before anything reached the service: the slot was not used. */
 function neverReached(e: MailsendError): boolean {
@@ -273,11 +240,9 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
       const started = Date.now();
       /** When the service's answer began to arrive, where the transport says (SendContext.answered). */
       let answeredAt: number | undefined;
-      const deadline = deadlineMs < Infinity ? new AbortController() : undefined;
-      const timer = deadline ? setTimeout(() => deadline.abort(), Math.max(0, deadlineMs - spentMs)) : undefined;
-      // The caller's signal ends the attempt too: the deadline's controller follows it (no AbortSignal.any,
-      // which makes a composite signal with weak references per attempt, and no second controller).
-      const unfollow = deadline && opts.signal ? follow(opts.signal, deadline) : undefined;
+      // The caller's signal ends the attempt too: the deadline's signal follows it (no AbortSignal.any,
+      // which makes a composite signal with weak references per attempt).
+      const deadline = deadlineMs < Infinity ? attemptDeadline(Math.max(0, deadlineMs - spentMs), opts.signal) : undefined;
       const signal = deadline ? deadline.signal : opts.signal;
       try {
         let result: SendResult;
@@ -290,8 +255,7 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
           if (deadline) ctx.deadline = deadline.signal;
           result = await transport.send(message, ctx);
         } finally {
-          clearTimeout(timer);
-          unfollow?.();
+          deadline?.release();
         }
         const answered = answeredAt ?? monotonicMs();
         // Accepted: from here on nothing is an error. A send reported failed would be sent again.
@@ -354,7 +318,7 @@ export async function deliver(transport: Transport, message: Message, opts: Deli
         waited.actualMs += Date.now() - before;
         if (!slotWait) spentMs += Date.now() - before;
       } finally {
-        clearTimeout(timer);
+        deadline?.release();
       }
     }
   } catch (e) {

@@ -23,6 +23,7 @@ import type { RestConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import type { Attachment, Message } from "../core/message.js";
 import { allRecipients } from "../core/message.js";
+import { whenAborted } from "../core/abort.js";
 import { makeRedactor, REDACTED } from "../core/redact.js";
 import { base64Length, sendRequestFields } from "../core/request.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
@@ -105,6 +106,7 @@ const PREPARED_TTL_MS = 1_000;
 
 /** How many times one request is made again after a kept-alive connection was found closed (#postHttp). */
 const STALE_RETRIES = 8;
+const NO_WATCH = () => {};
 /** No proxy headers (an http:// service reached directly): the request's headers go as they are. */
 const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 
@@ -548,12 +550,11 @@ export class RestTransport implements Transport {
       };
       const req = ready?.req ?? client.request(this.#requestOptions(headers));
       // The caller's signal aborts the request as node:http's own `signal` option would (an
-      // AbortError, judged by failureOf by how far the request got), with one listener, taken
-      // off when the request ends: the option's stream plumbing costs a batch more per request.
+      // AbortError, judged by failureOf by how far the request got), watched until the request
+      // ends: the option's stream plumbing costs a batch more per request, and so would a listener
+      // each on the signal that a batch's requests share (core/abort.ts).
       const onAbort = () => req.destroy(Object.assign(new Error("the request was aborted"), { name: "AbortError", code: "ABORT_ERR" }));
-      const unlisten = () => signal?.removeEventListener("abort", onAbort);
-      if (signal?.aborted) onAbort();
-      else signal?.addEventListener("abort", onAbort, { once: true });
+      const unlisten = signal ? whenAborted(signal, onAbort) : NO_WATCH;
       if (!ready) whenConnected(req, tls, () => (progress.connected = true));
       else if (ready.connected) progress.connected = true;
       else ready.onConnected = () => (progress.connected = true);

@@ -7,6 +7,7 @@
  * been sent?". The undici case sends every body through undici (largeBody 0).
  */
 import { randomBytes } from "node:crypto";
+import { getEventListeners } from "node:events";
 import { rmSync } from "node:fs";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { createServer as createTcpServer, type Server as TcpServer, type Socket } from "node:net";
@@ -197,6 +198,26 @@ describe.each([
     const e = await failure(t.send(message(), { signal: early.signal }));
     expect(e.code).toBe("temporary_failure");
     expect(e.mayHaveBeenSent).toBeFalsy();
+    await t.close();
+  });
+
+  it("requests in flight that share one signal are all ended by its abort, and leave no listener on it", async () => {
+    plain.script({ delayMs: 5_000 });
+    const t = transport();
+    const shared = new AbortController();
+    // As many as the engine has connections: each request is on the wire when the signal aborts.
+    const sends = Array.from({ length: pool }, (_, i) => failure(t.send(message({ idempotencyKey: `shared-${i}` }), { signal: shared.signal })));
+    for (let i = 0; i < 1000 && plain.requests.length < pool; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(plain.requests).toHaveLength(pool);
+    shared.abort(new MailsendError("temporary_failure", "interrupted twice"));
+    for (const e of await Promise.all(sends)) expect(e).toMatchObject({ code: "outcome_unknown", mayHaveBeenSent: true });
+    expect(getEventListeners(shared.signal, "abort")).toHaveLength(0);
+
+    // Answered requests take their watch off the signal as they end.
+    plain.script({});
+    const kept = new AbortController();
+    await Promise.all([1, 2, 3].map((i) => t.send(message({ idempotencyKey: `kept-${i}` }), { signal: kept.signal })));
+    expect(getEventListeners(kept.signal, "abort")).toHaveLength(0);
     await t.close();
   });
 

@@ -16,7 +16,7 @@ if (!role && args.length === 1 && (args[0] === "--version" || args[0] === "-V"))
   let cache;
   try {
     cache = require("../dist/cli/code-cache.js");
-    // Node 20: V8 optimises later in a batch's first seconds (src/cli/code-cache.ts says why). First,
+    // V8 optimises later in a batch's first seconds (src/cli/code-cache.ts says why). First,
     // so that V8 reads every code cache under the flags it was written with.
     cache.delayOptimisation(cache.cacheCommand(args, role));
   } catch {}

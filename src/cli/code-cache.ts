@@ -166,7 +166,7 @@ export function installCodeCache(root: string, dir: string, command: string, bui
 
 /** V8 11's interrupt budget (Node 20): the bytecode a function runs before V8 weighs optimising it. */
 export const V8_11_INTERRUPT_BUDGET = 67_584;
-/** How long a batch starts with the larger budget (delayOptimisation). */
+/** How long a batch starts with V8 optimising later (delayOptimisation). */
 export const EARLY_MS = 2_000;
 
 /**
@@ -181,25 +181,61 @@ let flagsChanged = false;
 /** Writes the caches still to write (installCodeCache's), before V8's flags change or as the process exits. */
 let writePending: (() => void) | undefined;
 
+/** V8 12 and 13's defaults (Node 22 to 24): the calls of a function before Maglev, and TurboFan, optimise it. */
+export const V8_12_MAGLEV_CALLS = 400;
+export const V8_12_TURBOFAN_CALLS = 3_000;
+
+/** The V8 flags a batch starts with, and those it gets back at EARLY_MS. */
+export interface OptimisationDelay {
+  early: string[];
+  later: string[];
+}
+
 /**
- * Node 20's V8 (11.x, no Maglev) hands a function to TurboFan after little use. A batch of a few
- * thousand messages ends within a second or two, and there the optimising compiles, on V8's
- * background threads, cost more than they save: a 1,500-message batch spent about a third of its
- * CPU on them (issue 16). So a batch starts with four times V8's budget, and one still running
- * after EARLY_MS gets V8's default back. Only `batch`: changing V8's flags also makes Node refuse
- * its own built-in modules' compiled code, which costs a one-message run (send, sendmail) more
- * than it saves. Node 22 and later (Maglev, later TurboFan) are left as they are, and so is a
- * budget given on node's command line (NODE_OPTIONS may not carry one). Called before any code
- * cache is read: V8 checks a cache against its flags, so every batch reads its caches under the
- * same ones: a run still going at EARLY_MS writes its caches then, before the flags change.
- * Never stops a run: a flag V8 refuses leaves it as it was. True when it applied.
+ * What delayOptimisation sets for this command on this V8, if anything: only `batch`, only on a
+ * V8 whose flags were measured, and not when node's command line already sets one of them.
+ */
+export function optimisationDelay(command: string, v8Version: string, given: string): OptimisationDelay | undefined {
+  if (command !== "batch") return undefined;
+  const major = Number(v8Version.split(".")[0]);
+  if (major === 11) {
+    if (/--interrupt[-_]budget\b/.test(given)) return undefined;
+    return { early: [`--interrupt-budget=${4 * V8_11_INTERRUPT_BUDGET}`], later: [`--interrupt-budget=${V8_11_INTERRUPT_BUDGET}`] };
+  }
+  if (major === 12 || major === 13) {
+    if (/--(?:no[-_])?(?:maglev|turbofan)\b|--invocation[-_]count[-_]for[-_](?:maglev|turbofan)\b/.test(given)) return undefined;
+    return {
+      early: [`--invocation-count-for-maglev=${15 * V8_12_MAGLEV_CALLS}`, `--invocation-count-for-turbofan=${33 * V8_12_TURBOFAN_CALLS}`],
+      later: [`--invocation-count-for-maglev=${V8_12_MAGLEV_CALLS}`, `--invocation-count-for-turbofan=${V8_12_TURBOFAN_CALLS}`],
+    };
+  }
+  return undefined;
+}
+
+/**
+ * A batch of a few thousand messages ends within a second or two, and there V8's optimising
+ * compiles, on its background threads, cost more than they save (issue 16):
+ * - Node 20's V8 (11.x, no Maglev) hands a function to TurboFan after little use: a 1,500-message
+ *   batch spent about a third of its CPU on it. A batch starts with four times V8's budget.
+ * - Node 22 and 24 (V8 12 and 13) compile with Maglev after 400 calls and TurboFan after 3,000:
+ *   the same batch spent ~13% of its CPU on them (Node 24, one core: 0.54 s against 0.65 s
+ *   with its whole start-up). A batch starts with Maglev after 6,000 calls, TurboFan after 99,000.
+ * A batch still running after EARLY_MS gets V8's defaults back: a long one is then optimised as
+ * any program is. Only `batch`: changing V8's flags also makes Node refuse its own built-in
+ * modules' compiled code, which costs a one-message run (send, sendmail) more than it saves. A
+ * later V8 is left as it is (its flags have not been measured), and so is one whose flags node's
+ * command line sets (NODE_OPTIONS may not carry them). Called before any code cache is read: V8
+ * checks a cache against its flags, so every batch reads its caches under the same ones: a run
+ * still going at EARLY_MS writes its caches then, before the flags change. Never stops a run: a
+ * flag V8 refuses leaves it as it was. True when it applied.
  */
 export function delayOptimisation(command: string, v8Version: string = process.versions.v8, given: string = process.execArgv.join(" ")): boolean {
-  if (command !== "batch" || Number(v8Version.split(".")[0]) !== 11 || /--interrupt[-_]budget\b/.test(given)) return false;
+  const plan = optimisationDelay(command, v8Version, given);
+  if (!plan) return false;
   const v8 = process.getBuiltinModule?.("node:v8") as typeof import("node:v8") | undefined;
   try {
     for (const m of BATCH_BUILTINS) process.getBuiltinModule(m);
-    v8!.setFlagsFromString(`--interrupt-budget=${4 * V8_11_INTERRUPT_BUDGET}`);
+    for (const flag of plan.early) v8!.setFlagsFromString(flag);
   } catch {
     return false;
   }
@@ -208,7 +244,7 @@ export function delayOptimisation(command: string, v8Version: string = process.v
     writePending?.();
     flagsChanged = true;
     try {
-      v8!.setFlagsFromString(`--interrupt-budget=${V8_11_INTERRUPT_BUDGET}`);
+      for (const flag of plan.later) v8!.setFlagsFromString(flag);
     } catch {}
   }, EARLY_MS).unref();
   return true;

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { execFileSync } from "node:child_process";
 import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { CACHE_COMMANDS, cacheCommand, cacheDir, delayOptimisation, EARLY_MS } from "../../src/cli/code-cache.js";
+import { CACHE_COMMANDS, cacheCommand, cacheDir, EARLY_MS, optimisationDelay, V8_11_INTERRUPT_BUDGET, V8_12_MAGLEV_CALLS, V8_12_TURBOFAN_CALLS } from "../../src/cli/code-cache.js";
 
 // src/cli/code-cache.ts as bin/mailsend.js uses it: bundled to CommonJS, installed in a fresh
 // Node process, which then requires CommonJS files of a small "dist" and prints what it counted
@@ -146,7 +146,7 @@ describe("code cache (src/cli/code-cache.ts)", () => {
     expect(left.filter((f) => f.endsWith(".bin"))).toHaveLength(5);
   });
 
-  it("Node 20: a batch starts with a larger optimising budget and reads the caches it wrote; one still going at EARLY_MS writes them then", () => {
+  it("Node 20 to 24: a batch starts with V8 optimising later and reads the caches it wrote; one still going at EARLY_MS writes them then", () => {
     const dir = join(work, "cache-delay");
     const v8 = Number(process.versions.v8.split(".")[0]);
     const delay = { DELAY: "1" };
@@ -156,7 +156,7 @@ describe("code cache (src/cli/code-cache.ts)", () => {
     expect(run(dir, "batch", "b1", delay)).toMatchObject({ used: 2, refused: 0, written: 0 });
     // Other commands keep V8's flags (Node's own modules' compiled code is then used).
     expect(run(dir, "send", "b1", delay).delayed).toBeUndefined();
-    if (v8 === 11) {
+    if (v8 >= 11 && v8 <= 13) {
       expect(first.delayed).toBe(true);
       // Node's own modules a batch needs were loaded before the flags changed (from Node's compiled code).
       expect(first.http).toBe(true);
@@ -167,15 +167,40 @@ describe("code cache (src/cli/code-cache.ts)", () => {
       expect(run(join(work, "cache-delay-long"), "batch", "b1", long)).toMatchObject({ used: 2, refused: 0, written: 0 });
       expect(run(join(work, "cache-delay-long"), "batch", "b1", delay)).toMatchObject({ used: 2, refused: 0, written: 0 });
     } else {
-      // Node 22 and later optimise later of themselves: nothing changes.
+      // A V8 whose flags were not measured is left as it is.
       expect(first.delayed).toBeUndefined();
     }
-    expect(delayOptimisation("send", "11.3.244.8", "")).toBe(false);
-    expect(delayOptimisation("batch", "12.4.254.21", "")).toBe(false);
-    expect(delayOptimisation("batch", "13.6.233.10", "")).toBe(false);
-    // A budget the user gave on node's command line is theirs.
-    expect(delayOptimisation("batch", "11.3.244.8", "--interrupt-budget=1000")).toBe(false);
-    expect(delayOptimisation("batch", "11.3.244.8", "--interrupt_budget=1000")).toBe(false);
+  });
+
+  it("which flags a batch changes, on which V8, and when it leaves them alone", () => {
+    expect(optimisationDelay("send", "11.3.244.8", "")).toBeUndefined();
+    expect(optimisationDelay("batch", "11.3.244.8", "")).toEqual({ early: [`--interrupt-budget=${4 * V8_11_INTERRUPT_BUDGET}`], later: [`--interrupt-budget=${V8_11_INTERRUPT_BUDGET}`] });
+    for (const v8 of ["12.4.254.21-node.57", "13.6.233.10-node.28"]) {
+      const plan = optimisationDelay("batch", v8, "--max-old-space-size=100");
+      expect(plan?.later).toEqual([`--invocation-count-for-maglev=${V8_12_MAGLEV_CALLS}`, `--invocation-count-for-turbofan=${V8_12_TURBOFAN_CALLS}`]);
+      expect(plan?.early).toEqual(["--invocation-count-for-maglev=6000", "--invocation-count-for-turbofan=99000"]);
+      expect(optimisationDelay("sendmail", v8, "")).toBeUndefined();
+    }
+    expect(optimisationDelay("batch", "10.2.154.26", "")).toBeUndefined();
+    expect(optimisationDelay("batch", "14.1.146.11", "")).toBeUndefined();
+    // Flags the user gave on node's command line are theirs.
+    expect(optimisationDelay("batch", "11.3.244.8", "--interrupt-budget=1000")).toBeUndefined();
+    expect(optimisationDelay("batch", "11.3.244.8", "--interrupt_budget=1000")).toBeUndefined();
+    for (const given of ["--no-maglev", "--no_turbofan", "--maglev", "--invocation-count-for-turbofan=10", "--stack-size=2000 --invocation_count_for_maglev=9"]) {
+      expect(optimisationDelay("batch", "13.6.233.10", given)).toBeUndefined();
+    }
+  });
+
+  it("the V8 running here has the defaults a batch gives back (when it is one whose flags a batch changes)", () => {
+    const v8 = Number(process.versions.v8.split(".")[0]);
+    const plan = optimisationDelay("batch", process.versions.v8, "");
+    if (!plan) return expect(v8 < 11 || v8 > 13).toBe(true);
+    const options = execFileSync(process.execPath, ["--v8-options"], { encoding: "utf8" });
+    for (const flag of plan.later) {
+      const [name, value] = flag.slice(2).split("=");
+      // V8 prints each flag's default as `default: --name=value`.
+      expect(options).toContain(`default: --${name}=${value}`);
+    }
   });
 
   it("names the cache by the command, the sendmail role, or 'other'", () => {

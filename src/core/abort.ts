@@ -19,10 +19,12 @@ const NOTHING = () => {};
 
 /**
  * Calls `fn` once when `signal` aborts (at once, when it has already); returns what stops
- * watching. `fn` is called with nothing: it reads `signal.reason` itself if it needs it. The
- * signal's listener goes with its last watcher: a caller's signal is left as it was given.
+ * watching (nothing to stop without a signal). `fn` is called with nothing: it reads
+ * `signal.reason` itself if it needs it. The signal's listener goes with its last watcher: a
+ * caller's signal is left as it was given.
  */
-export function whenAborted(signal: AbortSignal, fn: () => void): () => void {
+export function whenAborted(signal: AbortSignal | undefined, fn: () => void): () => void {
+  if (!signal) return NOTHING;
   if (signal.aborted) {
     fn();
     return NOTHING;

@@ -35,7 +35,7 @@ const noCaller = new Map<number, Shared>();
 
 /** The controller aborts as `caller` does (at once, if it has). */
 function follow(caller: AbortSignal | undefined, controller: AbortController): () => void {
-  return caller ? whenAborted(caller, () => controller.abort(caller.reason)) : () => {};
+  return whenAborted(caller, () => controller.abort(caller!.reason));
 }
 
 /** A deadline `ms` from now for one attempt, following `caller`. */

@@ -106,7 +106,6 @@ const PREPARED_TTL_MS = 1_000;
 
 /** How many times one request is made again after a kept-alive connection was found closed (#postHttp). */
 const STALE_RETRIES = 8;
-const NO_WATCH = () => {};
 /** No proxy headers (an http:// service reached directly): the request's headers go as they are. */
 const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 
@@ -554,7 +553,7 @@ export class RestTransport implements Transport {
       // ends: the option's stream plumbing costs a batch more per request, and so would a listener
       // each on the signal that a batch's requests share (core/abort.ts).
       const onAbort = () => req.destroy(Object.assign(new Error("the request was aborted"), { name: "AbortError", code: "ABORT_ERR" }));
-      const unlisten = signal ? whenAborted(signal, onAbort) : NO_WATCH;
+      const unlisten = whenAborted(signal, onAbort);
       if (!ready) whenConnected(req, tls, () => (progress.connected = true));
       else if (ready.connected) progress.connected = true;
       else ready.onConnected = () => (progress.connected = true);

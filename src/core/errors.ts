@@ -99,6 +99,11 @@ export interface ErrorDetails {
   mayHaveBeenSent?: boolean;
   /** recipients_refused: the message went to `accepted`; the server refused `refused`. */
   partial?: PartialDelivery;
+  /**
+   * The refusal came from this machine's own setup (the shared budget's Redis, a proxy), not
+   * from the service: the message is not at fault, so an outbox keeps it until that is fixed.
+   */
+  local?: boolean;
 }
 
 /** A message the server took for some recipients and refused for others (SMTP RCPT). */
@@ -119,6 +124,8 @@ export class MailsendError extends Error {
   attempts?: number;
   /** Set for recipients_refused: who got the message and who did not. */
   readonly partial: PartialDelivery | undefined;
+  /** See ErrorDetails.local. */
+  readonly local: boolean;
 
   constructor(code: ErrorCode, message: string, details: ErrorDetails = {}) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
@@ -128,6 +135,7 @@ export class MailsendError extends Error {
     this.retryAfter = details.retryAfter;
     this.mayHaveBeenSent = details.mayHaveBeenSent ?? false;
     this.partial = details.partial;
+    this.local = details.local ?? false;
   }
 
   get exitClass(): ExitClass {
@@ -173,6 +181,7 @@ export function reworded(e: MailsendError, reword: (text: string) => string): Ma
     ...(e.retryAfter !== undefined ? { retryAfter: e.retryAfter } : {}),
     ...(e.partial ? { partial: e.partial } : {}),
     mayHaveBeenSent: e.mayHaveBeenSent,
+    local: e.local,
   });
   if (e.attempts !== undefined) out.attempts = e.attempts;
   if (e.stack) out.stack = e.stack.replace(e.message, message);

@@ -53,24 +53,28 @@ export function redisError(e: unknown, config: RedisConfig, phase: RedisPhase, o
   if (reply === "WRONGPASS" || /invalid (?:username-)?password/i.test(msg)) {
     return new MailsendError("auth_failed", `${at} refused ${config.username ? `the user "${config.username}" or its password` : "the password"} (authentication failed)`, {
       cause: e,
+      local: true,
       hint: `Check the password (in ${config.passwordSource === "the URL" ? "the URL's user:password@" : config.passwordSource ? PASSWORD_FILE_VARIABLE : `${PASSWORD_FILE_VARIABLE} or the URL`})${config.username ? " and the ACL user name" : ""}. ${chosen}.${nothingSent}`,
     });
   }
   if (reply === "NOAUTH") {
     return new MailsendError("auth_failed", `${at} requires a password and none was given (authentication failed)`, {
       cause: e,
+      local: true,
       hint: `Put the password in a file named by ${PASSWORD_FILE_VARIABLE}, or in the URL as redis://[user]:password@host. ${chosen}.${nothingSent}`,
     });
   }
   if (/wrong number of arguments for 'auth'/i.test(msg)) {
     return new MailsendError("auth_failed", `${at} takes no user name with the password (Redis 5 or older has no ACL users; authentication failed)`, {
       cause: e,
+      local: true,
       hint: `Give only the password, with no user name before the ":" of the URL's user:password@. ${chosen}.${nothingSent}`,
     });
   }
   if (reply === "NOPERM") {
     return new MailsendError("auth_failed", `${at}: the user ${config.username ? `"${config.username}" ` : ""}may not run the budget's commands (${msg})`, {
       cause: e,
+      local: true,
       hint: `Grant the ACL user what the budget needs, e.g. ACL SETUSER ${config.username ?? "default"} ${REDIS_ACL}. ${chosen}.${nothingSent}`,
     });
   }

@@ -166,6 +166,8 @@ export class OutboxSender {
  * (it goes to failed/ at once, or is refused to the caller).
  */
 export function isTemporary(e: MailsendError): boolean {
+  // This machine's Redis or proxy refused its credentials: a setting to fix, the message is fine.
+  if (e.local) return true;
   return [
     "rate_limited",
     "temporary_failure",

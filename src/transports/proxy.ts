@@ -36,12 +36,14 @@ export function proxyStatusError(status: number, proxy: ProxySetting, target: st
   if (status === 407) {
     return new MailsendError("auth_failed", `${named(proxy)} ${proxy.authorization ? "refused its user and password" : "requires a user and password"} (HTTP 407 Proxy Authentication Required)`, {
       status,
+      local: true,
       hint: `${proxy.authorization ? "Check" : "Give"} the proxy's credentials in ${where === "--proxy (or MAILSEND_PROXY)" ? "MAILSEND_PROXY" : where}, as the user:password@ before the proxy's host in that URL (%-encode special characters). Nothing was sent.`,
     });
   }
   if (status === 403) {
     return new MailsendError("auth_failed", `${named(proxy)} does not allow connections to ${target} (HTTP 403)`, {
       status,
+      local: true,
       hint: `Ask whoever runs the proxy to allow ${target}, or let this host go direct with NO_PROXY if it can. Nothing was sent.`,
     });
   }
@@ -249,11 +251,12 @@ export async function smtpSocket(proxy: ProxySetting, host: string, port: number
     if (/authentication|auth.*fail|username|password/i.test(message)) {
       throw new MailsendError("auth_failed", `${named(proxy)} refused ${proxy.user ? "its user and password" : "to serve without a user and password"} (${message})`, {
         cause: e,
+        local: true,
         hint: `Check the proxy's credentials in ${proxy.source === "--smtp-proxy" ? "MAILSEND_SMTP_PROXY" : proxy.source}, as the user:password@ before the proxy's host in that URL (%-encode special characters). Nothing was sent.`,
       });
     }
     if (/NotAllowed|not allowed/i.test(message)) {
-      throw new MailsendError("auth_failed", `${named(proxy)} does not allow connections to ${target} (${message})`, { cause: e, hint: "Nothing was sent." });
+      throw new MailsendError("auth_failed", `${named(proxy)} does not allow connections to ${target} (${message})`, { cause: e, local: true, hint: "Nothing was sent." });
     }
     if (/timed out|timeout/i.test(message)) throw timedOut(proxy, timeoutMs);
     throw new MailsendError("connection_failed", `${named(proxy)} could not connect to ${target} (${message})`, {

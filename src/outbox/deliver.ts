@@ -162,6 +162,18 @@ export class OutboxSender {
 }
 
 /**
+ * What a message already in the outbox waits out (tried again later, up to the outbox's max age)
+ * rather than going to failed/ at once: what isTemporary says, and the service refusing the key
+ * (wrong, revoked, expired). Whoever queued it was told it was accepted; a key is replaced by
+ * fixing a setting, after which the backlog goes, as Postfix defers mail when its login is refused
+ * (smtp_sasl_auth_soft_bounce). A caller still waiting for its answer (send --queue, sendmail) is
+ * told of a refused key at once instead (isTemporary).
+ */
+export function waitsInOutbox(e: MailsendError): boolean {
+  return isTemporary(e) || e.code === "auth_failed" || e.code === "key_revoked";
+}
+
+/**
  * What is worth another try later (it stays in the outbox) and what is not
  * (it goes to failed/ at once, or is refused to the caller).
  */

@@ -8,7 +8,7 @@ import { randomInt } from "node:crypto";
 import { MailsendError, exitCodeFor, toMailsendError } from "../core/errors.js";
 import type { Env } from "../limits/budget.js";
 import { abortableSleep } from "../limits/deliver.js";
-import { OutboxSender, isTemporary } from "./deliver.js";
+import { OutboxSender, waitsInOutbox } from "./deliver.js";
 import { prepareMessage } from "./message.js";
 import { compareIds } from "./ids.js";
 import { Schedule } from "./schedule.js";
@@ -329,7 +329,7 @@ export class QueueRunner {
       // What `send --queue` queued goes as send chose; mail from other programs as the outbox chooses.
       let chosen;
       try {
-        chosen = meta.source === "send" && (meta.transport === "rest" || meta.transport === "smtp") ? { transport: meta.transport, reason: `--transport ${meta.transport}` } : sender.choose(message);
+        chosen = meta.source === "send" && (meta.transport === "rest" || meta.transport === "smtp") ? { transport: meta.transport, reason: "as send chose when it queued it" } : sender.choose(message);
       } catch (e) {
         // No configured channel carries it whole: it waits in failed/ with the reason (never sent changed).
         throw Object.assign(toMailsendError(e), { permanent: true });
@@ -355,14 +355,14 @@ export class QueueRunner {
       if ((err.exitClass === "cantcreat" || err.exitClass === "ioerr") && !this.faulted.has(id)) this.faulted.set(id, err);
       const tooOld = Date.now() - meta.createdAt > maxAge;
       try {
-        if (isTemporary(err) && !tooOld && !(err as { permanent?: boolean }).permanent) {
+        if (waitsInOutbox(err) && !tooOld && !(err as { permanent?: boolean }).permanent) {
           next.nextAttemptAt = Date.now() + retryDelayMs(attempts, err.retryAfter);
           await this.outbox.setState(id, next);
           this.due.set(id, next.nextAttemptAt);
           this.summary.deferred++;
           onEvent?.({ type: "deferred", id, error: err, nextAttemptAt: next.nextAttemptAt, attempts });
         } else {
-          const final = tooOld && isTemporary(err) ? new MailsendError(err.code, `${err.message} (given up after ${Math.round(maxAge / 3600_000)} h in the outbox)`, { cause: err }) : err;
+          const final = tooOld && waitsInOutbox(err) ? new MailsendError(err.code, `${err.message} (given up after ${Math.round(maxAge / 3600_000)} h in the outbox)`, { cause: err }) : err;
           await this.outbox.fail(id, { ...next, lastError: errorRecord(final), failedAt: Date.now() });
           this.due.delete(id);
           this.summary.failed++;

@@ -4,6 +4,8 @@
  * message is not at fault, so what an outbox took stays in it, deferred, until the setting is
  * fixed; it is never moved to failed/ after one attempt. A sendmail caller (cron) gets its
  * message queued and exit 0, as when the Redis cannot be reached, not 77 with nothing kept.
+ * And the service refusing the key of mail already queued (accepted by the relay, say): it waits
+ * for the key to be fixed (as Postfix defers on a refused login), not failed/ at once.
  */
 import { execa } from "execa";
 import { mkdirSync, readdirSync, symlinkSync } from "node:fs";
@@ -86,5 +88,29 @@ describe.skipIf(!REDIS_SERVER && !process.env.CI)("the budget's Redis refuses th
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ subject });
     expect(await stored(subject)).toBe(0);
+  }, 90_000);
+});
+
+describe("the service refuses the key of mail already queued", () => {
+  it("queue run defers it (never failed/); with the right key it goes, once", async () => {
+    const e = env("");
+    delete e.MAILSEND_RATE_LIMIT_URL;
+    const subject = `key refused ${seq}`;
+    const q = await runCli(["send", "-f", "cron@example.com", "-t", "ops@example.com", "-s", subject, "--text", "x", "--queue", "always"], { env: e });
+    expect(q.exitCode, q.stderr).toBe(0);
+    const { MAILSEND_API_KEY_FILE: _file, ...noFile } = e;
+    const wrong = { ...noFile, MAILSEND_API_KEY: "msk_notakeyofthissandbox000000000000000" };
+    const run = await runCli(["queue", "run", "--json"], { env: wrong, timeoutMs: 60_000 });
+    expect(run.stdout, run.stderr).toContain('"event":"deferred"');
+    expect(run.stdout).not.toContain('"event":"failed"');
+    expect(failed(e)).toEqual([]);
+    const rows = stdoutJson(await runCli(["queue", "--json"], { env: e }));
+    expect(rows).toHaveLength(1);
+    expect(rows[0].last_error?.exit).toBe(77);
+
+    expect((await runCli(["queue", "retry", "--all"], { env: e })).exitCode).toBe(0);
+    const again = await runCli(["queue", "run", "--json"], { env: e, timeoutMs: 60_000 });
+    expect(again.stdout, again.stderr).toContain('"event":"sent"');
+    expect(await stored(subject)).toBe(1);
   }, 90_000);
 });

@@ -158,21 +158,30 @@ describe("mailsend queue", () => {
   it("moves a permanent refusal to failed/ at once, with the reason; retry and purge", async () => {
     const { dir, env } = fresh();
     const [id] = await seed(dir, ["perm-1"]);
-    const bad = { ...env, MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: "msk_thiskeydoesnotexist0000000000000000" };
-    const r = await runCli(["queue", "run"], { env: bad, timeoutMs: 60_000 });
-    expect(r.stdout).toMatch(/failed .*moved to failed/);
-    expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
-    const failed = stdoutJson(await runCli(["queue", "--failed", "--json"], { env }));
-    expect(failed).toHaveLength(1);
-    expect(failed[0], JSON.stringify(failed[0])).toMatchObject({ id, status: "failed", last_error: { exit: 77 } });
-    expect(JSON.stringify(failed)).not.toContain("thiskeydoesnotexist");
-    // Fixed the key: retry brings it back, and it goes out.
-    expect((await runCli(["queue", "retry", "--all"], { env })).exitCode).toBe(0);
-    const r2 = await runCli(["queue", "run", "--json"], { env, timeoutMs: 60_000 });
-    expect(JSON.parse(r2.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 1, failed: 0, left: 0 });
-    // purge removes failed/ only, and says so.
-    await seed(dir, ["perm-2"]);
-    await runCli(["queue", "run"], { env: bad, timeoutMs: 60_000 });
+    // The service refuses the message itself (400): nothing a later try could change. (A refused
+    // key is a setting to fix: that waits in the outbox, test/e2e/outbox-local-refusal.test.ts.)
+    const refuse = () => (sb.sb.faults.config = { ...sb.sb.faults.config, failRate: 1, failStatus: 400, failSmtpCode: 554 });
+    const accept = () => (sb.sb.faults.config = { ...sb.sb.faults.config, failRate: 0, failStatus: 500, failSmtpCode: 451 });
+    try {
+      refuse();
+      const r = await runCli(["queue", "run"], { env, timeoutMs: 60_000 });
+      expect(r.stdout).toMatch(/failed .*moved to failed/);
+      expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
+      const failed = stdoutJson(await runCli(["queue", "--failed", "--json"], { env }));
+      expect(failed).toHaveLength(1);
+      expect(failed[0], JSON.stringify(failed[0])).toMatchObject({ id, status: "failed", last_error: { exit: 65 } });
+      // Whatever was refused: retry brings it back, and it goes out.
+      accept();
+      expect((await runCli(["queue", "retry", "--all"], { env })).exitCode).toBe(0);
+      const r2 = await runCli(["queue", "run", "--json"], { env, timeoutMs: 60_000 });
+      expect(JSON.parse(r2.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 1, failed: 0, left: 0 });
+      // purge removes failed/ only, and says so.
+      await seed(dir, ["perm-2"]);
+      refuse();
+      await runCli(["queue", "run"], { env, timeoutMs: 60_000 });
+    } finally {
+      accept();
+    }
     const purge = await runCli(["queue", "purge", "--failed"], { env });
     expect(purge.stderr).toContain("removed 1 failed message");
     expect((await runCli(["queue", "purge"], { env })).exitCode).toBe(64);

@@ -4,7 +4,7 @@
  * caller passes one) > defaults. Errors name the option, not a flag.
  */
 import { readFile } from "node:fs/promises";
-import { DEFAULTS, type SmtpTlsMode, type TransportConfig } from "../core/config.js";
+import { DEFAULTS, smtpUserIsKey, type SmtpTlsMode, type TransportConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import { expandHome } from "../core/home.js";
 import type { TransportName } from "../core/transport.js";
@@ -134,6 +134,8 @@ export async function resolveConnection(o: ConnectionOptions, opts: { needKey: b
     });
   }
   const user = str(s.user, "options.smtp.user") ?? fromEnv(o.env, "MAILSEND_SMTP_USER") ?? DEFAULTS.smtpUser;
+  const userIsKey = smtpUserIsKey(user, apiKey, s.user !== undefined ? "options.smtp.user" : "MAILSEND_SMTP_USER");
+  if (userIsKey) throw userIsKey;
   const smtpProxy = smtpProxyFrom(str(s.proxy, "options.smtp.proxy"), o.env ?? {});
   return { transport, host, port, tls: mode, user, apiKey, timeoutMs, ...tls, ...(smtpProxy ? { proxy: smtpProxy } : {}) };
 }

@@ -56,12 +56,4 @@ export function looksSecret(value: string): boolean {
   return /^(?:msk|sk|pk|rk|key|ghp|gho|ghs|xox[abp])[_-]/i.test(value) || (value.length >= 16 && !/\s/.test(value));
 }
 
-/**
- * A bare word that is probably a key pasted onto the command line (`mailsend
- * send -s hi msk_live_…`): a key's prefix, or a long token of letters and
- * digits with nothing of a path, an address or a sentence in it (a commit's
- * hex SHA is not one: `-s Build 3f9a…` is a subject to quote).
- */
-export function looksLikeKey(word: string): boolean {
-  return /^(?:msk|sk|pk|rk|ghp|gho|ghs|xox[abp])_[\w-]{8,}$/i.test(word) || (word.length >= 24 && /[a-z]/i.test(word) && /\d/.test(word) && /^[\w+=-]+$/.test(word) && !/^[0-9a-f]+$/.test(word));
-}
+export { looksLikeKey } from "../core/redact.js";

@@ -1,3 +1,4 @@
+import { MailsendError } from "./errors.js";
 import type { TransportName } from "./transport.js";
 
 export type SmtpTlsMode = "starttls" | "implicit";
@@ -60,3 +61,15 @@ export const DEFAULTS = {
   timeoutSeconds: 30,
   rateLimit: 60,
 };
+
+/**
+ * The SMTP username set to the API key itself (the key is the password; the username is the
+ * service's fixed name): refused before anything prints or sends it. `where` names the settings
+ * it came from. The value is never repeated.
+ */
+export function smtpUserIsKey(user: string, apiKey: string | undefined, where: string): MailsendError | undefined {
+  if (!apiKey || user !== apiKey) return undefined;
+  return new MailsendError("config_invalid", `the SMTP username is the API key itself (${where}): over SMTP the key is the password, and the username is the service's fixed name`, {
+    hint: `Unset it (the default username, "mailsend", is the service's), or set it to the username the service gives. If the key was typed on a command line, remove it from your shell history.`,
+  });
+}

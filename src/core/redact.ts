@@ -60,3 +60,21 @@ export function stripUserinfo(text: string): string {
 export function redactForPrint(text: string): string {
   return stripUserinfo(text);
 }
+
+/**
+ * A bare word that is probably a key pasted onto the command line (`mailsend
+ * send -s hi msk_live_…`): a key's prefix, or a long token of letters and
+ * digits with nothing of a path, an address or a sentence in it (a commit's
+ * hex SHA is not one: `-s Build 3f9a…` is a subject to quote).
+ */
+export function looksLikeKey(word: string): boolean {
+  return /^(?:msk|sk|pk|rk|ghp|gho|ghs|xox[abp])_[\w-]{8,}$/i.test(word) || (word.length >= 24 && /[a-z]/i.test(word) && /\d/.test(word) && /^[\w+=-]+$/.test(word) && !/^[0-9a-f]+$/.test(word));
+}
+
+/**
+ * The SMTP username as it may be printed (a dry run's AUTH line, a 535's hint): itself, unless it
+ * is the key (a username copied from the password line) or looks like one; then only its length.
+ */
+export function shownSmtpUser(user: string, apiKey?: string): string {
+  return (apiKey !== undefined && apiKey !== "" && user === apiKey) || looksLikeKey(user) ? `${REDACTED} (${user.length} characters: it looks like a key)` : user;
+}

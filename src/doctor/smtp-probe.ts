@@ -8,7 +8,7 @@ import type { TLSSocket } from "node:tls";
 import SMTPConnection from "nodemailer/lib/smtp-connection";
 import type { SmtpConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
-import { makeRedactor } from "../core/redact.js";
+import { makeRedactor, shownSmtpUser } from "../core/redact.js";
 import { noStartTlsError, revokedKeyHint } from "../transports/hints.js";
 import { connectError, TRUST_HINT } from "../transports/net-errors.js";
 import type { SmtpError } from "../transports/smtp.js";
@@ -68,7 +68,7 @@ function classifyAuth(e: SmtpError, c: SmtpConfig, redact: (s: string) => string
     const revoked = /revoked|expired|disabled/i.test(reply);
     return new MailsendError(revoked ? "key_revoked" : "auth_failed", `SMTP authentication failed: ${reply}`, {
       status: code,
-      hint: revoked ? revokedKeyHint(c.host) : `Check the API key and the username (${c.user}; MAILSEND_SMTP_USER).`,
+      hint: revoked ? revokedKeyHint(c.host) : `Check the API key and the username (${shownSmtpUser(c.user, c.apiKey)}; MAILSEND_SMTP_USER).`,
     });
   }
   if (code !== undefined && code >= 400 && code < 500) {

@@ -4,7 +4,7 @@
  * profile.ts) arrives already layered under `env`; only the key needs it
  * spelled out, as a profile says where the key is, not what it is.
  */
-import { DEFAULTS, type SmtpTlsMode, type TransportConfig } from "../core/config.js";
+import { DEFAULTS, smtpUserIsKey, type SmtpTlsMode, type TransportConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import { expandHome } from "../core/home.js";
 import type { TransportName } from "../core/transport.js";
@@ -191,6 +191,8 @@ export async function resolveTransportConfig(flags: ConnectionFlags, env: Env, o
     });
   }
   const user = flags.smtpUser ?? fromEnv(env, "MAILSEND_SMTP_USER") ?? DEFAULTS.smtpUser;
+  const userIsKey = smtpUserIsKey(user, apiKey, flags.smtpUser !== undefined ? "--smtp-user" : "MAILSEND_SMTP_USER, or the profile's smtp_user");
+  if (userIsKey) throw userIsKey;
   checkProxyFlag(flags.smtpProxy, "--smtp-proxy", "MAILSEND_SMTP_PROXY");
   const proxy = smtpProxyFrom(flags.smtpProxy, env);
   return { transport, host, port, tls: mode, user, apiKey, timeoutMs: timeoutSeconds * 1000, ...tls, ...(proxy ? { proxy } : {}) };

@@ -67,7 +67,11 @@ export function isSettingName(s: string): s is SettingName {
 
 /** A field that would hold a key, a password or a token: refused, whatever its value. */
 export function looksLikeKeyField(name: string): boolean {
-  return !isSettingName(name) && /key|token|secret|passw|^pass$|_pass$|credential/i.test(name);
+  if (isSettingName(name)) return false;
+  // "key" as a word of the name (api_key, apiKey, smtp-key, key, apikey), not inside one (nosuchkey, monkey).
+  const words = name.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase().split(/[^a-z0-9]+/);
+  if (words.some((w) => w === "key" || w === "keys" || w === "apikey")) return true;
+  return /token|secret|passw|^pass$|_pass$|credential/i.test(name);
 }
 
 const KEY_FIELD_HINT =

@@ -16,7 +16,7 @@ import type { SmtpConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
 import { allRecipients } from "../core/message.js";
-import { makeRedactor, REDACTED } from "../core/redact.js";
+import { makeRedactor, REDACTED, shownSmtpUser } from "../core/redact.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
 import { mimeTree, treeLines } from "../compose/tree.js";
 import { trustedCas } from "./ca.js";
@@ -153,7 +153,7 @@ export class SmtpTransport implements Transport {
       );
       return;
     }
-    sink.write(`# SMTP ${c.host}:${c.port} (${c.tls === "implicit" ? "implicit TLS" : "STARTTLS required"}), AUTH as ${c.user} with password ${REDACTED}\n`);
+    sink.write(`# SMTP ${c.host}:${c.port} (${c.tls === "implicit" ? "implicit TLS" : "STARTTLS required"}), AUTH as ${shownSmtpUser(c.user, c.apiKey)} with password ${REDACTED}\n`);
     if (utf8) sink.write(`# needs SMTPUTF8 (${utf8}): sent only if the server offers it\n`);
     sink.write("# MIME tree:\n");
     for (const line of treeLines(tree)) sink.write(`#   ${line}\n`);
@@ -369,7 +369,7 @@ export class SmtpTransport implements Transport {
         const revoked = /revoked|expired|disabled/i.test(text);
         return new MailsendError(revoked ? "key_revoked" : "auth_failed", `SMTP authentication failed: ${text}`, {
           status: code,
-          hint: revoked ? revokedKeyHint(c.host) : `Check the API key and the username (${c.user}; MAILSEND_SMTP_USER).`,
+          hint: revoked ? revokedKeyHint(c.host) : `Check the API key and the username (${shownSmtpUser(c.user, c.apiKey)}; MAILSEND_SMTP_USER).`,
         });
       }
       if (code >= 400 && code < 500) {

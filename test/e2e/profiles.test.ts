@@ -317,6 +317,17 @@ describe("mailsend config", () => {
       expect(r.stderr).toMatch(/shell history/);
       expect(r.stderr + r.stdout).not.toContain(PROFILE_KEY);
     }
+    // The key typed where a setting's name goes, or as the SMTP username: refused, never repeated.
+    for (const args of [["get", PROFILE_KEY], ["set", PROFILE_KEY, "1"], ["unset", PROFILE_KEY], ["set", "smtp_user", PROFILE_KEY]]) {
+      const r = await config(args, path);
+      expect(r.exitCode, args.join(" ")).toBe(64);
+      expect(r.stderr).toMatch(/never holds an API key/);
+      expect(r.stderr + r.stdout).not.toContain(PROFILE_KEY);
+    }
+    // A name with "key" inside a word is a typo, not a key field.
+    const typo = await config(["set", "nosuchkey", "1"], path);
+    expect(typo.exitCode).toBe(64);
+    expect(typo.stderr).toMatch(/unknown setting "nosuchkey"/);
     const value = await config(["set", "api_key_env", PROFILE_KEY], path);
     expect(value.exitCode).toBe(64);
     expect(value.stderr).toMatch(/NAME of an environment variable/);

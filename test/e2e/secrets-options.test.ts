@@ -129,6 +129,23 @@ describe("a key pasted onto the command line as a bare word", () => {
   });
 });
 
+describe("the key as the SMTP username (over SMTP the key is the password)", () => {
+  test("refused before anything is sent (78), never repeated; a dry run shows no key-like username", async () => {
+    const key = "msk_test_env_key_1234";
+    for (const extra of [{ MAILSEND_SMTP_USER: key }, {}]) {
+      const args = ["send", ...MSG, "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", "9", ...(Object.keys(extra).length ? [] : ["--smtp-user", key])];
+      const r = await runCli(args, { env: env(extra) });
+      expect(r.exitCode, r.stderr).toBe(78);
+      expect(r.stderr).toMatch(/the SMTP username is the API key itself \((MAILSEND_SMTP_USER|--smtp-user)/);
+      expectNoValue(r, key);
+    }
+    const dry = await runCli(["send", ...MSG, "--transport", "smtp", "--smtp-host", "127.0.0.1", "--dry-run"], { env: env({ MAILSEND_SMTP_USER: VALUE }) });
+    expect(dry.exitCode, dry.stderr).toBe(0);
+    expect(dry.stdout).toMatch(/AUTH as \[redacted\] \(\d+ characters: it looks like a key\)/);
+    expectNoValue(dry);
+  });
+});
+
 describe("~ at the start of a path variable is the home directory", () => {
   const home = join(tmp.dir, "home");
   beforeAll(() => {

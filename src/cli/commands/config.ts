@@ -19,6 +19,7 @@ import {
 import { shownPath } from "../../input/read.js";
 import type { CliIO } from "../io.js";
 import { reportError } from "../report.js";
+import { looksLikeKey } from "../secret-options.js";
 
 export interface ConfigFlags {
   profile?: string;
@@ -28,8 +29,18 @@ export interface ConfigFlags {
 /** Exit status of `config get` for a key that is not set (as `git config --get`). */
 const NOT_SET = 1;
 
+/** A word as an error may repeat it: not at all when it looks like a key (typed where a name goes). */
+function named(word: string): string {
+  return looksLikeKey(word) ? `(${word.length} characters, not shown: it looks like a key)` : JSON.stringify(word);
+}
+
 function checkKeyName(key: string): void {
   if (key === "profile" || isSettingName(key)) return;
+  if (looksLikeKey(key)) {
+    throw new MailsendError("usage", `the setting's name ${named(key)} is not one; the config file never holds an API key`, {
+      hint: `Settings: ${SETTING_NAMES.join(", ")}. The key's place is named instead: \`mailsend config set api_key_env VARIABLE\` or \`mailsend config set api_key_file ~/.secrets/mailsend\`. Remove the key from your shell history.`,
+    });
+  }
   if (looksLikeKeyField(key)) {
     throw new MailsendError("usage", `${key}: the config file never holds an API key`, {
       hint: "Name where it is instead: `mailsend config set api_key_env VARIABLE` or `mailsend config set api_key_file ~/.secrets/mailsend`. If you typed a key on this command line, remove it from your shell history.",
@@ -161,6 +172,12 @@ export function runConfigSet(key: string, raw: string, flags: ConfigFlags, io: C
         }
         data.profile = raw;
         return;
+      }
+      // A username is never the key (over SMTP the key is the password): not written where it would be kept.
+      if (key === "smtp_user" && looksLikeKey(raw)) {
+        throw new MailsendError("usage", `smtp_user: the value ${named(raw)} looks like an API key: the config file never holds an API key`, {
+          hint: "Over SMTP the key is the password and the username is the service's fixed name (the default, mailsend). Name where the key is with api_key_env or api_key_file, and remove the key from your shell history.",
+        });
       }
       const value = parseSettingValue(key as keyof ProfileSettings, raw);
       const target = targetName(cfg, flags, io.env);

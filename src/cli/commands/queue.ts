@@ -6,6 +6,7 @@ import { Outbox, isOutboxId, strandedMailNote } from "../../outbox/store.js";
 import type { OutboxMeta, OutboxState } from "../../outbox/types.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
+import { looksLikeKey } from "../../core/redact.js";
 
 interface ListFlags {
   json?: boolean;
@@ -204,7 +205,7 @@ export async function runQueueRetry(id: string | undefined, opts: Record<string,
     else throw new MailsendError("usage", "name an id, or --all");
     let n = 0;
     for (const one of ids) if (await outbox.retry(one)) n++;
-    if (id && n === 0) throw new MailsendError("file_not_found", `no message ${id} in the outbox`, { hint: "mailsend queue and mailsend queue --failed list what is there." });
+    if (id && n === 0) throw new MailsendError("file_not_found", `no message ${looksLikeKey(id) ? `(${id.length} characters, not shown: it looks like a key)` : id} in the outbox`, { hint: "mailsend queue and mailsend queue --failed list what is there." });
     // A runner delivering now (the relay, --watch, the background one) has its own schedule: the stamp tells it.
     if (n > 0) await outbox.markRetried();
     const running = runnerHoldsOutbox(outbox);

@@ -146,6 +146,16 @@ describe("the key as the SMTP username (over SMTP the key is the password)", () 
   });
 });
 
+describe("a key typed where an id goes", () => {
+  test("queue rm and inbox show do not repeat it", async () => {
+    for (const args of [["queue", "rm", VALUE], ["inbox", "show", VALUE, "--dir", join(tmp.dir, "no-sandbox")]]) {
+      const r = await runCli(args, { env: env({ MAILSEND_STATE_DIR: join(tmp.dir, "state-ids") }) });
+      expect(r.exitCode, args.join(" ")).not.toBe(0);
+      expectNoValue(r);
+    }
+  });
+});
+
 describe("~ at the start of a path variable is the home directory", () => {
   const home = join(tmp.dir, "home");
   beforeAll(() => {

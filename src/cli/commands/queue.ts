@@ -190,7 +190,7 @@ export async function runQueueRun(opts: Record<string, unknown>, io: CliIO): Pro
 }
 
 function checkId(id: string): string {
-  if (!isOutboxId(id)) throw new MailsendError("usage", `not an outbox id: ${JSON.stringify(id.slice(0, 40))}`, { hint: "The ids are in the first column of `mailsend queue` (and `mailsend queue --failed`)." });
+  if (!isOutboxId(id)) throw new MailsendError("usage", `not an outbox id: ${looksLikeKey(id) ? `(${id.length} characters, not shown: it looks like a key)` : JSON.stringify(id.slice(0, 40))}`, { hint: "The ids are in the first column of `mailsend queue` (and `mailsend queue --failed`)." });
   return id;
 }
 

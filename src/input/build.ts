@@ -99,9 +99,18 @@ function checkStdinUse(flags: MessageFlags, stdinTaken: boolean): void {
  */
 function splitAttachSpec(spec: string): { path: string; filename: string } {
   const hash = spec.lastIndexOf("#");
-  if (hash > 0 && hash < spec.length - 1 && !existsSync(spec)) {
+  if (hash > 0 && !existsSync(spec)) {
+    const path = spec.slice(0, hash);
     const filename = spec.slice(hash + 1);
-    if (!/[/\\]/.test(filename)) return { path: spec.slice(0, hash), filename };
+    // The file is there: what is wrong is the name after "#", said as such (not "not found").
+    if ((filename === "" || /[/\\]/.test(filename)) && existsSync(path)) {
+      throw usage(
+        filename === ""
+          ? `--attach ${spec}: no file name after "#" (path#name attaches path under that name)`
+          : `--attach ${spec}: the name after "#" must be a file name, without "/" or "\\"`,
+      );
+    }
+    if (filename !== "" && !/[/\\]/.test(filename)) return { path, filename };
   }
   return { path: spec, filename: basename(spec) };
 }

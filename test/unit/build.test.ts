@@ -177,6 +177,15 @@ describe("attachments", () => {
     expect(m.attachments[0]).toMatchObject({ filename: "issue#12.txt", source: { path: p } });
   });
 
+  it("an existing file with a bad name after # -> 64 about the name, not 'not found'", async () => {
+    const p = tmp.file("build.log", "x");
+    for (const spec of [`${p}#sub/x.log`, `${p}#`]) {
+      const e = await failure(build({ ...BASE, attach: [spec] }));
+      expect(e.exitCode, spec).toBe(64);
+      expect(e.message).toMatch(/after "#"/);
+    }
+  });
+
   it("missing file -> 66, directory -> 66", async () => {
     expect((await failure(build({ ...BASE, attach: [join(tmp.dir, "nope.pdf")] }))).exitCode).toBe(66);
     const d = join(tmp.dir, "a-dir");

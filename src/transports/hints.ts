@@ -20,7 +20,7 @@ export function isLoopback(host: string): boolean {
 /** A revoked or expired key (REST 403, SMTP 535 saying so). */
 export function revokedKeyHint(host: string): string {
   return isLoopback(host)
-    ? "The key is revoked or expired. On a mailsend sandbox (the endpoint is on this machine), `mailsend sandbox keys add --save` makes a new key and writes it to the file MAILSEND_API_KEY_FILE points at; `mailsend sandbox keys list` shows the keys."
+    ? "The key is revoked or expired. On a mailsend sandbox (the endpoint is on this machine), `mailsend sandbox keys add --save` makes a new key and writes it to the sandbox's own key file (`api-key` in its data dir, where its export lines point MAILSEND_API_KEY_FILE); if MAILSEND_API_KEY_FILE names another file, put the new key there (`mailsend sandbox keys add` prints it once). `mailsend sandbox keys list` shows the keys."
     : "The key is revoked or expired: create a new one in the service's dashboard.";
 }
 

@@ -138,6 +138,7 @@ describe("the same refusal reads the same over REST and SMTP", () => {
       });
       expect(r.exitCode, r.stderr).toBe(77);
       expect(r.stderr).toMatch(/^hint: .*`mailsend sandbox keys add --save`/m);
+      expect(r.stderr).toMatch(/writes it to the sandbox.s own key file .*if MAILSEND_API_KEY_FILE names another file, put the new key there/);
     }
   });
 });

@@ -122,6 +122,10 @@ describe("send --queue", () => {
     const r = await runCli([...args("q-noauto"), "--queue", "always"], { env });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^queued \S+ \(.*`mailsend queue run` \(or the relay\) delivers it\)$/m);
+    // --quiet: nothing on success, queued included.
+    const quiet = await runCli([...args("q-quiet"), "--queue", "always", "-q"], { env });
+    expect(quiet.exitCode, quiet.stderr).toBe(0);
+    expect(quiet.stdout + quiet.stderr).toBe("");
     // queue run -v says which transport and why.
     const run = await runCli(["queue", "run", "-v"], { env, timeoutMs: 60_000 });
     expect(run.exitCode, run.stderr).toBe(0);

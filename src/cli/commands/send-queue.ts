@@ -38,7 +38,8 @@ export async function runSendQueued(
     return 0;
   }
   if (opts.json) io.stdout.write(`${JSON.stringify({ ok: true, queued: true, id: r.id, reason: r.reason, idempotency_key: message.idempotencyKey, recipients: envelope.to })}\n`);
-  else {
+  // Queued is a success (exit 0): --quiet prints nothing for it either; `mailsend queue` shows it.
+  else if (!opts.quiet) {
     const out = colorsFor(io.stdout, io.env);
     const who = autorunOff(io.env) ? "`mailsend queue run` (or the relay) delivers it" : "it goes out by itself";
     io.stdout.write(`${out.yellow("queued")} ${r.id} ${out.dim(`(${r.reason}; mailsend queue shows it, ${who})`)}\n`);

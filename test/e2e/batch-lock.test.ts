@@ -4,7 +4,8 @@
  * The built binary, two processes at once, against the sandbox on 127.0.0.1.
  */
 import { execa } from "execa";
-import { appendFileSync, existsSync, writeFileSync } from "node:fs";
+import { spawn, type ChildProcess } from "node:child_process";
+import { appendFileSync, existsSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { baseEnv, BIN, runCli } from "../helpers/cli.js";
@@ -65,5 +66,60 @@ describe("the journal's lock", () => {
     expect(r.exitCode, r.stderr).toBe(0);
     expect(await count("lock stale ")).toBe(5);
     expect(existsSync(`${journal}.lock`)).toBe(false);
+  });
+
+  describe.runIf(process.platform === "linux")("a live pid in the lock (Linux: its start time tells the process)", () => {
+    const started: ChildProcess[] = [];
+    afterAll(() => {
+      for (const c of started) c.kill("SIGKILL");
+    });
+    const live = async (cmd: string, args: string[]): Promise<number> => {
+      const c = spawn(cmd, args, { stdio: "ignore" });
+      started.push(c);
+      await new Promise((r) => c.once("spawn", r));
+      return c.pid!;
+    };
+    const startOf = (pid: number) => readFileSync(`/proc/${pid}/stat`, "latin1").split(") ")[1]!.split(" ")[19]!;
+    const run = async (name: string, lockText: string, n = 3) => {
+      const file = join(t.scratch.dir, `${name}.jsonl`);
+      const journal = join(t.scratch.dir, `${name}.journal`);
+      rows(file, `lock ${name}`, 0, n);
+      writeFileSync(`${journal}.lock`, lockText);
+      const old = new Date(Date.now() - 2 * 86400_000);
+      utimesSync(`${journal}.lock`, old, old);
+      const r = await runCli(["batch", file, "--journal", journal, "-q"], { env: t.env });
+      return { r, journal, sent: await count(`lock ${name} `) };
+    };
+
+    it("an older version's lock (pid only) whose pid is now another program's (not node) is taken over", async () => {
+      const pid = await live("sleep", ["300"]);
+      const { r, journal, sent } = await run("reused-sleep", `${pid}\n`);
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(sent).toBe(3);
+      expect(existsSync(`${journal}.lock`)).toBe(false);
+    });
+
+    it("a lock whose pid now belongs to another node process (another start time) is taken over", async () => {
+      const pid = await live(process.execPath, ["-e", "setTimeout(() => {}, 300000)"]);
+      const { r, sent } = await run("reused-node", `${pid} ${Number(startOf(pid)) + 1}\n`);
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(sent).toBe(3);
+    });
+
+    it("the lock of a batch that runs (its pid and start time) is honoured: exit 75, nothing sent", async () => {
+      const pid = await live(process.execPath, ["-e", "setTimeout(() => {}, 300000)"]);
+      const { r, journal, sent } = await run("live-holder", `${pid} ${startOf(pid)}\n`);
+      expect(r.exitCode).toBe(75);
+      expect(r.stderr).toMatch(new RegExp(`another batch \\(pid ${pid}\\) is running`));
+      expect(sent).toBe(0);
+      expect(readFileSync(`${journal}.lock`, "utf8")).toBe(`${pid} ${startOf(pid)}\n`);
+    });
+
+    it("an older version's lock (pid only) of a live node process is honoured", async () => {
+      const pid = await live(process.execPath, ["-e", "setTimeout(() => {}, 300000)"]);
+      const { r, sent } = await run("live-old", `${pid}\n`);
+      expect(r.exitCode).toBe(75);
+      expect(sent).toBe(0);
+    });
   });
 });

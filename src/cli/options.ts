@@ -144,7 +144,7 @@ export const BATCH_OPTIONS: readonly OptionSpec[] = [
   { group: "Batch", flags: "--check", description: "validate every row and send nothing" },
   { group: "Batch", flags: "--fail-fast", description: "send nothing if a row is bad; stop at the first failed send" },
   { group: "Batch", flags: "--results <file>", description: "write one JSON line per item to this file" },
-  { group: "Batch", flags: "--journal <file>", description: "the crash journal (default: in the state dir, named after the input)" },
+  { group: "Batch", flags: "--journal <file>", description: "the crash journal (default: in the state dir, named after the input; --results does not move it); a new one while another journal of the input records sends is refused (--fresh to send again)" },
   { group: "Batch", flags: "--resume", description: "continue the journal of an interrupted run (re-running the same command does too)" },
   { group: "Batch", flags: "--fresh", description: "start over, ignoring an earlier run's journal" },
   ...SHARED,

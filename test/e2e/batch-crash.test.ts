@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import type { StoredMessage } from "../../src/sandbox/types.js";
-import { baseEnv, BIN, ROOT, runCli } from "../helpers/cli.js";
+import { baseEnv, BIN, defaultJournal, ROOT, runCli } from "../helpers/cli.js";
 import { inProcessSandbox, until, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
@@ -129,7 +129,7 @@ describe.each(["rest", "smtp"] as const)("over %s", (transport) => {
     t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 2000 };
     const held = new Set((await stored(`${prefix} `)).map((m) => m.subject));
     await until(async () => {
-      const done = new Set([...journalOf(`${results}.journal`).states].filter(([, s]) => s === "done").map(([i]) => i));
+      const done = new Set([...journalOf(defaultJournal(file)).states].filter(([, s]) => s === "done").map(([i]) => i));
       return (await stored(`${prefix} `)).some((m) => !held.has(m.subject) && !done.has(Number(m.subject.slice(prefix.length + 1))));
     }, 10_000);
     child.kill("SIGKILL");
@@ -137,7 +137,7 @@ describe.each(["rest", "smtp"] as const)("over %s", (transport) => {
     expect(killed.signal).toBe("SIGKILL");
 
     const sentBefore = resultLines(results).filter((r) => r.status === "sent");
-    const journal = journalOf(`${results}.journal`);
+    const journal = journalOf(defaultJournal(file));
     const inDoubt = [...journal.states].filter(([, s]) => s === "intended").map(([i]) => i);
     const storedAtKill = new Set((await stored(`${prefix} `)).map((m) => Number(m.subject.slice(prefix.length + 1))));
     expect(storedAtKill.size).toBeGreaterThanOrEqual(sentBefore.length);
@@ -171,7 +171,7 @@ describe.each(["rest", "smtp"] as const)("over %s", (transport) => {
     // A resent in-doubt item reports the id of the message the sandbox holds.
     const byIndex = new Map((await stored(`${prefix} `)).map((m) => [Number(m.subject.slice(prefix.length + 1)), m.messageId]));
     for (const r of out) expect(r.message_id, `item ${r.index}`).toBe(byIndex.get(r.index));
-    expect(readFileSync(`${results}.journal`, "utf8")).not.toContain(t.key);
+    expect(readFileSync(defaultJournal(file), "utf8")).not.toContain(t.key);
   });
 });
 
@@ -206,7 +206,7 @@ describe("interrupted", () => {
     const again = await runCli(["batch", ...args], { env: { ...t.env }, timeoutMs: 60_000 });
     expect(again.exitCode, again.stderr).toBe(0);
     expect(again.stdout).toMatch(new RegExp(`^${n - sent} sent, ${sent} already sent \\(of ${n}\\)`));
-    await expectEachOnce(prefix, n, journalOf(`${res}.journal`).batch);
+    await expectEachOnce(prefix, n, journalOf(defaultJournal(file)).batch);
   });
 
   test("a second SIGINT aborts the sends in flight: reported as outcome unknown (76 class), named on stderr, exit 130; resent with their keys, stored once", async () => {
@@ -246,7 +246,7 @@ describe("interrupted", () => {
     expect(counted).toBe(n);
     expect(said[0]!.message).toMatch(/^interrupted twice: the outcome of items? \d+ \(line \d+, to user\d+@example\.com\)/);
     for (const r of unknown) expect(r).toMatchObject({ error: { code: "outcome_unknown", exit: 76, class: "protocol" } });
-    const journal = journalOf(`${res}.journal`);
+    const journal = journalOf(defaultJournal(file));
     for (const r of unknown) expect(journal.states.get(r.index)).toBe("unknown");
 
     t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0 };

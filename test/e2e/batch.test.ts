@@ -10,7 +10,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import type { StoredMessage } from "../../src/sandbox/types.js";
-import { runCli, type CliResult } from "../helpers/cli.js";
+import { defaultJournal, runCli, type CliResult } from "../helpers/cli.js";
 import { inProcessSandbox, parseEml, until, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
@@ -103,7 +103,9 @@ describe("delivery", () => {
 
     const s = summaryOf(r);
     expect(s).toMatchObject({ total: 4, sent: 4, failed: 0, invalid: 0, skipped: 0, unknown: 0, exitCode: 0, check: false });
-    expect(s.journal).toBe(`${results}.journal`);
+    // In the state dir, named after the input: not beside --results (a rerun that changes --results must find it).
+    expect(s.journal).toBe(defaultJournal(input));
+    expect(existsSync(`${results}.journal`)).toBe(false);
 
     const eml = async (subject: string) => parseEml((await t.sb.store.raw(got.find((m) => m.subject === subject)!.id))!);
     const one = await eml("jsonl 1");
@@ -407,7 +409,7 @@ describe("running the same command again", () => {
     const firstOut = byIndex(jsonLines(first.stdout));
     const failed = firstOut.filter((x) => x.status === "failed").map((x) => x.index);
     expect(first.exitCode).toBe(failed.length ? 69 : 0);
-    expect(summaryOf(first).journal).toBe(`${results}.journal`);
+    expect(summaryOf(first).journal).toBe(defaultJournal(input));
 
     const second = await batch([input, "-f", "retry@example.com", "--results", results, "--json"]);
     expect(second.exitCode, second.stderr).toBe(0);
@@ -417,6 +419,65 @@ describe("running the same command again", () => {
     expect(secondOut.map((x) => x.idempotency_key)).toEqual(firstOut.map((x) => x.idempotency_key));
     const got = await stored("retry ");
     expect(got.map((m) => m.subject).sort()).toEqual([0, 1, 2, 3, 4, 5].map((i) => `retry ${i}`));
+  });
+});
+
+describe("the journal does not move with --results or --journal", () => {
+  const rowsOf = (prefix: string) => jsonl([0, 1, 2].map((i) => ({ from: "j@example.com", to: `j${i}@example.com`, subject: `${prefix} ${i}`, text: "x" })));
+
+  test("adding or changing --results on a rerun skips what was sent (the journal is the input's, in the state dir)", async () => {
+    const input = tmp.file("moved-results.jsonl", rowsOf("moved results"));
+    const first = await batch([input, "--json"]);
+    expect(first.exitCode, first.stderr).toBe(0);
+    const withResults = await batch([input, "--results", join(tmp.dir, "moved-a.jsonl"), "--json"]);
+    expect(withResults.exitCode, withResults.stderr).toBe(0);
+    expect(jsonLines(withResults.stdout).map((x) => x.status)).toEqual(["skipped", "skipped", "skipped"]);
+    const other = await batch([input, "--results", join(tmp.dir, "moved-b.jsonl"), "--json"]);
+    expect(jsonLines(other.stdout).map((x) => x.status)).toEqual(["skipped", "skipped", "skipped"]);
+    expect(summaryOf(other).journal).toBe(defaultJournal(input));
+    expect(await stored("moved results ")).toHaveLength(3);
+  });
+
+  test("an older version's <results>.journal is continued when --results names it", async () => {
+    const input = tmp.file("legacy.jsonl", rowsOf("legacy journal"));
+    const results = join(tmp.dir, "legacy-results.jsonl");
+    // What an older mailsend made with --results: the journal beside the results file.
+    const old = await batch([input, "--journal", `${results}.journal`, "--json"]);
+    expect(old.exitCode, old.stderr).toBe(0);
+    const again = await batch([input, "--results", results, "--json"]);
+    expect(again.exitCode, again.stderr).toBe(0);
+    expect(summaryOf(again).journal).toBe(`${results}.journal`);
+    expect(jsonLines(again.stdout).map((x) => x.status)).toEqual(["skipped", "skipped", "skipped"]);
+    expect(await stored("legacy journal ")).toHaveLength(3);
+  });
+
+  test("a new --journal while another journal of the same input records sends is refused (64), also by --check; --fresh sends again", async () => {
+    const input = tmp.file("new-journal.jsonl", rowsOf("new journal"));
+    const first = await batch([input, "-q"]);
+    expect(first.exitCode, first.stderr).toBe(0);
+    const fresh = join(tmp.dir, "elsewhere.journal");
+    const refused = await batch([input, "--journal", fresh]);
+    expect(refused.exitCode).toBe(64);
+    expect(refused.stderr).toContain(`the journal ${defaultJournal(input)} records 3 items of this input as sent`);
+    expect(refused.stderr).toContain(`--journal ${defaultJournal(input)} to continue it`);
+    expect(refused.stderr).toContain("--fresh to send everything again");
+    expect(existsSync(fresh)).toBe(false);
+    const checked = await batch([input, "--journal", fresh, "--check"]);
+    expect(checked.exitCode).toBe(64);
+    expect(checked.stderr).toContain(`--journal ${defaultJournal(input)} to continue it`);
+    expect(await stored("new journal ")).toHaveLength(3);
+
+    // --fresh sends again; the journal last used (batches/<hash>.last) is then the one a new journal is refused for.
+    const forced = await batch([input, "--journal", fresh, "--fresh", "-q"]);
+    expect(forced.exitCode, forced.stderr).toBe(0);
+    expect(await stored("new journal ")).toHaveLength(6);
+    const continued = await batch([input, "--journal", fresh, "--json"]);
+    expect(jsonLines(continued.stdout).map((x) => x.status)).toEqual(["skipped", "skipped", "skipped"]);
+    const third = join(tmp.dir, "third.journal");
+    const again = await batch([input, "--journal", third]);
+    expect(again.exitCode).toBe(64);
+    expect(again.stderr).toContain(`--journal ${fresh} to continue it`);
+    expect(await stored("new journal ")).toHaveLength(6);
   });
 });
 

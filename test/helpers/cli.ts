@@ -5,9 +5,10 @@
  * waiting for a terminal.
  */
 import { execa } from "execa";
+import { createHash } from "node:crypto";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -93,4 +94,10 @@ export function stderrJson(r: CliResult): { error: { code: string; message: stri
   const lines = r.stderr.trim().split("\n").filter((l) => l.startsWith("{"));
   if (lines.length !== 1) throw new Error(`expected one JSON line on stderr, got: ${r.stderr}`);
   return JSON.parse(lines[0]!);
+}
+
+/** Where `mailsend batch <input>` keeps its journal by default: the state dir's batches/, named after the input's path. */
+export function defaultJournal(input: string, stateDir = baseEnv().MAILSEND_STATE_DIR!): string {
+  const hash = createHash("sha256").update(`file:${resolve(input)}`).digest("hex").slice(0, 24);
+  return join(stateDir, "batches", `${hash}.journal`);
 }

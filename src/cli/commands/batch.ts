@@ -1,11 +1,11 @@
 import { createHash } from "node:crypto";
 import { setMaxListeners } from "node:events";
-import { closeSync, createReadStream, createWriteStream, fsyncSync, mkdirSync, openSync, readSync, rmSync, writeSync } from "node:fs";
+import { closeSync, createReadStream, createWriteStream, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { ensurePrivateDir } from "../../limits/private-dir.js";
 import { redactForPrint } from "../../core/redact.js";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import type { HeaderList } from "../../core/headers.js";
 import { parseHeaderFlag } from "../../core/headers.js";
 import { localFileError, MailsendError } from "../../core/errors.js";
@@ -136,6 +136,62 @@ async function openInput(file: string, io: CliIO, format: Format | undefined): P
   return { input, identity, fp, cleanup };
 }
 
+/** The journal last used for an input (batches/<hash>.last holds its path); undefined when none was recorded. */
+function readPointer(pointer: string): string | undefined {
+  try {
+    const path = readFileSync(pointer, "utf8").split("\n")[0];
+    return path ? path : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Records which journal this input's run used, so that a later run given another (new) journal is
+ * told of it. Book-keeping: a state dir that cannot take it does not stop the batch.
+ */
+function writePointer(pointer: string, journal: string): void {
+  const path = resolve(journal);
+  if (readPointer(pointer) === path) return;
+  const tmp = `${pointer}.${process.pid}.tmp`;
+  try {
+    mkdirSync(dirname(pointer), { recursive: true, mode: 0o700 });
+    writeFileSync(tmp, `${path}\n`, { mode: 0o600 });
+    renameSync(tmp, pointer);
+  } catch {
+    try {
+      rmSync(tmp, { force: true });
+    } catch {}
+  }
+}
+
+/**
+ * A new journal (none at `journalPath` yet) starts a new batch: every row is sent. When another
+ * journal of the same input (same file, same content) records sends that a run would resume, that
+ * is a resend by mistake (the journal moved: --journal given or changed), so it is refused; --fresh
+ * asks for it.
+ */
+function guardNewJournal(journalPath: string, earlier: ReadonlyArray<string | undefined>, fp: string | null): void {
+  if (existsSync(journalPath)) return;
+  const seen = new Set([resolve(journalPath)]);
+  for (const path of earlier) {
+    if (path === undefined || seen.has(resolve(path))) continue;
+    seen.add(resolve(path));
+    let plan;
+    try {
+      plan = existsSync(path) ? Journal.plan({ path, input: fp, fresh: false, resume: false }) : undefined;
+    } catch {
+      continue; // damaged or not a journal: nothing it can say about what was sent
+    }
+    if (plan?.action !== "resume") continue;
+    const sent = [...plan.states.values()].filter((st) => st.s === "done").length;
+    if (sent === 0) continue;
+    throw new MailsendError("usage", `the journal ${journalPath} is new, but the journal ${path} records ${sent} item${sent === 1 ? "" : "s"} of this input as sent: a new journal would send every row again`, {
+      hint: `Give --journal ${path} to continue it (it skips what was sent), or --fresh to send everything again.`,
+    });
+  }
+}
+
 const when = (d: Date) => d.toISOString().replace(/\.\d{3}Z$/, "Z");
 
 /**
@@ -197,17 +253,25 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     const opened = await openInput(file, io, flags.format);
     cleanup = opened.cleanup;
 
-    const journalPath =
-      flags.journal ??
-      (flags.results ? `${flags.results}.journal` : join(stateDir(io.env), "batches", `${createHash("sha256").update(opened.identity).digest("hex").slice(0, 24)}.journal`));
+    // The journal is named after the input, in the state dir, whatever else the command says: a
+    // rerun that only adds or changes --results must find what the first run sent. (Before, --results
+    // R put it at R.journal: a run of that version is continued there.)
+    const batchesDir = join(stateDir(io.env), "batches");
+    const inputHash = createHash("sha256").update(opened.identity).digest("hex").slice(0, 24);
+    const defaultJournal = join(batchesDir, `${inputHash}.journal`);
+    const legacyJournal = flags.results ? `${flags.results}.journal` : undefined;
+    const journalPath = flags.journal ?? (legacyJournal && existsSync(legacyJournal) ? legacyJournal : defaultJournal);
     const say = (text: string) => (json ? io.stderr.write(`${JSON.stringify({ warning: redactForPrint(text) })}\n`) : warn(io, text));
-    if (!flags.journal && !flags.results && !flags.check) {
+    if (journalPath === defaultJournal && !flags.check) {
       // Journals hold addresses and subjects: the state dir is private (made 0700; a looser one is said).
-      const loose = [ensurePrivateDir(stateDir(io.env)), ensurePrivateDir(join(stateDir(io.env), "batches"), "batch journal directory")];
+      const loose = [ensurePrivateDir(stateDir(io.env)), ensurePrivateDir(batchesDir, "batch journal directory")];
       for (const text of loose) if (text) say(text);
     }
+    const lastPointer = join(batchesDir, `${inputHash}.last`);
+    if (!flags.fresh) guardNewJournal(journalPath, [readPointer(lastPointer), defaultJournal, legacyJournal], opened.fp);
     const journalOptions = { path: journalPath, input: opened.fp, fresh: flags.fresh ?? false, resume: flags.resume ?? false };
     const journal = flags.check ? undefined : await Journal.open(journalOptions);
+    if (journal) writePointer(lastPointer, journal.path);
     if (journal?.replaced?.reason === "input_changed" && journal.replaced.sent > 0) say(newBatchNotice(journal.replaced, journal.replaced.path, false));
     if (journal?.replaced?.reason === "damaged") {
       const r = journal.replaced;

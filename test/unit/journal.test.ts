@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
 import { Journal } from "../../src/batch/journal.js";
+import { processStartTime } from "../../src/core/pid.js";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -142,7 +143,10 @@ test("the run's lock: a second open in this process is refused; a lock with this
   dirs.push(dir);
   const path = join(dir, "lock.journal");
   const j = await Journal.open(opts(path));
-  expect(readFileSync(`${path}.lock`, "utf8")).toBe(`${process.pid}\n`);
+  // Its pid, and (Linux) its start time: a later process given this pid is not taken for it.
+  const start = processStartTime();
+  expect(readFileSync(`${path}.lock`, "utf8")).toBe(`${process.pid}${start !== undefined ? ` ${start}` : ""}\n`);
+  if (process.platform === "linux") expect(start).toMatch(/^\d+$/);
   await expect(Journal.open(opts(path))).rejects.toMatchObject({ code: "temporary_failure" });
   await j.close();
   expect(existsSync(`${path}.lock`)).toBe(false);

@@ -10,7 +10,8 @@ import { MailsendError } from "../core/errors.js";
 import { checkHeader, type HeaderList } from "../core/headers.js";
 import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
-import { assembleMessage, composeHtmlBody, type BodyCompose, type MessageParts } from "../input/build.js";
+import { assembleMessage, checkRestFit, composeHtmlBody, type BodyCompose, type MessageParts } from "../input/build.js";
+import { chooseTransport, type Channels } from "../transports/choose.js";
 import { regularFileSize } from "../input/read.js";
 import { placeholders, render } from "./template.js";
 
@@ -218,7 +219,10 @@ async function attachmentsOf(data: Record<string, unknown>, defaults: string[], 
 
 export interface ItemContext {
   defaults: RowDefaults;
-  transport: TransportName;
+  /** "auto": chosen per row from its message, as send chooses (transports/choose.ts), among `channels`. */
+  transport: TransportName | "auto";
+  /** The channels configured, for "auto". */
+  channels?: Channels;
   cache: AttachmentCache;
   /** The item's idempotency key when the row does not give one (stable across resumes). */
   idempotencyKey: string;
@@ -254,7 +258,11 @@ export async function messageOfRow(data: Record<string, unknown>, ctx: ItemConte
   };
   // Errors name the row's fields (reply_to), not send's flags (--reply-to).
   const message = assembleMessage(parts, ctx.transport, (flag) => flag.replace(/^--/, "").replace(/-/g, "_"));
+  // auto: the row's channel, as send chooses it; the batch's transport chooses the same again for
+  // the message made here (with a text part added for SMTP, which keeps it SMTP's).
+  const transport = ctx.transport === "auto" ? chooseTransport(message, ctx.channels ?? { rest: true, smtp: true }).transport : ctx.transport;
+  if (ctx.transport === "auto" && transport === "rest") checkRestFit(message);
   // Over SMTP an HTML-only row gets its text part, as send's message does.
-  if (ctx.transport !== "smtp" || !d.compose || message.text !== undefined || message.html === undefined) return message;
+  if (transport !== "smtp" || !d.compose || message.text !== undefined || message.html === undefined) return message;
   return (await import("../compose/index.js")).withTextAlternative(message);
 }

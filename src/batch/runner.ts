@@ -10,6 +10,7 @@ import { EXIT, MailsendError, toMailsendError, worstExitClass, type ExitClass } 
 import type { Message } from "../core/message.js";
 import { allRecipients } from "../core/message.js";
 import type { TransportName, Transport } from "../core/transport.js";
+import type { Channels } from "../transports/choose.js";
 import { deliver, isBudgetStoreFailure, type DeliverOptions } from "../limits/deliver.js";
 import { AttachmentCache, FieldClashes, messageOfRow, type RowDefaults } from "./item.js";
 import type { ItemState, Journal } from "./journal.js";
@@ -60,7 +61,9 @@ export interface BatchSummary extends Counts {
 export interface BatchOptions {
   input: BatchInput;
   defaults: RowDefaults;
-  transportName: TransportName;
+  /** "auto": each row's message chooses among `channels` (the transport given dispatches the same way). */
+  transportName: TransportName | "auto";
+  channels?: Channels;
   /** Absent with --check. */
   transport?: Transport;
   deliver: Omit<DeliverOptions, "signal">;
@@ -176,7 +179,7 @@ function csvHint(data: Record<string, unknown>, hint: string | undefined): strin
 async function build(row: Row, opts: BatchOptions, cache: AttachmentCache, key: string): Promise<Message> {
   if (row.error) throw row.error;
   try {
-    return await messageOfRow(row.data!, { defaults: opts.defaults, transport: opts.transportName, cache, idempotencyKey: key });
+    return await messageOfRow(row.data!, { defaults: opts.defaults, transport: opts.transportName, ...(opts.channels ? { channels: opts.channels } : {}), cache, idempotencyKey: key });
   } catch (e) {
     const err = toMailsendError(e);
     const hint = opts.input.format === "csv" && err.code === "invalid_address" ? csvHint(row.data!, err.hint) : err.hint;

@@ -114,11 +114,17 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
   { group: "Output", flags: "--github-output", description: "in GitHub Actions: append message_id=<id> to $GITHUB_OUTPUT" },
 ];
 
-/** batch and doctor take rest or smtp: auto chooses per message, which only send does. */
+/** doctor takes rest or smtp: it checks one channel, and auto chooses per message. */
 const restOrSmtp = (o: OptionSpec): OptionSpec =>
   o.flags.startsWith("--transport ") ? { ...o, description: "rest or smtp", choices: ["rest", "smtp"] } : o;
 
-const SHARED = SEND_OPTIONS.filter((o) => o.group === "Connection" || o.group === "Limits").map(restOrSmtp);
+/** batch's auto chooses as send's does, for each row's message. */
+const perRow = (o: OptionSpec): OptionSpec =>
+  o.flags.startsWith("--transport ")
+    ? { ...o, description: "rest, smtp, or auto: for each row, REST when it carries the message losslessly, else SMTP (cc/bcc, inline images, a text part)" }
+    : o;
+
+const SHARED = SEND_OPTIONS.filter((o) => o.group === "Connection" || o.group === "Limits").map(perRow);
 
 /** `mailsend batch`: per-row defaults and templates, then everything send has for the connection. */
 export const BATCH_OPTIONS: readonly OptionSpec[] = [

@@ -53,9 +53,9 @@ function intFrom(value: string | number | undefined, what: string, min: number, 
 export function resolveTransportName(flags: ConnectionFlags, env: Env): TransportName {
   const name = flags.transport ?? fromEnv(env, "MAILSEND_TRANSPORT") ?? DEFAULTS.transport;
   if (name === "auto") {
-    // auto chooses per message (mailsend send); a command that needs one transport says so.
+    // auto chooses per message (mailsend send, batch); a command that needs one transport says so.
     const from = flags.transport !== undefined ? "--transport auto" : "MAILSEND_TRANSPORT=auto";
-    throw new MailsendError("config_invalid", `${from}: this command needs one transport, rest or smtp (auto chooses per message, in mailsend send)`, {
+    throw new MailsendError("config_invalid", `${from}: this command needs one transport, rest or smtp (auto chooses per message, in mailsend send and batch)`, {
       hint: "Give --transport rest or --transport smtp here.",
     });
   }

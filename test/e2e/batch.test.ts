@@ -160,6 +160,36 @@ describe("delivery", () => {
     expect(got.find((m) => m.subject === "array 0")!.envelope.to.sort()).toEqual(["ann@example.com", "carol@example.com"]);
   });
 
+  test("--transport auto and MAILSEND_TRANSPORT=auto: each row goes as send would send it (REST, else SMTP for cc, a text part)", async () => {
+    const rows = (prefix: string) => [
+      { from: "auto@example.com", to: "ann@example.com", subject: `${prefix} 0`, html: "<p>zero</p>" },
+      { from: "auto@example.com", to: "bob@example.com", cc: "carol@example.com", subject: `${prefix} 1`, html: "<p>one</p>" },
+      { from: "auto@example.com", to: "dan@example.com", subject: `${prefix} 2`, text: "two" },
+    ];
+    const channels = async (prefix: string) => Object.fromEntries((await stored(`${prefix} `)).map((m) => [m.subject, m.channel]));
+    const expected = (prefix: string) => ({ [`${prefix} 0`]: "rest", [`${prefix} 1`]: "smtp", [`${prefix} 2`]: "smtp" });
+
+    const flag = await batch([tmp.file("auto-flag.jsonl", jsonl(rows("auto flag"))), "--transport", "auto", "--json"]);
+    expect(flag.exitCode, flag.stderr).toBe(0);
+    expect(byIndex(jsonLines(flag.stdout)).map((x) => x.status)).toEqual(["sent", "sent", "sent"]);
+    expect(await channels("auto flag")).toEqual(expected("auto flag"));
+    // Over SMTP an HTML-only row gets its text part, as with --transport smtp.
+    const one = await parseEml((await t.sb.store.raw((await stored("auto flag 1"))[0]!.id))!);
+    expect(one.text?.trim()).toBe("one");
+
+    const env = await batch([tmp.file("auto-env.jsonl", jsonl(rows("auto env"))), "--json"], { MAILSEND_TRANSPORT: "auto" });
+    expect(env.exitCode, env.stderr).toBe(0);
+    expect(await channels("auto env")).toEqual(expected("auto env"));
+
+    // Only REST configured: as send, a row REST would not carry whole is invalid (with the reason), the other goes by REST.
+    const restOnly = await batch([tmp.file("auto-rest.jsonl", jsonl(rows("auto rest"))), "--transport", "auto", "--json"], { MAILSEND_SMTP_HOST: undefined });
+    const out = byIndex(jsonLines(restOnly.stdout));
+    expect(out.map((x) => x.status)).toEqual(["sent", "invalid", "invalid"]);
+    expect(out[1]!.error?.message).toMatch(/needs SMTP \(cc: the REST send request cannot carry it\)/);
+    expect(out[2]!.error?.message).toMatch(/needs SMTP \(a text-only body: /);
+    expect(await channels("auto rest")).toEqual({ "auto rest 0": "rest" });
+  });
+
   test("CSV with templates: subject and text filled raw, HTML escaped; --attach read once, byte for byte in every message", async () => {
     const pdf = randomBytes(40_000);
     const attach = tmp.file("terms.pdf", pdf);

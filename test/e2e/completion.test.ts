@@ -145,7 +145,8 @@ describe("zsh and fish", () => {
     expect(lines).toContain("complete -c mailsend -f");
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'\\' 0' -a 'send' -d 'send one message'");
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'send\\'' -l transport -x -a 'rest smtp auto' -d 'rest, smtp, or auto");
-    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'batch\\'' -l transport -x -a 'rest smtp' -d 'rest or smtp'");
+    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'batch\\'' -l transport -x -a 'rest smtp auto' -d 'rest, smtp, or auto: for each row");
+    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'doctor\\'' -l transport -x -a 'rest smtp' -d 'rest or smtp'");
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'send\\'' -s a -l attach -r -F");
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'sandbox keys\\' 0' -a 'revoke'");
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'batch\\' 0' -F");

@@ -13,13 +13,16 @@ import { fingerprint, Journal, type Replaced } from "../../batch/journal.js";
 import type { RowDefaults } from "../../batch/item.js";
 import { formatFromContent, formatFromName, type Format } from "../../batch/rows.js";
 import { runBatch, type BatchInput, type Counts, type ItemResult } from "../../batch/runner.js";
-import { resolveTransportConfig, type ConnectionFlags } from "../../input/config.js";
+import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTransportConfig, type ConnectionFlags } from "../../input/config.js";
+import type { TransportConfig } from "../../core/config.js";
+import type { TransportName } from "../../core/transport.js";
+import type { Channels } from "../../transports/choose.js";
 import { bodyComposeOf } from "../../input/build.js";
 import { ImageCache } from "../../compose/cache.js";
 import { loadSettings } from "../../input/profile.js";
-import { fileError, regularFileSize, utf8 } from "../../input/read.js";
+import { fileError, regularFileSize, utf8, type InputStreams } from "../../input/read.js";
 import { stateDir } from "../../limits/budget.js";
-import { createTransport } from "../../transports/index.js";
+import { createAutoTransport, createTransport } from "../../transports/index.js";
 import { openBudget, type BudgetCliFlags } from "../budget.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { Progress, waitText } from "../progress.js";
@@ -230,13 +233,29 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     // flags > environment > profile > defaults: the profile is layered under the environment here.
     const settings = loadSettings(flags.profile, io.env);
     // stdin is made only if --api-key-stdin reads it (making the stream costs ~5 ms at start-up).
-    const config = await resolveTransportConfig(flags, settings.env, {
-      get stdin() {
-        return io.stdin;
-      },
-      needKey: !flags.check,
-      profile: settings.profile,
-    });
+    const streams = <T extends object>(o: T): T & InputStreams => Object.defineProperty(o, "stdin", { get: () => io.stdin, enumerable: true }) as T & InputStreams;
+    // auto: as for send, each row's message chooses its channel among those configured (REST
+    // unless it would lose something, then SMTP); the key is read once for both.
+    const choice = resolveTransportChoice(flags, settings.env);
+    let config: TransportConfig;
+    let auto: { channels: Channels; configs: Partial<Record<TransportName, TransportConfig>> } | undefined;
+    if (choice === "auto") {
+      const channels = configuredChannels(flags, settings.env);
+      if (!channels.rest && !channels.smtp) {
+        throw new MailsendError("config_missing", "--transport auto: neither a REST base URL nor an SMTP host is configured", {
+          hint: "Set MAILSEND_BASE_URL or MAILSEND_SMTP_HOST (or --base-url / --smtp-host). For a local one, run `mailsend sandbox` and paste the export lines it prints.",
+        });
+      }
+      const apiKey = flags.check ? "" : await resolveApiKey(flags, settings.env, streams({}), settings.profile);
+      const configs: Partial<Record<TransportName, TransportConfig>> = {};
+      for (const name of ["rest", "smtp"] as const) {
+        if (channels[name]) configs[name] = { ...(await resolveTransportConfig({ ...flags, transport: name }, settings.env, streams({ needKey: false, profile: settings.profile }))), apiKey };
+      }
+      auto = { channels, configs };
+      config = (configs.rest ?? configs.smtp)!;
+    } else {
+      config = await resolveTransportConfig(flags, settings.env, streams({ needKey: !flags.check, profile: settings.profile }));
+    }
     const headers: HeaderList = (flags.header ?? []).map(parseHeaderFlag);
     const from = flags.from ?? (settings.env.MAILSEND_FROM || undefined);
     const defaults: RowDefaults = {
@@ -361,7 +380,7 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       }
     };
 
-    const transport = flags.check ? undefined : await createTransport(config, { pool: concurrency });
+    const transport = flags.check ? undefined : auto ? createAutoTransport(auto.configs, { pool: concurrency }) : await createTransport(config, { pool: concurrency });
     const budget = flags.check ? undefined : await openBudget(flags, config.apiKey, settings.env, config.caFile ? { caFile: config.caFile } : {});
     // The first interrupt stops the batch: nothing new starts and the messages in
     // flight finish (aborting them would leave them in doubt). A second one aborts those too.
@@ -390,7 +409,8 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       summary = await runBatch({
         input: opened.input,
         defaults,
-        transportName: config.transport,
+        transportName: auto ? "auto" : config.transport,
+        ...(auto ? { channels: auto.channels } : {}),
         ...(transport ? { transport } : {}),
         deliver: {
           ...(budget?.options ?? { limits: { limit: 0, windowMs: 60_000 }, retries: 0, maxWaitMs: 0, noWait: true }),

@@ -31,12 +31,12 @@ const plain = (text: string) => text;
 const OFF: Colors = { bold: plain, dim: plain, red: plain, green: plain, yellow: plain };
 
 /**
- * Colour only on a terminal, never with NO_COLOR (https://no-color.org) or TERM=dumb;
+ * Colour only on a terminal, never with NO_COLOR set and not empty (https://no-color.org) or TERM=dumb;
  * FORCE_COLOR (not 0) turns it on off a terminal. Written here rather than with chalk: five
  * styles do not need its terminal detection, which every command paid for at start-up.
  */
 export function colorsFor(stream: CliIO["stderr"], env: CliIO["env"]): Colors {
-  const on = stream.isTTY === true && env.NO_COLOR === undefined && env.TERM !== "dumb";
-  const forced = env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== "0" && env.NO_COLOR === undefined;
+  const on = stream.isTTY === true && !env.NO_COLOR && env.TERM !== "dumb";
+  const forced = env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== "0" && !env.NO_COLOR;
   return on || forced ? ON : OFF;
 }

@@ -22,13 +22,16 @@ describe("colorsFor: colour only where it is wanted", () => {
   it("leaves text as it is off a terminal, with NO_COLOR, or with TERM=dumb", () => {
     for (const [stream, env] of [
       [pipe, {}],
-      [tty, { NO_COLOR: "" }],
       [tty, { NO_COLOR: "1" }],
       [tty, { TERM: "dumb" }],
     ] as const) {
       const c = colorsFor(stream, env);
       expect([c.red("x"), c.bold("x"), c.dim("x"), c.green("x"), c.yellow("x")]).toEqual(["x", "x", "x", "x", "x"]);
     }
+  });
+
+  it("an empty NO_COLOR is as if unset (no-color.org: present and not an empty string)", () => {
+    expect(colorsFor(tty, { NO_COLOR: "" }).red("x")).toBe("\u001b[31mx\u001b[39m");
   });
 
   it("FORCE_COLOR turns it on off a terminal, unless it is 0 or NO_COLOR is set", () => {

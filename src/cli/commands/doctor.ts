@@ -53,7 +53,7 @@ export function checkJson(r: CheckResult): Record<string, unknown> {
  */
 function lineWriter(io: CliIO) {
   const c = colorsFor(io.stdout, io.env);
-  const fancy = io.stdout.isTTY === true && io.env.NO_COLOR === undefined && io.env.TERM !== "dumb";
+  const fancy = io.stdout.isTTY === true && !io.env.NO_COLOR && io.env.TERM !== "dumb";
   const mark = (r: CheckResult) =>
     r.skipped ? (fancy ? c.dim("–") : "skip") : r.ok ? (fancy ? c.green("✓") : "ok  ") : fancy ? c.red("✗") : "FAIL";
   const indent = " ".repeat((fancy ? 2 : 5) + WIDTH + 2);

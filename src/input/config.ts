@@ -41,11 +41,18 @@ function fromEnv(env: Env, name: string): string | undefined {
   return v === undefined || v === "" ? undefined : v;
 }
 
-function intFrom(value: string | number | undefined, what: string, min: number, max: number): number | undefined {
+/**
+ * A whole number from a flag or, without it, from an environment variable: out of range, a
+ * flag's is a usage error (64) naming the flag, a variable's a configuration error (78) naming
+ * the variable (DESIGN.md section 3).
+ */
+function intFrom(flag: string | number | undefined, env: Env, variable: string, flagName: string, min: number, max: number): number | undefined {
+  const fromFlag = flag !== undefined;
+  const value = fromFlag ? flag : fromEnv(env, variable);
   if (value === undefined) return undefined;
   const n = typeof value === "number" ? value : /^\d+$/.test(value.trim()) ? Number(value) : Number.NaN;
   if (!Number.isInteger(n) || n < min || n > max) {
-    throw new MailsendError("config_invalid", `${what} must be a whole number from ${min} to ${max}, got ${JSON.stringify(value)}`);
+    throw new MailsendError(fromFlag ? "usage" : "config_invalid", `${fromFlag ? flagName : variable} must be a whole number from ${min} to ${max}, got ${JSON.stringify(value)}`);
   }
   return n;
 }
@@ -149,7 +156,7 @@ export interface ResolveOptions extends InputStreams {
 
 export async function resolveTransportConfig(flags: ConnectionFlags, env: Env, opts: ResolveOptions): Promise<TransportConfig> {
   const transport = resolveTransportName(flags, env);
-  const timeoutSeconds = intFrom(flags.timeout ?? fromEnv(env, "MAILSEND_TIMEOUT"), "--timeout", 1, 3600) ?? DEFAULTS.timeoutSeconds;
+  const timeoutSeconds = intFrom(flags.timeout, env, "MAILSEND_TIMEOUT", "--timeout", 1, 3600) ?? DEFAULTS.timeoutSeconds;
   const tls = { insecure: flags.insecure ?? false, ...(flags.caFile ? { caFile: flags.caFile } : {}) };
   const apiKey = opts.needKey ? await resolveApiKey(flags, env, opts, opts.profile) : "";
 
@@ -179,7 +186,7 @@ export async function resolveTransportConfig(flags: ConnectionFlags, env: Env, o
       "Set --smtp-host or MAILSEND_SMTP_HOST. For a local one, run `mailsend sandbox` and paste the export lines it prints.",
     );
   }
-  const port = intFrom(flags.smtpPort ?? fromEnv(env, "MAILSEND_SMTP_PORT"), "--smtp-port", 1, 65535) ?? DEFAULTS.smtpPort;
+  const port = intFrom(flags.smtpPort, env, "MAILSEND_SMTP_PORT", "--smtp-port", 1, 65535) ?? DEFAULTS.smtpPort;
   const tlsName = flags.smtpTls ?? fromEnv(env, "MAILSEND_SMTP_TLS");
   if (tlsName !== undefined && tlsName !== "starttls" && tlsName !== "implicit") {
     throw new MailsendError("config_invalid", `SMTP TLS mode must be starttls or implicit, got ${JSON.stringify(tlsName)}`);

@@ -67,6 +67,7 @@ interface Case {
 
 const CASES: Case[] = [
   // 64 usage
+  { why: "--timeout 0 (out of range: usage, as --timeout abc)", args: [...MB, "--timeout", "0"], exit: 64, says: /--timeout must be a whole number from 1/ },
   { why: "missing --from", args: ["-t", "b@example.com", "-s", "Hi", "--html", "x"], exit: 64, says: /missing --from/ },
   { why: "missing --to", args: ["-f", "a@example.com", "-s", "Hi", "--html", "x"], exit: 64, says: /missing --to/ },
   { why: "missing --subject", args: ["-f", "a@example.com", "-t", "b@example.com", "--html", "x"], exit: 64, says: /missing --subject/ },
@@ -135,6 +136,7 @@ const CASES: Case[] = [
   { why: "no base URL", args: MB, exit: 78, env: { MAILSEND_BASE_URL: undefined }, says: /hint:.*MAILSEND_BASE_URL/ },
   { why: "a base URL that is not http(s)", args: [...MB, "--base-url", "ftp://127.0.0.1/"], exit: 78 },
   { why: "no SMTP host", args: MB, exit: 78, env: { MAILSEND_SMTP_HOST: undefined }, smtp: true, says: /hint:.*MAILSEND_SMTP_HOST/ },
+  { why: "a timeout out of range in the environment", args: MB, exit: 78, env: { MAILSEND_TIMEOUT: "0" }, says: /MAILSEND_TIMEOUT must be a whole number/ },
   { why: "port 465 with STARTTLS", args: [...MB, "--smtp-port", "465", "--smtp-tls", "starttls"], exit: 78, smtp: true },
   { why: "an unknown transport in the environment", args: MB, exit: 78, env: { MAILSEND_TRANSPORT: "fax" } },
   { why: "a missing --ca-file", args: [...MB, "--ca-file", "/nonexistent/ca.pem"], exit: 78, smtp: true },

@@ -193,7 +193,7 @@ export const EXTRA_ENV: ReadonlyArray<{ name: string; description: string }> = [
   { name: "MAILSEND_QUEUE_AUTORUN", description: "0: a queued message does not start a background runner (where the relay or a `queue run --watch` service runs the queue)" },
   { name: "MAILSEND_QUEUE_MAX_AGE", description: "how long the outbox retries a message before it moves to failed/ (default 5d)" },
   { name: "MAILSEND_ALIASES", description: "sendmail: an aliases file in the /etc/aliases format for local names such as root (profile key aliases)" },
-  { name: "MAILSEND_MAX_SIZE", description: "sendmail: the largest message it takes (default 10M less 4k)" },
+  { name: "MAILSEND_MAX_SIZE", description: "sendmail and send --queue: the largest message they take, counted with CRLF line ends (default 10M less 4k)" },
   { name: "MAILSEND_RATE_LIMIT_URL", description: "share the rate-limit budget across machines through Redis or Valkey: redis://[user:password@]host[:port][/db], rediss:// (TLS), redis-sentinel://host1:26379,host2:26379/mymaster[/db]" },
   { name: "MAILSEND_RATE_LIMIT_PASSWORD_FILE", description: "path of a file holding the Redis password (instead of putting it in the URL)" },
   { name: "MAILSEND_RATE_LIMIT_SENTINEL_PASSWORD_FILE", description: "path of a file holding the password of the Redis sentinels, when they require one" },

@@ -12,38 +12,14 @@ import { hostname } from "node:os";
 import { formatMailbox, parseAddressList, parseMailbox1, type Mailbox } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";
 import { MAX_RECIPIENTS } from "../core/message.js";
-import { formatSize } from "../core/size.js";
+import { tooLarge } from "../core/size.js";
 import type { Envelope } from "../outbox/types.js";
 import { atThisMachine, expandLocal, isLocalName, type AliasTable } from "./aliases.js";
 import { binaryKind } from "./stdin-body.js";
 
 export type Env = Record<string, string | undefined>;
 
-/**
- * What the service takes (send's --max-size, 10 MiB), less room for the headers delivery adds
- * (X-Idempotency-Key, Date, Message-ID): a larger message would be queued only to fail later.
- */
-export const DEFAULT_MAX_SIZE = 10 * 1024 * 1024 - 4096;
-
-/** MAILSEND_MAX_SIZE: bytes, or with a K/M suffix (KiB, MiB). */
-export function maxMessageSize(env: Env): number {
-  const v = env.MAILSEND_MAX_SIZE?.trim();
-  if (!v) return DEFAULT_MAX_SIZE;
-  const m = /^(\d+)\s*([kKmM])?i?[bB]?$/.exec(v);
-  if (!m) {
-    throw new MailsendError("config_invalid", `MAILSEND_MAX_SIZE must be a size in bytes (or with K or M), got ${JSON.stringify(v.slice(0, 40))}`, {
-      hint: "For example MAILSEND_MAX_SIZE=5M; the default is 10M, what the service takes.",
-    });
-  }
-  const unit = m[2]?.toLowerCase() === "m" ? 1024 * 1024 : m[2]?.toLowerCase() === "k" ? 1024 : 1;
-  return Number(m[1]) * unit;
-}
-
-function tooLarge(limit: number): MailsendError {
-  return new MailsendError("too_large", `the message is larger than the limit of ${formatSize(limit)}; nothing was sent or queued`, {
-    hint: "Send large files as a link instead; MAILSEND_MAX_SIZE changes the limit (the service has its own).",
-  });
-}
+export { DEFAULT_MAX_SIZE, maxMessageSize } from "../core/size.js";
 
 /**
  * Read the message from stdin. Without -i a line holding only "." ends it

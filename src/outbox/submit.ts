@@ -7,6 +7,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { MailsendError, exitCodeFor, toMailsendError } from "../core/errors.js";
+import { checkWireSize, maxMessageSize } from "../core/size.js";
 import type { SendResult, TransportName } from "../core/transport.js";
 import type { Env } from "../limits/budget.js";
 import { OutboxSender, isTemporary, type Chosen } from "./deliver.js";
@@ -94,7 +95,9 @@ const HOLD_MS = 120_000;
 
 export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOptions): Promise<SubmitResult> {
   const key = opts.idempotencyKey ?? randomUUID();
-  // Bad input is refused before anything is queued.
+  // Bad input is refused before anything is queued; a message too large is measured as it goes
+  // out (CRLF line ends), not as piped (LF), or it would be queued only to be refused (552) later.
+  checkWireSize(raw, maxMessageSize(opts.env));
   const message = await prepareMessage(raw, envelope, key, { stampedMessageId: opts.stampedMessageId ?? false });
   const outbox = Outbox.fromEnv(opts.env);
   const quickWaitMs = opts.quickWaitMs ?? 3_000;

@@ -15,6 +15,7 @@ import type { AddressInfo } from "node:net";
 import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp-server";
 import { MailsendError } from "../core/errors.js";
 import { MAX_RECIPIENTS } from "../core/message.js";
+import { wireSize } from "../core/size.js";
 import type { Envelope } from "../outbox/types.js";
 import type { RelayUsers } from "./auth.js";
 import { isLoopback } from "./listen.js";
@@ -100,7 +101,8 @@ export function replyFor(e: unknown, stage: "validate" | "store"): { code: numbe
 }
 
 /**
- * The DATA of one message, kept up to `maxSize` (past it only counted): the bytes, "too_big", or
+ * The DATA of one message, kept up to `maxSize` (past it only counted, and measured with CRLF line
+ * ends, as it goes on): the bytes, "too_big", or
  * "cut" when the client went away mid-DATA (nothing was accepted, so nothing is kept).
  */
 export function readData(stream: NodeJS.ReadableStream & { sizeExceeded?: boolean }, maxSize: number, done: (got: Buffer | "too_big" | "cut") => void): void {
@@ -115,7 +117,13 @@ export function readData(stream: NodeJS.ReadableStream & { sizeExceeded?: boolea
     broken = true;
     chunks.length = 0;
   });
-  stream.on("end", () => done(broken ? "cut" : stream.sizeExceeded || size > maxSize ? "too_big" : Buffer.concat(chunks, size)));
+  stream.on("end", () => {
+    if (broken) return done("cut");
+    if (stream.sizeExceeded || size > maxSize) return done("too_big");
+    const got = Buffer.concat(chunks, size);
+    // A client that sends bare LF line ends: the message goes on with CRLF, and is measured so.
+    done(wireSize(got) > maxSize ? "too_big" : got);
+  });
 }
 
 /** The reply to a recipient beyond `max`: 452 4.5.3, which SMTP clients answer with another transaction. */

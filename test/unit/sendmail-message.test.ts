@@ -351,3 +351,14 @@ describe("mapRelayedLocalNames (the relay's local names)", () => {
     expect(e.hint).toContain("MAILSEND_ALIASES");
   });
 });
+
+describe("wireSize", () => {
+  it("counts a bare LF as CRLF, a CRLF once", async () => {
+    const { wireSize, checkWireSize } = await import("../../src/core/size.js");
+    expect(wireSize(Buffer.from("a\nb\r\nc\n"))).toBe(9);
+    expect(wireSize(Buffer.from("\n\n"))).toBe(4);
+    expect(wireSize(Buffer.from("abc"))).toBe(3);
+    expect(() => checkWireSize(Buffer.from("x\n".repeat(10)), 25)).toThrow(/larger than the limit/);
+    expect(() => checkWireSize(Buffer.from("x\n".repeat(10)), 30)).not.toThrow();
+  });
+});

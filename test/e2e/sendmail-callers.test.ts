@@ -1,0 +1,119 @@
+/**
+ * What real callers of sendmail and of the relay hand over, as a tester found it going wrong: an LF
+ * message whose size passes only when its line ends are not counted as they go out (CRLF), an
+ * address list with an empty element (RFC 5322 obs-addr-list), Resent- headers with -t, this
+ * machine's setup problems answered as the message's fault, one bad recipient refusing the whole
+ * message. The built binary (through a `sendmail` symlink, and `mailsend relay`) against the
+ * sandbox on 127.0.0.1.
+ */
+import { execa } from "execa";
+import { existsSync, mkdirSync, readdirSync, symlinkSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { baseEnv, BIN } from "../helpers/cli.js";
+import { startRelayChild } from "../helpers/relay.js";
+import { inProcessSandbox, SmtpDialog, until, type TestSandbox } from "../helpers/sandbox.js";
+import { headerSection } from "../helpers/smtp-sink.js";
+import { scratch, type Scratch } from "../helpers/tmp.js";
+
+let t: TestSandbox;
+let s: Scratch;
+let sendmail: string;
+let stateSeq = 0;
+
+beforeAll(async () => {
+  t = await inProcessSandbox({ rateLimit: 1_000_000 });
+  s = scratch("mailsend-sendmail-callers-");
+  mkdirSync(join(s.dir, "sbin"));
+  sendmail = join(s.dir, "sbin", "sendmail");
+  symlinkSync(BIN, sendmail);
+});
+afterAll(async () => {
+  await t?.stop();
+  s?.remove();
+});
+
+function freshState(): string {
+  const d = join(s.dir, `state-${++stateSeq}`);
+  mkdirSync(d);
+  return d;
+}
+
+function env(extra: Record<string, string | undefined> = {}): Record<string, string> {
+  const e: Record<string, string | undefined> = { ...baseEnv(), ...t.env, MAILSEND_STATE_DIR: freshState(), MAILSEND_QUEUE_AUTORUN: "0", ...extra };
+  return Object.fromEntries(Object.entries(e).filter((kv): kv is [string, string] => kv[1] !== undefined));
+}
+
+interface Run {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+async function run(file: string, args: string[], input: string | Buffer, e: Record<string, string>): Promise<Run> {
+  const r = await execa(file, args, { reject: false, extendEnv: false, env: e, cwd: s.dir, input, timeout: 60_000, stripFinalNewline: false, encoding: "utf8" });
+  return { exitCode: r.exitCode ?? -1, stdout: String(r.stdout ?? ""), stderr: String(r.stderr ?? "") };
+}
+
+const sm = (args: string[], input: string | Buffer, e: Record<string, string> = env()) => run(sendmail, args, input, e);
+
+function queued(e: Record<string, string>): string[] {
+  const q = join(e.MAILSEND_STATE_DIR!, "outbox", "queue");
+  return existsSync(q) ? readdirSync(q).filter((n) => n.endsWith(".msg")) : [];
+}
+
+async function stored(subject: string) {
+  const all = await t.sb.store.list({ limit: 100_000 });
+  return all.filter((m) => m.subject === subject);
+}
+
+/** A message of LF lines: `lines` body lines of 9 bytes ("xxxxxxxx\n"). */
+function lfMessage(subject: string, lines: number): string {
+  return `From: a@example.com\nTo: b@example.com\nSubject: ${subject}\n\n${"xxxxxxxx\n".repeat(lines)}`;
+}
+
+describe("the size limit counts the message as it goes out (CRLF)", { timeout: 120_000 }, () => {
+  // 400 lines of 9 bytes: 3.6 KB as piped, 4.0 KB with CRLF. The limit 3900 bytes lies between.
+  const limit = { MAILSEND_MAX_SIZE: "3900" };
+
+  it("sendmail -t --queue always: an LF message under the limit as piped but over it on the wire is refused 65, nothing queued", async () => {
+    const msg = lfMessage("size lf", 400);
+    expect(Buffer.byteLength(msg)).toBeLessThan(3900);
+    const e = env(limit);
+    const r = await sm(["-t", "-oi", "--queue", "always"], msg, e);
+    expect(r.exitCode, r.stderr).toBe(65);
+    expect(r.stderr).toMatch(/larger than the limit/);
+    expect(queued(e)).toEqual([]);
+    // Its CRLF size under the limit: taken.
+    const ok = env({ MAILSEND_MAX_SIZE: "4200" });
+    expect((await sm(["-t", "-oi", "--queue", "always"], msg, ok)).exitCode).toBe(0);
+    expect(queued(ok)).toHaveLength(1);
+  });
+
+  it("send --eml --queue always measures the same way", async () => {
+    const file = s.file("lf.eml", lfMessage("size send", 400));
+    const e = env(limit);
+    const r = await run(process.execPath, [BIN, "send", "--eml", file, "--queue", "always"], "", e);
+    expect(r.exitCode, r.stderr).toBe(65);
+    expect(r.stderr).toMatch(/larger than the limit/);
+    expect(queued(e)).toEqual([]);
+  });
+
+  it("the relay: DATA with bare LF line ends over --max-size once they are CRLF gets 552, nothing queued", async () => {
+    const e = env();
+    const relay = await startRelayChild(e, ["--no-deliver", "--max-size", "3900"]);
+    try {
+      const d = await SmtpDialog.connect(relay.ready.port);
+      await d.cmd("EHLO client.test");
+      expect(await d.cmd("MAIL FROM:<a@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("RCPT TO:<b@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("DATA")).toMatch(/^354/);
+      d.write(`${lfMessage("size relay", 400)}\r\n.\r\n`);
+      expect(await d.reply()).toMatch(/^552 5\.3\.4 /);
+      await d.quit();
+      expect(queued(e)).toEqual([]);
+    } finally {
+      await relay.stop();
+    }
+  });
+});

@@ -239,18 +239,33 @@ const PLAIN_ADDRESS =
   /^[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]+(?:\.[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]+)*@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/;
 
 /**
+ * Empty list elements (`a@x.com, , b@x.com`, `Alice <a@x.com>,`): "refuse" them; "skip" them, as
+ * RFC 5322 4.4 (obs-addr-list, obs-mbox-list) says a message's header MUST be read; or skip only
+ * "trailing" ones (a flag's `a@x.com,`, a list joined in a script), where an empty element before
+ * another more likely stands for a value that is missing. A list with no address at all is refused
+ * in each case.
+ */
+export type EmptyElements = "refuse" | "skip" | "trailing";
+
+/**
  * Parse an address list. `field` names the flag or field in error messages.
  * Throws MailsendError("invalid_address") on anything outside the grammar.
  */
-export function parseAddressList(input: string, field = "address", groups = true): Mailbox[] {
+export function parseAddressList(input: string, field = "address", groups = true, empty: EmptyElements = "refuse"): Mailbox[] {
   if (PLAIN_ADDRESS.test(input) && input.length <= 254 && input.lastIndexOf("@") <= 64) return [{ address: input }];
   if (CONTROL.test(input)) {
     fail(field, input, "control character (CR, LF or similar)");
   }
   const tokens = tokenize(input, field);
   if (tokens.length === 0) fail(field, input, "no address");
-  const parts = groups ? openGroups(tokens, field, input) : splitTopLevel(tokens);
+  let parts = groups ? openGroups(tokens, field, input, empty === "skip") : splitTopLevel(tokens);
   if (!groups && tokens.some((t) => isSpecial(t, ":")) && tokens.some((t) => isSpecial(t, ";"))) fail(field, input, "a group (name: a@x, b@y;) is not allowed here: one address");
+  if (empty !== "refuse" && parts.length > 0) {
+    // (No parts at all: only empty groups, `undisclosed-recipients:;`, which stand for nobody.)
+    if (parts.every((p) => p.length === 0)) fail(field, input, "no address");
+    if (empty === "skip") parts = parts.filter((p) => p.length > 0);
+    else while (parts[parts.length - 1]!.length === 0) parts = parts.slice(0, -1);
+  }
   return parts.map((part, k) => {
     if (part.length === 0) fail(field, input, k === 0 ? "list starts with a comma" : "empty element between commas");
     const example = nameSplitByComma(part, parts[k + 1]);
@@ -268,7 +283,7 @@ const isSpecial = (t: Token, text: string) => t.kind === "special" && t.text ===
  * its members, an empty group giving none. A group's name must be a phrase; groups do not nest,
  * and one ends with ";" followed by a comma or the end.
  */
-function openGroups(tokens: Token[], field: string, input: string): Token[][] {
+function openGroups(tokens: Token[], field: string, input: string, emptyOk = false): Token[][] {
   const parts: Token[][] = [[]];
   let inAngle = false;
   /** Inside a group: how many members it has had. */
@@ -298,7 +313,7 @@ function openGroups(tokens: Token[], field: string, input: string): Token[][] {
     if (top && t.text === ";" && members !== undefined) {
       // An empty group holds no member: its slot is the next element's.
       if (cur.length > 0) parts.push([]);
-      else if (members > 0) fail(field, input, "empty element between commas");
+      else if (members > 0 && !emptyOk) fail(field, input, "empty element between commas");
       members = undefined;
       closed = true;
       continue;
@@ -380,8 +395,8 @@ export function parseBareAddress(input: string, field: string): string {
 }
 
 /** Parse each value (a repeatable flag), each of which may itself be a list. */
-export function parseAddressValues(values: readonly string[], field: string): Mailbox[] {
-  return values.flatMap((v) => parseAddressList(v, field));
+export function parseAddressValues(values: readonly string[], field: string, empty: EmptyElements = "refuse"): Mailbox[] {
+  return values.flatMap((v) => parseAddressList(v, field, true, empty));
 }
 
 const PLAIN_NAME = /^[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~\u0080-\uFFFF]+(?: [A-Za-z0-9!#$%&'*+\-/=?^_`{|}~\u0080-\uFFFF]+)*$/;

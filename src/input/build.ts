@@ -300,9 +300,11 @@ export function assembleMessage(p: MessageParts, transport: TransportName | "aut
   if (name !== undefined) checkSingleLine(name, field("--name"));
   checkSingleLine(p.subject, field("--subject"));
   const from: Mailbox = name ? { name, address: fromBox.address } : { address: fromBox.address };
-  const to = parseAddressValues(p.to, field("--to"));
-  const cc = parseAddressValues(p.cc, field("--cc"));
-  const bcc = parseAddressValues(p.bcc, field("--bcc"));
+  // A trailing comma (`--to "a@x.com,"`, a list joined in a script) names nobody more; an empty
+  // element before another (`--to "$A, $B"` with A unset) is refused: a recipient may be missing.
+  const to = parseAddressValues(p.to, field("--to"), "trailing");
+  const cc = parseAddressValues(p.cc, field("--cc"), "trailing");
+  const bcc = parseAddressValues(p.bcc, field("--bcc"), "trailing");
   // Only empty groups (undisclosed-recipients:;): given, but naming nobody.
   if (to.length + cc.length + bcc.length === 0 && p.to.length + p.cc.length + p.bcc.length > 0) {
     throw new MailsendError("invalid_address", `${field("--to")} names no recipient: ${JSON.stringify(p.to.join(", "))} is an empty group`, {

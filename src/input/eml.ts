@@ -30,7 +30,8 @@ function mailboxes(
     .filter((h) => h.key === field.toLowerCase())
     .flatMap((h) => {
       if (h.value.trim() === "") return [];
-      return parseAddressList(h.value, `${source} ${field}`).map((m) => {
+      // A message's header: empty list elements are read past (RFC 5322 4.4, obs-addr-list).
+      return parseAddressList(h.value, `${source} ${field}`, true, "skip").map((m) => {
         if (m.name === undefined) return m;
         const name = m.name.includes("=?") ? decodeWords(m.name) : m.name;
         checkSingleLine(name, `${source} ${field} display name`);

@@ -573,7 +573,8 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
   const values = (name: string) => fields.filter((f) => f.name === name).map((f) => decodeText(fieldValue(f)));
   const parseField = (name: string, label: string): Mailbox[] => {
     try {
-      return values(name).flatMap((v) => (v.trim() === "" ? [] : parseAddressList(v, label)));
+      // Empty list elements (`To: a@x.com,`) are read past, as RFC 5322 4.4 (obs-addr-list) says.
+      return values(name).flatMap((v) => (v.trim() === "" ? [] : parseAddressList(v, label, true, "skip")));
     } catch (e) {
       throw addressError(label, e);
     }

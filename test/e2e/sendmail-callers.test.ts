@@ -117,3 +117,44 @@ describe("the size limit counts the message as it goes out (CRLF)", { timeout: 1
     }
   });
 });
+
+describe("empty elements in address lists (RFC 5322 4.4: MUST be accepted)", { timeout: 120_000 }, () => {
+  it("sendmail -t: `To: Alice <alice@…>,` and `a@…, , b@…` are delivered to those named", async () => {
+    const one = await sm(["-t", "-oi"], "From: a@example.com\nTo: Alice <alice@example.com>,\nSubject: empty trailing\n\nx\n");
+    expect(one, one.stderr).toMatchObject({ exitCode: 0, stderr: "" });
+    expect((await stored("empty trailing")).map((m) => m.envelope.to)).toEqual([["alice@example.com"]]);
+    const two = await sm(["-t", "-oi"], "From: a@example.com\nTo: a@x-example.com, , b@x-example.com\nCc: ,\n  c@x-example.com\nSubject: empty middle\n\nx\n");
+    expect(two, two.stderr).toMatchObject({ exitCode: 0, stderr: "" });
+    expect((await stored("empty middle")).map((m) => [...m.envelope.to].sort())).toEqual([["a@x-example.com", "b@x-example.com", "c@x-example.com"]]);
+  });
+
+  it("the relay takes the same header (250) and delivers it", async () => {
+    const e = env();
+    const relay = await startRelayChild(e);
+    try {
+      const d = await SmtpDialog.connect(relay.ready.port);
+      await d.cmd("EHLO client.test");
+      expect(await d.cmd("MAIL FROM:<a@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("RCPT TO:<alice@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("DATA")).toMatch(/^354/);
+      d.write("From: a@example.com\r\nTo: Alice <alice@example.com>,\r\nSubject: empty relay\r\n\r\nx\r\n.\r\n");
+      expect(await d.reply()).toMatch(/^250 2\.0\.0 queued as /);
+      await d.quit();
+      await until(async () => (await stored("empty relay")).length === 1, 60_000);
+    } finally {
+      await relay.stop();
+    }
+  });
+
+  it("mailsend send --to 'a@…,': a trailing comma is taken; an empty element before another, or no address at all, is 65", async () => {
+    const send = (to: string, subject: string) => run(process.execPath, [BIN, "send", "--to", to, "--from", "a@example.com", "--subject", subject, "--text", "x"], "", env());
+    expect((await send("trail@example.com,", "flag trailing")).exitCode).toBe(0);
+    expect((await stored("flag trailing")).map((m) => m.envelope.to)).toEqual([["trail@example.com"]]);
+    const middle = await send("a@example.com, , b@example.com", "flag middle");
+    expect(middle.exitCode).toBe(65);
+    expect(middle.stderr).toMatch(/empty element between commas/);
+    const none = await send(",", "flag none");
+    expect(none.exitCode).toBe(65);
+    expect(none.stderr).toMatch(/no address/);
+  });
+});

@@ -211,3 +211,29 @@ describe("formatMailbox", () => {
     expect(parseAddressList(formatAddressList(list))).toEqual(list);
   });
 });
+
+describe("parseAddressList: empty elements (RFC 5322 4.4, obs-addr-list)", () => {
+  const addrs = (input: string, mode: "skip" | "trailing") => parseAddressList(input, "To", true, mode).map((m) => m.address);
+  it("a message's header (skip): empty elements anywhere are read past", () => {
+    expect(addrs("Alice <alice@example.com>,", "skip")).toEqual(["alice@example.com"]);
+    expect(addrs("a@x.com, , b@x.com", "skip")).toEqual(["a@x.com", "b@x.com"]);
+    expect(addrs(", a@x.com,,", "skip")).toEqual(["a@x.com"]);
+    expect(addrs("team: a@x.com, ;, b@x.com", "skip")).toEqual(["a@x.com", "b@x.com"]);
+    expect(addrs("undisclosed-recipients:;", "skip")).toEqual([]);
+  });
+  it("a flag (trailing): only trailing commas; an empty element before another stays an error", () => {
+    expect(addrs("a@x.com,", "trailing")).toEqual(["a@x.com"]);
+    expect(addrs("a@x.com, b@x.com, ,", "trailing")).toEqual(["a@x.com", "b@x.com"]);
+    expect(() => addrs("a@x.com, , b@x.com", "trailing")).toThrow(/empty element between commas/);
+    expect(() => addrs(", a@x.com", "trailing")).toThrow(/list starts with a comma/);
+  });
+  it("a list with no address at all is refused in both", () => {
+    for (const mode of ["skip", "trailing"] as const) {
+      expect(() => addrs(",", mode)).toThrow(/no address/);
+      expect(() => addrs(" , ,", mode)).toThrow(/no address/);
+    }
+  });
+  it("refused by default", () => {
+    expect(() => parseAddressList("a@x.com,", "To")).toThrow(/empty element between commas/);
+  });
+});

@@ -451,7 +451,9 @@ no TLS and no authentication. Each message is answered "250 2.0.0 queued as
 budget (mailsend queue shows what waits). SIGTERM/SIGINT: no new mail, the
 deliveries in flight finish, the rest stays queued for the next start.
 Replies: 552 over --max-size, 554 a message that cannot be delivered as it is,
-452 the outbox cannot be written (disk full), 421 over --max-clients.
+451 this machine's settings cannot deliver it (e.g. a text-only body with REST
+only), 553 at RCPT a recipient that is not a valid address, 452 the outbox
+cannot be written (disk full), 421 over --max-clients.
 
 Examples:
   mailsend relay                                   # 127.0.0.1:2525

@@ -7,6 +7,9 @@
  * Replies (RFC 5321 / 3463):
  *   552 5.3.4  over --max-size (SIZE= on MAIL FROM, or the DATA itself)
  *   554 5.6.0  a message mailsend could not deliver as it is (bad data)
+ *   553 5.1.3  at RCPT, a recipient address that is not valid (not fully qualified, bad syntax)
+ *   451 4.3.5  this machine's setup (no key, no sender, settings that cannot carry the message):
+ *              not the message's fault, so the client keeps it until that is fixed
  *   452 4.3.1  the outbox cannot be written (disk full, read-only): try later
  *   451 4.3.0  anything else that went wrong here: try later
  *   421        too many clients (--max-clients), or shutting down
@@ -97,7 +100,26 @@ export function replyFor(e: unknown, stage: "validate" | "store"): { code: numbe
     return { code: 451, text: `4.3.0 Temporary local problem, try again later${err && err.code !== "internal" ? ` (${replyText(err.message)})` : ""}` };
   }
   if (err.code === "too_large") return { code: 552, text: `5.3.4 ${replyText(err.message)}` };
+  // RFC 3463 4.3.5 "system incorrectly configured": the key, the sender, the transports of this
+  // machine; 5xx is for what is wrong with the message itself.
+  if (err.exitClass === "config" || err.exitClass === "noperm" || err.local) return { code: 451, text: `4.3.5 ${replyText(err.message)}` };
   return { code: 554, text: `5.6.0 ${replyText(err.message)}` };
+}
+
+/**
+ * The answer to a RCPT TO that `checkRecipient` refused: 553 5.1.3 for an address that is not
+ * valid (RFC 5321 3.3, RFC 3463 "bad destination mailbox address syntax"), 550 5.1.1 for one that
+ * goes nowhere (a local name the aliases file does not map), a fault here 4xx. The other
+ * recipients of the message are not concerned.
+ */
+export function rcptReplyFor(e: unknown, address: string): Error {
+  const err = e instanceof MailsendError ? e : undefined;
+  if (err?.code === "invalid_address") return smtpReply(553, `5.1.3 <${replyText(address)}>: ${replyText(err.message)}`);
+  if (err && !err.local && (err.exitClass === "config" || err.exitClass === "dataerr" || err.exitClass === "usage")) {
+    return smtpReply(550, `5.1.1 <${replyText(address)}>: ${replyText(err.message)}`);
+  }
+  const r = replyFor(e, "validate");
+  return smtpReply(r.code, r.text);
 }
 
 /**
@@ -178,11 +200,7 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
       if (!opts.checkRecipient) return cb();
       opts.checkRecipient(address.address).then(
         () => cb(),
-        (e: unknown) => {
-          const r = replyFor(e, "validate");
-          // A refusal of this address is 550 5.1.1 (RFC 3463: bad destination mailbox); a fault here stays 4xx.
-          cb(r.code === 554 ? smtpReply(550, `5.1.1 <${replyText(address.address)}>: ${r.text.replace(/^5\.6\.0 /, "")}`) : smtpReply(r.code, r.text));
-        },
+        (e: unknown) => cb(rcptReplyFor(e, address.address)),
       );
     },
 

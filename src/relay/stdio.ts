@@ -9,7 +9,7 @@ import { Duplex } from "node:stream";
 import { SMTPServer, type SMTPServerSession } from "smtp-server";
 import type { Envelope } from "../outbox/types.js";
 import { MAX_RECIPIENTS } from "../core/message.js";
-import { readData, replyFor, tooManyRecipients } from "./server.js";
+import { rcptReplyFor, readData, replyFor, tooManyRecipients } from "./server.js";
 
 export interface StdioOptions {
   input: NodeJS.ReadableStream;
@@ -20,6 +20,8 @@ export interface StdioOptions {
   maxSize: number;
   /** Resolves to the id the message got (sent or queued); throws a MailsendError to refuse it. */
   take(raw: Buffer, envelope: Envelope): Promise<string>;
+  /** A recipient's RCPT TO: throws a MailsendError to refuse that one (rcptReplyFor), the others not concerned. */
+  checkRecipient?(address: string): void;
   /** A message refused (its SMTP reply), for -v. */
   onRefused?(reply: string): void;
   /** Idle time before the session is cut, as an MTA's (default 5 minutes). */
@@ -133,8 +135,16 @@ export async function serveStdio(opts: StdioOptions): Promise<void> {
     logger: false,
     socketTimeout: opts.idleMs ?? 5 * 60_000,
     // As the relay: what the service would refuse in part later is refused now, where the program hears it.
-    onRcptTo(_address, session, cb) {
-      cb(session.envelope.rcptTo.length >= MAX_RECIPIENTS ? tooManyRecipients(MAX_RECIPIENTS) : undefined);
+    onRcptTo(address, session, cb) {
+      if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) return cb(tooManyRecipients(MAX_RECIPIENTS));
+      try {
+        opts.checkRecipient?.(address.address);
+      } catch (e) {
+        const refusal = rcptReplyFor(e, address.address);
+        opts.onRefused?.(`${(refusal as { responseCode?: number }).responseCode} ${refusal.message}`);
+        return cb(refusal);
+      }
+      cb();
     },
     onData(stream, session, cb) {
       readData(stream, opts.maxSize, (got) => {

@@ -158,3 +158,56 @@ describe("empty elements in address lists (RFC 5322 4.4: MUST be accepted)", { t
     expect(none.stderr).toMatch(/no address/);
   });
 });
+
+/** A whole SMTP session piped into `sendmail -bs`, as a script writes it: the reply lines. */
+async function bs(session: string[], e: Record<string, string>): Promise<string[]> {
+  const r = await sm(["-bs"], session.map((l) => `${l}\r\n`).join(""), e);
+  expect(r.exitCode, r.stderr).toBe(0);
+  return r.stdout.split("\r\n").filter(Boolean);
+}
+
+describe("this machine's setup problems are 451 4.3.5, not the message's 5xx", { timeout: 120_000 }, () => {
+  const message = (subject: string, from = "From: a@example.com\r\n") => [`${from}Subject: ${subject}\r\n\r\nb\r\n.`];
+
+  it("sendmail -bs: a key file that is not there, and no sender for MAIL FROM:<> without From, are 451 4.3.5; a bad message stays 554", async () => {
+    const noKey = await bs(["HELO x", "MAIL FROM:<a@example.com>", "RCPT TO:<x@example.com>", "DATA", ...message("setup key"), "QUIT"], env({ MAILSEND_API_KEY: undefined, MAILSEND_API_KEY_FILE: "/nonexistent" }));
+    expect(noKey).toContainEqual("451 4.3.5 MAILSEND_API_KEY_FILE not found: /nonexistent");
+    const noSender = await bs(["HELO x", "MAIL FROM:<>", "RCPT TO:<x@example.com>", "DATA", ...message("setup sender", ""), "QUIT"], env({ MAILSEND_FROM: undefined }));
+    expect(noSender.find((l) => /^[45]\d\d /.test(l) && !l.startsWith("221"))).toMatch(/^451 4\.3\.5 the message has no From header and there is no sender/);
+    const bad = await bs(["HELO x", "MAIL FROM:<a@example.com>", "RCPT TO:<x@example.com>", "DATA", "From: a@@example.com\r\nSubject: setup bad\r\n\r\nb\r\n.", "QUIT"], env());
+    expect(bad.find((l) => /^5\d\d /.test(l))).toMatch(/^554 5\.6\.0 /);
+    expect(await stored("setup key")).toEqual([]);
+  });
+});
+
+describe("one bad recipient is refused at its RCPT; the others get the message", { timeout: 120_000 }, () => {
+  it("sendmail -bs: RCPT TO:<u@intranet> is 553 5.1.3, the message goes to the other", async () => {
+    const replies = await bs(["HELO x", "MAIL FROM:<p@example.com>", "RCPT TO:<u@intranet>", "RCPT TO:<ok-bs@example.com>", "DATA", "From: p@example.com\r\nTo: ok-bs@example.com\r\nSubject: rcpt bs\r\n\r\nx\r\n.", "QUIT"], env());
+    expect(replies).toContainEqual(expect.stringMatching(/^553 5\.1\.3 <u@intranet>: .*not fully qualified/));
+    expect(replies).toContainEqual(expect.stringMatching(/^250 2\.0\.0 Ok: sent as /));
+    expect((await stored("rcpt bs")).map((m) => m.envelope.to)).toEqual([["ok-bs@example.com"]]);
+  });
+
+  it("the relay: Python's smtplib.sendmail to ['u@intranet', 'ok@…'] gets 553 for the one, delivers to the other", async () => {
+    const relay = await startRelayChild(env());
+    try {
+      const script = `
+import json, smtplib, sys
+s = smtplib.SMTP("127.0.0.1", int(sys.argv[1]), timeout=60)
+refused = s.sendmail("p@example.com", ["u@intranet", "ok-relay@example.com"], "From: p@example.com\\r\\nTo: ok-relay@example.com\\r\\nSubject: rcpt relay\\r\\n\\r\\nx\\r\\n")
+s.quit()
+print(json.dumps({k: [v[0], v[1].decode()] for k, v in refused.items()}))
+`;
+      const r = await execa("python3", ["-c", script, String(relay.ready.port)], { reject: false, timeout: 60_000 });
+      expect(r.exitCode, String(r.stderr)).toBe(0);
+      const refused = JSON.parse(String(r.stdout)) as Record<string, [number, string]>;
+      expect(Object.keys(refused)).toEqual(["u@intranet"]);
+      expect(refused["u@intranet"]![0]).toBe(553);
+      expect(refused["u@intranet"]![1]).toMatch(/^5\.1\.3 <u@intranet>: .*not fully qualified/);
+      await until(async () => (await stored("rcpt relay")).length === 1, 60_000);
+      expect((await stored("rcpt relay")).map((m) => m.envelope.to)).toEqual([["ok-relay@example.com"]]);
+    } finally {
+      await relay.stop();
+    }
+  });
+});

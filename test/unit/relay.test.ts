@@ -2,7 +2,7 @@ import { describe, expect, test } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
 import { hashPassword, RelayUsers } from "../../src/relay/auth.js";
 import { isLoopback, parseListen } from "../../src/relay/listen.js";
-import { replyFor, summaryHeaders } from "../../src/relay/server.js";
+import { rcptReplyFor, replyFor, summaryHeaders } from "../../src/relay/server.js";
 import { parseSize } from "../../src/cli/commands/relay.js";
 
 describe("--listen", () => {
@@ -68,6 +68,22 @@ describe("SMTP replies", () => {
     expect(full.code).toBe(452);
     expect(full.text).toMatch(/^4\.3\.1 .*no space left on device\)$/);
     expect(replyFor(new MailsendError("invalid_eml", "a\r\nb\u00e9"), "validate").text).toBe("5.6.0 a b?");
+  });
+
+  test("this machine's setup (no key, no sender, settings, the key refused, a local refusal) is 451 4.3.5, not the message's 554", () => {
+    expect(replyFor(new MailsendError("config_missing", "no sender"), "validate")).toEqual({ code: 451, text: "4.3.5 no sender" });
+    expect(replyFor(new MailsendError("config_invalid", "bad transport"), "validate").code).toBe(451);
+    expect(replyFor(new MailsendError("auth_failed", "key refused"), "validate").code).toBe(451);
+    expect(replyFor(new MailsendError("rejected", "proxy", { local: true }), "validate").code).toBe(451);
+    expect(replyFor(new MailsendError("rejected", "spam"), "validate").code).toBe(554);
+  });
+
+  test("a recipient refused at RCPT: 553 5.1.3 for an invalid address, 550 5.1.1 for one that goes nowhere, a fault here 4xx", () => {
+    const code = (e: unknown) => (rcptReplyFor(e, "u@intranet") as Error & { responseCode: number }).responseCode;
+    expect(code(new MailsendError("invalid_address", 'domain "intranet" is not fully qualified'))).toBe(553);
+    expect(rcptReplyFor(new MailsendError("invalid_address", "x"), "u@intranet").message).toBe("5.1.3 <u@intranet>: x");
+    expect(code(new MailsendError("config_missing", "root is not in the aliases file"))).toBe(550);
+    expect(code(new MailsendError("temporary_failure", "aliases unreadable"))).toBe(451);
   });
 
   test("Subject and From for queue ls, unfolded, first of each", () => {

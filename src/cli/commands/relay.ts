@@ -204,6 +204,7 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
     const { addMissingStamps, mapRelayedLocalNames, mentionsThisMachine, relayLocal } = await import("../../input/sendmail-message.js");
     const { atThisMachine, expandLocal, isLocalName, loadAliases, withProfileAliases } = await import("../../input/aliases.js");
     const { loadSettings } = await import("../../input/profile.js");
+    const { parseMailbox1 } = await import("../../core/address.js");
     // The sender and aliases settings as sendmail reads them: the environment, with the profile's.
     // A profile the runner cannot open yet is its to report (it keeps the mail until fixed): the
     // relay then maps with the environment alone.
@@ -262,7 +263,8 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       // Local names (RCPT TO:<root@localhost>, From: root@<this host>) through the aliases file, as
       // sendmail maps them; read at each use, as sendmail reads it.
       async checkRecipient(address: string) {
-        if (!atThisMachine(address)) return;
+        // Not valid (`u@intranet`, not fully qualified): refused here (553), not with the whole message at DATA.
+        if (!atThisMachine(address)) return void parseMailbox1(address, "recipient");
         // A broken file holds up only names that are this machine's whatever it says; one at a
         // host name with dots (the mail domain's own name) is sent as written meanwhile.
         const aliases = await aliasesNow().catch((e: unknown) => {

@@ -16,7 +16,8 @@ import { VERSION } from "../../core/version.js";
 import { loadSettings } from "../../input/profile.js";
 import { queueModeFrom, submit, submitStoppable } from "../../outbox/submit.js";
 import { Outbox } from "../../outbox/store.js";
-import { fixupMessage, maxMessageSize, readSendmailInput, type FixupInput } from "../../input/sendmail-message.js";
+import { fixupMessage, maxMessageSize, readSendmailInput, relayLocal, type FixupInput } from "../../input/sendmail-message.js";
+import { parseMailbox1 } from "../../core/address.js";
 import { loadAliases, withProfileAliases, type AliasTable } from "../../input/aliases.js";
 import { autorunOff } from "../../outbox/spawn.js";
 import { runQueueList, runQueueRun } from "./queue.js";
@@ -197,6 +198,11 @@ async function smtpOnStdio(args: SendmailArgs, io: CliIO, mode: ReturnType<typeo
       name: hostname() || "localhost",
       maxSize,
       stop: stop.signal,
+      // A recipient that is not valid (`u@intranet`) is refused at its RCPT (553), not the whole message
+      // at DATA; local names are mapped with the message.
+      checkRecipient(address) {
+        if (!relayLocal(address, aliases)) parseMailbox1(address, "recipient");
+      },
       async take(raw, envelope) {
         const fixed = fixupMessage(raw, {
           ...(envelope.from ? { envelopeFrom: envelope.from } : {}),

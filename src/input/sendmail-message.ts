@@ -185,7 +185,7 @@ function withoutComments(s: string): string {
 
 /** A user name, alone or at a host name (isLocalName says whether that host is this machine). */
 /** The header fields whose local names are mapped through the aliases (lower case). */
-const ADDRESS_FIELDS: readonly string[] = ["from", "sender", "reply-to", "to", "cc", "bcc"];
+const ADDRESS_FIELDS: readonly string[] = ["from", "sender", "reply-to", "to", "cc", "bcc", "resent-to", "resent-cc", "resent-bcc"];
 /**
  * Sender and Reply-To: a local name in them (one at this machine, or a bare name the aliases file
  * lists) becomes its alias when that is one address; else it is left out (and the field with it
@@ -480,6 +480,9 @@ export function cronSecret(value: string): string | undefined {
   return /[a-z][a-z0-9+.-]*:\/\/[^/\s@:]*:[^/\s@]+@/i.test(m[2]!) ? name : undefined;
 }
 
+/** The header fields that name the recipients of a message sent on again (RFC 5322 3.6.6). */
+const RESENT_RECIPIENTS: readonly string[] = ["resent-to", "resent-cc", "resent-bcc"];
+
 export interface FixupInput {
   /** -f / -r. */
   envelopeFrom?: string;
@@ -639,7 +642,13 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
     }
   }
   if (opts.readRecipients) {
-    for (const [name, label] of [["to", "To"], ["cc", "Cc"], ["bcc", "Bcc"]] as const) {
+    // A message sent on again (bounced, forwarded as is) names its new recipients in Resent-To,
+    // Resent-Cc and Resent-Bcc: with those present they are the recipients, not To/Cc/Bcc (as
+    // Postfix's cleanup and sendmail 8 take them).
+    const resent = fields.some((f) => RESENT_RECIPIENTS.includes(f.name));
+    const names = resent ? ([["resent-to", "Resent-To"], ["resent-cc", "Resent-Cc"], ["resent-bcc", "Resent-Bcc"]] as const) : ([["to", "To"], ["cc", "Cc"], ["bcc", "Bcc"]] as const);
+    if (resent) notes.push("the recipients are those of Resent-To, Resent-Cc and Resent-Bcc (a message sent on again), not To, Cc and Bcc");
+    for (const [name, label] of names) {
       rcpts.push(...parseField(name, label).map((m) => m.address));
     }
   } else {
@@ -669,9 +678,11 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
     });
   }
 
-  // Bcc never travels in the message; its recipients are in the envelope.
-  if (fields.some((f) => f.name === "bcc")) notes.push("removed Bcc from the message (its recipients are in the envelope)");
-  const kept = fields.filter((f) => f.name !== "bcc");
+  // Bcc (and Resent-Bcc) never travels in the message; its recipients are in the envelope.
+  for (const [name, label] of [["bcc", "Bcc"], ["resent-bcc", "Resent-Bcc"]] as const) {
+    if (fields.some((f) => f.name === name)) notes.push(`removed ${label} from the message (its recipients are in the envelope)`);
+  }
+  const kept = fields.filter((f) => f.name !== "bcc" && f.name !== "resent-bcc");
   const head = [...kept, ...added].map((f) => f.text).join("");
   // The blank line between header and body, where the input had none (no header, or a body right after it).
   const blank = split.rest[0] === 0x0a || (split.rest[0] === 0x0d && split.rest[1] === 0x0a);

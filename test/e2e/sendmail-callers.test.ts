@@ -211,3 +211,15 @@ print(json.dumps({k: [v[0], v[1].decode()] for k, v in refused.items()}))
     }
   });
 });
+
+describe("Resent- headers with -t", { timeout: 120_000 }, () => {
+  it("the recipients are Resent-To/Cc/Bcc, not To; Resent-Bcc is not in what is delivered", async () => {
+    const r = await sm(["-t", "-oi"], "From: a@example.com\nTo: orig@example.com\nResent-From: f@example.com\nResent-To: new@example.com\nResent-Bcc: secret@example.com\nSubject: resent t\n\nx\n");
+    expect(r, r.stderr).toMatchObject({ exitCode: 0, stderr: "" });
+    const got = await stored("resent t");
+    expect(got.map((m) => [...m.envelope.to].sort())).toEqual([["new@example.com", "secret@example.com"]]);
+    const head = headerSection((await t.sb.store.raw(got[0]!.id))!);
+    expect(head).toMatch(/^Resent-To: new@example\.com$/m);
+    expect(head).not.toMatch(/secret|^Resent-Bcc/im);
+  });
+});

@@ -96,6 +96,20 @@ describe("header fix-ups", () => {
     expect(header(r.text, "Cc")).toEqual(["C <c@example.com>"]);
   });
 
+  it("-t with Resent- recipients: those are the recipients, not To/Cc/Bcc; Resent-Bcc removed, with or without -t", () => {
+    const msg = "From: a@example.com\nTo: orig@example.com\nBcc: old@example.com\nResent-From: f@example.com\nResent-To: new@example.com\nResent-Cc: root\nResent-Bcc: secret@example.com\nSubject: r\n\nx\n";
+    const r = fix(msg, { readRecipients: true });
+    expect(r.envelope.to).toEqual(["new@example.com", "ops@example.com", "secret@example.com"]);
+    expect(header(r.text, "Resent-Cc")).toEqual(["ops@example.com"]);
+    expect(r.text).not.toMatch(/secret|^resent-bcc|^bcc/im);
+    expect(header(r.text, "To")).toEqual(["orig@example.com"]);
+    const plain = fix(msg, { recipients: ["x@example.com"] });
+    expect(plain.envelope.to).toEqual(["x@example.com"]);
+    expect(plain.text).not.toMatch(/secret|^resent-bcc/im);
+    // Only Resent-From (no Resent- recipient): To/Cc/Bcc as usual.
+    expect(fix("From: a@example.com\nTo: t@example.com\nResent-From: f@example.com\n\nx\n", { readRecipients: true }).envelope.to).toEqual(["t@example.com"]);
+  });
+
   it("without -t only the arguments are recipients; Bcc is still removed", () => {
     const r = fix("From: a@example.com\nTo: t@example.com\nBcc: hidden@example.com\n\nb\n", { recipients: ["x@example.com"] });
     expect(r.envelope.to).toEqual(["x@example.com"]);

@@ -43,7 +43,7 @@ function usage(message: string, hint = USAGE_HINT): MailsendError {
 /** Flags without a value; they may be clustered (-ti, -it, -tiv). */
 const FLAGS = new Set(["t", "i", "v", "m", "n", "U", "c", "G"]);
 /** Options that take a value, attached or as the next word. */
-const WITH_VALUE = new Set(["f", "r", "F", "B", "N", "R", "V", "X", "L", "h", "o", "b", "O", "e", "p", "C", "d"]);
+const WITH_VALUE = new Set(["f", "r", "F", "A", "B", "N", "R", "V", "X", "L", "h", "o", "b", "O", "e", "p", "C", "d"]);
 const QUEUE_MODES: readonly QueueMode[] = ["always", "auto", "never"];
 
 export function parseSendmailArgs(argv: readonly string[], invokedAs: "sendmail" | "mailq" | "newaliases" = "sendmail"): SendmailArgs {
@@ -181,6 +181,11 @@ function takeValue(out: SendmailArgs, letter: string, value: string, setMode: (m
       return;
     case "B":
       out.ignored.push(`-B ${value} (the body type: the message is sent as it is)`);
+      return;
+    case "A":
+      // sendmail 8.12: which of its configurations to use (-Am the MTA's, -Ac the submission one).
+      if (value !== "m" && value !== "c") throw usage(`unknown option -A${value}`, "sendmail's -A takes m or c (its configuration file); mailsend has one, and ignores -Am and -Ac.");
+      out.ignored.push(`-A${value} (sendmail's configuration file: mailsend has one)`);
       return;
     default:
       out.ignored.push(`-${letter} ${value}`);

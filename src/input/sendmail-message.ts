@@ -511,6 +511,27 @@ export interface Fixed {
   stampedMessageId: boolean;
 }
 
+/**
+ * A mailbox for a header this program writes: a name that is not ASCII as RFC 2047 encoded words
+ * (`=?UTF-8?B?...?=`, each under 76 characters, whole characters in each), as a header without
+ * SMTPUTF8 must carry it; an ASCII one quoted when it has specials (formatMailbox).
+ */
+export function headerMailbox(m: Mailbox, eol = "\r\n"): string {
+  if (m.name === undefined || !/[^\x00-\x7f]/.test(m.name)) return formatMailbox(m);
+  const words: string[] = [];
+  let chunk = "";
+  for (const ch of m.name) {
+    // 45 bytes make 60 base64 characters: with "=?UTF-8?B?" and "?=", 72.
+    if (Buffer.byteLength(chunk + ch) > 45) {
+      words.push(chunk);
+      chunk = "";
+    }
+    chunk += ch;
+  }
+  if (chunk) words.push(chunk);
+  return `${words.map((w) => `=?UTF-8?B?${Buffer.from(w, "utf8").toString("base64")}?=`).join(`${eol} `)} <${m.address}>`;
+}
+
 function noHeaderNoBody(): MailsendError {
   return new MailsendError("empty_input", "the message on stdin was empty (0 bytes): there is nothing to send, and nothing was queued", {
     hint: "The program that called sendmail wrote no message; check that it ran. A message is header lines (To:, Subject:), a blank line, then the body.",
@@ -611,8 +632,10 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
         hint: "Give it with -f <address> (and -F <name>), or set the default sender: MAILSEND_FROM, or mailsend config set from <address>.",
       });
     }
-    headerFrom = opts.fullName !== undefined && opts.fullName.trim() !== "" ? { name: opts.fullName.trim(), address: from.address } : from;
-    added.push({ name: "from", text: `From: ${encodeText(formatMailbox(headerFrom))}${eol}` });
+    // -F's line ends and control characters would end the header early: spaces instead.
+    const fullName = opts.fullName?.replace(/[\u0000-\u001f\u007f]+/g, " ").trim();
+    headerFrom = fullName ? { name: fullName, address: from.address } : from;
+    added.push({ name: "from", text: `From: ${encodeText(headerMailbox(headerFrom, eol))}${eol}` });
     notes.push(`added From: ${formatMailbox(headerFrom)}`);
   } else {
     const list = parseField("from", "From");

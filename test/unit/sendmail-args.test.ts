@@ -80,6 +80,13 @@ describe("sendmail's command line", () => {
     expect(a.ignored.join("|")).toMatch(/-N never.*\|-R hdrs\|-V env1\|-m\|-n\|-U/);
   });
 
+  it("sendmail 8.12's -Am and -Ac (its configuration file) are accepted and ignored; another -A is a usage error", () => {
+    const a = parseSendmailArgs(["-Am", "-t", "-A", "c", "-i"]);
+    expect(a).toMatchObject({ readRecipients: true, ignoreDots: true, recipients: [] });
+    expect(a.ignored.join("|")).toMatch(/-Am .*\|-Ac /);
+    expect(usageError(["-Ax"]).message).toBe("unknown option -Ax");
+  });
+
   it("--queue and --profile (with = or a separate word)", () => {
     expect(parseSendmailArgs(["--queue", "always"]).queue).toBe("always");
     expect(parseSendmailArgs(["--queue=never", "--profile=work"])).toMatchObject({ queue: "never", profile: "work" });

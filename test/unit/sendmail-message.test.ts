@@ -3,7 +3,7 @@ import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
 import { parseAliases } from "../../src/input/aliases.js";
-import { addMissingStamps, fixupMessage, mapRelayedLocalNames, maxMessageSize, mentionsThisMachine, readSendmailInput, rewriteLocalNames, type FixupInput } from "../../src/input/sendmail-message.js";
+import { addMissingStamps, fixupMessage, headerMailbox, mapRelayedLocalNames, maxMessageSize, mentionsThisMachine, readSendmailInput, rewriteLocalNames, type FixupInput } from "../../src/input/sendmail-message.js";
 
 const aliases = parseAliases("root: ops@example.com\nteam: a@example.com, b@example.com\n", "aliases");
 const base: FixupInput = { readRecipients: false, recipients: [], aliases, now: new Date(Date.UTC(2026, 10, 24, 12, 0, 0)) };
@@ -374,5 +374,24 @@ describe("wireSize", () => {
     expect(wireSize(Buffer.from("abc"))).toBe(3);
     expect(() => checkWireSize(Buffer.from("x\n".repeat(10)), 25)).toThrow(/larger than the limit/);
     expect(() => checkWireSize(Buffer.from("x\n".repeat(10)), 30)).not.toThrow();
+  });
+});
+
+describe("-F: the From's name as a header carries it", () => {
+  it("a name that is not ASCII is RFC 2047 encoded; one with specials is quoted; a line end cannot start a header", () => {
+    const from = (fullName: string) => header(fix("Subject: s\n\nb\n", { envelopeFrom: "ops@example.com", fullName, recipients: ["x@example.com"] }).text, "From")[0];
+    expect(from("Jürgen")).toBe("=?UTF-8?B?SsO8cmdlbg==?= <ops@example.com>");
+    expect(from("Ops, Nightly")).toBe('"Ops, Nightly" <ops@example.com>');
+    expect(from("Build Robot")).toBe("Build Robot <ops@example.com>");
+    expect(from("a\nBcc: x@example.com")).toBe('"a Bcc: x@example.com" <ops@example.com>');
+    expect(fix("Subject: s\n\nb\n", { envelopeFrom: "ops@example.com", fullName: "Jürgen", recipients: ["x@example.com"] }).text).not.toMatch(/[^\x00-\x7f]/);
+  });
+  it("a long name is split into encoded words of whole characters, each under 76 characters", () => {
+    const v = headerMailbox({ name: "Jürgen ".repeat(20).trim(), address: "a@example.com" }, "\n");
+    const words = v.split("\n ").map((w) => w.replace(/ <a@example\.com>$/, ""));
+    expect(words.length).toBeGreaterThan(1);
+    for (const w of words) expect(w.length).toBeLessThan(76);
+    const decoded = words.map((w) => Buffer.from(/^=\?UTF-8\?B\?(.*)\?=$/.exec(w)![1]!, "base64").toString("utf8")).join("");
+    expect(decoded).toBe("Jürgen ".repeat(20).trim());
   });
 });

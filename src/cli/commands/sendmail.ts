@@ -47,7 +47,7 @@ Options (those of sendmail that mail programs pass):
                    to rebuild, mailsend reads the file as it is)
   -q               deliver what is queued now, deferred mail too (as Postfix's
                    sendmail -q; mailsend queue run keeps each message's retry time)
-  -B <type>, -o<x> (-oem, -odi, -odb ...), -N <dsn>, -R <ret>, -V <envid>,
+  -B <type>, -o<x> (-oem, -odi, -odb ...), -Am, -Ac, -N <dsn>, -R <ret>, -V <envid>,
   -L <tag>, -h <n>, -m, -n, -U, -c, -G
                    accepted and ignored (-v names them)
   --queue always|auto|never

@@ -76,8 +76,10 @@ Mail handed to mailsend by sendmail, the relay or send --queue waits here
 ($MAILSEND_STATE_DIR/outbox) until it is delivered, exactly once, within the
 key's budget. A background runner starts by itself when mail is queued
 (MAILSEND_QUEUE_AUTORUN=0 turns that off where a service runs the queue).
-Temporary failures are retried with backoff for up to 5 days (--max-age),
-then moved to failed/ with the reason; permanent ones go there at once.
+Temporary failures (and a key the service refuses: fix it, the backlog goes)
+are retried with backoff for up to 5 days (--max-age), then moved to failed/
+with the reason; a message the service refuses goes there at once.
+
 ${examples([
   "mailsend queue                          # what is waiting, and why",
   "mailsend queue --failed --json",

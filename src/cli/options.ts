@@ -48,7 +48,7 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
   {
     group: "Body",
     flags: "--stdin-type <type>",
-    description: "a body piped without a body flag is HTML or text (default: HTML only when it starts as HTML; see --help)",
+    description: "a body piped without a body flag is HTML or text (default: HTML when it starts as HTML, <!DOCTYPE html> or an element such as <p> with its end tag later; else text)",
     choices: ["html", "text"],
   },
   { group: "Connection", flags: "--profile <name>", description: "use this profile of the config file (see mailsend config)", env: "MAILSEND_PROFILE" },

@@ -24,8 +24,10 @@ an attempt still running then is stopped; waiting for the rate limit adds at
 most --max-wait (300 s). Worst case with the defaults: 60 s + 300 s = 6 min;
 with --no-wait, 60 s.
 
-Exit codes: 0 sent, 64 usage, 65 bad message, 66 missing file, 69 unavailable,
-75 temporary (retry later), 76 outcome unknown, 77 key refused, 78 configuration.
+Exit codes: 0 sent (or queued), 64 usage, 65 bad message, 66 missing file,
+67 some recipients refused (SMTP), 69 unavailable, 70 internal error (a bug),
+73 cannot write a local file, 74 local I/O error, 75 temporary (retry later),
+76 outcome unknown, 77 key refused, 78 configuration.
 
 Examples:
   # A CI notification (key and endpoint from the environment)

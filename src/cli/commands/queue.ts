@@ -11,6 +11,11 @@ import { looksLikeKey } from "../../core/redact.js";
 interface ListFlags {
   json?: boolean;
   failed?: boolean;
+  /**
+   * mailq / sendmail -bp: the empty and summary lines in Postfix's words ("Mail queue is empty",
+   * "-- N Kbytes in M Requests."), which monitoring checks (check_mailq, munin) parse.
+   */
+  postfix?: boolean;
 }
 
 function when(at: number, now: number): string {
@@ -80,7 +85,7 @@ export async function runQueueList(opts: Record<string, unknown>, io: CliIO): Pr
       return 0;
     }
     if (list.length === 0 && unreadable.length === 0) {
-      io.stdout.write(`${where === "failed" ? "no failed mail" : "the outbox is empty"} (${outbox.dir})\n`);
+      io.stdout.write(flags.postfix ? "Mail queue is empty\n" : `${where === "failed" ? "no failed mail" : "the outbox is empty"} (${outbox.dir})\n`);
       return 0;
     }
     const c = colorsFor(io.stdout, io.env);
@@ -96,7 +101,8 @@ export async function runQueueList(opts: Record<string, unknown>, io: CliIO): Pr
     }
     const total = list.reduce((n, r) => n + r.meta.size, 0);
     const damaged = unreadable.length ? ` (and ${unreadable.length} damaged file${unreadable.length === 1 ? "" : "s"}, named above)` : "";
-    io.stdout.write(c.dim(`-- ${list.length} message${list.length === 1 ? "" : "s"}, ${formatSize(total)}${damaged} in ${where === "failed" ? outbox.failedDir : outbox.queueDir}\n`));
+    if (flags.postfix) io.stdout.write(`-- ${Math.ceil(total / 1024)} Kbytes in ${list.length} Request${list.length === 1 ? "" : "s"}.\n`);
+    else io.stdout.write(c.dim(`-- ${list.length} message${list.length === 1 ? "" : "s"}, ${formatSize(total)}${damaged} in ${where === "failed" ? outbox.failedDir : outbox.queueDir}\n`));
     return 0;
   } catch (e) {
     return reportError(e, io, { json: flags.json ?? false });
@@ -210,7 +216,7 @@ export async function runQueueRetry(id: string | undefined, opts: Record<string,
     if (n > 0) await outbox.markRetried();
     const running = runnerHoldsOutbox(outbox);
     if (json) io.stdout.write(`${JSON.stringify({ retried: n, runner: running })}\n`);
-    else io.stderr.write(`mailsend: ${n} message${n === 1 ? "" : "s"} due now; ${running ? `the runner delivering from ${outbox.dir} takes ${n === 1 ? "it" : "them"} within seconds` : "mailsend queue run delivers them"}\n`);
+    else io.stderr.write(`mailsend: ${n} message${n === 1 ? "" : "s"} due now; ${running ? `the runner delivering from ${outbox.dir} takes ${n === 1 ? "it" : "them"} within seconds` : `mailsend queue run delivers ${n === 1 ? "it" : "them"}`}\n`);
     return 0;
   } catch (e) {
     return reportError(e, io, { json });

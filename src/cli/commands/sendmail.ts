@@ -97,7 +97,7 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
     if (args.verbose) for (const i of args.ignored) note(`ignored ${i}`);
 
     if (args.mode === "list") {
-      return await runQueueList({}, subIO);
+      return await runQueueList({ postfix: true }, subIO);
     }
     if (args.mode === "flush") {
       // As Postfix's sendmail -q: deferred mail is tried now, not at its next retry (queue run keeps those).

@@ -481,6 +481,27 @@ describe("the journal does not move with --results or --journal", () => {
     expect(await stored("legacy journal ")).toHaveLength(3);
   });
 
+  test("an existing journal of ANOTHER input is no way around the guard: --journal naming it, or an old <results>.journal of another input", async () => {
+    const input = tmp.file("guard-x.jsonl", rowsOf("guard x"));
+    const other = tmp.file("guard-y.jsonl", rowsOf("guard y"));
+    const shared = join(tmp.dir, "guard-shared.journal");
+    expect((await batch([other, "--journal", shared, "-q"])).exitCode).toBe(0);
+    expect((await batch([input, "-q"])).exitCode).toBe(0);
+    expect(await stored("guard x ")).toHaveLength(3);
+    // --journal names a journal that exists, of the other input: this input's sends are elsewhere.
+    const viaJournal = await batch([input, "--journal", shared]);
+    expect(viaJournal.exitCode, viaJournal.stderr).toBe(64);
+    expect(viaJournal.stderr).toContain(`--journal ${defaultJournal(input)} to continue it`);
+    // --results R where R.journal exists but is the other input's: the default journal is used, which skips.
+    const results = join(tmp.dir, "guard-shared");
+    expect((await batch([other, "--journal", `${results}.journal`, "--fresh", "-q"])).exitCode).toBe(0);
+    const viaResults = await batch([input, "--results", results, "--json"]);
+    expect(viaResults.exitCode, viaResults.stderr).toBe(0);
+    expect(summaryOf(viaResults).journal).toBe(defaultJournal(input));
+    expect(jsonLines(viaResults.stdout).map((x) => x.status)).toEqual(["skipped", "skipped", "skipped"]);
+    expect(await stored("guard x ")).toHaveLength(3);
+  });
+
   test("a new --journal while another journal of the same input records sends is refused (64), also by --check; --fresh sends again", async () => {
     const input = tmp.file("new-journal.jsonl", rowsOf("new journal"));
     const first = await batch([input, "-q"]);

@@ -168,14 +168,25 @@ function writePointer(pointer: string, journal: string): void {
   }
 }
 
+/** What Journal.open would do with the journal at `path` for this input: undefined when it cannot tell (damaged: open says so). */
+function journalAction(path: string, fp: string | null): string | undefined {
+  try {
+    return Journal.plan({ path, input: fp, fresh: false, resume: false }).action;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
- * A new journal (none at `journalPath` yet) starts a new batch: every row is sent. When another
- * journal of the same input (same file, same content) records sends that a run would resume, that
- * is a resend by mistake (the journal moved: --journal given or changed), so it is refused; --fresh
- * asks for it.
+ * A journal that starts a new batch here (none at `journalPath`, or one of another input or a
+ * finished run that would be replaced) sends every row. When another journal of the same input
+ * (same file, same content) records sends that a run would resume, that is a resend by mistake
+ * (the journal moved: --journal given or changed), so it is refused; --fresh asks for it. A journal
+ * this run continues (or refuses) needs no guard.
  */
 function guardNewJournal(journalPath: string, earlier: ReadonlyArray<string | undefined>, fp: string | null): void {
-  if (existsSync(journalPath)) return;
+  const own = journalAction(journalPath, fp);
+  if (own !== "create" && own !== "replace") return;
   const seen = new Set([resolve(journalPath)]);
   for (const path of earlier) {
     if (path === undefined || seen.has(resolve(path))) continue;
@@ -279,7 +290,8 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     const inputHash = createHash("sha256").update(opened.identity).digest("hex").slice(0, 24);
     const defaultJournal = join(batchesDir, `${inputHash}.journal`);
     const legacyJournal = flags.results ? `${flags.results}.journal` : undefined;
-    const journalPath = flags.journal ?? (legacyJournal && existsSync(legacyJournal) ? legacyJournal : defaultJournal);
+    // Only a journal of this input (one a run would continue): another input's is not this batch's.
+    const journalPath = flags.journal ?? (legacyJournal && journalAction(legacyJournal, opened.fp) === "resume" ? legacyJournal : defaultJournal);
     const say = (text: string) => (json ? io.stderr.write(`${JSON.stringify({ warning: redactForPrint(text) })}\n`) : warn(io, text));
     if (journalPath === defaultJournal && !flags.check) {
       // Journals hold addresses and subjects: the state dir is private (made 0700; a looser one is said).

@@ -70,6 +70,12 @@ export interface ProfileChannels {
   env: Env;
   preferred: Preferred;
   configs: Partial<Record<TransportName, TransportConfig>>;
+  /**
+   * A channel whose settings are there but wrong (not merely absent): its error. A message only
+   * that channel can carry waits for the settings to be fixed rather than failing as if it were
+   * not configured at all.
+   */
+  broken: Partial<Record<TransportName, MailsendError>>;
 }
 
 /**
@@ -98,7 +104,12 @@ export async function profileChannels(env: Env, profile: string | undefined, nee
   }
   if (preferred !== "auto" && !configs[preferred]) throw errors[preferred];
   if (!configs.rest && !configs.smtp) throw errors.rest ?? errors.smtp;
-  return { env: e, preferred, configs };
+  const broken: ProfileChannels["broken"] = {};
+  for (const name of ["rest", "smtp"] as const) {
+    const err = errors[name];
+    if (err instanceof MailsendError && err.code !== "config_missing") broken[name] = err;
+  }
+  return { env: e, preferred, configs, broken };
 }
 
 /**
@@ -110,6 +121,7 @@ export class OutboxSender {
 
   private constructor(
     private readonly configs: Partial<Record<TransportName, TransportConfig>>,
+    private readonly broken: ProfileChannels["broken"],
     readonly preferred: Preferred,
     private readonly store: SlotStore | undefined,
     private readonly limits: DeliverOptions["limits"],
@@ -117,15 +129,26 @@ export class OutboxSender {
   ) {}
 
   static async open(env: Env, profile: string | undefined, opts: SenderOptions): Promise<OutboxSender> {
-    const { env: e, preferred, configs } = await profileChannels(env, profile, true);
+    const { env: e, preferred, configs, broken } = await profileChannels(env, profile, true);
     const any = (configs.rest ?? configs.smtp)!;
     const limits = resolveLimits({}, e);
     const store = openSlotStore(any.apiKey, limits, e, { ...(any.caFile ? { caFile: any.caFile } : {}), ...(opts.trace ? { trace: opts.trace } : {}) });
-    return new OutboxSender(configs, preferred, store, limits, opts);
+    return new OutboxSender(configs, broken, preferred, store, limits, opts);
   }
 
+  /**
+   * The channel for this message. None of the configured ones carrying it whole is final, unless
+   * a channel is configured wrongly (its settings there, but refused): then that error, a setting
+   * to fix, which the message waits out.
+   */
   choose(message: Message): Chosen {
-    return chooseFor(message, this.preferred, { rest: this.configs.rest !== undefined, smtp: this.configs.smtp !== undefined });
+    try {
+      return chooseFor(message, this.preferred, { rest: this.configs.rest !== undefined, smtp: this.configs.smtp !== undefined });
+    } catch (e) {
+      const broken = this.broken.smtp ?? this.broken.rest;
+      if (broken) throw Object.assign(broken, { broken: true });
+      throw e;
+    }
   }
 
   private transport(name: TransportName): Promise<Transport> {

@@ -331,6 +331,8 @@ export class QueueRunner {
       try {
         chosen = meta.source === "send" && (meta.transport === "rest" || meta.transport === "smtp") ? { transport: meta.transport, reason: "as send chose when it queued it" } : sender.choose(message);
       } catch (e) {
+        // A channel it needs is configured wrongly: a setting to fix, it waits (choose says which).
+        if ((e as { broken?: boolean }).broken) throw e;
         // No configured channel carries it whole: it waits in failed/ with the reason (never sent changed).
         throw Object.assign(toMailsendError(e), { permanent: true });
       }

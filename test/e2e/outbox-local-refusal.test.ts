@@ -8,7 +8,7 @@
  * for the key to be fixed (as Postfix defers on a refused login), not failed/ at once.
  */
 import { execa } from "execa";
-import { mkdirSync, readdirSync, symlinkSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { baseEnv, BIN, runCli, stdoutJson } from "../helpers/cli.js";
@@ -108,6 +108,29 @@ describe("the service refuses the key of mail already queued", () => {
     expect(rows).toHaveLength(1);
     expect(rows[0].last_error?.exit).toBe(77);
 
+    expect((await runCli(["queue", "retry", "--all"], { env: e })).exitCode).toBe(0);
+    const again = await runCli(["queue", "run", "--json"], { env: e, timeoutMs: 60_000 });
+    expect(again.stdout, again.stderr).toContain('"event":"sent"');
+    expect(await stored(subject)).toBe(1);
+  }, 90_000);
+});
+
+describe("a channel configured wrongly (the SMTP username set to the key)", () => {
+  it("queued mail only that channel can carry waits (deferred, 78), not failed/ as if SMTP were not configured", async () => {
+    const e = env("");
+    delete e.MAILSEND_RATE_LIMIT_URL;
+    e.MAILSEND_TRANSPORT = "auto";
+    const subject = `broken channel ${seq}`;
+    // Text only, from a sendmail caller: over REST it would lose its text/plain, so it needs SMTP.
+    const r = await execa(sendmail, ["-t", "-oi", "--queue", "always"], { input: `From: cron@example.com\nTo: ops@example.com\nSubject: ${subject}\n\nplain text\n`, env: e, extendEnv: false, reject: false, timeout: 60_000 });
+    expect(r.exitCode, r.stderr).toBe(0);
+    const key = readFileSync(e.MAILSEND_API_KEY_FILE!, "utf8").trim();
+    const run = await runCli(["queue", "run", "--json"], { env: { ...e, MAILSEND_SMTP_USER: key }, timeoutMs: 60_000 });
+    expect(run.stdout, run.stderr).toContain('"event":"deferred"');
+    expect(run.stdout).not.toContain('"event":"failed"');
+    expect(run.stdout + run.stderr).not.toContain(key);
+    expect(failed(e)).toEqual([]);
+    expect(stdoutJson(await runCli(["queue", "--json"], { env: e }))[0].last_error?.exit).toBe(78);
     expect((await runCli(["queue", "retry", "--all"], { env: e })).exitCode).toBe(0);
     const again = await runCli(["queue", "run", "--json"], { env: e, timeoutMs: 60_000 });
     expect(again.stdout, again.stderr).toContain('"event":"sent"');

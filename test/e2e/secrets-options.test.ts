@@ -6,7 +6,7 @@
  * And `~` at the start of MAILSEND_API_KEY_FILE, MAILSEND_STATE_DIR and the
  * Redis password files is the home directory, as a shell would have made it.
  */
-import { existsSync, mkdirSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { runCli, type CliResult } from "../helpers/cli.js";
@@ -139,6 +139,17 @@ describe("the key as the SMTP username (over SMTP the key is the password)", () 
       expect(r.stderr).toMatch(/the SMTP username is the API key itself \((MAILSEND_SMTP_USER|--smtp-user)/);
       expectNoValue(r, key);
     }
+    // --transport auto resolves the channels before the key: checked all the same once SMTP is chosen (a cc), in send and batch.
+    const auto = await runCli(["send", ...MSG, "--cc", "c@example.com", "--transport", "auto", "--smtp-host", "127.0.0.1", "--smtp-port", "9"], { env: env({ MAILSEND_SMTP_USER: key }) });
+    expect(auto.exitCode, auto.stderr).toBe(78);
+    expect(auto.stderr).toMatch(/the SMTP username is the API key itself/);
+    expectNoValue(auto, key);
+    const rows = join(tmp.dir, "user-is-key.jsonl");
+    writeFileSync(rows, `${JSON.stringify({ from: "a@example.com", to: "b@example.com", cc: "c@example.com", subject: "s", text: "x" })}\n`);
+    const batch = await runCli(["batch", rows, "--transport", "auto", "--smtp-host", "127.0.0.1", "--smtp-port", "9", "--journal", join(tmp.dir, "user-is-key.journal")], { env: env({ MAILSEND_SMTP_USER: key }) });
+    expect(batch.exitCode, batch.stderr).toBe(78);
+    expectNoValue(batch, key);
+    expect(rec.requests).toHaveLength(0);
     const dry = await runCli(["send", ...MSG, "--transport", "smtp", "--smtp-host", "127.0.0.1", "--dry-run"], { env: env({ MAILSEND_SMTP_USER: VALUE }) });
     expect(dry.exitCode, dry.stderr).toBe(0);
     expect(dry.stdout).toMatch(/AUTH as \[redacted\] \(\d+ characters: it looks like a key\)/);

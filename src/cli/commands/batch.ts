@@ -14,7 +14,7 @@ import type { RowDefaults } from "../../batch/item.js";
 import { formatFromContent, formatFromName, type Format } from "../../batch/rows.js";
 import { runBatch, type BatchInput, type Counts, type ItemResult } from "../../batch/runner.js";
 import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTransportConfig, type ConnectionFlags } from "../../input/config.js";
-import type { TransportConfig } from "../../core/config.js";
+import { smtpUserIsKey, type TransportConfig } from "../../core/config.js";
 import type { TransportName } from "../../core/transport.js";
 import type { Channels } from "../../transports/choose.js";
 import { bodyComposeOf } from "../../input/build.js";
@@ -261,6 +261,11 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       const configs: Partial<Record<TransportName, TransportConfig>> = {};
       for (const name of ["rest", "smtp"] as const) {
         if (channels[name]) configs[name] = { ...(await resolveTransportConfig({ ...flags, transport: name }, settings.env, streams({ needKey: false, profile: settings.profile }))), apiKey };
+      }
+      // Resolved without the key: the SMTP username is checked against it now (the key is the password).
+      if (configs.smtp?.transport === "smtp") {
+        const userIsKey = smtpUserIsKey(configs.smtp.user, apiKey, flags.smtpUser !== undefined ? "--smtp-user" : "MAILSEND_SMTP_USER, or the profile's smtp_user");
+        if (userIsKey) throw userIsKey;
       }
       auto = { channels, configs };
       config = (configs.rest ?? configs.smtp)!;

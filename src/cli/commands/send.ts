@@ -20,6 +20,7 @@ import { Progress, waitSeconds, waitText } from "../progress.js";
 import { reportError, warn } from "../report.js";
 import { writeGitHubOutputs } from "../github.js";
 import { shellWord } from "../stray.js";
+import { smtpUserIsKey } from "../../core/config.js";
 
 interface OutputFlags {
   dryRun?: boolean;
@@ -191,6 +192,11 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
       trace?.(`* --transport auto: ${choice.transport} (${choice.reason})`);
       const chosen = await resolveTransportConfig({ ...flags, transport: choice.transport }, settings.env, withStreams({ needKey: false, profile: settings.profile }));
       config = { ...chosen, apiKey: autoKey ?? "" };
+      // Resolved without the key: the username is checked against it now (over SMTP the key is the password).
+      if (config.transport === "smtp") {
+        const userIsKey = smtpUserIsKey(config.user, config.apiKey, flags.smtpUser !== undefined ? "--smtp-user" : "MAILSEND_SMTP_USER, or the profile's smtp_user");
+        if (userIsKey) throw userIsKey;
+      }
       if (choice.transport === "rest") checkRestFit(message);
     }
     // Over SMTP, HTML alone gets its text/plain alternative (src/compose/text.ts).

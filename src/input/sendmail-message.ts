@@ -521,15 +521,20 @@ export function headerMailbox(m: Mailbox, eol = "\r\n"): string {
   const words: string[] = [];
   let chunk = "";
   for (const ch of m.name) {
-    // 45 bytes make 60 base64 characters: with "=?UTF-8?B?" and "?=", 72.
-    if (Buffer.byteLength(chunk + ch) > 45) {
+    // 39 bytes make 52 base64 characters: with "=?UTF-8?B?" and "?=", 64; after "From: " (or the
+    // fold's space) a line stays within RFC 2047's 76 characters.
+    if (Buffer.byteLength(chunk + ch) > 39) {
       words.push(chunk);
       chunk = "";
     }
     chunk += ch;
   }
   if (chunk) words.push(chunk);
-  return `${words.map((w) => `=?UTF-8?B?${Buffer.from(w, "utf8").toString("base64")}?=`).join(`${eol} `)} <${m.address}>`;
+  const encoded = words.map((w) => `=?UTF-8?B?${Buffer.from(w, "utf8").toString("base64")}?=`);
+  // The address on the last word's line when that line stays within 76 characters, else on its own.
+  const last = encoded[encoded.length - 1]!;
+  const sep = (encoded.length === 1 ? "From: ".length : 1) + last.length + 2 + m.address.length + 2 > 76 ? `${eol} ` : " ";
+  return `${encoded.join(`${eol} `)}${sep}<${m.address}>`;
 }
 
 function noHeaderNoBody(): MailsendError {

@@ -394,4 +394,17 @@ describe("-F: the From's name as a header carries it", () => {
     const decoded = words.map((w) => Buffer.from(/^=\?UTF-8\?B\?(.*)\?=$/.exec(w)![1]!, "base64").toString("utf8")).join("");
     expect(decoded).toBe("Jürgen ".repeat(20).trim());
   });
+  it("every line of the From header, as written, is within RFC 2047's 76 characters (a long address goes on its own line)", () => {
+    for (const [name, address] of [
+      ["Jürgen ".repeat(20).trim(), "a@example.com"],
+      ["Jürgen", "a-rather-long-local-part.for-the-nightly-build@builds.example-company.com"],
+      ["ü".repeat(19), "ops@example.com"],
+    ] as const) {
+      const text = fix("Subject: s\n\nb\n", { envelopeFrom: address, fullName: name, recipients: ["x@example.com"] }).text;
+      const head = text.slice(0, text.search(/\r?\n\r?\n/));
+      const from = head.split(/\r?\n(?=\S)/).find((h) => h.startsWith("From:"))!;
+      for (const line of from.split(/\r?\n/)) expect(line.length, line).toBeLessThanOrEqual(76);
+      expect(from.replace(/\r?\n /g, " ")).toContain(`<${address}>`);
+    }
+  });
 });

@@ -88,6 +88,12 @@ export class QueueRunner {
    * that process may have moved the time (its hold of two minutes, then a slot in seconds).
    */
   private heldElsewhere = new Set<string>();
+  /**
+   * Profiles whose key the service refused, until when: the other messages of that profile wait
+   * with it instead of each asking the service again with the same refused key (a backlog would
+   * otherwise be a burst of failed logins every retry). Cleared by `queue retry`.
+   */
+  private keyRefused = new Map<string, { until: number; error: MailsendError }>();
   private readonly summary: RunSummary = { ran: true, sent: 0, deferred: 0, failed: 0, left: 0 };
   /** Messages a fault of this machine kept from going or from being recorded, until one goes after all. */
   private readonly faulted = new Map<string, MailsendError>();
@@ -174,6 +180,8 @@ export class QueueRunner {
     // `queue retry` since the last look: the known messages are due when their state files say now.
     const stamp = await this.outbox.retriedAt();
     const retried = this.retrySeen !== undefined && stamp !== this.retrySeen;
+    // `queue retry` after the key was fixed: every message is tried again, none held for the old refusal.
+    if (retried) this.keyRefused.clear();
     this.retrySeen = stamp;
     const { ids, withState } = await this.outbox.listing();
     // A new message with a state file (held by its caller, or deferred by an earlier run) is due
@@ -321,8 +329,19 @@ export class QueueRunner {
       this.due.set(id, state.nextAttemptAt);
       return;
     }
-    const attempts = state.attempts + 1;
     const maxAge = this.opts.maxAgeMs ?? DEFAULT_MAX_AGE_MS;
+    // Its profile's key was refused by this run: it waits with the message that found out, untried.
+    const refused = this.keyRefused.get(meta.profile ?? "");
+    if (refused && refused.until > Date.now() && Date.now() - meta.createdAt <= maxAge) {
+      try {
+        await this.outbox.setState(id, { ...state, nextAttemptAt: refused.until, lastError: errorRecord(refused.error) });
+      } catch {}
+      this.due.set(id, refused.until);
+      this.summary.deferred++;
+      onEvent?.({ type: "deferred", id, error: refused.error, nextAttemptAt: refused.until, attempts: state.attempts });
+      return;
+    }
+    const attempts = state.attempts + 1;
     try {
       const message = await prepareMessage(raw, meta.envelope, meta.idempotencyKey, { stampedMessageId: meta.stampedMessageId === true });
       const sender = await this.sender(meta.profile);
@@ -359,6 +378,7 @@ export class QueueRunner {
       try {
         if (waitsInOutbox(err) && !tooOld && !(err as { permanent?: boolean }).permanent) {
           next.nextAttemptAt = Date.now() + retryDelayMs(attempts, err.retryAfter);
+          if ((err.code === "auth_failed" || err.code === "key_revoked") && !err.local) this.keyRefused.set(meta.profile ?? "", { until: next.nextAttemptAt, error: err });
           await this.outbox.setState(id, next);
           this.due.set(id, next.nextAttemptAt);
           this.summary.deferred++;

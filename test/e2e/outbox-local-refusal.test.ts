@@ -115,6 +115,33 @@ describe("the service refuses the key of mail already queued", () => {
   }, 90_000);
 });
 
+describe("a backlog whose key the service refuses", () => {
+  it("is not a burst of failed logins: once one message finds the key refused, the rest of that run wait with it, untried; queue retry tries them all again", async () => {
+    const e = env("");
+    delete e.MAILSEND_RATE_LIMIT_URL;
+    const prefix = `backlog ${seq} `;
+    for (let i = 0; i < 12; i++) {
+      const q = await runCli(["send", "-f", "cron@example.com", "-t", "ops@example.com", "-s", `${prefix}${i}`, "--text", "x", "--queue", "always", "-q"], { env: e });
+      expect(q.exitCode, q.stderr).toBe(0);
+    }
+    const { MAILSEND_API_KEY_FILE: _file, ...noFile } = e;
+    const wrong = { ...noFile, MAILSEND_API_KEY: "msk_notakeyofthissandbox000000000000000" };
+    const before = t.sb.stats.rest.authFailed;
+    const run = await runCli(["queue", "run", "--json"], { env: wrong, timeoutMs: 60_000 });
+    expect(run.stdout.match(/"event":"deferred"/g) ?? [], run.stderr).toHaveLength(12);
+    // At most the runner's 4 lanes ask before the first refusal is known; the other 8 never ask.
+    expect(t.sb.stats.rest.authFailed - before).toBeLessThanOrEqual(4);
+    const rows = stdoutJson(await runCli(["queue", "--json"], { env: e }));
+    expect(rows).toHaveLength(12);
+    for (const r of rows) expect(r.last_error?.exit).toBe(77);
+
+    expect((await runCli(["queue", "retry", "--all"], { env: e })).exitCode).toBe(0);
+    const again = await runCli(["queue", "run", "--json"], { env: e, timeoutMs: 60_000 });
+    expect(again.stdout.match(/"event":"sent"/g) ?? [], again.stderr).toHaveLength(12);
+    expect((await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject.startsWith(prefix))).toHaveLength(12);
+  }, 120_000);
+});
+
 describe("a channel configured wrongly (the SMTP username set to the key)", () => {
   it("queued mail only that channel can carry waits (deferred, 78), not failed/ as if SMTP were not configured", async () => {
     const e = env("");

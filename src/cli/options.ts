@@ -110,7 +110,7 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
   { group: "Output", flags: "-n, --dry-run", description: "print what would be sent (key redacted) and send nothing" },
   { group: "Output", flags: "--json", description: "print one JSON result object on stdout" },
   { group: "Output", flags: "-v, --verbose", description: "show the protocol exchange on stderr (key redacted)" },
-  { group: "Output", flags: "-q, --quiet", description: "print nothing on success" },
+  { group: "Output", flags: "-q, --quiet", description: "print nothing on success (a queued message included)" },
   { group: "Output", flags: "--github-output", description: "in GitHub Actions: append message_id=<id> to $GITHUB_OUTPUT" },
 ];
 

@@ -69,6 +69,7 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
     }
     const args = [...asUser, bin, "sendmail", "-t"];
     const message = "From: www@example.com\nTo: dev@example.com\nSubject: daemon user\nContent-Type: text/html\n\n<p>from php</p>\n";
+    let added: string[] = [];
     try {
       const r = await execa(cmd, args, { env, extendEnv: false, input: message, reject: false, timeout: 60_000 });
       expect(r.exitCode, `${r.stderr}`).toBe(0);
@@ -89,24 +90,37 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
 
       // A message queued there; then the home becomes writable (a chown by a deploy): mailsend now
       // keeps its state under the home, and `mailsend queue` says what still waits in /var/tmp.
+      // /var/tmp/mailsend-<uid> is the machine's, not this test's: another run may have left mail in it.
+      const queuedThere = () => {
+        try {
+          return readdirSync(join(fallback, "outbox", "queue")).filter((f) => f.endsWith(".msg"));
+        } catch {
+          return [];
+        }
+      };
+      const before = queuedThere();
       const q = await execa(cmd, args, { env: { ...env, MAILSEND_QUEUE: "always", MAILSEND_QUEUE_AUTORUN: "0" }, extendEnv: false, input: message.replace("daemon user", "daemon user queued"), reject: false, timeout: 60_000 });
       expect(q.exitCode, q.stderr).toBe(0);
-      expect(readdirSync(join(fallback, "outbox", "queue")).filter((f) => f.endsWith(".msg"))).toHaveLength(1);
+      added = queuedThere().filter((f) => !before.includes(f));
+      expect(added).toHaveLength(1);
+      const waiting = before.length + 1;
       if (AS_ROOT) chownSync(home, uid, uid);
       chmodSync(home, 0o755);
       const list = await execa(cmd, [...args.slice(0, -2), "queue"], { env, extendEnv: false, reject: false, timeout: 60_000 });
       expect(list.exitCode, list.stderr).toBe(0);
       expect(list.stdout).toContain(join(home, ".local", "state", "mailsend", "outbox"));
-      expect(list.stderr).toContain(`1 message also waits in ${join(fallback, "outbox", "queue")}`);
+      expect(list.stderr).toContain(`${waiting} message${waiting === 1 ? "" : "s"} also wait${waiting === 1 ? "s" : ""} in ${join(fallback, "outbox", "queue")}`);
       expect(list.stderr).toContain(`MAILSEND_STATE_DIR=${fallback} mailsend queue run`);
       // doctor says the same: the outbox it uses now, and the mail left in /var/tmp.
       const doc = await execa(cmd, [...args.slice(0, -2), "doctor", "--json"], { env, extendEnv: false, reject: false, timeout: 60_000 });
       const outboxCheck = (JSON.parse(doc.stdout) as { checks: { name: string; ok: boolean; detail: string; hint?: string }[] }).checks.find((c) => c.name === "outbox");
       expect(outboxCheck, doc.stderr).toMatchObject({ ok: true, detail: `nothing queued, in ${join(home, ".local", "state", "mailsend", "outbox")}` });
-      expect(outboxCheck!.hint).toContain(`1 message also waits in ${join(fallback, "outbox", "queue")}`);
+      expect(outboxCheck!.hint).toContain(`${waiting} message${waiting === 1 ? "" : "s"} also wait${waiting === 1 ? "s" : ""} in ${join(fallback, "outbox", "queue")}`);
       expect(outboxCheck!.hint).toContain(`MAILSEND_STATE_DIR=${fallback} mailsend queue run`);
     } finally {
       if (!existed) rmSync(fallback, { recursive: true, force: true });
+      // What this test queued there is removed even when the dir was there before.
+      else for (const f of added) for (const ext of [".msg", ".state"]) rmSync(join(fallback, "outbox", "queue", f.replace(/\.msg$/, ext)), { force: true });
     }
   });
 

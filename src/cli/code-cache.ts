@@ -12,7 +12,8 @@
  * holds code of several commands, and a cache written by `mailsend sandbox` would hold none of a
  * send's functions; a machine that runs mailsend under two Nodes (CI's matrix, nvm) keeps both.
  * A cache is written only when there was none or V8 refused it (another Node, other flags), so a
- * run that finds its cache writes nothing. It is used only for the file it was made from: the
+ * run that finds its cache writes nothing; and only by a run that exits 0 (a dry run of send has
+ * its own), since what a run compiled is what the next runs get. It is used only for the file it was made from: the
  * header holds Node's version, the build's id (a hash of every file of the CLI, made by the build:
  * npm gives every installed file the same mtime, and an upgrade's main.js can have the same size),
  * the file's path, size, mtime and inode; V8 checks its own version and flags. A write goes to a temporary file renamed into place, so a reader never sees
@@ -91,10 +92,18 @@ function isDir(path: string): boolean {
   }
 }
 
-/** The cache's share of the command line: a known command, the sendmail/mailq role, or "other". */
+/**
+ * The cache's share of the command line: a known command, the sendmail/mailq role, or "other".
+ * `send --dry-run` has its own ("send-dry"): it runs none of the delivery, so a cache written by a
+ * dry run (a user's first try, often) would leave every real send compiling that code again.
+ */
 export function cacheCommand(argv: readonly string[], role: string | undefined): string {
   if (role) return role;
   const first = argv[0];
+  if (first === "send") {
+    const end = argv.indexOf("--");
+    if ((end < 0 ? argv : argv.slice(0, end)).some((a) => a === "-n" || a === "--dry-run")) return "send-dry";
+  }
   return first !== undefined && CACHE_COMMANDS.includes(first) ? first : "other";
 }
 
@@ -160,7 +169,11 @@ export function installCodeCache(root: string, dir: string, command: string, bui
     for (const c of toWrite.splice(0)) if (writeCache(c)) stats.written++;
     if (stats.written > written) prune(dir, Date.now());
   };
-  process.once("exit", () => writePending?.());
+  // Only a run that succeeded: one that stopped early (a usage or configuration error, a user's
+  // first try often) ran little of its command, and its cache would be used, not rewritten, after.
+  process.once("exit", (code) => {
+    if (code === 0) writePending?.();
+  });
   return stats;
 }
 

@@ -1,7 +1,7 @@
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CACHE_COMMANDS, cacheCommand, cacheDir, EARLY_MS, optimisationDelay, V8_11_INTERRUPT_BUDGET, V8_12_MAGLEV_CALLS, V8_12_TURBOFAN_CALLS } from "../../src/cli/code-cache.js";
@@ -34,6 +34,7 @@ const stats = cc.installCodeCache(dist, dir, command, build, ...(process.env.NOD
 if (stay) setTimeout(() => {}, stay);
 const value = require(dist + "/a.js").value() + " " + require(${JSON.stringify(join(work, "outside.js"))}).value();
 const http = process.moduleLoadList.includes("NativeModule http");
+if (process.env.EXIT) process.exitCode = Number(process.env.EXIT);
 process.on("exit", () => console.log(JSON.stringify({ value, ...stats, ...(delay ? { delayed: true, http } : {}) })));
 `,
   );
@@ -42,7 +43,8 @@ process.on("exit", () => console.log(JSON.stringify({ value, ...stats, ...(delay
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 function run(dir: string, command = "send", buildId = "b1", env: Record<string, string> = {}): { value: string; used: number; refused: number; missing: number; written: number; delayed?: true; http?: boolean } {
-  return JSON.parse(execFileSync(process.execPath, [driver, dist, dir, command, buildId], { encoding: "utf8", env: { ...process.env, ...env } }));
+  const out = spawnSync(process.execPath, [driver, dist, dir, command, buildId], { encoding: "utf8", env: { ...process.env, ...env } });
+  return JSON.parse(out.stdout);
 }
 
 describe("code cache (src/cli/code-cache.ts)", () => {
@@ -55,6 +57,14 @@ describe("code cache (src/cli/code-cache.ts)", () => {
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     for (const f of readdirSync(dir)) expect(statSync(join(dir, f)).mode & 0o777).toBe(0o600);
     expect(run(dir)).toEqual({ value: "a+b1/ outside", used: 2, refused: 0, missing: 0, written: 0 });
+  });
+
+  it("a run that exits non-zero writes no cache (it ran little of its command); the next one that succeeds does", () => {
+    const dir = join(work, "cache-failed");
+    expect(run(dir, "send", "b1", { EXIT: "78" })).toMatchObject({ missing: 2, written: 0 });
+    expect(existsSync(dir) ? readdirSync(dir) : []).toHaveLength(0);
+    expect(run(dir)).toMatchObject({ missing: 2, written: 2 });
+    expect(run(dir)).toMatchObject({ used: 2 });
   });
 
   it("keeps one cache per command, and another build or a changed file is not given an old cache", () => {
@@ -205,6 +215,11 @@ describe("code cache (src/cli/code-cache.ts)", () => {
 
   it("names the cache by the command, the sendmail role, or 'other'", () => {
     expect(cacheCommand(["send", "-t", "x"], undefined)).toBe("send");
+    // A dry run runs none of the delivery: its cache is its own.
+    expect(cacheCommand(["send", "-t", "x", "-n"], undefined)).toBe("send-dry");
+    expect(cacheCommand(["send", "--dry-run", "-t", "x"], undefined)).toBe("send-dry");
+    expect(cacheCommand(["send", "-t", "x", "--", "-n"], undefined)).toBe("send");
+    expect(cacheCommand(["batch", "-n"], undefined)).toBe("batch");
     expect(cacheCommand(["-t", "x"], "sendmail")).toBe("sendmail");
     expect(cacheCommand(["nosuch"], undefined)).toBe("other");
     expect(cacheCommand([], undefined)).toBe("other");

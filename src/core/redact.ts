@@ -71,6 +71,11 @@ export function looksLikeKey(word: string): boolean {
   return /^(?:msk|sk|pk|rk|ghp|gho|ghs|xox[abp])_[\w-]{8,}$/i.test(word) || (word.length >= 24 && /[a-z]/i.test(word) && /\d/.test(word) && /^[\w+=-]+$/.test(word) && !/^[0-9a-f]+$/.test(word));
 }
 
+/** A word typed where a name or an id goes, as an error may repeat it: only its length when it looks like a key. */
+export function shownWord(word: string, show: (w: string) => string = (w) => w): string {
+  return looksLikeKey(word) ? `(${word.length} characters, not shown: it looks like a key)` : show(word);
+}
+
 /**
  * The SMTP username as it may be printed (a dry run's AUTH line, a 535's hint): itself, unless it
  * is the key (a username copied from the password line) or looks like one; then only its length.

@@ -19,7 +19,7 @@ import {
 import { shownPath } from "../../input/read.js";
 import type { CliIO } from "../io.js";
 import { reportError } from "../report.js";
-import { looksLikeKey } from "../secret-options.js";
+import { looksLikeKey, shownWord } from "../../core/redact.js";
 
 export interface ConfigFlags {
   profile?: string;
@@ -30,9 +30,7 @@ export interface ConfigFlags {
 const NOT_SET = 1;
 
 /** A word as an error may repeat it: not at all when it looks like a key (typed where a name goes). */
-function named(word: string): string {
-  return looksLikeKey(word) ? `(${word.length} characters, not shown: it looks like a key)` : JSON.stringify(word);
-}
+const named = (word: string): string => shownWord(word, JSON.stringify);
 
 function checkKeyName(key: string): void {
   if (key === "profile" || isSettingName(key)) return;

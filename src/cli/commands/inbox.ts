@@ -9,7 +9,7 @@ import type { StoredMessage } from "../../sandbox/types.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
 import { sandboxDir, shellQuote, table } from "./sandbox.js";
-import { looksLikeKey } from "../../core/redact.js";
+import { shownWord } from "../../core/redact.js";
 
 interface InboxFlags {
   dir?: string;
@@ -100,7 +100,7 @@ async function find(store: FileMessageStore, id: string, io: CliIO, json: boolea
     }
   }
   if (!m) {
-    throw new MailsendError("file_not_found", `no message ${looksLikeKey(id) ? `(${id.length} characters, not shown: it looks like a key)` : id} in ${store.paths.dir}`, {
+    throw new MailsendError("file_not_found", `no message ${shownWord(id)} in ${store.paths.dir}`, {
       hint: "`mailsend inbox` lists the ids; the Message-ID `mailsend send` printed works too.",
     });
   }

@@ -6,7 +6,7 @@ import { Outbox, isOutboxId, strandedMailNote } from "../../outbox/store.js";
 import type { OutboxMeta, OutboxState } from "../../outbox/types.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
-import { looksLikeKey } from "../../core/redact.js";
+import { shownWord } from "../../core/redact.js";
 
 interface ListFlags {
   json?: boolean;
@@ -196,7 +196,7 @@ export async function runQueueRun(opts: Record<string, unknown>, io: CliIO): Pro
 }
 
 function checkId(id: string): string {
-  if (!isOutboxId(id)) throw new MailsendError("usage", `not an outbox id: ${looksLikeKey(id) ? `(${id.length} characters, not shown: it looks like a key)` : JSON.stringify(id.slice(0, 40))}`, { hint: "The ids are in the first column of `mailsend queue` (and `mailsend queue --failed`)." });
+  if (!isOutboxId(id)) throw new MailsendError("usage", `not an outbox id: ${shownWord(id, (w) => JSON.stringify(w.slice(0, 40)))}`, { hint: "The ids are in the first column of `mailsend queue` (and `mailsend queue --failed`)." });
   return id;
 }
 
@@ -211,7 +211,7 @@ export async function runQueueRetry(id: string | undefined, opts: Record<string,
     else throw new MailsendError("usage", "name an id, or --all");
     let n = 0;
     for (const one of ids) if (await outbox.retry(one)) n++;
-    if (id && n === 0) throw new MailsendError("file_not_found", `no message ${looksLikeKey(id) ? `(${id.length} characters, not shown: it looks like a key)` : id} in the outbox`, { hint: "mailsend queue and mailsend queue --failed list what is there." });
+    if (id && n === 0) throw new MailsendError("file_not_found", `no message ${shownWord(id)} in the outbox`, { hint: "mailsend queue and mailsend queue --failed list what is there." });
     // A runner delivering now (the relay, --watch, the background one) has its own schedule: the stamp tells it.
     if (n > 0) await outbox.markRetried();
     const running = runnerHoldsOutbox(outbox);

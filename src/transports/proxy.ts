@@ -33,8 +33,10 @@ function named(proxy: ProxySetting): string {
 /** How the proxy answered a CONNECT (or, for http://, the request itself) when it did not let it through. */
 export function proxyStatusError(status: number, proxy: ProxySetting, target: string): MailsendError {
   const where = setting(proxy);
-  if (status === 407) {
-    return new MailsendError("auth_failed", `${named(proxy)} ${proxy.authorization ? "refused its user and password" : "requires a user and password"} (HTTP 407 Proxy Authentication Required)`, {
+  // 401 is not a proxy's status, but tinyproxy answers it to credentials it refuses (407 only when
+  // none came). To a CONNECT it cannot be the service's: the tunnel was never opened.
+  if (status === 407 || status === 401) {
+    return new MailsendError("auth_failed", `${named(proxy)} ${proxy.authorization ? "refused its user and password" : "requires a user and password"} (HTTP ${status === 407 ? "407 Proxy Authentication Required" : "401 Unauthorized"})`, {
       status,
       local: true,
       hint: `${proxy.authorization ? "Check" : "Give"} the proxy's credentials in ${where === "--proxy (or MAILSEND_PROXY)" ? "MAILSEND_PROXY" : where}, as the user:password@ before the proxy's host in that URL (%-encode special characters). Nothing was sent.`,
@@ -212,11 +214,14 @@ export function absoluteForm(proxy: ProxySetting, url: URL): { path: string; hea
 
 /**
  * An answer to an http:// request that came from the proxy rather than the
- * service: 407 always (no service asks for proxy credentials), and 403 or
- * 502-504 when the body is not the service's JSON.
+ * service: 407 always (no service asks for proxy credentials), 401 when the
+ * proxy was given credentials, and 403 or 502-504, when the body is not the
+ * service's JSON.
  */
 export function proxyAnswerError(status: number, body: string, proxy: ProxySetting, url: URL): MailsendError | undefined {
   if (status === 407) return proxyStatusError(status, proxy, url.host);
+  // The service's 401 is JSON; a page in its place, with credentials given to the proxy, is the proxy refusing them.
+  if (status === 401 && proxy.authorization && !/^\s*\{/.test(body)) return proxyStatusError(status, proxy, url.host);
   if ((status === 403 || (status >= 502 && status <= 504)) && !/^\s*\{/.test(body)) return proxyStatusError(status, proxy, url.host);
   return undefined;
 }

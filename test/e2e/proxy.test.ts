@@ -191,6 +191,37 @@ describe.skipIf(!TINYPROXY && !process.env.CI)("through tinyproxy", () => {
     }
   });
 
+  test("tinyproxy refusing the credentials given (it answers 401, not 407): 77 naming the proxy, not retried, not the API key", async () => {
+    const tp = await startTinyproxy({ basicAuth: "alice tinypass42" });
+    try {
+      const wrongUrl = tp.url.replace("http://", "http://alice:wrongpass42@");
+      // https:// service: tinyproxy answers the CONNECT itself; the service never saw anything.
+      const tunnel = await send("tiny 401 https", { ...https(), HTTPS_PROXY: wrongUrl }, ["--json"]);
+      expect(tunnel.exitCode, tunnel.stderr).toBe(77);
+      const e1 = JSON.parse(tunnel.stderr.trim().split("\n").at(-1)!).error;
+      expect(e1.code).toBe("auth_failed");
+      expect(e1.message).toContain(`the proxy ${tp.url}`);
+      expect(e1.message).toContain("refused its user and password (HTTP 401");
+      expect(tunnel.stderr).not.toContain('"wait"');
+      // http:// service: tinyproxy's 401 page comes back as the answer to the request.
+      const plain = await send("tiny 401 http", { ...t.env, HTTP_PROXY: wrongUrl }, ["--json"]);
+      expect(plain.exitCode, plain.stderr).toBe(77);
+      const e2 = JSON.parse(plain.stderr.trim().split("\n").at(-1)!).error;
+      expect(e2.message).toContain(`the proxy ${tp.url} (from HTTP_PROXY) refused its user and password`);
+      expect(e2.hint).toContain("HTTP_PROXY");
+      expect(e2.hint).not.toContain("MAILSEND_API_KEY");
+      for (const r of [tunnel, plain]) expect(r.stdout + r.stderr).not.toContain("wrongpass42");
+      expect(await stored("tiny 401 https")).toBe(0);
+      expect(await stored("tiny 401 http")).toBe(0);
+      // The right ones get through.
+      const right = await send("tiny 401 right", { ...https(), HTTPS_PROXY: tp.url.replace("http://", "http://alice:tinypass42@") });
+      expect(right.exitCode, right.stderr).toBe(0);
+      expect(await stored("tiny 401 right")).toBe(1);
+    } finally {
+      await tp.stop();
+    }
+  });
+
   test("a send that waits for its slot (its tunnel prepared ahead) uses one tunnel, as the first does, and each is stored once", async () => {
     const tp = await startTinyproxy();
     const state = mkdtempSync(join(tmpdir(), "mailsend-proxy-wait-"));

@@ -155,15 +155,18 @@ export async function startTlsFront(backendPort: number, tls: { cert: string; ke
 
 export const TINYPROXY = ["/usr/bin/tinyproxy", "/usr/sbin/tinyproxy", "/usr/local/bin/tinyproxy"].find((p) => existsSync(p));
 
-/** tinyproxy on a free port of 127.0.0.1, every port allowed for CONNECT, its log in `logFile`. */
-export async function startTinyproxy(): Promise<{ url: string; logFile: string; stop(): Promise<void> }> {
+/**
+ * tinyproxy on a free port of 127.0.0.1, every port allowed for CONNECT, its log in `logFile`;
+ * with `basicAuth` ("user password", letters and digits only: tinyproxy's syntax) it wants those credentials.
+ */
+export async function startTinyproxy(opts: { basicAuth?: string } = {}): Promise<{ url: string; logFile: string; stop(): Promise<void> }> {
   if (!TINYPROXY) throw new Error("tinyproxy is not installed (.ci/run installs it)");
   for (let attempt = 0; attempt < 5; attempt++) {
     const dir = mkdtempSync(join(tmpdir(), "mailsend-tinyproxy-"));
     const port = await freePort();
     const logFile = join(dir, "tinyproxy.log");
     // No ConnectPort line: CONNECT to every port (the test's services are on ephemeral ones).
-    writeFileSync(join(dir, "tinyproxy.conf"), [`Port ${port}`, "Listen 127.0.0.1", "Timeout 30", "MaxClients 20", "Allow 127.0.0.1", "LogLevel Connect", `LogFile "${logFile}"`].join("\n") + "\n");
+    writeFileSync(join(dir, "tinyproxy.conf"), [`Port ${port}`, "Listen 127.0.0.1", "Timeout 30", "MaxClients 20", "Allow 127.0.0.1", "LogLevel Connect", `LogFile "${logFile}"`, ...(opts.basicAuth ? [`BasicAuth ${opts.basicAuth}`] : [])].join("\n") + "\n");
     const child: ChildProcess = spawn(TINYPROXY, ["-d", "-c", join(dir, "tinyproxy.conf")], { stdio: "ignore" });
     const up = await waitForPort(port, 5_000);
     if (up) {

@@ -40,6 +40,11 @@ export function isConnectionLoss(e: unknown): boolean {
   return /Connection is closed|Stream isn't writeable|connection (?:is )?(?:closed|lost)|socket (?:hang up|closed)/i.test(messageOf(e));
 }
 
+/** The server became a replica (a failover): a new connection may reach the primary. */
+export function isReadOnly(e: unknown): boolean {
+  return /^READONLY\b/.test(messageOf(e));
+}
+
 export function redisError(e: unknown, config: RedisConfig, phase: RedisPhase, op: RedisOp): MailsendError {
   if (e instanceof MailsendError) return e;
   const at = `the shared-budget Redis at ${where(config)}`;

@@ -9,14 +9,15 @@
  * to fail rather than wait: no reconnect loop, no queue of commands while
  * disconnected, a time limit on the connection and on each command. A
  * connection that went away while a send waited for its slot (an idle
- * timeout of the server, a restart) is made again once; if that fails the
- * operation fails closed (75) and nothing is sent outside the budget.
+ * timeout of the server, a restart), or that a failover left on a replica,
+ * is made again once; if that fails the operation fails closed (75) and
+ * nothing is sent outside the budget.
  */
 import type { Redis, RedisOptions } from "ioredis";
 import type { ConnectionOptions } from "node:tls";
 import { trustedCas } from "../transports/ca.js";
 import type { RedisConfig } from "./redis-config.js";
-import { diagnoseConnect, isConnectionLoss, redisError, type RedisOp } from "./redis-errors.js";
+import { diagnoseConnect, isConnectionLoss, isReadOnly, redisError, type RedisOp } from "./redis-errors.js";
 import type { Limits } from "./sliding-log.js";
 import type { SlotStore, TakeOutcome } from "./store.js";
 
@@ -217,7 +218,10 @@ export class RedisSlotStore implements SlotStore {
       try {
         return await fn(client);
       } catch (e) {
-        if (attempt === 1 && isConnectionLoss(e)) {
+        // READONLY on a connection that was writing: a failover made this server a replica and its
+        // address (a managed service's DNS name, or the sentinels) now names the new primary, which
+        // only a new connection reaches. A replica runs no write, so the step is safe to repeat.
+        if (attempt === 1 && (isConnectionLoss(e) || isReadOnly(e))) {
           client.disconnect();
           if (this.#pending === pending) this.#pending = undefined;
           continue;

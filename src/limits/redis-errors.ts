@@ -6,7 +6,7 @@
  */
 import { MailsendError, toMailsendError } from "../core/errors.js";
 import { connect as netConnect } from "node:net";
-import { looksLikeTlsToPlaintext, probe, speaksTls, UNREACHABLE, UNTRUSTED } from "../transports/net-errors.js";
+import { looksLikeTlsToPlaintext, probe, speaksTls, UNREACHABLE, UNTRUSTED, untrustedHint } from "../transports/net-errors.js";
 import { PASSWORD_FILE_VARIABLE, URL_VARIABLE, type RedisConfig } from "./redis-config.js";
 
 /** What the store was doing: the first connection, or any later step (the server was there before). */
@@ -88,7 +88,7 @@ export function redisError(e: unknown, config: RedisConfig, phase: RedisPhase, o
   if (UNTRUSTED.has(code)) {
     return new MailsendError("tls_untrusted", `the TLS certificate of ${at} is not trusted (${code})`, {
       cause: e,
-      hint: `If the server's certificate comes from a private CA, pass --ca-file <pem> or set NODE_EXTRA_CA_CERTS. ${chosen}.${nothingSent}`,
+      hint: `${untrustedHint(e, "If the server's certificate comes from a private CA, pass --ca-file <pem> or set NODE_EXTRA_CA_CERTS.", URL_VARIABLE)} ${chosen}.${nothingSent}`,
     });
   }
   if (config.tls && (looksLikeTlsToPlaintext(e) || /ssl|tls|handshake|certificate/i.test(`${code} ${msg}`))) {

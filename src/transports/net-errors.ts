@@ -53,7 +53,7 @@ export function connectError(e: unknown, ep: Endpoint, trustHint: string): Mails
   if (UNTRUSTED.has(code)) {
     return new MailsendError("tls_untrusted", `the TLS certificate of ${ep.label} is not trusted (${code})`, {
       cause: e,
-      hint: trustHint,
+      hint: untrustedHint(e, trustHint, ep.setting),
     });
   }
   if (looksLikeTlsToPlaintext(e)) {
@@ -74,6 +74,26 @@ export function connectError(e: unknown, ep: Endpoint, trustHint: string): Mails
 export function isReset(e: unknown): boolean {
   const code = errCode(e);
   return code === "ECONNRESET" || code === "EPIPE" || /socket hang up|closed/i.test((e as Error)?.message ?? "");
+}
+
+/**
+ * What to do about a certificate that is not trusted. Most often a private CA
+ * to name (`caHint`); but a certificate for other host names, or an expired
+ * one, is not fixed by trusting a CA, and saying so spares the search.
+ */
+export function untrustedHint(e: unknown, caHint: string, hostSetting: string): string {
+  const code = errCode(e);
+  if (code === "ERR_TLS_CERT_ALTNAME_INVALID") {
+    const cert = (e as { cert?: { subjectaltname?: string; subject?: { CN?: string } } })?.cert;
+    const names = cert?.subjectaltname ?? (cert?.subject?.CN ? `CN=${cert.subject.CN}` : undefined);
+    const host = (e as { host?: unknown })?.host;
+    const named = typeof host === "string" && host ? host : undefined;
+    // A managed service's certificate names its host name: an address copied from a console does not match it.
+    const byAddress = named && isIP(named.replace(/^\[|\]$/g, "")) ? ", not its IP address" : "";
+    return `The certificate is for ${names ?? "other host names"}, not for ${named ?? "the host connected to"}: use a name it lists in ${hostSetting}${byAddress}.`;
+  }
+  if (code === "CERT_HAS_EXPIRED") return "The server's certificate has expired: tell whoever runs the server.";
+  return caHint;
 }
 
 export const TRUST_HINT =

@@ -9,7 +9,7 @@
 import { connect } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import type { TlsMaterial } from "../../src/sandbox/tls.js";
+import { ensureTls, type TlsMaterial } from "../../src/sandbox/tls.js";
 import { runCli, type CliResult } from "../helpers/cli.js";
 import { REDIS_SERVER, startRedis, startSentinel, type RedisHandle, type SentinelHandle } from "../helpers/redis.js";
 import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
@@ -178,6 +178,25 @@ describe.skipIf(!REDIS_SERVER && !process.env.CI)("the budget shared through Red
       expect(r.exitCode).toBe(78);
       expect(JSON.parse(r.stderr.trim()).error.code).toBe("tls_untrusted");
     } finally {
+      s.remove();
+    }
+  });
+
+  test("rediss:// to a certificate for another host name (the address, not the name, in the URL): 78, and the hint names what the certificate is for, not a CA", async () => {
+    const s = scratch("mailsend-redis-altname-");
+    // The managed service's certificate: a trusted CA, issued to its host name only.
+    const named = await ensureTls(join(s.dir, "tls"), ["redis.example.test"]);
+    const other = await startRedis({ tls: named });
+    try {
+      const r = await send("altname", env(s.dir, { MAILSEND_RATE_LIMIT_URL: `rediss://:url-secret-4@127.0.0.1:${other.port}`, NODE_EXTRA_CA_CERTS: named.caPath }));
+      expect(r.exitCode).toBe(78);
+      const e = JSON.parse(r.stderr.trim()).error;
+      expect(e.code).toBe("tls_untrusted");
+      expect(e.message).toContain(`127.0.0.1:${other.port}`);
+      expect(e.hint).toContain("The certificate is for DNS:redis.example.test, not for 127.0.0.1: use a name it lists in MAILSEND_RATE_LIMIT_URL, not its IP address.");
+      expect(e.hint).not.toContain("--ca-file");
+    } finally {
+      await other.stop();
       s.remove();
     }
   });

@@ -5,7 +5,10 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
+import { join } from "node:path";
+import { ensureTls } from "../../src/sandbox/tls.js";
 import { runCli, stderrJson } from "../helpers/cli.js";
+import { startTlsFront } from "../helpers/proxy.js";
 import { startRestRecorder, useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
@@ -143,5 +146,24 @@ describe("network failures", () => {
     expect(r.exitCode).toBe(69);
     expect(r.stderr).toMatch(/before the message was sent/);
     expect(rec.requests).toHaveLength(0);
+  });
+});
+
+describe("a certificate for another host name", () => {
+  it("78, and the hint names the certificate's names and the setting, not a CA to trust", async () => {
+    // The service's certificate: a trusted CA, issued to its host name only; the base URL has its address.
+    const named = await ensureTls(join(tmp.dir, "altname-tls"), ["api.example.test"]);
+    const front = await startTlsFront(Number(new URL(rec.url).port), named);
+    try {
+      rec.script({ status: 200, body: { success: true, message_id: "m1" } });
+      const r = await send(["--json"], { MAILSEND_BASE_URL: front.url, NODE_EXTRA_CA_CERTS: named.caPath });
+      expect(r.exitCode).toBe(78);
+      const e = stderrJson(r).error;
+      expect(e.code).toBe("tls_untrusted");
+      expect(e.hint).toContain("The certificate is for DNS:api.example.test, not for 127.0.0.1: use a name it lists in --base-url / MAILSEND_BASE_URL, not its IP address.");
+      expect(rec.requests).toHaveLength(0);
+    } finally {
+      await front.stop();
+    }
   });
 });

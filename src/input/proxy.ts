@@ -44,6 +44,15 @@ const SMTP_PROXY = ["http:", "https:", "socks4:", "socks4a:", "socks5:", "socks5
 /** The proxy URL as settings name it: "proxy:3128" is http://proxy:3128, as curl reads it. */
 export function parseProxyUrl(value: string, source: string, kinds: readonly string[] = HTTP_PROXY): ProxySetting {
   const text = /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? value : `http://${value}`;
+  // An "@" after the first "/", "?" or "#" of the authority: a user or password with one of those
+  // written as is, which cut the URL there. What URL() would take for the host is that password's start.
+  const afterScheme = text.slice(text.indexOf("//") + 2);
+  const cut = afterScheme.search(/[/?#]/);
+  if (cut >= 0 && afterScheme.slice(cut).includes("@")) {
+    throw new MailsendError("config_invalid", `the proxy in ${source} has its user or password cut: a "/", "?" or "#" in them must be %-encoded`, {
+      hint: `Write them as %2F, %3F and %23 (and "@" as %40, "%" as %25) in ${source}.`,
+    });
+  }
   let url: URL;
   try {
     url = new URL(text);

@@ -100,6 +100,11 @@ export function redisConfigFrom(env: Env, opts: { caFile?: string } = {}): Redis
   const scheme = m[1]!.toLowerCase().replace("+", "-");
   const schemes = ["redis", "rediss", "redis-sentinel", "rediss-sentinel"];
   if (!schemes.includes(scheme)) throw invalid(`${URL_VARIABLE} must start with redis://, rediss://, redis-sentinel:// or rediss-sentinel://, not ${m[1]}://`);
+  // An "@" after the authority: a password with "/", "?" or "#" written as is, which cut the URL
+  // there. Nothing after the host is repeated: it holds the rest of that password.
+  if (`${m[3]}${m[4] ?? ""}${m[5] ?? ""}`.includes("@")) {
+    throw invalid(`${URL_VARIABLE} (${shown}) has its user or password cut: a "/", "?" or "#" in them must be %-encoded`, `Write them as %2F, %3F and %23 (and "@" as %40, "%" as %25), or put the password in a file named by ${PASSWORD_FILE_VARIABLE}.`);
+  }
   if (m[4] || m[5]) throw invalid(`${URL_VARIABLE} (${shown}) has a query or fragment, which mailsend does not read`, "TLS is chosen by the scheme (rediss://), the password may come from MAILSEND_RATE_LIMIT_PASSWORD_FILE, the CA from --ca-file or NODE_EXTRA_CA_CERTS.");
 
   const authority = m[2]!;

@@ -133,6 +133,20 @@ describe("REST through an HTTP proxy", () => {
     expect(await stored("px down")).toBe(0);
   });
 
+  test("a proxy password with a \"/\", \"?\" or \"#\" not %-encoded: 78, and no part of it is printed or used as the host", async () => {
+    for (const sep of ["/", "?", "#"]) {
+      const r = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "px cut", "--text", "hi", "--json"], {
+        env: { ...https(), HTTPS_PROXY: `http://alice:2024${sep}cutpass@127.0.0.1:${guarded.port}` },
+      });
+      expect(r.exitCode, r.stderr).toBe(78);
+      expect(JSON.parse(r.stderr.trim()).error.message).toMatch(/HTTPS_PROXY has its user or password cut/);
+      expect(r.stdout + r.stderr).not.toContain("2024");
+      expect(r.stdout + r.stderr).not.toContain("cutpass");
+      expect(r.stdout + r.stderr).not.toContain("alice");
+    }
+    expect(guarded.log).toEqual([]);
+  });
+
   test("--proxy with a password in it: 64, and the value is not repeated", async () => {
     const r = await send("px flagpw", https(), ["--proxy", `http://alice:${PASSWORD}@127.0.0.1:${guarded.port}`]);
     expect(r.exitCode).toBe(64);

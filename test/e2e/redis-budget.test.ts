@@ -245,6 +245,14 @@ describe.skipIf(!REDIS_SERVER && !process.env.CI)("the budget shared through Red
 });
 
 describe("a MAILSEND_RATE_LIMIT_URL that does not parse", () => {
+  test("a password with a \"/\", \"?\" or \"#\" not %-encoded: 78 saying so, and no part of it in the message", async () => {
+    for (const url of ["redis://:url/secret-4@cache.internal:6380/2", "redis://budget:url?secret-4@cache.internal", "rediss-sentinel://:url#secret-4@10.0.0.5:26379/mymaster"]) {
+      const r = await send("cut url", env(tmp.dir, { MAILSEND_RATE_LIMIT_URL: url }));
+      expect(r.exitCode).toBe(78);
+      expect(JSON.parse(r.stderr.trim()).error.message).toMatch(/has its user or password cut: a "\/", "\?" or "#" in them must be %-encoded/);
+      expect(r.stderr).not.toContain("secret-4");
+    }
+  });
   test("send and doctor say so (78) without printing the password", async () => {
     const e = env(tmp.dir, { MAILSEND_RATE_LIMIT_URL: "redis://:url-secret-4@cache.internal:notaport/0" });
     const r = await send("bad url", e);

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { baseEnv, ROOT } from "../helpers/cli.js";
 import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { HAVE_PYYAML, loadYaml } from "../helpers/yaml.js";
 
 const ENTRY = join(ROOT, "action", "main.mjs");
 const ACTION_YML = readFileSync(join(ROOT, "action.yml"), "utf8");
@@ -285,7 +286,7 @@ describe("a failing step", () => {
   });
 });
 
-describe("the README's workflow, run", () => {
+describe.skipIf(!HAVE_PYYAML && !process.env.CI)("the README's workflow, run", () => {
   const readme = readFileSync(join(ROOT, "README.md"), "utf8");
   const section = readme.slice(readme.indexOf("### The GitHub Action"));
   const yaml = section.slice(section.indexOf("```yaml") + 7, section.indexOf("```", section.indexOf("```yaml") + 7));
@@ -312,18 +313,11 @@ describe("the README's workflow, run", () => {
     return out.map((l) => l.slice(min));
   }
 
-  /** A `with:` mapping: key: value, or key: | and the lines under it. */
+  /** The step's `with:` mapping as the runner reads the YAML (a " #" in a plain value starts a comment). */
   function withInputs(): Record<string, string> {
-    const out: Record<string, string> = {};
-    let literal: string | undefined;
-    for (const l of block("Mail the report", "with")) {
-      const m = /^([\w-]+):\s*(.*)$/.exec(l);
-      if (m) {
-        literal = m[2] === "|" ? m[1]! : undefined;
-        out[m[1]!] = literal ? "" : m[2]!;
-      } else if (literal) out[literal] += `${l.trim()}\n`;
-    }
-    return out;
+    const steps = loadYaml(yaml).jobs.build.steps as Array<{ name?: string; with?: Record<string, unknown> }>;
+    const given = steps.find((s) => s.name === "Mail the report")!.with!;
+    return Object.fromEntries(Object.entries(given).map(([k, v]) => [k, String(v)]));
   }
 
   test("the report step and the action step as written: the mail goes out with the log; every with: is a declared input; the key comes from env", async () => {

@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { BIN, baseEnv, runCli, stderrJson, stdoutJson, type RunOptions } from "../helpers/cli.js";
 import { useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
+import { HAVE_PYYAML, loadYaml } from "../helpers/yaml.js";
 
 const KEY = "msk_test_e2e_github_Hn52Kc";
 const tmp = scratch();
@@ -223,17 +224,14 @@ describe("the README's recipes, run", () => {
     return body.map((l) => l.slice(indent)).join("\n");
   }
 
-  /** The GitLab job's script lines (a folded continuation joined to its line), without the install. */
+  /** The GitLab job's script lines as GitLab reads the YAML, without the install. */
   function gitlabScript(): string[] {
     const text = readme();
     const yaml = text.slice(text.indexOf("notify:"), text.indexOf("```", text.indexOf("notify:")));
-    const lines = yaml.slice(yaml.indexOf("script:")).split("\n").slice(1);
-    const out: string[] = [];
-    for (const l of lines) {
-      if (/^\s*- /.test(l)) out.push(l.replace(/^\s*- /, ""));
-      else if (l.trim() && out.length) out[out.length - 1] += ` ${l.trim()}`;
-    }
-    return out.filter((l) => !l.startsWith("npm install"));
+    const script = loadYaml(yaml).notify.script as unknown[];
+    // GitLab refuses a job whose script has anything but strings (a line with ": " in it is a mapping).
+    for (const line of script) expect(typeof line, JSON.stringify(line)).toBe("string");
+    return (script as string[]).filter((l) => !l.startsWith("npm install"));
   }
 
   for (const withLog of [true, false]) {
@@ -265,7 +263,7 @@ describe("the README's recipes, run", () => {
     });
   }
 
-  it("GitLab CI: the notify job's script lines as written send the pipeline summary with the log", async () => {
+  it.skipIf(!HAVE_PYYAML && !process.env.CI)("GitLab CI: the notify job's script lines as written send the pipeline summary with the log", async () => {
     const cwd = join(tmp.dir, "gl-run");
     mkdirSync(cwd, { recursive: true });
     writeFileSync(join(cwd, "build.log"), "gitlab build output\n");

@@ -92,7 +92,7 @@ export async function resolveConnection(o: ConnectionOptions, opts: { needKey: b
   const timeoutMs =
     whole(o.timeoutMs, "options.timeoutMs", 1, 3_600_000) ??
     (whole(fromEnv(o.env, "MAILSEND_TIMEOUT"), "MAILSEND_TIMEOUT", 1, 3600) ?? DEFAULTS.timeoutSeconds) * 1000;
-  const caFile = str(o.caFile, "options.caFile") ?? (o.env ? fromEnv(o.env, "NODE_EXTRA_CA_CERTS") : undefined);
+  const caFile = str(o.caFile, "options.caFile") ?? (o.env ? (fromEnv(o.env, "MAILSEND_CA_FILE") ?? fromEnv(o.env, "NODE_EXTRA_CA_CERTS")) : undefined);
   const tls = { insecure: o.insecure === true, ...(caFile ? { caFile } : {}) };
   const apiKey = opts.needKey ? await resolveKey(o) : "";
 

@@ -71,6 +71,7 @@ const VARIABLES: ReadonlyArray<[string, string]> = [
   ["MAILSEND_RATE_LIMIT", "rateLimit"],
   ["MAILSEND_RATE_WINDOW", "rateWindowMs"],
   ["MAILSEND_STATE_DIR", "stateDir"],
+  ["MAILSEND_CA_FILE", "caFile"],
   ["NODE_EXTRA_CA_CERTS", "caFile"],
 ];
 

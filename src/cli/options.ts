@@ -71,7 +71,7 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
   },
   { group: "Connection", flags: "--smtp-user <name>", description: "SMTP username (default mailsend)", env: "MAILSEND_SMTP_USER" },
   { group: "Connection", flags: "--api-key-stdin", description: "read the API key from stdin (else MAILSEND_API_KEY or MAILSEND_API_KEY_FILE)" },
-  { group: "Connection", flags: "--ca-file <pem>", description: "trust this CA certificate too (or NODE_EXTRA_CA_CERTS)" },
+  { group: "Connection", flags: "--ca-file <pem>", description: "trust this CA certificate too (or NODE_EXTRA_CA_CERTS)", env: "MAILSEND_CA_FILE" },
   { group: "Connection", flags: "--insecure", description: "do not verify TLS certificates (testing only)" },
   { group: "Connection", flags: "--timeout <seconds>", description: "give up after this long without progress (default 30)", env: "MAILSEND_TIMEOUT", int: true },
   {

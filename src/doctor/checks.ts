@@ -265,7 +265,8 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
     } else if (!key) {
       skip("ratelimit", "not checked: the budget is kept per key, and there is no key");
     } else {
-      const opened = openSlotStore(key, limits, env, flags.caFile ? { caFile: flags.caFile } : {})!;
+      const caFile = flags.caFile ?? (env.MAILSEND_CA_FILE || undefined);
+      const opened = openSlotStore(key, limits, env, caFile ? { caFile } : {})!;
       try {
         // Redis first answers how it was reached, then what is used there.
         const redis = opened instanceof RedisSlotStore ? await opened.probe() : undefined;

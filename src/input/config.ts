@@ -157,7 +157,8 @@ export interface ResolveOptions extends InputStreams {
 export async function resolveTransportConfig(flags: ConnectionFlags, env: Env, opts: ResolveOptions): Promise<TransportConfig> {
   const transport = resolveTransportName(flags, env);
   const timeoutSeconds = intFrom(flags.timeout, env, "MAILSEND_TIMEOUT", "--timeout", 1, 3600) ?? DEFAULTS.timeoutSeconds;
-  const tls = { insecure: flags.insecure ?? false, ...(flags.caFile ? { caFile: flags.caFile } : {}) };
+  const caFile = flags.caFile ?? fromEnv(env, "MAILSEND_CA_FILE");
+  const tls = { insecure: flags.insecure ?? false, ...(caFile ? { caFile } : {}) };
   const apiKey = opts.needKey ? await resolveApiKey(flags, env, opts, opts.profile) : "";
 
   if (transport === "rest") {

@@ -25,7 +25,7 @@ import { shownPath } from "./read.js";
 
 export type Env = Record<string, string | undefined>;
 
-type Kind = "string" | "url" | "choice" | "int" | "address" | "name" | "envname" | "path";
+type Kind = "string" | "url" | "choice" | "int" | "address" | "name" | "envname" | "path" | "redis-url" | "proxy-url";
 
 export interface SettingSpec {
   kind: Kind;
@@ -54,6 +54,12 @@ export const PROFILE_SETTINGS = {
   api_key_env: { kind: "envname", description: "name of the environment variable holding the key" },
   api_key_file: { kind: "path", description: "path of a file holding the key (~ and paths relative to the config file allowed)" },
   aliases: { kind: "path", env: "MAILSEND_ALIASES", description: "sendmail: an aliases file (/etc/aliases format) mapping local names such as root to addresses" },
+  // What a daemon calling sendmail (cron, PHP-FPM) cannot be given by its environment: the shared
+  // budget's Redis, the proxy, a private CA. Never a password: the URLs are refused with one.
+  ca_file: { kind: "path", env: "MAILSEND_CA_FILE", description: "a PEM file of CA certificates to trust too (the service, its proxy, the budget's Redis)" },
+  proxy: { kind: "proxy-url", env: "MAILSEND_PROXY", description: 'HTTP proxy for REST, or "none"; no password (that only in the environment)' },
+  rate_limit_url: { kind: "redis-url", env: "MAILSEND_RATE_LIMIT_URL", description: "the shared budget's Redis: redis://, rediss:// or redis-sentinel://, without a password" },
+  rate_limit_password_file: { kind: "path", env: "MAILSEND_RATE_LIMIT_PASSWORD_FILE", description: "path of a file holding that Redis's password" },
 } as const satisfies Record<string, SettingSpec>;
 
 export type SettingName = keyof typeof PROFILE_SETTINGS;
@@ -109,6 +115,13 @@ export function settingProblem(name: SettingName, value: unknown): string | unde
       } catch {
         return `${name} must be one address, "Name <addr>" or addr`;
       }
+    case "redis-url":
+      if (!/^(?:rediss?|rediss?[+-]sentinel):\/\//i.test(value)) return `${name} must start with redis://, rediss://, redis-sentinel:// or rediss-sentinel://`;
+      return passwordIn(value) ? `${name} must not hold a password: put it in a file named by rate_limit_password_file (mode 0600)` : undefined;
+    case "proxy-url":
+      return passwordIn(/^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? value : `http://${value}`)
+        ? `${name} must not hold a password: give a proxy that needs one in the environment (MAILSEND_PROXY or HTTPS_PROXY)`
+        : undefined;
     case "envname":
       return /^[A-Z_][A-Z0-9_]*$/.test(value)
         ? undefined
@@ -116,6 +129,13 @@ export function settingProblem(name: SettingName, value: unknown): string | unde
     default:
       return undefined;
   }
+}
+
+/** Whether a URL has a password in its user part (user:password@ or :password@, "@" being its last). */
+function passwordIn(url: string): boolean {
+  const rest = url.slice(url.indexOf("//") + 2);
+  const at = rest.lastIndexOf("@");
+  return at >= 0 && rest.slice(0, at).includes(":");
 }
 
 /** A value given on the command line (`config set`), as the file stores it. */
@@ -281,7 +301,9 @@ export function layeredEnv(env: Env, profile: ActiveProfile | undefined): Env {
     const spec: SettingSpec = PROFILE_SETTINGS[name];
     const value = profile.settings[name];
     if (spec.env === undefined || value === undefined || !unset(env, spec.env)) continue;
-    out[spec.env] = String(value);
+    // A file's path: ~ expanded, and relative to the config file (as api_key_file), not to the
+    // directory a daemon happens to run in.
+    out[spec.env] = spec.kind === "path" ? resolve(dirname(profile.file), expandHome(String(value), env)) : String(value);
   }
   // The display name belongs to the profile's own from: fold it in, so a sender from
   // the environment or a flag never gets the profile's name.

@@ -88,7 +88,7 @@ export function redisError(e: unknown, config: RedisConfig, phase: RedisPhase, o
   if (UNTRUSTED.has(code)) {
     return new MailsendError("tls_untrusted", `the TLS certificate of ${at} is not trusted (${code})`, {
       cause: e,
-      hint: `${untrustedHint(e, "If the server's certificate comes from a private CA, pass --ca-file <pem> or set NODE_EXTRA_CA_CERTS.", URL_VARIABLE)} ${chosen}.${nothingSent}`,
+      hint: `${untrustedHint(e, "If the server's certificate comes from a private CA, set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS to its PEM file, or pass --ca-file <pem>.", URL_VARIABLE)} ${chosen}.${nothingSent}`,
     });
   }
   if (config.tls && (looksLikeTlsToPlaintext(e) || /ssl|tls|handshake|certificate/i.test(`${code} ${msg}`))) {

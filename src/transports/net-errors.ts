@@ -97,7 +97,7 @@ export function untrustedHint(e: unknown, caHint: string, hostSetting: string): 
 }
 
 export const TRUST_HINT =
-  "If the server uses a private CA (the sandbox does), pass --ca-file <pem> or set NODE_EXTRA_CA_CERTS. --insecure skips the check (not for production).";
+  "If the server uses a private CA (the sandbox does), pass --ca-file <pem> or set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS. --insecure skips the check (not for production).";
 
 /**
  * Whether host:port completes a TLS handshake (any certificate): tells a

@@ -346,6 +346,37 @@ describe("config set's values", () => {
     expect(failureOf(() => parseSettingValue("api_key_env", "sk-live-123")).exitCode).toBe(64);
   });
 
+  it("a Redis or proxy URL with a password is refused, without repeating it; one without is taken", () => {
+    for (const [name, value] of [
+      ["rate_limit_url", "redis://:s3cret-x@redis.example:6379"],
+      ["rate_limit_url", "rediss://budget:s3cret-x@redis.example"],
+      ["rate_limit_url", "redis-sentinel://:s3cret-x@h1:26379,h2:26379/main"],
+      ["rate_limit_url", "redis://:s3/cret-x@redis.example"],
+      ["proxy", "http://alice:s3cret-x@proxy.example:3128"],
+      ["proxy", "alice:s3cret-x@proxy.example:3128"],
+    ] as const) {
+      const e = failureOf(() => parseSettingValue(name, value));
+      expect(e.exitCode, value).toBe(64);
+      expect(e.message, value).toMatch(/must not hold a password/);
+      expect(e.message).not.toMatch(/s3cret/);
+    }
+    expect(parseSettingValue("rate_limit_url", "rediss://budget@redis.example:6380/2")).toBe("rediss://budget@redis.example:6380/2");
+    expect(parseSettingValue("rate_limit_url", "redis-sentinel://h1:26379,h2:26379/main")).toBe("redis-sentinel://h1:26379,h2:26379/main");
+    expect(() => parseSettingValue("rate_limit_url", "http://redis.example")).toThrow(/must start with redis:\/\//);
+    expect(parseSettingValue("proxy", "proxy.example:3128")).toBe("proxy.example:3128");
+    expect(parseSettingValue("proxy", "none")).toBe("none");
+  });
+
+  it("a profile's paths are relative to the config file, ~ is the home, in the variables it fills", () => {
+    const profile = { name: "p", file: "/etc/mailsend/config.json", settings: { ca_file: "ca.pem", rate_limit_password_file: "~/redis-pw", aliases: "/etc/aliases" } };
+    const env = layeredEnv({ HOME: "/home/u" }, profile);
+    expect(env.MAILSEND_CA_FILE).toBe("/etc/mailsend/ca.pem");
+    expect(env.MAILSEND_RATE_LIMIT_PASSWORD_FILE).toBe("/home/u/redis-pw");
+    expect(env.MAILSEND_ALIASES).toBe("/etc/aliases");
+    // The environment's own value wins, as it is.
+    expect(layeredEnv({ HOME: "/home/u", MAILSEND_CA_FILE: "rel.pem" }, profile).MAILSEND_CA_FILE).toBe("rel.pem");
+  });
+
   it("every setting with an environment variable names one send/batch read", () => {
     for (const [name, spec] of Object.entries(PROFILE_SETTINGS)) {
       if ("env" in spec) expect(spec.env, name).toMatch(/^MAILSEND_[A-Z_]+$/);

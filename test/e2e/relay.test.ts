@@ -241,7 +241,7 @@ describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", (
     }
   });
 
-  test("local names: RCPT TO:<root@localhost> goes where the aliases file says; without a mapping it is refused 550 at RCPT", async () => {
+  test("local names: RCPT TO:<root@localhost> goes where the aliases file says; without a file it waits (451), a name the file lacks is refused 550 at RCPT", async () => {
     const s = scratch("mailsend-relay-local-");
     const aliases = s.file("aliases", "root: ops@example.com, dev@example.com\ndefault: admin@example.com\n");
     const relay = await startRelayChild(restEnv(s, { MAILSEND_ALIASES: aliases, MAILSEND_FROM: "app@example.com" }), ["-v"]);
@@ -298,12 +298,23 @@ describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", (
       expect(await k.reply()).toMatch(/^250 2\.0\.0 queued as /);
       await k.quit();
 
-      // No aliases file: the recipient is refused where the client can tell which one (550 5.1.1), naming the setting.
+      // A name the file (fixed, without default:) does not map: refused at RCPT, 550 5.1.1, as Postfix
+      // answers a user it does not know.
+      writeFileSync(aliases, "root: ops@example.com\n");
+      const u = await SmtpDialog.connect(relay.ready.port);
+      await u.cmd("EHLO client.test");
+      expect(await u.cmd("MAIL FROM:<app@example.com>")).toMatch(/^250/);
+      expect(await u.cmd("RCPT TO:<nobody-else@localhost>")).toMatch(/^550 5\.1\.1 <nobody-else@localhost>: .*maps neither "nobody-else"/);
+      await u.quit();
+
+      // No aliases file: the recipient waits (451 4.3.5, this machine's setup, naming the setting), as
+      // a sender root@localhost does at DATA: an MTA in front keeps it until a file is set, where a
+      // 550 made Postfix bounce cron's mail to root (and the bounce to root with it).
       const b = await SmtpDialog.connect(bare.ready.port);
       await b.cmd("EHLO client.test");
       expect(await b.cmd("MAIL FROM:<app@example.com>")).toMatch(/^250/);
       const r = await b.cmd("RCPT TO:<root@localhost>");
-      expect(r).toMatch(/^550 5\.1\.1 <root@localhost>: .*local name.*aliases/);
+      expect(r).toMatch(/^451 4\.3\.5 .*"root@localhost" is a local name.*no aliases file/);
       // An address elsewhere is as before.
       expect(await b.cmd("RCPT TO:<dev@example.com>")).toMatch(/^250/);
       await b.quit();

@@ -271,8 +271,19 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
           if (isLocalName(address)) throw e;
           return undefined;
         });
-        if (relayLocal(address, aliases)) expandLocal(aliases, address);
-        else if (isLocalName(address)) {
+        if (relayLocal(address, aliases)) {
+          try {
+            expandLocal(aliases, address);
+          } catch (e) {
+            // No aliases file at all is this machine's setup, not a recipient that does not exist:
+            // 451 4.3.5, as for such a sender at DATA, so an MTA in front (Postfix with this relay as
+            // its relayhost: cron's mail to root@<this host>) keeps the mail until one is set. 550
+            // bounced it, and the bounce to root with it. A name an existing file does not map
+            // stays 550, as Postfix answers a user it does not know.
+            if (!aliases && e instanceof MailsendError) throw new MailsendError(e.code, e.message, { ...(e.hint ? { hint: e.hint } : {}), local: true });
+            throw e;
+          }
+        } else if (isLocalName(address)) {
           // At localhost or the dot-less machine name, yet no user name (jörg@localhost): nowhere to go.
           throw new MailsendError("invalid_address", `"${address}" is at this machine but is not a user name the aliases file could map`);
         }

@@ -223,3 +223,48 @@ describe("Resent- headers with -t", { timeout: 120_000 }, () => {
     expect(head).not.toMatch(/secret|^Resent-Bcc/im);
   });
 });
+
+describe("a broken aliases file stops only mail that names this machine (as the relay, and Postfix's alias database)", { timeout: 120_000 }, () => {
+  // A line without its colon: the file cannot be parsed.
+  const broken = () => s.file("aliases-broken", "root ops@example.com\n");
+
+  it("sendmail -t: mail between full addresses goes (PHP's mail() to a customer); a local name is 78 naming the line", async () => {
+    const e = env({ MAILSEND_ALIASES: broken() });
+    const out = await sm(["-t", "-i"], "From: shop@example.com\nTo: customer@example.com\nSubject: broken aliases out\n\nyour order\n", e);
+    expect(out, out.stderr).toMatchObject({ exitCode: 0, stderr: "" });
+    expect((await stored("broken aliases out")).map((m) => m.envelope.to)).toEqual([["customer@example.com"]]);
+
+    // cron's mail to root, -f root, a From of root, no From at all: the file is needed, and says what is wrong with it.
+    for (const [args, input] of [
+      [["-FCronDaemon", "-i", "-B8BITMIME", "-oem", "root"], "From: root (Cron Daemon)\nTo: root\nSubject: broken aliases cron\n\nout\n"],
+      [["-f", "root", "-i", "ops@example.com"], "Subject: broken aliases f\n\nout\n"],
+      [["-t", "-i"], "From: root\nTo: ops@example.com\nSubject: broken aliases from\n\nout\n"],
+      // No From and no MAILSEND_FROM: the invoking user, through that file.
+      [["-t", "-i"], "To: ops@example.com\nSubject: broken aliases no from\n\nout\n"],
+    ] as const) {
+      const r = await sm([...args], input, e);
+      expect(r.exitCode, r.stderr).toBe(78);
+      expect(r.stderr).toMatch(/aliases-broken:1: expected "name: target"/);
+    }
+    expect(queued(e)).toEqual([]);
+  });
+
+  it("sendmail -bs: RCPT TO:<root@localhost> waits (451), the other recipient and a message without local names are taken", async () => {
+    const e = env({ MAILSEND_ALIASES: broken() });
+    const replies = await bs(
+      [
+        "HELO x",
+        "MAIL FROM:<shop@example.com>",
+        "RCPT TO:<root@localhost>",
+        "RCPT TO:<customer-bs@example.com>",
+        "DATA",
+        "From: shop@example.com\r\nTo: customer-bs@example.com\r\nSubject: broken aliases bs\r\n\r\nx\r\n.",
+        "QUIT",
+      ],
+      e,
+    );
+    expect(replies).toContainEqual(expect.stringMatching(/^451 4\.3\.0 .*local names cannot be mapped now: .*aliases-broken:1/));
+    expect(replies).toContainEqual(expect.stringMatching(/^250 2\.0\.0 /));
+    expect((await stored("broken aliases bs")).map((m) => m.envelope.to)).toEqual([["customer-bs@example.com"]]);
+  });
+});

@@ -16,9 +16,9 @@ import { VERSION } from "../../core/version.js";
 import { loadSettings } from "../../input/profile.js";
 import { queueModeFrom, submit, submitStoppable } from "../../outbox/submit.js";
 import { Outbox } from "../../outbox/store.js";
-import { fixupMessage, maxMessageSize, readSendmailInput, relayLocal, type FixupInput } from "../../input/sendmail-message.js";
+import { fixupMessage, maxMessageSize, mentionsThisMachine, readSendmailInput, relayLocal, type FixupInput } from "../../input/sendmail-message.js";
 import { parseMailbox1 } from "../../core/address.js";
-import { loadAliases, withProfileAliases, type AliasTable } from "../../input/aliases.js";
+import { isLocalName, loadAliases, withProfileAliases, type AliasTable } from "../../input/aliases.js";
 import { autorunOff } from "../../outbox/spawn.js";
 import { runQueueList, runQueueRun } from "./queue.js";
 
@@ -117,14 +117,17 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
     if (args.mode === "smtp") return await smtpOnStdio(args, subIO, mode, maxSize, settings.profile?.name, args.verbose ? note : undefined);
     if (io.stdin.isTTY && args.verbose) note('reading the message from the terminal; end it with a line holding "." (or Ctrl-D)');
     const input = await readSendmailInput(io.stdin, { ignoreDots: args.ignoreDots, maxSize });
-    const aliases = await loadAliases(env);
-    const fixed = fixupMessage(input, {
-      ...(args.from !== undefined ? { envelopeFrom: args.from } : {}),
-      ...(args.fullName !== undefined ? { fullName: args.fullName } : {}),
-      readRecipients: args.readRecipients,
-      recipients: args.recipients,
-      ...senderSettings(env, aliases),
-    });
+    const { aliases, trouble } = await aliasesFor(env);
+    if (trouble && mentionsThisMachine(input, { from: args.from ?? "", to: args.recipients }, (a) => isLocalName(a))) throw trouble;
+    const fixed = withAliasesTrouble(trouble, () =>
+      fixupMessage(input, {
+        ...(args.from !== undefined ? { envelopeFrom: args.from } : {}),
+        ...(args.fullName !== undefined ? { fullName: args.fullName } : {}),
+        readRecipients: args.readRecipients,
+        recipients: args.recipients,
+        ...senderSettings(env, aliases),
+      }),
+    );
     if (args.verbose) {
       for (const n of fixed.notes) note(n);
       note(`envelope: from ${fixed.envelope.from} to ${fixed.envelope.to.join(", ")}`);
@@ -156,6 +159,34 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
   }
 }
 
+/**
+ * The aliases file, or why it cannot be read or parsed. As the relay reads it (and as Postfix's
+ * broken alias database stops only local delivery), a broken file stops only mail that names this
+ * machine (a local name: root, name@localhost, name@<this host>); other mail (PHP's to a customer)
+ * goes as written.
+ */
+async function aliasesFor(env: CliIO["env"]): Promise<{ aliases?: AliasTable; trouble?: MailsendError }> {
+  try {
+    const aliases = await loadAliases(env);
+    return aliases ? { aliases } : {};
+  } catch (e) {
+    return { trouble: toMailsendError(e) };
+  }
+}
+
+/**
+ * fixupMessage without the aliases a broken file kept from it: a setting it then misses (no sender:
+ * the invoking user is mapped through that file) is the broken file's, said as such.
+ */
+function withAliasesTrouble<T>(trouble: MailsendError | undefined, fix: () => T): T {
+  try {
+    return fix();
+  } catch (e) {
+    if (trouble && e instanceof MailsendError && e.exitClass === "config") throw trouble;
+    throw e;
+  }
+}
+
 /** What fixupMessage needs of this machine's settings: the default sender, the aliases and who runs this. */
 function senderSettings(env: CliIO["env"], aliases: AliasTable | undefined): Pick<FixupInput, "defaultFrom" | "aliases" | "invokingUser"> {
   return { ...(env.MAILSEND_FROM ? { defaultFrom: env.MAILSEND_FROM } : {}), ...(aliases ? { aliases, invokingUser: invokingUser() } : {}) };
@@ -179,7 +210,10 @@ function invokingUser(): string | undefined {
 async function smtpOnStdio(args: SendmailArgs, io: CliIO, mode: ReturnType<typeof queueModeFrom>, maxSize: number, profile: string | undefined, note: ((line: string) => void) | undefined): Promise<number> {
   const { serveStdio } = await import("../../relay/stdio.js");
   const env = io.env;
-  const aliases = await loadAliases(env);
+  const { aliases, trouble: broken } = await aliasesFor(env);
+  // Mail to local names waits while the file is broken (451, a fault here, as the relay answers);
+  // as a configuration error it would be 550 at RCPT, and the program would drop the message.
+  const trouble = broken && new MailsendError("temporary_failure", `local names cannot be mapped now: ${broken.message}`, { cause: broken, ...(broken.hint ? { hint: broken.hint } : {}) });
   // SIGTERM, SIGINT, SIGHUP (the program's timeout, systemd): a message being sent at once stays
   // queued for a runner and is answered 250 as queued, then the session ends; killed as it stood,
   // the message would wait in the outbox under a hold nobody ends. A second signal does not wait.
@@ -201,15 +235,19 @@ async function smtpOnStdio(args: SendmailArgs, io: CliIO, mode: ReturnType<typeo
       // A recipient that is not valid (`u@intranet`) is refused at its RCPT (553), not the whole message
       // at DATA; local names are mapped with the message.
       checkRecipient(address) {
+        if (trouble && isLocalName(address)) throw trouble;
         if (!relayLocal(address, aliases)) parseMailbox1(address, "recipient");
       },
       async take(raw, envelope) {
-        const fixed = fixupMessage(raw, {
-          ...(envelope.from ? { envelopeFrom: envelope.from } : {}),
-          readRecipients: false,
-          recipients: envelope.to,
-          ...senderSettings(env, aliases),
-        });
+        if (trouble && mentionsThisMachine(raw, envelope, (a) => isLocalName(a))) throw trouble;
+        const fixed = withAliasesTrouble(trouble, () =>
+          fixupMessage(raw, {
+            ...(envelope.from ? { envelopeFrom: envelope.from } : {}),
+            readRecipients: false,
+            recipients: envelope.to,
+            ...senderSettings(env, aliases),
+          }),
+        );
         for (const n of fixed.notes) note?.(n);
         const result = await submit(fixed.raw, fixed.envelope, { mode, env, source: "sendmail", stampedMessageId: fixed.stampedMessageId, signal: stop.signal, ...(profile ? { profile } : {}), ...(note ? { trace: note } : {}) });
         if (result.status === "queued") {

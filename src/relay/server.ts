@@ -66,8 +66,11 @@ export interface RelayOptions {
    */
   store(raw: Buffer, envelope: Envelope, gate: Promise<void>): Promise<string>;
   onAccepted?(info: AcceptedInfo): void;
-  /** A message refused after DATA, or a fault of this machine (logged by the caller, never a password). */
-  onRefused?(info: { code: number; reply: string; envelope: Envelope; remote: string; error?: MailsendError }): void;
+  /**
+   * A message refused after DATA, or a recipient at its RCPT TO (`rcpt`, the envelope's `to` being
+   * it alone): logged by the caller, never a password.
+   */
+  onRefused?(info: { code: number; reply: string; envelope: Envelope; remote: string; error?: MailsendError; rcpt?: string }): void;
 }
 
 export interface Relay {
@@ -200,7 +203,14 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
       if (!opts.checkRecipient) return cb();
       opts.checkRecipient(address.address).then(
         () => cb(),
-        (e: unknown) => cb(rcptReplyFor(e, address.address)),
+        (e: unknown) => {
+          const reply = rcptReplyFor(e, address.address) as Error & { responseCode: number };
+          // Said where the relay logs, too: a 451 here (no aliases file, a broken one) is this
+          // machine's to fix, and an MTA in front only keeps retrying.
+          const envelope = { from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "", to: [address.address] };
+          opts.onRefused?.({ code: reply.responseCode, reply: reply.message, envelope, remote: `${session.remoteAddress}:${session.remotePort}`, rcpt: address.address, ...(e instanceof MailsendError ? { error: e } : {}) });
+          cb(reply);
+        },
       );
     },
 

@@ -315,6 +315,9 @@ describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", (
       expect(await b.cmd("MAIL FROM:<app@example.com>")).toMatch(/^250/);
       const r = await b.cmd("RCPT TO:<root@localhost>");
       expect(r).toMatch(/^451 4\.3\.5 .*"root@localhost" is a local name.*no aliases file/);
+      // ...and said where the relay logs (without -v: this machine's to fix), not only to the client.
+      await until(() => bare.events.some((e) => e.event === "refused" && e.stage === "rcpt"), 5000);
+      expect(bare.events.find((e) => e.event === "refused")).toMatchObject({ stage: "rcpt", code: 451, from: "app@example.com", to: ["root@localhost"], reply: expect.stringMatching(/no aliases file/) });
       // An address elsewhere is as before.
       expect(await b.cmd("RCPT TO:<dev@example.com>")).toMatch(/^250/);
       await b.quit();

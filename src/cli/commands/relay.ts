@@ -333,8 +333,9 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       onRefused(info) {
         // A fault of this machine is worth a line without -v; a client's bad message only with it.
         if (info.code === 452 || info.code === 451 || verbose) {
-          log(`${info.code === 452 || info.code === 451 ? c.yellow("refused") : "refused"} ${info.code} ${info.reply} (from <${info.envelope.from}>, ${info.remote})`, {
+          log(`${info.code === 452 || info.code === 451 ? c.yellow("refused") : "refused"}${info.rcpt ? ` RCPT TO:<${info.rcpt}>` : ""} ${info.code} ${info.reply} (from <${info.envelope.from}>, ${info.remote})`, {
             event: "refused",
+            ...(info.rcpt ? { stage: "rcpt" } : {}),
             code: info.code,
             reply: info.reply,
             from: info.envelope.from,

@@ -75,12 +75,15 @@ export function stripHeader(raw: Buffer, name: string): Buffer {
  * itself (Date, Message-ID), trace lines that hops add (Received, Return-Path, Delivered-To,
  * Resent-*), signatures that the service's new encoding of the message would break (DKIM-Signature,
  * ARC-*, Authentication-Results), and X-Idempotency-Key (the request's Idempotency-Key header).
- * Over SMTP the message goes as it is, with all of them.
+ * Over SMTP the message goes as it is, with all of them but DROPPED.
  */
 const NOT_CARRIED =
   /^(?:from|to|cc|bcc|subject|reply-to|sender|mime-version|content-[^:]*|date|message-id|received|return-path|delivered-to|resent-[^:]*|dkim-signature|arc-[^:]*|authentication-results|x-idempotency-key)$/i;
 
-/** Turn an .eml into a Message. Over SMTP the raw bytes (without Bcc) are what is sent. */
+/** Header fields that are not in the raw bytes sent (see messageFromEml). */
+const DROPPED = ["bcc", "resent-bcc", "return-path", "content-length"] as const;
+
+/** Turn an .eml into a Message. Over SMTP the raw bytes (without DROPPED) are what is sent. */
 /**
  * Whether decoding made U+FFFD of bytes it could not read: the decoded texts hold more of it than
  * the raw message does as UTF-8 bytes, quoted-printable or an encoded word's escapes (a message
@@ -150,7 +153,13 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
     invalid(source, "X-Idempotency-Key must be 1 to 255 printable ASCII characters without spaces");
   }
   const key = idempotencyKey ?? inFile ?? randomUUID();
-  let out = stripHeader(raw, "bcc");
+  // What never travels in a message that is sent on, as Postfix's cleanup drops it
+  // (message_drop_headers): Bcc and Resent-Bcc (their recipients are in the envelope), a
+  // Return-Path (the delivering server writes its own; RFC 5321 4.4: an originating system should
+  // not send one) and a Content-Length (a saved mailbox's count, wrong once the message is sent
+  // with CRLF and new fields). A message saved from a mailbox (`sendmail -t < saved.eml`) has them.
+  let out = raw;
+  for (const name of DROPPED) out = stripHeader(out, name);
   if (key !== inFile) {
     const eol = /^[^\n]*\r\n/.test(raw.subarray(0, 1000).toString("latin1")) ? "\r\n" : "\n";
     out = Buffer.concat([Buffer.from(`X-Idempotency-Key: ${key}${eol}`), stripHeader(out, "x-idempotency-key")]);

@@ -268,3 +268,46 @@ describe("a broken aliases file stops only mail that names this machine (as the 
     expect((await stored("broken aliases bs")).map((m) => m.envelope.to)).toEqual([["customer-bs@example.com"]]);
   });
 });
+
+describe("a message saved from a mailbox and sent on: Return-Path and Content-Length are not sent (as Postfix drops them)", { timeout: 120_000 }, () => {
+  const saved = (subject: string, eol: string) =>
+    [`Return-Path: <old-sender@example.org>`, `Delivered-To: me@example.org`, `Content-Length: 3`, `From: a@example.com`, `To: b@example.com`, `Subject: ${subject}`, ``, `hello world`, ``].join(eol);
+
+  it("sendmail -t < saved.eml: a stale Return-Path and Content-Length stay out (-v says so), the rest as it was", async () => {
+    const r = await sm(["-t", "-i", "-v"], saved("saved sendmail", "\n"));
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/removed Return-Path/);
+    expect(r.stderr).toMatch(/removed Content-Length/);
+    const got = await stored("saved sendmail");
+    expect(got).toHaveLength(1);
+    const raw = (await t.sb.store.raw(got[0]!.id))!;
+    const head = headerSection(raw);
+    expect(head).not.toMatch(/^Return-Path:|^Content-Length:/im);
+    expect(head).toMatch(/^Delivered-To: me@example\.org$/m);
+    expect(raw.toString("utf8")).toContain("\r\n\r\nhello world\r\n");
+  });
+
+  it("the relay: the same, and a Resent-Bcc in the DATA does not reach the other recipients", async () => {
+    const e = env();
+    const relay = await startRelayChild(e);
+    try {
+      const d = await SmtpDialog.connect(relay.ready.port);
+      await d.cmd("EHLO client.test");
+      expect(await d.cmd("MAIL FROM:<a@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("RCPT TO:<b@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("RCPT TO:<hidden@example.com>")).toMatch(/^250/);
+      expect(await d.cmd("DATA")).toMatch(/^354/);
+      d.write(`Resent-From: a@example.com\r\nResent-To: b@example.com\r\nResent-Bcc: hidden@example.com\r\n${saved("saved relay", "\r\n")}.\r\n`);
+      expect(await d.reply()).toMatch(/^250 2\.0\.0 queued as /);
+      await d.quit();
+      await until(async () => (await stored("saved relay")).length === 1, 60_000);
+      const got = await stored("saved relay");
+      expect([...got[0]!.envelope.to].sort()).toEqual(["b@example.com", "hidden@example.com"]);
+      const head = headerSection((await t.sb.store.raw(got[0]!.id))!);
+      expect(head).not.toMatch(/^Return-Path:|^Content-Length:|^Resent-Bcc:|hidden@/im);
+      expect(head).toMatch(/^Resent-To: b@example\.com$/m);
+    } finally {
+      await relay.stop();
+    }
+  });
+});

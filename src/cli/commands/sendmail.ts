@@ -58,7 +58,8 @@ Options (those of sendmail that mail programs pass):
 Local names (root, a user name) are mapped through the aliases file that
 MAILSEND_ALIASES or the profile's "aliases" names (the /etc/aliases format).
 The message gets a Date, a Message-ID and a From (-f/-F, else MAILSEND_FROM or
-the profile's from) when it has none; Bcc is removed from what is sent.
+the profile's from) when it has none; Bcc (and a saved message's Return-Path
+and Content-Length) is removed from what is sent.
 
 Exit codes: 0 sent or queued, 64 usage or no recipients, 65 bad message or
 address or too large (MAILSEND_MAX_SIZE, default 10M less 4k), 66 empty input,

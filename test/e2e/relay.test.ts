@@ -474,6 +474,31 @@ describe("who may connect", () => {
   });
 });
 
+describe("settings delivery needs", () => {
+  test("no API key: the relay starts (mail it takes waits in the outbox) and says at start why it cannot deliver yet", async () => {
+    const s = scratch("mailsend-relay-nokey-");
+    try {
+      const env = { MAILSEND_STATE_DIR: join(s.dir, "state"), MAILSEND_BASE_URL: "http://127.0.0.1:9", MAILSEND_API_KEY_FILE: join(s.dir, "no-such-key") };
+      const relay = await startRelayChild(env);
+      try {
+        await until(() => relay.events.some((e) => e.event === "warning"), 10_000);
+        const warning = relay.events.find((e) => e.event === "warning")!;
+        expect(warning.message).toMatch(/no-such-key/);
+        expect(warning.message).toMatch(/mail is taken and kept in the outbox until this is fixed/);
+      } finally {
+        expect((await relay.stop()).exitCode).toBe(0);
+      }
+      // With --no-deliver the relay does not judge the settings of a `queue run` it does not run.
+      const quiet = await startRelayChild(env, ["--no-deliver"]);
+      await new Promise((r) => setTimeout(r, 500));
+      await quiet.stop();
+      expect(quiet.events.filter((e) => e.event === "warning")).toEqual([]);
+    } finally {
+      s.remove();
+    }
+  });
+});
+
 describe.skipIf(!HAVE_SWAKS)("stopping", () => {
   test("SIGTERM: no new mail, a delivery in flight finishes, exit 0; what was left is delivered by the next start", async () => {
     const s = scratch("mailsend-relay-stop-");

@@ -229,6 +229,18 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
     } catch (e) {
       aliasesTrouble = e instanceof Error ? e.message : String(e);
     }
+    // What delivery will need (the key, a channel), checked once now: a relay that cannot deliver
+    // still takes mail and keeps it queued (that is what it is for), but its user hears it at start,
+    // not from the first deferral in a log. Under --no-deliver the `queue run` that delivers may
+    // run with other settings.
+    let deliveryTrouble: string | undefined;
+    if (flags.deliver !== false) {
+      try {
+        await (await import("../../outbox/deliver.js")).profileChannels(io.env, flags.profile, true);
+      } catch (e) {
+        deliveryTrouble = e instanceof Error ? e.message : String(e);
+      }
+    }
     const { startRelay, summaryHeaders } = await import("../../relay/server.js");
     // Mail these settings can never deliver unchanged (a text-only body with REST alone) is refused
     // at the end of DATA (554), not answered 250 and failed later. Also under --no-deliver: the
@@ -369,6 +381,10 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       );
     }
 
+    if (deliveryTrouble) {
+      const message = `${deliveryTrouble}; mail is taken and kept in the outbox until this is fixed`;
+      log(`${c.yellow("warning")}: ${message}`, { event: "warning", message });
+    }
     if (aliasesTrouble) {
       log(`${c.yellow("warning")}: ${aliasesTrouble}; mail to local names (root@localhost) is answered 451 until it is fixed`, { event: "warning", message: `${aliasesTrouble}; mail to local names is answered 451 until it is fixed` });
     }

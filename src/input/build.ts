@@ -398,8 +398,8 @@ async function readStdinNoticing(opts: BuildOptions, afterMs: number): Promise<B
   return Buffer.concat(chunks);
 }
 
-/** A cheap look before loading the HTML parser: without these, no image is referenced. */
-const MAY_REFERENCE = /\b(?:src|background)\s*=|url\(|<link\b/i;
+/** A cheap look before loading the HTML parser: without these, no image or stylesheet is referenced. */
+const MAY_REFERENCE = /\b(?:src|background)\s*=|url\(|<link\b|@import/i;
 
 /** How an HTML body is composed: send's flags, or a batch's for every row. */
 export interface BodyCompose {

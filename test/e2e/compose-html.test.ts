@@ -467,6 +467,47 @@ describe("a report's own stylesheets (<link rel=stylesheet>)", () => {
     expect(d.stdout).toMatch(/^# stylesheet css\/base\.css -> <style> \(.*base\.css, \d+ B\)$/m);
   });
 
+  it("a sheet's @import of a local sheet (and a <style> block's) arrives in place, under its conditions; --inline-css applies its rules", async () => {
+    // As test reports write them: the main sheet imports the others, by url() or by string, some for one medium only.
+    mkdirSync(join(dir, "imp", "theme"), { recursive: true });
+    writeFileSync(join(dir, "imp", "main.css"), '@charset "utf-8";\n/* parts */\n@import url("theme/colours.css");\n@import \'narrow.css\' screen and (max-width: 600px);\n@import url(https://cdn.example.com/fonts.css);\n.main { margin: 0; }\n');
+    writeFileSync(join(dir, "imp", "theme", "colours.css"), '@import "../main.css";\n.failed { color: #c21f39; background-image: url(bad.png); }\n');
+    writeFileSync(join(dir, "imp", "theme", "bad.png"), png(2, 2, [200, 0, 0]));
+    writeFileSync(join(dir, "imp", "narrow.css"), "table { width: 100%; }\n");
+    writeFileSync(join(dir, "imp", "own.css"), ".own { font-weight: bold; }\n");
+    writeFileSync(
+      join(dir, "imp", "report.html"),
+      '<!doctype html><html><head><link rel="stylesheet" href="main.css">\n<style>@import "own.css"; p { color: navy; }</style></head>\n<body><p class="failed own">1 failed</p><table class="main"><tr><td>x</td></tr></table></body></html>',
+    );
+    const r = await viaSink([...MSG, "--html-file", join(dir, "imp", "report.html"), "-v"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stderr).toContain(`* stylesheet theme/colours.css (@import in main.css) -> <style> (${join(dir, "imp", "theme", "colours.css")})`);
+    // The sheets are no longer files the mail names (the image their rule shows still is, said as before).
+    expect(r.stderr).not.toMatch(/url\([^)]*\.css\) in a <style> block/);
+    expect(r.stderr).toContain("url(theme/bad.png) in a <style> block names a file on this machine");
+    const html = (await parseEml(sink.messages[0]!.raw)).html!;
+    // The remote import stays, at the head where it counts; the import that loops back is skipped, as browsers do.
+    expect(html.replace(/\s+/g, " ")).toContain(
+      '<style> @import url(https://cdn.example.com/fonts.css); /* parts */ .failed { color: #c21f39; background-image: url("theme/bad.png"); } @media screen and (max-width: 600px) { table { width: 100%; } } .main { margin: 0; } </style>',
+    );
+    expect(html).toContain("<style>.own { font-weight: bold; }\n p { color: navy; }</style>");
+    expect(html).not.toMatch(/@import[^;]*(colours|narrow|own|main)\.css/);
+
+    const inlined = await viaSink([...MSG, "--html-file", join(dir, "imp", "report.html"), "--inline-css"]);
+    expect(inlined.exitCode, inlined.stderr).toBe(0);
+    const email = await parseEml(sink.messages.at(-1)!.raw);
+    const cid = email.attachments.find((a) => a.related)!.contentId!.replace(/^<|>$/g, "");
+    expect(email.html).toMatch(/<p class="failed own" style="[^"]*color: #c21f39;[^"]*font-weight: bold;[^"]*">/);
+    expect(email.html).toContain(`cid:${cid}`);
+    expect(email.html).toContain("@media screen and (max-width: 600px)");
+
+    // An @import that leads out of the base directory is refused as a linked sheet is.
+    writeFileSync(join(dir, "imp", "out.html"), '<style>@import "../../outside.css";</style><p>x</p>');
+    const out = await viaSink([...MSG, "--html-file", join(dir, "imp", "out.html")]);
+    expect(out.exitCode).toBe(65);
+    expect(out.stderr).toContain('stylesheet reference "../../outside.css" resolves to');
+  });
+
   it("a sheet outside the base directory is refused (65), a missing one is 66; nothing sent", async () => {
     writeFileSync(join(t.scratch.dir, "outside.css"), "body { color: red }\n");
     writeFileSync(join(dir, "out.html"), '<link rel="stylesheet" href="../outside.css"><p>x</p>');

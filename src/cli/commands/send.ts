@@ -158,7 +158,7 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
         onCompose: ({ rewrites, images, stylesheets, remoteStylesheets, warnings }) => {
           for (const w of warnings) sayWarning(flags, io, w);
           inlined = { rewrites, sizes: new Map(images.map((i) => [i.cid, { type: i.contentType, size: i.data.length }])), stylesheets };
-          for (const s of stylesheets) trace?.(`* stylesheet ${s.ref} -> <style> (${s.path})`);
+          for (const s of stylesheets) trace?.(`* stylesheet ${s.ref}${s.importedBy ? ` (@import in ${s.importedBy})` : ""} -> <style> (${s.path})`);
           for (const r of remoteStylesheets) trace?.(`* stylesheet ${r} left as a link: mail clients do not load linked stylesheets`);
           for (const r of rewrites) trace?.(`* inline image ${r.ref} -> cid:${r.cid} (${r.path})`);
         },
@@ -337,7 +337,7 @@ async function preview(
   const refs = (inlined?.rewrites ?? []).map((r) => ({ ref: r.ref, cid: r.cid, path: r.path, type: inlined?.sizes.get(r.cid)?.type, size: inlined?.sizes.get(r.cid)?.size }));
   if (!json) {
     if (choice) io.stdout.write(`# --transport auto: ${choice.transport} (${choice.reason})\n`);
-    for (const s of sheets) io.stdout.write(`# stylesheet ${s.ref} -> <style> (${s.path}, ${formatSize(s.bytes)})\n`);
+    for (const s of sheets) io.stdout.write(`# stylesheet ${s.ref}${s.importedBy ? ` (@import in ${s.importedBy})` : ""} -> <style> (${s.path}, ${formatSize(s.bytes)})\n`);
     for (const r of refs) io.stdout.write(`# inline image ${r.ref} -> cid:${r.cid} (${r.path}, ${r.type}, ${formatSize(r.size ?? 0)})\n`);
     await transport.preview(message, io.stdout, { json });
     return;

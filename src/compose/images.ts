@@ -12,8 +12,8 @@
  */
 import { createHash } from "node:crypto";
 import { open, realpath, stat } from "node:fs/promises";
-import { basename, isAbsolute, relative, resolve, sep } from "node:path";
-import { fileURLToPath } from "node:url";
+import { basename, dirname, isAbsolute, relative, resolve, sep } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { MailsendError } from "../core/errors.js";
 import { formatSize } from "../core/size.js";
 import { fileError, shownPath } from "../input/read.js";
@@ -63,6 +63,34 @@ export function localPath(ref: string, what = "image"): string | undefined {
   }
   if (path.includes("\0")) throw refused(ref, "contains a NUL byte", undefined, what);
   return path;
+}
+
+/**
+ * The document's `<base href>` (the first, as browsers take it), read against `dir`: a file: URL
+ * or a relative path moves where relative references resolve; any other address makes them
+ * addresses on that server, which a browser would fetch from there and a mail client too, so
+ * they are no local files (`remote`), whatever exists here.
+ */
+export function documentBase(html: string, dir: string, findBase: (html: string) => string | undefined): { dir: string; remote: boolean } {
+  if (!/<base[\s/>]/i.test(html)) return { dir, remote: false };
+  const href = findBase(html)?.trim();
+  if (!href) return { dir, remote: false };
+  let url: URL;
+  try {
+    url = new URL(href, pathToFileURL(dir.endsWith(sep) ? dir : dir + sep));
+  } catch {
+    return { dir, remote: false };
+  }
+  if (url.protocol !== "file:") return { dir, remote: true };
+  if (url.hostname !== "" && url.hostname !== "localhost") return { dir, remote: true };
+  const path = fileURLToPath(url);
+  return { dir: url.pathname.endsWith("/") ? path : dirname(path), remote: false };
+}
+
+/** localPath, under a remote base: a reference without a scheme of its own is an address on that server. */
+export function documentPath(ref: string, remoteBase: boolean, what = "image"): string | undefined {
+  if (remoteBase && !SCHEME.test(ref)) return undefined;
+  return localPath(ref, what);
 }
 
 function refused(ref: string, why: string, hint?: string, what = "image"): MailsendError {

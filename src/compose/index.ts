@@ -12,8 +12,8 @@ import { MailsendError } from "../core/errors.js";
 import type { Attachment, Message } from "../core/message.js";
 import { shownPath } from "../input/read.js";
 import { ImageCache } from "./cache.js";
-import { contentId, localPath, MAX_INLINE_BYTES, resolveInside, splitInlineSpec, type InlineImage } from "./images.js";
-import { findRefAttributes, mayReferenceImages, rewriteRefs } from "./refs.js";
+import { contentId, documentBase, documentPath, localPath, MAX_INLINE_BYTES, resolveInside, splitInlineSpec, type InlineImage } from "./images.js";
+import { findBaseHref, findRefAttributes, mayReferenceImages, rewriteRefs } from "./refs.js";
 import { embedStylesheets, mayLinkStylesheets, type EmbeddedStylesheet } from "./styles.js";
 
 export interface ComposeOptions {
@@ -57,8 +57,11 @@ export async function composeHtml(input: string, opts: ComposeOptions): Promise<
   let html = input;
   let stylesheets: EmbeddedStylesheet[] = [];
   let remoteStylesheets: string[] = [];
+  // <base href> decides what the page's relative references mean, as it does in a browser.
+  const base = opts.embed ? documentBase(html, resolve(opts.fromDir ?? opts.baseDir), findBaseHref) : { dir: resolve(opts.fromDir ?? opts.baseDir), remote: false };
+  const fromDir = base.dir;
   // Before --inline-css, so that a linked sheet's rules are copied onto the elements too.
-  if (opts.embed && mayLinkStylesheets(html)) ({ html, sheets: stylesheets, left: remoteStylesheets } = await embedStylesheets(html, opts.baseDir, opts.fromDir));
+  if (opts.embed && mayLinkStylesheets(html)) ({ html, sheets: stylesheets, left: remoteStylesheets } = await embedStylesheets(html, opts.baseDir, fromDir, base.remote));
   if (opts.inlineCss) html = await (await import("./css.js")).inlineCss(html);
   const images = new Map<string, InlineImage>();
   const rewrites: Rewrite[] = [];
@@ -89,9 +92,9 @@ export async function composeHtml(input: string, opts: ComposeOptions): Promise<
     const byRef = new Map<string, string>();
     for (const ref of attrs.flatMap((a) => a.refs)) {
       if (byRef.has(ref)) continue;
-      const path = localPath(ref);
+      const path = documentPath(ref, base.remote);
       if (path === undefined) continue;
-      const real = await resolveInside(ref, path, opts.baseDir, opts.fromDir);
+      const real = await resolveInside(ref, path, opts.baseDir, fromDir);
       const { data, contentType } = await cache.get(ref, real);
       const cid = contentId(basename(real), data);
       add({ cid, filename: basename(real), contentType, data, path: real }, ref);
@@ -115,7 +118,7 @@ export async function composeHtml(input: string, opts: ComposeOptions): Promise<
   }
 
   const warnings = cidMismatches(html, opts.inline, images);
-  if (opts.embed) warnings.push(...leftLocal(html));
+  if (opts.embed) warnings.push(...leftLocal(html, base.remote));
   return { html, images: [...images.values()], rewrites, stylesheets, remoteStylesheets, warnings };
 }
 
@@ -124,10 +127,10 @@ const CSS_URL = /url\(\s*(?:"([^"]*)"|'([^']*)'|([^)'"\s]*))\s*\)/gi;
 const SRCSET = /\ssrcset\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]+))/gi;
 
 /** A reference to a file on this machine: what no mail client can load. */
-function isLocalRef(ref: string): boolean {
+function isLocalRef(ref: string, remoteBase: boolean): boolean {
   if (ref === "" || ref.startsWith("#") || /^cid:/i.test(ref)) return false;
   try {
-    return localPath(ref) !== undefined;
+    return documentPath(ref, remoteBase) !== undefined;
   } catch {
     return true;
   }
@@ -138,7 +141,7 @@ function isLocalRef(ref: string): boolean {
  * linked sheet's background image) and srcset candidates. Sent as written they are broken images
  * in the mail (Apple Mail takes srcset over src): said, with what to do.
  */
-function leftLocal(html: string): string[] {
+function leftLocal(html: string, remoteBase: boolean): string[] {
   const out: string[] = [];
   const seen = new Set<string>();
   const say = (key: string, text: string) => {
@@ -150,7 +153,7 @@ function leftLocal(html: string): string[] {
     for (const block of html.matchAll(STYLE_BLOCK)) {
       for (const m of (block[1] ?? "").matchAll(CSS_URL)) {
         const ref = (m[1] ?? m[2] ?? m[3] ?? "").trim();
-        if (isLocalRef(ref)) say(`url ${ref}`, `url(${ref}) in a <style> block names a file on this machine, which no mail client can load: --inline-css copies the rule onto the elements, where the image is embedded`);
+        if (isLocalRef(ref, remoteBase)) say(`url ${ref}`, `url(${ref}) in a <style> block names a file on this machine, which no mail client can load: --inline-css copies the rule onto the elements, where the image is embedded`);
       }
     }
   }
@@ -158,7 +161,7 @@ function leftLocal(html: string): string[] {
     for (const m of html.matchAll(SRCSET)) {
       for (const candidate of (m[1] ?? m[2] ?? m[3] ?? "").split(",")) {
         const ref = candidate.trim().split(/\s+/)[0] ?? "";
-        if (isLocalRef(ref)) say(`srcset ${ref}`, `srcset names ${ref}, a file on this machine that is not embedded: clients that use srcset (Apple Mail) show a broken image; give the image in src alone`);
+        if (isLocalRef(ref, remoteBase)) say(`srcset ${ref}`, `srcset names ${ref}, a file on this machine that is not embedded: clients that use srcset (Apple Mail) show a broken image; give the image in src alone`);
       }
     }
   }

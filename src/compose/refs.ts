@@ -100,3 +100,19 @@ export function rewriteRefs(html: string, attrs: readonly RefAttribute[], replac
   }
   return out + html.slice(at);
 }
+
+/** The href of the document's first `<base href>`, as browsers take it. */
+export function findBaseHref(html: string): string | undefined {
+  let href: string | undefined;
+  const parser: Parser = new Parser(
+    {
+      onopentag(name, attrs) {
+        if (href === undefined && name === "base" && attrs.href !== undefined) href = attrs.href;
+      },
+    },
+    { decodeEntities: true, lowerCaseTags: true, lowerCaseAttributeNames: true },
+  );
+  parser.write(html);
+  parser.end();
+  return href;
+}

@@ -14,7 +14,7 @@ import { dirname, isAbsolute, relative, resolve, sep } from "node:path";
 import { Parser } from "htmlparser2";
 import { MailsendError } from "../core/errors.js";
 import { shownPath } from "../input/read.js";
-import { localPath, resolveInside } from "./images.js";
+import { documentPath, localPath, resolveInside } from "./images.js";
 import { attrEscape } from "./refs.js";
 
 /** All the stylesheets of one message together: a report's CSS is kilobytes; beyond this it is not a report's. */
@@ -256,14 +256,21 @@ async function readSheet(r: SheetReader, ref: string, path: string, fromDir: str
  * rebased from `sheetDir` to the HTML's directory. Remote imports stay, moved to the head of the
  * block, where an `@import` must be to count.
  */
-async function sheetText(r: SheetReader, css: string, sheetDir: string, by: string, within: ReadonlySet<string>): Promise<{ head: string[]; body: string }> {
+async function sheetText(
+  r: SheetReader,
+  css: string,
+  sheetDir: string,
+  by: string,
+  within: ReadonlySet<string>,
+  pathOf: (ref: string) => string | undefined = (ref) => localPath(ref, "stylesheet"),
+): Promise<{ head: string[]; body: string }> {
   const head: string[] = [];
   let body = "";
   let at = 0;
   for (const imp of leadingImports(css)) {
     body += css.slice(at, imp.start);
     at = imp.end;
-    const path = imp.ref === "" ? undefined : localPath(imp.ref, "stylesheet");
+    const path = imp.ref === "" ? undefined : pathOf(imp.ref);
     if (path === undefined) {
       if (imp.ref !== "") r.left.push(imp.ref);
       head.push(css.slice(imp.start, imp.end).trim());
@@ -294,13 +301,16 @@ export async function embedStylesheets(
   html: string,
   baseDir: string,
   fromDir?: string,
+  remoteBase = false,
 ): Promise<{ html: string; sheets: EmbeddedStylesheet[]; left: string[] }> {
+  // The document's references (not a sheet's own imports) mean its <base href>'s server when it names one.
+  const docPath = (ref: string) => documentPath(ref, remoteBase, "stylesheet");
   const { links, styles } = findStylesheets(html);
   const htmlDir = resolve(fromDir ?? baseDir);
   const r: SheetReader = { baseDir, htmlDir, total: 0, sheets: [], left: [] };
   const edits: { start: number; end: number; text: string }[] = [];
   for (const link of links) {
-    const path = localPath(link.href, "stylesheet");
+    const path = docPath(link.href);
     if (path === undefined) {
       r.left.push(link.href);
       continue;
@@ -312,8 +322,8 @@ export async function embedStylesheets(
   }
   for (const style of styles) {
     const css = html.slice(style.start, style.end);
-    if (!leadingImports(css).some((i) => i.ref !== "" && localPath(i.ref, "stylesheet") !== undefined)) continue;
-    const text = await sheetText(r, css, htmlDir, "<style>", new Set());
+    if (!leadingImports(css).some((i) => i.ref !== "" && docPath(i.ref) !== undefined)) continue;
+    const text = await sheetText(r, css, htmlDir, "<style>", new Set(), docPath);
     edits.push({ start: style.start, end: style.end, text: joinSheet(text).replace(/<\/(style)/gi, "<\\/$1") });
   }
   if (edits.length === 0) return { html, sheets: r.sheets, left: r.left };

@@ -390,6 +390,30 @@ describe("references that must not be embedded", () => {
     expect(sink.connections).toBe(0);
   });
 
+  it("<base href>: a web address makes relative references addresses there (left as written); a relative one moves where they resolve", async () => {
+    // A report published to a server: its images are there, not beside the file (a browser fetches them from the base).
+    const web = join(reportDir, "web.html");
+    writeFileSync(
+      web,
+      '<!doctype html><html><head><base href="https://ci.example.com/runs/42/"><link rel="stylesheet" href="report.css"></head><body><img src="chart.png" alt="c"><img src="/logo.png"><div style="background: url(bg.png)">x</div><img src="file://' +
+        join(reportDir, "team.jpg") +
+        '"></body></html>',
+    );
+    const r = await viaSink([...MSG, "--html-file", web]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stderr).not.toContain("warning");
+    const email = await parseEml(sink.messages[0]!.raw);
+    expect(email.html).toContain('<link rel="stylesheet" href="report.css"></head><body><img src="chart.png" alt="c"><img src="/logo.png"><div style="background: url(bg.png)">');
+    // A file: URL names a file whatever the base says.
+    expect(email.attachments.filter((a) => a.related).map((a) => a.mimeType)).toEqual(["image/jpeg"]);
+
+    const rel = join(reportDir, "rel.html");
+    writeFileSync(rel, '<!doctype html><html><head><base href="charts/"></head><body><img src="trend.png"><img src="../team.jpg"></body></html>');
+    const ok = await viaSink([...MSG, "--html-file", rel]);
+    expect(ok.exitCode, ok.stderr).toBe(0);
+    expect((await parseEml(sink.messages[1]!.raw)).attachments.filter((a) => a.related).map((a) => a.mimeType).sort()).toEqual(["image/jpeg", "image/png"]);
+  });
+
   it("--base-dir that covers the file allows it", async () => {
     const html = join(reportDir, "parent.html");
     writeFileSync(html, '<img src="../secret.png">');

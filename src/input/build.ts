@@ -155,8 +155,8 @@ async function markdownBody(flags: MessageFlags, io: InputStreams): Promise<{ ht
       "Give the body once: as Markdown, or as --html/--text.",
     );
   }
-  const source = utf8(await readSource(flags.markdownFile, "Markdown file", io), flags.markdownFile === "-" ? "stdin" : flags.markdownFile);
-  const { renderMarkdown } = await import("./markdown.js");
+  const { renderMarkdown, stripFrontMatter } = await import("./markdown.js");
+  const source = stripFrontMatter(utf8(await readSource(flags.markdownFile, "Markdown file", io), flags.markdownFile === "-" ? "stdin" : flags.markdownFile));
   return { html: await renderMarkdown(source, { allowHtml: flags.allowHtml ?? false }), text: source };
 }
 

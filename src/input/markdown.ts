@@ -17,6 +17,33 @@ export interface MarkdownOptions {
 const UNSAFE_LINK = /^\s*(?:javascript|vbscript|data|file):/i;
 const SAFE_DATA_IMAGE = /^\s*data:image\/(?:png|gif|jpe?g|webp);base64,[A-Za-z0-9+/=\s]+$/i;
 
+/** A YAML (---) or TOML (+++) block's lines: keys, list items, indented values, comments. */
+const YAML_LINE = /^(?:[A-Za-z0-9_"'][^:]*:(?:\s.*)?|-(?:\s.*)?|\s+\S.*|#.*|\s*)$/;
+const TOML_LINE = /^(?:[A-Za-z0-9_"'.-]+\s*=.*|\[[^\]]+\]\s*|\s+\S.*|#.*|\s*)$/;
+
+/**
+ * A Markdown file's front matter (the `---` YAML block of Jekyll, Hugo, MkDocs, Obsidian, or
+ * Hugo's `+++` TOML) is the file's metadata, not its text: GFM would render it as a rule and a
+ * heading of "title: ... author: ...". It is taken off before rendering, and off the text part.
+ * Only a block at the very start, closed, whose every line reads as YAML (or TOML) is one.
+ */
+export function stripFrontMatter(source: string): string {
+  const open = /^(---|\+\+\+)[ \t]*\r?\n/.exec(source);
+  if (!open) return source;
+  const toml = open[1] === "+++";
+  const lines = source.slice(open[0].length).split("\n");
+  // Bounded: a front matter block is short; a file that only starts with a rule is not one.
+  for (let i = 0; i < Math.min(lines.length, 500); i++) {
+    const line = lines[i]!.replace(/\r$/, "");
+    if (toml ? line.trimEnd() === "+++" : /^(?:---|\.\.\.)\s*$/.test(line)) {
+      if (i === 0) return source;
+      return lines.slice(i + 1).join("\n").replace(/^\s*\n/, "");
+    }
+    if (!(toml ? TOML_LINE : YAML_LINE).test(line)) return source;
+  }
+  return source;
+}
+
 export async function renderMarkdown(source: string, opts: MarkdownOptions): Promise<string> {
   const { Marked } = await import("marked");
   const marked = new Marked({ gfm: true, async: false });

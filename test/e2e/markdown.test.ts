@@ -121,6 +121,31 @@ describe("over SMTP", () => {
   });
 });
 
+describe("front matter", () => {
+  it("a YAML (---) or TOML (+++) block at the start is the file's metadata: off the HTML and the text; a rule and a heading stay", async () => {
+    const body = "# Build 42\n\nAll green.\n";
+    const yaml = tmp.file("fm.md", `---\r\ntitle: "Build 42"\r\ntags:\r\n  - ci\r\n- nightly\r\n# a comment\r\ndraft: false\r\n---\r\n\r\n${body}`);
+    const r = await smtp(["--markdown-file", yaml]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const parsed = await parseMessage(sink.messages[0]!.raw);
+    expect(parsed.html?.trimEnd()).toBe("<h1>Build 42</h1>\n<p>All green.</p>");
+    expect(parsed.text?.trimEnd()).toBe(body.trimEnd());
+
+    const toml = tmp.file("fm.toml.md", `+++\ntitle = "Build 42"\n[params]\n  lang = "en"\n+++\n${body}`);
+    const t = await rest(["--markdown-file", toml]);
+    expect(t.exitCode, t.stderr).toBe(0);
+    expect(rec.requests[0]!.json.html).toBe("<h1>Build 42</h1>\n<p>All green.</p>\n");
+
+    // Not front matter: a rule, then a heading written with a --- underline; and a block never closed.
+    const rule = await rest(["--markdown-file", "-"], { input: "---\nRelease notes\n---\n\nbody\n" });
+    expect(rule.exitCode, rule.stderr).toBe(0);
+    expect(rec.requests[1]!.json.html).toBe("<hr>\n<h2>Release notes</h2>\n<p>body</p>\n");
+    const open = await rest(["--markdown-file", "-"], { input: "---\ntitle: x\n\nbody\n" });
+    expect(open.exitCode, open.stderr).toBe(0);
+    expect(rec.requests[2]!.json.html).toContain("title: x");
+  });
+});
+
 describe("bad use", () => {
   it("with --html, --html-file, --text or --text-file: usage (64), nothing sent", async () => {
     const html = tmp.file("b.html", "<p>x</p>");

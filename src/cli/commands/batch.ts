@@ -75,8 +75,8 @@ async function bodyTemplates(flags: BatchFlags): Promise<Pick<RowDefaults, "html
   if (flags.markdownFile !== undefined) {
     const clash = [flags.htmlFile !== undefined && "--html-file", flags.textFile !== undefined && "--text-file"].filter(Boolean);
     if (clash.length > 0) throw new MailsendError("usage", `--markdown-file makes the HTML and the text template; it cannot be combined with ${clash.join(", ")}`);
-    const source = (await template(flags.markdownFile, "Markdown template"))!;
-    const { renderMarkdownTemplate } = await import("../../input/markdown.js");
+    const { renderMarkdownTemplate, stripFrontMatter } = await import("../../input/markdown.js");
+    const source = stripFrontMatter((await template(flags.markdownFile, "Markdown template"))!);
     return {
       htmlTemplate: await renderMarkdownTemplate(source, { allowHtml: flags.allowHtml ?? false }),
       textTemplate: source,

@@ -6,6 +6,7 @@ import { checkHeader, checkSingleLine, parseHeaderFlag, type HeaderList } from "
 import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
 import { messageFromEml } from "./eml.js";
+import { declaresLegacyCharset, htmlText } from "./html-charset.js";
 import type { SendRequestFile } from "./json.js";
 import type { ImageCache, Rewrite } from "../compose/index.js";
 import type { InlineImage } from "../compose/images.js";
@@ -138,7 +139,7 @@ async function bodyFrom(
   if (file === undefined) return undefined;
   const buf = await readSource(file, `${flag} body file`, io);
   checkBodyBytes(buf, file === "-" ? "stdin" : shownPath(file), file === "-" && pipedOrFile(io.stdin));
-  return utf8(buf, file === "-" ? "stdin" : file);
+  return flag === "html" ? htmlText(buf, file === "-" ? "stdin" : file) : utf8(buf, file === "-" ? "stdin" : file);
 }
 
 const MESSAGE_FLAGS = ["from", "to", "cc", "bcc", "subject", "html", "htmlFile", "text", "textFile", "markdownFile", "name", "replyTo", "attach", "header", "jsonFile"] as const;
@@ -203,7 +204,8 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
     const raw = await readStdinNoticing(opts, STDIN_NOTICE_MS);
     checkBodyBytes(raw, "stdin", pipedOrFile(opts.stdin));
     if (raw.length > 0) {
-      const piped = utf8(raw, "stdin");
+      // HTML in a charset it declares is read by it (a legacy report piped in); anything else must be UTF-8.
+      const piped = flags.stdinType !== "text" && declaresLegacyCharset(raw) ? htmlText(raw, "stdin") : utf8(raw, "stdin");
       const decision: StdinDecision = flags.stdinType
         ? { type: flags.stdinType, reason: `--stdin-type ${flags.stdinType}` }
         : classifyStdin(piped);

@@ -545,3 +545,32 @@ describe("a report's own stylesheets (<link rel=stylesheet>)", () => {
     expect(sink.connections).toBe(0);
   });
 });
+
+describe("HTML in a legacy charset it declares", () => {
+  it("is read by its <meta charset> (file or stdin) and sent as UTF-8, the declaration saying so; undeclared non-UTF-8 is still refused", async () => {
+    const dir = join(t.scratch.dir, "legacy");
+    mkdirSync(dir, { recursive: true });
+    // windows-1252 bytes: é is 0xE9, € is 0x80 (as a browser reads iso-8859-1 too).
+    const page = (meta: string) => Buffer.concat([Buffer.from(`<!DOCTYPE html>\r\n<html><head>${meta}<title>R`), Buffer.from([0xe9]), Buffer.from("sum"), Buffer.from([0xe9]), Buffer.from("</title></head>\r\n<body><p>Caf"), Buffer.from([0xe9]), Buffer.from(" 3 "), Buffer.from([0x80]), Buffer.from("</p></body></html>\r\n")]);
+    writeFileSync(join(dir, "meta.html"), page('<meta charset="iso-8859-1">'));
+    const r = await viaSink([...MSG, "--html-file", join(dir, "meta.html")]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const email = await parseEml(sink.messages[0]!.raw);
+    expect(email.html).toContain('<meta charset="utf-8"><title>Résumé</title>');
+    expect(email.html).toContain("<p>Café 3 €</p>");
+    expect(email.text).toContain("Café 3 €");
+
+    const piped = await runCli(
+      ["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", join(t.scratch.dir, "tls", "ca.pem"), ...MSG],
+      { env: { MAILSEND_API_KEY: KEY }, cwd: dir, input: page('<meta http-equiv="Content-Type" content="text/html; charset=windows-1252">') },
+    );
+    expect(piped.exitCode, piped.stderr).toBe(0);
+    expect((await parseEml(sink.messages[1]!.raw)).html).toContain('content="text/html; charset=utf-8"><title>Résumé</title>');
+
+    writeFileSync(join(dir, "bare.html"), page(""));
+    const bare = await viaSink([...MSG, "--html-file", join(dir, "bare.html")]);
+    expect(bare.exitCode).toBe(65);
+    expect(bare.stderr).toContain("is not valid UTF-8");
+    expect(sink.messages).toHaveLength(2);
+  });
+});

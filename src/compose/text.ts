@@ -20,6 +20,18 @@ function rowsOf(table: Node): Node[] {
   return out;
 }
 
+/** Whether an element shows anything a text part could say: text, or an image's alt text. */
+function saysSomething(elem: DomNode): boolean {
+  for (const c of elem.children ?? []) {
+    if (c.type === "text" && (c.data ?? "").trim() !== "") return true;
+    if (c.type === "tag" && c.name === "img" && (c.attribs?.["alt"] ?? "").trim() !== "") return true;
+    if (c.type === "tag" && saysSomething(c)) return true;
+  }
+  return false;
+}
+
+type DomNode = { type: string; name?: string; data?: string; attribs?: Record<string, string>; children?: DomNode[] };
+
 export async function textFromHtml(html: string): Promise<string> {
   const { convert } = await import("html-to-text");
   // Counted roughly (a row in a comment counts too): enough to choose how tables are laid out.
@@ -52,7 +64,18 @@ export async function textFromHtml(html: string): Promise<string> {
       // Every table, not only those named in options: a report's tables are its content.
       rows > ALIGNED_ROWS ? { selector: "table", format: "rowsTable" } : { selector: "table", format: "dataTable", options: { uppercaseHeaderCells: false, maxColumnWidth: 40 } },
       // A link whose text is its address is said once; links to a place on the page or to a part not at all.
-      { selector: "a", options: { hideLinkHrefIfSameAsText: true, noAnchorUrl: true, linkBrackets: ["[", "]"] } },
+      // A link with nothing to show (a report's hidden prev/next links, `<a href="m_py.html"/>`) is left out when its address
+      // is relative: html-to-text would write the bare address, glued to the next one ("m_py.htmlm_py.html").
+      {
+        selector: "a",
+        options: {
+          hideLinkHrefIfSameAsText: true,
+          noAnchorUrl: true,
+          linkBrackets: ["[", "]"],
+          // html-to-text 9 passes the element third (its types name only two).
+          pathRewrite: (href: string, ...rest: unknown[]) => (/^[A-Za-z][A-Za-z0-9+.-]*:|^\/\//.test(href) || !rest[1] || saysSomething(rest[1] as DomNode) ? href : ""),
+        },
+      },
       // cid: and file addresses mean nothing in a text part; the alt text is what the image says.
       { selector: "img", format: "altText" },
       { selector: "h1", options: { uppercase: false } },

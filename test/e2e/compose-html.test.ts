@@ -297,6 +297,8 @@ describe("a real-world report: coverage.py's HTML", () => {
     expect(text).toMatch(/^m\.py \[m_py\.html\]\s+3\s+0\s+0\s+100%$/m);
     expect(text).toMatch(/coverage\.py v[\d.]+ \[https:\/\/coverage\.readthedocs\.io\]/);
     expect(text).not.toContain("<");
+    // The page's hidden prev/next links (<a href="m_py.html"/>, no text) say nothing: not "m_py.htmlm_py.html".
+    expect(text).not.toMatch(/^\S*\.html\S*$/m);
   });
 });
 

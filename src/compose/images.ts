@@ -155,7 +155,8 @@ export async function resolveInside(ref: string, path: string, baseDir: string, 
  * row) and two different images never share one.
  */
 export function contentId(filename: string, data: Buffer): string {
-  const safe = filename.replace(/[^A-Za-z0-9!#$%&'*+\-/=?^_`{|}~.]/g, "_").replace(/\.{2,}/g, ".").replace(/^\.+|\.+$/g, "") || "image";
+  // No "%", "#" or "?": the src is a URL (RFC 2392), where cid:a%20b means "a b" and cid:a#b means "a": the part would not be found.
+  const safe = filename.replace(/[^A-Za-z0-9!$&'*+\-/=^_`{|}~.]/g, "_").replace(/\.{2,}/g, ".").replace(/^\.+|\.+$/g, "") || "image";
   const digest = createHash("sha256").update(data).digest("hex").slice(0, 12);
   return `${safe.slice(0, 40)}.${digest}@mailsend`;
 }

@@ -257,6 +257,23 @@ describe("an HTML report with local images", () => {
     expect(ok.stderr).not.toContain("cid:");
   });
 
+  it("a file whose name has %, # or ?: its Content-ID has none, so the cid: URL (which a client %-decodes, and cuts at #) finds the part", async () => {
+    const dir = join(reportDir, "odd names");
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, "50%.png"), png(2, 2, [1, 2, 3]));
+    writeFileSync(join(dir, "run#4?.png"), png(2, 2, [4, 5, 6]));
+    writeFileSync(join(dir, "odd.html"), '<p><img src="50%25.png"><img src="run%234%3F.png"></p>');
+    const r = await viaSink([...MSG, "--html-file", join(dir, "odd.html")]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stderr).toBe("");
+    const email = await parseEml(sink.messages[0]!.raw);
+    const srcs = [...email.html!.matchAll(/src="cid:([^"]+)"/g)].map((m) => m[1]!);
+    expect(srcs).toHaveLength(2);
+    // As a client reads each src (RFC 2392: %-decoded, up to a #), it is a part's Content-ID.
+    const ids = email.attachments.map((a) => a.contentId!.replace(/^<|>$/g, ""));
+    for (const src of srcs) expect(ids).toContain(decodeURIComponent(src.split("#")[0]!));
+  });
+
   it("--inline-css puts the <style> rules on the elements", async () => {
     const r = await viaSink([...MSG, "--html-file", report, "--inline-css"]);
     expect(r.exitCode, r.stderr).toBe(0);

@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { composeHtml, ImageCache } from "../../src/compose/index.js";
 import { localPath } from "../../src/compose/images.js";
 import { findRefAttributes, rewriteRefs } from "../../src/compose/refs.js";
@@ -61,6 +61,21 @@ describe("textFromHtml of a big report", () => {
     // A small table keeps its aligned columns.
     expect(await textFromHtml("<table><tr><th>file</th><th>status</th></tr><tr><td>a-long-name.ts</td><td>ok</td></tr></table>")).toMatch(/^file {2,}status$/m);
   });
+});
+
+describe("textFromHtml of a report over 16 MiB", () => {
+  it("is converted whole: html-to-text's default cut at 2^24 characters lost the end silently (and printed its own warning)", async () => {
+    const line = `${"x".repeat(70)}\n`;
+    const html = `<pre>${line.repeat(Math.ceil((1 << 24) / line.length) + 1000)}</pre><p>THE END</p>`;
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
+    try {
+      const text = await textFromHtml(html);
+      expect(text.trimEnd().endsWith("THE END")).toBe(true);
+      expect(warn).not.toHaveBeenCalled();
+    } finally {
+      warn.mockRestore();
+    }
+  }, 60_000);
 });
 
 describe("composeHtml", () => {

@@ -274,6 +274,16 @@ describe("an HTML report with local images", () => {
     for (const src of srcs) expect(ids).toContain(decodeURIComponent(src.split("#")[0]!));
   });
 
+  it("--inline-css keeps what it cannot put on an element (@supports, @layer, @container, @page, ::before rules) in a <style> block, as written", async () => {
+    const kept = '@supports (display: grid) { .grid { display: grid; } }\n@layer base { .failed { color: #c21f39; } }\n@container (min-width: 400px) { .wide { color: green; } }\n@page { margin: 1cm; }\n.failed::before { content: "\\2717  "; }';
+    const html = `<html><head><style>\n${kept}\n.num { text-align: right; }\n</style></head><body><p class="failed grid wide num">1 failed</p></body></html>`;
+    const r = await viaSink([...MSG, "--html", html, "--inline-css"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const out = (await parseEml(sink.messages[0]!.raw)).html!;
+    expect(out).toMatch(/<p class="failed grid wide num" style="text-align: right;?">/);
+    expect(out).toContain(`<style>\n${kept}\n</style>`);
+  });
+
   it("--inline-css puts the <style> rules on the elements", async () => {
     const r = await viaSink([...MSG, "--html-file", report, "--inline-css"]);
     expect(r.exitCode, r.stderr).toBe(0);

@@ -25,6 +25,8 @@ export interface RowDefaults {
   textTemplate?: string;
   /** The flag a template came from, for error messages (default --html-file / --text-file). */
   templateFlag?: string;
+  /** The text template is the plain version of the HTML one (a Markdown source and its rendering). */
+  textIsPlainHtml?: boolean;
   /** What to call the subject, HTML and text templates in messages (the library: template.subject, ...). */
   labels?: { subject?: string; html?: string; text?: string };
   headers?: HeaderList;
@@ -255,6 +257,8 @@ export async function messageOfRow(data: Record<string, unknown>, ctx: ItemConte
     headers: headersOf(data, d.headers ?? []),
     attachments: [...(d.attach?.length || !absent(data.attachments) ? await attachmentsOf(data, d.attach ?? [], ctx.cache) : []), ...(composed?.parts ?? [])],
     idempotencyKey: str(data.idempotency_key, "idempotency_key") ?? ctx.idempotencyKey,
+    // Both bodies from the Markdown template: the text is the source of the HTML.
+    ...(d.textIsPlainHtml && absent(data.html) && absent(data.text) ? { textIsPlainHtml: true } : {}),
   };
   // Errors name the row's fields (reply_to), not send's flags (--reply-to).
   const message = assembleMessage(parts, ctx.transport, (flag) => flag.replace(/^--/, "").replace(/-/g, "_"));

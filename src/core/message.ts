@@ -53,6 +53,11 @@ export interface Message {
    */
   undecodable?: boolean;
   /**
+   * The text is the plain version of the HTML (a Markdown body's source): REST, which carries
+   * only the HTML, loses no content, so --transport auto prefers SMTP for it but does not need it.
+   */
+  textIsPlainHtml?: boolean;
+  /**
    * Of a raw message: it carries a Message-ID its program wrote (not one mailsend added). REST
    * would replace it (the service stamps its own), so replies to it would not thread: with SMTP
    * configured too, --transport auto sends it by SMTP.

@@ -271,6 +271,7 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
       headers: mergeHeaders(fileHeaders, (flags.header ?? []).map(parseHeaderFlag)),
       attachments,
       ...(flags.idempotencyKey ? { idempotencyKey: flags.idempotencyKey } : {}),
+      ...(markdown ? { textIsPlainHtml: true } : {}),
     },
     opts.transport,
   );
@@ -291,6 +292,8 @@ export interface MessageParts {
   headers: HeaderList;
   attachments: Attachment[];
   idempotencyKey?: string;
+  /** The text is the plain version of the HTML (a Markdown source): see Message. */
+  textIsPlainHtml?: boolean;
 }
 
 /** Validate the parts and make the Message: one path for every way a message is given. */
@@ -327,6 +330,7 @@ export function assembleMessage(p: MessageParts, transport: TransportName | "aut
     subject: p.subject,
     ...(p.html ? { html: p.html } : {}),
     ...(p.text !== undefined && p.text !== "" ? { text: p.text } : {}),
+    ...(p.textIsPlainHtml && p.html && p.text ? { textIsPlainHtml: true } : {}),
     attachments: p.attachments,
     headers: p.headers,
     idempotencyKey: p.idempotencyKey ?? randomUuid(),

@@ -40,7 +40,7 @@ export function restLoss(m: Message): string | undefined {
   if (m.text !== undefined && m.html === undefined) return "a text-only body";
   // A message from another program with no body at all (only a header): REST would have to make up an HTML one.
   if (m.raw && m.html === undefined) return "no body (REST needs an HTML one)";
-  if (m.text !== undefined) return "a text part";
+  if (m.text !== undefined && !m.textIsPlainHtml) return "a text part";
   const seen = new Set<string>();
   for (const [name] of m.headers) {
     const k = name.toLowerCase();
@@ -56,7 +56,10 @@ export function restLoss(m: Message): string | undefined {
  * Message-ID is kept by SMTP. Undefined when there is no such reason.
  */
 export function smtpPreference(m: Message): string | undefined {
-  return m.raw && m.ownMessageId ? "its own Message-ID (REST would replace it, and replies to it would not thread)" : undefined;
+  if (m.raw && m.ownMessageId) return "its own Message-ID (REST would replace it, and replies to it would not thread)";
+  // A Markdown source beside its rendering: SMTP sends both, REST the rendering, which says it all.
+  if (m.textIsPlainHtml && m.text !== undefined && m.html !== undefined) return "a text part (the Markdown source)";
+  return undefined;
 }
 
 /**

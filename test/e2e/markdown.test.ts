@@ -121,6 +121,26 @@ describe("over SMTP", () => {
   });
 });
 
+describe("--transport auto", () => {
+  it("with only REST configured sends the rendering over REST (as --transport rest does), not 78: the source is its plain version", async () => {
+    const r = await rest(["--markdown-file", md(), "--transport", "auto", "--json"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ transport: "rest", reason: "only REST is configured" });
+    expect(rec.requests[0]!.json.html).toBe(RENDERED);
+  });
+
+  it("with both configured prefers SMTP, which carries the source as the text part, and says so", async () => {
+    const r = await runCli(
+      ["send", ...MSG, "--markdown-file", md(), "--transport", "auto", "--json", "--base-url", rec.url, "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--smtp-tls", "starttls", "--ca-file", caPath],
+      { env: { MAILSEND_API_KEY: KEY } },
+    );
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ transport: "smtp", reason: "a text part (the Markdown source)" });
+    expect(rec.requests).toHaveLength(0);
+    expect((await parseMessage(sink.messages[0]!.raw)).text?.trimEnd()).toBe(SOURCE.trimEnd());
+  });
+});
+
 describe("front matter", () => {
   it("a YAML (---) or TOML (+++) block at the start is the file's metadata: off the HTML and the text; a rule and a heading stay", async () => {
     const body = "# Build 42\n\nAll green.\n";

@@ -70,7 +70,7 @@ async function template(path: string | undefined, what: string): Promise<string 
  * The body templates: --html-file / --text-file, or --markdown-file for both
  * (rendered once, placeholders kept, filled per row like the others).
  */
-async function bodyTemplates(flags: BatchFlags): Promise<Pick<RowDefaults, "htmlTemplate" | "textTemplate" | "templateFlag">> {
+async function bodyTemplates(flags: BatchFlags): Promise<Pick<RowDefaults, "htmlTemplate" | "textTemplate" | "templateFlag" | "textIsPlainHtml">> {
   if (flags.allowHtml && flags.markdownFile === undefined) throw new MailsendError("usage", "--allow-html applies only to --markdown-file");
   if (flags.markdownFile !== undefined) {
     const clash = [flags.htmlFile !== undefined && "--html-file", flags.textFile !== undefined && "--text-file"].filter(Boolean);
@@ -81,6 +81,7 @@ async function bodyTemplates(flags: BatchFlags): Promise<Pick<RowDefaults, "html
       htmlTemplate: await renderMarkdownTemplate(source, { allowHtml: flags.allowHtml ?? false }),
       textTemplate: source,
       templateFlag: "--markdown-file",
+      textIsPlainHtml: true,
     };
   }
   return {

@@ -82,16 +82,16 @@ export function keptApart(css: string): { inlinable: string; kept: string } {
 
 /** Each <style> block's rules juice would lose, moved to a block of their own that juice leaves as it is (data-embed). */
 function setApart(html: string): string {
-  const blocks: { start: number; end: number; attrs: Record<string, string> }[] = [];
-  let open: { start: number; attrs: Record<string, string> } | undefined;
+  const blocks: { tag: number; start: number; end: number; attrs: Record<string, string> }[] = [];
+  let open: { tag: number; start: number; attrs: Record<string, string> } | undefined;
   const parser: Parser = new Parser(
     {
       onopentag(name, attrs) {
-        if (name === "style") open = { start: parser.endIndex + 1, attrs };
+        if (name === "style") open = { tag: parser.startIndex, start: parser.endIndex + 1, attrs };
       },
       onclosetag(name, isImplied) {
         if (name !== "style" || !open) return;
-        blocks.push({ start: open.start, end: isImplied ? html.length : parser.startIndex, attrs: open.attrs });
+        blocks.push({ tag: open.tag, start: open.start, end: isImplied ? html.length : parser.startIndex, attrs: open.attrs });
         open = undefined;
       },
     },
@@ -103,6 +103,13 @@ function setApart(html: string): string {
   let at = 0;
   for (const b of blocks) {
     if (b.attrs["data-embed"] !== undefined) continue;
+    // A sheet for another medium (<style media="print">, a linked print.css): its rules on the elements would apply on
+    // screen too (a print sheet's "display: none" hid the menu in the mail). It stays a block of its medium.
+    if (!/^\s*(?:all|screen)?\s*$/i.test(b.attrs["media"] ?? "")) {
+      out += `${html.slice(at, b.tag)}<style data-embed`;
+      at = b.tag + "<style".length;
+      continue;
+    }
     const { inlinable, kept } = keptApart(html.slice(b.start, b.end));
     if (kept === "") continue;
     const close = html.indexOf(">", b.end) + 1 || html.length;

@@ -512,6 +512,15 @@ describe("a report's own stylesheets (<link rel=stylesheet>)", () => {
     expect(email.html).toMatch(new RegExp(`<p class="low" style="color: #c21f39; background-image: url\\(["']?cid:${cid.replace(/[.]/g, "\\.")}["']?\\);?">`));
   });
 
+  it("with --inline-css a sheet for print stays a print block: its rules are not put on the elements (the menu it hides stays on screen)", async () => {
+    writeFileSync(join(dir, "menu.html"), '<!doctype html><html><head><link rel="stylesheet" href="print.css" media="print"><style>.nav { color: navy; }</style></head><body><p class="nav">menu</p></body></html>');
+    const r = await viaSink([...MSG, "--html-file", join(dir, "menu.html"), "--inline-css"]);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const html = (await parseEml(sink.messages[0]!.raw)).html!;
+    expect(html).toMatch(/<p class="nav" style="color: navy;?">menu<\/p>/);
+    expect(html).toContain('<style media="print">\n.nav { display: none; }\n</style>');
+  });
+
   it("--no-embed leaves the links as written; --dry-run names each sheet", async () => {
     const r = await viaSink([...MSG, "--html-file", join(dir, "index.html"), "--no-embed"]);
     expect(r.exitCode, r.stderr).toBe(0);

@@ -40,8 +40,11 @@ function decode(decoder: TextDecoder, buf: Buffer): string {
 
 /** An HTML body's bytes as text: UTF-8, or the legacy charset the document declares. */
 export function htmlText(buf: Buffer, what: string): string {
-  if (isUtf8(buf)) return utf8(buf, what);
   const decoder = declaredDecoder(buf);
+  // Valid UTF-8 that declares a legacy charset (javadoc's iso-8859-1 on ASCII pages, a template's
+  // stale meta): read as UTF-8, which it is, and said as such, so a client that believes the
+  // HTML's declaration over the MIME charset shows what was written, not mojibake.
+  if (isUtf8(buf)) return decoder ? relabel(utf8(buf, what)) : utf8(buf, what);
   if (!decoder) return utf8(buf, what);
   let text: string;
   try {
@@ -50,10 +53,15 @@ export function htmlText(buf: Buffer, what: string): string {
     // Bytes the declared charset has no character for: neither reading is right.
     return utf8(buf, what);
   }
+  return relabel(text);
+}
+
+/** The document's charset declaration (meta or XML prolog) changed to utf-8, what it is sent as. */
+function relabel(text: string): string {
   return text.replace(XML, "$1utf-8").replace(META, "$1utf-8");
 }
 
-/** The bytes may be HTML in a declared legacy charset: worth decoding by it before deciding what stdin is. */
+/** The bytes may be HTML that declares a legacy charset: worth reading by htmlText before deciding what stdin is. */
 export function declaresLegacyCharset(buf: Buffer): boolean {
-  return !isUtf8(buf) && declaredDecoder(buf) !== undefined;
+  return declaredDecoder(buf) !== undefined;
 }

@@ -610,5 +610,13 @@ describe("HTML in a legacy charset it declares", () => {
     expect(bare.exitCode).toBe(65);
     expect(bare.stderr).toContain("is not valid UTF-8");
     expect(sink.messages).toHaveLength(2);
+
+    // UTF-8 under a stale iso-8859-1 meta: read as the UTF-8 it is, and the meta says so.
+    writeFileSync(join(dir, "stale.html"), '<html><head><meta charset="iso-8859-1"><title>Résumé</title></head><body><p>Café 3 €</p></body></html>');
+    const stale = await viaSink([...MSG, "--html-file", join(dir, "stale.html")]);
+    expect(stale.exitCode, stale.stderr).toBe(0);
+    const staleHtml = (await parseEml(sink.messages[2]!.raw)).html;
+    expect(staleHtml).toContain('<meta charset="utf-8"><title>Résumé</title>');
+    expect(staleHtml).toContain("<p>Café 3 €</p>");
   });
 });

@@ -6,6 +6,7 @@ import { checkHeader, checkSingleLine, parseHeaderFlag, type HeaderList } from "
 import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
 import { messageFromEml } from "./eml.js";
+import { isUtf8 } from "node:buffer";
 import { declaresLegacyCharset, htmlText } from "./html-charset.js";
 import type { SendRequestFile } from "./json.js";
 import type { ImageCache, Rewrite } from "../compose/index.js";
@@ -210,7 +211,8 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
         ? { type: flags.stdinType, reason: `--stdin-type ${flags.stdinType}` }
         : classifyStdin(piped);
       opts.onStdinBody?.(decision);
-      if (decision.type === "html") html = piped;
+      // Only an HTML body's own declaration is made to say utf-8 (text that quotes a meta is left as written).
+      if (decision.type === "html") html = isUtf8(raw) ? htmlText(raw, "stdin") : piped;
       else text = piped;
     }
   } else {

@@ -41,10 +41,21 @@ function decode(decoder: TextDecoder, buf: Buffer): string {
 /** An HTML body's bytes as text: UTF-8, or the legacy charset the document declares. */
 export function htmlText(buf: Buffer, what: string): string {
   const decoder = declaredDecoder(buf);
-  // Valid UTF-8 that declares a legacy charset (javadoc's iso-8859-1 on ASCII pages, a template's
-  // stale meta): read as UTF-8, which it is, and said as such, so a client that believes the
-  // HTML's declaration over the MIME charset shows what was written, not mojibake.
-  if (isUtf8(buf)) return decoder ? relabel(utf8(buf, what)) : utf8(buf, what);
+  if (isUtf8(buf)) {
+    if (!decoder) return utf8(buf, what);
+    // Pure ASCII reads alike in every charset that keeps ASCII, and right by the declaration in one
+    // that does not (ISO-2022-JP's escapes). Other valid UTF-8 under a legacy declaration (a stale
+    // template's meta) is the UTF-8 it is. Either is sent as UTF-8 and declared so, for a client that
+    // believes the HTML's declaration over the MIME charset.
+    if (/^[\x00-\x7f]*$/.test(buf.toString("latin1"))) {
+      try {
+        return relabel(decode(decoder, buf));
+      } catch {
+        return utf8(buf, what);
+      }
+    }
+    return relabel(utf8(buf, what));
+  }
   if (!decoder) return utf8(buf, what);
   let text: string;
   try {
@@ -61,7 +72,7 @@ function relabel(text: string): string {
   return text.replace(XML, "$1utf-8").replace(META, "$1utf-8");
 }
 
-/** The bytes may be HTML that declares a legacy charset: worth reading by htmlText before deciding what stdin is. */
+/** Bytes that are not UTF-8 but may be HTML in a legacy charset it declares: worth decoding by it before deciding what stdin is. */
 export function declaresLegacyCharset(buf: Buffer): boolean {
-  return declaredDecoder(buf) !== undefined;
+  return !isUtf8(buf) && declaredDecoder(buf) !== undefined;
 }

@@ -131,11 +131,16 @@ export function settingProblem(name: SettingName, value: unknown): string | unde
   }
 }
 
-/** Whether a URL has a password in its user part (user:password@ or :password@, "@" being its last). */
-function passwordIn(url: string): boolean {
+/** A URL's user part (before its last "@"), if any. */
+function userPartIn(url: string): string | undefined {
   const rest = url.slice(url.indexOf("//") + 2);
   const at = rest.lastIndexOf("@");
-  return at >= 0 && rest.slice(0, at).includes(":");
+  return at >= 0 ? rest.slice(0, at) : undefined;
+}
+
+/** Whether a URL has a password in its user part (user:password@ or :password@). */
+function passwordIn(url: string): boolean {
+  return /:./.test(userPartIn(url) ?? "");
 }
 
 /** A value given on the command line (`config set`), as the file stores it. */
@@ -220,6 +225,17 @@ export function checkConfigData(path: string, parsed: LocatedJson): ConfigFile {
       const problem = settingProblem(k as SettingName, v);
       if (problem) throw invalid(path, at(value, k), `profile "${name}": ${problem}`);
     }
+    // redis://word@host: without a password file the word is the password (as redis-cli reads it),
+    // which a profile must not hold; with one, it is the ACL user name.
+    const userPart = typeof value.rate_limit_url === "string" ? userPartIn(value.rate_limit_url) : undefined;
+    if (userPart && !userPart.includes(":") && value.rate_limit_password_file === undefined) {
+      throw invalid(
+        path,
+        at(value, "rate_limit_url"),
+        `profile "${name}": rate_limit_url has a user part and there is no rate_limit_password_file: alone, that part is read as the Redis password, which a profile must not hold`,
+        "Set rate_limit_password_file (a file holding the password) first: the user part is then the ACL user name. Or remove the user part.",
+      );
+    }
     if (value.api_key_env !== undefined && value.api_key_file !== undefined) {
       throw invalid(path, at(value, "api_key_file"), `profile "${name}": give api_key_env or api_key_file, not both`);
     }
@@ -301,6 +317,8 @@ export function layeredEnv(env: Env, profile: ActiveProfile | undefined): Env {
     const spec: SettingSpec = PROFILE_SETTINGS[name];
     const value = profile.settings[name];
     if (spec.env === undefined || value === undefined || !unset(env, spec.env)) continue;
+    // The profile's Redis password is for the profile's Redis: not sent to one the environment names.
+    if (name === "rate_limit_password_file" && !unset(env, "MAILSEND_RATE_LIMIT_URL")) continue;
     // A file's path: ~ expanded, and relative to the config file (as api_key_file), not to the
     // directory a daemon happens to run in.
     out[spec.env] = spec.kind === "path" ? resolve(dirname(profile.file), expandHome(String(value), env)) : String(value);

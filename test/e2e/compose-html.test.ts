@@ -618,5 +618,15 @@ describe("HTML in a legacy charset it declares", () => {
     const staleHtml = (await parseEml(sink.messages[2]!.raw)).html;
     expect(staleHtml).toContain('<meta charset="utf-8"><title>Résumé</title>');
     expect(staleHtml).toContain("<p>Café 3 €</p>");
+
+    // Piped: the same HTML is relabelled; text that only quotes such a meta is sent as written.
+    const sinkSend = (input: string) =>
+      runCli(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", join(t.scratch.dir, "tls", "ca.pem"), ...MSG], { env: { MAILSEND_API_KEY: KEY }, input });
+    const pipedHtml = await sinkSend('<html><head><meta charset="iso-8859-1"></head><body><p>Café</p></body></html>\n');
+    expect(pipedHtml.exitCode, pipedHtml.stderr).toBe(0);
+    expect((await parseEml(sink.messages[3]!.raw)).html).toContain('<meta charset="utf-8">');
+    const quoted = await sinkSend('the javadoc pages say <meta charset="iso-8859-1"> in their head\n');
+    expect(quoted.exitCode, quoted.stderr).toBe(0);
+    expect((await parseEml(sink.messages[4]!.raw)).text).toContain('say <meta charset="iso-8859-1"> in their head');
   });
 });

@@ -11,6 +11,7 @@ import { copyFileSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureTls } from "../../src/sandbox/tls.js";
 import { BIN } from "../helpers/cli.js";
 import { REDIS_SERVER, startRedis, type RedisHandle } from "../helpers/redis.js";
 import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
@@ -93,14 +94,31 @@ describe.skipIf(!REDIS_SERVER && !process.env.CI)("a daemon's sendmail with noth
     expect(await budgetKeys(redis.port)).toMatch(/mailsend/);
   });
 
+  it("a profile's ca_file adds to the CAs NODE_EXTRA_CA_CERTS gives, it does not replace them", async () => {
+    // Another user's config: ca_file names a CA that has nothing to do with the SMTP server; the
+    // environment trusts the server's own CA (the sandbox's) through NODE_EXTRA_CA_CERTS.
+    const other = await ensureTls(join(s.dir, "other-ca"), ["redis.example.test"]);
+    const config = join(s.dir, "other-config.json");
+    writeFileSync(config, JSON.stringify({ profiles: { default: { ca_file: other.caPath } } }));
+    const r = await execa(process.execPath, [BIN, "send", "--transport", "smtp", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "ca both", "--text", "x"], {
+      env: { ...daemonEnv(), ...t.env, MAILSEND_CONFIG: config, MAILSEND_STATE_DIR: join(s.dir, "state-ca"), MAILSEND_RATE_LIMIT: "0" },
+      extendEnv: false,
+      reject: false,
+      timeout: 60_000,
+    });
+    expect(r.exitCode, r.stderr).toBe(0);
+  });
+
   it("config set refuses a Redis or proxy URL with a password in it (64), and says so without repeating it", async () => {
-    for (const [name, value] of [
-      ["rate_limit_url", "redis://:leaky-pass-1@127.0.0.1:6379"],
-      ["proxy", "http://alice:leaky-pass-2@proxy.example:3128"],
+    for (const [name, value, said] of [
+      ["rate_limit_url", "redis://:leaky-pass-1@127.0.0.1:6379", "rate_limit_url must not hold a password"],
+      // A bare user part is the password when no password file is set (as redis-cli reads it).
+      ["rate_limit_url", "redis://leaky-pass-3@127.0.0.1:6379", "rate_limit_url has a user part and there is no rate_limit_password_file"],
+      ["proxy", "http://alice:leaky-pass-2@proxy.example:3128", "proxy must not hold a password"],
     ] as const) {
-      const r = await execa(process.execPath, [BIN, "config", "set", name, value], { env: daemonEnv(), extendEnv: false, reject: false, timeout: 30_000 });
+      const r = await execa(process.execPath, [BIN, "config", "set", "--profile", "fresh", name, value], { env: daemonEnv(), extendEnv: false, reject: false, timeout: 30_000 });
       expect(r.exitCode, `${name}: ${r.stderr}`).toBe(64);
-      expect(r.stderr).toMatch(new RegExp(`${name} must not hold a password`));
+      expect(r.stderr).toContain(said);
       expect(`${r.stdout}${r.stderr}`).not.toMatch(/leaky-pass/);
     }
     // A proxy without credentials is taken.

@@ -367,8 +367,25 @@ describe("config set's values", () => {
     expect(parseSettingValue("proxy", "none")).toBe("none");
   });
 
+  it("rate_limit_url's bare user part (redis://word@host) is a password without rate_limit_password_file: refused; with one, a user name", () => {
+    const check = (profile: Record<string, unknown>) => () => checkConfigData("/c.json", parseLocatedJson(JSON.stringify({ profiles: { p: profile } })));
+    const e = failureOf(check({ rate_limit_url: "redis://hunter2@redis.example:6379" }));
+    expect(e.message).toMatch(/rate_limit_url has a user part and there is no rate_limit_password_file/);
+    expect(`${e.message} ${e.hint}`).not.toMatch(/hunter2/);
+    expect(check({ rate_limit_url: "redis://budget@redis.example", rate_limit_password_file: "pw" })).not.toThrow();
+    expect(check({ rate_limit_url: "redis://budget:@redis.example" })).not.toThrow();
+  });
+
+  it("the profile's Redis password file goes only with the profile's Redis, not one the environment names", () => {
+    const profile = { name: "p", file: "/etc/mailsend/config.json", settings: { rate_limit_url: "redis://budget@r.example", rate_limit_password_file: "pw" } };
+    expect(layeredEnv({}, profile).MAILSEND_RATE_LIMIT_PASSWORD_FILE).toBe("/etc/mailsend/pw");
+    const other = layeredEnv({ MAILSEND_RATE_LIMIT_URL: "redis://other.example" }, profile);
+    expect(other.MAILSEND_RATE_LIMIT_URL).toBe("redis://other.example");
+    expect(other.MAILSEND_RATE_LIMIT_PASSWORD_FILE).toBeUndefined();
+  });
+
   it("a profile's paths are relative to the config file, ~ is the home, in the variables it fills", () => {
-    const profile = { name: "p", file: "/etc/mailsend/config.json", settings: { ca_file: "ca.pem", rate_limit_password_file: "~/redis-pw", aliases: "/etc/aliases" } };
+    const profile = { name: "p", file: "/etc/mailsend/config.json", settings: { ca_file: "ca.pem", rate_limit_url: "redis://r.example", rate_limit_password_file: "~/redis-pw", aliases: "/etc/aliases" } };
     const env = layeredEnv({ HOME: "/home/u" }, profile);
     expect(env.MAILSEND_CA_FILE).toBe("/etc/mailsend/ca.pem");
     expect(env.MAILSEND_RATE_LIMIT_PASSWORD_FILE).toBe("/home/u/redis-pw");

@@ -70,7 +70,7 @@ const CONNECTION_FLAGS: ReadonlyArray<[keyof SendFlags, string, string]> = [
   ["smtpTls", "--smtp-tls", "MAILSEND_SMTP_TLS"],
   ["smtpUser", "--smtp-user", "MAILSEND_SMTP_USER"],
   ["apiKeyStdin", "--api-key-stdin", "MAILSEND_API_KEY or MAILSEND_API_KEY_FILE"],
-  ["caFile", "--ca-file", "NODE_EXTRA_CA_CERTS"],
+  ["caFile", "--ca-file", "MAILSEND_CA_FILE"],
   ["insecure", "--insecure", "a profile"],
   ["timeout", "--timeout", "MAILSEND_TIMEOUT"],
   ["proxy", "--proxy", "MAILSEND_PROXY"],

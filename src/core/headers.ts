@@ -76,3 +76,16 @@ export function checkNotIdempotencyHeader(name: string, where: string): void {
     });
   }
 }
+
+/**
+ * What never travels in a message that is sent on (`sendmail`, the relay, `send --eml`), as
+ * Postfix's cleanup drops it (message_drop_headers): each lower-case name, as it is written, and why.
+ */
+export const DROPPED_ON_SEND = [
+  ["bcc", "Bcc", "its recipients are in the envelope"],
+  ["resent-bcc", "Resent-Bcc", "its recipients are in the envelope"],
+  // RFC 5321 4.4: an originating system should not send one; the delivering server writes its own.
+  ["return-path", "Return-Path", "the delivering server writes its own"],
+  // A saved mailbox's count, wrong once the message goes with CRLF and new fields.
+  ["content-length", "Content-Length", "a saved mailbox's count, not the message's as sent"],
+] as const;

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Mailbox } from "../core/address.js";
 import { parseAddressList } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";
-import { checkHeaderName, checkSingleLine, type HeaderList } from "../core/headers.js";
+import { checkHeaderName, checkSingleLine, DROPPED_ON_SEND, type HeaderList } from "../core/headers.js";
 import type { Message } from "../core/message.js";
 
 type ParsedHeader = { key: string; originalKey: string; value: string };
@@ -75,15 +75,11 @@ export function stripHeader(raw: Buffer, name: string): Buffer {
  * itself (Date, Message-ID), trace lines that hops add (Received, Return-Path, Delivered-To,
  * Resent-*), signatures that the service's new encoding of the message would break (DKIM-Signature,
  * ARC-*, Authentication-Results), and X-Idempotency-Key (the request's Idempotency-Key header).
- * Over SMTP the message goes as it is, with all of them but DROPPED.
+ * Over SMTP the message goes as it is, with all of them but DROPPED_ON_SEND (core/headers.ts).
  */
 const NOT_CARRIED =
   /^(?:from|to|cc|bcc|subject|reply-to|sender|mime-version|content-[^:]*|date|message-id|received|return-path|delivered-to|resent-[^:]*|dkim-signature|arc-[^:]*|authentication-results|x-idempotency-key)$/i;
 
-/** Header fields that are not in the raw bytes sent (see messageFromEml). */
-const DROPPED = ["bcc", "resent-bcc", "return-path", "content-length"] as const;
-
-/** Turn an .eml into a Message. Over SMTP the raw bytes (without DROPPED) are what is sent. */
 /**
  * Whether decoding made U+FFFD of bytes it could not read: the decoded texts hold more of it than
  * the raw message does as UTF-8 bytes, quoted-printable or an encoded word's escapes (a message
@@ -99,6 +95,7 @@ function replacementsAdded(raw: Buffer, decoded: readonly string[]): boolean {
   return made > had;
 }
 
+/** Turn an .eml into a Message. Over SMTP the raw bytes (without DROPPED_ON_SEND) are what is sent. */
 export async function messageFromEml(raw: Buffer, source: string, idempotencyKey?: string, opts: { envelopeRecipients?: boolean } = {}): Promise<Message> {
   const firstLine = raw.subarray(0, Math.min(raw.length, 1000)).toString("latin1").split(/\r?\n/)[0] ?? "";
   if (!/^[\x21-\x39\x3B-\x7E]+:/.test(firstLine)) invalid(source, "does not start with a header line");
@@ -153,13 +150,9 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
     invalid(source, "X-Idempotency-Key must be 1 to 255 printable ASCII characters without spaces");
   }
   const key = idempotencyKey ?? inFile ?? randomUUID();
-  // What never travels in a message that is sent on, as Postfix's cleanup drops it
-  // (message_drop_headers): Bcc and Resent-Bcc (their recipients are in the envelope), a
-  // Return-Path (the delivering server writes its own; RFC 5321 4.4: an originating system should
-  // not send one) and a Content-Length (a saved mailbox's count, wrong once the message is sent
-  // with CRLF and new fields). A message saved from a mailbox (`sendmail -t < saved.eml`) has them.
+  // A message saved from a mailbox (`sendmail -t < saved.eml`) has some of them.
   let out = raw;
-  for (const name of DROPPED) out = stripHeader(out, name);
+  for (const [name] of DROPPED_ON_SEND) out = stripHeader(out, name);
   if (key !== inFile) {
     const eol = /^[^\n]*\r\n/.test(raw.subarray(0, 1000).toString("latin1")) ? "\r\n" : "\n";
     out = Buffer.concat([Buffer.from(`X-Idempotency-Key: ${key}${eol}`), stripHeader(out, "x-idempotency-key")]);

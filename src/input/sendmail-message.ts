@@ -11,6 +11,7 @@ import { isUtf8 } from "node:buffer";
 import { hostname } from "node:os";
 import { formatMailbox, parseAddressList, parseMailbox1, type Mailbox } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";
+import { DROPPED_ON_SEND } from "../core/headers.js";
 import { MAX_RECIPIENTS } from "../core/message.js";
 import { tooLarge } from "../core/size.js";
 import type { Envelope } from "../outbox/types.js";
@@ -706,18 +707,11 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
     });
   }
 
-  // Bcc (and Resent-Bcc) never travels in the message; its recipients are in the envelope. Nor a
-  // saved message's Return-Path and Content-Length (as Postfix drops them; see messageFromEml).
-  const dropped = [
-    ["bcc", "Bcc", "its recipients are in the envelope"],
-    ["resent-bcc", "Resent-Bcc", "its recipients are in the envelope"],
-    ["return-path", "Return-Path", "the delivering server writes its own"],
-    ["content-length", "Content-Length", "a saved mailbox's count, not the message's as sent"],
-  ] as const;
-  for (const [name, label, why] of dropped) {
+  // Bcc, Resent-Bcc, a saved message's Return-Path and Content-Length never travel (DROPPED_ON_SEND).
+  for (const [name, label, why] of DROPPED_ON_SEND) {
     if (fields.some((f) => f.name === name)) notes.push(`removed ${label} from the message (${why})`);
   }
-  const kept = fields.filter((f) => !dropped.some(([name]) => f.name === name));
+  const kept = fields.filter((f) => !DROPPED_ON_SEND.some(([name]) => f.name === name));
   const head = [...kept, ...added].map((f) => f.text).join("");
   // The blank line between header and body, where the input had none (no header, or a body right after it).
   const blank = split.rest[0] === 0x0a || (split.rest[0] === 0x0d && split.rest[1] === 0x0a);

@@ -47,6 +47,26 @@ export function stripFrontMatter(source: string): string {
 export async function renderMarkdown(source: string, opts: MarkdownOptions): Promise<string> {
   const { Marked } = await import("marked");
   const marked = new Marked({ gfm: true, async: false });
+  // A task list item ("- [x] build") is a checkbox to marked (<input disabled type=checkbox>), which
+  // Gmail and Outlook strip from mail: done and not done read the same. Ballot-box characters say it
+  // in every client, and in the HTML-to-text of any reader; in a bulleted list the item loses its
+  // bullet, as on GitHub (a numbered one keeps its number).
+  const numbered = new WeakSet<object>();
+  marked.use({
+    renderer: {
+      checkbox({ checked }) {
+        return checked ? "&#9745; " : "&#9744; ";
+      },
+      list(list) {
+        if (list.ordered) for (const item of list.items) numbered.add(item);
+        return false;
+      },
+      listitem(item) {
+        if (!item.task || numbered.has(item)) return false;
+        return `<li style="list-style-type:none">${this.parser.parse(item.tokens)}</li>\n`;
+      },
+    },
+  });
   if (!opts.allowHtml) {
     marked.use({
       renderer: {

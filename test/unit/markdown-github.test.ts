@@ -20,6 +20,19 @@ describe("Markdown bodies", () => {
     expect(await safe("| a | b |\n|---|---|\n| 1 | 2 |\n")).toContain("<table>");
   });
 
+  it("task lists: ballot boxes, not form controls mail clients strip; a bulleted item loses its bullet, a numbered one keeps its number", async () => {
+    for (const allowHtml of [false, true]) {
+      const html = await renderMarkdown("- [x] build\n- [ ] deploy\n- notes\n\n1. [X] tag\n2. publish\n", { allowHtml });
+      expect(html).not.toContain("<input");
+      expect(html).toBe(
+        '<ul>\n<li style="list-style-type:none">&#9745; build</li>\n<li style="list-style-type:none">&#9744; deploy</li>\n<li>notes</li>\n</ul>\n' +
+          "<ol>\n<li>&#9745; tag</li>\n<li>publish</li>\n</ol>\n",
+      );
+    }
+    // A loose item keeps its paragraphs; inline markup after the box is rendered.
+    expect(await safe("- [ ] **ship** it\n\n  later\n")).toBe('<ul>\n<li style="list-style-type:none"><p>&#9744; <strong>ship</strong> it</p>\n<p>later</p>\n</li>\n</ul>\n');
+  });
+
   it("escape raw HTML, block and inline, by default", async () => {
     expect(await safe("<script>alert(1)</script>\n")).toBe("<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>\n");
     expect(await safe('hello <img src=x onerror="alert(1)"> world')).toBe("<p>hello &lt;img src=x onerror=&quot;alert(1)&quot;&gt; world</p>\n");

@@ -104,6 +104,23 @@ describe("values that are probably something else", () => {
     expect(fine.stderr).toBe("");
   });
 
+  it("an HTML report that is built by its <script> (an empty root div): sent, with a warning that it will look blank", async () => {
+    const spa = tmp.file("playwright-report.html", '<!DOCTYPE html><html><head><title>Test Report</title><script type="module">document.getElementById("root").textContent = "42 passed"</script></head><body><div id="root"></div><!-- built at run time --></body></html>');
+    const r = await runCli(["send", "-n", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "x", "--html-file", spa], { env: env() });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stderr).toContain("warning: the HTML body shows nothing until its <script> runs, and no mail client runs scripts");
+    expect(r.stderr).toContain(`--attach ${spa}`);
+    const piped = await runCli(["send", "-n", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "x", "--json"], { env: env(), input: '<html><body><div id="app">&nbsp;</div><script src="app.js"></script></body></html>' });
+    expect(piped.exitCode, piped.stderr).toBe(0);
+    expect(JSON.parse(piped.stderr.trim()).warning).toMatch(/--attach report\.html/);
+    // A page with words or an image of its own, scripts or not, is what it shows: no warning.
+    for (const html of ['<html><body><h1>42 passed</h1><script>track()</script></body></html>', '<body><img src="https://ci.example.com/badge.svg"><script>x()</script></body>', "<p>no script here</p>"]) {
+      const ok = await runCli(["send", "-n", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "x", "--html", html], { env: env() });
+      expect(ok.exitCode, ok.stderr).toBe(0);
+      expect(ok.stderr).toBe("");
+    }
+  });
+
   it("a@x.com;b@y.com: separate recipients with commas (65)", async () => {
     const r = await runCli(["send", "-n", "-f", "ci@example.com", "-t", "a@example.com;b@example.com", "-s", "x", "--text", "x"], { env: env() });
     expect(r.exitCode).toBe(65);

@@ -7,6 +7,7 @@ import type { StdinDecision } from "../../input/stdin-body.js";
 import type { InputStreams } from "../../input/read.js";
 import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTransportConfig, type ConnectionFlags } from "../../input/config.js";
 import { checkRestFit } from "../../input/build.js";
+import { blankWithoutScript } from "../../input/html-blank.js";
 import type { Rewrite } from "../../compose/index.js";
 import type { EmbeddedStylesheet } from "../../compose/styles.js";
 import { chooseTransport, type TransportChoice } from "../../transports/choose.js";
@@ -110,6 +111,12 @@ function warnings(m: Message, transport: string, flags: SendFlags, io: CliIO): v
     if (value !== undefined && looksLikeFile(value)) {
       say(`${flag} ${shellWord(value)} sends these words as the body, but a file of that name exists: did you mean ${flag}-file ${shellWord(value)}?`);
     }
+  }
+  if (m.html !== undefined && !m.raw && blankWithoutScript(m.html)) {
+    say(
+      "the HTML body shows nothing until its <script> runs, and no mail client runs scripts: the mail will look blank. " +
+        `Attach the page instead (--attach ${flags.htmlFile !== undefined && flags.htmlFile !== "-" ? shellWord(flags.htmlFile) : "report.html"}) with a short --text, or use the reporter's static HTML or Markdown output.`,
+    );
   }
   if (flags.insecure) {
     say("--insecure: TLS certificates are NOT verified; anyone on the path can read the key and the message.");

@@ -7,6 +7,7 @@
  * links or images with a script-capable scheme lose their URL: a
  * notification built from a commit message or a log must not become markup.
  */
+import type { Token, Tokens } from "marked";
 import { escapeHtml } from "../core/message.js";
 
 export interface MarkdownOptions {
@@ -44,6 +45,38 @@ export function stripFrontMatter(source: string): string {
   return source;
 }
 
+/** GitHub's alert kinds: the title shown, and the colour of its bar and title (GitHub's light theme). */
+const ALERTS: Record<string, readonly [string, string]> = {
+  note: ["Note", "#0969da"],
+  tip: ["Tip", "#1a7f37"],
+  important: ["Important", "#8250df"],
+  warning: ["Warning", "#9a6700"],
+  caution: ["Caution", "#d1242f"],
+};
+const ALERT_MARK = /^\[!(note|tip|important|warning|caution)\][ \t]*(?:\n|$)/i;
+
+/**
+ * A GitHub alert (`> [!WARNING]` alone on the first line of a block quote, then its text), as
+ * GitHub shows it in READMEs, release notes and job summaries: what a CI job writes to its summary
+ * is often mailed as well. Without this the mail said "[!WARNING]" in an ordinary quote. The quote's
+ * tokens without the mark, or undefined for any other quote (a mark with nothing after it, or words
+ * on its line, is not an alert on GitHub either).
+ */
+function githubAlert(tokens: Token[]): { kind: string; tokens: Token[] } | undefined {
+  const first = tokens[0];
+  if (first?.type !== "paragraph") return undefined;
+  const para = first as Tokens.Paragraph;
+  const lead = para.tokens[0];
+  const mark = lead?.type === "text" ? ALERT_MARK.exec((lead as Tokens.Text).text) : null;
+  if (!mark) return undefined;
+  const text = (lead as Tokens.Text).text.slice(mark[0].length);
+  const inline = text ? [{ ...(lead as Tokens.Text), raw: text, text }, ...para.tokens.slice(1)] : para.tokens.slice(1);
+  // The mark alone in its paragraph: the alert's text is the blocks after it (a list, a code block).
+  const rest = inline.length > 0 ? [{ ...para, tokens: inline }, ...tokens.slice(1)] : tokens.slice(1);
+  if (!rest.some((t) => t.type !== "space")) return undefined;
+  return { kind: mark[1]!.toLowerCase(), tokens: rest };
+}
+
 export async function renderMarkdown(source: string, opts: MarkdownOptions): Promise<string> {
   const { Marked } = await import("marked");
   const marked = new Marked({ gfm: true, async: false });
@@ -54,6 +87,15 @@ export async function renderMarkdown(source: string, opts: MarkdownOptions): Pro
   const numbered = new WeakSet<object>();
   marked.use({
     renderer: {
+      blockquote({ tokens }) {
+        const alert = githubAlert(tokens);
+        if (!alert) return false;
+        const [title, color] = ALERTS[alert.kind]!;
+        return (
+          `<blockquote style="margin:0 0 16px;padding:0 1em;border-left:4px solid ${color}">\n` +
+          `<p style="margin:0 0 8px;color:${color};font-weight:600">${title}</p>\n${this.parser.parse(alert.tokens)}</blockquote>\n`
+        );
+      },
       checkbox({ checked }) {
         return checked ? "&#9745; " : "&#9744; ";
       },

@@ -33,6 +33,24 @@ describe("Markdown bodies", () => {
     expect(await safe("- [ ] **ship** it\n\n  later\n")).toBe('<ul>\n<li style="list-style-type:none"><p>&#9744; <strong>ship</strong> it</p>\n<p>later</p>\n</li>\n</ul>\n');
   });
 
+  it("GitHub alerts (> [!WARNING]) are a titled, coloured quote, as GitHub shows them; other quotes are quotes", async () => {
+    expect(await safe("> [!WARNING]\n> Disk **full** on `ci-3`.\n>\n> <b>x</b>\n")).toBe(
+      '<blockquote style="margin:0 0 16px;padding:0 1em;border-left:4px solid #9a6700">\n<p style="margin:0 0 8px;color:#9a6700;font-weight:600">Warning</p>\n' +
+        "<p>Disk <strong>full</strong> on <code>ci-3</code>.</p>\n<p>&lt;b&gt;x&lt;/b&gt;</p>\n</blockquote>\n",
+    );
+    // The mark alone in its paragraph, then other blocks; any case.
+    const list = await safe("> [!caution]\n> - a\n> - b\n");
+    expect(list).toMatch(/^<blockquote style="[^"]*#d1242f">\n<p [^>]*>Caution<\/p>\n<ul>\n<li>a<\/li>/);
+    expect(list).not.toContain("[!");
+    for (const [kind, title] of [["NOTE", "Note"], ["TIP", "Tip"], ["IMPORTANT", "Important"]]) {
+      expect(await safe(`> [!${kind}]\n> text\n`)).toContain(`font-weight:600">${title}</p>\n<p>text</p>`);
+    }
+    // Not alerts on GitHub either: words on the mark's line, a mark with nothing after it, an unknown kind.
+    for (const md of ["> [!NOTE] inline\n", "> [!TIP]\n", "> [!DANGER]\n> x\n", "> quoted\n"]) {
+      expect(await safe(md)).toMatch(/^<blockquote>\n<p>/);
+    }
+  });
+
   it("escape raw HTML, block and inline, by default", async () => {
     expect(await safe("<script>alert(1)</script>\n")).toBe("<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>\n");
     expect(await safe('hello <img src=x onerror="alert(1)"> world')).toBe("<p>hello &lt;img src=x onerror=&quot;alert(1)&quot;&gt; world</p>\n");

@@ -198,7 +198,9 @@ function writeThirdPartyNotices(metafile, path) {
   for (const name of [...names].sort()) {
     const dir = join(root, "node_modules", name);
     const meta = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
-    const file = ["LICENSE", "LICENSE.md", "LICENSE.txt", "license", "LICENCE"].map((f) => join(dir, f)).find((f) => existsSync(f));
+    // A package whose tarball leaves its licence out (marked-footnote: MIT, the file is only in its
+    // repository) has that file in scripts/licenses/<name>, as its repository has it.
+    const file = [...["LICENSE", "LICENSE.md", "LICENSE.txt", "license", "LICENCE"].map((f) => join(dir, f)), join(root, "scripts", "licenses", name.replace("/", "+"))].find((f) => existsSync(f));
     if (!file) throw new Error(`build: ${name} is bundled into dist/ but has no LICENSE file to ship with it`);
     parts.push(`${name}@${meta.version} (${meta.license})\n\n${readFileSync(file, "utf8").trim()}\n`);
   }

@@ -78,8 +78,12 @@ function githubAlert(tokens: Token[]): { kind: string; tokens: Token[] } | undef
 }
 
 export async function renderMarkdown(source: string, opts: MarkdownOptions): Promise<string> {
-  const { Marked } = await import("marked");
+  const [{ Marked }, { default: footnotes }] = await Promise.all([import("marked"), import("marked-footnote")]);
   const marked = new Marked({ gfm: true, async: false });
+  // GFM footnotes ("text[^1]" and "[^1]: the note"), numbered and listed at the end as on GitHub. The
+  // list's "Footnotes" heading is for screen readers, hidden on GitHub by a class no mail client has:
+  // a rule sets the notes apart instead (the heading is taken out below).
+  marked.use(footnotes({ footnoteDivider: true }));
   // A task list item ("- [x] build") is a checkbox to marked (<input disabled type=checkbox>), which
   // Gmail and Outlook strip from mail: done and not done read the same. Ballot-box characters say it
   // in every client, and in the HTML-to-text of any reader; in a bulleted list the item loses its
@@ -127,8 +131,10 @@ export async function renderMarkdown(source: string, opts: MarkdownOptions): Pro
       },
     });
   }
-  return marked.parse(source, { async: false });
+  return marked.parse(source, { async: false }).replace(FOOTNOTES_HEADING, "$1");
 }
+
+const FOOTNOTES_HEADING = /(<section class="footnotes" data-footnotes>\n)<h2 id="footnote-label" class="sr-only">Footnotes<\/h2>\n/;
 
 /**
  * A Markdown template (batch): rendered once, its {{placeholders}} kept as

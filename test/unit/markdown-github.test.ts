@@ -51,6 +51,15 @@ describe("Markdown bodies", () => {
     }
   });
 
+  it("footnotes as on GitHub: numbered references, the notes listed at the end after a rule (no screen-reader heading shown in mail)", async () => {
+    const html = await safe("Flaky[^1] and slow[^slow].\n\n[^1]: see <b>run</b> 41\n[^slow]: over **10 s**\n\nNot one: [^x]\n");
+    expect(html).toContain('<p>Flaky<sup><a id="footnote-ref-1" href="#footnote-1" data-footnote-ref aria-describedby="footnote-label">1</a></sup> and slow<sup>');
+    expect(html).toContain(">2</a></sup>.</p>\n<p>Not one: [^x]</p>\n<hr data-footnotes>\n<section class=\"footnotes\" data-footnotes>\n<ol>\n<li id=\"footnote-1\">\n<p>see &lt;b&gt;run&lt;/b&gt; 41 ");
+    expect(html).toContain("<p>over <strong>10 s</strong> ");
+    expect(html).not.toContain("[^1]");
+    expect(html).not.toContain(">Footnotes<");
+  });
+
   it("escape raw HTML, block and inline, by default", async () => {
     expect(await safe("<script>alert(1)</script>\n")).toBe("<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>\n");
     expect(await safe('hello <img src=x onerror="alert(1)"> world')).toBe("<p>hello &lt;img src=x onerror=&quot;alert(1)&quot;&gt; world</p>\n");

@@ -19,3 +19,33 @@ describe("htmlText: an HTML body's bytes, by its declaration", () => {
     expect(htmlText(Buffer.from('<meta charset="UTF-8"><p>Café</p>'), "a.html")).toBe('<meta charset="UTF-8"><p>Café</p>');
   });
 });
+
+describe("htmlText: the declaration as the HTML standard's prescan finds it", () => {
+  const latin1 = (s: string) => Buffer.from(s, "latin1");
+
+  it("a declaration in a comment counts for nothing; the one after it is read and relabelled", () => {
+    const buf = latin1('<!-- was: <meta charset="utf-8"> --><meta charset="iso-8859-1"><p>Caf\xe9</p>');
+    expect(htmlText(buf, "a.html")).toBe('<!-- was: <meta charset="utf-8"> --><meta charset="utf-8"><p>Café</p>');
+  });
+
+  it("charset= in another tag's attribute, or in a content without http-equiv, is not a declaration", () => {
+    expect(() => htmlText(latin1('<div title="<meta charset=latin1>">Caf\xe9</div>'), "a.html")).toThrow(/not valid UTF-8/);
+    expect(() => htmlText(latin1('<meta name="description" content="charset=latin1 howto"><p>Caf\xe9</p>'), "a.html")).toThrow(/not valid UTF-8/);
+    const buf = latin1('<meta name="description" content="charset=utf-8"><meta http-equiv="Content-Type" content="text/html; charset=latin1"><p>Caf\xe9</p>');
+    expect(htmlText(buf, "a.html")).toBe('<meta name="description" content="charset=utf-8"><meta http-equiv="Content-Type" content="text/html; charset=utf-8"><p>Café</p>');
+  });
+
+  it("x-user-defined in a meta means windows-1252, as in a browser", () => {
+    expect(htmlText(latin1('<meta charset="x-user-defined"><p>3 \x80</p>'), "a.html")).toBe('<meta charset="utf-8"><p>3 €</p>');
+  });
+
+  it("a label a browser does not know is skipped for the next meta", () => {
+    expect(htmlText(latin1('<meta charset="no-such"><meta charset="latin1"><p>Caf\xe9</p>'), "a.html")).toBe('<meta charset="no-such"><meta charset="utf-8"><p>Café</p>');
+  });
+
+  it("a UTF-8 byte order mark wins over a legacy meta: bytes that are not UTF-8 under it are refused, UTF-8 is declared so", () => {
+    const bom = Buffer.from([0xef, 0xbb, 0xbf]);
+    expect(() => htmlText(Buffer.concat([bom, latin1('<meta charset="iso-8859-1"><p>Caf\xe9</p>')]), "a.html")).toThrow(/not valid UTF-8/);
+    expect(htmlText(Buffer.concat([bom, Buffer.from('<meta charset="iso-8859-1"><p>Café</p>')]), "a.html")).toBe('<meta charset="utf-8"><p>Café</p>');
+  });
+});

@@ -18,7 +18,6 @@
 import { readFileSync } from "node:fs";
 import { MailsendError } from "../core/errors.js";
 import { expandHome } from "../core/home.js";
-import { stripUserinfo } from "../core/redact.js";
 
 export interface RedisNode {
   host: string;
@@ -93,10 +92,12 @@ function readSecretFile(path: string, variable: string, env: Env): string {
 export function redisConfigFrom(env: Env, opts: { caFile?: string } = {}): RedisConfig | undefined {
   const url = env[URL_VARIABLE]?.trim();
   if (!url) return undefined;
-  const shown = stripUserinfo(url);
   const m = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]*)([^?#]*)(\?[^#]*)?(#.*)?$/i.exec(url);
   // Not a URL: nothing of it is printed, since what is a password in it cannot be told.
   if (!m) throw invalid(`${URL_VARIABLE} is not a URL`);
+  // What may be printed: the URL from after its last "@". A generic stripUserinfo cannot tell
+  // redis://s3cr/et@host (a password cut by its "/") from an "@" in a path, and printed it whole.
+  const shown = `${m[1]}://${url.slice(url.lastIndexOf("@") + 1 || m[1]!.length + 3)}`;
   const scheme = m[1]!.toLowerCase().replace("+", "-");
   const schemes = ["redis", "rediss", "redis-sentinel", "rediss-sentinel"];
   if (!schemes.includes(scheme)) throw invalid(`${URL_VARIABLE} must start with redis://, rediss://, redis-sentinel:// or rediss-sentinel://, not ${m[1]}://`);

@@ -84,6 +84,11 @@ describe("MAILSEND_RATE_LIMIT_URL", () => {
       "redis://:hunter2%zz@host",
       "not a url :hunter2@",
       "redis://:hunter2@",
+      // Cut by a "/", "?" or "#" written as is: the bare form (redis-cli's password), a user's, one with a space.
+      "redis://hunter2/x@host",
+      "redis://hunter2#x@host",
+      "redis://u/x:hunter2@host",
+      "redis://hunter2 x@host/notadb",
     ];
     for (const url of cases) {
       const e = failure(() => parse(url));

@@ -250,6 +250,14 @@ async function readSheet(r: SheetReader, ref: string, path: string, fromDir: str
     r.files.set(target, file);
   }
   const { real, size } = file;
+  // As an image must be an image (images.ts): the text of any other file would be mailed inside a
+  // <style> block, a link to .env or ~/.ssh/id_rsa as readily as one to a sheet. A browser too
+  // applies a file as a stylesheet only when its type is text/css, which a local file's .css gives.
+  if (!/\.css$/i.test(path)) {
+    throw new MailsendError("invalid_message", `stylesheet reference ${JSON.stringify(ref)} names ${shownPath(real)}, which is not a .css file; nothing was sent`, {
+      hint: "Only .css files are embedded as stylesheets, so that a page cannot mail another file inside a <style> block. Give the sheet a .css name, or --no-embed to leave the reference as it is.",
+    });
+  }
   if (skip?.has(real)) return undefined;
   r.total += size;
   if (r.total > MAX_STYLESHEET_BYTES) {

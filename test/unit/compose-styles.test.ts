@@ -55,3 +55,19 @@ describe("what is no stylesheet file", () => {
     await expect(embedStylesheets('<link rel="stylesheet" href="fifo.css">', join(dir, "sub"))).rejects.toMatchObject({ code: "invalid_message", message: expect.stringContaining("is not a regular file") });
   });
 });
+
+describe("only .css files are stylesheets", () => {
+  it("a link or an @import naming another file (.env, a key) is refused (65), its text never embedded", async () => {
+    const d = join(dir, "secrets");
+    mkdirSync(d, { recursive: true });
+    writeFileSync(join(d, ".env"), "DB_PASSWORD=hunter2\n");
+    writeFileSync(join(d, "id_rsa"), "-----BEGIN OPENSSH PRIVATE KEY-----\n");
+    writeFileSync(join(d, "ok.CSS"), "p { color: red }\n");
+    for (const html of ['<link rel="stylesheet" href=".env">', '<style>@import "id_rsa";</style>', '<link rel="stylesheet" href="id_rsa?x=.css">']) {
+      await expect(embedStylesheets(html, d), html).rejects.toMatchObject({ code: "invalid_message", message: expect.stringContaining("is not a .css file") });
+    }
+    writeFileSync(join(d, "imports.css"), '@import ".env";\n');
+    await expect(embedStylesheets('<link rel="stylesheet" href="imports.css">', d)).rejects.toMatchObject({ message: expect.stringContaining('".env"') });
+    expect((await embedStylesheets('<link rel="stylesheet" href="ok.CSS?v=2">', d)).html).toContain("p { color: red }");
+  });
+});

@@ -81,6 +81,8 @@ export function documentBase(html: string, dir: string, findBase: (html: string)
   } catch {
     return { dir, remote: false };
   }
+  // A data: or javascript: base is no base: the HTML standard falls back to the document's own address.
+  if (url.protocol === "data:" || url.protocol === "javascript:") return { dir, remote: false };
   if (url.protocol !== "file:") return { dir, remote: true };
   if (url.hostname !== "" && url.hostname !== "localhost") return { dir, remote: true };
   const path = fileURLToPath(url);

@@ -17,7 +17,15 @@ const KEPT_AT_RULES = new Set(["supports", "layer", "container", "page", "scope"
 /** A selector with a pseudo-element: no element to copy it onto (juice drops the rule). */
 const PSEUDO_ELEMENT = /::|:(?:before|after|first-line|first-letter)\b/i;
 
-/** From `at` (a quote or "{"), just past the matching end; strings and comments skipped. */
+/** From `at` (a quote), just past the string it opens (an unclosed one ends at its line, as CSS has it). */
+function skipString(css: string, at: number): number {
+  const q = css[at];
+  let j = at + 1;
+  while (j < css.length && css[j] !== q && css[j] !== "\n") j += css[j] === "\\" ? 2 : 1;
+  return Math.min(j + 1, css.length);
+}
+
+/** From `at` (a "{"), just past the matching "}"; strings and comments skipped. */
 function skipBalanced(css: string, at: number): number {
   let depth = 0;
   let i = at;
@@ -30,9 +38,7 @@ function skipBalanced(css: string, at: number): number {
       continue;
     }
     if (c === '"' || c === "'") {
-      let j = i + 1;
-      while (j < css.length && css[j] !== c && css[j] !== "\n") j += css[j] === "\\" ? 2 : 1;
-      i = j + 1;
+      i = skipString(css, i);
       continue;
     }
     if (c === "{") depth++;
@@ -62,7 +68,9 @@ export function keptApart(css: string): { inlinable: string; kept: string } {
     }
     // The prelude: up to the block's "{" or a statement's ";".
     let j = i;
-    while (j < css.length && css[j] !== "{" && css[j] !== ";") j = css[j] === '"' || css[j] === "'" ? skipBalanced(css, j) : j + 1;
+    // A quoted string in it (an attribute selector's value, an @import's address) is skipped whole; it
+    // went to the first "}" further on, so a[title="x"] took the next @supports block into its prelude.
+    while (j < css.length && css[j] !== "{" && css[j] !== ";") j = css[j] === '"' || css[j] === "'" ? skipString(css, j) : j + 1;
     if (j >= css.length || css[j] === ";") {
       i = j + 1;
       continue;

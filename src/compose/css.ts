@@ -52,6 +52,10 @@ function skipBalanced(css: string, at: number): number {
 export function keptApart(css: string): { inlinable: string; kept: string } {
   let inlinable = "";
   let kept = "";
+  // The sheet's leading @imports (a web font's, fonts.googleapis.com, which Apple Mail loads): juice
+  // drops them. They go first in the kept block, where an @import must be to count.
+  let imports = "";
+  let leading = true;
   let at = 0;
   let i = 0;
   // Bounded: each turn moves past a comment, a statement or a block.
@@ -72,9 +76,16 @@ export function keptApart(css: string): { inlinable: string; kept: string } {
     // went to the first "}" further on, so a[title="x"] took the next @supports block into its prelude.
     while (j < css.length && css[j] !== "{" && css[j] !== ";") j = css[j] === '"' || css[j] === "'" ? skipString(css, j) : j + 1;
     if (j >= css.length || css[j] === ";") {
+      const word = /^@([-\w]+)/.exec(css.slice(i, j))?.[1]?.toLowerCase();
+      if (word === "import" && leading) {
+        inlinable += css.slice(at, i);
+        imports += `${css.slice(i, j + 1).trim()}${css[j] === ";" ? "" : ";"}\n`;
+        at = Math.min(j + 1, css.length);
+      } else if (word !== "charset" && word !== "layer") leading = false;
       i = j + 1;
       continue;
     }
+    leading = false;
     const end = skipBalanced(css, j);
     const prelude = css.slice(i, j);
     const atName = /^@([-\w]+)/.exec(prelude)?.[1]?.toLowerCase();
@@ -85,7 +96,7 @@ export function keptApart(css: string): { inlinable: string; kept: string } {
     }
     i = end;
   }
-  return { inlinable: inlinable + css.slice(at), kept };
+  return { inlinable: inlinable + css.slice(at), kept: imports + kept };
 }
 
 /** Each <style> block's rules juice would lose, moved to a block of their own that juice leaves as it is (data-embed). */

@@ -156,7 +156,12 @@ function prescan(buf: Buffer): Declaration | undefined {
       i = close + 1;
     } else i++;
   }
-  const xml = XML.exec(s);
+  return xmlDeclaration(buf);
+}
+
+/** An XHTML prolog's encoding (`<?xml version="1.0" encoding="iso-8859-1"?>`), at the very start. */
+function xmlDeclaration(buf: Buffer): Declaration | undefined {
+  const xml = XML.exec(buf.subarray(0, PRESCAN).toString("latin1"));
   if (!xml) return undefined;
   const encoding = encodingOf(xml[1]!);
   const at = xml[0].length - xml[1]!.length;
@@ -194,6 +199,11 @@ function decode(encoding: string, buf: Buffer): string {
  */
 function relabelled(buf: Buffer, d: Declaration | undefined, read: (b: Buffer) => string): string {
   if (!d) return read(buf);
+  // An XHTML page (javadoc's, older generators') says it twice: the prolog and the meta. Both change.
+  const xml = xmlDeclaration(buf);
+  if (xml && xml.start < d.start && xml.encoding !== "utf-8") {
+    return read(buf.subarray(0, xml.start)) + "utf-8" + read(buf.subarray(xml.end, d.start)) + "utf-8" + read(buf.subarray(d.end));
+  }
   return read(buf.subarray(0, d.start)) + "utf-8" + read(buf.subarray(d.end));
 }
 

@@ -49,3 +49,11 @@ describe("htmlText: the declaration as the HTML standard's prescan finds it", ()
     expect(htmlText(Buffer.concat([bom, Buffer.from('<meta charset="iso-8859-1"><p>Café</p>')]), "a.html")).toBe('<meta charset="utf-8"><p>Café</p>');
   });
 });
+
+describe("htmlText: an XHTML page that declares its charset twice", () => {
+  it("the XML prolog and the meta both say utf-8 after", () => {
+    const page = '<?xml version="1.0" encoding="iso-8859-1"?>\n<html><head><meta http-equiv="Content-Type" content="text/html; charset=iso-8859-1" /></head><body><p>Caf\xe9</p></body></html>';
+    expect(htmlText(Buffer.from(page, "latin1"), "a.html")).toBe(page.replace(/iso-8859-1/g, "utf-8").replace("\xe9", "é"));
+    expect(htmlText(Buffer.from('<?xml version="1.0" encoding="windows-1252"?><p>3 \x80</p>', "latin1"), "a.html")).toBe('<?xml version="1.0" encoding="utf-8"?><p>3 €</p>');
+  });
+});

@@ -40,9 +40,20 @@ export function isConnectionLoss(e: unknown): boolean {
   return /Connection is closed|Stream isn't writeable|connection (?:is )?(?:closed|lost)|socket (?:hang up|closed)/i.test(messageOf(e));
 }
 
+/**
+ * The error code of a reply ("READONLY", "WRONGPASS"). For a redis.call that failed in a script,
+ * Redis 6 (and Dragonfly) answer "ERR Error running script (call to f_...): @user_script:4:
+ * @user_script: 4: -READONLY You can't write against a read only replica.": the inner code is
+ * the one that says what happened (Redis 7 answers "READONLY ... script: ..." itself).
+ */
+function replyCodeOf(msg: string): string {
+  const inner = /^ERR Error running script\b[^\n]*?: -([A-Z]+)\b/.exec(msg);
+  return inner ? inner[1]! : (msg.split(/\s/)[0] ?? "");
+}
+
 /** The server became a replica (a failover): a new connection may reach the primary. */
 export function isReadOnly(e: unknown): boolean {
-  return /^READONLY\b/.test(messageOf(e));
+  return replyCodeOf(messageOf(e)) === "READONLY";
 }
 
 export function redisError(e: unknown, config: RedisConfig, phase: RedisPhase, op: RedisOp): MailsendError {
@@ -52,7 +63,7 @@ export function redisError(e: unknown, config: RedisConfig, phase: RedisPhase, o
   const nothingSent = op === "take" ? " Nothing was sent." : "";
   const code = codeOf(e);
   const msg = messageOf(e);
-  const reply = msg.split(/\s/)[0] ?? "";
+  const reply = replyCodeOf(msg);
 
   // Refusals of the credentials: 77, like a refused key.
   if (reply === "WRONGPASS" || /invalid (?:username-)?password/i.test(msg)) {

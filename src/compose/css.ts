@@ -99,6 +99,16 @@ export function keptApart(css: string): { inlinable: string; kept: string } {
   return { inlinable: inlinable + css.slice(at), kept: imports + kept };
 }
 
+/**
+ * Whether a <style> block's media applies on any screen: none given, or a query of its list that is
+ * all or screen alone (`media="screen, projection"` of older templates, `only screen`). One with a
+ * condition (`screen and (max-width: 600px)`) or for print is not.
+ */
+function onScreen(media: string | undefined): boolean {
+  if (media === undefined || media.trim() === "") return true;
+  return media.split(",").some((q) => /^(?:only\s+)?(?:all|screen)$/i.test(q.trim()));
+}
+
 /** Each <style> block's rules juice would lose, moved to a block of their own that juice leaves as it is (data-embed). */
 function setApart(html: string): string {
   const blocks: { tag: number; start: number; end: number; attrs: Record<string, string> }[] = [];
@@ -124,7 +134,7 @@ function setApart(html: string): string {
     if (b.attrs["data-embed"] !== undefined) continue;
     // A sheet for another medium (<style media="print">, a linked print.css): its rules on the elements would apply on
     // screen too (a print sheet's "display: none" hid the menu in the mail). It stays a block of its medium.
-    if (!/^\s*(?:all|screen)?\s*$/i.test(b.attrs["media"] ?? "")) {
+    if (!onScreen(b.attrs["media"])) {
       out += `${html.slice(at, b.tag)}<style data-embed`;
       at = b.tag + "<style".length;
       continue;

@@ -18,4 +18,13 @@ describe("--inline-css: what stays in a <style> block", () => {
     expect(out).toMatch(/<a title="x" class="g" style="color: red;?">x<\/a>/);
     expect(out).toContain(supports);
   });
+
+  it("a block for screen among other media (media=\"screen, projection\" of older templates) is put on the elements; print and conditional ones stay blocks", async () => {
+    const html =
+      '<html><head><style media="screen, projection">.a { color: red; }</style><style media="print">.n { display: none; }</style><style media="screen and (max-width: 600px)">.a { color: blue; }</style></head><body><p class="a n">x</p></body></html>';
+    const out = await inlineCss(html);
+    expect(out).toMatch(/<p class="a n" style="color: red;?">x<\/p>/);
+    expect(out).toContain(".n { display: none; }");
+    expect(out).toContain(".a { color: blue; }");
+  });
 });

@@ -36,6 +36,10 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<MailS
       throw e;
     }
     const limits = { rateLimit: sb.limiter.limit, rateWindowMs: sb.limiter.windowMs };
+    // The clients' state (the budget's file of this sandbox's key; a child mailsend's outbox) in
+    // the data dir, not the user's state dir: a throw-away sandbox's key is new on every start, so
+    // each test run would leave another budget file behind in ~/.local/state/mailsend.
+    const stateDir = join(sb.dir, "client-state");
     const smtp = { host: sb.host, port: sb.ports.smtp, tls: "starttls" as const };
     const smtps = { host: sb.host, port: sb.ports.smtps, tls: "implicit" as const };
     let closing: Promise<void> | undefined;
@@ -47,9 +51,9 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<MailS
       smtps,
       apiKey,
       caFile: sb.tls.caPath,
-      env: { ...sb.env },
+      env: { ...sb.env, MAILSEND_STATE_DIR: stateDir },
       options(transport = "rest"): SendOptions {
-        const common = { apiKey, caFile: sb.tls.caPath, ...limits };
+        const common = { apiKey, caFile: sb.tls.caPath, stateDir, ...limits };
         if (transport === "rest") return { transport: "rest", baseUrl: sb.urls.baseUrl, ...common };
         const s = transport === "smtps" ? smtps : smtp;
         return { transport: "smtp", smtp: { host: s.host, port: s.port, tls: s.tls }, ...common };

@@ -313,9 +313,16 @@ export interface MailSandbox {
   apiKey: string;
   /** The sandbox's CA certificate (PEM), for `caFile`. */
   caFile: string;
-  /** The variables that point the mailsend CLI at this sandbox (for a child process). */
+  /**
+   * The variables that point the mailsend CLI at this sandbox (for a child process), with
+   * MAILSEND_STATE_DIR in the sandbox's dir (the same as `options().stateDir`).
+   */
   env: Record<string, string>;
-  /** Options for send()/sendBatch() that reach this sandbox (REST unless "smtp" or "smtps" is asked for). */
+  /**
+   * Options for send()/sendBatch() that reach this sandbox (REST unless "smtp" or "smtps" is asked
+   * for). Their `stateDir` (the rate-limit budget's file) is in the sandbox's dir, removed with a
+   * temporary one: a sandbox's key is its own, so nothing outside shares its budget.
+   */
   options(transport?: "rest" | "smtp" | "smtps"): SendOptions;
   /** The messages received, newest first. */
   messages(): Promise<SandboxMessage[]>;

@@ -5,9 +5,10 @@
  * (no server, socket, timer or worker left open).
  */
 import { execa } from "execa";
+import { mkdirSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { ROOT } from "../helpers/cli.js";
+import { BIN, ROOT } from "../helpers/cli.js";
 import { scratch } from "../helpers/tmp.js";
 
 type Api = typeof import("../../src/index.js");
@@ -96,4 +97,37 @@ describe("import { send, sendBatch, createSandbox } from \"mailsend\"", () => {
     expect(r.exitCode).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ a: "rest", b: "smtp", code: 77, sent: 2, stored: 4 });
   });
+
+  it("a throw-away sandbox's clients keep their state in its dir, not the user's (library sends and a child mailsend with sb.env)", async () => {
+    const home = join(tmp.dir, "home");
+    const xdgState = join(tmp.dir, "xdg-state");
+    mkdirSync(home);
+    mkdirSync(xdgState);
+    // As the README shows it: sb.options() alone, then the CLI with sb.env (no stateDir anywhere).
+    const program = `
+      import { execFile } from "node:child_process";
+      import { promisify } from "node:util";
+      import { existsSync } from "node:fs";
+      import { send, sendBatch, createSandbox } from "mailsend";
+      const sb = await createSandbox();
+      const m = { from: "ci@example.com", to: "dev@example.com", subject: "hermetic", text: "x" };
+      await send(m, sb.options());
+      await send(m, sb.options("smtp"));
+      const batch = await sendBatch([m, m], sb.options());
+      // Not execFileSync: the sandbox runs in this process and must answer the child.
+      await promisify(execFile)(process.execPath, [${JSON.stringify(BIN)}, "send", "--from", "ci@example.com", "--to", "dev@example.com", "--subject", "child", "--text", "x"], { env: { ...process.env, ...sb.env } });
+      const stored = (await sb.messages()).length;
+      const inDir = existsSync(sb.options().stateDir ?? "none") && sb.env.MAILSEND_STATE_DIR === sb.options().stateDir;
+      await sb.close();
+      process.stdout.write(JSON.stringify({ sent: batch.summary.sent, stored, inDir }) + "\\n");
+    `;
+    const env = { PATH: process.env.PATH ?? "", HOME: home, XDG_STATE_HOME: xdgState, XDG_CACHE_HOME: join(tmp.dir, "cache"), NO_COLOR: "1", MAILSEND_CONFIG: join(tmp.dir, "no-config.json") };
+    const r = await execa(process.execPath, ["--input-type=module", "-e", program], { cwd: ROOT, reject: false, timeout: 60_000, env, extendEnv: false });
+    expect(r.stderr).toBe("");
+    expect(r.exitCode).toBe(0);
+    // Before this, each run left ratelimit/<hash of the new key>.json here.
+    expect(readdirSync(xdgState, { recursive: true })).toEqual([]);
+    expect(readdirSync(home, { recursive: true })).toEqual([]);
+    expect(JSON.parse(r.stdout)).toEqual({ sent: 2, stored: 5, inDir: true });
+  }, 90_000);
 });

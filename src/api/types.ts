@@ -10,16 +10,16 @@ export interface ContentAttachment {
   filename: string;
   content: Uint8Array | string;
   /** Used over SMTP only; the REST send request carries just filename and content. */
-  contentType?: string;
+  contentType?: string | undefined;
 }
 
 /** An attachment read from a file (streamed over SMTP, read once over REST). */
 export interface PathAttachment {
   path: string;
   /** Defaults to the file's base name. */
-  filename?: string;
+  filename?: string | undefined;
   /** Used over SMTP only. */
-  contentType?: string;
+  contentType?: string | undefined;
 }
 
 export type AttachmentInput = ContentAttachment | PathAttachment;
@@ -34,32 +34,32 @@ export interface MessageInput {
   /** One address, a comma-separated list, or an array of either. */
   to: string | string[];
   /** SMTP only: over REST a message with cc or bcc is refused (a usage error, exit 64). */
-  cc?: string | string[];
+  cc?: string | string[] | undefined;
   /** SMTP only; never appears in the message's headers. */
-  bcc?: string | string[];
+  bcc?: string | string[] | undefined;
   subject: string;
   /** At least one of html and text. Over REST, a text-only body is sent as escaped `<pre>` HTML, and text beside html is not sent. */
-  html?: string;
-  text?: string;
+  html?: string | undefined;
+  text?: string | undefined;
   /** The sender's display name; overrides a name given in `from`. */
-  name?: string;
-  reply_to?: string;
+  name?: string | undefined;
+  reply_to?: string | undefined;
   /** Custom headers (not From/To/Subject/Content-Type...). */
-  headers?: Record<string, string>;
-  attachments?: AttachmentInput[];
+  headers?: Record<string, string> | undefined;
+  attachments?: AttachmentInput[] | undefined;
 }
 
 /** SMTP submission settings. */
 export interface SmtpOptions {
   host: string;
   /** Default 587. */
-  port?: number;
+  port?: number | undefined;
   /** Default: "implicit" on port 465, else "starttls". Port 465 with starttls, or 587 with implicit, is refused. */
-  tls?: "starttls" | "implicit";
+  tls?: "starttls" | "implicit" | undefined;
   /** AUTH user name (the key is the password). Default "mailsend". */
-  user?: string;
+  user?: string | undefined;
   /** A proxy for the SMTP connection: socks5://[user:password@]host:port (also socks4://) or http://host:port (CONNECT). Default: MAILSEND_SMTP_PROXY from `env`, else none. */
-  proxy?: string;
+  proxy?: string | undefined;
 }
 
 /** Where and how to connect. */
@@ -68,25 +68,25 @@ export interface ConnectionOptions {
    * Default: the `transport` option, else MAILSEND_TRANSPORT from `env`, else
    * "smtp" when `smtp` is given and `baseUrl` is not, else "rest".
    */
-  transport?: "rest" | "smtp";
+  transport?: "rest" | "smtp" | undefined;
   /** The REST service's base URL: mail is POSTed to `<baseUrl>/send`. */
-  baseUrl?: string;
-  smtp?: SmtpOptions;
+  baseUrl?: string | undefined;
+  smtp?: SmtpOptions | undefined;
   /** The API key. It is never written into an error, a trace line, or a state file. */
-  apiKey?: string;
+  apiKey?: string | undefined;
   /** A file holding the API key (instead of `apiKey`). */
-  apiKeyFile?: string;
+  apiKeyFile?: string | undefined;
   /** PEM file of extra CA certificates to trust (the sandbox's `caFile`). */
-  caFile?: string;
+  caFile?: string | undefined;
   /** Skip TLS certificate verification. Not for production. */
-  insecure?: boolean;
+  insecure?: boolean | undefined;
   /**
    * An HTTP proxy for REST (http://[user:password@]host:port), or "none". Default: from `env`
    * (HTTPS_PROXY / HTTP_PROXY / NO_PROXY and their lower-case forms, MAILSEND_PROXY), when given.
    */
-  proxy?: string;
+  proxy?: string | undefined;
   /** Per request/connection timeout in milliseconds. Default 30000. */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
   /**
    * Environment variables to fill in what the options leave unset, as the CLI
    * does (MAILSEND_BASE_URL, MAILSEND_API_KEY, MAILSEND_API_KEY_FILE,
@@ -94,7 +94,7 @@ export interface ConnectionOptions {
    * `caFile`). Pass `process.env` to use the process's own. Without it, the
    * environment is not read at all.
    */
-  env?: Record<string, string | undefined>;
+  env?: Record<string, string | undefined> | undefined;
 }
 
 /** What send() calls while it waits: for a rate-limit slot, or before a retry. */
@@ -110,76 +110,79 @@ export interface WaitInfo {
 /** The shared rate-limit budget and the retry policy (the same as the CLI's). */
 export interface DeliveryOptions {
   /** Retries after the first attempt (only when the message surely did not arrive, or carries an idempotency key). Default 3. */
-  retries?: number;
+  retries?: number | undefined;
   /** Longest total time to wait for rate-limit slots and between retries, in ms. Default 300000. */
-  maxWaitMs?: number;
+  maxWaitMs?: number | undefined;
   /** false: fail at once (rate_limited, exit 75) instead of waiting for a slot. Default true. */
-  wait?: boolean;
+  wait?: boolean | undefined;
   /**
    * Longest time for all the attempts and the waits between them, in ms, from
    * the first attempt (an attempt still running then is stopped); the wait for
    * a rate-limit slot is bounded by maxWaitMs alone. 0: none. Default 60000.
    */
-  deadlineMs?: number;
+  deadlineMs?: number | undefined;
   /** Requests per window for this key, shared with every mailsend process on this machine; 0 switches the local budget off. Default 60. */
-  rateLimit?: number;
+  rateLimit?: number | undefined;
   /** The budget's window in ms. Default 60000 (the service's minute). */
-  rateWindowMs?: number;
+  rateWindowMs?: number | undefined;
   /**
    * Where the budget's state file lives. Default: the platform's state dir, as for the CLI
    * ($XDG_STATE_HOME/mailsend, else ~/.local/state/mailsend on Linux), so the library and
    * `mailsend` processes of one key share one budget. MAILSEND_STATE_DIR is read from `env`
    * when that option is given.
    */
-  stateDir?: string;
+  stateDir?: string | undefined;
   /**
    * Share the budget across machines through Redis or Valkey instead of a local file:
    * redis://[user:password@]host[:port][/db], rediss:// (TLS, verified against Node's CAs and
    * `caFile`), or redis-sentinel://host1:26379,host2:26379/mymaster[/db]. The password may come
    * from a file named by MAILSEND_RATE_LIMIT_PASSWORD_FILE in `env` instead.
    */
-  rateLimitUrl?: string;
+  rateLimitUrl?: string | undefined;
   /** Abort waits and (over REST) the request in flight. */
-  signal?: AbortSignal;
-  onWait?: (info: WaitInfo) => void;
+  signal?: AbortSignal | undefined;
+  onWait?: ((info: WaitInfo) => void) | undefined;
   /**
    * Called for what does not stop a send but should be known: a damaged
    * budget state file, or a failure to record a message the service accepted
    * (send() still resolves: the message was sent; its result's `warnings`
    * hold the same texts). The library prints nothing itself.
    */
-  onWarning?: (text: string) => void;
+  onWarning?: ((text: string) => void) | undefined;
   /** Protocol trace lines, with the key redacted. */
-  trace?: (line: string) => void;
+  trace?: ((line: string) => void) | undefined;
 }
 
 export interface SendOptions extends ConnectionOptions, DeliveryOptions {
   /** Stable across retries; resending with the same key is de-duplicated by the service. Default: a random UUID. */
-  idempotencyKey?: string;
+  idempotencyKey?: string | undefined;
 }
 
 /** What a successful send() returns: the same result the CLI reports. */
 export type { SendResult } from "../core/transport.js";
 
+/** Every field optional, and `undefined` taken as absent (under exactOptionalPropertyTypes too). */
+type OptionalFields<T> = { [K in keyof T]?: T[K] | undefined };
+
 /** One item of sendBatch(): a message, with its own idempotency key if wanted and template variables. */
-export interface BatchItem extends Partial<MessageInput> {
+export interface BatchItem extends OptionalFields<MessageInput> {
   /** Default: derived from the journal (stable across resumes), else unique per run. */
-  idempotency_key?: string;
+  idempotency_key?: string | undefined;
   /** Variables for the `template` option's {{placeholders}}. */
-  vars?: Record<string, unknown>;
+  vars?: Record<string, unknown> | undefined;
 }
 
 /** Defaults for every item of a batch; subject, html and text are templates ({{name}}, HTML-escaped in html). */
 export interface BatchTemplate {
-  from?: string;
-  name?: string;
-  reply_to?: string;
-  subject?: string;
-  html?: string;
-  text?: string;
-  headers?: Record<string, string>;
+  from?: string | undefined;
+  name?: string | undefined;
+  reply_to?: string | undefined;
+  subject?: string | undefined;
+  html?: string | undefined;
+  text?: string | undefined;
+  headers?: Record<string, string> | undefined;
   /** File paths attached to every message (read once). */
-  attachments?: string[];
+  attachments?: string[] | undefined;
 }
 
 export type BatchItemStatus = "sent" | "partial" | "failed" | "invalid" | "skipped" | "unknown";
@@ -238,24 +241,24 @@ export interface BatchResult {
 
 export interface SendBatchOptions extends ConnectionOptions, Omit<DeliveryOptions, "trace"> {
   /** Messages in flight at once, over a pool of as many connections. 1 to 64, default 4. */
-  concurrency?: number;
+  concurrency?: number | undefined;
   /** Defaults and templates for every item. */
-  template?: BatchTemplate;
+  template?: BatchTemplate | undefined;
   /**
    * A file recording each item's state (fsynced before and after its send).
    * Run the same items with the same journal again and the items already
    * sent are skipped, the ones in doubt are resent with the same idempotency
    * key. Without it, nothing is written.
    */
-  journal?: string;
+  journal?: string | undefined;
   /** Start the journal over (the old one is kept beside it). */
-  fresh?: boolean;
+  fresh?: boolean | undefined;
   /** Validate every item and send nothing (no key needed). */
-  check?: boolean;
+  check?: boolean | undefined;
   /** Stop at the first invalid or failed item. */
-  failFast?: boolean;
+  failFast?: boolean | undefined;
   /** Called for each item as it is settled. */
-  onResult?: (result: BatchItemResult) => void;
+  onResult?: ((result: BatchItemResult) => void) | undefined;
   /**
    * Called before anything is sent for what the items as a whole suggest is
    * a mistake (e.g. a template placeholder that is also a send request's
@@ -264,26 +267,26 @@ export interface SendBatchOptions extends ConnectionOptions, Omit<DeliveryOption
    * item is still "sent", with the text in its `warnings`). The library
    * prints nothing itself.
    */
-  onWarning?: (text: string) => void;
+  onWarning?: ((text: string) => void) | undefined;
   /** Keep every item's result in BatchResult.results (default true; false for very large batches). */
-  collectResults?: boolean;
+  collectResults?: boolean | undefined;
 }
 
 export interface SandboxOptions {
   /** The data dir (keys, messages, TLS material). Default: a new temporary dir, removed by close(). */
-  dir?: string;
+  dir?: string | undefined;
   /** Default 127.0.0.1. */
-  host?: string;
+  host?: string | undefined;
   /** Ports; 0 (the default) picks free ones. */
-  httpPort?: number;
-  smtpPort?: number;
-  smtpsPort?: number;
+  httpPort?: number | undefined;
+  smtpPort?: number | undefined;
+  smtpsPort?: number | undefined;
   /** Requests per window per key (default 60). */
-  rateLimit?: number;
+  rateLimit?: number | undefined;
   /** The limit's window in ms (default 60000). */
-  rateWindowMs?: number;
+  rateWindowMs?: number | undefined;
   /** Largest message in bytes (default 10 MiB). */
-  maxSize?: number;
+  maxSize?: number | undefined;
 }
 
 /** A message the sandbox accepted. */

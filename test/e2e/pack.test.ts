@@ -24,6 +24,31 @@ function npm(args: string[], cwd: string, timeout: number) {
   return execa("npm", [...args, "--no-audit", "--no-fund", "--loglevel=error"], { cwd, timeout, reject: false, env: { npm_config_update_notifier: "false" } });
 }
 
+/**
+ * check-types.cjs in the app: `node check-types.cjs <file> [<options JSON>]` prints { checked, errors }.
+ * The consumer and the package's declarations are type-checked in full (as skipLibCheck: false would),
+ * without paying for a check of all of @types/node: only those files' diagnostics are asked for.
+ */
+function writeTypeChecker(): void {
+  writeFileSync(
+    join(app, "check-types.cjs"),
+    `const ts = require(${JSON.stringify(join(ROOT, "node_modules", "typescript"))});
+// argv: the consumer's file name, then compiler options over these (moduleResolution by name).
+const [file = "consumer.mts", extra = "{}"] = process.argv.slice(2);
+const { moduleResolution = "NodeNext", module: kind = moduleResolution === "Bundler" ? "ESNext" : "NodeNext", ...more } = JSON.parse(extra);
+const options = {
+  target: ts.ScriptTarget.ES2022, lib: ["lib.es2023.d.ts"], module: ts.ModuleKind[kind], moduleResolution: ts.ModuleResolutionKind[moduleResolution],
+  strict: true, noEmit: true, types: ["node"], typeRoots: [${JSON.stringify(join(ROOT, "node_modules", "@types"))}], ...more,
+};
+const program = ts.createProgram({ rootNames: [require("node:path").join(__dirname, file)], options });
+const checked = program.getSourceFiles().filter((f) => f.fileName.includes("/node_modules/mailsend/") || f.fileName.endsWith("/" + file));
+const diagnostics = [...program.getOptionsDiagnostics(), ...program.getGlobalDiagnostics(), ...checked.flatMap((f) => [...program.getSyntacticDiagnostics(f), ...program.getSemanticDiagnostics(f)])];
+const host = { getCanonicalFileName: (f) => f, getCurrentDirectory: () => process.cwd(), getNewLine: () => "\\n" };
+process.stdout.write(JSON.stringify({ checked: checked.map((f) => require("node:path").relative(__dirname, f.fileName)), errors: ts.formatDiagnostics(diagnostics, host) }));
+`,
+  );
+}
+
 beforeAll(async () => {
   const packed = await npm(["pack", "--ignore-scripts", "--json", "--pack-destination", work.dir], ROOT, 60_000);
   if (packed.exitCode !== 0) throw new Error(`npm pack failed: ${packed.stderr}`);
@@ -33,6 +58,7 @@ beforeAll(async () => {
   writeFileSync(join(app, "package.json"), JSON.stringify({ name: "pack-smoke", version: "1.0.0", private: true }));
   const installed = await npm(["install", "--prefer-offline", join(work.dir, info!.filename)], app, 180_000);
   if (installed.exitCode !== 0) throw new Error(`npm install of the tarball failed: ${installed.stderr}`);
+  writeTypeChecker();
 }, 240_000);
 
 afterAll(async () => {
@@ -170,26 +196,50 @@ async function main(): Promise<void> {
 void main;
 `,
     );
-    // The consumer and the package's declarations are type-checked in full (as skipLibCheck: false would),
-    // without paying for a check of all of @types/node: only those files' diagnostics are asked for.
-    writeFileSync(
-      join(app, "check-types.cjs"),
-      `const ts = require(${JSON.stringify(join(ROOT, "node_modules", "typescript"))});
-const options = {
-  target: ts.ScriptTarget.ES2022, lib: ["lib.es2023.d.ts"], module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext,
-  strict: true, noEmit: true, types: ["node"], typeRoots: [${JSON.stringify(join(ROOT, "node_modules", "@types"))}],
-};
-const program = ts.createProgram({ rootNames: [require("node:path").join(__dirname, "consumer.mts")], options });
-const checked = program.getSourceFiles().filter((f) => f.fileName.includes("/node_modules/mailsend/") || f.fileName.endsWith("/consumer.mts"));
-const diagnostics = [...program.getOptionsDiagnostics(), ...program.getGlobalDiagnostics(), ...checked.flatMap((f) => [...program.getSyntacticDiagnostics(f), ...program.getSemanticDiagnostics(f)])];
-const host = { getCanonicalFileName: (f) => f, getCurrentDirectory: () => process.cwd(), getNewLine: () => "\\n" };
-process.stdout.write(JSON.stringify({ checked: checked.map((f) => require("node:path").relative(__dirname, f.fileName)), errors: ts.formatDiagnostics(diagnostics, host) }));
-`,
-    );
-    const r = await execa(process.execPath, ["check-types.cjs"], { cwd: app, timeout: 90_000, reject: false });
+    const r = await execa(process.execPath, ["check-types.cjs", "consumer.mts"], { cwd: app, timeout: 90_000, reject: false });
     expect(r.stderr).toBe("");
     const result = JSON.parse(r.stdout) as { checked: string[]; errors: string };
     expect(result.errors).toBe("");
     expect(result.checked).toEqual(expect.arrayContaining(["consumer.mts", ...["index", "api/types", "api/send", "core/errors"].map((f) => `node_modules/mailsend/dist/types/${f}.d.ts`)]));
+  }, 120_000);
+
+  it("the types take what the functions take under moduleResolution bundler and exactOptionalPropertyTypes (an option read from process.env may be undefined)", async () => {
+    writeFileSync(
+      join(app, "strictest.ts"),
+      `import { send, sendBatch, createSandbox, type SendOptions, type SendBatchOptions, type MessageInput, type BatchItem } from "mailsend";
+
+// What a program writes: settings straight from its environment, fields it may not have.
+const options: SendOptions = {
+  baseUrl: process.env.MAIL_BASE_URL,
+  apiKey: process.env.MAIL_KEY,
+  apiKeyFile: process.env.MAIL_KEY_FILE,
+  caFile: process.env.MAIL_CA,
+  smtp: { host: "127.0.0.1", port: process.env.MAIL_PORT ? Number(process.env.MAIL_PORT) : undefined, user: process.env.MAIL_USER },
+  stateDir: process.env.MAIL_STATE,
+  signal: undefined,
+};
+const message: MessageInput = {
+  from: "a@example.com", to: "b@example.com", subject: "s", html: "<p>x</p>",
+  text: undefined, cc: process.env.MAIL_CC, reply_to: undefined, attachments: [{ path: "x.pdf", filename: undefined }],
+};
+const item: BatchItem = { to: process.env.MAIL_TO, subject: undefined, vars: { n: 1 } };
+const batch: SendBatchOptions = { ...options, journal: process.env.MAIL_JOURNAL, template: { from: process.env.MAIL_FROM, text: "t" } };
+export async function main(): Promise<void> {
+  const sb = await createSandbox({ dir: process.env.MAIL_SANDBOX_DIR, httpPort: undefined });
+  await send(message, { ...options, ...sb.options() });
+  await sendBatch([item], batch);
+  await sb.close();
+}
+`,
+    );
+    const r = await execa(process.execPath, ["check-types.cjs", "strictest.ts", JSON.stringify({ moduleResolution: "Bundler", exactOptionalPropertyTypes: true, noUncheckedIndexedAccess: true, verbatimModuleSyntax: true })], {
+      cwd: app,
+      timeout: 90_000,
+      reject: false,
+    });
+    expect(r.stderr).toBe("");
+    const result = JSON.parse(r.stdout) as { checked: string[]; errors: string };
+    expect(result.errors).toBe("");
+    expect(result.checked).toEqual(expect.arrayContaining(["strictest.ts", "node_modules/mailsend/dist/types/api/types.d.ts"]));
   }, 120_000);
 });

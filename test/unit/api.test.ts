@@ -47,6 +47,17 @@ describe("send()", () => {
     expect(eml.headers.find((h) => h.key === "x-build")?.value).toBe("42");
   });
 
+  it("takes a field or option set to undefined as absent, as its types say (exactOptionalPropertyTypes)", async () => {
+    const u = undefined;
+    const message = msg({ cc: u, bcc: u, text: u, name: u, reply_to: u, headers: u, attachments: [{ filename: "a.txt", content: "", contentType: u }] });
+    const none = { proxy: u, timeoutMs: u, env: u, retries: u, maxWaitMs: u, wait: u, deadlineMs: u, rateLimitUrl: u, signal: u, onWait: u, onWarning: u, trace: u, idempotencyKey: u, insecure: u, apiKeyFile: u };
+    expect((await send(message, { ...none, ...rest })).transport).toBe("rest");
+    const smtp = sb.options("smtp");
+    expect((await send(message, { ...none, ...smtp, ...state(), smtp: { ...smtp.smtp!, tls: u, user: u, proxy: u } })).transport).toBe("smtp");
+    const b = await sendBatch([{ ...message, idempotency_key: u, vars: u }], { ...none, ...rest, ...state(), concurrency: u, journal: u, template: { text: u, headers: u, attachments: u } });
+    expect(b.summary).toMatchObject({ sent: 1, exitCode: 0 });
+  });
+
   it("sends over SMTP with cc, bcc and attachments from a Buffer, base64 and a file", async () => {
     const file = tmp.file("report.txt", "report body\n");
     const r = await send(

@@ -131,6 +131,19 @@ function defaultsOf(t: BatchTemplate | undefined): RowDefaults {
   };
 }
 
+/**
+ * A batch sentence in the API's terms: the runner names an item by its row and line in the JSON
+ * lines it was handed ("row 2 (line 2)", 1-based), which for sendBatch() are an internal spool;
+ * the caller knows the item by its 0-based `index`, so it is written items[1].
+ */
+function inItemTerms(text: string): string {
+  const at = (n: string) => `items[${Number(n) - 1}]`;
+  return inApiTerms(text)
+    .replace(/\b(?:row|item) (\d+) \(line \d+\)/g, (_, n: string) => at(n))
+    .replace(/\brow (\d+)'s\b/g, (_, n: string) => `${at(n)}'s`)
+    .replace("expected a JSON object (one send request)", "expected a message: an object of JSON values (no BigInt, no cycles)");
+}
+
 function resultOf(r: ItemResult): BatchItemResult {
   return {
     index: r.index,
@@ -140,8 +153,8 @@ function resultOf(r: ItemResult): BatchItemResult {
     ...(r.idempotency_key !== undefined ? { idempotencyKey: r.idempotency_key } : {}),
     ...(r.attempts !== undefined ? { attempts: r.attempts } : {}),
     ...(r.refused ? { refused: r.refused } : {}),
-    ...(r.warnings ? { warnings: r.warnings.map(inApiTerms) } : {}),
-    ...(r.error ? { error: { code: r.error.code, message: inApiTerms(r.error.message), exitCode: r.error.exit, exitClass: r.error.class } } : {}),
+    ...(r.warnings ? { warnings: r.warnings.map(inItemTerms) } : {}),
+    ...(r.error ? { error: { code: r.error.code, message: inItemTerms(r.error.message), exitCode: r.error.exit, exitClass: r.error.class } } : {}),
   };
 }
 
@@ -213,7 +226,7 @@ export async function sendBatch(items: Iterable<BatchItem> | AsyncIterable<Batch
         ? {
             onWarning: (text: string) => {
               try {
-                options.onWarning!(inApiTerms(text));
+                options.onWarning!(inItemTerms(text));
               } catch (e) {
                 callbackError ??= new CallerError(e);
               }

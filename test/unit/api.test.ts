@@ -334,6 +334,16 @@ describe("sendBatch()", () => {
     expect(bad[0]!.error).toMatchObject({ exitCode: 65, exitClass: "dataerr" });
   });
 
+  it("names an item in its errors as the caller knows it, items[index], not by a row and line of the runner's internal JSON lines", async () => {
+    const k = { idempotency_key: "same-key" };
+    const r = await sendBatch([msg(), msg({ to: "nope" }), null as never, msg(k), msg(k)], { ...rest, ...state() });
+    const message = (i: number) => r.results.find((x) => x.index === i)!.error?.message;
+    expect(message(1)).toBe('items[1]: to: missing @ in "nope"');
+    expect(message(2)).toMatch(/^items\[2\]: expected a message: an object/);
+    expect(message(4)).toMatch(/^items\[4\]: idempotency_key "same-key" is also items\[3\]'s;/);
+    expect(r.results.map((x) => x.error?.message ?? "").join("\n")).not.toMatch(/\b(row|line) \d/);
+  });
+
   it("fills items from a template with {{variables}}", async () => {
     const r = await sendBatch([{ to: "ann@example.com", vars: { name: "Ann <3" } }, { to: "bob@example.com", vars: { name: "Bob" } }], {
       ...rest,

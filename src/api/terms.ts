@@ -85,6 +85,9 @@ const PHRASES: ReadonlyArray<[RegExp, string]> = [
   // "--smtp-tls implicit" -> smtp.tls "implicit": a value after a flag becomes a quoted option value.
   [/--smtp-tls (starttls|implicit)\b/g, 'smtp.tls: "$1"'],
   [/--transport (rest|smtp)\b/g, 'transport: "$1"'],
+  // Word by word these would read "pass caFile <pem> or set caFile": one option does what the three do.
+  [/pass --ca-file <pem> or set (?:MAILSEND_CA_FILE or )?NODE_EXTRA_CA_CERTS/g, "set caFile to its CA certificate (a PEM file)"],
+  [/set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS to its PEM file, or pass --ca-file <pem>/g, "set caFile to its PEM file"],
 ];
 
 /** A CLI sentence in the API's terms. */

@@ -51,7 +51,15 @@ describe("inApiTerms", () => {
     ["Check --smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT).", "Check smtp.host / smtp.port."],
     ["Check the network, or raise --timeout.", "Check the network, or raise timeoutMs."],
     ["Without --no-wait, mailsend waits for the slot.", "Without wait: false, mailsend waits for the slot."],
-    ["pass --ca-file <pem> or set NODE_EXTRA_CA_CERTS.", "pass caFile <pem> or set caFile."],
+    ["pass --ca-file <pem> or set NODE_EXTRA_CA_CERTS.", "set caFile to its CA certificate (a PEM file)."],
+    [
+      "If the server uses a private CA (the sandbox does), pass --ca-file <pem> or set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS. --insecure skips the check (not for production).",
+      "If the server uses a private CA (the sandbox does), set caFile to its CA certificate (a PEM file). insecure skips the check (not for production).",
+    ],
+    [
+      "If the server's certificate comes from a private CA, set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS to its PEM file, or pass --ca-file <pem>.",
+      "If the server's certificate comes from a private CA, set caFile to its PEM file.",
+    ],
     ["the password may come from MAILSEND_RATE_LIMIT_PASSWORD_FILE", "the password may come from env.MAILSEND_RATE_LIMIT_PASSWORD_FILE"],
     ["On a sandbox, `mailsend sandbox keys add --save` makes one for MAILSEND_API_KEY_FILE.", "On a sandbox, `mailsend sandbox keys add --save` makes one for apiKeyFile."],
   ])("%s", (cli, api) => {

@@ -4,12 +4,25 @@
  * whose process is gone is taken over. It is written to a temp file and
  * link()ed into place, so no start ever sees it empty (and takes it for a
  * dead one's while its owner is still writing it).
+ *
+ * A lock holding this process's own pid is a dead process's (a container's pid 1 of an earlier
+ * run) unless this process holds it: createSandbox() can start two sandboxes in one process, so
+ * the locks it holds are kept in HELD.
  */
 import { linkSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { processAlive } from "../core/pid.js";
 import { localFileError, MailsendError } from "../core/errors.js";
 
+const HELD = new Set<string>();
+
 export function acquireLock(path: string, dir: string): () => void {
+  const held = resolve(path);
+  if (HELD.has(held)) {
+    throw new MailsendError("config_invalid", `another sandbox of this process is already running with the data dir ${dir}`, {
+      hint: "Close it first, or give this one its own --dir.",
+    });
+  }
   for (let attempt = 0; attempt < 3; attempt++) {
     const tmp = `${path}.${process.pid}.tmp`;
     try {
@@ -28,9 +41,11 @@ export function acquireLock(path: string, dir: string): () => void {
         } catch {}
       }
       let released = false;
+      HELD.add(held);
       return () => {
         if (released) return;
         released = true;
+        HELD.delete(held);
         try {
           unlinkSync(path);
         } catch {}

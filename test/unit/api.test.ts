@@ -473,6 +473,24 @@ describe("createSandbox()", () => {
     await b.close();
   });
 
+  it("refuses a second sandbox on a data dir this process's first still runs on (78), and starts one there once it is closed", async () => {
+    const dir = join(tmp.dir, "twice");
+    const a = await createSandbox({ dir });
+    try {
+      const e = await failure(createSandbox({ dir }));
+      expect(e).toMatchObject({ code: "config_invalid", exitCode: 78 });
+      expect(e.message).toContain(dir);
+      // The first is untouched: it still takes mail and lists it.
+      await send(msg({ subject: "to the first" }), { ...a.options(), ...state() });
+      expect((await a.messages()).map((m) => m.subject)).toContain("to the first");
+    } finally {
+      await a.close();
+    }
+    const b = await createSandbox({ dir });
+    expect((await b.messages()).length).toBe(1);
+    await b.close();
+  });
+
   it("a busy port is a configuration error (78)", async () => {
     const e = await failure(createSandbox({ httpPort: Number(new URL(sb.baseUrl).port) }));
     expect(e.exitCode).toBe(78);

@@ -6,9 +6,23 @@ import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { MailsendError } from "../core/errors.js";
+import { MailsendError, reworded } from "../core/errors.js";
 import { asMailsendError } from "./send.js";
 import type { MailSandbox, SandboxMessage, SandboxOptions, SendOptions } from "./types.js";
+
+/**
+ * The sandbox's errors name the flags of `mailsend sandbox` (--dir, --http-port); for
+ * createSandbox() they name its options. Not the send options' words: its --smtp-port is
+ * `smtpPort` here, where send's is `smtp.port`.
+ */
+function inSandboxTerms(text: string): string {
+  return text
+    .replace(/--dir \(or MAILSEND_SANDBOX_DIR\)/g, "options.dir")
+    .replace(/--(http|smtps?)-port(?: <port>)?(?![\w-])/g, (_, k: string) => `options.${k}Port`)
+    .replace(/--(dir|host)(?![\w-])/g, "options.$1")
+    .replace(/--rate-limit(?![\w-])/g, "options.rateLimit")
+    .replace(/--max-size(?![\w-])/g, "options.maxSize");
+}
 
 export async function createSandbox(options: SandboxOptions = {}): Promise<MailSandbox> {
   let tempDir: string | undefined;
@@ -70,6 +84,6 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<MailS
     };
   } catch (e) {
     if (tempDir) await rm(tempDir, { recursive: true, force: true });
-    throw asMailsendError(e);
+    throw asMailsendError(e instanceof MailsendError ? reworded(e, inSandboxTerms) : e);
   }
 }

@@ -480,6 +480,7 @@ describe("createSandbox()", () => {
       const e = await failure(createSandbox({ dir }));
       expect(e).toMatchObject({ code: "config_invalid", exitCode: 78 });
       expect(e.message).toContain(dir);
+      expect(e.hint).toBe("Close it first, or give this one its own options.dir.");
       // The first is untouched: it still takes mail and lists it.
       await send(msg({ subject: "to the first" }), { ...a.options(), ...state() });
       expect((await a.messages()).map((m) => m.subject)).toContain("to the first");
@@ -491,9 +492,18 @@ describe("createSandbox()", () => {
     await b.close();
   });
 
+  it("a data dir that cannot be made names options.dir (78)", async () => {
+    const file = join(tmp.dir, "a-file");
+    (await import("node:fs")).writeFileSync(file, "");
+    const e = await failure(createSandbox({ dir: join(file, "sb") }));
+    expect(e).toMatchObject({ code: "config_invalid", exitCode: 78, hint: "Give options.dir a directory you can write to." });
+  });
+
   it("a busy port is a configuration error (78)", async () => {
     const e = await failure(createSandbox({ httpPort: Number(new URL(sb.baseUrl).port) }));
     expect(e.exitCode).toBe(78);
+    // In the options' words, not `mailsend sandbox`'s flags.
+    expect(e.hint).toBe("Choose another with options.httpPort, or 0 for any free port.");
   });
 });
 

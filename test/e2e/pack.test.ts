@@ -161,7 +161,7 @@ console.log(JSON.stringify({ version: VERSION, rest: rest.transport, smtp: smtp.
   it("a TypeScript consumer compiles against its types (strict, library files checked)", async () => {
     writeFileSync(
       join(app, "consumer.mts"),
-      `import { send, sendBatch, createSandbox, MailsendError, EXIT, type SendOptions, type SendResult, type BatchResult, type ErrorCode, type ExitClass, type MessageInput } from "mailsend";
+      `import { send, sendBatch, createSandbox, MailsendError, EXIT, type SendOptions, type SendResult, type BatchResult, type ErrorCode, type ExitClass, type MessageInput, type PartialDelivery } from "mailsend";
 
 async function main(): Promise<void> {
   const sb = await createSandbox({ rateLimit: 10 });
@@ -178,7 +178,9 @@ async function main(): Promise<void> {
       const code: ErrorCode = e.code;
       const cls: ExitClass = e.exitClass;
       const n: number = e.exitCode;
-      void [code, cls, n];
+      // recipients_refused: who got it; a program's own handler can name the type.
+      const partial: PartialDelivery | undefined = e.partial;
+      void [code, cls, n, partial?.refused[0]?.reply];
     }
   }
   const tempfail: 75 = EXIT.tempfail;

@@ -11,7 +11,7 @@ import { createReadStream, createWriteStream } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { EXIT, MailsendError } from "../core/errors.js";
+import { EXIT, MailsendError, type ErrorCode } from "../core/errors.js";
 import { checkHeader, type HeaderList } from "../core/headers.js";
 import type { Transport } from "../core/transport.js";
 import type { RowDefaults } from "../batch/item.js";
@@ -154,7 +154,18 @@ function resultOf(r: ItemResult): BatchItemResult {
     ...(r.attempts !== undefined ? { attempts: r.attempts } : {}),
     ...(r.refused ? { refused: r.refused } : {}),
     ...(r.warnings ? { warnings: r.warnings.map(inItemTerms) } : {}),
-    ...(r.error ? { error: { code: r.error.code, message: inItemTerms(r.error.message), exitCode: r.error.exit, exitClass: r.error.class } } : {}),
+    ...(r.error
+      ? {
+          error: {
+            // The runner's codes are MailsendError codes (a journal keeps no error, only what was sent).
+            code: r.error.code as ErrorCode,
+            message: inItemTerms(r.error.message),
+            ...(r.error.hint ? { hint: inItemTerms(r.error.hint) } : {}),
+            exitCode: r.error.exit,
+            exitClass: r.error.class,
+          },
+        }
+      : {}),
   };
 }
 

@@ -3,7 +3,7 @@
  * They are written out here, rather than re-exported from the internals, so
  * that the published declarations stay small and name no internal module.
  */
-import type { MailsendError } from "../core/errors.js";
+import type { ErrorCode, ExitClass, MailsendError } from "../core/errors.js";
 
 /** An attachment given as bytes: a Buffer/Uint8Array, or a base64 string (the REST API's form). */
 export interface ContentAttachment {
@@ -187,11 +187,14 @@ export interface BatchTemplate {
 
 export type BatchItemStatus = "sent" | "partial" | "failed" | "invalid" | "skipped" | "unknown";
 
+/** Why an item was not sent: the MailsendError that send() would have rejected with, as data. */
 export interface BatchItemError {
-  code: string;
+  code: ErrorCode;
   message: string;
+  /** What to do next, when there is something to say (as MailsendError's `hint`). */
+  hint?: string;
   exitCode: number;
-  exitClass: string;
+  exitClass: ExitClass;
 }
 
 export interface BatchItemResult {

@@ -171,6 +171,11 @@ async function main(): Promise<void> {
   const id: string = r.messageId;
   const b: BatchResult = await sendBatch([{ to: "c@example.com", vars: { n: 1 } }], { template: { from: "a@example.com", subject: "{{n}}", text: "x" }, concurrency: 2 });
   const exit: number = b.summary.exitCode;
+  // An item's error narrows as send()'s rejection does.
+  const itemCode: ErrorCode | undefined = b.results[0]?.error?.code;
+  const itemClass: ExitClass | undefined = b.results[0]?.error?.exitClass;
+  const itemHint: string | undefined = b.results[0]?.error?.hint;
+  void [itemCode, itemClass, itemHint];
   try {
     await send(message, { apiKey: "k", baseUrl: "http://localhost" });
   } catch (e) {

@@ -412,6 +412,8 @@ describe("sendBatch()", () => {
     const r = await sendBatch(items(2), { ...rest, ...state(), apiKey: "msk_wrong_batch" });
     expect(r.summary).toMatchObject({ failed: 2, exitCode: 77 });
     expect(r.results[0]!.error).toMatchObject({ code: "auth_failed", exitClass: "noperm" });
+    // What to do about it, as send()'s rejection says, in the options' words.
+    expect(r.results[0]!.error!.hint).toBe("Check apiKey (or apiKeyFile): the key is wrong or missing.");
   });
 
   it("rejects only when the batch cannot run (no key: 78)", async () => {

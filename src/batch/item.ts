@@ -13,7 +13,7 @@ import type { TransportName } from "../core/transport.js";
 import { assembleMessage, checkRestFit, composeHtmlBody, type BodyCompose, type MessageParts } from "../input/build.js";
 import { chooseTransport, type Channels } from "../transports/choose.js";
 import { regularFileSize } from "../input/read.js";
-import { placeholders, render } from "./template.js";
+import { looseName, placeholders, render } from "./template.js";
 
 /** What flags give every row: defaults (a row's own value wins) and templates. */
 export interface RowDefaults {
@@ -94,7 +94,8 @@ export class FieldClashes {
     ];
     for (const [template, flag] of templates) {
       if (template === undefined) continue;
-      for (const p of placeholders(template)) {
+      // {{Name}} is filled by the field name too (placeholders match loosely): it clashes the same.
+      for (const p of placeholders(template).map(looseName)) {
         if (!Object.hasOwn(FIELD_EFFECT, p)) continue;
         const flags = this.#used.get(p) ?? [];
         if (!flags.includes(flag)) flags.push(flag);

@@ -9,6 +9,7 @@
  */
 import type { Token, Tokens } from "marked";
 import { escapeHtml } from "../core/message.js";
+import { PLACEHOLDER_SOURCE } from "../batch/template.js";
 
 export interface MarkdownOptions {
   /** Keep raw HTML (and any link scheme) as written: only for Markdown you trust. */
@@ -146,7 +147,7 @@ export async function renderMarkdownTemplate(source: string, opts: MarkdownOptio
   const names: string[] = [];
   const nonce = Math.random().toString(36).slice(2, 8).toUpperCase();
   const token = (i: number) => `MAILSENDVAR${nonce}X${i}X`;
-  const shielded = source.replace(/\{\{\s*([A-Za-z0-9_.\-]+)\s*\}\}/g, (_, name: string) => token(names.push(name) - 1));
+  const shielded = source.replace(new RegExp(PLACEHOLDER_SOURCE, "gu"), (_, name: string) => token(names.push(name) - 1));
   const html = await renderMarkdown(shielded, opts);
   return html.replace(new RegExp(`MAILSENDVAR${nonce}X(\\d+)X`, "g"), (_, i: string) => `{{${names[Number(i)]}}}`);
 }

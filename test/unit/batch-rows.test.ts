@@ -75,6 +75,29 @@ describe("templates", () => {
     expect(render("Hi {{name}}", vars, "text", "text")).toBe("Hi <Ann & Bob>");
   });
 
+  test("a spreadsheet's column names: accented and other scripts, spaces, another case; never left in the mail as written", () => {
+    const vars = { Prénom: "Anaïs", "First Name": "Ann", Plan: "Gold", 名前: "Yui", "Straße": "Hauptstr. 1" };
+    expect(render("{{Prénom}} {{ First Name }} {{名前}} {{Straße}}", vars, "text", "subject")).toBe("Anaïs Ann Yui Hauptstr. 1");
+    // Case, spaces, hyphens and underscores between words, and decomposed accents do not matter.
+    expect(render("{{first_name}} {{plan}} {{first-name}} {{pre\u0301nom}}", vars, "text", "subject")).toBe("Ann Gold Ann Anaïs");
+    // A placeholder with no such column is an error, also one with accents (it was sent as written).
+    expect(() => render("Bonjour {{Nom}}", vars, "text", "subject")).toThrow("subject: no value for {{Nom}}");
+    expect(placeholders("{{Prénom}} {{ First Name }}")).toEqual(["Prénom", "First Name"]);
+    // The spelling as written wins; two columns that only differ loosely are not guessed between.
+    expect(render("{{plan}}", { plan: "a", Plan: "b" }, "text", "s")).toBe("a");
+    expect(() => render("{{PLAN}}", { plan: "a", Plan: "b" }, "text", "s")).toThrow(/no value for \{\{PLAN\}\}/);
+  });
+
+  test("a missing variable's hint names the row's variables", () => {
+    let hint: string | undefined;
+    try {
+      render("{{email}}", { "E-mail address": "x", plan: "p" }, "text", "s");
+    } catch (e) {
+      hint = (e as { hint?: string }).hint;
+    }
+    expect(hint).toMatch(/This row's variables: E-mail address, plan\./);
+  });
+
   test("a missing variable names every missing placeholder", () => {
     expect(placeholders("{{a}} {{b}} {{a}}")).toEqual(["a", "b"]);
     expect(() => render("{{a}} {{b}} {{c}}", { b: "x" }, "text", "subject")).toThrow("subject: no value for {{a}}, {{c}}");

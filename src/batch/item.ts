@@ -243,7 +243,11 @@ export async function messageOfRow(data: Record<string, unknown>, ctx: ItemConte
   const from = str(data.from, "from") ?? d.from;
   const to = list(data.to, "to");
   const missing = [!from && "from", to.length === 0 && "to", !subject && "subject", !html && !text && "html or text"].filter(Boolean);
-  if (missing.length > 0) throw bad(`missing ${missing.join(", ")}`);
+  if (missing.length > 0) {
+    // A sheet's address column is often "Email" or "E-mail Address": say which name makes it the recipients.
+    const hint = to.length === 0 && data.to === undefined ? `The recipients' column must be named "to"; this row has: ${Object.keys(data).slice(0, 20).join(", ")}.` : undefined;
+    throw new MailsendError("invalid_message", `missing ${missing.join(", ")}`, hint ? { hint } : {});
+  }
   const composed = html !== undefined && d.compose ? await composeHtmlBody(html, d.compose) : undefined;
   const parts: MessageParts = {
     from: from!,

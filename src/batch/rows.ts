@@ -19,7 +19,8 @@ export interface Row {
 export function formatFromName(name: string): Format | undefined {
   if (/\.jsonl$|\.ndjson$/i.test(name)) return "jsonl";
   if (/\.json$/i.test(name)) return "json";
-  if (/\.csv$/i.test(name)) return "csv";
+  // Tab-separated is read as CSV: the separator is found in the header line.
+  if (/\.csv$|\.tsv$|\.tab$/i.test(name)) return "csv";
   return undefined;
 }
 
@@ -42,16 +43,71 @@ function asObject(value: unknown, index: number, line: number): Row {
   return { index, line, data: value as Record<string, unknown> };
 }
 
+/**
+ * Where a chunk stops being UTF-8: the offset of the first byte that starts no character
+ * (up to 3 continuation bytes at its start end a character split across chunks), or -1.
+ * Only for saying where: the decoder decides what is valid.
+ */
+function firstBadByte(b: Uint8Array): number {
+  let i = 0;
+  while (i < b.length && i < 3 && (b[i]! & 0xc0) === 0x80) i++;
+  while (i < b.length) {
+    const c = b[i]!;
+    const n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (n === 0) return i;
+    for (let k = 1; k < n && i + k < b.length; k++) if ((b[i + k]! & 0xc0) !== 0x80) return i;
+    i += n;
+  }
+  return -1;
+}
+
+function notUtf8(chunk: Uint8Array, linesBefore: number, textBefore: string): MailsendError {
+  const at = firstBadByte(chunk);
+  let where = "";
+  if (at >= 0) {
+    let line = linesBefore + 1;
+    for (let i = 0; i < at; i++) if (chunk[i] === 0x0a) line++;
+    // The text of that line up to the byte, as far as it decodes: enough to find it in the sheet.
+    const lineStart = chunk.lastIndexOf(0x0a, at - 1) + 1;
+    const before = (lineStart === 0 ? textBefore.slice(textBefore.lastIndexOf("\n") + 1) : "") + new TextDecoder().decode(chunk.subarray(lineStart, at));
+    const shown = before.replace(/\r/g, "").slice(-40);
+    where = ` (line ${line}: the byte 0x${chunk[at]!.toString(16).toUpperCase().padStart(2, "0")}${shown ? ` after ${JSON.stringify(shown)}` : ""})`;
+  }
+  return new MailsendError("invalid_message", `the batch input is not valid UTF-8${where}`, {
+    hint:
+      'It is likely in a legacy encoding: Excel\'s "CSV (Comma delimited)" writes the Windows code page (ü is the byte 0xFC there). ' +
+      'Save it as "CSV UTF-8 (Comma delimited)" (LibreOffice: Character set "Unicode (UTF-8)"). Nothing was sent.',
+  });
+}
+
 async function* decoded(input: AsyncIterable<Buffer | string>): AsyncGenerator<string> {
   const decoder = new TextDecoder("utf-8", { fatal: true });
+  let lines = 0;
+  // The end of the text decoded so far, to show what precedes a bad byte on its line.
+  let tail = "";
+  for await (const chunk of input) {
+    let text: string;
+    if (typeof chunk === "string") text = chunk;
+    else {
+      try {
+        text = decoder.decode(chunk, { stream: true });
+      } catch (e) {
+        if (e instanceof TypeError) throw notUtf8(chunk, lines, tail);
+        throw e;
+      }
+    }
+    for (let i = text.indexOf("\n"); i >= 0; i = text.indexOf("\n", i + 1)) lines++;
+    tail = (tail + text).slice(-200);
+    yield text;
+  }
+  let rest: string;
   try {
-    for await (const chunk of input) yield typeof chunk === "string" ? chunk : decoder.decode(chunk, { stream: true });
-    const rest = decoder.decode();
-    if (rest) yield rest;
+    rest = decoder.decode();
   } catch (e) {
-    if (e instanceof TypeError) throw new MailsendError("invalid_message", "the batch input is not valid UTF-8");
+    if (e instanceof TypeError) throw new MailsendError("invalid_message", "the batch input is not valid UTF-8 (it ends inside a character)");
     throw e;
   }
+  if (rest) yield rest;
 }
 
 export async function* jsonLines(input: AsyncIterable<Buffer | string>): AsyncGenerator<Row> {
@@ -157,9 +213,37 @@ export async function* jsonArray(input: AsyncIterable<Buffer | string>): AsyncGe
   if (state !== "after") throw new MailsendError("invalid_json", "the JSON array is not closed (missing ])");
 }
 
-/** RFC 4180 records; the first is the header. Values are strings. */
+/**
+ * The separator a CSV file uses, from its header line: commas, or what spreadsheets write
+ * besides (Excel in locales with a decimal comma writes ";", "Text (Tab delimited)" tabs).
+ * The most frequent outside quotes wins; a tie, or none, is a comma.
+ */
+export function separatorOf(headerLine: string): string {
+  const count: Record<string, number> = { ",": 0, ";": 0, "\t": 0 };
+  let quoted = false;
+  for (const ch of headerLine) {
+    if (ch === '"') quoted = !quoted;
+    else if (!quoted && ch in count) count[ch]!++;
+  }
+  return [";", "\t"].reduce((best, c) => (count[c]! > count[best]! ? c : best), ",");
+}
+
+/** Header names that are recipient fields whatever their case ("To", "CC", "BCC"): read otherwise, they were variables, and the row went to fewer people than the sheet says. */
+const RECIPIENT_COLUMNS = new Set(["to", "cc", "bcc"]);
+
+/**
+ * RFC 4180 records; the first is the header. Values are strings. The separator is the
+ * header's (separatorOf), or the one an Excel "sep=;" first line names. Columns without a
+ * name (the empty cells a spreadsheet writes after the last column it formatted) are left
+ * out while their cells are empty; rows whose cells are all empty (formatted rows below
+ * the data) are skipped.
+ */
 export async function* csvRows(input: AsyncIterable<Buffer | string>): AsyncGenerator<Row> {
   let header: string[] | undefined;
+  /** Positions of the named columns. */
+  let named: number[] = [];
+  let sep: string | undefined;
+  let head = "";
   let field = "";
   let record: string[] = [];
   let quoted = false;
@@ -169,77 +253,104 @@ export async function* csvRows(input: AsyncIterable<Buffer | string>): AsyncGene
   let index = 0;
   let pendingCR = false;
   const rows: Row[] = [];
+  const rowError = (message: string, hint?: string) => {
+    rows.push({ index: index++, line: recordLine, error: new MailsendError("invalid_message", `row ${index} (line ${recordLine}): ${message}`, hint ? { hint } : {}) });
+  };
   const endRecord = () => {
     record.push(field);
     field = "";
     const r = record;
     record = [];
-    const blank = r.length === 1 && r[0] === "";
-    if (blank) return;
+    if (r.every((c) => c.trim() === "")) return;
     if (!header) {
-      header = r.map((h) => h.trim());
-      const dup = header.find((h, i) => header!.indexOf(h) !== i);
-      if (dup !== undefined) throw new MailsendError("invalid_message", `CSV header has the column "${dup}" twice`);
-      if (header.some((h) => !h)) throw new MailsendError("invalid_message", "CSV header has an empty column name");
-      // Excel in many locales saves "CSV" with ";" between fields (and some tools with tabs): read
-      // as commas, the whole header is one column, and every row would fail on its templates.
-      const other = header.length === 1 ? [";", "\t"].find((d) => header![0]!.includes(d)) : undefined;
-      if (other !== undefined) {
-        const name = other === ";" ? "semicolons" : "tabs";
-        throw new MailsendError("invalid_message", `CSV header ${JSON.stringify(header[0])} is one column: the file separates its fields with ${name}, and mailsend reads comma-separated CSV`, {
-          hint: `Save it as comma-separated CSV (Excel: "CSV UTF-8 (Comma delimited)"), or give JSON lines. Nothing was sent.`,
-        });
+      header = r.map((h) => {
+        const name = h.trim();
+        return RECIPIENT_COLUMNS.has(name.toLowerCase()) ? name.toLowerCase() : name;
+      });
+      named = header.flatMap((h, i) => (h ? [i] : []));
+      const dup = header.find((h, i) => h && header!.indexOf(h) !== i);
+      if (dup !== undefined) {
+        const spelled = [...new Set(r.map((c) => c.trim()).filter((_, i) => header![i] === dup))];
+        throw new MailsendError("invalid_message", `CSV header has the column "${dup}" twice${spelled.length > 1 ? ` (as ${spelled.map((x) => JSON.stringify(x)).join(" and ")})` : ""}`);
       }
       return;
     }
-    if (r.length !== header.length) {
-      rows.push({
-        index: index++,
-        line: recordLine,
-        error: new MailsendError("invalid_message", `row ${index} (line ${recordLine}): ${r.length} fields, the header has ${header.length}`),
-      });
+    // A row may stop before trailing unnamed columns, or go on after the header with empty cells.
+    const lastNamed = named[named.length - 1]!;
+    if (r.length <= lastNamed) {
+      rowError(`${r.length} fields, the header has ${header.length}`);
       return;
     }
-    rows.push({ index: index++, line: recordLine, data: Object.fromEntries(header.map((h, i) => [h, r[i]!])) });
+    const stray = r.findIndex((c, i) => (i >= header!.length || !header![i]) && c.trim() !== "");
+    if (stray >= 0) {
+      rowError(
+        stray >= header.length ? `${r.length} fields, the header has ${header.length}` : `column ${stray + 1} has the value ${JSON.stringify(r[stray]!.slice(0, 40))}, but no name in the header`,
+        stray >= header.length ? undefined : "Give the column a name in the header row (it is then a template variable), or clear its cells.",
+      );
+      return;
+    }
+    rows.push({ index: index++, line: recordLine, data: Object.fromEntries(named.map((i) => [header![i]!, r[i]!])) });
+  };
+  const feed = (ch: string) => {
+    if (pendingCR) {
+      pendingCR = false;
+      if (ch === "\n") return;
+    }
+    if (quoted) {
+      if (ch === '"') {
+        quoted = false;
+        afterQuote = true;
+      } else {
+        if (ch === "\n") line++;
+        field += ch;
+      }
+      return;
+    }
+    if (ch === '"') {
+      if (afterQuote) {
+        field += '"';
+        quoted = true;
+        afterQuote = false;
+      } else if (field === "") quoted = true;
+      else field += ch;
+      return;
+    }
+    afterQuote = false;
+    if (ch === sep) {
+      record.push(field);
+      field = "";
+    } else if (ch === "\n" || ch === "\r") {
+      if (ch === "\r") pendingCR = true;
+      endRecord();
+      line++;
+      recordLine = line;
+    } else field += ch;
+  };
+  /** Once the first line is in: its separator, or Excel's "sep=X" line, which is no record. */
+  const start = (text: string) => {
+    const eol = text.search(/\r|\n/);
+    const first = eol >= 0 ? text.slice(0, eol) : text;
+    const hint = /^sep=(.)$/i.exec(first);
+    sep = hint ? hint[1]! : separatorOf(first);
+    if (!hint) return text;
+    line = recordLine = 2;
+    if (eol < 0) return "";
+    // A CR that ends the text: the LF of its CRLF may come with the next chunk.
+    if (text[eol] === "\r" && eol === text.length - 1) pendingCR = true;
+    return text.slice(text[eol] === "\r" && text[eol + 1] === "\n" ? eol + 2 : eol + 1);
   };
   for await (const text of decoded(input)) {
-    for (const ch of text) {
-      if (pendingCR) {
-        pendingCR = false;
-        if (ch === "\n") continue;
-      }
-      if (quoted) {
-        if (ch === '"') {
-          quoted = false;
-          afterQuote = true;
-        } else {
-          if (ch === "\n") line++;
-          field += ch;
-        }
-        continue;
-      }
-      if (ch === '"') {
-        if (afterQuote) {
-          field += '"';
-          quoted = true;
-          afterQuote = false;
-        } else if (field === "") quoted = true;
-        else field += ch;
-        continue;
-      }
-      afterQuote = false;
-      if (ch === ",") {
-        record.push(field);
-        field = "";
-      } else if (ch === "\n" || ch === "\r") {
-        if (ch === "\r") pendingCR = true;
-        endRecord();
-        line++;
-        recordLine = line;
-      } else field += ch;
+    let chars = text;
+    if (sep === undefined) {
+      head += text;
+      // A header line longer than this is not waited for to the end (its start decides).
+      if (!/\r|\n/.test(head) && head.length < 64 * 1024) continue;
+      chars = start(head);
     }
+    for (const ch of chars) feed(ch);
     yield* rows.splice(0);
   }
+  if (sep === undefined) for (const ch of start(head)) feed(ch);
   if (quoted) throw new MailsendError("invalid_message", `line ${recordLine}: a quoted CSV field is not closed`);
   if (field !== "" || record.length > 0) endRecord();
   yield* rows.splice(0);

@@ -60,3 +60,59 @@ describe("spreadsheet column names", () => {
     expect(await stored("nocol")).toEqual([]);
   });
 });
+
+describe("spreadsheet exports", () => {
+  const people = [
+    ["anna@example.com", "Anna", "Müller", "Gold €5"],
+    ["bob@example.com", "Bob", "Ståhl", "Silver"],
+  ];
+  const text = () => tmp.file("sheet.txt", "Hello {{first_name}} {{last_name}}: {{plan}}\n");
+
+  test("Excel in a ';' locale (with its sep= line or not), tab-separated text, and Excel's unnamed empty columns and rows: every row sent, as written", async () => {
+    const files = {
+      semi: excelUtf8(["to;first_name;last_name;plan", ...people.map((p) => p.join(";"))]),
+      sepline: excelUtf8(["sep=;", "to;first_name;last_name;plan", ...people.map((p) => p.join(";"))]),
+      tabs: Buffer.from(["to\tfirst_name\tlast_name\tplan", ...people.map((p) => p.join("\t")), ""].join("\n")),
+      formatted: excelUtf8(["to,first_name,last_name,plan,,", ...people.map((p) => `${p.join(",")},,`), ",,,,,", ",,,,,"]),
+    };
+    for (const [name, bytes] of Object.entries(files)) {
+      const input = tmp.file(`${name}.${name === "tabs" ? "tsv" : "csv"}`, bytes);
+      const r = await batch([input, "-f", "shop@example.com", "-s", `sheet ${name} {{first_name}}`, "--text-file", text(), "--transport", "smtp"]);
+      expect({ name, exit: r.exitCode, stderr: r.stderr }).toEqual({ name, exit: 0, stderr: "" });
+      expect(r.stdout).toMatch(/^2 sent \(of 2\)/);
+      const got = (await stored(`sheet ${name} `)).sort((a, b) => a.envelope.to[0]!.localeCompare(b.envelope.to[0]!));
+      expect(got.map((m) => m.envelope.to)).toEqual([["anna@example.com"], ["bob@example.com"]]);
+      expect((await body(got[0]!)).text).toBe("Hello Anna Müller: Gold €5\n");
+    }
+  });
+
+  test('a "To" / "CC" header is the recipients, not a template variable (the CC was left out)', async () => {
+    const input = tmp.file("caps.csv", excelUtf8(["To,CC,First Name", "anna@example.com,boss@example.com,Anna"]));
+    const r = await batch([input, "-f", "shop@example.com", "-s", "caps {{First Name}}", "--text-file", text(), "--transport", "smtp"], {});
+    expect(r.exitCode).toBe(65); // {{last_name}}, {{plan}}: no such columns
+    const r2 = await batch([input, "-f", "shop@example.com", "-s", "caps {{First Name}}", "--text-file", tmp.file("caps.txt", "Hi {{first_name}}\n"), "--transport", "smtp"]);
+    expect(r2.stderr).toBe("");
+    expect(r2.exitCode).toBe(0);
+    const [m] = await stored("caps ");
+    expect(m!.envelope.to.sort()).toEqual(["anna@example.com", "boss@example.com"]);
+  });
+
+  test("Excel's plain \"CSV\" (windows-1252): refused before anything is sent, with the line, the byte and how to save it", async () => {
+    const rows = ["to,first_name,last_name,plan", ...people.map((p) => p.join(","))].join("\r\n");
+    const input = tmp.file("cp1252.csv", Buffer.from(rows, "latin1"));
+    const r = await batch([input, "-f", "shop@example.com", "-s", "cp1252 {{first_name}}", "--text-file", text(), "--json"]);
+    expect(r.exitCode).toBe(65);
+    const err = JSON.parse(r.stderr.trim().split("\n").pop()!) as { error: { message: string; hint: string } };
+    expect(err.error.message).toBe('the batch input is not valid UTF-8 (line 2: the byte 0xFC after "anna@example.com,Anna,M")');
+    expect(err.error.hint).toMatch(/CSV UTF-8 \(Comma delimited\)/);
+    expect(await stored("cp1252")).toEqual([]);
+  });
+
+  test('an address column named "Email": each row is invalid with a hint naming the column "to"', async () => {
+    const input = tmp.file("email.csv", excelUtf8(["Email Address,First Name", "anna@example.com,Anna"]));
+    const r = await batch([input, "-f", "shop@example.com", "-s", "email {{First Name}}", "--text-file", tmp.file("email.txt", "Hi\n")]);
+    expect(r.exitCode).toBe(65);
+    expect(r.stderr).toMatch(/row 1 \(line 2\): missing to/);
+    expect(r.stderr).toMatch(/The recipients' column must be named "to"; this row has: Email Address, First Name\./);
+  });
+});

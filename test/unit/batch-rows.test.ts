@@ -1,9 +1,9 @@
 import { describe, expect, test } from "vitest";
-import { csvRows, formatFromContent, jsonArray, jsonLines, type Row } from "../../src/batch/rows.js";
+import { csvRows, formatFromContent, formatFromName, jsonArray, jsonLines, type Row } from "../../src/batch/rows.js";
 import { placeholders, render } from "../../src/batch/template.js";
 
 /** Feed the text in small pieces, as a stream would, to exercise every split point. */
-async function* chunks(text: string, size = 3): AsyncGenerator<Buffer> {
+async function* chunks(text: string | Buffer, size = 3): AsyncGenerator<Buffer> {
   const buf = Buffer.from(text);
   for (let i = 0; i < buf.length; i += size) yield buf.subarray(i, i + size);
 }
@@ -54,11 +54,60 @@ describe("batch rows", () => {
   test("CSV without a final newline, and a header with a duplicate column", async () => {
     expect((await all(csvRows(chunks("to\na@example.com"))))[0]!.data).toEqual({ to: "a@example.com" });
     await expect(all(csvRows(chunks("to,to\na,b\n")))).rejects.toThrow(/twice/);
-    // A semicolon (or tab) separated file: said at its header, not as a template error on every row.
-    await expect(all(csvRows(chunks("to;first_name\na@example.com;Ann\n")))).rejects.toThrow(/separates its fields with semicolons/);
-    await expect(all(csvRows(chunks("to\tfirst_name\na@example.com\tAnn\n")))).rejects.toThrow(/with tabs/);
     // A comma file whose cells hold semicolons is fine.
     expect((await all(csvRows(chunks("to,note\na@example.com,x;y\n"))))[0]!.data).toEqual({ to: "a@example.com", note: "x;y" });
+  });
+
+  test("CSV separated as spreadsheets save it: Excel's ';' (with or without its sep= line), tabs", async () => {
+    const want = [
+      { to: "a@example.com", first_name: "Ann", note: "x, y; z" },
+      { to: "b@example.com", first_name: "Bob", note: "" },
+    ];
+    const texts = [
+      '\ufeffto;first_name;note\r\na@example.com;Ann;"x, y; z"\r\nb@example.com;Bob;\r\n',
+      'sep=;\r\nto;first_name;note\r\na@example.com;Ann;"x, y; z"\r\nb@example.com;Bob;\r\n',
+      'to\tfirst_name\tnote\na@example.com\tAnn\tx, y; z\nb@example.com\tBob\t\n',
+    ];
+    for (const text of texts) {
+      for (const size of [1, 5, 1000]) {
+        const rows = await all(csvRows(chunks(text, size)));
+        expect(rows.map((r) => r.data)).toEqual(want);
+      }
+    }
+    const withSep = await all(csvRows(chunks(texts[1]!)));
+    expect(withSep.map((r) => r.line)).toEqual([3, 4]);
+    expect(formatFromName("list.tsv")).toBe("csv");
+  });
+
+  test("CSV from Excel with cells formatted past the data: unnamed empty columns and empty rows are left out", async () => {
+    const text = "\ufeffto,first_name,,\r\na@example.com,Ann,,\r\n,,,\r\n\r\nb@example.com,Bob,,\r\n , ,,\r\n";
+    for (const size of [1, 7, 1000]) {
+      const rows = await all(csvRows(chunks(text, size)));
+      expect(rows.map((r) => [r.index, r.line, r.data])).toEqual([
+        [0, 2, { to: "a@example.com", first_name: "Ann" }],
+        [1, 5, { to: "b@example.com", first_name: "Bob" }],
+      ]);
+    }
+    // A value under no name is that row's error (it would be lost); so is a missing named cell.
+    const rows = await all(csvRows(chunks("to,,plan\na@example.com,,gold\nb@example.com,oops,gold\nc@example.com\n")));
+    expect(rows[0]!.data).toEqual({ to: "a@example.com", plan: "gold" });
+    expect(rows[1]!.error?.message).toBe('row 2 (line 3): column 2 has the value "oops", but no name in the header');
+    expect(rows[2]!.error?.message).toMatch(/1 fields, the header has 3/);
+  });
+
+  test("CSV recipient columns in another case are the recipient fields; the same column twice is said with its spellings", async () => {
+    const rows = await all(csvRows(chunks("To,CC,BCC,Plan\na@example.com,c@example.com,d@example.com,gold\n")));
+    expect(rows[0]!.data).toEqual({ to: "a@example.com", cc: "c@example.com", bcc: "d@example.com", Plan: "gold" });
+    await expect(all(csvRows(chunks("to,To\na,b\n")))).rejects.toThrow('CSV header has the column "to" twice (as "to" and "To")');
+  });
+
+  test("input that is not UTF-8 (Excel's plain CSV is windows-1252) is refused with where and why", async () => {
+    const bytes = Buffer.concat([Buffer.from("to,last_name\r\nanna@example.com,M"), Buffer.from([0xfc]), Buffer.from("ller\r\n")]);
+    for (const size of [1, 3, 1000]) {
+      const err = await all(csvRows(chunks(bytes, size))).catch((e: unknown) => e as { message: string; hint?: string });
+      expect(err).toMatchObject({ message: 'the batch input is not valid UTF-8 (line 2: the byte 0xFC after "anna@example.com,M")' });
+      expect((err as { hint?: string }).hint).toMatch(/CSV UTF-8/);
+    }
   });
 
   test("format from content", () => {

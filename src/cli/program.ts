@@ -66,7 +66,7 @@ Exit code: 0 when every item was sent, else the most serious failure's code
 (67: a message went out but the SMTP server refused some of its recipients).
 
 Examples:
-  # Mail merge from a spreadsheet export: columns to, name, plan
+  # Mail merge from a spreadsheet export: columns to, first_name, plan
   mailsend batch people.csv -f 'Billing <billing@example.com>' \\
     -s 'Your {{plan}} plan renews soon' --html-file renewal.html --results out.jsonl
 

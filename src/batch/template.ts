@@ -1,7 +1,9 @@
 /**
  * `{{column}}` placeholders filled per row: HTML-escaped in HTML templates,
  * as they are in text and subjects. A placeholder the row has no value for
- * is an error for that row, never an empty string in someone's inbox.
+ * (no such field, or an empty CSV cell) is an error for that row, never an
+ * empty string in someone's inbox ("Dear ,"), unless the placeholder gives
+ * its own default: `{{first_name|there}}`, or `{{company|}}` for nothing.
  */
 import { MailsendError } from "../core/errors.js";
 import { escapeHtml } from "../core/message.js";
@@ -10,8 +12,9 @@ import { escapeHtml } from "../core/message.js";
  * A placeholder's name: letters of any script (spreadsheets say "Prénom", "Straße", "名前"),
  * digits, `_ . -`, and single spaces between words ("First Name"). A name with a character
  * outside these would not be a placeholder at all, and would reach the inbox as written.
+ * After a `|`, the text used when the row's value is missing or empty.
  */
-export const PLACEHOLDER_SOURCE = String.raw`\{\{\s*([\p{L}\p{M}\p{N}_.\-]+(?:[ \t]+[\p{L}\p{M}\p{N}_.\-]+)*)\s*\}\}`;
+export const PLACEHOLDER_SOURCE = String.raw`\{\{\s*([\p{L}\p{M}\p{N}_.\-]+(?:[ \t]+[\p{L}\p{M}\p{N}_.\-]+)*)\s*(?:\|\s*([^{}|]*?))?\s*\}\}`;
 const PLACEHOLDER = new RegExp(PLACEHOLDER_SOURCE, "gu");
 
 export type TemplateMode = "html" | "text";
@@ -43,16 +46,27 @@ function valueOf(vars: Record<string, unknown>, name: string): string | undefine
 }
 
 export function render(template: string, vars: Record<string, unknown>, mode: TemplateMode, what: string): string {
-  const missing = placeholders(template).filter((p) => valueOf(vars, p) === undefined);
-  if (missing.length > 0) {
+  const missing = new Map<string, string>();
+  for (const m of template.matchAll(PLACEHOLDER)) {
+    if (m[2] !== undefined || missing.has(m[1]!)) continue;
+    const v = valueOf(vars, m[1]!);
+    if (v === undefined) missing.set(m[1]!, `{{${m[1]}}}`);
+    else if (!v.trim()) missing.set(m[1]!, `{{${m[1]}}} (empty)`);
+  }
+  if (missing.size > 0) {
     const names = Object.keys(vars);
     const have = names.length > 0 ? ` This row's variables: ${names.slice(0, 20).join(", ")}${names.length > 20 ? ", ..." : ""}.` : "";
-    throw new MailsendError("invalid_message", `${what}: no value for ${missing.map((m) => `{{${m}}}`).join(", ")}`, {
-      hint: `Add the column (CSV) or field (JSON) to every row, or remove the placeholder.${have}`,
+    const empty = [...missing.values()].some((m) => m.endsWith("(empty)"));
+    const name = [...missing.keys()][0];
+    throw new MailsendError("invalid_message", `${what}: no value for ${[...missing.values()].join(", ")}`, {
+      hint: empty
+        ? `Fill the empty cell (field), or give the placeholder a default for rows without one: {{${name}|text}} ({{${name}|}} for nothing).${have}`
+        : `Add the column (CSV) or field (JSON) to every row, or remove the placeholder.${have}`,
     });
   }
-  return template.replace(PLACEHOLDER, (_, name: string) => {
-    const v = valueOf(vars, name)!;
-    return mode === "html" ? escapeHtml(v) : v;
+  return template.replace(PLACEHOLDER, (_, name: string, fallback: string | undefined) => {
+    const v = valueOf(vars, name);
+    const out = v === undefined || !v.trim() ? fallback! : v;
+    return mode === "html" ? escapeHtml(out) : out;
   });
 }

@@ -147,7 +147,10 @@ export async function renderMarkdownTemplate(source: string, opts: MarkdownOptio
   const names: string[] = [];
   const nonce = Math.random().toString(36).slice(2, 8).toUpperCase();
   const token = (i: number) => `MAILSENDVAR${nonce}X${i}X`;
-  const shielded = source.replace(new RegExp(PLACEHOLDER_SOURCE, "gu"), (_, name: string) => token(names.push(name) - 1));
+  // Each placeholder comes back with its default, if it has one ({{name|there}}).
+  const shielded = source.replace(new RegExp(PLACEHOLDER_SOURCE, "gu"), (_, name: string, fallback: string | undefined) =>
+    token(names.push(`{{${name}${fallback !== undefined ? `|${fallback}` : ""}}}`) - 1),
+  );
   const html = await renderMarkdown(shielded, opts);
-  return html.replace(new RegExp(`MAILSENDVAR${nonce}X(\\d+)X`, "g"), (_, i: string) => `{{${names[Number(i)]}}}`);
+  return html.replace(new RegExp(`MAILSENDVAR${nonce}X(\\d+)X`, "g"), (_, i: string) => names[Number(i)]!);
 }

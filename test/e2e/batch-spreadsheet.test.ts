@@ -116,3 +116,25 @@ describe("spreadsheet exports", () => {
     expect(r.stderr).toMatch(/The recipients' column must be named "to"; this row has: Email Address, First Name\./);
   });
 });
+
+describe("blank cells", () => {
+  test("a template's placeholder over a blank cell makes that row invalid (not 'Dear ,'); a default in the placeholder fills it", async () => {
+    const input = tmp.file("blank.csv", excelUtf8(["to,first_name,company", "anna@example.com,Anna,ACME", "bob@example.com,,", "cem@example.com,Cem,"]));
+    const r = await batch([input, "-f", "shop@example.com", "-s", "blank {{to}}", "--text-file", tmp.file("blank.txt", "Dear {{first_name}}, {{company|}}\n"), "--transport", "smtp"]);
+    expect(r.exitCode).toBe(65);
+    expect(r.stderr).toMatch(/row 2 \(line 3\): --text-file: no value for \{\{first_name\}\} \(empty\)/);
+    expect(r.stderr).toMatch(/\{\{first_name\|text\}\}/);
+    expect(r.stdout).toMatch(/^2 sent, 1 invalid \(of 3\)/);
+    const got = await stored("blank ");
+    expect(got.map((m) => m.envelope.to[0]).sort()).toEqual(["anna@example.com", "cem@example.com"]);
+    const cem = await body(got.find((m) => m.envelope.to[0] === "cem@example.com")!);
+    expect(cem.text).toBe("Dear Cem, \n");
+
+    const md = tmp.file("blank.md", "Dear **{{first_name|customer}}**\n");
+    const r2 = await batch([input, "-f", "shop@example.com", "-s", "blank2 {{to}}", "--markdown-file", md, "--transport", "smtp", "--fresh"]);
+    expect(r2.stderr).toBe("");
+    expect(r2.exitCode).toBe(0);
+    const bob = await body((await stored("blank2 bob@example.com"))[0]!);
+    expect(bob.html).toContain("Dear <strong>customer</strong>");
+  });
+});

@@ -137,6 +137,22 @@ describe("templates", () => {
     expect(() => render("{{PLAN}}", { plan: "a", Plan: "b" }, "text", "s")).toThrow(/no value for \{\{PLAN\}\}/);
   });
 
+  test("an empty value (a CSV cell left blank) is no value: the row is invalid, not 'Dear ,'; a default fills it", () => {
+    const vars = { first_name: "", company: " ", plan: "Gold" };
+    let err: { message: string; hint?: string } | undefined;
+    try {
+      render("Dear {{first_name}}, {{plan}}", vars, "text", "--text-file");
+    } catch (e) {
+      err = e as { message: string; hint?: string };
+    }
+    expect(err?.message).toBe("--text-file: no value for {{first_name}} (empty)");
+    expect(err?.hint).toMatch(/\{\{first_name\|text\}\} \(\{\{first_name\|\}\} for nothing\)/);
+    expect(render("Dear {{first_name|customer}}, {{ plan | none }}{{company|}}.", vars, "text", "s")).toBe("Dear customer, Gold.");
+    expect(render("<p>{{first_name | <you> }}</p>", vars, "html", "s")).toBe("<p>&lt;you&gt;</p>");
+    expect(render("{{missing|x}}", vars, "text", "s")).toBe("x");
+    expect(placeholders("{{a|b}} {{ c | }}")).toEqual(["a", "c"]);
+  });
+
   test("a missing variable's hint names the row's variables", () => {
     let hint: string | undefined;
     try {

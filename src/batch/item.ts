@@ -5,7 +5,8 @@
  * idempotency_key; every other field or column is a template variable.
  */
 import { readFile } from "node:fs/promises";
-import { basename } from "node:path";
+import { existsSync } from "node:fs";
+import { basename, isAbsolute, join, relative, resolve } from "node:path";
 import { MailsendError } from "../core/errors.js";
 import { checkHeader, type HeaderList } from "../core/headers.js";
 import type { Attachment, Message } from "../core/message.js";
@@ -33,6 +34,8 @@ export interface RowDefaults {
   attach?: string[];
   /** Each row's HTML: local images inline (read once for all rows, through its cache), CSS inlined (src/compose). */
   compose?: BodyCompose;
+  /** The batch input's directory (a file, not stdin): named when a row's relative attachment path is only found from there. */
+  inputDir?: string;
 }
 
 const FIELDS = new Set(["from", "to", "cc", "bcc", "subject", "html", "text", "name", "reply_to", "headers", "attachments", "idempotency_key", "vars"]);
@@ -193,22 +196,41 @@ export class AttachmentCache {
 /** A field a row leaves out: missing, null, or an empty CSV cell. */
 const absent = (v: unknown) => v === undefined || v === null || v === "";
 
-async function attachmentsOf(data: Record<string, unknown>, defaults: string[], cache: AttachmentCache): Promise<Attachment[]> {
+/**
+ * A row's attachment path, read as every path is: from the current directory. A relative one
+ * that is not there but beside the input (a sheet kept with its files) says so: the same
+ * command from another directory would find it.
+ */
+async function rowAttachment(cache: AttachmentCache, spec: string, inputDir: string | undefined): Promise<Attachment> {
+  try {
+    return await cache.get(spec);
+  } catch (e) {
+    const path = spec.lastIndexOf("#") > 0 ? spec.slice(0, spec.lastIndexOf("#")) : spec;
+    if (!(e instanceof MailsendError) || e.code !== "file_not_found" || inputDir === undefined || isAbsolute(path)) throw e;
+    const beside = join(inputDir, path);
+    if (resolve(beside) === resolve(path) || !existsSync(beside)) throw e;
+    throw new MailsendError("file_not_found", e.message, {
+      hint: `Paths in the input are read from the current directory (${process.cwd()}), not the input's; ${beside} exists: run the command from ${inputDir}, or write the path from here (${relative(process.cwd(), beside)}).`,
+    });
+  }
+}
+
+async function attachmentsOf(data: Record<string, unknown>, defaults: string[], cache: AttachmentCache, inputDir?: string): Promise<Attachment[]> {
   const out: Attachment[] = [];
   for (const spec of defaults) out.push(await cache.get(spec));
   const a = data.attachments;
   if (absent(a)) return out;
   if (typeof a === "string") {
     // CSV: paths separated by ";".
-    for (const p of a.split(";").map((s) => s.trim()).filter(Boolean)) out.push(await cache.get(p));
+    for (const p of a.split(";").map((s) => s.trim()).filter(Boolean)) out.push(await rowAttachment(cache, p, inputDir));
     return out;
   }
   if (!Array.isArray(a)) throw bad("attachments must be an array");
   for (const [i, item] of a.entries()) {
-    if (typeof item === "string") out.push(await cache.get(item));
+    if (typeof item === "string") out.push(await rowAttachment(cache, item, inputDir));
     else if (item && typeof item === "object" && typeof (item as { path?: unknown }).path === "string") {
       const { path, filename } = item as { path: string; filename?: unknown };
-      const got = await cache.get(path);
+      const got = await rowAttachment(cache, path, inputDir);
       out.push(typeof filename === "string" && filename ? { ...got, filename } : got);
     } else if (item && typeof item === "object" && typeof (item as { content?: unknown }).content === "string") {
       const { content, filename } = item as { content: string; filename?: unknown };
@@ -260,7 +282,7 @@ export async function messageOfRow(data: Record<string, unknown>, ctx: ItemConte
     ...(text !== undefined ? { text } : {}),
     replyTo: str(data.reply_to, "reply_to") ?? d.replyTo,
     headers: headersOf(data, d.headers ?? []),
-    attachments: [...(d.attach?.length || !absent(data.attachments) ? await attachmentsOf(data, d.attach ?? [], ctx.cache) : []), ...(composed?.parts ?? [])],
+    attachments: [...(d.attach?.length || !absent(data.attachments) ? await attachmentsOf(data, d.attach ?? [], ctx.cache, d.inputDir) : []), ...(composed?.parts ?? [])],
     idempotencyKey: str(data.idempotency_key, "idempotency_key") ?? ctx.idempotencyKey,
     // Both bodies from the Markdown template: the text is the source of the HTML.
     ...(d.textIsPlainHtml && absent(data.html) && absent(data.text) ? { textIsPlainHtml: true } : {}),

@@ -138,3 +138,21 @@ describe("blank cells", () => {
     expect(bob.html).toContain("Dear <strong>customer</strong>");
   });
 });
+
+describe("per-row attachments", () => {
+  test("a relative path found beside the sheet but not from the current directory: the hint says where it is and how to run", async () => {
+    tmp.file("invoice-anna.pdf", "%PDF-1.4 anna");
+    const input = tmp.file("att.csv", excelUtf8(["to,first_name,attachments", "anna@example.com,Anna,invoice-anna.pdf"]));
+    const args = (extra: string[]) => [input, "-f", "shop@example.com", "-s", "att {{first_name}}", "--text-file", tmp.file("att.txt", "Hi {{first_name}}\n"), "--transport", "smtp", ...extra];
+    const r = await runCli(["batch", ...args([])], { env: t.env, timeoutMs: 30_000 });
+    expect(r.exitCode).toBe(66);
+    expect(r.stderr).toMatch(/row 1 \(line 2\): attachment not found: invoice-anna\.pdf/);
+    expect(r.stderr).toContain(`${tmp.dir}/invoice-anna.pdf exists: run the command from ${tmp.dir}`);
+    expect(await stored("att ")).toEqual([]);
+    // From the sheet's directory the same command sends it.
+    const ok = await runCli(["batch", ...args([])], { env: t.env, timeoutMs: 30_000, cwd: tmp.dir });
+    expect(ok.stderr).toBe("");
+    expect(ok.exitCode).toBe(0);
+    expect((await stored("att "))[0]!.attachments.map((a) => a.filename)).toEqual(["invoice-anna.pdf"]);
+  });
+});

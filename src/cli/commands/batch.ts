@@ -285,6 +285,7 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       attach: flags.attach ?? [],
       // Local images of each row's HTML resolve against the template's directory; each file is read once.
       compose: { ...bodyComposeOf({ ...flags, inline: [] }), cache: new ImageCache() },
+      ...(file !== "-" ? { inputDir: dirname(resolve(file)) } : {}),
     };
     const opened = await openInput(file, io, flags.format);
     cleanup = opened.cleanup;

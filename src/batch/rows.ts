@@ -25,7 +25,8 @@ export function formatFromName(name: string): Format | undefined {
 }
 
 /** Guess from the first non-blank character: "[" array, "{" lines, else CSV. */
-export function formatFromContent(head: string): Format {
+export function formatFromContent(head: string | Uint8Array): Format {
+  if (typeof head !== "string") head = new TextDecoder(encodingOf(head)).decode(head);
   const c = head.trimStart()[0];
   if (c === "[") return "json";
   if (c === "{") return "jsonl";
@@ -80,33 +81,51 @@ function notUtf8(chunk: Uint8Array, linesBefore: number, textBefore: string): Ma
   });
 }
 
+/**
+ * The encoding a byte order mark names: UTF-16 for Excel's "Unicode Text" (tab-separated, a
+ * BOM FF FE), else UTF-8 (its BOM, if any, is dropped by the decoder).
+ */
+export function encodingOf(head: Uint8Array): "utf-8" | "utf-16le" | "utf-16be" {
+  if (head[0] === 0xff && head[1] === 0xfe) return "utf-16le";
+  if (head[0] === 0xfe && head[1] === 0xff) return "utf-16be";
+  return "utf-8";
+}
+
 async function* decoded(input: AsyncIterable<Buffer | string>): AsyncGenerator<string> {
-  const decoder = new TextDecoder("utf-8", { fatal: true });
+  let decoder: InstanceType<typeof TextDecoder> | undefined;
+  /** The first bytes, until there are enough to see a byte order mark. */
+  let head = Buffer.alloc(0);
   let lines = 0;
   // The end of the text decoded so far, to show what precedes a bad byte on its line.
   let tail = "";
+  const decode = (bytes: Buffer, last: boolean): string => {
+    decoder ??= new TextDecoder(encodingOf(bytes), { fatal: true });
+    try {
+      return decoder.decode(bytes, { stream: !last });
+    } catch (e) {
+      if (!(e instanceof TypeError)) throw e;
+      if (decoder.encoding !== "utf-8") throw new MailsendError("invalid_message", `the batch input is not valid ${decoder.encoding.toUpperCase()} (its byte order mark says it is)`);
+      if (last && bytes.length === 0) throw new MailsendError("invalid_message", "the batch input is not valid UTF-8 (it ends inside a character)");
+      throw notUtf8(bytes, lines, tail);
+    }
+  };
   for await (const chunk of input) {
     let text: string;
     if (typeof chunk === "string") text = chunk;
     else {
-      try {
-        text = decoder.decode(chunk, { stream: true });
-      } catch (e) {
-        if (e instanceof TypeError) throw notUtf8(chunk, lines, tail);
-        throw e;
+      let bytes = chunk;
+      if (!decoder) {
+        head = Buffer.concat([head, chunk]);
+        if (head.length < 2) continue;
+        bytes = head;
       }
+      text = decode(bytes, false);
     }
     for (let i = text.indexOf("\n"); i >= 0; i = text.indexOf("\n", i + 1)) lines++;
     tail = (tail + text).slice(-200);
     yield text;
   }
-  let rest: string;
-  try {
-    rest = decoder.decode();
-  } catch (e) {
-    if (e instanceof TypeError) throw new MailsendError("invalid_message", "the batch input is not valid UTF-8 (it ends inside a character)");
-    throw e;
-  }
+  const rest = decode(decoder ? Buffer.alloc(0) : head, true);
   if (rest) yield rest;
 }
 

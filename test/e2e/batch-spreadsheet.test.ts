@@ -86,6 +86,16 @@ describe("spreadsheet exports", () => {
     }
   });
 
+  test('Excel\'s "Unicode Text" (.txt, UTF-16 with its byte order mark, tabs): read as written, not refused as not UTF-8', async () => {
+    const rows = ["to\tfirst_name\tlast_name\tplan", ...people.map((p) => p.join("\t")), ""].join("\r\n");
+    const input = tmp.file("unicode.txt", Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(rows, "utf16le")]));
+    const r = await batch([input, "-f", "shop@example.com", "-s", "utf16 {{first_name}}", "--text-file", text(), "--transport", "smtp"]);
+    expect(r.stderr).toBe("");
+    expect(r.exitCode).toBe(0);
+    const got = await stored("utf16 Anna");
+    expect((await body(got[0]!)).text).toBe("Hello Anna Müller: Gold €5\n");
+  });
+
   test('a "To" / "CC" header is the recipients, not a template variable (the CC was left out)', async () => {
     const input = tmp.file("caps.csv", excelUtf8(["To,CC,First Name", "anna@example.com,boss@example.com,Anna"]));
     const r = await batch([input, "-f", "shop@example.com", "-s", "caps {{First Name}}", "--text-file", text(), "--transport", "smtp"], {});

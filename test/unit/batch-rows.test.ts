@@ -101,6 +101,21 @@ describe("batch rows", () => {
     await expect(all(csvRows(chunks("to,To\na,b\n")))).rejects.toThrow('CSV header has the column "to" twice (as "to" and "To")');
   });
 
+  test("Excel's \"Unicode Text\" (UTF-16 with a byte order mark, tab-separated) is read as written", async () => {
+    const text = "to\tfirst_name\r\nanna@example.com\tAnaïs 名前 😀\r\n";
+    const le = Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, "utf16le")]);
+    const be = Buffer.concat([Buffer.from([0xfe, 0xff]), Buffer.from(text, "utf16le").swap16()]);
+    for (const bytes of [le, be]) {
+      for (const size of [1, 3, 1000]) {
+        const rows = await all(csvRows(chunks(bytes, size)));
+        expect(rows.map((r) => r.data)).toEqual([{ to: "anna@example.com", first_name: "Anaïs 名前 😀" }]);
+      }
+    }
+    expect(formatFromContent(Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('[{"to":', "utf16le")]))).toBe("json");
+    // One byte is not enough to see a byte order mark: read as UTF-8.
+    expect(await all(csvRows(chunks("t", 1)))).toEqual([]);
+  });
+
   test("input that is not UTF-8 (Excel's plain CSV is windows-1252) is refused with where and why", async () => {
     const bytes = Buffer.concat([Buffer.from("to,last_name\r\nanna@example.com,M"), Buffer.from([0xfc]), Buffer.from("ller\r\n")]);
     for (const size of [1, 3, 1000]) {

@@ -134,7 +134,7 @@ async function openInput(file: string, io: CliIO, format: Format | undefined): P
     const head = Buffer.alloc(256);
     const n = readSync(fd, head, 0, 256, 0);
     closeSync(fd);
-    fmt = formatFromContent(head.subarray(0, n).toString("utf8"));
+    fmt = formatFromContent(head.subarray(0, n));
   }
   const input: BatchInput = { format: fmt, open: () => createReadStream(path, { highWaterMark: 64 * 1024 }) };
   return { input, identity, fp, cleanup };

@@ -4,6 +4,7 @@
  * not what mailsend reads. The built binary against an in-process sandbox; each test has its own
  * subject prefix.
  */
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { StoredMessage } from "../../src/sandbox/types.js";
 import { runCli } from "../helpers/cli.js";
@@ -164,5 +165,36 @@ describe("per-row attachments", () => {
     expect(ok.stderr).toBe("");
     expect(ok.exitCode).toBe(0);
     expect((await stored("att "))[0]!.attachments.map((a) => a.filename)).toEqual(["invoice-anna.pdf"]);
+  });
+});
+
+describe("progress off a terminal", () => {
+  test("a rate-limit wait is said in the log (CI), not only on a terminal or under -q", async () => {
+    const input = tmp.file("wait.csv", ["to,first_name", "a@example.com,A", "b@example.com,B", "c@example.com,C", ""].join("\n"));
+    const r = await batch([input, "-f", "shop@example.com", "-s", "wait {{first_name}}", "--text-file", tmp.file("wait.txt", "Hi {{first_name}}\n"), "-c", "1"], {
+      MAILSEND_RATE_LIMIT: "2",
+      MAILSEND_RATE_WINDOW: "7",
+      MAILSEND_STATE_DIR: join(tmp.dir, "wait-state"),
+    });
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toMatch(/^3 sent \(of 3\)/);
+    expect(r.stderr).toMatch(/^mailsend batch: rate limit for this key reached; waiting [5-7] s$/m);
+    expect(r.stderr.match(/waiting/g)).toHaveLength(1);
+  });
+
+  test("the service's 429 and its Retry-After: the retry's wait is said too", async () => {
+    const strict = await inProcessSandbox({ rateLimit: 2, rateWindowMs: 7_000 }, tmp);
+    try {
+      const input = tmp.file("retry.csv", ["to,first_name", "a@example.com,A", "b@example.com,B", "c@example.com,C", ""].join("\n"));
+      const r = await runCli(["batch", input, "-f", "shop@example.com", "-s", "retry {{first_name}}", "--text-file", tmp.file("retry.txt", "Hi {{first_name}}\n"), "-c", "1"], {
+        env: { ...strict.env, MAILSEND_RATE_LIMIT: "0", MAILSEND_RETRIES: "3" },
+        timeoutMs: 30_000,
+      });
+      expect(r.exitCode).toBe(0);
+      expect(r.stdout).toMatch(/^3 sent \(of 3\)/);
+      expect(r.stderr).toMatch(/^mailsend batch: .*429.*; retry 1; waiting [5-7] s$/m);
+    } finally {
+      await strict.sb.close();
+    }
   });
 });

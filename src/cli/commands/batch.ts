@@ -422,6 +422,7 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     process.on("SIGINT", onSignal);
     process.on("SIGTERM", onSignal);
     let quietWaitSaid = false;
+    let lastWaitLine = 0;
     progress.begin(flags.check ? "checking..." : "sending...");
     let summary;
     try {
@@ -434,12 +435,23 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
         deliver: {
           ...(budget?.options ?? { limits: { limit: 0, windowMs: 60_000 }, retries: 0, maxWaitMs: 0, noWait: true }),
           onWait: (w) => {
-            if (w.reason !== "budget") return;
-            progress.update(`waiting ${waitText(w.ms)} for the rate limit`);
+            const why = w.reason === "budget" ? "rate limit for this key reached" : `${w.error?.message ?? "temporary failure"}; retry ${w.attempt - 1}`;
+            progress.update(w.reason === "budget" ? `waiting ${waitText(w.ms)} for the rate limit` : `${why}; waiting ${waitText(w.ms)}`);
+            if (json) return;
             // -q shows no progress; a long wait is still said once, so the run does not look hung.
-            if (flags.quiet && !json && w.ms > 10_000 && !quietWaitSaid) {
-              quietWaitSaid = true;
-              io.stderr.write(`mailsend batch: rate limit for this key reached; waiting ${waitText(w.ms)}\n`);
+            if (flags.quiet) {
+              if (w.reason === "budget" && w.ms > 10_000 && !quietWaitSaid) {
+                quietWaitSaid = true;
+                io.stderr.write(`mailsend batch: rate limit for this key reached; waiting ${waitText(w.ms)}\n`);
+              }
+              return;
+            }
+            // Off a terminal the progress lines come as items finish: a wait (the key's budget, the
+            // service's 429 and its Retry-After) left a CI log silent for up to a minute. Said when it
+            // is long enough to be noticed, at most once per line interval (each item in flight waits).
+            if (!progress.interactive && !flags.check && w.ms >= 5_000 && Date.now() - lastWaitLine >= lineEveryMs) {
+              lastWaitLine = Date.now();
+              io.stderr.write(`mailsend batch: ${redactForPrint(why)}; waiting ${waitText(w.ms)}\n`);
             }
           },
         },

@@ -13,6 +13,7 @@ import type { TransportName, Transport } from "../core/transport.js";
 import type { Channels } from "../transports/choose.js";
 import { deliver, isBudgetStoreFailure, type DeliverOptions } from "../limits/deliver.js";
 import { AttachmentCache, FieldClashes, messageOfRow, type RowDefaults } from "./item.js";
+import { strayBraces } from "./template.js";
 import type { ItemState, Journal } from "./journal.js";
 import { rowsOf, type Format, type Row } from "./rows.js";
 
@@ -270,6 +271,20 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
   // same message and answered without sending, so it is a bad row, not a silent loss.
   const givenKeys = new Map<string, number>();
   const clashes = new FieldClashes(opts.defaults, opts.input.format);
+  if (opts.onWarning) {
+    const d = opts.defaults;
+    // A Markdown template is its text template too: its braces are said once.
+    const templates = new Map<string, string>();
+    if (d.subject !== undefined) templates.set(d.labels?.subject ?? "--subject", d.subject);
+    if (d.textTemplate !== undefined) templates.set(d.labels?.text ?? d.templateFlag ?? "--text-file", d.textTemplate);
+    if (d.htmlTemplate !== undefined && !templates.has(d.labels?.html ?? d.templateFlag ?? "--html-file")) templates.set(d.labels?.html ?? d.templateFlag ?? "--html-file", d.htmlTemplate);
+    for (const [label, template] of templates) {
+      const stray = strayBraces(template);
+      if (stray.length > 0) {
+        opts.onWarning(`${label} has braces that are no placeholder, sent as written to every recipient: ${stray.map((x) => JSON.stringify(x)).join(", ")}. A placeholder is {{column}} or {{column|default}}: letters, digits, spaces, _ . - in double braces.`);
+      }
+    }
+  }
   for await (const row of rowsOf(opts.input.format, opts.input.open())) {
     counts.total++;
     if (row.data && opts.onWarning) for (const text of clashes.check(row.data)) opts.onWarning(text);

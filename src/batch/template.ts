@@ -24,6 +24,27 @@ export function placeholders(template: string): string[] {
 }
 
 /**
+ * Braces that are not part of a placeholder: `{{ first_name }` (a typo), `{{user.name | upcase}}`
+ * (another template language), `{{<span>name</span>}}` (an editor split it). Nothing fills them,
+ * so they would reach every inbox as written; up to three, each with a little context.
+ */
+export function strayBraces(template: string): string[] {
+  const rest = template.replace(PLACEHOLDER, (m) => "\0".repeat(m.length));
+  const out: string[] = [];
+  let shownTo = 0;
+  // Only openings: a lone "}}" is ordinary in CSS (@media screen{.a{color:red}}).
+  for (const m of rest.matchAll(/\{\{/g)) {
+    if (out.length === 3) break;
+    // A brace inside the last snippet shown is in it already.
+    if (m.index < shownTo) continue;
+    const from = Math.max(0, m.index - 15);
+    shownTo = Math.min(template.length, m.index + 30);
+    out.push(`${from > 0 ? "..." : ""}${template.slice(from, shownTo).replace(/\s+/g, " ")}${shownTo < template.length ? "..." : ""}`);
+  }
+  return out;
+}
+
+/**
  * How a name is compared when it is not spelled as the column is: case, accents composed or not,
  * and spaces, hyphens and underscores between words do not matter ({{first_name}} is the
  * column "First Name"), as a spreadsheet's header is written for people.

@@ -198,3 +198,17 @@ describe("progress off a terminal", () => {
     }
   });
 });
+
+describe("template braces", () => {
+  test("braces no placeholder fills (an editor's markup inside, a typo) are a warning before anything is sent, also with --check", async () => {
+    const input = tmp.file("braces.csv", excelUtf8(["to,first_name", "anna@example.com,Anna", "bob@example.com,Bob"]));
+    const html = tmp.file("braces.html", '<p>Dear {{<span lang="EN-US">first_name</span>}},</p>\n<p>{{ first_name }</p>\n');
+    const r = await batch([input, "-f", "shop@example.com", "-s", "braces {{first_name}}", "--html-file", html, "--check"]);
+    expect(r.exitCode).toBe(0);
+    const warnings = r.stderr.split("\n").filter((l) => l.startsWith("warning:"));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain("--html-file has braces that are no placeholder, sent as written to every recipient");
+    expect(warnings[0]).toContain(String.raw`"<p>Dear {{<span lang=\"EN-US\">first_nam..."`);
+    expect(warnings[0]).toContain("<p>{{ first_name }</p>");
+  });
+});

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { csvRows, formatFromContent, formatFromName, jsonArray, jsonLines, type Row } from "../../src/batch/rows.js";
-import { placeholders, render } from "../../src/batch/template.js";
+import { placeholders, render, strayBraces } from "../../src/batch/template.js";
 
 /** Feed the text in small pieces, as a stream would, to exercise every split point. */
 async function* chunks(text: string | Buffer, size = 3): AsyncGenerator<Buffer> {
@@ -166,6 +166,14 @@ describe("templates", () => {
     expect(render("<p>{{first_name | <you> }}</p>", vars, "html", "s")).toBe("<p>&lt;you&gt;</p>");
     expect(render("{{missing|x}}", vars, "text", "s")).toBe("x");
     expect(placeholders("{{a|b}} {{ c | }}")).toEqual(["a", "c"]);
+  });
+
+  test("braces that are no placeholder are found, with context: a typo, an editor's markup inside", () => {
+    expect(strayBraces("Dear {{first_name}}, {{plan|none}} {{ First Name }}")).toEqual([]);
+    expect(strayBraces("<p>Dear {{ first_name }, your {{plan}}</p>")).toEqual(["<p>Dear {{ first_name }, your {{plan}}..."]);
+    expect(strayBraces("Hi {{<span>first_name</span>}}!")).toEqual(["Hi {{<span>first_name</span>}}!"]);
+    expect(strayBraces("}} {{ {{ }} ".repeat(10))).toHaveLength(3);
+    expect(strayBraces("<style>@media screen{.a{color:red}}</style>")).toEqual([]);
   });
 
   test("a missing variable's hint names the row's variables", () => {

@@ -212,3 +212,21 @@ describe("template braces", () => {
     expect(warnings[0]).toContain("<p>{{ first_name }</p>");
   });
 });
+
+describe("fixing invalid rows", () => {
+  test("a run that sent some rows and left others invalid says that editing the file to fix them would resend every row", async () => {
+    const input = tmp.file("fixme.csv", excelUtf8(["to,first_name", "anna@example.com,Anna", "bob@example.com,", "cem@example.com,Cem"]));
+    const args = [input, "-f", "shop@example.com", "-s", "fixme {{first_name}}", "--text-file", tmp.file("fixme.txt", "Hi {{first_name}}\n")];
+    const r = await batch(args);
+    expect(r.exitCode).toBe(65);
+    expect(r.stderr).toContain(`warning: 1 invalid row was not sent. Editing ${input} to fix it makes it a new batch: running it again would send every row again, also the 2 already sent. Put the fixed rows (with the header) in a file of their own`);
+    // --json: a warning object before the summary.
+    const j = await batch([...args, "--json"]);
+    const lines = j.stderr.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.at(-2)).toEqual({ warning: expect.stringMatching(/^1 invalid row was not sent\..*also the 2 already sent/) });
+    expect(lines.at(-1)).toHaveProperty("summary");
+    // A run with nothing invalid says nothing of it.
+    const clean = await batch([tmp.file("clean.csv", "to,first_name\nann@example.com,Ann\n"), ...args.slice(1)]);
+    expect(clean.stderr).toBe("");
+  });
+});

@@ -493,6 +493,14 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       : summary.stopped
         ? { ...summary, not_started: notStarted }
         : summary;
+    // The invalid rows' hints say to fix the data; a fixed file is an edited input, which a re-run
+    // takes for a new batch and sends whole. Said where the fix is made, not only after the re-run.
+    const delivered = summary.sent + summary.skipped;
+    if (journal && !unfinished && summary.invalid > 0 && delivered > 0) {
+      const rows = `${summary.invalid} invalid row${summary.invalid === 1 ? " was" : "s were"} not sent`;
+      const input = file === "-" ? "the input" : file;
+      say(`${rows}. Editing ${input} to fix ${summary.invalid === 1 ? "it" : "them"} makes it a new batch: running it again would send every row again, also the ${delivered} already sent. Put the fixed rows (with the header) in a file of their own`);
+    }
     if (json) {
       io.stderr.write(`${JSON.stringify({ summary: { ...reported, journal: journal?.path ?? null, check: flags.check ?? false } })}\n`);
     } else if (!flags.quiet) {

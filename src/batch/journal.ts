@@ -21,7 +21,7 @@
  * main thread; records made while one is running join the next.
  */
 import { createHash, randomUUID } from "node:crypto";
-import { close, closeSync, constants, existsSync, lstatSync, fdatasync, fstatSync, fsync, ftruncateSync, openSync, readFileSync, readSync, renameSync, statSync, truncateSync, unlinkSync, writeSync } from "node:fs";
+import { close, closeSync, constants, createReadStream, existsSync, lstatSync, fdatasync, fstatSync, fsync, ftruncateSync, openSync, readFileSync, readSync, renameSync, statSync, truncateSync, unlinkSync, writeSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { localFileError, MailsendError } from "../core/errors.js";
 import { processHolds, processStartTime } from "../core/pid.js";
@@ -41,8 +41,22 @@ export interface Header {
   created: string;
 }
 
-/** Identity of a file input: size, mtime and a hash of its start. Stdin has none. */
+/**
+ * Identity of a file input: its size and a hash of its whole content. Not its mtime: a file
+ * saved again unchanged (a spreadsheet's Ctrl-S, touch, a copy, a checkout) is the same batch,
+ * and a re-run must skip what was sent rather than take it for a new batch that sends every row.
+ * Stdin has none.
+ */
 export async function fingerprint(path: string | undefined): Promise<string | null> {
+  if (!path || path === "-") return null;
+  const st = await stat(path);
+  const hash = createHash("sha256").update(`${st.size}:`);
+  for await (const chunk of createReadStream(path, { highWaterMark: 256 * 1024 })) hash.update(chunk as Buffer);
+  return `c${hash.digest("hex").slice(0, 31)}`;
+}
+
+/** The identity earlier versions gave a file input (size, mtime, a hash of its first 64 KiB): their journals are still this input's. */
+export async function legacyFingerprint(path: string | undefined): Promise<string | null> {
   if (!path || path === "-") return null;
   const st = await stat(path);
   const fd = openSync(path, "r");
@@ -58,6 +72,8 @@ export async function fingerprint(path: string | undefined): Promise<string | nu
 export interface OpenOptions {
   path: string;
   input: string | null;
+  /** The input's identity as an earlier version wrote it (legacyFingerprint): a journal with it is this input's too. */
+  legacyInput?: string | null;
   /** Start over even when the journal has unfinished items. */
   fresh: boolean;
   /** --resume: a journal must exist. */
@@ -160,7 +176,7 @@ export class Journal {
       });
     }
     const unfinished = [...states.values()].some((s) => s.s !== "done");
-    const sameInput = header.input === opts.input || opts.input === null;
+    const sameInput = header.input === opts.input || opts.input === null || (!!opts.legacyInput && header.input === opts.legacyInput);
     // A finished run older than the service's 24 h idempotency window is history, not
     // something to resume: the same input tomorrow (a nightly job) is a new batch.
     const stale = !unfinished && Date.now() - Date.parse(header.created) > FINISHED_JOURNAL_TTL_MS;

@@ -4,6 +4,7 @@
  * not what mailsend reads. The built binary against an in-process sandbox; each test has its own
  * subject prefix.
  */
+import { utimesSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { StoredMessage } from "../../src/sandbox/types.js";
@@ -228,5 +229,20 @@ describe("fixing invalid rows", () => {
     // A run with nothing invalid says nothing of it.
     const clean = await batch([tmp.file("clean.csv", "to,first_name\nann@example.com,Ann\n"), ...args.slice(1)]);
     expect(clean.stderr).toBe("");
+  });
+});
+
+describe("the same file saved again", () => {
+  test("a re-run after the file was saved again unchanged (a new mtime) skips what was sent, instead of sending every row again", async () => {
+    const input = tmp.file("resaved.csv", excelUtf8(["to,first_name", "anna@example.com,Anna", "bob@example.com,Bob"]));
+    const args = [input, "-f", "shop@example.com", "-s", "resaved {{first_name}}", "--text-file", tmp.file("resaved.txt", "Hi {{first_name}}\n")];
+    expect((await batch(args)).exitCode).toBe(0);
+    const later = new Date(Date.now() + 120_000);
+    utimesSync(input, later, later);
+    const again = await batch(args);
+    expect(again.stderr).toBe("");
+    expect(again.exitCode).toBe(0);
+    expect(again.stdout).toMatch(/^0 sent, 2 already sent \(of 2\)/);
+    expect(await stored("resaved ")).toHaveLength(2);
   });
 });

@@ -2,7 +2,7 @@ import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
-import { Journal } from "../../src/batch/journal.js";
+import { fingerprint, Journal, legacyFingerprint } from "../../src/batch/journal.js";
 import { processStartTime } from "../../src/core/pid.js";
 
 const dirs: string[] = [];
@@ -187,4 +187,22 @@ test("only a regular file is ever made again: a link to /dev/null (or the device
   await expect(Journal.open(opts(path))).rejects.toThrow(/is not a mailsend batch journal/);
   expect(lstatSync(path).isSymbolicLink()).toBe(true);
   expect(statSync("/dev/null").isCharacterDevice()).toBe(true);
+});
+
+test("a file's identity is its content: saved again unchanged (new mtime) it is the same input; its journal from an earlier version (mtime in the identity) is still its own", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "mailsend-journal-fp-"));
+  dirs.push(dir);
+  const input = join(dir, "people.csv");
+  writeFileSync(input, "to\na@example.com\n");
+  const before = await fingerprint(input);
+  const legacyBefore = await legacyFingerprint(input);
+  utimesSync(input, new Date(Date.now() + 60_000), new Date(Date.now() + 60_000));
+  expect(await fingerprint(input)).toBe(before);
+  expect(await legacyFingerprint(input)).not.toBe(legacyBefore);
+  writeFileSync(input, "to\nb@example.com\n");
+  expect(await fingerprint(input)).not.toBe(before);
+  // A finished journal written by an earlier version for this very file (its identity then) is resumed, not replaced.
+  const path = journalFile(new Date(Date.now() - 3600_000), [{ i: 0, s: "done", k: "b1-0", id: "m0" }]);
+  expect(Journal.plan({ path, input: "cNEW", legacyInput: "fp1", fresh: false, resume: false }).action).toBe("resume");
+  expect(Journal.plan({ path, input: "cNEW", legacyInput: "other", fresh: false, resume: false })).toMatchObject({ action: "replace", reason: "input_changed" });
 });

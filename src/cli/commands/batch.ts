@@ -9,7 +9,10 @@ import { dirname, join, resolve } from "node:path";
 import type { HeaderList } from "../../core/headers.js";
 import { parseHeaderFlag } from "../../core/headers.js";
 import { localFileError, MailsendError } from "../../core/errors.js";
-import { fingerprint, Journal, type Replaced } from "../../batch/journal.js";
+import { fingerprint, Journal, legacyFingerprint, type OpenOptions, type Replaced } from "../../batch/journal.js";
+
+/** Who a journal belongs to: the input's identity, and the one earlier versions gave it. */
+type InputIds = Pick<OpenOptions, "input" | "legacyInput">;
 import type { RowDefaults } from "../../batch/item.js";
 import { formatFromContent, formatFromName, type Format } from "../../batch/rows.js";
 import { runBatch, type BatchInput, type Counts, type ItemResult } from "../../batch/runner.js";
@@ -95,11 +98,11 @@ async function bodyTemplates(flags: BatchFlags): Promise<Pick<RowDefaults, "html
  * a private temp file; its hash names the journal, so re-running the same
  * pipeline resumes it.
  */
-async function openInput(file: string, io: CliIO, format: Format | undefined): Promise<{ input: BatchInput; identity: string; fp: string | null; cleanup: () => void }> {
+async function openInput(file: string, io: CliIO, format: Format | undefined): Promise<{ input: BatchInput; identity: string; fp: InputIds; cleanup: () => void }> {
   let path = file;
   let cleanup = () => {};
   let identity: string;
-  let fp: string | null;
+  let fp: InputIds;
   if (file === "-") {
     const dir = join(tmpdir(), `mailsend-batch-${process.pid}-${Date.now()}`);
     path = join(dir, "stdin");
@@ -122,11 +125,12 @@ async function openInput(file: string, io: CliIO, format: Format | undefined): P
       // The spool is a local file: a full or read-only temp dir is this machine's fault (73), said as such.
       throw (e as NodeJS.ErrnoException).code ? localFileError(e, path, "write", "copy of stdin (set TMPDIR to move it)") : e;
     }
-    identity = fp = `stdin:${hash.digest("hex").slice(0, 32)}`;
+    identity = `stdin:${hash.digest("hex").slice(0, 32)}`;
+    fp = { input: identity };
   } else {
     await regularFileSize(file, "batch input");
     identity = `file:${resolve(file)}`;
-    fp = await fingerprint(file);
+    fp = { input: await fingerprint(file), legacyInput: await legacyFingerprint(file) };
   }
   let fmt = format ?? (file === "-" ? undefined : formatFromName(file));
   if (!fmt) {
@@ -170,9 +174,9 @@ function writePointer(pointer: string, journal: string): void {
 }
 
 /** What Journal.open would do with the journal at `path` for this input: undefined when it cannot tell (damaged: open says so). */
-function journalAction(path: string, fp: string | null): string | undefined {
+function journalAction(path: string, fp: InputIds): string | undefined {
   try {
-    return Journal.plan({ path, input: fp, fresh: false, resume: false }).action;
+    return Journal.plan({ path, ...fp, fresh: false, resume: false }).action;
   } catch {
     return undefined;
   }
@@ -185,7 +189,7 @@ function journalAction(path: string, fp: string | null): string | undefined {
  * (the journal moved: --journal given or changed), so it is refused; --fresh asks for it. A journal
  * this run continues (or refuses) needs no guard.
  */
-function guardNewJournal(journalPath: string, earlier: ReadonlyArray<string | undefined>, fp: string | null): void {
+function guardNewJournal(journalPath: string, earlier: ReadonlyArray<string | undefined>, fp: InputIds): void {
   const own = journalAction(journalPath, fp);
   if (own !== "create" && own !== "replace") return;
   const seen = new Set([resolve(journalPath)]);
@@ -194,7 +198,7 @@ function guardNewJournal(journalPath: string, earlier: ReadonlyArray<string | un
     seen.add(resolve(path));
     let plan;
     try {
-      plan = existsSync(path) ? Journal.plan({ path, input: fp, fresh: false, resume: false }) : undefined;
+      plan = existsSync(path) ? Journal.plan({ path, ...fp, fresh: false, resume: false }) : undefined;
     } catch {
       continue; // damaged or not a journal: nothing it can say about what was sent
     }
@@ -307,7 +311,7 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     }
     const lastPointer = join(batchesDir, `${inputHash}.last`);
     if (!flags.fresh) guardNewJournal(journalPath, [readPointer(lastPointer), defaultJournal, legacyJournal], opened.fp);
-    const journalOptions = { path: journalPath, input: opened.fp, fresh: flags.fresh ?? false, resume: flags.resume ?? false };
+    const journalOptions = { path: journalPath, ...opened.fp, fresh: flags.fresh ?? false, resume: flags.resume ?? false };
     const journal = flags.check ? undefined : await Journal.open(journalOptions);
     if (journal) writePointer(lastPointer, journal.path);
     if (journal?.replaced?.reason === "input_changed" && journal.replaced.sent > 0) say(newBatchNotice(journal.replaced, journal.replaced.path, false));

@@ -179,9 +179,11 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
         // Never the value of an unknown --opt=value, nor a key pasted as an option's argument.
         const s = hideOptionValues(raw);
         const message = s.replace(/^error: /, "").trim();
+        // send's -n / --dry-run is the first thing tried on batch, whose dry run is --check.
+        const hint = argv[0] === "batch" && /^error: unknown option '(-n|--dry-run)(=|')/.test(s) ? "batch's dry run is --check: it validates every row and sends nothing" : undefined;
         if (json) {
-          io.stderr.write(`${JSON.stringify({ error: { code: "usage", message, exit: EXIT.usage } })}\n`);
-        } else write(s);
+          io.stderr.write(`${JSON.stringify({ error: { code: "usage", message, exit: EXIT.usage, ...(hint ? { hint } : {}) } })}\n`);
+        } else write(hint ? `${s.trimEnd()}\nhint: ${hint}\n` : s);
         if (inGitHubActions(io.env)) io.stderr.write(annotation("error", message));
       },
     })

@@ -654,3 +654,16 @@ describe("what a first run trips over", () => {
     expect(skipped.map((x) => x.recipients)).toEqual(sent.map((x) => x.recipients));
   });
 });
+
+describe("usage", () => {
+  test("send's --dry-run / -n on batch: a usage error whose hint names --check", async () => {
+    const input = tmp.file("dry.csv", "to\na@example.com\n");
+    const r = await batch([input, "--dry-run", "-f", "a@example.com", "-s", "dry"]);
+    expect(r.exitCode).toBe(64);
+    expect(r.stderr).toMatch(/^error: unknown option '--dry-run'\nhint: batch's dry run is --check: it validates every row and sends nothing\n/);
+    const j = await batch([input, "-n", "--json"]);
+    expect(j.exitCode).toBe(64);
+    expect(JSON.parse(j.stderr.trim())).toEqual({ error: { code: "usage", message: "unknown option '-n'", exit: 64, hint: "batch's dry run is --check: it validates every row and sends nothing" } });
+    expect((await batch([input, "--bogus"])).stderr).not.toMatch(/hint/);
+  });
+});

@@ -77,7 +77,7 @@ function notUtf8(chunk: Uint8Array, linesBefore: number, textBefore: string): Ma
   return new MailsendError("invalid_message", `the batch input is not valid UTF-8${where}`, {
     hint:
       'It is likely in a legacy encoding: Excel\'s "CSV (Comma delimited)" writes the Windows code page (ü is the byte 0xFC there). ' +
-      'Save it as "CSV UTF-8 (Comma delimited)" (LibreOffice: Character set "Unicode (UTF-8)"). Nothing was sent.',
+      'Save it as "CSV UTF-8 (Comma delimited)" (LibreOffice: Character set "Unicode (UTF-8)"), or name its encoding: --encoding windows-1252. Nothing was sent.',
   });
 }
 
@@ -91,7 +91,7 @@ export function encodingOf(head: Uint8Array): "utf-8" | "utf-16le" | "utf-16be" 
   return "utf-8";
 }
 
-async function* decoded(input: AsyncIterable<Buffer | string>): AsyncGenerator<string> {
+async function* decoded(input: AsyncIterable<Buffer | string>, encoding?: string): AsyncGenerator<string> {
   let decoder: InstanceType<typeof TextDecoder> | undefined;
   /** The first bytes, until there are enough to see a byte order mark. */
   let head = Buffer.alloc(0);
@@ -99,12 +99,13 @@ async function* decoded(input: AsyncIterable<Buffer | string>): AsyncGenerator<s
   // The end of the text decoded so far, to show what precedes a bad byte on its line.
   let tail = "";
   const decode = (bytes: Buffer, last: boolean): string => {
-    decoder ??= new TextDecoder(encodingOf(bytes), { fatal: true });
+    // A legacy encoding given (--encoding windows-1252) decodes every byte; UTF-8 and UTF-16 stay strict.
+    decoder ??= new TextDecoder(encoding ?? encodingOf(bytes), { fatal: true });
     try {
       return decoder.decode(bytes, { stream: !last });
     } catch (e) {
       if (!(e instanceof TypeError)) throw e;
-      if (decoder.encoding !== "utf-8") throw new MailsendError("invalid_message", `the batch input is not valid ${decoder.encoding.toUpperCase()} (its byte order mark says it is)`);
+      if (decoder.encoding !== "utf-8") throw new MailsendError("invalid_message", `the batch input is not valid ${decoder.encoding}${encoding ? "" : " (its byte order mark says it is)"}`);
       if (last && bytes.length === 0) throw new MailsendError("invalid_message", "the batch input is not valid UTF-8 (it ends inside a character)");
       throw notUtf8(bytes, lines, tail);
     }
@@ -129,7 +130,7 @@ async function* decoded(input: AsyncIterable<Buffer | string>): AsyncGenerator<s
   if (rest) yield rest;
 }
 
-export async function* jsonLines(input: AsyncIterable<Buffer | string>): AsyncGenerator<Row> {
+export async function* jsonLines(input: AsyncIterable<Buffer | string>, encoding?: string): AsyncGenerator<Row> {
   let buf = "";
   let line = 0;
   let index = 0;
@@ -142,7 +143,7 @@ export async function* jsonLines(input: AsyncIterable<Buffer | string>): AsyncGe
       return rowError(index++, at, `not valid JSON (${(e as Error).message})`);
     }
   };
-  for await (const text of decoded(input)) {
+  for await (const text of decoded(input, encoding)) {
     buf += text;
     let nl: number;
     while ((nl = buf.indexOf("\n")) >= 0) {
@@ -159,7 +160,7 @@ export async function* jsonLines(input: AsyncIterable<Buffer | string>): AsyncGe
  * The elements of one top-level JSON array, each parsed on its own: a
  * scanner tracks strings and nesting depth to find where each one ends.
  */
-export async function* jsonArray(input: AsyncIterable<Buffer | string>): AsyncGenerator<Row> {
+export async function* jsonArray(input: AsyncIterable<Buffer | string>, encoding?: string): AsyncGenerator<Row> {
   let state: "before" | "between" | "in" | "after" = "before";
   let depth = 0;
   let inString = false;
@@ -178,7 +179,7 @@ export async function* jsonArray(input: AsyncIterable<Buffer | string>): AsyncGe
       return rowError(index++, elementLine, `not valid JSON (${(e as Error).message})`);
     }
   };
-  for await (const text of decoded(input)) {
+  for await (const text of decoded(input, encoding)) {
     const out: Row[] = [];
     for (const ch of text) {
       if (ch === "\n") line++;
@@ -257,7 +258,7 @@ const RECIPIENT_COLUMNS = new Set(["to", "cc", "bcc"]);
  * out while their cells are empty; rows whose cells are all empty (formatted rows below
  * the data) are skipped.
  */
-export async function* csvRows(input: AsyncIterable<Buffer | string>): AsyncGenerator<Row> {
+export async function* csvRows(input: AsyncIterable<Buffer | string>, encoding?: string): AsyncGenerator<Row> {
   let header: string[] | undefined;
   /** Positions of the named columns. */
   let named: number[] = [];
@@ -358,7 +359,7 @@ export async function* csvRows(input: AsyncIterable<Buffer | string>): AsyncGene
     if (text[eol] === "\r" && eol === text.length - 1) pendingCR = true;
     return text.slice(text[eol] === "\r" && text[eol + 1] === "\n" ? eol + 2 : eol + 1);
   };
-  for await (const text of decoded(input)) {
+  for await (const text of decoded(input, encoding)) {
     let chars = text;
     if (sep === undefined) {
       head += text;
@@ -375,8 +376,21 @@ export async function* csvRows(input: AsyncIterable<Buffer | string>): AsyncGene
   yield* rows.splice(0);
 }
 
-export function rowsOf(format: Format, input: AsyncIterable<Buffer | string>): AsyncGenerator<Row> {
-  if (format === "jsonl") return jsonLines(input);
-  if (format === "json") return jsonArray(input);
-  return csvRows(input);
+/**
+ * The rows of an input in `format`. `encoding` (a WHATWG label: windows-1252, iso-8859-15, ...)
+ * is the input's when it is not UTF-8; without it, UTF-8, or UTF-16 by its byte order mark.
+ */
+export function rowsOf(format: Format, input: AsyncIterable<Buffer | string>, encoding?: string): AsyncGenerator<Row> {
+  if (format === "jsonl") return jsonLines(input, encoding);
+  if (format === "json") return jsonArray(input, encoding);
+  return csvRows(input, encoding);
+}
+
+/** The decoder's name for an encoding label, or undefined when there is no such encoding. */
+export function encodingName(label: string): string | undefined {
+  try {
+    return new TextDecoder(label).encoding;
+  } catch {
+    return undefined;
+  }
 }

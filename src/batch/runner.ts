@@ -21,6 +21,8 @@ export interface BatchInput {
   /** Called once per pass: the input must be readable twice (stdin is spooled to a file first). */
   open(): AsyncIterable<Buffer>;
   format: Format;
+  /** The input's character encoding when it is not UTF-8 (a WHATWG label). */
+  encoding?: string;
 }
 
 /** "partial": sent, but some recipients were refused (SMTP); never resent. */
@@ -285,7 +287,7 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
       }
     }
   }
-  for await (const row of rowsOf(opts.input.format, opts.input.open())) {
+  for await (const row of rowsOf(opts.input.format, opts.input.open(), opts.input.encoding)) {
     counts.total++;
     if (row.data && opts.onWarning) for (const text of clashes.check(row.data)) opts.onWarning(text);
     try {
@@ -474,7 +476,7 @@ export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
       else await launch(p.index, p.line, undefined, p.message);
     }
   } else {
-    for await (const row of rowsOf(opts.input.format, opts.input.open())) {
+    for await (const row of rowsOf(opts.input.format, opts.input.open(), opts.input.encoding)) {
       if (stop || opts.signal?.aborted) break;
       if (invalid.has(row.index)) continue;
       const before = journal?.previous.get(row.index);

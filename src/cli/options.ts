@@ -146,6 +146,7 @@ export const BATCH_OPTIONS: readonly OptionSpec[] = [
   { group: "Body", flags: "--no-embed", description: "leave local image references as written (default: inline parts, read once for all rows; SMTP)" },
   { group: "Body", flags: "--inline-css", description: "copy the rules of style blocks onto the elements (always on for --markdown-file)" },
   { group: "Batch", flags: "--format <format>", description: "input format (default: from the file name, else from the content)", choices: ["jsonl", "json", "csv"] },
+  { group: "Batch", flags: "--encoding <name>", description: "the input's character encoding when it is not UTF-8, e.g. windows-1252 (Excel's plain \"CSV\") (default: UTF-8, or UTF-16 by its byte order mark)" },
   { group: "Batch", flags: "-c, --concurrency <n>", description: "messages in flight at once (default 4)", int: true },
   { group: "Batch", flags: "--check", description: "validate every row and send nothing" },
   { group: "Batch", flags: "--fail-fast", description: "send nothing if a row is bad; stop at the first failed send" },

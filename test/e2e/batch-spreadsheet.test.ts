@@ -116,8 +116,20 @@ describe("spreadsheet exports", () => {
     expect(r.exitCode).toBe(65);
     const err = JSON.parse(r.stderr.trim().split("\n").pop()!) as { error: { message: string; hint: string } };
     expect(err.error.message).toBe('the batch input is not valid UTF-8 (line 2: the byte 0xFC after "anna@example.com,Anna,M")');
-    expect(err.error.hint).toMatch(/CSV UTF-8 \(Comma delimited\)/);
+    expect(err.error.hint).toMatch(/CSV UTF-8 \(Comma delimited\).*--encoding windows-1252/);
     expect(await stored("cp1252")).toEqual([]);
+  });
+
+  test("Excel's plain \"CSV\" with --encoding windows-1252: sent as written (ü, €); an unknown encoding is a usage error", async () => {
+    const rows = ["to,first_name,last_name,plan", ...people.map((p) => p.join(","))].join("\r\n");
+    const input = tmp.file("cp1252-ok.csv", Buffer.from(rows.replace("€", "\x80"), "latin1"));
+    const r = await batch([input, "--encoding", "windows-1252", "-f", "shop@example.com", "-s", "enc {{first_name}}", "--text-file", text(), "--transport", "smtp"]);
+    expect(r.stderr).toBe("");
+    expect(r.exitCode).toBe(0);
+    expect((await body((await stored("enc Anna"))[0]!)).text).toBe("Hello Anna Müller: Gold €5\n");
+    const bad = await batch([input, "--encoding", "klingon", "-f", "shop@example.com", "-s", "enc", "--text-file", text()]);
+    expect(bad.exitCode).toBe(64);
+    expect(bad.stderr).toMatch(/^error: --encoding: no such encoding: klingon$/m);
   });
 
   test('an address column named "Email": each row is invalid with a hint naming the column "to"', async () => {

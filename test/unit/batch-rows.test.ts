@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { csvRows, formatFromContent, formatFromName, jsonArray, jsonLines, type Row } from "../../src/batch/rows.js";
+import { csvRows, encodingName, formatFromContent, formatFromName, jsonArray, jsonLines, rowsOf, type Row } from "../../src/batch/rows.js";
 import { placeholders, render, strayBraces } from "../../src/batch/template.js";
 
 /** Feed the text in small pieces, as a stream would, to exercise every split point. */
@@ -114,6 +114,18 @@ describe("batch rows", () => {
     expect(formatFromContent(Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('[{"to":', "utf16le")]))).toBe("json");
     // One byte is not enough to see a byte order mark: read as UTF-8.
     expect(await all(csvRows(chunks("t", 1)))).toEqual([]);
+  });
+
+  test("an input in a legacy encoding is read by the encoding given: Excel's windows-1252 CSV, a JSON line", async () => {
+    const csv = Buffer.from("to;last_name;plan\r\nanna@example.com;Müller;Gold \x80 5\r\n", "latin1");
+    for (const size of [1, 3, 1000]) {
+      const rows = await all(rowsOf("csv", chunks(csv, size), "windows-1252"));
+      expect(rows.map((r) => r.data)).toEqual([{ to: "anna@example.com", last_name: "Müller", plan: "Gold € 5" }]);
+    }
+    const jsonl = Buffer.from('{"to":"a@example.com","name":"Groß"}\n', "latin1");
+    expect((await all(rowsOf("jsonl", chunks(jsonl), "iso-8859-1")))[0]!.data).toEqual({ to: "a@example.com", name: "Groß" });
+    expect(encodingName("latin1")).toBe("windows-1252");
+    expect(encodingName("klingon")).toBeUndefined();
   });
 
   test("input that is not UTF-8 (Excel's plain CSV is windows-1252) is refused with where and why", async () => {

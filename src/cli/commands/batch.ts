@@ -14,7 +14,7 @@ import { fingerprint, Journal, legacyFingerprint, type OpenOptions, type Replace
 /** Who a journal belongs to: the input's identity, and the one earlier versions gave it. */
 type InputIds = Pick<OpenOptions, "input" | "legacyInput">;
 import type { RowDefaults } from "../../batch/item.js";
-import { formatFromContent, formatFromName, type Format } from "../../batch/rows.js";
+import { encodingName, formatFromContent, formatFromName, type Format } from "../../batch/rows.js";
 import { runBatch, type BatchInput, type Counts, type ItemResult } from "../../batch/runner.js";
 import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTransportConfig, type ConnectionFlags } from "../../input/config.js";
 import { smtpUserIsKey, type TransportConfig } from "../../core/config.js";
@@ -47,6 +47,7 @@ interface BatchFlags extends ConnectionFlags, BudgetCliFlags {
   embed?: boolean;
   inlineCss?: boolean;
   format?: Format;
+  encoding?: string;
   concurrency?: number;
   check?: boolean;
   failFast?: boolean;
@@ -291,8 +292,16 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       compose: { ...bodyComposeOf({ ...flags, inline: [] }), cache: new ImageCache() },
       ...(file !== "-" ? { inputDir: dirname(resolve(file)) } : {}),
     };
+    let encoding: string | undefined;
+    if (flags.encoding !== undefined) {
+      encoding = encodingName(flags.encoding);
+      if (encoding === undefined) {
+        throw new MailsendError("usage", `--encoding: no such encoding: ${flags.encoding}`, { hint: "Give a name such as windows-1252, iso-8859-15, macintosh or utf-16le." });
+      }
+    }
     const opened = await openInput(file, io, flags.format);
     cleanup = opened.cleanup;
+    if (encoding !== undefined) opened.input.encoding = encoding;
 
     // The journal is named after the input, in the state dir, whatever else the command says: a
     // rerun that only adds or changes --results must find what the first run sent. (Before, --results

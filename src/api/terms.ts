@@ -88,6 +88,8 @@ const PHRASES: ReadonlyArray<[RegExp, string]> = [
   // Word by word these would read "pass caFile <pem> or set caFile": one option does what the three do.
   [/pass --ca-file <pem> or set (?:MAILSEND_CA_FILE or )?NODE_EXTRA_CA_CERTS/g, "set caFile to its CA certificate (a PEM file)"],
   [/set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS to its PEM file, or pass --ca-file <pem>/g, "set caFile to its PEM file"],
+  // A batch input file's encoding: sendBatch takes items, not a file; only re-saving it applies.
+  [/, or name its encoding: --encoding [\w-]+/g, ""],
 ];
 
 /** A CLI sentence in the API's terms. */

@@ -85,10 +85,7 @@ export async function renderMarkdown(source: string, opts: MarkdownOptions): Pro
   // list's "Footnotes" heading is for screen readers, hidden on GitHub by a class no mail client has:
   // a rule sets the notes apart instead (the heading is taken out below).
   marked.use(footnotes({ footnoteDivider: true }));
-  // A task list item ("- [x] build") is a checkbox to marked (<input disabled type=checkbox>), which
-  // Gmail and Outlook strip from mail: done and not done read the same. Ballot-box characters say it
-  // in every client, and in the HTML-to-text of any reader; in a bulleted list the item loses its
-  // bullet, as on GitHub (a numbered one keeps its number).
+  /** The items of numbered lists: a task item there keeps its number. */
   const numbered = new WeakSet<object>();
   marked.use({
     renderer: {
@@ -101,6 +98,10 @@ export async function renderMarkdown(source: string, opts: MarkdownOptions): Pro
           `<p style="margin:0 0 8px;color:${color};font-weight:600">${title}</p>\n${this.parser.parse(alert.tokens)}</blockquote>\n`
         );
       },
+      // A task list item ("- [x] build") is a checkbox to marked (<input disabled type=checkbox>), which
+      // Gmail and Outlook strip from mail: done and not done read the same. Ballot-box characters say it
+      // in every client, and in the HTML-to-text of any reader; in a bulleted list the item loses its
+      // bullet, as on GitHub (a numbered one keeps its number).
       checkbox({ checked }) {
         return checked ? "&#9745; " : "&#9744; ";
       },

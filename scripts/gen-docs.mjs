@@ -1,6 +1,6 @@
-// Writes the README's option, environment and exit-code tables from the same
+// Writes the reference's option, environment and exit-code tables from the same
 // tables the code uses (src/cli/options.ts, src/core/errors.ts).
-// `node scripts/gen-docs.mjs --check` exits 1 when the README is out of date.
+// `node scripts/gen-docs.mjs --check` exits 1 when they are out of date.
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { build } from "esbuild";
@@ -49,20 +49,20 @@ lines.push("", "**Exit codes**", "", "| code | meaning |", "|---|---|");
 for (const [cls, code] of Object.entries(EXIT)) lines.push(`| ${code} | ${cell(EXIT_MEANING[cls])} |`);
 const generated = lines.join("\n");
 
-const readmePath = join(root, "README.md");
+const readmePath = join(root, "docs", "reference.md");
 const readme = readFileSync(readmePath, "utf8");
 const re = /(<!-- generated:options:start[^>]*-->\n)[\s\S]*?(<!-- generated:options:end -->)/;
 if (!re.test(readme)) {
-  console.error("README.md has no <!-- generated:options:start --> ... <!-- generated:options:end --> section");
+  console.error("docs/reference.md has no <!-- generated:options:start --> ... <!-- generated:options:end --> section");
   process.exit(1);
 }
 const next = readme.replace(re, (_, a, b) => `${a}${generated}\n${b}`);
 if (process.argv.includes("--check")) {
   if (next !== readme) {
-    console.error("README.md option tables are out of date: run `npm run docs`");
+    console.error("docs/reference.md option tables are out of date: run `npm run docs`");
     process.exit(1);
   }
-  console.log("README.md option tables are up to date");
+  console.log("docs/reference.md option tables are up to date");
 } else {
   writeFileSync(readmePath, next);
 }

@@ -182,10 +182,10 @@ describe("::error annotations", () => {
   });
 });
 
-describe("the recipes in the README", () => {
+describe("the recipes in docs/ci.md", () => {
   it("GitHub Actions and GitLab CI jobs are there and use MAILSEND_API_KEY from the secret store and --github-output", () => {
-    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
-    const section = readme.slice(readme.indexOf("## In CI"), readme.indexOf("\n## ", readme.indexOf("## In CI") + 3));
+    const guide = readFileSync(new URL("../../docs/ci.md", import.meta.url), "utf8");
+    const section = guide.slice(0, guide.indexOf("\n## The GitHub Action"));
     expect(section).toContain("MAILSEND_API_KEY: ${{ secrets.MAILSEND_API_KEY }}");
     expect(section).toContain("--github-output");
     expect(section).toContain("steps.mail.outputs.message_id");
@@ -194,8 +194,8 @@ describe("the recipes in the README", () => {
   });
 });
 
-describe("the README's recipes, run", () => {
-  const readme = () => readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+describe("the CI recipes of docs/ci.md, run", () => {
+  const readme = () => readFileSync(new URL("../../docs/ci.md", import.meta.url), "utf8");
   /** A PATH on which `mailsend` is the built binary, as after the recipes' install. */
   const pathWithMailsend = () => {
     const dir = join(tmp.dir, "bin");

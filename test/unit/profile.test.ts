@@ -203,8 +203,8 @@ describe("the config file", () => {
     expect(Object.keys(cfg.profiles)).toEqual(["work", "home"]);
   });
 
-  it("documents every setting in the README's Profiles section", () => {
-    const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
+  it("documents every setting in the guide's Profiles section", () => {
+    const readme = readFileSync(new URL("../../docs/guide.md", import.meta.url), "utf8");
     const section = readme.slice(readme.indexOf("## Profiles"), readme.indexOf("\n## ", readme.indexOf("## Profiles") + 3));
     for (const name of SETTING_NAMES) expect(section, name).toContain(`\`${name}\``);
   });

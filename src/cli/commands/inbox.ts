@@ -7,9 +7,9 @@ import { MailsendError } from "../../core/errors.js";
 import { formatSize } from "../../core/size.js";
 import { bareMessageId, hasSandboxData, isMessageId, FileMessageStore } from "../../sandbox/store.js";
 import type { StoredMessage } from "../../sandbox/types.js";
-import { colorsFor, type CliIO } from "../io.js";
+import { colorsFor, shellWord, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
-import { sandboxDir, shellQuote, table } from "./sandbox.js";
+import { sandboxDir, table } from "./sandbox.js";
 import { shownWord } from "../../core/redact.js";
 import type { CommandContext } from "../command.js";
 import { examples } from "../help-examples.js";
@@ -42,7 +42,7 @@ async function open(flags: InboxFlags, io: CliIO): Promise<FileMessageStore> {
   const dir = sandboxDir(flags, io.env);
   if (!hasSandboxData(dir)) {
     throw new MailsendError("file_not_found", `no sandbox data in ${dir} (${dirSource(flags, io.env)})`, {
-      hint: `Start one with \`mailsend sandbox --dir ${shellQuote(dir)}\`, or set MAILSEND_SANDBOX_DIR (or --dir) to the data dir of the sandbox you started (its banner prints the export line).`,
+      hint: `Start one with \`mailsend sandbox --dir ${shellWord(dir)}\`, or set MAILSEND_SANDBOX_DIR (or --dir) to the data dir of the sandbox you started (its banner prints the export line).`,
     });
   }
   return FileMessageStore.open(dir, { readOnly: true });

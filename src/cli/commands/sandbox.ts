@@ -11,7 +11,7 @@ import { defaultSandboxDir, sandboxPaths } from "../../sandbox/paths.js";
 import type { Sandbox, SandboxOptions } from "../../sandbox/server.js";
 import type { StoredMessage } from "../../sandbox/types.js";
 import { writeFileAtomic } from "../../sandbox/fsutil.js";
-import { colorsFor, type CliIO } from "../io.js";
+import { colorsFor, shellWord, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
 import type { CommandContext } from "../command.js";
 import { examples } from "../help-examples.js";
@@ -54,11 +54,6 @@ export function processStopSignal(): Promise<string> {
 
 export function sandboxDir(flags: { dir?: string }, env: CliIO["env"]): string {
   return flags.dir ?? defaultSandboxDir(env);
-}
-
-/** POSIX-shell single quoting, only when needed. */
-export function shellQuote(s: string): string {
-  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
 /**
@@ -147,11 +142,11 @@ function banner(sb: Sandbox, io: CliIO, listenHost: string, client: ReturnType<t
     lines.push(`  ${sb.createdKey.key}`);
     lines.push("");
   } else if (!sb.apiKeyFile) {
-    lines.push(c.yellow(`No key file in ${sb.dir}: make a key with \`mailsend sandbox keys add --save --dir ${shellQuote(sb.dir)}\`.`));
+    lines.push(c.yellow(`No key file in ${sb.dir}: make a key with \`mailsend sandbox keys add --save --dir ${shellWord(sb.dir)}\`.`));
     lines.push("");
   }
   lines.push("Point mailsend at it (paste into your shell):");
-  for (const [k, v] of Object.entries(client.env)) lines.push(`  export ${k}=${shellQuote(v)}`);
+  for (const [k, v] of Object.entries(client.env)) lines.push(`  export ${k}=${shellWord(v)}`);
   if (client.bundled) lines.push(c.dim(`  # NODE_EXTRA_CA_CERTS names your ${client.bundled} and the sandbox's CA together, so nothing you trusted is lost`));
   lines.push(c.dim(`  # implicit TLS instead: export MAILSEND_SMTP_PORT=${sb.ports.smtps} MAILSEND_SMTP_TLS=implicit`));
   lines.push("");

@@ -14,13 +14,12 @@ import { chooseTransport, type TransportChoice } from "../../transports/choose.j
 import { formatSize } from "../../core/size.js";
 import { loadSettings } from "../../input/profile.js";
 import { createTransport } from "../../transports/index.js";
-import { colorsFor, type CliIO } from "../io.js";
+import { colorsFor, shellWord, type CliIO } from "../io.js";
 import { abortableSleep, deliver } from "../../limits/deliver.js";
 import { openBudget, type BudgetCliFlags } from "../budget.js";
 import { Progress, waitSeconds, waitText } from "../progress.js";
 import { reportError, warn } from "../report.js";
 import { writeGitHubOutputs } from "../github.js";
-import { shellWord } from "../stray.js";
 import { smtpUserIsKey } from "../../core/config.js";
 
 interface OutputFlags {

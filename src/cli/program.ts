@@ -97,13 +97,17 @@ Examples:
 /** A command's registration: declares it, its options, help and sub-commands, on the program. */
 type Register = (program: Command, ctx: CommandContext) => void;
 
+/** The top-level commands, in the order --help lists them. */
+const COMMANDS = ["send", "batch", "sandbox", "config", "inbox", "sendmail", "queue", "doctor", "relay", "completion"] as const;
+type CommandName = (typeof COMMANDS)[number];
+
 /**
- * The top-level commands, in the order --help lists them. A command's file is loaded only when
- * the command is defined: a run of one command defines only that command (its options, help
- * text and action), so `mailsend send` loads none of the others. The program's own help, an
- * unknown command, `help` and completion (which lists them all) see every command.
+ * Each command's registration. A command's file is loaded only when the command is defined: a
+ * run of one command defines only that command (its options, help text and action), so
+ * `mailsend send` loads none of the others. The program's own help, an unknown command, `help`
+ * and completion (which lists them all) see every command.
  */
-const COMMANDS: Record<string, () => Register | Promise<Register>> = {
+const REGISTRATIONS: Record<CommandName, () => Register | Promise<Register>> = {
   send: () => registerSend,
   batch: () => registerBatch,
   sandbox: async () => (await import("./commands/sandbox.js")).register,
@@ -127,8 +131,8 @@ class UsageExit extends Error {
 export async function buildProgram(ctx: CommandContext): Promise<Command> {
   const program = rootProgram(ctx);
   const first = ctx.argv[0];
-  const names = first !== undefined && first !== "completion" && Object.hasOwn(COMMANDS, first) ? [first] : Object.keys(COMMANDS);
-  const registrations = await Promise.all(names.map((name) => COMMANDS[name]!()));
+  const one = COMMANDS.find((name) => name === first && name !== "completion");
+  const registrations = await Promise.all((one ? [one] : COMMANDS).map((name) => REGISTRATIONS[name]()));
   for (const register of registrations) register(program, ctx);
   return program;
 }

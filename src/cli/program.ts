@@ -4,7 +4,7 @@ import { VERSION } from "../core/version.js";
 import type { CliIO } from "./io.js";
 import type { CommandContext } from "./command.js";
 import { addOptions } from "./flags.js";
-import { BATCH_OPTIONS, DOCTOR_OPTIONS, RELAY_OPTIONS, SEND_OPTIONS, type OptionSpec } from "./options.js";
+import { BATCH_OPTIONS, DOCTOR_OPTIONS, RELAY_OPTIONS, SEND_OPTIONS } from "./options.js";
 import * as HELP from "./help-examples.js";
 import { annotation, inGitHubActions } from "./github.js";
 import { reportError } from "./report.js";

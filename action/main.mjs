@@ -7,13 +7,16 @@
 // there: dist/ is never committed, so the first use in a job runs `npm ci` (the npm
 // registry is the only network it needs) and the build, and later steps reuse it.
 //
-// No dependency of its own (it runs before `npm ci`), and no secret ever comes from
-// an input: the key is MAILSEND_API_KEY (or MAILSEND_API_KEY_FILE) in the step's env.
+// No dependency of its own (it runs before `npm ci`; the runner's formats come from the
+// CLI's dependency-free src/cli/github-core.mjs), and no secret ever comes from an input:
+// the key is MAILSEND_API_KEY (or MAILSEND_API_KEY_FILE) in the step's env.
 import { spawn } from "node:child_process";
 import { appendFileSync, existsSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { randomUUID } from "node:crypto";
 import { fileURLToPath } from "node:url";
+// The runner's formats, as the CLI writes them (--github-output, ::error::); dependency-free, so
+// it runs before the build.
+import { annotation, appendOutputs } from "../src/cli/github-core.mjs";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const BIN = join(ROOT, "bin", "mailsend.js");
@@ -51,37 +54,20 @@ class ActionError extends Error {
 
 // ---- the runner's files and workflow commands ----
 
-const escapeData = (s) => String(s).replace(/%/g, "%25").replace(/\r/g, "%0D").replace(/\n/g, "%0A");
-const escapeProperty = (s) => escapeData(s).replace(/:/g, "%3A").replace(/,/g, "%2C");
-
-function command(kind, message, title = "mailsend") {
-  process.stdout.write(`::${kind} title=${escapeProperty(title)}::${escapeData(message)}\n`);
+function command(kind, message, hint) {
+  process.stdout.write(annotation(kind, message, hint));
 }
 
-/** name=value lines for GITHUB_OUTPUT; the heredoc form for a value with a line break. */
+/** The step's outputs, in GITHUB_OUTPUT. */
 function setOutputs(outputs) {
   const file = process.env.GITHUB_OUTPUT;
-  let text = "";
-  for (const [name, raw] of Object.entries(outputs)) {
-    const value = String(raw ?? "");
-    if (!/[\r\n]/.test(value)) {
-      text += `${name}=${value}\n`;
-      continue;
-    }
-    let delimiter = `ghadelimiter_${randomUUID()}`;
-    while (value.includes(delimiter)) delimiter = `ghadelimiter_${randomUUID()}`;
-    text += `${name}<<${delimiter}\n${value}\n${delimiter}\n`;
-  }
   if (!file) {
     process.stderr.write("mailsend action: GITHUB_OUTPUT is not set; no outputs written\n");
     return;
   }
-  try {
-    appendFileSync(file, text);
-  } catch (e) {
-    // The mail is sent (or not) already: a lost output is said, never a reason to fail.
-    command("warning", `cannot append to GITHUB_OUTPUT (${e.code ?? e.message}); no outputs written`);
-  }
+  // The mail is sent (or not) already: a lost output is said, never a reason to fail.
+  const problem = appendOutputs(file, outputs);
+  if (problem) command("warning", problem);
 }
 
 /** Text for the job summary's Markdown: no markup, no HTML, on one line. */
@@ -273,7 +259,7 @@ function send(args, body) {
 function fail(e) {
   const exit = e instanceof ActionError ? e.exit : 70;
   const exitClass = e instanceof ActionError ? e.exitClass : "internal";
-  command("error", e.hint ? `${e.message}\n${e.hint}` : e.message);
+  command("error", e.message, e.hint);
   setOutputs({ "message-id": "", "exit-code": exit, "exit-class": exitClass, "error-code": exitClass === "setup" ? "action_setup" : "action_input" });
   summary(`**mailsend**: not sent (${md(e.message)})`);
   process.exitCode = exit;

@@ -6,6 +6,11 @@ export interface CliIO {
   env: Record<string, string | undefined>;
 }
 
+/** A word as a POSIX shell would take it back: single-quoted only when it needs to be. */
+export function shellWord(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
 export function processIO(): CliIO {
   return { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env };
 }

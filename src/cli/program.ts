@@ -1,8 +1,10 @@
-import { Argument, Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { Command, CommanderError } from "commander";
 import { EXIT } from "../core/errors.js";
 import { VERSION } from "../core/version.js";
 import type { CliIO } from "./io.js";
-import { BATCH_OPTIONS, DOCTOR_OPTIONS, RELAY_OPTIONS, SEND_OPTIONS, type OptionSpec } from "./options.js";
+import type { CommandContext } from "./command.js";
+import { addOptions } from "./flags.js";
+import { BATCH_OPTIONS, DOCTOR_OPTIONS, RELAY_OPTIONS, SEND_OPTIONS } from "./options.js";
 import * as HELP from "./help-examples.js";
 import { annotation, inGitHubActions } from "./github.js";
 import { reportError } from "./report.js";
@@ -10,7 +12,6 @@ import { reportError } from "./report.js";
 // program (scripts/build.mjs) either way; an import() would only add a file to open.
 import { runSend } from "./commands/send.js";
 import { hideOptionValues, secretOptionError } from "./secret-options.js";
-import { addSandboxOptions, DIR_OPTION, JSON_OPTION, SANDBOX_OPTIONS } from "./sandbox-options.js";
 
 const SEND_EXAMPLES = `
 A body piped on stdin without a body flag is HTML when it starts as HTML
@@ -93,57 +94,31 @@ Examples:
   mailsend send --help        # every option of send
 `;
 
-const CONFIG_HELP = `
-The config file (mailsend config path) holds named profiles: defaults for the
-connection, the sender and the rate limit, and WHERE the key is (api_key_env or
-api_key_file), never the key. Flags beat the environment, which beats the profile.
-The profile used: --profile, else MAILSEND_PROFILE, else the file's "profile",
-else one named "default".
-
-Examples:
-  mailsend config set --profile work base_url https://api.example.com
-  mailsend config set --profile work api_key_env WORK_MAILSEND_KEY
-  mailsend config set --profile work from 'CI <ci@example.com>'
-  mailsend config set profile work           # the default profile
-  mailsend config list
-  mailsend send --profile work -t dev@example.com -s Hi --text ok
-`;
-
-const SANDBOX_HELP = `
-While it runs: POST /_sandbox/faults {"failRate":0.5,"failStatus":503} changes the faults,
-DELETE /_sandbox/faults clears them, GET /_sandbox/stats counts answers per channel.
-
-Examples:
-  mailsend sandbox                              # ports 8025 (HTTP), 2587 (STARTTLS), 2465 (TLS)
-  mailsend sandbox --http-port 0 --smtp-port 0 --smtps-port 0 --json   # free ports, one JSON line
-  mailsend sandbox --rate-limit 5 --fail-rate 0.2 --latency 300        # test a script's retries
-  mailsend sandbox keys add --label ci --expires 30d
-  mailsend inbox && mailsend inbox show <id> --raw
-`;
+/** A command's registration: declares it, its options, help and sub-commands, on the program. */
+type Register = (program: Command, ctx: CommandContext) => void;
 
 /** The top-level commands, in the order --help lists them. */
 const COMMANDS = ["send", "batch", "sandbox", "config", "inbox", "sendmail", "queue", "doctor", "relay", "completion"] as const;
+type CommandName = (typeof COMMANDS)[number];
 
-function collect(value: string, previous: string[] | undefined): string[] {
-  return [...(previous ?? []), value];
-}
-
-function wholeNumber(value: string): number {
-  if (!/^\d+$/.test(value)) throw new InvalidArgumentError("expected a whole number");
-  return Number(value);
-}
-
-export function addOptions(cmd: Command, specs: readonly OptionSpec[]): Command {
-  for (const spec of specs) {
-    const desc = spec.env ? `${spec.description} [env ${spec.env}]` : spec.description;
-    const opt = new Option(spec.flags, desc);
-    if (spec.choices) opt.choices(spec.choices);
-    if (spec.repeatable) opt.argParser(collect);
-    else if (spec.int) opt.argParser(wholeNumber);
-    cmd.addOption(opt);
-  }
-  return cmd;
-}
+/**
+ * Each command's registration. A command's file is loaded only when the command is defined: a
+ * run of one command defines only that command (its options, help text and action), so
+ * `mailsend send` loads none of the others. The program's own help, an unknown command, `help`
+ * and completion (which lists them all) see every command.
+ */
+const REGISTRATIONS: Record<CommandName, () => Register | Promise<Register>> = {
+  send: () => registerSend,
+  batch: () => registerBatch,
+  sandbox: async () => (await import("./commands/sandbox.js")).register,
+  config: async () => (await import("./commands/config.js")).register,
+  inbox: async () => (await import("./commands/inbox.js")).register,
+  sendmail: async () => (await import("./commands/sendmail.js")).register,
+  queue: async () => (await import("./commands/queue.js")).register,
+  doctor: () => registerDoctor,
+  relay: () => registerRelay,
+  completion: async () => (await import("./commands/completion.js")).register,
+};
 
 /** Commander's own errors (unknown option, missing value) are usage errors: 64. */
 class UsageExit extends Error {
@@ -152,13 +127,19 @@ class UsageExit extends Error {
   }
 }
 
-export function buildProgram(io: CliIO, setExit: (code: number) => void, json = false, argv: readonly string[] = []): Command {
+/** The program with the commands `ctx.argv` needs (every one when it names none, or completion). */
+export async function buildProgram(ctx: CommandContext): Promise<Command> {
+  const program = rootProgram(ctx);
+  const first = ctx.argv[0];
+  const one = COMMANDS.find((name) => name === first && name !== "completion");
+  const registrations = await Promise.all((one ? [one] : COMMANDS).map((name) => REGISTRATIONS[name]()));
+  for (const register of registrations) register(program, ctx);
+  return program;
+}
+
+/** The root: version, help, how commander's errors are shown and exit, the check for stray words. */
+function rootProgram({ io, json, argv }: CommandContext): Command {
   const program = new Command("mailsend");
-  // A run of one command defines only that command (its options, help text and action):
-  // defining all ten with their ~200 options cost every send ~10 ms. The program's own help, an
-  // unknown command, `help` and completion (which lists them all) see every command.
-  const only = argv[0] !== undefined && (COMMANDS as readonly string[]).includes(argv[0]) && argv[0] !== "completion" ? argv[0] : undefined;
-  const defines = (name: (typeof COMMANDS)[number]) => only === undefined || only === name;
   program
     // Words no option takes are named by the preAction hook below (stray.ts), with the quoted form.
     .allowExcessArguments(true)
@@ -193,262 +174,52 @@ export function buildProgram(io: CliIO, setExit: (code: number) => void, json = 
       throw new UsageExit(err.exitCode === 0 ? 0 : EXIT.usage);
     })
     .addHelpText("after", ROOT_HELP);
+  return program;
+}
 
-  if (defines("send")) {
-    const send = program
-      .command("send")
-      .description("send one message")
-      .addHelpText("after", SEND_EXAMPLES);
-    addOptions(send, SEND_OPTIONS);
-    send.action(async (opts: Record<string, unknown>) => {
-      setExit(await runSend(opts, io));
-    });
-  }
+function registerSend(program: Command, { io, setExit }: CommandContext): void {
+  const send = program
+    .command("send")
+    .description("send one message")
+    .addHelpText("after", SEND_EXAMPLES);
+  addOptions(send, SEND_OPTIONS);
+  send.action(async (opts: Record<string, unknown>) => {
+    setExit(await runSend(opts, io));
+  });
+}
 
-  if (defines("batch")) {
-    const batch = program
-      .command("batch")
-      .description("send many messages from JSON lines, a JSON array or CSV, resumable after a crash")
-      .argument("<file>", "the input file, or - for stdin")
-      .addHelpText("after", BATCH_EXAMPLES);
-    addOptions(batch, BATCH_OPTIONS);
-    batch.action(async (file: string, opts: Record<string, unknown>) => {
-      const { runBatchCommand } = await import("./commands/batch.js");
-      setExit(await runBatchCommand(file, opts, io));
-    });
-  }
+function registerBatch(program: Command, { io, setExit }: CommandContext): void {
+  const batch = program
+    .command("batch")
+    .description("send many messages from JSON lines, a JSON array or CSV, resumable after a crash")
+    .argument("<file>", "the input file, or - for stdin")
+    .addHelpText("after", BATCH_EXAMPLES);
+  addOptions(batch, BATCH_OPTIONS);
+  batch.action(async (file: string, opts: Record<string, unknown>) => {
+    const { runBatchCommand } = await import("./commands/batch.js");
+    setExit(await runBatchCommand(file, opts, io));
+  });
+}
 
-  if (defines("sandbox")) {
-    const sandbox = program
-      .command("sandbox")
-      .description("run a local copy of the service: REST, SMTP, keys, limits, stored mail, web inbox")
-      .addHelpText("after", SANDBOX_HELP);
-    addSandboxOptions(sandbox, SANDBOX_OPTIONS);
-    sandbox.action(async (opts: Record<string, unknown>) => {
-      const { runSandbox } = await import("./commands/sandbox.js");
-      setExit(await runSandbox(opts, io));
-    });
-    const keys = sandbox.command("keys").description("manage the sandbox's API keys (stored hashed)");
-    // --dir may come before `keys` (the sandbox's option) or after it.
-    const keyOpts = (cmd: Command) => cmd.optsWithGlobals() as Record<string, unknown>;
-    const keysAdd = keys.command("add").description("make a key and print it (the only time it is shown)");
-    addSandboxOptions(keysAdd, [
-      DIR_OPTION,
-      { flags: "--label <text>", description: "what the key is for" },
-      { flags: "--expires <when>", description: "a duration (90s, 15m, 12h, 30d, 2w) or a date (2027-01-31)" },
-      { flags: "--save", description: "also write it to <dir>/api-key (mode 0600), the file MAILSEND_API_KEY_FILE points at" },
-      JSON_OPTION,
-    ]);
-    keysAdd.action(async (_opts: unknown, cmd: Command) => {
-      const { runKeysAdd } = await import("./commands/sandbox.js");
-      setExit(await runKeysAdd(keyOpts(cmd), io));
-    });
-    const keysList = keys.command("list").description("list keys: id, state, label, dates (never the keys)");
-    addSandboxOptions(keysList, [DIR_OPTION, JSON_OPTION]);
-    keysList.action(async (_opts: unknown, cmd: Command) => {
-      const { runKeysList } = await import("./commands/sandbox.js");
-      setExit(await runKeysList(keyOpts(cmd), io));
-    });
-    const keysRevoke = keys.command("revoke").description("revoke a key by id; it fails on REST and SMTP from then on").argument("<id>");
-    addSandboxOptions(keysRevoke, [DIR_OPTION, JSON_OPTION]);
-    keysRevoke.action(async (id: string, _opts: unknown, cmd: Command) => {
-      const { runKeysRevoke } = await import("./commands/sandbox.js");
-      setExit(await runKeysRevoke(id, keyOpts(cmd), io));
-    });
-    // Every command's --help ends with examples (help-examples.ts).
-    keys.addHelpText("after", HELP.KEYS_HELP);
-    keysAdd.addHelpText("after", HELP.KEYS_ADD_HELP);
-    keysList.addHelpText("after", HELP.KEYS_LIST_HELP);
-    keysRevoke.addHelpText("after", HELP.KEYS_REVOKE_HELP);
-  }
+function registerDoctor(program: Command, { io, setExit }: CommandContext): void {
+  const doctor = program
+    .command("doctor")
+    .description("check the configuration, the key, TLS and both transports, without sending mail")
+    .addHelpText("after", HELP.DOCTOR_HELP);
+  addOptions(doctor, DOCTOR_OPTIONS);
+  doctor.action(async (opts: Record<string, unknown>) => {
+    const { runDoctorCommand } = await import("./commands/doctor.js");
+    setExit(await runDoctorCommand(opts, io));
+  });
+}
 
-  if (defines("config")) {
-    const config = program.command("config").description("show or change the config file's profiles (never a key)").addHelpText("after", CONFIG_HELP);
-    const profileOption = () => new Option("--profile <name>", "the profile to act on (default: MAILSEND_PROFILE, the file's default, else \"default\")");
-    const configOpts = (cmd: Command) => cmd.optsWithGlobals() as Record<string, unknown>;
-    const configExamples = (...lines: string[]) => `\nExamples:\n${lines.map((l) => `  ${l}`).join("\n")}\n`;
-    config.addOption(profileOption());
-    config
-      .command("path")
-      .description("print the config file's path ($MAILSEND_CONFIG, $XDG_CONFIG_HOME/mailsend/config.json or ~/.config/mailsend/config.json)")
-      .addHelpText("after", configExamples("mailsend config path", '$EDITOR "$(mailsend config path)"'))
-      .action(async (_opts: unknown, cmd: Command) => {
-        const { runConfigPath } = await import("./commands/config.js");
-        setExit(await runConfigPath(configOpts(cmd), io));
-      });
-    config
-      .command("list")
-      .description("print every profile's settings as profile.key=value (with --profile: that profile's)")
-      .addOption(profileOption())
-      .option("--json", "print the file's profiles as one JSON object")
-      .addHelpText("after", configExamples("mailsend config list                 # profile=work, work.base_url=https://...", "mailsend config list --profile work", "mailsend config list --json | jq '.profiles | keys'"))
-      .action(async (_opts: unknown, cmd: Command) => {
-        const { runConfigList } = await import("./commands/config.js");
-        setExit(await runConfigList(configOpts(cmd), io));
-      });
-    config
-      .command("get")
-      .description("print one setting of the profile (exit 1 when it is not set); `get profile` prints the default profile")
-      .argument("<key>")
-      .addOption(profileOption())
-      .option("--json", 'print {"key","value"}')
-      .addHelpText("after", configExamples("mailsend config get base_url               # of the default profile", "mailsend config get --profile work api_key_env", "mailsend config get profile                # the default profile's name"))
-      .action(async (key: string, _opts: unknown, cmd: Command) => {
-        const { runConfigGet } = await import("./commands/config.js");
-        setExit(await runConfigGet(key, configOpts(cmd), io));
-      });
-    config
-      .command("set")
-      .description("set one setting of the profile (creating the file and the profile); `set profile <name>` sets the default")
-      .argument("<key>")
-      .argument("<value>")
-      .addOption(profileOption())
-      .addHelpText(
-        "after",
-        configExamples(
-          "mailsend config set --profile work base_url https://api.example.com",
-          "mailsend config set --profile work api_key_env WORK_MAILSEND_KEY   # the variable's NAME",
-          "mailsend config set --profile home api_key_file ~/.secrets/mailsend",
-          "mailsend config set profile work            # make work the default",
-        ),
-      )
-      .action(async (key: string, value: string, _opts: unknown, cmd: Command) => {
-        const { runConfigSet } = await import("./commands/config.js");
-        setExit(await runConfigSet(key, value, configOpts(cmd), io));
-      });
-    config
-      .command("unset")
-      .description("remove one setting from the profile; `unset profile` removes the default")
-      .argument("<key>")
-      .addOption(profileOption())
-      .addHelpText("after", configExamples("mailsend config unset --profile work rate_limit", "mailsend config unset profile               # no default profile"))
-      .action(async (key: string, _opts: unknown, cmd: Command) => {
-        const { runConfigUnset } = await import("./commands/config.js");
-        setExit(await runConfigUnset(key, configOpts(cmd), io));
-      });
-  }
-
-  if (defines("inbox")) {
-    const inbox = program.command("inbox").description("list the messages a sandbox stored");
-    addSandboxOptions(inbox, [DIR_OPTION, { flags: "--limit <n>", description: "newest n only", parse: "int" }, JSON_OPTION]);
-    inbox.action(async (opts: Record<string, unknown>) => {
-      const { runInbox } = await import("./commands/inbox.js");
-      setExit(await runInbox(opts, io));
-    });
-    const inboxShow = inbox.command("show").description("show one stored message").argument("<id>", "an id from `mailsend inbox`, or the Message-ID an SMTP send printed");
-    addSandboxOptions(inboxShow, [DIR_OPTION, { flags: "--raw", description: "print the .eml exactly as stored" }, JSON_OPTION]);
-    inboxShow.action(async (id: string, _opts: unknown, cmd: Command) => {
-      const { runInboxShow } = await import("./commands/inbox.js");
-      setExit(await runInboxShow(id, cmd.optsWithGlobals(), io));
-    });
-    inbox.addHelpText("after", HELP.INBOX_HELP);
-    inboxShow.addHelpText("after", HELP.INBOX_SHOW_HELP);
-  }
-
-  if (defines("sendmail")) {
-    // sendmail's getopt-style options are its own (src/input/sendmail-args.ts): main.ts hands
-    // `mailsend sendmail ...` over before commander. Hidden from the command list and completion:
-    // programs call it, people type `send` (which it would share a prefix with).
-    program
-      .command("sendmail", { hidden: true })
-      .description("read one message on stdin and send or queue it, as sendmail does (also when started as `sendmail` or `mailq`)")
-      .argument("[args...]", "sendmail's options and the recipients (mailsend sendmail --help)")
-      .helpOption(false)
-      .allowUnknownOption(true)
-      .action(async () => {
-        const { runSendmail } = await import("./commands/sendmail.js");
-        setExit(await runSendmail(argv.slice(argv.indexOf("sendmail") + 1), io));
-      });
-  }
-
-  if (defines("queue")) {
-    const queue = program
-      .command("queue")
-      .description("the outbox: mail from sendmail, the relay and send --queue, kept on disk until delivered")
-      .option("--failed", "list the messages that will not be tried again (failed/)")
-      .option("--json", "print the list as one JSON array")
-      .addHelpText("after", HELP.QUEUE_HELP)
-      .action(async (opts: Record<string, unknown>) => {
-        const { runQueueList } = await import("./commands/queue.js");
-        setExit(await runQueueList(opts, io));
-      });
-    queue
-      .command("ls")
-      .description("list the outbox (the default): id, age, size, attempts, next attempt, from, recipients, subject, last error")
-      .addHelpText("after", HELP.QUEUE_LS_HELP)
-      .option("--failed", "list failed/ instead")
-      .option("--json", "print one JSON array")
-      .action(async (_opts: unknown, cmd: Command) => {
-        const { runQueueList } = await import("./commands/queue.js");
-        setExit(await runQueueList(cmd.optsWithGlobals(), io));
-      });
-    queue
-      .command("run")
-      .description("deliver what is due, then exit (cron, a systemd timer); --watch keeps delivering as mail arrives")
-      .addHelpText("after", HELP.QUEUE_RUN_HELP)
-      .option("--watch", "keep running: deliver as messages arrive and as the budget frees up (a systemd service)")
-      .addOption(new Option("--drain", "stay until the outbox is empty (the background runner)").hideHelp())
-      .addOption(new Option("--concurrency <n>", "messages in flight at once (default 4)").argParser(wholeNumber))
-      .option("--max-age <duration>", "give up on a message after this long in the outbox (default 5d) [env MAILSEND_QUEUE_MAX_AGE]")
-      .option("--json", "one JSON line per event on stdout")
-      .option("-v, --verbose", "show each connection's protocol trace (the key redacted)")
-      .option("-q, --quiet", "say only what failed")
-      .action(async (_opts: unknown, cmd: Command) => {
-        const { runQueueRun } = await import("./commands/queue.js");
-        setExit(await runQueueRun(cmd.optsWithGlobals(), io));
-      });
-    queue
-      .command("retry")
-      .description("make a message due now, bringing it back from failed/")
-      .addHelpText("after", HELP.QUEUE_RETRY_HELP)
-      .argument("[id]", "the message's id (from mailsend queue)")
-      .option("--all", "every queued and failed message")
-      .option("--json", "print {\"retried\":n}")
-      .action(async (id: string | undefined, _opts: unknown, cmd: Command) => {
-        const { runQueueRetry } = await import("./commands/queue.js");
-        setExit(await runQueueRetry(id, cmd.optsWithGlobals(), io));
-      });
-    queue
-      .command("rm")
-      .description("delete messages from the outbox (queued or failed): they are not sent")
-      .addHelpText("after", HELP.QUEUE_RM_HELP)
-      .argument("<id...>", "the messages' ids")
-      .option("--json", "print {\"removed\":n}")
-      .action(async (ids: string[], _opts: unknown, cmd: Command) => {
-        const { runQueueRm } = await import("./commands/queue.js");
-        setExit(await runQueueRm(ids, cmd.optsWithGlobals(), io));
-      });
-    queue
-      .command("purge")
-      .description("delete every failed message (failed/)")
-      .addHelpText("after", HELP.QUEUE_PURGE_HELP)
-      .option("--failed", "required: what to purge")
-      .option("--json", "print {\"removed\":n}")
-      .action(async (_opts: unknown, cmd: Command) => {
-        const { runQueuePurge } = await import("./commands/queue.js");
-        setExit(await runQueuePurge(cmd.optsWithGlobals(), io));
-      });
-  }
-
-  if (defines("doctor")) {
-    const doctor = program
-      .command("doctor")
-      .description("check the configuration, the key, TLS and both transports, without sending mail")
-      .addHelpText("after", HELP.DOCTOR_HELP);
-    addOptions(doctor, DOCTOR_OPTIONS);
-    doctor.action(async (opts: Record<string, unknown>) => {
-      const { runDoctorCommand } = await import("./commands/doctor.js");
-      setExit(await runDoctorCommand(opts, io));
-    });
-  }
-
-  if (defines("relay")) {
-    const relay = program
-      .command("relay")
-      .description("a local SMTP server for apps that only speak SMTP: each message is queued in the outbox (fsynced) before 250, then delivered")
-      .addHelpText(
-        "after",
-        `
+function registerRelay(program: Command, { io, setExit }: CommandContext): void {
+  const relay = program
+    .command("relay")
+    .description("a local SMTP server for apps that only speak SMTP: each message is queued in the outbox (fsynced) before 250, then delivered")
+    .addHelpText(
+      "after",
+      `
 Apps (Jenkins, Grafana, Gitea, a printer) are given host 127.0.0.1, port 2525,
 no TLS and no authentication. Each message is answered "250 2.0.0 queued as
 <id>" only once it is on disk; the relay then delivers it through the key's
@@ -467,51 +238,32 @@ Examples:
     --tls-cert /etc/ssl/relay.pem --tls-key /etc/ssl/relay.key
   swaks --server 127.0.0.1:2525 --from ci@example.com --to dev@example.com
 `,
-      );
-    addOptions(relay, RELAY_OPTIONS);
-    relay.action(async (opts: Record<string, unknown>) => {
-      const { runRelay } = await import("./commands/relay.js");
-      setExit(await runRelay(opts, io));
+    );
+  addOptions(relay, RELAY_OPTIONS);
+  relay.action(async (opts: Record<string, unknown>) => {
+    const { runRelay } = await import("./commands/relay.js");
+    setExit(await runRelay(opts, io));
+  });
+  relay
+    .command("hash-password")
+    .description("read a password on stdin (or the terminal, not echoed) and print the user:scrypt$... line for --auth-file")
+    .argument("[user]", "the user name to put in front of the hash")
+    .option("--json", 'print {"user","hash"}')
+    .addHelpText("after", "\nExamples:\n  printf '%s' 'a long password' | mailsend relay hash-password jenkins >> relay-users\n  mailsend relay hash-password gitea >> relay-users      # asks for it\n")
+    .action(async (user: string | undefined, opts: Record<string, unknown>) => {
+      const { runRelayHashPassword } = await import("./commands/relay.js");
+      setExit(await runRelayHashPassword(user, opts, io));
     });
-    relay
-      .command("hash-password")
-      .description("read a password on stdin (or the terminal, not echoed) and print the user:scrypt$... line for --auth-file")
-      .argument("[user]", "the user name to put in front of the hash")
-      .option("--json", 'print {"user","hash"}')
-      .addHelpText("after", "\nExamples:\n  printf '%s' 'a long password' | mailsend relay hash-password jenkins >> relay-users\n  mailsend relay hash-password gitea >> relay-users      # asks for it\n")
-      .action(async (user: string | undefined, opts: Record<string, unknown>) => {
-        const { runRelayHashPassword } = await import("./commands/relay.js");
-        setExit(await runRelayHashPassword(user, opts, io));
-      });
-  }
-
-  if (defines("completion")) {
-    program
-      .command("completion")
-      .description("print a shell completion script for bash, zsh or fish")
-      .addArgument(new Argument("<shell>", "bash, zsh or fish").choices(["bash", "zsh", "fish"]))
-      .addHelpText("after", HELP.COMPLETION_HELP)
-      .action(async (shell: "bash" | "zsh" | "fish") => {
-        const { runCompletion } = await import("./commands/completion.js");
-        setExit(await runCompletion(shell, program, io));
-      });
-  }
-
-  return program;
 }
 
 export async function run(argv: string[], io: CliIO): Promise<number> {
   let code = 0;
   const json = argv.includes("--json");
-  const program = buildProgram(
-    io,
-    (c) => {
-      code = c;
-    },
-    json,
-    argv,
-  );
   try {
+    const setExit = (c: number) => {
+      code = c;
+    };
+    const program = await buildProgram({ io, setExit, json, argv });
     // --api-key KEY, --token=KEY, --password KEY: refused, saying where a key goes.
     const secret = secretOptionError(argv);
     if (secret) throw secret;

@@ -1,7 +1,9 @@
 /**
- * The one place where an error becomes output and an exit code.
+ * How an outcome becomes output: the line of a message sent, and the one place where an error
+ * becomes output and an exit code.
  */
 import { toMailsendError } from "../core/errors.js";
+import type { SendResult } from "../core/transport.js";
 import { redactForPrint } from "../core/redact.js";
 import { annotation, inGitHubActions } from "./github.js";
 import { colorsFor, type CliIO } from "./io.js";
@@ -26,6 +28,14 @@ export function reportError(e: unknown, io: CliIO, opts: { json: boolean; verbos
   // stdout stays data (--json); error messages never hold the key.
   if (inGitHubActions(io.env)) io.stderr.write(annotation("error", message, hint));
   return opts.exit ?? err.exitCode;
+}
+
+/** `sent <id> (<transport>, to <recipients>)` on stdout: what a send that went out says. */
+export function reportSent(io: CliIO, result: SendResult): void {
+  const out = colorsFor(io.stdout, io.env);
+  // A raw .eml without a Message-ID has no id of ours to show: show the server's reply instead.
+  const id = result.messageId || `(no Message-ID; the server said: ${result.smtpResponse ?? "ok"})`;
+  io.stdout.write(`${out.green("sent")} ${id} ${out.dim(`(${result.transport}, to ${result.recipients.join(", ")})`)}\n`);
 }
 
 export function warn(io: CliIO, message: string): void {

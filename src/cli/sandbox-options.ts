@@ -4,6 +4,7 @@
  * valid across restarts; 0 asks for any free port.
  */
 import { InvalidArgumentError, Option, type Command } from "commander";
+import { wholeNumber as int } from "./flags.js";
 
 export interface SandboxOptionSpec {
   flags: string;
@@ -34,11 +35,6 @@ export const SANDBOX_OPTIONS: readonly SandboxOptionSpec[] = [
   { flags: "--rate-window-ms <ms>", description: "length of the rate-limit window (tests)", parse: "int", hidden: true },
   { flags: "--writer-threads <n>", description: "threads that build and write message files (benchmarks)", parse: "int", hidden: true },
 ];
-
-function int(value: string): number {
-  if (!/^\d+$/.test(value)) throw new InvalidArgumentError("expected a whole number");
-  return Number(value);
-}
 
 function share(value: string): number {
   const n = Number(value);

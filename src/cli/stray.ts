@@ -6,12 +6,8 @@
  */
 import type { Command, Option } from "commander";
 import { MailsendError } from "../core/errors.js";
+import { shellWord } from "./io.js";
 import { KEY_HINT, looksLikeKey } from "./secret-options.js";
-
-/** A word as the shell would take it back: single-quoted when it needs to be. */
-export function shellWord(s: string): string {
-  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
-}
 
 const RECIPIENT_OPTIONS = new Set(["to", "cc", "bcc"]);
 

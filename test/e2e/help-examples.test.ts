@@ -18,7 +18,7 @@ function commandPaths(cmd: Command, prefix: string[] = []): string[][] {
 }
 
 const io = { stdout: new PassThrough(), stderr: new PassThrough(), stdin: new PassThrough(), env: {} };
-const paths: string[][] = [[], ...commandPaths(buildProgram(io, () => {}))];
+const paths: string[][] = [[], ...commandPaths(await buildProgram({ io, setExit: () => {}, json: false, argv: [] }))];
 
 /** The lines after the last "Examples:" heading, if the help ends with that section. */
 function closingExamples(help: string): string[] | undefined {

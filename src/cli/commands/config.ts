@@ -2,6 +2,7 @@
  * `mailsend config list|get|set|unset|path`: read and edit the config file.
  * There is never a key to show: a profile only says where the key is.
  */
+import { Option, type Command } from "commander";
 import { MailsendError } from "../../core/errors.js";
 import {
   checkConfigData,
@@ -20,6 +21,8 @@ import { shownPath } from "../../input/read.js";
 import type { CliIO } from "../io.js";
 import { reportError } from "../report.js";
 import { looksLikeKey, shownWord } from "../../core/redact.js";
+import type { CommandContext } from "../command.js";
+import { examples } from "../help-examples.js";
 
 export interface ConfigFlags {
   profile?: string;
@@ -208,4 +211,89 @@ export function runConfigUnset(key: string, flags: ConfigFlags, io: CliIO): Prom
     });
     return 0;
   });
+}
+
+const CONFIG_HELP = `
+The config file (mailsend config path) holds named profiles: defaults for the
+connection, the sender and the rate limit, and WHERE the key is (api_key_env or
+api_key_file), never the key. Flags beat the environment, which beats the profile.
+The profile used: --profile, else MAILSEND_PROFILE, else the file's "profile",
+else one named "default".
+
+Examples:
+  mailsend config set --profile work base_url https://api.example.com
+  mailsend config set --profile work api_key_env WORK_MAILSEND_KEY
+  mailsend config set --profile work from 'CI <ci@example.com>'
+  mailsend config set profile work           # the default profile
+  mailsend config list
+  mailsend send --profile work -t dev@example.com -s Hi --text ok
+`;
+
+const profileOption = () => new Option("--profile <name>", 'the profile to act on (default: MAILSEND_PROFILE, the file\'s default, else "default")');
+// --profile may come before the sub-command (config's option) or after it.
+const configOpts = (cmd: Command) => cmd.optsWithGlobals<ConfigFlags>();
+
+/** `mailsend config` and its sub-commands path, list, get, set and unset. */
+export function register(program: Command, ctx: CommandContext): void {
+  const { io, setExit } = ctx;
+  const config = program.command("config").description("show or change the config file's profiles (never a key)").addHelpText("after", CONFIG_HELP);
+  config.addOption(profileOption());
+  config
+    .command("path")
+    .description("print the config file's path ($MAILSEND_CONFIG, $XDG_CONFIG_HOME/mailsend/config.json or ~/.config/mailsend/config.json)")
+    .addHelpText("after", examples(["mailsend config path", '$EDITOR "$(mailsend config path)"']))
+    .action(async (_opts: unknown, cmd: Command) => setExit(await runConfigPath(configOpts(cmd), io)));
+  config
+    .command("list")
+    .description("print every profile's settings as profile.key=value (with --profile: that profile's)")
+    .addOption(profileOption())
+    .option("--json", "print the file's profiles as one JSON object")
+    .addHelpText(
+      "after",
+      examples(["mailsend config list                 # profile=work, work.base_url=https://...", "mailsend config list --profile work", "mailsend config list --json | jq '.profiles | keys'"]),
+    )
+    .action(async (_opts: unknown, cmd: Command) => setExit(await runConfigList(configOpts(cmd), io)));
+  config
+    .command("get")
+    .description("print one setting of the profile (exit 1 when it is not set); `get profile` prints the default profile")
+    .argument("<key>")
+    .addOption(profileOption())
+    .option("--json", 'print {"key","value"}')
+    .addHelpText(
+      "after",
+      examples([
+        "mailsend config get base_url               # of the default profile",
+        "mailsend config get --profile work api_key_env",
+        "mailsend config get profile                # the default profile's name",
+      ]),
+    )
+    .action(async (key: string, _opts: unknown, cmd: Command) => setExit(await runConfigGet(key, configOpts(cmd), io)));
+  registerChanges(config, ctx);
+}
+
+/** set and unset: the sub-commands that write the file. */
+function registerChanges(config: Command, { io, setExit }: CommandContext): void {
+  config
+    .command("set")
+    .description("set one setting of the profile (creating the file and the profile); `set profile <name>` sets the default")
+    .argument("<key>")
+    .argument("<value>")
+    .addOption(profileOption())
+    .addHelpText(
+      "after",
+      examples([
+        "mailsend config set --profile work base_url https://api.example.com",
+        "mailsend config set --profile work api_key_env WORK_MAILSEND_KEY   # the variable's NAME",
+        "mailsend config set --profile home api_key_file ~/.secrets/mailsend",
+        "mailsend config set profile work            # make work the default",
+      ]),
+    )
+    .action(async (key: string, value: string, _opts: unknown, cmd: Command) => setExit(await runConfigSet(key, value, configOpts(cmd), io)));
+  config
+    .command("unset")
+    .description("remove one setting from the profile; `unset profile` removes the default")
+    .argument("<key>")
+    .addOption(profileOption())
+    .addHelpText("after", examples(["mailsend config unset --profile work rate_limit", "mailsend config unset profile               # no default profile"]))
+    .action(async (key: string, _opts: unknown, cmd: Command) => setExit(await runConfigUnset(key, configOpts(cmd), io)));
 }

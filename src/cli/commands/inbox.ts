@@ -2,14 +2,18 @@
  * `mailsend inbox`: the messages a sandbox stored, read straight from its
  * data dir (the sandbox need not be running).
  */
+import type { Command } from "commander";
 import { MailsendError } from "../../core/errors.js";
 import { formatSize } from "../../core/size.js";
 import { bareMessageId, hasSandboxData, isMessageId, FileMessageStore } from "../../sandbox/store.js";
 import type { StoredMessage } from "../../sandbox/types.js";
-import { colorsFor, type CliIO } from "../io.js";
+import { colorsFor, shellWord, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
-import { sandboxDir, shellQuote, table } from "./sandbox.js";
+import { sandboxDir, table } from "./sandbox.js";
 import { shownWord } from "../../core/redact.js";
+import type { CommandContext } from "../command.js";
+import { examples } from "../help-examples.js";
+import { addSandboxOptions, DIR_OPTION, JSON_OPTION } from "../sandbox-options.js";
 
 interface InboxFlags {
   dir?: string;
@@ -38,7 +42,7 @@ async function open(flags: InboxFlags, io: CliIO): Promise<FileMessageStore> {
   const dir = sandboxDir(flags, io.env);
   if (!hasSandboxData(dir)) {
     throw new MailsendError("file_not_found", `no sandbox data in ${dir} (${dirSource(flags, io.env)})`, {
-      hint: `Start one with \`mailsend sandbox --dir ${shellQuote(dir)}\`, or set MAILSEND_SANDBOX_DIR (or --dir) to the data dir of the sandbox you started (its banner prints the export line).`,
+      hint: `Start one with \`mailsend sandbox --dir ${shellWord(dir)}\`, or set MAILSEND_SANDBOX_DIR (or --dir) to the data dir of the sandbox you started (its banner prints the export line).`,
     });
   }
   return FileMessageStore.open(dir, { readOnly: true });
@@ -160,4 +164,36 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
   } catch (e) {
     return reportError(e, io, { json });
   }
+}
+
+/** `mailsend inbox` and `mailsend inbox show <id>`. */
+export function register(program: Command, { io, setExit }: CommandContext): void {
+  const inbox = program
+    .command("inbox")
+    .description("list the messages a sandbox stored")
+    .addHelpText(
+      "after",
+      examples([
+        "mailsend inbox                        # id, received, from, to, size, subject",
+        "mailsend inbox --limit 5 --json",
+        "mailsend inbox show <id>              # headers, text and attachments of one message",
+      ]),
+    );
+  addSandboxOptions(inbox, [DIR_OPTION, { flags: "--limit <n>", description: "newest n only", parse: "int" }, JSON_OPTION]);
+  inbox.action(async (opts: InboxFlags) => setExit(await runInbox(opts, io)));
+  const show = inbox
+    .command("show")
+    .description("show one stored message")
+    .argument("<id>", "an id from `mailsend inbox`, or the Message-ID an SMTP send printed")
+    .addHelpText(
+      "after",
+      examples([
+        "mailsend inbox show <id>",
+        "mailsend inbox show <id> --raw > message.eml     # the stored .eml, byte for byte",
+        "mailsend inbox show <id> --json | jq .subject",
+        "mailsend inbox show '<6d48a104-...@example.com>'  # by the Message-ID an SMTP send printed",
+      ]),
+    );
+  addSandboxOptions(show, [DIR_OPTION, { flags: "--raw", description: "print the .eml exactly as stored" }, JSON_OPTION]);
+  show.action(async (id: string, _opts: unknown, cmd: Command) => setExit(await runInboxShow(id, cmd.optsWithGlobals<InboxFlags>(), io)));
 }

@@ -2,6 +2,7 @@
  * `mailsend sandbox`: run the local emulator until SIGINT/SIGTERM, and
  * `mailsend sandbox keys add|list|revoke`.
  */
+import type { Command } from "commander";
 import { existsSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { localFileError, MailsendError } from "../../core/errors.js";
@@ -10,8 +11,11 @@ import { defaultSandboxDir, sandboxPaths } from "../../sandbox/paths.js";
 import type { Sandbox, SandboxOptions } from "../../sandbox/server.js";
 import type { StoredMessage } from "../../sandbox/types.js";
 import { writeFileAtomic } from "../../sandbox/fsutil.js";
-import { colorsFor, type CliIO } from "../io.js";
+import { colorsFor, shellWord, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
+import type { CommandContext } from "../command.js";
+import { examples } from "../help-examples.js";
+import { addSandboxOptions, DIR_OPTION, JSON_OPTION, SANDBOX_OPTIONS } from "../sandbox-options.js";
 
 export interface SandboxFlags {
   dir?: string;
@@ -50,11 +54,6 @@ export function processStopSignal(): Promise<string> {
 
 export function sandboxDir(flags: { dir?: string }, env: CliIO["env"]): string {
   return flags.dir ?? defaultSandboxDir(env);
-}
-
-/** POSIX-shell single quoting, only when needed. */
-export function shellQuote(s: string): string {
-  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
 /**
@@ -143,11 +142,11 @@ function banner(sb: Sandbox, io: CliIO, listenHost: string, client: ReturnType<t
     lines.push(`  ${sb.createdKey.key}`);
     lines.push("");
   } else if (!sb.apiKeyFile) {
-    lines.push(c.yellow(`No key file in ${sb.dir}: make a key with \`mailsend sandbox keys add --save --dir ${shellQuote(sb.dir)}\`.`));
+    lines.push(c.yellow(`No key file in ${sb.dir}: make a key with \`mailsend sandbox keys add --save --dir ${shellWord(sb.dir)}\`.`));
     lines.push("");
   }
   lines.push("Point mailsend at it (paste into your shell):");
-  for (const [k, v] of Object.entries(client.env)) lines.push(`  export ${k}=${shellQuote(v)}`);
+  for (const [k, v] of Object.entries(client.env)) lines.push(`  export ${k}=${shellWord(v)}`);
   if (client.bundled) lines.push(c.dim(`  # NODE_EXTRA_CA_CERTS names your ${client.bundled} and the sandbox's CA together, so nothing you trusted is lost`));
   lines.push(c.dim(`  # implicit TLS instead: export MAILSEND_SMTP_PORT=${sb.ports.smtps} MAILSEND_SMTP_TLS=implicit`));
   lines.push("");
@@ -291,4 +290,74 @@ export async function runKeysRevoke(id: string, flags: KeysFlags, io: CliIO): Pr
   } catch (e) {
     return reportError(e, io, { json });
   }
+}
+
+const SANDBOX_HELP = `
+While it runs: POST /_sandbox/faults {"failRate":0.5,"failStatus":503} changes the faults,
+DELETE /_sandbox/faults clears them, GET /_sandbox/stats counts answers per channel.
+
+Examples:
+  mailsend sandbox                              # ports 8025 (HTTP), 2587 (STARTTLS), 2465 (TLS)
+  mailsend sandbox --http-port 0 --smtp-port 0 --smtps-port 0 --json   # free ports, one JSON line
+  mailsend sandbox --rate-limit 5 --fail-rate 0.2 --latency 300        # test a script's retries
+  mailsend sandbox keys add --label ci --expires 30d
+  mailsend inbox && mailsend inbox show <id> --raw
+`;
+
+/** `mailsend sandbox` and its `keys` sub-commands. */
+export function register(program: Command, { io, setExit }: CommandContext): void {
+  const sandbox = program
+    .command("sandbox")
+    .description("run a local copy of the service: REST, SMTP, keys, limits, stored mail, web inbox")
+    .addHelpText("after", SANDBOX_HELP);
+  addSandboxOptions(sandbox, SANDBOX_OPTIONS);
+  sandbox.action(async (opts: SandboxFlags) => setExit(await runSandbox(opts, io)));
+  registerKeys(sandbox, { io, setExit });
+}
+
+function registerKeys(sandbox: Command, { io, setExit }: Pick<CommandContext, "io" | "setExit">): void {
+  const keys = sandbox
+    .command("keys")
+    .description("manage the sandbox's API keys (stored hashed)")
+    .addHelpText("after", examples(["mailsend sandbox keys add --label ci --expires 30d", "mailsend sandbox keys list", "mailsend sandbox keys revoke key_3f9a2c1d"]));
+  // --dir may come before `keys` (the sandbox's option) or after it.
+  const keyOpts = (cmd: Command) => cmd.optsWithGlobals() as KeysFlags;
+  const add = keys
+    .command("add")
+    .description("make a key and print it (the only time it is shown)")
+    .addHelpText(
+      "after",
+      examples([
+        "mailsend sandbox keys add                               # prints the new key once",
+        "mailsend sandbox keys add --label ci --expires 30d --json",
+        "mailsend sandbox keys add --save   # also to <dir>/api-key, for MAILSEND_API_KEY_FILE",
+      ]),
+    );
+  addSandboxOptions(add, [
+    DIR_OPTION,
+    { flags: "--label <text>", description: "what the key is for" },
+    { flags: "--expires <when>", description: "a duration (90s, 15m, 12h, 30d, 2w) or a date (2027-01-31)" },
+    { flags: "--save", description: "also write it to <dir>/api-key (mode 0600), the file MAILSEND_API_KEY_FILE points at" },
+    JSON_OPTION,
+  ]);
+  add.action(async (_opts: unknown, cmd: Command) => setExit(await runKeysAdd(keyOpts(cmd), io)));
+  const list = keys
+    .command("list")
+    .description("list keys: id, state, label, dates (never the keys)")
+    .addHelpText("after", examples(["mailsend sandbox keys list", "mailsend sandbox keys list --json | jq -r '.[] | select(.state == \"active\") | .id'"]));
+  addSandboxOptions(list, [DIR_OPTION, JSON_OPTION]);
+  list.action(async (_opts: unknown, cmd: Command) => setExit(await runKeysList(keyOpts(cmd), io)));
+  const revoke = keys
+    .command("revoke")
+    .description("revoke a key by id; it fails on REST and SMTP from then on")
+    .argument("<id>")
+    .addHelpText(
+      "after",
+      examples([
+        "mailsend sandbox keys revoke key_3f9a2c1d      # the id from `mailsend sandbox keys list`",
+        "mailsend sandbox keys revoke key_3f9a2c1d --dir ./sandbox-data --json",
+      ]),
+    );
+  addSandboxOptions(revoke, [DIR_OPTION, JSON_OPTION]);
+  revoke.action(async (id: string, _opts: unknown, cmd: Command) => setExit(await runKeysRevoke(id, keyOpts(cmd), io)));
 }

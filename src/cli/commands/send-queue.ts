@@ -4,6 +4,7 @@ import { rawOfMessage } from "../../outbox/from-message.js";
 import { autorunOff } from "../../outbox/spawn.js";
 import { queueModeFrom, submitStoppable } from "../../outbox/submit.js";
 import { colorsFor, type CliIO } from "../io.js";
+import { reportSent } from "../report.js";
 import { resultJson } from "./send.js";
 
 /**
@@ -31,10 +32,7 @@ export async function runSendQueued(
   });
   if (r.status === "sent") {
     if (opts.json) io.stdout.write(`${JSON.stringify(resultJson(r.result))}\n`);
-    else if (!opts.quiet) {
-      const out = colorsFor(io.stdout, io.env);
-      io.stdout.write(`${out.green("sent")} ${r.result.messageId} ${out.dim(`(${r.result.transport}, to ${r.result.recipients.join(", ")})`)}\n`);
-    }
+    else if (!opts.quiet) reportSent(io, r.result);
     return 0;
   }
   if (opts.json) io.stdout.write(`${JSON.stringify({ ok: true, queued: true, id: r.id, reason: r.reason, idempotency_key: message.idempotencyKey, recipients: envelope.to })}\n`);

@@ -14,13 +14,12 @@ import { chooseTransport, type TransportChoice } from "../../transports/choose.j
 import { formatSize } from "../../core/size.js";
 import { loadSettings } from "../../input/profile.js";
 import { createTransport } from "../../transports/index.js";
-import { colorsFor, type CliIO } from "../io.js";
+import { colorsFor, shellWord, type CliIO } from "../io.js";
 import { abortableSleep, deliver } from "../../limits/deliver.js";
 import { openBudget, type BudgetCliFlags } from "../budget.js";
 import { Progress, waitSeconds, waitText } from "../progress.js";
-import { reportError, warn } from "../report.js";
+import { reportError, reportSent, warn } from "../report.js";
 import { writeGitHubOutputs } from "../github.js";
-import { shellWord } from "../stray.js";
 import { smtpUserIsKey } from "../../core/config.js";
 
 interface OutputFlags {
@@ -294,12 +293,7 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
       }
       if (lateWarnings.length) result = { ...result, warnings: [...(result.warnings ?? []), ...lateWarnings] };
       if (json) io.stdout.write(`${JSON.stringify({ ...resultJson(result, stdinBody), ...(choice ? { reason: choice.reason } : {}) })}\n`);
-      else if (!flags.quiet) {
-        const out = colorsFor(io.stdout, io.env);
-        // A raw .eml without a Message-ID has no id of ours to show: show the server's reply instead.
-        const id = result.messageId || `(no Message-ID; the server said: ${result.smtpResponse ?? "ok"})`;
-        io.stdout.write(`${out.green("sent")} ${id} ${out.dim(`(${result.transport}, to ${result.recipients.join(", ")})`)}\n`);
-      }
+      else if (!flags.quiet) reportSent(io, result);
       if (flags.githubOutput) {
         const problem = writeGitHubOutputs(io.env, { message_id: result.messageId });
         if (problem) sayWarning(flags, io, problem);

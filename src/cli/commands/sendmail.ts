@@ -5,6 +5,8 @@
  * Like sendmail it prints nothing when the message went out.
  */
 import { hostname, userInfo } from "node:os";
+import type { Command } from "commander";
+import type { CommandContext } from "../command.js";
 import type { CliIO } from "../io.js";
 import { colorsFor } from "../io.js";
 import { MailsendError, toMailsendError } from "../../core/errors.js";
@@ -264,4 +266,19 @@ async function smtpOnStdio(args: SendmailArgs, io: CliIO, mode: ReturnType<typeo
     for (const s of signals) process.off(s, onSignal);
   }
   return 0;
+}
+
+/**
+ * `mailsend sendmail ...` is handed over before commander (main.ts): its getopt-style options
+ * are its own (src/input/sendmail-args.ts). Hidden from the command list and completion:
+ * programs call it, people type `send` (which it would share a prefix with).
+ */
+export function register(program: Command, { io, setExit, argv }: CommandContext): void {
+  program
+    .command("sendmail", { hidden: true })
+    .description("read one message on stdin and send or queue it, as sendmail does (also when started as `sendmail` or `mailq`)")
+    .argument("[args...]", "sendmail's options and the recipients (mailsend sendmail --help)")
+    .helpOption(false)
+    .allowUnknownOption(true)
+    .action(async () => setExit(await runSendmail(argv.slice(argv.indexOf("sendmail") + 1), io)));
 }

@@ -4,6 +4,7 @@
  * that the published declarations stay small and name no internal module.
  */
 import type { ErrorCode, ExitClass, MailsendError } from "../core/errors.js";
+import type { Counts } from "../batch/counts.js";
 
 /** An attachment given as bytes: a Buffer/Uint8Array, or a base64 string (the REST API's form). */
 export interface ContentAttachment {
@@ -218,15 +219,8 @@ export interface BatchItemResult {
   error?: BatchItemError;
 }
 
-export interface BatchSummary {
-  total: number;
-  sent: number;
-  failed: number;
-  invalid: number;
-  skipped: number;
-  unknown: number;
-  /** Of those sent, the messages some recipients of which the server refused (status "partial"). */
-  partial: number;
+/** The items' counts (total, sent, failed, invalid, skipped, unknown, partial), with how the batch ended. */
+export interface BatchSummary extends Counts {
   /** The CLI's exit code for this batch: 0 when every item was sent (or skipped), else the most serious failure's; 75 when aborted. */
   exitCode: number;
   elapsedMs: number;

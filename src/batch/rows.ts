@@ -3,6 +3,7 @@
  * array (split into its elements as the bytes arrive), or CSV with a header
  * row (RFC 4180: quoted fields, doubled quotes, line breaks inside quotes).
  */
+import { finished } from "node:stream/promises";
 import { MailsendError } from "../core/errors.js";
 
 export type Format = "jsonl" | "json" | "csv";
@@ -252,36 +253,23 @@ export function separatorOf(headerLine: string): string {
 const RECIPIENT_COLUMNS = new Set(["to", "cc", "bcc"]);
 
 /**
- * RFC 4180 records; the first is the header. Values are strings. The separator is the
- * header's (separatorOf), or the one an Excel "sep=;" first line names. Columns without a
- * name (the empty cells a spreadsheet writes after the last column it formatted) are left
- * out while their cells are empty; rows whose cells are all empty (formatted rows below
- * the data) are skipped.
+ * What the records of a CSV file mean: the first that is not blank is the header, each
+ * later one a row. Columns without a name (the empty cells a spreadsheet writes after the
+ * last column it formatted) are left out while their cells are empty; records whose cells
+ * are all empty (formatted rows below the data) are no rows.
  */
-export async function* csvRows(input: AsyncIterable<Buffer | string>, encoding?: string): AsyncGenerator<Row> {
+function csvTable(): (cells: string[], line: number) => Row | undefined {
   let header: string[] | undefined;
   /** Positions of the named columns. */
   let named: number[] = [];
-  let sep: string | undefined;
-  let head = "";
-  let field = "";
-  let record: string[] = [];
-  let quoted = false;
-  let afterQuote = false;
-  let line = 1;
-  let recordLine = 1;
   let index = 0;
-  let pendingCR = false;
-  const rows: Row[] = [];
-  const rowError = (message: string, hint?: string) => {
-    rows.push({ index: index++, line: recordLine, error: new MailsendError("invalid_message", `row ${index} (line ${recordLine}): ${message}`, hint ? { hint } : {}) });
-  };
-  const endRecord = () => {
-    record.push(field);
-    field = "";
-    const r = record;
-    record = [];
-    if (r.every((c) => c.trim() === "")) return;
+  const rowError = (line: number, message: string, hint?: string): Row => ({
+    index,
+    line,
+    error: new MailsendError("invalid_message", `row ${++index} (line ${line}): ${message}`, hint ? { hint } : {}),
+  });
+  return (r, line) => {
+    if (r.every((c) => c.trim() === "")) return undefined;
     if (!header) {
       header = r.map((h) => {
         const name = h.trim();
@@ -293,87 +281,102 @@ export async function* csvRows(input: AsyncIterable<Buffer | string>, encoding?:
         const spelled = [...new Set(r.map((c) => c.trim()).filter((_, i) => header![i] === dup))];
         throw new MailsendError("invalid_message", `CSV header has the column "${dup}" twice${spelled.length > 1 ? ` (as ${spelled.map((x) => JSON.stringify(x)).join(" and ")})` : ""}`);
       }
-      return;
+      return undefined;
     }
     // A row may stop before trailing unnamed columns, or go on after the header with empty cells.
-    const lastNamed = named[named.length - 1]!;
-    if (r.length <= lastNamed) {
-      rowError(`${r.length} fields, the header has ${header.length}`);
-      return;
-    }
+    if (r.length <= named[named.length - 1]!) return rowError(line, `${r.length} fields, the header has ${header.length}`);
     const stray = r.findIndex((c, i) => (i >= header!.length || !header![i]) && c.trim() !== "");
+    if (stray >= header.length) return rowError(line, `${r.length} fields, the header has ${header.length}`);
     if (stray >= 0) {
-      rowError(
-        stray >= header.length ? `${r.length} fields, the header has ${header.length}` : `column ${stray + 1} has the value ${JSON.stringify(r[stray]!.slice(0, 40))}, but no name in the header`,
-        stray >= header.length ? undefined : "Give the column a name in the header row (it is then a template variable), or clear its cells.",
-      );
-      return;
+      return rowError(line, `column ${stray + 1} has the value ${JSON.stringify(r[stray]!.slice(0, 40))}, but no name in the header`, "Give the column a name in the header row (it is then a template variable), or clear its cells.");
     }
-    rows.push({ index: index++, line: recordLine, data: Object.fromEntries(named.map((i) => [header![i]!, r[i]!])) });
+    return { index: index++, line, data: Object.fromEntries(named.map((i) => [header![i]!, r[i]!])) };
   };
-  const feed = (ch: string) => {
-    if (pendingCR) {
-      pendingCR = false;
-      if (ch === "\n") return;
-    }
-    if (quoted) {
-      if (ch === '"') {
-        quoted = false;
-        afterQuote = true;
-      } else {
-        if (ch === "\n") line++;
-        field += ch;
+}
+
+/**
+ * The separator of a CSV text, from its first line: the one an Excel "sep=;" line names (that
+ * line is no record), else the header's (separatorOf). Returns the text the records start at
+ * and the number of lines before it.
+ */
+function csvStart(text: string): { sep: string; records: string; linesBefore: number } {
+  const eol = text.search(/\r|\n/);
+  const first = eol >= 0 ? text.slice(0, eol) : text;
+  const named = /^sep=(.)$/i.exec(first);
+  if (!named) return { sep: separatorOf(first), records: text, linesBefore: 0 };
+  const next = eol < 0 ? text.length : text.startsWith("\r\n", eol) ? eol + 2 : eol + 1;
+  return { sep: named[1]!, records: text.slice(next), linesBefore: 1 };
+}
+
+/**
+ * RFC 4180 records (csv-parse, quotes relaxed as spreadsheets read them: a quote inside an
+ * unquoted cell is a character); the first is the header. Values are strings. The
+ * separator is the first line's (csvStart); what the records mean is csvTable's.
+ */
+export async function* csvRows(input: AsyncIterable<Buffer | string>, encoding?: string): AsyncGenerator<Row> {
+  const { parse } = await import("csv-parse");
+  const table = csvTable();
+  const rows: Row[] = [];
+  let parser: ReturnType<typeof parse> | undefined;
+  /** The line the last record ended on: the next one starts on the line after it. */
+  let lastLine = 0;
+  const open = (head: string): string => {
+    const { sep, records, linesBefore } = csvStart(head);
+    lastLine = linesBefore;
+    parser = parse({
+      delimiter: sep,
+      relax_quotes: true,
+      relax_column_count: true,
+      // Lines may end either way in one file (rows appended by another program).
+      record_delimiter: ["\r\n", "\n", "\r"],
+      // Each record as it is parsed, with where it ends; none goes on down the stream.
+      on_record: (cells: string[], info) => {
+        const row = table(cells, lastLine + 1);
+        lastLine = linesBefore + info.lines;
+        if (row) rows.push(row);
+        return null;
+      },
+    });
+    // Its failures come through the write and end callbacks below; the event would be unhandled.
+    parser.on("error", () => {});
+    return records;
+  };
+  /** A CR that ended the last text: written with the next, so that a CRLF split between two is one line end. */
+  let cr = "";
+  const write = (text: string, last = false) => {
+    const all = cr + text;
+    cr = !last && all.endsWith("\r") ? "\r" : "";
+    return new Promise<void>((resolve, reject) => parser!.write(cr ? all.slice(0, -1) : all, (e) => (e ? reject(e) : resolve())));
+  };
+  let head = "";
+  try {
+    for await (const text of decoded(input, encoding)) {
+      if (parser) await write(text);
+      else {
+        head += text;
+        // The first line's end, and the character after it (the LF of a CRLF); a header line
+        // longer than this is not waited for to the end (its start decides).
+        const eol = head.search(/\r|\n/);
+        if ((eol < 0 || eol === head.length - 1) && head.length < 64 * 1024) continue;
+        await write(open(head));
       }
-      return;
+      yield* rows.splice(0);
     }
-    if (ch === '"') {
-      if (afterQuote) {
-        field += '"';
-        quoted = true;
-        afterQuote = false;
-      } else if (field === "") quoted = true;
-      else field += ch;
-      return;
-    }
-    afterQuote = false;
-    if (ch === sep) {
-      record.push(field);
-      field = "";
-    } else if (ch === "\n" || ch === "\r") {
-      if (ch === "\r") pendingCR = true;
-      endRecord();
-      line++;
-      recordLine = line;
-    } else field += ch;
-  };
-  /** Once the first line is in: its separator, or Excel's "sep=X" line, which is no record. */
-  const start = (text: string) => {
-    const eol = text.search(/\r|\n/);
-    const first = eol >= 0 ? text.slice(0, eol) : text;
-    const hint = /^sep=(.)$/i.exec(first);
-    sep = hint ? hint[1]! : separatorOf(first);
-    if (!hint) return text;
-    line = recordLine = 2;
-    if (eol < 0) return "";
-    // A CR that ends the text: the LF of its CRLF may come with the next chunk.
-    if (text[eol] === "\r" && eol === text.length - 1) pendingCR = true;
-    return text.slice(text[eol] === "\r" && text[eol + 1] === "\n" ? eol + 2 : eol + 1);
-  };
-  for await (const text of decoded(input, encoding)) {
-    let chars = text;
-    if (sep === undefined) {
-      head += text;
-      // A header line longer than this is not waited for to the end (its start decides).
-      if (!/\r|\n/.test(head) && head.length < 64 * 1024) continue;
-      chars = start(head);
-    }
-    for (const ch of chars) feed(ch);
+    await write(parser ? "" : open(head), true);
+    await finished(parser!.end(), { readable: false });
+  } catch (e) {
     yield* rows.splice(0);
+    throw csvError(e, lastLine + 1);
   }
-  if (sep === undefined) for (const ch of start(head)) feed(ch);
-  if (quoted) throw new MailsendError("invalid_message", `line ${recordLine}: a quoted CSV field is not closed`);
-  if (field !== "" || record.length > 0) endRecord();
   yield* rows.splice(0);
+}
+
+/** csv-parse's failure in our words (the record it is in starts at `line`); any other error as it is. */
+function csvError(e: unknown, line: number): unknown {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (code === "CSV_QUOTE_NOT_CLOSED") return new MailsendError("invalid_message", `line ${line}: a quoted CSV field is not closed`);
+  if (typeof code === "string" && code.startsWith("CSV_")) return new MailsendError("invalid_message", `line ${line}: the CSV cannot be read (${(e as Error).message})`);
+  return e;
 }
 
 /**

@@ -16,6 +16,7 @@ import { AttachmentCache, FieldClashes, messageOfRow, type RowDefaults } from ".
 import { strayBraces } from "./template.js";
 import type { ItemState, Journal } from "./journal.js";
 import { rowsOf, type Format, type Row } from "./rows.js";
+import type { Counts } from "./counts.js";
 
 export interface BatchInput {
   /** Called once per pass: the input must be readable twice (stdin is spooled to a file first). */
@@ -43,16 +44,7 @@ export interface ItemResult {
   error?: { code: string; message: string; exit: number; class: ExitClass; hint?: string };
 }
 
-export interface Counts {
-  total: number;
-  sent: number;
-  failed: number;
-  invalid: number;
-  skipped: number;
-  unknown: number;
-  /** Of those sent, the messages some recipients of which were refused (status "partial"). */
-  partial: number;
-}
+export type { Counts };
 
 export interface BatchSummary extends Counts {
   exitCode: number;
@@ -243,253 +235,332 @@ interface Planned {
   recipients?: string[];
 }
 
-export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
-  const started = Date.now();
-  const cache = new AttachmentCache();
+/**
+ * The --concurrency slots: an item holds one while it is being sent; the fsync of its "done"
+ * line happens after, so the next item need not wait for it. A count and one waiter, not
+ * Promise.race over the items on the wire: a race per item adds a reaction to every one of
+ * them (concurrency x items in all, kept until each settles).
+ */
+class Slots {
+  private onWire = 0;
+  private freed: (() => void) | undefined;
+  constructor(private readonly size: number) {}
+  hold(): void {
+    this.onWire++;
+  }
+  full(): boolean {
+    return this.onWire >= this.size;
+  }
+  untilOneIsFree(): Promise<void> {
+    return new Promise<void>((r) => (this.freed = r));
+  }
+  free(): void {
+    this.onWire--;
+    const wake = this.freed;
+    this.freed = undefined;
+    wake?.();
+  }
+}
+
+/** Before anything is sent: the braces of the templates that are no placeholder, said once each. */
+function warnStrayBraces(d: RowDefaults, warn: (text: string) => void): void {
+  // A Markdown template is its text template too: its braces are said once.
+  const templates = new Map<string, string>();
+  if (d.subject !== undefined) templates.set(d.labels?.subject ?? "--subject", d.subject);
+  if (d.textTemplate !== undefined) templates.set(d.labels?.text ?? d.templateFlag ?? "--text-file", d.textTemplate);
+  if (d.htmlTemplate !== undefined && !templates.has(d.labels?.html ?? d.templateFlag ?? "--html-file")) templates.set(d.labels?.html ?? d.templateFlag ?? "--html-file", d.htmlTemplate);
+  for (const [label, template] of templates) {
+    const stray = strayBraces(template);
+    if (stray.length > 0) {
+      warn(`${label} has braces that are no placeholder, sent as written to every recipient: ${stray.map((x) => JSON.stringify(x)).join(", ")}. A placeholder is {{column}} or {{column|default}}: letters, digits, spaces, _ . - in double braces.`);
+    }
+  }
+}
+
+/** One run of a batch: its counts and exit classes, pass 1 (validate) and pass 2 (send). */
+class BatchRun {
+  private readonly started = Date.now();
+  private readonly cache = new AttachmentCache();
+  readonly counts: Counts = { total: 0, sent: 0, failed: 0, invalid: 0, skipped: 0, unknown: 0, partial: 0 };
+  private readonly classes = new Set<ExitClass>();
+  /** The indexes of the rows pass 1 found invalid: pass 2 passes them by. */
+  private readonly invalid = new Set<number>();
   /**
    * Items in a row whose slot could not be asked for (Redis gone or silent): each would wait out
    * the store's timeout in turn, a 10,000-row batch for hours, and fail. After a few, no further
    * item starts; the run ends 75 and a re-run sends the rest.
    */
-  let storeFailuresInARow = 0;
-  let stoppedBy: BatchSummary["stopped"];
-  const counts: Counts = { total: 0, sent: 0, failed: 0, invalid: 0, skipped: 0, unknown: 0, partial: 0 };
-  const classes = new Set<ExitClass>();
-  const invalid = new Set<number>();
-  const { journal } = opts;
-  const keyFor = (i: number) => journal?.keyFor(i) ?? `${started.toString(36)}-${process.pid}-${i}`;
-  const { onProgress } = opts;
-  const progress = onProgress
-    ? () => onProgress({ ...counts, left: counts.total - counts.invalid - counts.sent - counts.failed - counts.skipped - counts.unknown })
-    : () => {};
-  const sending = !opts.check && opts.transport !== undefined;
+  private storeFailuresInARow = 0;
+  private stoppedBy: BatchSummary["stopped"];
+  /** Each valid row while everything fits REUSE_BUDGET; past it, only the messages kept so far, in `built`. */
+  private plan: Planned[] | undefined;
+  private built: Map<number, Message> | undefined;
+  // Pass 2's state: the transport as deliver() sees it, and the items in flight.
+  private readonly tries: Tries = new Map();
+  private transport!: Transport;
+  private deliverOptions!: DeliverOptions;
+  private slots!: Slots;
+  /** Items started and not yet finished (their "done" line on disk, their result given), and who waits for none. */
+  private running = 0;
+  private allDone: (() => void) | undefined;
+  private stop = false;
+  private fatal: { error: unknown } | undefined;
 
-  // Pass 1: validate everything; list the bad rows first.
-  // Each valid row in `plan` while everything fits the budget; past it, only the messages kept so far, in `built`.
-  let plan: Planned[] | undefined = sending ? [] : undefined;
-  let built: Map<number, Message> | undefined;
-  let builtBytes = 0;
-  // Keys the rows give themselves: a repeat would be taken by the service for the
-  // same message and answered without sending, so it is a bad row, not a silent loss.
-  const givenKeys = new Map<string, number>();
-  const clashes = new FieldClashes(opts.defaults, opts.input.format);
-  if (opts.onWarning) {
-    const d = opts.defaults;
-    // A Markdown template is its text template too: its braces are said once.
-    const templates = new Map<string, string>();
-    if (d.subject !== undefined) templates.set(d.labels?.subject ?? "--subject", d.subject);
-    if (d.textTemplate !== undefined) templates.set(d.labels?.text ?? d.templateFlag ?? "--text-file", d.textTemplate);
-    if (d.htmlTemplate !== undefined && !templates.has(d.labels?.html ?? d.templateFlag ?? "--html-file")) templates.set(d.labels?.html ?? d.templateFlag ?? "--html-file", d.htmlTemplate);
-    for (const [label, template] of templates) {
-      const stray = strayBraces(template);
-      if (stray.length > 0) {
-        opts.onWarning(`${label} has braces that are no placeholder, sent as written to every recipient: ${stray.map((x) => JSON.stringify(x)).join(", ")}. A placeholder is {{column}} or {{column|default}}: letters, digits, spaces, _ . - in double braces.`);
+  constructor(private readonly opts: BatchOptions) {}
+
+  keyFor(i: number): string {
+    return this.opts.journal?.keyFor(i) ?? `${this.started.toString(36)}-${process.pid}-${i}`;
+  }
+
+  progress(): void {
+    const c = this.counts;
+    this.opts.onProgress?.({ ...c, left: c.total - c.invalid - c.sent - c.failed - c.skipped - c.unknown });
+  }
+
+  summary(): BatchSummary {
+    return { ...this.counts, exitCode: EXIT[worstExitClass(this.classes)], elapsedMs: Date.now() - this.started, ...(this.stoppedBy ? { stopped: this.stoppedBy } : {}) };
+  }
+
+  /** Pass 1: validate everything; list the bad rows first. */
+  async validate(sending: boolean): Promise<void> {
+    const { opts, counts } = this;
+    if (sending) this.plan = [];
+    let builtBytes = 0;
+    // Keys the rows give themselves: a repeat would be taken by the service for the
+    // same message and answered without sending, so it is a bad row, not a silent loss.
+    const givenKeys = new Map<string, number>();
+    const clashes = new FieldClashes(opts.defaults, opts.input.format);
+    if (opts.onWarning) warnStrayBraces(opts.defaults, opts.onWarning);
+    for await (const row of rowsOf(opts.input.format, opts.input.open(), opts.input.encoding)) {
+      counts.total++;
+      if (row.data && opts.onWarning) for (const text of clashes.check(row.data)) opts.onWarning(text);
+      try {
+        const message = await build(row, opts, this.cache, this.keyFor(row.index));
+        if (row.data?.idempotency_key !== undefined) {
+          const first = givenKeys.get(message.idempotencyKey);
+          if (first !== undefined) {
+            throw new MailsendError(
+              "invalid_message",
+              `row ${row.index + 1} (line ${row.line}): idempotency_key ${JSON.stringify(message.idempotencyKey)} is also row ${first + 1}'s; the service would take this message for that one and not send it`,
+              { hint: "Give each row its own idempotency_key, or leave the column out and mailsend makes one per row." },
+            );
+          }
+          givenKeys.set(message.idempotencyKey, row.index);
+        }
+        if (sending) builtBytes = this.keep(row, message, builtBytes);
+      } catch (e) {
+        const err = toMailsendError(e);
+        this.invalid.add(row.index);
+        counts.invalid++;
+        this.classes.add(err.code === "usage" ? "dataerr" : err.exitClass);
+        opts.onResult({ index: row.index, line: row.line, recipients: recipientsOf(row), status: "invalid", error: errorOf(err) });
       }
     }
+    this.progress();
   }
-  for await (const row of rowsOf(opts.input.format, opts.input.open(), opts.input.encoding)) {
-    counts.total++;
-    if (row.data && opts.onWarning) for (const text of clashes.check(row.data)) opts.onWarning(text);
-    try {
-      const message = await build(row, opts, cache, keyFor(row.index));
-      if (row.data?.idempotency_key !== undefined) {
-        const first = givenKeys.get(message.idempotencyKey);
-        if (first !== undefined) {
-          throw new MailsendError(
-            "invalid_message",
-            `row ${row.index + 1} (line ${row.line}): idempotency_key ${JSON.stringify(message.idempotencyKey)} is also row ${first + 1}'s; the service would take this message for that one and not send it`,
-            { hint: "Give each row its own idempotency_key, or leave the column out and mailsend makes one per row." },
-          );
-        }
-        givenKeys.set(message.idempotencyKey, row.index);
-      }
-      if (!sending) continue;
-      const before = journal?.previous.get(row.index);
-      if (before?.s === "done") {
-        if (plan) {
-          const recipients = recipientsOf(row);
-          plan.push({ index: row.index, line: row.line, done: before, recipients });
-          builtBytes += 256 + 64 * recipients.length;
-        }
-        continue;
-      }
-      const size = footprint(message);
-      if (builtBytes + size > REUSE_BUDGET) {
-        if (plan) {
-          // Past the budget: pass 2 reads the input again, and builds the rows not kept.
-          built = new Map();
-          for (const p of plan) if (p.message) built.set(p.index, p.message);
-          plan = undefined;
-        }
-        continue;
-      }
-      builtBytes += size;
-      if (plan) plan.push({ index: row.index, line: row.line, message });
-      else built!.set(row.index, message);
-    } catch (e) {
-      const err = toMailsendError(e);
-      invalid.add(row.index);
-      counts.invalid++;
-      classes.add(err.code === "usage" ? "dataerr" : err.exitClass);
-      opts.onResult({ index: row.index, line: row.line, recipients: recipientsOf(row), status: "invalid", error: errorOf(err) });
-    }
-  }
-  progress();
-  const finish = (): BatchSummary => ({ ...counts, exitCode: EXIT[worstExitClass(classes)], elapsedMs: Date.now() - started, ...(stoppedBy ? { stopped: stoppedBy } : {}) });
-  if (opts.check || (opts.failFast && counts.invalid > 0) || !opts.transport) return finish();
 
-  // Pass 2: send. A new journal's header is on disk first (a failure to sync it fails the batch, as one to create it does).
-  await journal?.durable();
-  const tries: Tries = new Map();
-  const transport = stoppable(opts.transport, opts.signal, tries);
-  // The stop signal reaches deliver()'s waits through its sleep, not as deliver's `signal`: a send
-  // in flight never ends on it. abortSends is deliver's signal: each attempt's deadline follows it.
-  const sleep = opts.deliver.sleep ?? stoppableSleep;
-  const deliverOptions: DeliverOptions = { ...opts.deliver, sleep: (ms) => sleep(ms, opts.signal) };
-  if (opts.abortSends) deliverOptions.signal = opts.abortSends;
-  // An item holds one of the --concurrency slots while it is being sent; the
-  // fsync of its "done" line happens after, so the next item need not wait for it.
-  // A count and one waiter, not Promise.race over the items on the wire: a race per item adds a
-  // reaction to every one of them (concurrency x items in all, kept until each settles).
-  let onWire = 0;
-  let slotFreed: (() => void) | undefined;
-  const freeSlot = () => {
-    onWire--;
-    const wake = slotFreed;
-    slotFreed = undefined;
-    wake?.();
-  };
-  // Items started and not yet finished (their "done" line on disk, their result given), and who waits for none.
-  let running = 0;
-  let allDone: (() => void) | undefined;
-  let stop = false;
-  let fatal: { error: unknown } | undefined;
+  /** What pass 2 will need of a valid row, while it fits REUSE_BUDGET; returns the bytes kept so far. */
+  private keep(row: Row, message: Message, builtBytes: number): number {
+    const before = this.opts.journal?.previous.get(row.index);
+    if (before?.s === "done") {
+      if (!this.plan) return builtBytes;
+      const recipients = recipientsOf(row);
+      this.plan.push({ index: row.index, line: row.line, done: before, recipients });
+      return builtBytes + 256 + 64 * recipients.length;
+    }
+    const size = footprint(message);
+    if (builtBytes + size > REUSE_BUDGET) {
+      if (this.plan) {
+        // Past the budget: pass 2 reads the input again, and builds the rows not kept.
+        this.built = new Map();
+        for (const p of this.plan) if (p.message) this.built.set(p.index, p.message);
+        this.plan = undefined;
+      }
+      return builtBytes;
+    }
+    if (this.plan) this.plan.push({ index: row.index, line: row.line, message });
+    else this.built!.set(row.index, message);
+    return builtBytes + size;
+  }
+
+  /** Pass 2: send. A new journal's header is on disk first (a failure to sync it fails the batch, as one to create it does). */
+  async send(to: Transport): Promise<void> {
+    const { opts } = this;
+    await opts.journal?.durable();
+    this.transport = stoppable(to, opts.signal, this.tries);
+    // The stop signal reaches deliver()'s waits through its sleep, not as deliver's `signal`: a send
+    // in flight never ends on it. abortSends is deliver's signal: each attempt's deadline follows it.
+    const sleep = opts.deliver.sleep ?? stoppableSleep;
+    this.deliverOptions = { ...opts.deliver, sleep: (ms) => sleep(ms, opts.signal) };
+    if (opts.abortSends) this.deliverOptions.signal = opts.abortSends;
+    this.slots = new Slots(opts.concurrency);
+    const plan = this.plan;
+    if (plan) {
+      for (let i = 0; i < plan.length; i++) {
+        if (this.stop || opts.signal?.aborted) break;
+        const p = plan[i]!;
+        // Let go of the message once it is sent: what was planned is not kept until the end.
+        plan[i] = undefined as never;
+        if (p.done) this.skip(p.index, p.line, p.recipients!, p.done);
+        else await this.launch(p.index, p.line, undefined, p.message);
+      }
+    } else {
+      for await (const row of rowsOf(opts.input.format, opts.input.open(), opts.input.encoding)) {
+        if (this.stop || opts.signal?.aborted) break;
+        if (this.invalid.has(row.index)) continue;
+        const before = opts.journal?.previous.get(row.index);
+        if (before?.s === "done") {
+          this.skip(row.index, row.line, recipientsOf(row), before);
+          continue;
+        }
+        const kept = this.built?.get(row.index);
+        this.built?.delete(row.index);
+        await this.launch(row.index, row.line, row, kept);
+      }
+    }
+    if (this.running > 0) await new Promise<void>((r) => (this.allDone = r));
+    if (this.fatal) throw this.fatal.error;
+  }
+
+  private skip(index: number, line: number, recipients: string[], done: Extract<ItemState, { s: "done" }>): void {
+    this.counts.skipped++;
+    this.opts.onResult({ index, line, recipients, status: "skipped", message_id: done.id, idempotency_key: done.k });
+    this.progress();
+  }
+
+  /** Start one item, then wait while every slot is taken. */
+  private async launch(index: number, line: number, row: Row | undefined, kept: Message | undefined): Promise<void> {
+    this.slots.hold();
+    this.running++;
+    void this.sendOne(index, line, row, kept);
+    if (this.slots.full()) await this.slots.untilOneIsFree();
+  }
 
   /**
    * One item, from its journal line to its result. It holds its slot until its answer (or
    * failure) is in: the fsync of its "done" line happens after, so the next item need not wait for it.
    */
-  const sendOne = async (index: number, line: number, row: Row | undefined, kept: Message | undefined): Promise<void> => {
+  private async sendOne(index: number, line: number, row: Row | undefined, kept: Message | undefined): Promise<void> {
+    const { opts } = this;
     let holding = true;
+    const letGo = () => {
+      holding = false;
+      this.slots.free();
+    };
     let message: Message | undefined = kept;
     try {
-      message ??= await build(row!, opts, cache, keyFor(index));
-      const key = message.idempotencyKey;
-      const recipients = addressesOf(message);
+      message ??= await build(row!, opts, this.cache, this.keyFor(index));
+      const item: Item = { index, line, message, key: message.idempotencyKey, recipients: addressesOf(message) };
       // In the file before the send; its fsync goes with the next group (journal.ts says why).
-      await journal?.record(index, { s: "intended", k: key }, "written");
-      let warnings: string[] | undefined;
+      await opts.journal?.record(index, { s: "intended", k: item.key }, "written");
       const warn = (text: string) => {
-        (warnings ??= []).push(text);
+        (item.warnings ??= []).push(text);
         opts.onWarning?.(`item ${index + 1} (line ${line}): ${text}`);
       };
+      let r: Awaited<ReturnType<typeof deliver>>;
       try {
-        const r = await deliver(transport, message, { ...deliverOptions, onWarning: warn });
-        storeFailuresInARow = 0;
-        tries.delete(message);
-        holding = false;
-        freeSlot();
-        try {
-          await journal?.record(index, { s: "done", k: key, id: r.messageId });
-        } catch (e) {
-          // It was sent: a journal that cannot say so is a warning, never a failed item (a script would resend it).
-          warn(`sent (${r.messageId}), but the journal could not record it: ${e instanceof Error ? e.message : String(e)}. A rerun resends it with the same idempotency key, which the service de-duplicates for 24 h.`);
-        }
-        counts.sent++;
-        const result: ItemResult = { index, line, recipients, idempotency_key: key, status: "sent", message_id: r.messageId, attempts: r.attempts };
-        if (warnings) result.warnings = warnings;
-        opts.onResult(result);
+        r = await deliver(this.transport, message, { ...this.deliverOptions, onWarning: warn });
       } catch (e) {
-        // Before the slot is freed, so that no other item starts after a failure.
-        if (opts.failFast) stop = true;
-        if (!isBudgetStoreFailure(e)) storeFailuresInARow = 0;
-        else if (++storeFailuresInARow >= STORE_FAILURES_TO_STOP && !stop) {
-          stop = true;
-          stoppedBy = "budget";
-          opts.onWarning?.(`the rate-limit budget could not be asked for a slot for ${storeFailuresInARow} items in a row (${toMailsendError(e).message}); no further item is started. Nothing of those was sent; run the same command again to send the rest.`);
-        }
-        holding = false;
-        freeSlot();
-        const tried = tries.get(message);
-        tries.delete(message);
-        let err = toMailsendError(e);
-        const base = { index, line, recipients, idempotency_key: key };
-        if (err.partial) {
-          // Sent to the others: done, so that no run sends it again; its exit class says some were refused.
-          await journal?.record(index, { s: "done", k: key, id: err.partial.messageId });
-          counts.sent++;
-          counts.partial++;
-          classes.add(err.exitClass);
-          opts.onResult({ ...base, recipients: err.partial.accepted, status: "partial", message_id: err.partial.messageId, refused: err.partial.refused, error: errorOf(err) });
-          return;
-        }
-        // Stopped while waiting to retry: the last attempt's failure is the item's state.
-        if (interruptions.has(err) && tried?.error) err = tried.error;
-        // An attempt that may have gone through keeps the item in doubt, whatever the retries after it said.
-        if (!inDoubt(err) && tried?.doubt) err = tried.doubt;
-        if (tried) err.attempts = tried.attempts;
-        const unknown = inDoubt(err);
-        await journal?.record(index, unknown ? { s: "unknown", k: key, code: err.code } : { s: "failed", k: key, code: err.code, exit: err.exitCode });
-        if (unknown) counts.unknown++;
-        else counts.failed++;
-        classes.add(unknown ? "protocol" : err.exitClass);
-        opts.onResult({ ...base, status: unknown ? "unknown" : "failed", ...(err.attempts ? { attempts: err.attempts } : {}), error: errorOf(err) });
+        this.failedToSend(e);
+        letGo();
+        await this.endFailed(item, e);
+        return;
       }
+      this.storeFailuresInARow = 0;
+      this.tries.delete(message);
+      letGo();
+      await this.endSent(item, r, warn);
     } catch (e) {
       // The row could not be built again, or its "intended" line not written: nothing was sent.
       try {
         const err = toMailsendError(e);
-        counts.failed++;
-        classes.add(err.exitClass);
+        this.counts.failed++;
+        this.classes.add(err.exitClass);
         opts.onResult({ index, line, recipients: message ? addressesOf(message) : recipientsOf(row!), status: "failed", error: errorOf(err) });
       } catch (e2) {
         // Nobody awaits an item: what cannot even be reported ends the batch once the rest has settled.
-        fatal ??= { error: e2 };
+        this.fatal ??= { error: e2 };
       }
     } finally {
-      if (holding) freeSlot();
-      progress();
-      if (--running === 0) allDone?.();
-    }
-  };
-
-  /** Start one item, then wait while every slot is taken. */
-  const launch = async (index: number, line: number, row: Row | undefined, kept: Message | undefined): Promise<void> => {
-    onWire++;
-    running++;
-    void sendOne(index, line, row, kept);
-    if (onWire >= opts.concurrency) await new Promise<void>((r) => (slotFreed = r));
-  };
-  const skip = (index: number, line: number, recipients: string[], done: Extract<ItemState, { s: "done" }>) => {
-    counts.skipped++;
-    opts.onResult({ index, line, recipients, status: "skipped", message_id: done.id, idempotency_key: done.k });
-    progress();
-  };
-
-  if (plan) {
-    for (let i = 0; i < plan.length; i++) {
-      if (stop || opts.signal?.aborted) break;
-      const p = plan[i]!;
-      // Let go of the message once it is sent: what was planned is not kept until the end.
-      plan[i] = undefined as never;
-      if (p.done) skip(p.index, p.line, p.recipients!, p.done);
-      else await launch(p.index, p.line, undefined, p.message);
-    }
-  } else {
-    for await (const row of rowsOf(opts.input.format, opts.input.open(), opts.input.encoding)) {
-      if (stop || opts.signal?.aborted) break;
-      if (invalid.has(row.index)) continue;
-      const before = journal?.previous.get(row.index);
-      if (before?.s === "done") {
-        skip(row.index, row.line, recipientsOf(row), before);
-        continue;
-      }
-      const kept = built?.get(row.index);
-      built?.delete(row.index);
-      await launch(row.index, row.line, row, kept);
+      if (holding) this.slots.free();
+      this.progress();
+      if (--this.running === 0) this.allDone?.();
     }
   }
-  if (running > 0) await new Promise<void>((r) => (allDone = r));
-  if (fatal) throw fatal.error;
-  return finish();
+
+  /** A send failed: before its slot is freed, so that no other item starts after a failure that stops the batch. */
+  private failedToSend(e: unknown): void {
+    if (this.opts.failFast) this.stop = true;
+    if (!isBudgetStoreFailure(e)) this.storeFailuresInARow = 0;
+    else if (++this.storeFailuresInARow >= STORE_FAILURES_TO_STOP && !this.stop) {
+      this.stop = true;
+      this.stoppedBy = "budget";
+      this.opts.onWarning?.(
+        `the rate-limit budget could not be asked for a slot for ${this.storeFailuresInARow} items in a row (${toMailsendError(e).message}); no further item is started. Nothing of those was sent; run the same command again to send the rest.`,
+      );
+    }
+  }
+
+  private async endSent(item: Item, r: Awaited<ReturnType<typeof deliver>>, warn: (text: string) => void): Promise<void> {
+    const { index, line, key, recipients } = item;
+    try {
+      await this.opts.journal?.record(index, { s: "done", k: key, id: r.messageId });
+    } catch (e) {
+      // It was sent: a journal that cannot say so is a warning, never a failed item (a script would resend it).
+      warn(`sent (${r.messageId}), but the journal could not record it: ${e instanceof Error ? e.message : String(e)}. A rerun resends it with the same idempotency key, which the service de-duplicates for 24 h.`);
+    }
+    this.counts.sent++;
+    const result: ItemResult = { index, line, recipients, idempotency_key: key, status: "sent", message_id: r.messageId, attempts: r.attempts };
+    if (item.warnings) result.warnings = item.warnings;
+    this.opts.onResult(result);
+  }
+
+  private async endFailed(item: Item, e: unknown): Promise<void> {
+    const { opts, counts } = this;
+    const { index, line, key, message } = item;
+    const tried = this.tries.get(message);
+    this.tries.delete(message);
+    let err = toMailsendError(e);
+    const base = { index, line, recipients: item.recipients, idempotency_key: key };
+    if (err.partial) {
+      // Sent to the others: done, so that no run sends it again; its exit class says some were refused.
+      await opts.journal?.record(index, { s: "done", k: key, id: err.partial.messageId });
+      counts.sent++;
+      counts.partial++;
+      this.classes.add(err.exitClass);
+      opts.onResult({ ...base, recipients: err.partial.accepted, status: "partial", message_id: err.partial.messageId, refused: err.partial.refused, error: errorOf(err) });
+      return;
+    }
+    // Stopped while waiting to retry: the last attempt's failure is the item's state.
+    if (interruptions.has(err) && tried?.error) err = tried.error;
+    // An attempt that may have gone through keeps the item in doubt, whatever the retries after it said.
+    if (!inDoubt(err) && tried?.doubt) err = tried.doubt;
+    if (tried) err.attempts = tried.attempts;
+    const unknown = inDoubt(err);
+    await opts.journal?.record(index, unknown ? { s: "unknown", k: key, code: err.code } : { s: "failed", k: key, code: err.code, exit: err.exitCode });
+    if (unknown) counts.unknown++;
+    else counts.failed++;
+    this.classes.add(unknown ? "protocol" : err.exitClass);
+    opts.onResult({ ...base, status: unknown ? "unknown" : "failed", ...(err.attempts ? { attempts: err.attempts } : {}), error: errorOf(err) });
+  }
+}
+
+/** An item of pass 2 once its message is built: what its result and journal lines name. */
+interface Item {
+  index: number;
+  line: number;
+  message: Message;
+  key: string;
+  recipients: string[];
+  /** Sent, but recording it failed: said with its result. */
+  warnings?: string[];
+}
+
+export async function runBatch(opts: BatchOptions): Promise<BatchSummary> {
+  const run = new BatchRun(opts);
+  const sending = !opts.check && opts.transport !== undefined;
+  await run.validate(sending);
+  if (opts.check || (opts.failFast && run.counts.invalid > 0) || !opts.transport) return run.summary();
+  await run.send(opts.transport);
+  return run.summary();
 }

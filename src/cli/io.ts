@@ -35,13 +35,20 @@ const ON: Colors = { bold: style(1, 22), dim: style(2, 22), red: style(31, 39), 
 const plain = (text: string) => text;
 const OFF: Colors = { bold: plain, dim: plain, red: plain, green: plain, yellow: plain };
 
+/** A terminal that takes styles: not with NO_COLOR set and not empty, nor TERM=dumb. */
+export function styledTerminal(stream: CliIO["stderr"], env: CliIO["env"]): boolean {
+  return stream.isTTY === true && !env.NO_COLOR && env.TERM !== "dumb";
+}
+
 /**
  * Colour only on a terminal, never with NO_COLOR set and not empty (https://no-color.org) or TERM=dumb;
  * FORCE_COLOR (not 0) turns it on off a terminal. Written here rather than with chalk: five
- * styles do not need its terminal detection, which every command paid for at start-up.
+ * styles do not need its terminal detection, which every command paid for at start-up. Nor with
+ * util.styleText: newer Nodes make it test a stream itself (process.stdout unless told), where
+ * here NO_COLOR, FORCE_COLOR and the stream written to decide.
  */
 export function colorsFor(stream: CliIO["stderr"], env: CliIO["env"]): Colors {
-  const on = stream.isTTY === true && !env.NO_COLOR && env.TERM !== "dumb";
+  const on = styledTerminal(stream, env);
   const forced = env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== "0" && !env.NO_COLOR;
   return on || forced ? ON : OFF;
 }

@@ -2,9 +2,12 @@
  * JSON.parse, but with the line and column of a syntax error and of every
  * object key. JSON.parse's own messages differ between Node versions, some
  * give no position at all, and some quote a slice of the text (which must
- * not end up on a CI log if someone pasted a secret into the file). Config
- * files are small, so a plain recursive-descent parser is enough.
+ * not end up on a CI log if someone pasted a secret into the file). The text
+ * is read by jsonc-parser, held to strict JSON (no comments, no trailing
+ * commas); its first error ends the parse, said in words of our own.
  */
+// The package's ES build: its CommonJS entry hides its imports from the bundler.
+import { printParseErrorCode, visit, type ParseErrorCode } from "jsonc-parser/lib/esm/main.js";
 
 export interface Position {
   line: number;
@@ -32,152 +35,132 @@ function describeChar(c: string): string {
   return code < 0x20 || code === 0x7f ? `control character U+${code.toString(16).toUpperCase().padStart(4, "0")}` : JSON.stringify(c);
 }
 
+function positionOf(text: string, offset: number): Position {
+  let line = 1;
+  let start = 0;
+  for (let k = 0; k < offset && k < text.length; k++) {
+    if (text[k] === "\n") {
+      line++;
+      start = k + 1;
+    }
+  }
+  return { line, column: offset - start + 1 };
+}
+
+/** An object or array being filled, and for an object the key its next value goes under. */
+type Open = { obj: Record<string, unknown>; key?: string } | { arr: unknown[] };
+
+/**
+ * What went wrong at `offset` (where jsonc-parser's token starts, `length` long), and where
+ * to point: inside a string, at the character that is wrong. `inObject`: the innermost open
+ * value is an object; `topLevel`: no object or array is open.
+ */
+function reasonOf(text: string, code: ParseErrorCode, offset: number, length: number, { inObject, topLevel }: { inObject: boolean; topLevel: boolean }): [string, number] {
+  const found = (at: number) => (at >= text.length ? "the end of the file" : describeChar(text[at]!));
+  const token = text.slice(offset, offset + length);
+  const inArray = (at: number): [string, number] => [`expected "," or "]" after an array element, found ${found(at)}`, at];
+  const inObj = (at: number): [string, number] => [`expected "," or "}" after a property value, found ${found(at)}`, at];
+  const afterValue = (at: number): [string, number] => (topLevel ? [`unexpected ${found(at)} after the end of the JSON value`, at] : inObject ? inObj(at) : inArray(at));
+  // Something no token of JSON starts with (a comment, a bare word): what was due there, by what precedes it.
+  const expected = (at: number): [string, number] => {
+    const before = text.slice(0, at).trimEnd().at(-1);
+    if (inObject && (before === "{" || before === ",")) return [`expected a property name in double quotes, found ${found(at)}`, at];
+    if (before !== undefined && !"[:,".includes(before)) return afterValue(at);
+    if (text[at] === "'") return ["strings must be in double quotes", at];
+    return [`expected a value, found ${found(at)}`, at];
+  };
+  switch (printParseErrorCode(code)) {
+    case "PropertyNameExpected":
+      if (text[offset] === "}") return ["trailing comma before }", offset];
+      return [`expected a property name in double quotes, found ${found(offset)}`, offset];
+    case "ValueExpected":
+      if (text[offset] === "]" && text.slice(0, offset).trimEnd().endsWith(",")) return ["trailing comma before ]", offset];
+      return expected(offset);
+    case "ColonExpected":
+      return [`expected ":" after the property name, found ${found(offset)}`, offset];
+    case "CloseBraceExpected":
+      return inObj(offset);
+    case "CloseBracketExpected":
+      return inArray(offset);
+    case "CommaExpected":
+    case "EndOfFileExpected":
+      return afterValue(offset);
+    case "UnexpectedEndOfString":
+      // A string ends at a line break or at the end of the file.
+      if (offset + length < text.length) return [`${describeChar(text[offset + length]!)} inside a string (write it as an escape, e.g. \\n)`, offset + length];
+      return ["unterminated string", offset];
+    case "InvalidCharacter": {
+      const at = offset + token.search(/[\u0000-\u001f]/);
+      return [`${describeChar(text[at]!)} inside a string (write it as an escape, e.g. \\n)`, at];
+    }
+    case "InvalidEscapeCharacter":
+    case "InvalidUnicode":
+      return ["invalid escape in a string", offset + Math.max(0, token.search(/\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4}))/))];
+    case "InvalidNumberFormat":
+    case "UnexpectedEndOfNumber": {
+      // "1." or "1e": the number is what precedes the character that cannot go on with it.
+      const n = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/.exec(token)?.[0].length ?? 0;
+      return n > 0 ? afterValue(offset + n) : expected(offset);
+    }
+    default:
+      // InvalidSymbol, and comments (InvalidCommentToken, UnexpectedEndOfComment).
+      return expected(offset);
+  }
+}
+
 export function parseLocatedJson(input: string): LocatedJson {
   const text = input.charCodeAt(0) === 0xfeff ? input.slice(1) : input;
   const keys = new WeakMap<object, Map<string, number>>();
-  let i = 0;
-
-  const positionOf = (offset: number): Position => {
-    let line = 1;
-    let start = 0;
-    for (let k = 0; k < offset && k < text.length; k++) {
-      if (text[k] === "\n") {
-        line++;
-        start = k + 1;
-      }
-    }
-    return { line, column: offset - start + 1 };
+  const fail = (reason: string, at: number): never => {
+    throw new JsonSyntaxError(reason, positionOf(text, at));
   };
-  const fail = (reason: string, at = i): never => {
-    throw new JsonSyntaxError(reason, positionOf(at));
+  if (/^[ \t\n\r]*$/.test(text)) fail("the file is empty (it should hold a JSON object)", text.length);
+  let value: unknown;
+  const open: Open[] = [];
+  const put = (v: unknown) => {
+    const top = open.at(-1);
+    if (!top) value = v;
+    else if ("arr" in top) top.arr.push(v);
+    // Defined, not assigned: a "__proto__" key stays a plain key.
+    else Object.defineProperty(top.obj, top.key!, { value: v, enumerable: true, writable: true, configurable: true });
   };
-  const found = () => (i >= text.length ? "the end of the file" : describeChar(text[i]!));
-  const skipSpace = () => {
-    while (i < text.length && (text[i] === " " || text[i] === "\t" || text[i] === "\n" || text[i] === "\r")) i++;
-  };
-
-  const parseString = (): string => {
-    const start = i;
-    i++; // opening quote
-    let out = "";
-    for (;;) {
-      if (i >= text.length) fail("unterminated string", start);
-      const c = text[i]!;
-      if (c === '"') {
-        i++;
-        return out;
-      }
-      if (c === "\\") {
-        const e = text[i + 1];
-        const simple: Record<string, string> = { '"': '"', "\\": "\\", "/": "/", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t" };
-        if (e !== undefined && e in simple) {
-          out += simple[e];
-          i += 2;
-        } else if (e === "u" && /^[0-9a-fA-F]{4}$/.test(text.slice(i + 2, i + 6))) {
-          out += String.fromCharCode(parseInt(text.slice(i + 2, i + 6), 16));
-          i += 6;
-        } else fail("invalid escape in a string");
-        continue;
-      }
-      if (c.charCodeAt(0) < 0x20) fail(`${describeChar(c)} inside a string (write it as an escape, e.g. \\n)`);
-      out += c;
-      i++;
-    }
-  };
-
-  const parseValue = (): unknown => {
-    skipSpace();
-    const c = text[i];
-    if (c === "{") return parseObject();
-    if (c === "[") return parseArray();
-    if (c === '"') return parseString();
-    const num = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/.exec(text.slice(i, i + 400));
-    if (num && num[0].length > 0 && /[-\d]/.test(c ?? "")) {
-      i += num[0].length;
-      return Number(num[0]);
-    }
-    for (const [word, value] of [["true", true], ["false", false], ["null", null]] as const) {
-      if (text.startsWith(word, i)) {
-        i += word.length;
-        return value;
-      }
-    }
-    if (c === "'") return fail("strings must be in double quotes");
-    return fail(`expected a value, found ${found()}`);
-  };
-
-  const parseObject = (): Record<string, unknown> => {
-    const obj: Record<string, unknown> = {};
-    const where = new Map<string, number>();
-    keys.set(obj, where);
-    i++;
-    skipSpace();
-    if (text[i] === "}") {
-      i++;
-      return obj;
-    }
-    for (;;) {
-      skipSpace();
-      if (text[i] !== '"') {
-        if (text[i] === "}") fail("trailing comma before }");
-        fail(`expected a property name in double quotes, found ${found()}`);
-      }
-      const at = i;
-      const key = parseString();
-      if (where.has(key)) fail(`duplicate key ${JSON.stringify(key)}`, at);
-      where.set(key, at);
-      skipSpace();
-      if (text[i] !== ":") fail(`expected ":" after the property name, found ${found()}`);
-      i++;
-      Object.defineProperty(obj, key, { value: parseValue(), enumerable: true, writable: true, configurable: true });
-      skipSpace();
-      if (text[i] === ",") {
-        i++;
-        continue;
-      }
-      if (text[i] === "}") {
-        i++;
-        return obj;
-      }
-      fail(`expected "," or "}" after a property value, found ${found()}`);
-    }
-  };
-
-  const parseArray = (): unknown[] => {
-    const arr: unknown[] = [];
-    i++;
-    skipSpace();
-    if (text[i] === "]") {
-      i++;
-      return arr;
-    }
-    for (;;) {
-      skipSpace();
-      if (text[i] === "]") fail("trailing comma before ]");
-      arr.push(parseValue());
-      skipSpace();
-      if (text[i] === ",") {
-        i++;
-        continue;
-      }
-      if (text[i] === "]") {
-        i++;
-        return arr;
-      }
-      fail(`expected "," or "]" after an array element, found ${found()}`);
-    }
-  };
-
-  skipSpace();
-  if (i >= text.length) fail("the file is empty (it should hold a JSON object)");
-  const value = parseValue();
-  skipSpace();
-  if (i < text.length) fail(`unexpected ${found()} after the end of the JSON value`);
+  visit(
+    text,
+    {
+      onObjectBegin: () => {
+        const obj: Record<string, unknown> = {};
+        keys.set(obj, new Map());
+        put(obj);
+        open.push({ obj });
+      },
+      onObjectProperty: (key, offset) => {
+        const top = open.at(-1) as { obj: Record<string, unknown>; key?: string };
+        const where = keys.get(top.obj)!;
+        if (where.has(key)) fail(`duplicate key ${JSON.stringify(key)}`, offset);
+        where.set(key, offset);
+        top.key = key;
+      },
+      onArrayBegin: () => {
+        const arr: unknown[] = [];
+        put(arr);
+        open.push({ arr });
+      },
+      onObjectEnd: () => void open.pop(),
+      onArrayEnd: () => void open.pop(),
+      onLiteralValue: (v) => put(v),
+      onError: (code, offset, length) => {
+        const top = open.at(-1);
+        const [reason, at] = reasonOf(text, code, offset, length, { inObject: top !== undefined && "obj" in top, topLevel: top === undefined });
+        fail(reason, at);
+      },
+    },
+    { disallowComments: true, allowTrailingComma: false, allowEmptyContent: false },
+  );
   return {
     value,
     keyPosition(obj, key) {
       const at = keys.get(obj)?.get(key);
-      return at === undefined ? undefined : positionOf(at);
+      return at === undefined ? undefined : positionOf(text, at);
     },
   };
 }

@@ -95,6 +95,19 @@ describe("batch rows", () => {
     expect(rows[2]!.error?.message).toMatch(/1 fields, the header has 3/);
   });
 
+  test("CSV whose lines end in more than one way (rows appended by another program), and a quote left open", async () => {
+    const text = "to,x\na@example.com,1\r\nb@example.com,2\rc@example.com,3\n";
+    for (const size of [1, 2, 1000]) {
+      const rows = await all(csvRows(chunks(text, size)));
+      expect(rows.map((r) => [r.line, r.data])).toEqual([
+        [2, { to: "a@example.com", x: "1" }],
+        [3, { to: "b@example.com", x: "2" }],
+        [4, { to: "c@example.com", x: "3" }],
+      ]);
+    }
+    await expect(all(csvRows(chunks('to,x\na@example.com,1\n\nb@example.com,"2\n')))).rejects.toThrow("line 4: a quoted CSV field is not closed");
+  });
+
   test("CSV recipient columns in another case are the recipient fields; the same column twice is said with its spellings", async () => {
     const rows = await all(csvRows(chunks("To,CC,BCC,Plan\na@example.com,c@example.com,d@example.com,gold\n")));
     expect(rows[0]!.data).toEqual({ to: "a@example.com", cc: "c@example.com", bcc: "d@example.com", Plan: "gold" });

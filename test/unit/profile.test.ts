@@ -76,6 +76,9 @@ describe("the JSON parser", () => {
     expect(syntaxError("").reason).toMatch(/empty/);
     expect(syntaxError('{"a": 1, "a": 2}').reason).toMatch(/duplicate key "a"/);
     expect(syntaxError("// comment\n{}").position).toEqual({ line: 1, column: 1 });
+    expect(syntaxError("[\n  1,\n]")).toMatchObject({ position: { line: 3, column: 1 }, reason: "trailing comma before ]" });
+    expect(syntaxError('{"a": 1 // note\n}').reason).toBe('expected "," or "}" after a property value, found "/"');
+    expect(syntaxError('{"a": 1.}').reason).toBe('expected "," or "}" after a property value, found "."');
   });
 
   it("never quotes the text around an error (it might be a pasted secret)", () => {

@@ -1,6 +1,6 @@
 import type { CertificateInfo } from "../../doctor/tls-info.js";
 import type { CheckName, CheckResult, DoctorFlags } from "../../doctor/checks.js";
-import { colorsFor, type CliIO } from "../io.js";
+import { colorsFor, styledTerminal, type CliIO } from "../io.js";
 import { toMailsendError } from "../../core/errors.js";
 import { redactForPrint } from "../../core/redact.js";
 import { annotation, inGitHubActions } from "../github.js";
@@ -53,7 +53,7 @@ export function checkJson(r: CheckResult): Record<string, unknown> {
  */
 function lineWriter(io: CliIO) {
   const c = colorsFor(io.stdout, io.env);
-  const fancy = io.stdout.isTTY === true && !io.env.NO_COLOR && io.env.TERM !== "dumb";
+  const fancy = styledTerminal(io.stdout, io.env);
   const mark = (r: CheckResult) =>
     r.skipped ? (fancy ? c.dim("–") : "skip") : r.ok ? (fancy ? c.green("✓") : "ok  ") : fancy ? c.red("✗") : "FAIL";
   const indent = " ".repeat((fancy ? 2 : 5) + WIDTH + 2);

@@ -14,10 +14,9 @@
  * fresh lock whose pid is gone is not held: the writer starts a runner, and
  * that runner waits until the library judges the lock stale and takes it.
  */
-import { randomBytes } from "node:crypto";
-import { closeSync, readFileSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { openOwned } from "../core/owned.js";
+import { writeFileAtomic } from "../core/atomic.js";
 import type { Outbox } from "./store.js";
 
 /** A lock not refreshed for this long is a dead runner's. */
@@ -94,19 +93,10 @@ function removeFutureLock(outbox: Outbox, stale: number): boolean {
 
 /** The pid, atomically (tmp + rename): a reader sees the old file or the whole new one. */
 function writeOwner(outbox: Outbox): void {
-  // A name nobody can guess, made anew: root in another user's outbox writes through no link of theirs.
-  const tmp = join(outbox.dir, `.runner.pid.${process.pid}.${randomBytes(4).toString("hex")}.tmp`);
   try {
-    const fd = openOwned(tmp, "new");
-    try {
-      writeSync(fd, `${process.pid}\n`);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(tmp, ownerPath(outbox));
+    writeFileAtomic(ownerPath(outbox), `${process.pid}\n`, { durable: false });
   } catch {
     // Without it the lock counts as held (as before pids were written): still one runner.
-    rmSync(tmp, { force: true });
   }
 }
 

@@ -17,6 +17,7 @@
 import { readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { writeFileAtomic } from "../core/atomic.js";
+import { holderFileRuns } from "../core/lock.js";
 import type { Outbox } from "./store.js";
 
 /** A lock not refreshed for this long is a dead runner's. */
@@ -101,36 +102,12 @@ function writeOwner(outbox: Outbox): void {
 }
 
 /**
- * Whether the process named in runner.pid is alive: undefined when there is no
- * (readable) pid. A zombie is dead: where nobody reaps orphans (a container's
- * init), a runner killed with -9 stays one, and signal 0 still reaches it.
+ * Whether the process named in runner.pid is alive: undefined when there is no (readable) pid. A
+ * zombie is dead (where nobody reaps orphans, a container's init, a runner killed with -9 stays
+ * one), and so is a pid now another program's: core/lock.ts holderFileRuns.
  */
 export function ownerAlive(outbox: Outbox): boolean | undefined {
-  let pid: number;
-  try {
-    pid = Number.parseInt(readFileSync(ownerPath(outbox), "utf8"), 10);
-  } catch {
-    return undefined;
-  }
-  if (!Number.isSafeInteger(pid) || pid <= 0) return undefined;
-  if (pid === process.pid) return true;
-  try {
-    process.kill(pid, 0);
-  } catch (e) {
-    // EPERM: alive, someone else's.
-    if ((e as NodeJS.ErrnoException).code === "ESRCH") return false;
-  }
-  if (process.platform === "linux") {
-    try {
-      // "<pid> (<comm>) <state> ...": comm may hold spaces and parentheses, the state follows the last ')'.
-      const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
-      const state = stat.charAt(stat.lastIndexOf(")") + 2);
-      if (state === "Z" || state === "X" || state === "x") return false;
-    } catch {
-      // No /proc (or it hides other users' processes): signal 0 said alive.
-    }
-  }
-  return true;
+  return holderFileRuns(ownerPath(outbox));
 }
 
 /**

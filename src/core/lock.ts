@@ -14,8 +14,9 @@
  * sandboxes of the library's with one dir) is refused, and a lock holding this process's pid that
  * it did not take is a dead process's (a container's pid 1 of an earlier run).
  */
-import { closeSync, linkSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, linkSync, openSync, readFileSync, rmSync, statSync, unlinkSync, writeSync } from "node:fs";
 import { resolve } from "node:path";
+import { writeFileAtomic } from "./atomic.js";
 import { localFileError } from "./errors.js";
 import { processHolds, processStartTime } from "./pid.js";
 
@@ -167,4 +168,77 @@ export function holderFileRuns(path: string): boolean | undefined {
   }
   if (!h || !Number.isSafeInteger(h.pid) || h.pid <= 0) return undefined;
   return h.pid === process.pid || processHolds(h.pid, h.start);
+}
+
+/**
+ * A lock held for a long time (the outbox runner's, for as long as it delivers): proper-lockfile's,
+ * a directory made atomically whose mtime the holder refreshes every `updateMs`, so a holder killed
+ * with -9 stops holding it within `staleMs`. The holder's pid goes in `holderFile` beside it (the
+ * directory is removed with rmdir: nothing may go inside it), so that a fresh lock whose holder is
+ * gone is not taken for a live one's (holderFileRuns).
+ */
+export interface RefreshedLockOptions {
+  /** What it guards (proper-lockfile's file; with realpath off, only named). */
+  guarded: string;
+  lock: string;
+  holderFile: string;
+  staleMs: number;
+  updateMs: number;
+  /** The lock was taken from this holder (its refresh failed for longer than staleMs). */
+  onCompromised: () => void;
+}
+
+/** One attempt: the lock and what gives it back, or whether the holder of the one in the way runs (undefined: no pid to read). */
+export async function tryRefreshedLock(o: RefreshedLockOptions): Promise<{ release: () => Promise<void> } | { holderRuns: boolean | undefined }> {
+  const { default: lockfile } = await import("proper-lockfile");
+  let release: () => Promise<void>;
+  try {
+    release = await lockfile.lock(o.guarded, { lockfilePath: o.lock, realpath: false, stale: o.staleMs, update: o.updateMs, retries: 0, onCompromised: o.onCompromised });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "ELOCKED") throw e;
+    return { holderRuns: holderFileRuns(o.holderFile) };
+  }
+  try {
+    // The pid alone, one line: a person's `kill $(cat runner.pid)` too.
+    writeFileAtomic(o.holderFile, `${process.pid}\n`, { durable: false });
+  } catch {
+    // Without it the lock counts as held (its holder unknown): still one holder.
+  }
+  return {
+    release: async () => {
+      // The pid goes first (if still ours): once the lock is released another holder may write its own.
+      try {
+        if (Number.parseInt(readFileSync(o.holderFile, "utf8"), 10) === process.pid) rmSync(o.holderFile, { force: true });
+      } catch {}
+      await release();
+    },
+  };
+}
+
+/**
+ * Whether a refreshed lock is fresh: there, and refreshed within `staleMs` of `now`. One stat, by
+ * proper-lockfile's own rule (its check()), so asking does not load the library.
+ */
+export function refreshedLockFresh(lock: string, staleMs: number, now = Date.now()): boolean {
+  try {
+    // proper-lockfile compares the mtime as a Date: whole milliseconds.
+    return Math.trunc(statSync(lock).mtimeMs) >= now - staleMs;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Removes a refreshed lock whose mtime is further ahead of the clock than a live holder's refresh
+ * could put it (a dead holder's, the clock set back since: by the library's rule it would not be
+ * stale until the clock passed it again); true when it did.
+ */
+export function removeFutureLock(lock: string, staleMs: number): boolean {
+  try {
+    if (statSync(lock).mtimeMs <= Date.now() + staleMs) return false;
+    rmSync(lock, { recursive: true, force: true });
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -1,23 +1,16 @@
 /**
- * The outbox's runner lock: one runner at a time delivers. proper-lockfile
- * takes it (a directory made atomically, whose mtime the holder refreshes, so
- * a runner killed with -9 stops holding it within STALE_MS). Whether someone
- * holds it is asked by every `sendmail` that queues: that is read here with one
- * stat, by the library's own rule (check(): held while the lock's mtime is no
- * older than `stale`), so asking does not load the library and its fs patches
- * (~30 ms of a queueing sendmail's start-up).
+ * The outbox's runner lock: one runner at a time delivers. It is core/lock.ts's refreshed lock
+ * (proper-lockfile's directory, whose mtime the holder refreshes, so a runner killed with -9 stops
+ * holding it within STALE_MS), with the holder's pid in <outbox>/runner.pid. Whether someone holds
+ * it is asked by every `sendmail` that queues: one stat (refreshedLockFresh), so asking does not
+ * load the library and its fs patches.
  *
- * A runner killed with -9 leaves a fresh lock for up to STALE_MS: mail queued
- * meanwhile must not count on it. So the holder writes its pid beside the lock
- * (<outbox>/runner.pid: the lock is a directory proper-lockfile removes with
- * rmdir, so nothing may go inside it), and removes it before releasing. A
- * fresh lock whose pid is gone is not held: the writer starts a runner, and
- * that runner waits until the library judges the lock stale and takes it.
+ * A runner killed with -9 leaves a fresh lock for up to STALE_MS: mail queued meanwhile must not
+ * count on it. A fresh lock whose pid is gone is not held: the writer starts a runner, and that
+ * runner waits until the library judges the lock stale and takes it.
  */
-import { readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { writeFileAtomic } from "../core/atomic.js";
-import { holderFileRuns } from "../core/lock.js";
+import { holderFileRuns, refreshedLockFresh, removeFutureLock, tryRefreshedLock } from "../core/lock.js";
 import type { Outbox } from "./store.js";
 
 /** A lock not refreshed for this long is a dead runner's. */
@@ -46,58 +39,23 @@ export interface LockTiming {
  * (bounded: its mtime no longer moves), then taken.
  */
 export async function lockOutbox(outbox: Outbox, onCompromised: () => void, timing: LockTiming = {}): Promise<Release | undefined> {
-  const { default: lockfile } = await import("proper-lockfile");
   outbox.ensureDirs();
-  const stale = Math.max(2000, timing.staleMs ?? STALE_MS);
+  const staleMs = Math.max(2000, timing.staleMs ?? STALE_MS);
   const poll = Math.max(10, timing.pollMs ?? DEAD_POLL_MS);
-  const update = Math.min(UPDATE_MS, stale / 5);
+  const lock = { guarded: outbox.dir, lock: lockPath(outbox), holderFile: ownerPath(outbox), staleMs, updateMs: Math.min(UPDATE_MS, staleMs / 5), onCompromised };
   // A dead holder's lock is stale STALE_MS after its last refresh, at most STALE_MS from now;
   // past that (and a margin) whoever holds it is not the dead runner: leave it to them.
-  const giveUpAt = Date.now() + stale + 4 * poll;
+  const giveUpAt = Date.now() + staleMs + 4 * poll;
   for (;;) {
-    let release: Release;
-    try {
-      release = await lockfile.lock(outbox.dir, { lockfilePath: lockPath(outbox), realpath: false, stale, update, retries: 0, onCompromised });
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "ELOCKED") throw e;
-      // Held by a live runner (or one that has not written its pid yet): it delivers.
-      if (ownerAlive(outbox) !== false) return undefined;
-      // A dead runner's lock from "the future" (the clock was set back after it ran) would not be
-      // stale by the library's rule until the clock passed it again: nothing would be delivered
-      // until then. Its holder is gone, and no live runner made it (theirs has the clock's time).
-      if (removeFutureLock(outbox, stale)) continue;
-      if (Date.now() >= giveUpAt) return undefined;
-      await new Promise((r) => setTimeout(r, poll));
-      continue;
-    }
-    writeOwner(outbox);
-    return async () => {
-      // The pid goes first (if still ours): once the lock is released another runner may write its own.
-      try {
-        if (Number.parseInt(readFileSync(ownerPath(outbox), "utf8"), 10) === process.pid) rmSync(ownerPath(outbox), { force: true });
-      } catch {}
-      await release();
-    };
-  }
-}
-
-/** Removes the lock when its mtime is further ahead of the clock than a live runner's refresh could put it; true when it did. */
-function removeFutureLock(outbox: Outbox, stale: number): boolean {
-  try {
-    if (statSync(lockPath(outbox)).mtimeMs <= Date.now() + stale) return false;
-    rmSync(lockPath(outbox), { recursive: true, force: true });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** The pid, atomically (tmp + rename): a reader sees the old file or the whole new one. */
-function writeOwner(outbox: Outbox): void {
-  try {
-    writeFileAtomic(ownerPath(outbox), `${process.pid}\n`, { durable: false });
-  } catch {
-    // Without it the lock counts as held (as before pids were written): still one runner.
+    const a = await tryRefreshedLock(lock);
+    if ("release" in a) return a.release;
+    // Held by a live runner (or one that has not written its pid yet): it delivers.
+    if (a.holderRuns !== false) return undefined;
+    // A dead runner's lock from "the future" would wait until the clock passed it again: nothing
+    // would be delivered until then. Its holder is gone, and no live runner made it.
+    if (removeFutureLock(lock.lock, staleMs)) continue;
+    if (Date.now() >= giveUpAt) return undefined;
+    await new Promise((r) => setTimeout(r, poll));
   }
 }
 
@@ -115,11 +73,5 @@ export function ownerAlive(outbox: Outbox): boolean | undefined {
  * STALE_MS, whose holder's pid (when it wrote one) is alive.
  */
 export function runnerHoldsOutbox(outbox: Outbox, now = Date.now()): boolean {
-  try {
-    // proper-lockfile compares the mtime as a Date: whole milliseconds.
-    if (Math.trunc(statSync(lockPath(outbox)).mtimeMs) < now - STALE_MS) return false;
-  } catch {
-    return false;
-  }
-  return ownerAlive(outbox) !== false;
+  return refreshedLockFresh(lockPath(outbox), STALE_MS, now) && ownerAlive(outbox) !== false;
 }

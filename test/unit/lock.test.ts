@@ -4,7 +4,7 @@
  * now another program's or given to a later process, a holder that exits), a real one is started.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { existsSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { buildSync } from "esbuild";
 import { afterAll, describe, expect, it } from "vitest";
@@ -76,11 +76,14 @@ describe("core/lock", () => {
     released(tryLock(path, opts));
   });
 
-  it("a lock whose process is gone is broken", () => {
-    const path = lockPath();
-    writeFileSync(path, `${deadPid()} 12345\n`);
-    expect(tryLock(path, opts)).toEqual({ retry: "broken" });
-    expect(existsSync(path)).toBe(false);
+  it("a lock whose process is gone is broken (also an earlier version's rate-limit lock, \"<pid> <ms>\")", () => {
+    const dead = deadPid();
+    for (const text of [`${dead} 12345\n`, `${dead}\n`, `${dead} ${Date.now()}`]) {
+      const path = lockPath();
+      writeFileSync(path, text);
+      expect(tryLock(path, { ...opts, staleMs: 60_000 })).toEqual({ retry: "broken" });
+      expect(existsSync(path)).toBe(false);
+    }
   });
 
   describe.runIf(process.platform === "linux")("a live pid (Linux: its start time tells the process)", () => {
@@ -180,6 +183,47 @@ describe("core/lock", () => {
     if (process.platform === "linux") {
       writeFileSync(path, `${await live("sleep", ["300"])}\n`);
       expect(holderFileRuns(path)).toBe(false);
+    }
+  });
+
+  it("a holder that is a zombie (killed, never reaped: signal 0 still reaches it) is dead", async (ctx) => {
+    if (process.platform !== "linux") return ctx.skip();
+    // sh starts a runner-like child and becomes `sleep`, which never reaps it. The child is killed
+    // only once sh has become `sleep`: before that, sh itself may reap it (it did, once, in CI).
+    const parent = spawn("sh", ["-c", "sleep 60 & exec sleep 61"], { stdio: "ignore" });
+    try {
+      const ppid = parent.pid!;
+      const stat = (pid: number): string | undefined => {
+        try {
+          return readFileSync(`/proc/${pid}/stat`, "latin1");
+        } catch {
+          return undefined;
+        }
+      };
+      const childOf = (): number | undefined => {
+        for (const name of readdirSync("/proc")) {
+          if (!/^\d+$/.test(name)) continue;
+          const s = stat(Number(name));
+          // "pid (comm) state ppid ...": comm may hold spaces, so read after its closing parenthesis.
+          if (s && Number(s.slice(s.lastIndexOf(")") + 2).split(" ")[1]) === ppid) return Number(name);
+        }
+        return undefined;
+      };
+      let pid: number | undefined;
+      for (let i = 0; i < 250 && !(readFileSync(`/proc/${ppid}/cmdline`, "latin1") === "sleep\u000061\u0000" && (pid = childOf())); i++) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(pid, "sh started its child and became sleep").toBeGreaterThan(0);
+      process.kill(pid!, "SIGKILL");
+      for (let i = 0; i < 250 && !stat(pid!)?.includes(") Z "); i++) await new Promise((r) => setTimeout(r, 20));
+      expect(stat(pid!), "the killed child is a zombie").toContain(") Z ");
+      expect(() => process.kill(pid!, 0)).not.toThrow();
+      // Its own start time: only its state tells it is dead.
+      const path = tmp.file(`zombie-${n++}`, `${pid} ${startOf(pid!)}\n`);
+      expect(holderFileRuns(path)).toBe(false);
+      expect(tryLock(path, opts)).toEqual({ retry: "broken" });
+    } finally {
+      parent.kill("SIGKILL");
     }
   });
 });

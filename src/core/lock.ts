@@ -46,10 +46,15 @@ export interface Holder {
 /** One attempt: the lock (and what gives it back), its live holder, or "try again" (it went, or was stale and was removed). */
 export type Attempt = { release: () => void } | { holder: Holder } | { retry: "gone" | "broken" };
 
-/** The lock's content for this process. */
+let line: string | undefined;
+
+/** The lock's content for this process (read once: the rate-limit lock is taken per send). */
 export function holderLine(): string {
-  const start = processStartTime();
-  return `${process.pid}${start !== undefined ? ` ${start}` : ""}\n`;
+  if (line === undefined) {
+    const start = processStartTime();
+    line = `${process.pid}${start !== undefined ? ` ${start}` : ""}\n`;
+  }
+  return line;
 }
 
 /** A lock's content read: "<pid> <start>\n" (or an older version's "<pid>\n" / "<pid> <ms since 1970>"); undefined when none can be read. */

@@ -101,6 +101,8 @@ export interface AtomicAsyncOptions extends AtomicOptions {
 export async function writeFileAtomicAsync(path: string, data: string | Buffer | readonly Buffer[], opts: AtomicAsyncOptions = {}): Promise<void> {
   const durable = opts.durable ?? true;
   const tmp = tempName(path, opts.tmpDir);
+  // Awaited only once the data is written: a refusal before then is not left unhandled meanwhile.
+  opts.gate?.catch(() => {});
   let fh;
   try {
     fh = await open(tmp, "wx", opts.mode ?? 0o600);

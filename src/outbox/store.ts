@@ -78,8 +78,6 @@ class GateRefused extends Error {
  */
 function writeDurably(path: string, tmpDir: string, chunks: Buffer[], gate?: Promise<unknown>): Promise<void> {
   const gated = gate?.catch((e: unknown) => Promise.reject(new GateRefused(e)));
-  // Awaited only once the data is written: a write that fails first must not leave it unhandled.
-  gated?.catch(() => {});
   return writeFileAtomicAsync(path, chunks, { tmpDir, syncDir: false, ...(gated ? { gate: gated } : {}) });
 }
 

@@ -23,7 +23,8 @@
  * NODE_DISABLE_COMPILE_CACHE=1 turns it off, as it does Node's own.
  */
 import Module from "node:module";
-import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, statSync, unlinkSync } from "node:fs";
+import { writeFileAtomic } from "../core/atomic.js";
 import { dirname, join, sep } from "node:path";
 import vm from "node:vm";
 
@@ -303,15 +304,11 @@ function readCache(file: string, stamp: string): Buffer | undefined {
 }
 
 function writeCache(c: Compiled): boolean {
-  const tmp = `${c.file}.${process.pid}.tmp`;
   try {
-    writeFileSync(tmp, Buffer.concat([header(c.stamp), c.script.createCachedData()]), { mode: 0o600 });
-    renameSync(tmp, c.file);
+    // A cache is made again when lost: not worth an fsync.
+    writeFileAtomic(c.file, [header(c.stamp), c.script.createCachedData()], { mode: 0o600, durable: false });
     return true;
   } catch {
-    try {
-      unlinkSync(tmp);
-    } catch {}
     return false;
   }
 }

@@ -14,7 +14,7 @@ import { DEFAULTS } from "../core/config.js";
 import type { SandboxCore } from "./core.js";
 import { createdByStart } from "./created.js";
 import { Faults, mergeFaults, NO_FAULTS, type FaultConfig } from "./faults.js";
-import { writeFileAtomic } from "./fsutil.js";
+import { writeFileAtomic } from "../core/atomic.js";
 import { IdempotencyCache, IDEMPOTENCY_TTL_MS } from "./idempotency.js";
 import { KeyStore } from "./keys.js";
 import { acquireLock } from "./lock.js";
@@ -206,7 +206,7 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     let createdKey: Sandbox["createdKey"];
     if (keys.size === 0) {
       const made = keys.add({ label: "default" });
-      writeFileAtomic(paths.apiKeyFile, `${made.key}\n`, 0o600);
+      writeFileAtomic(paths.apiKeyFile, `${made.key}\n`, { mode: 0o600 });
       createdKey = { id: made.record.id, key: made.key };
     }
 

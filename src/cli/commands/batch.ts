@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { setMaxListeners } from "node:events";
-import { closeSync, createReadStream, createWriteStream, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, writeFileSync, writeSync } from "node:fs";
+import { writeFileAtomic } from "../../core/atomic.js";
+import { closeSync, createReadStream, createWriteStream, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, readSync, rmSync, writeSync } from "node:fs";
 import { ensurePrivateDir } from "../../limits/private-dir.js";
 import { redactForPrint } from "../../core/redact.js";
 import { readFile } from "node:fs/promises";
@@ -162,16 +163,10 @@ function readPointer(pointer: string): string | undefined {
 function writePointer(pointer: string, journal: string): void {
   const path = resolve(journal);
   if (readPointer(pointer) === path) return;
-  const tmp = `${pointer}.${process.pid}.tmp`;
   try {
     mkdirSync(dirname(pointer), { recursive: true, mode: 0o700 });
-    writeFileSync(tmp, `${path}\n`, { mode: 0o600 });
-    renameSync(tmp, pointer);
-  } catch {
-    try {
-      rmSync(tmp, { force: true });
-    } catch {}
-  }
+    writeFileAtomic(pointer, `${path}\n`, { mode: 0o600, durable: false });
+  } catch {}
 }
 
 /** What Journal.open would do with the journal at `path` for this input: undefined when it cannot tell (damaged: open says so). */

@@ -10,7 +10,7 @@ import { parseExpiry, KeyStore, type KeyInfo } from "../../sandbox/keys.js";
 import { defaultSandboxDir, sandboxPaths } from "../../sandbox/paths.js";
 import type { Sandbox, SandboxOptions } from "../../sandbox/server.js";
 import type { StoredMessage } from "../../sandbox/types.js";
-import { writeFileAtomic } from "../../sandbox/fsutil.js";
+import { writeFileAtomic } from "../../core/atomic.js";
 import { colorsFor, shellWord, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
 import type { CommandContext } from "../command.js";
@@ -233,7 +233,7 @@ export async function runKeysAdd(flags: KeysFlags, io: CliIO): Promise<number> {
     const { store, dir } = openKeys(flags, io);
     const { record, key } = store.add({ ...(flags.label !== undefined ? { label: flags.label } : {}), ...(expires ? { expires } : {}) });
     const saved = flags.save ? sandboxPaths(dir).apiKeyFile : undefined;
-    if (saved) writeFileAtomic(saved, `${key}\n`, 0o600);
+    if (saved) writeFileAtomic(saved, `${key}\n`, { mode: 0o600 });
     const { hash: _hash, ...info } = record;
     if (json) io.stdout.write(`${JSON.stringify({ ...info, key, ...(saved ? { saved_to: saved } : {}) })}\n`);
     else {

@@ -21,7 +21,7 @@ import { MAX_RECIPIENTS } from "../core/message.js";
 import { wireSize } from "../core/size.js";
 import type { Envelope } from "../outbox/types.js";
 import type { RelayUsers } from "./auth.js";
-import { isLoopback } from "./listen.js";
+import { hostPort, isLoopback } from "./listen.js";
 
 export interface AcceptedInfo {
   id: string;
@@ -270,7 +270,7 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
 
   await new Promise<void>((resolve, reject) => {
     const fail = (e: NodeJS.ErrnoException) => {
-      const where = `${opts.host.includes(":") ? `[${opts.host}]` : opts.host}:${opts.port}`;
+      const where = hostPort(opts.host, opts.port);
       if (e.code === "EADDRINUSE") {
         reject(new MailsendError("config_invalid", `cannot listen on ${where}: the address is already in use`, { hint: "Another relay (or mail server) runs there; stop it or choose another --listen." }));
       } else if (e.code === "EACCES") {

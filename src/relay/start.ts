@@ -9,7 +9,7 @@ import { isIP } from "node:net";
 import { join } from "node:path";
 import { parseMailbox1 } from "../core/address.js";
 import { MailsendError, localFileError } from "../core/errors.js";
-import { atThisMachine, expandLocal, isLocalName, loadAliases, withProfileAliases } from "../input/aliases.js";
+import { atThisMachine, expandLocal, isLocalName, loadAliases, withProfileAliases, type AliasTable } from "../input/aliases.js";
 import { loadSettings } from "../input/profile.js";
 import { addMissingStamps, mapRelayedLocalNames, mentionsThisMachine, relayLocal } from "../input/sendmail-message.js";
 import { stateDir } from "../limits/budget.js";
@@ -104,6 +104,34 @@ function openOutbox(env: Record<string, string | undefined>): Outbox {
   return outbox;
 }
 
+/** A recipient at RCPT TO: refused when not valid, or when it is this machine's yet goes nowhere. */
+async function checkLocalRecipient(address: string, aliasesNow: () => Promise<AliasTable | undefined>): Promise<void> {
+  // Not valid (`u@intranet`, not fully qualified): refused here (553), not with the whole message at DATA.
+  if (!atThisMachine(address)) return void parseMailbox1(address, "recipient");
+  // A broken file holds up only names that are this machine's whatever it says; one at a
+  // host name with dots (the mail domain's own name) is sent as written meanwhile.
+  const aliases = await aliasesNow().catch((e: unknown) => {
+    if (isLocalName(address)) throw e;
+    return undefined;
+  });
+  if (relayLocal(address, aliases)) {
+    try {
+      expandLocal(aliases, address);
+    } catch (e) {
+      // No aliases file at all is this machine's setup, not a recipient that does not exist:
+      // 451 4.3.5, as for such a sender at DATA, so an MTA in front (Postfix with this relay as
+      // its relayhost: cron's mail to root@<this host>) keeps the mail until one is set. 550
+      // bounced it, and the bounce to root with it. A name an existing file does not map
+      // stays 550, as Postfix answers a user it does not know.
+      if (!aliases && e instanceof MailsendError) throw new MailsendError(e.code, e.message, { ...(e.hint ? { hint: e.hint } : {}), local: true });
+      throw e;
+    }
+  } else if (isLocalName(address)) {
+    // At localhost or the dot-less machine name, yet no user name (jörg@localhost): nowhere to go.
+    throw new MailsendError("invalid_address", `"${address}" is at this machine but is not a user name the aliases file could map`);
+  }
+}
+
 /**
  * Local names (RCPT TO:<root@localhost>, From: root@<this host>) through the aliases file, as
  * sendmail maps them; read at each use, as sendmail reads it. A message without Date or
@@ -134,32 +162,7 @@ async function localNames(opts: RelayStartOptions, stampedIds: WeakSet<Buffer>) 
     aliasesTrouble = e instanceof Error ? e.message : String(e);
   }
   const hooks: Pick<RelayOptions, "checkRecipient" | "prepare"> = {
-    async checkRecipient(address: string) {
-      // Not valid (`u@intranet`, not fully qualified): refused here (553), not with the whole message at DATA.
-      if (!atThisMachine(address)) return void parseMailbox1(address, "recipient");
-      // A broken file holds up only names that are this machine's whatever it says; one at a
-      // host name with dots (the mail domain's own name) is sent as written meanwhile.
-      const aliases = await aliasesNow().catch((e: unknown) => {
-        if (isLocalName(address)) throw e;
-        return undefined;
-      });
-      if (relayLocal(address, aliases)) {
-        try {
-          expandLocal(aliases, address);
-        } catch (e) {
-          // No aliases file at all is this machine's setup, not a recipient that does not exist:
-          // 451 4.3.5, as for such a sender at DATA, so an MTA in front (Postfix with this relay as
-          // its relayhost: cron's mail to root@<this host>) keeps the mail until one is set. 550
-          // bounced it, and the bounce to root with it. A name an existing file does not map
-          // stays 550, as Postfix answers a user it does not know.
-          if (!aliases && e instanceof MailsendError) throw new MailsendError(e.code, e.message, { ...(e.hint ? { hint: e.hint } : {}), local: true });
-          throw e;
-        }
-      } else if (isLocalName(address)) {
-        // At localhost or the dot-less machine name, yet no user name (jörg@localhost): nowhere to go.
-        throw new MailsendError("invalid_address", `"${address}" is at this machine but is not a user name the aliases file could map`);
-      }
-    },
+    checkRecipient: (address: string) => checkLocalRecipient(address, aliasesNow),
     async prepare(raw: Buffer, envelope: Envelope) {
       const aliases = mentionsThisMachine(raw, envelope)
         ? await aliasesNow().catch((e: unknown) => {

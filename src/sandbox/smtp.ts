@@ -178,8 +178,40 @@ const onData =
     });
   };
 
+/** MAIL FROM: a valid address, and a key with room in its window (said before the client sends the whole message). */
+const onMailFrom =
+  (side: Side): SMTPServerOptions["onMailFrom"] =>
+  (address, session, cb) => {
+    try {
+      parseBareAddress(address.address, "MAIL FROM");
+    } catch (e) {
+      side.refused();
+      return cb(reply(553, `5.1.7 Sender address rejected: ${(e as Error).message}`));
+    }
+    // Say so before the client sends the whole message; DATA counts it for real.
+    const { limiter } = side.core;
+    const d = limiter.peek(session.user!);
+    if (!d.ok) {
+      side.refused("rateLimited");
+      return cb(reply(451, rateText(d.retryAfter, d.limit, limiter.windowMs)));
+    }
+    cb();
+  };
+
+const onRcptTo: SMTPServerOptions["onRcptTo"] = (address, session, cb) => {
+  if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
+    return cb(reply(452, `4.5.3 Too many recipients (at most ${MAX_RECIPIENTS} per message)`));
+  }
+  try {
+    parseBareAddress(address.address, "RCPT TO");
+  } catch (e) {
+    return cb(reply(553, `5.1.3 Recipient address rejected: ${(e as Error).message}`));
+  }
+  cb();
+};
+
 export function createSmtpServer(core: SandboxCore, role: SmtpRole, tls: TlsMaterial): SMTPServer {
-  const { limiter, stats } = core;
+  const { stats } = core;
   let server: SMTPServer;
   const side: Side = {
     core,
@@ -211,33 +243,8 @@ export function createSmtpServer(core: SandboxCore, role: SmtpRole, tls: TlsMate
     socketTimeout: 60_000,
     onAuth: onAuth(side),
 
-    onMailFrom(address, session, cb) {
-      try {
-        parseBareAddress(address.address, "MAIL FROM");
-      } catch (e) {
-        side.refused();
-        return cb(reply(553, `5.1.7 Sender address rejected: ${(e as Error).message}`));
-      }
-      // Say so before the client sends the whole message; DATA counts it for real.
-      const d = limiter.peek(session.user!);
-      if (!d.ok) {
-        side.refused("rateLimited");
-        return cb(reply(451, rateText(d.retryAfter, d.limit, limiter.windowMs)));
-      }
-      cb();
-    },
-
-    onRcptTo(address, session, cb) {
-      if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
-        return cb(reply(452, `4.5.3 Too many recipients (at most ${MAX_RECIPIENTS} per message)`));
-      }
-      try {
-        parseBareAddress(address.address, "RCPT TO");
-      } catch (e) {
-        return cb(reply(553, `5.1.3 Recipient address rejected: ${(e as Error).message}`));
-      }
-      cb();
-    },
+    onMailFrom: onMailFrom(side),
+    onRcptTo,
     onData: onData(side),
   };
   server = new SMTPServer(options);

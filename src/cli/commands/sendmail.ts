@@ -18,7 +18,7 @@ import { VERSION } from "../../core/version.js";
 import { loadSettings } from "../../input/profile.js";
 import { queueModeFrom, submit, submitStoppable } from "../../outbox/submit.js";
 import { Outbox } from "../../outbox/store.js";
-import { fixupMessage, maxMessageSize, mentionsThisMachine, readSendmailInput, relayLocal, type FixupInput } from "../../input/sendmail-message.js";
+import { prepareLocalSubmission, maxMessageSize, mentionsThisMachine, readSendmailInput, relayLocal, type SubmissionInput } from "../../input/sendmail-message.js";
 import { parseMailbox1 } from "../../core/address.js";
 import { isLocalName, loadAliases, withProfileAliases, type AliasTable } from "../../input/aliases.js";
 import { autorunOff } from "../../outbox/spawn.js";
@@ -123,7 +123,7 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
     const { aliases, trouble } = await aliasesFor(env);
     if (trouble && mentionsThisMachine(input, { from: args.from ?? "", to: args.recipients }, (a) => isLocalName(a))) throw trouble;
     const fixed = withAliasesTrouble(trouble, () =>
-      fixupMessage(input, {
+      prepareLocalSubmission(input, {
         ...(args.from !== undefined ? { envelopeFrom: args.from } : {}),
         ...(args.fullName !== undefined ? { fullName: args.fullName } : {}),
         readRecipients: args.readRecipients,
@@ -178,7 +178,7 @@ async function aliasesFor(env: CliIO["env"]): Promise<{ aliases?: AliasTable; tr
 }
 
 /**
- * fixupMessage without the aliases a broken file kept from it: a setting it then misses (no sender:
+ * prepareLocalSubmission without the aliases a broken file kept from it: a setting it then misses (no sender:
  * the invoking user is mapped through that file) is the broken file's, said as such.
  */
 function withAliasesTrouble<T>(trouble: MailsendError | undefined, fix: () => T): T {
@@ -190,8 +190,8 @@ function withAliasesTrouble<T>(trouble: MailsendError | undefined, fix: () => T)
   }
 }
 
-/** What fixupMessage needs of this machine's settings: the default sender, the aliases and who runs this. */
-function senderSettings(env: CliIO["env"], aliases: AliasTable | undefined): Pick<FixupInput, "defaultFrom" | "aliases" | "invokingUser"> {
+/** What prepareLocalSubmission needs of this machine's settings: the default sender, the aliases and who runs this. */
+function senderSettings(env: CliIO["env"], aliases: AliasTable | undefined): Pick<SubmissionInput, "defaultFrom" | "aliases" | "invokingUser"> {
   return { ...(env.MAILSEND_FROM ? { defaultFrom: env.MAILSEND_FROM } : {}), ...(aliases ? { aliases, invokingUser: invokingUser() } : {}) };
 }
 
@@ -244,7 +244,7 @@ async function smtpOnStdio(args: SendmailArgs, io: CliIO, mode: ReturnType<typeo
       async take(raw, envelope) {
         if (trouble && mentionsThisMachine(raw, envelope, (a) => isLocalName(a))) throw trouble;
         const fixed = withAliasesTrouble(trouble, () =>
-          fixupMessage(raw, {
+          prepareLocalSubmission(raw, {
             ...(envelope.from ? { envelopeFrom: envelope.from } : {}),
             readRecipients: false,
             recipients: envelope.to,

@@ -15,7 +15,8 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { baseEnv, ROOT } from "../helpers/cli.js";
 import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
-import { HAVE_PYYAML, loadYaml } from "../helpers/yaml.js";
+import { loadYaml } from "../helpers/yaml.js";
+import { lacks, pyyaml } from "../helpers/tools.js";
 
 const ENTRY = join(ROOT, "action", "main.mjs");
 const ACTION_YML = readFileSync(join(ROOT, "action.yml"), "utf8");
@@ -286,7 +287,7 @@ describe("a failing step", () => {
   });
 });
 
-describe.skipIf(!HAVE_PYYAML && !process.env.CI)("the README's workflow, run", () => {
+describe.skipIf(lacks(pyyaml))("the README's workflow, run", () => {
   const readme = readFileSync(join(ROOT, "README.md"), "utf8");
   const section = readme.slice(readme.indexOf("### The GitHub Action"));
   const yaml = section.slice(section.indexOf("```yaml") + 7, section.indexOf("```", section.indexOf("```yaml") + 7));

@@ -4,15 +4,15 @@
  * window, counting what the sandbox stored and refused.
  */
 import { execa } from "execa";
-import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { keyHash } from "../../src/limits/budget.js";
 import { runCli } from "../helpers/cli.js";
-import { REDIS_SERVER, startRedis, type RedisHandle } from "../helpers/redis.js";
+import { startRedis, type RedisHandle } from "../helpers/redis.js";
 import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
+import { curl, lacks, redisServer } from "../helpers/tools.js";
 
 const LIMIT = 10;
 const WINDOW_S = 4;
@@ -147,7 +147,7 @@ describe("waiting, as --json says it", () => {
   });
 });
 
-describe.skipIf(!spawnSync("curl", ["--version"]).stdout)("refused anyway", () => {
+describe.skipIf(lacks(curl))("refused anyway", () => {
   afterEach(quiet);
 
   test("with curl eating the budget, mailsend gets 429s, waits, and delivers each message exactly once", async () => {
@@ -181,7 +181,7 @@ describe.skipIf(!spawnSync("curl", ["--version"]).stdout)("refused anyway", () =
   });
 });
 
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("redis budget (two machines)", () => {
+describe.skipIf(lacks(redisServer))("redis budget (two machines)", () => {
   let redis: RedisHandle;
   beforeAll(async () => {
     redis = await startRedis();

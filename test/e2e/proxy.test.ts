@@ -10,8 +10,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { runCli, type CliResult } from "../helpers/cli.js";
-import { startProxy, startSocks5, startTinyproxy, startTlsFront, TINYPROXY, type TestProxy } from "../helpers/proxy.js";
+import { startProxy, startSocks5, startTinyproxy, startTlsFront, type TestProxy } from "../helpers/proxy.js";
 import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { lacks, tinyproxy } from "../helpers/tools.js";
 
 let t: TestSandbox;
 let front: { url: string; port: number; stop(): Promise<void> };
@@ -187,7 +188,7 @@ describe("REST through an HTTP proxy", () => {
   });
 });
 
-describe.skipIf(!TINYPROXY && !process.env.CI)("through tinyproxy", () => {
+describe.skipIf(lacks(tinyproxy))("through tinyproxy", () => {
   test("https:// by CONNECT and http:// in the absolute form, both seen in its log", async () => {
     const tp = await startTinyproxy();
     try {

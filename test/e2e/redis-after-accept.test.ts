@@ -8,9 +8,10 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { runCli } from "../helpers/cli.js";
-import { REDIS_SERVER, startRedis } from "../helpers/redis.js";
+import { startRedis } from "../helpers/redis.js";
 import { inProcessSandbox, until, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { lacks, redisServer } from "../helpers/tools.js";
 
 let t: TestSandbox;
 let tmp: Scratch;
@@ -24,7 +25,7 @@ afterAll(async () => {
   tmp?.remove();
 });
 
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("Redis stopped after the provider accepted", () => {
+describe.skipIf(lacks(redisServer))("Redis stopped after the provider accepted", () => {
   for (const json of [false, true]) {
     test(`exit 0, the message id, and a warning naming the Redis${json ? " (--json: warnings)" : ""}`, async () => {
       const redis = await startRedis({ password: "accept-secret-1" });

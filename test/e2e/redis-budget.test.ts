@@ -11,9 +11,10 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { ensureTls, type TlsMaterial } from "../../src/sandbox/tls.js";
 import { runCli, type CliResult } from "../helpers/cli.js";
-import { REDIS_SERVER, startRedis, startSentinel, type RedisHandle, type SentinelHandle } from "../helpers/redis.js";
+import { startRedis, startSentinel, type RedisHandle, type SentinelHandle } from "../helpers/redis.js";
 import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { lacks, redisServer } from "../helpers/tools.js";
 
 const LIMIT = 10;
 const WINDOW_S = 4;
@@ -102,7 +103,7 @@ async function twoMachines(name: string, extra: Record<string, string>): Promise
   }
 }
 
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("the budget shared through Redis", () => {
+describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
   let plain: RedisHandle;
   let secure: RedisHandle;
   let master: RedisHandle;

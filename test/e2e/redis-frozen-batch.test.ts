@@ -9,8 +9,9 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { runCli } from "../helpers/cli.js";
-import { REDIS_SERVER, startRedis } from "../helpers/redis.js";
+import { startRedis } from "../helpers/redis.js";
 import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { lacks, redisServer } from "../helpers/tools.js";
 
 let t: TestSandbox;
 beforeAll(async () => {
@@ -21,7 +22,7 @@ afterAll(async () => {
   t?.scratch.remove();
 });
 
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("a batch whose Redis budget stops answering", () => {
+describe.skipIf(lacks(redisServer))("a batch whose Redis budget stops answering", () => {
   test("stops starting items after a few that could not get a slot, ends 75; a re-run after Redis is back sends the rest once", async () => {
     const redis = await startRedis();
     try {

@@ -6,15 +6,14 @@
  * 300 arrives exactly once. A 6 s window stands for the service's 60 s.
  */
 import { execa } from "execa";
-import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { startRelayChild } from "../helpers/relay.js";
 import { inProcessSandbox, until, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
+import { lacks, python3 } from "../helpers/tools.js";
 
-const HAVE_PYTHON = spawnSync("python3", ["-c", "import smtplib"]).status === 0;
 const LIMIT = 60;
 const WINDOW_S = 6;
 const CLIENTS = 10;
@@ -49,7 +48,7 @@ afterAll(async () => {
   t?.scratch.remove();
 });
 
-describe.skipIf(!HAVE_PYTHON)("relay burst", () => {
+describe.skipIf(lacks(python3))("relay burst", () => {
   test(`${CLIENTS * EACH} messages from ${CLIENTS} concurrent SMTP clients, limit ${LIMIT} per window: no refusal, no 429, each exactly once`, async () => {
     const s = scratch("mailsend-relay-burst-");
     const script = s.file("client.py", CLIENT);

@@ -5,7 +5,6 @@
  * smtp-server with STARTTLS + AUTH over SMTP.
  */
 import { execa } from "execa";
-import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
@@ -14,12 +13,11 @@ import { startRelayChild } from "../helpers/relay.js";
 import { inProcessSandbox, SmtpDialog, until, type TestSandbox } from "../helpers/sandbox.js";
 import { headerSection, startSmtpSink } from "../helpers/smtp-sink.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { lacks, python3, swaks as swaksProgram } from "../helpers/tools.js";
 
 // Real clients and a relay process per test: on a loaded two-core machine one test can take a while.
 vi.setConfig({ testTimeout: 120_000 });
 
-const HAVE_SWAKS = spawnSync("swaks", ["--version"]).status === 0;
-const HAVE_PYTHON = spawnSync("python3", ["-c", "import smtplib"]).status === 0;
 
 /** swaks against the relay; returns its transcript and exit code. */
 async function swaks(port: number, args: string[]): Promise<{ code: number; out: string }> {
@@ -91,7 +89,7 @@ function restEnv(s: Scratch, extra: Record<string, string> = {}): Record<string,
   return { ...t.env, MAILSEND_STATE_DIR: join(s.dir, "state"), MAILSEND_TRANSPORT: "rest", ...extra };
 }
 
-describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", () => {
+describe.skipIf(lacks(swaksProgram, python3))("relay to the sandbox over REST", () => {
   test("swaks and smtplib: 250 queued as <id> after the message is on disk; the sandbox gets each once", async () => {
     const s = scratch("mailsend-relay-");
     const relay = await startRelayChild(restEnv(s), ["-v"]);
@@ -356,7 +354,7 @@ describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", (
   });
 });
 
-describe.skipIf(!HAVE_PYTHON)("relay upstream over SMTP (STARTTLS + AUTH)", () => {
+describe.skipIf(lacks(python3))("relay upstream over SMTP (STARTTLS + AUTH)", () => {
   test("a text-only message from smtplib is delivered unchanged to a real smtp-server with TLS and AUTH", async () => {
     const s = scratch("mailsend-relay-smtp-");
     const tls = await s.tls();
@@ -433,7 +431,7 @@ describe("who may connect", () => {
     }
   });
 
-  test.skipIf(!HAVE_SWAKS)("with --auth-file: AUTH is required and checked; off loopback only after STARTTLS", async () => {
+  test.skipIf(lacks(swaksProgram))("with --auth-file: AUTH is required and checked; off loopback only after STARTTLS", async () => {
     const s = scratch("mailsend-relay-auth-");
     const hp = await runCli(["relay", "hash-password", "grafana"], { input: "correct horse battery\n" });
     expect(hp.exitCode, hp.stderr).toBe(0);
@@ -499,7 +497,7 @@ describe("settings delivery needs", () => {
   });
 });
 
-describe.skipIf(!HAVE_SWAKS)("stopping", () => {
+describe.skipIf(lacks(swaksProgram))("stopping", () => {
   test("SIGTERM: no new mail, a delivery in flight finishes, exit 0; what was left is delivered by the next start", async () => {
     const s = scratch("mailsend-relay-stop-");
     // Slow enough that the delivery is still in flight when the SIGTERM comes, late enough that a

@@ -14,6 +14,7 @@ import { baseEnv, BIN } from "../helpers/cli.js";
 import { startRelayChild } from "../helpers/relay.js";
 import { inProcessSandbox, SmtpDialog, until, type TestSandbox } from "../helpers/sandbox.js";
 import { headerSection } from "../helpers/smtp-sink.js";
+import { lacks, python3 } from "../helpers/tools.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
 let t: TestSandbox;
@@ -188,7 +189,7 @@ describe("one bad recipient is refused at its RCPT; the others get the message",
     expect((await stored("rcpt bs")).map((m) => m.envelope.to)).toEqual([["ok-bs@example.com"]]);
   });
 
-  it("the relay: Python's smtplib.sendmail to ['u@intranet', 'ok@…'] gets 553 for the one, delivers to the other", async () => {
+  it.skipIf(lacks(python3))("the relay: Python's smtplib.sendmail to ['u@intranet', 'ok@…'] gets 553 for the one, delivers to the other", async () => {
     const relay = await startRelayChild(env());
     try {
       const script = `

@@ -13,6 +13,7 @@ import { baseEnv, BIN } from "../helpers/cli.js";
 import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
 import { headerSection, startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { bsdMailx, gitSendEmail, lacks, mailAddress, python3, sNail } from "../helpers/tools.js";
 
 let t: TestSandbox;
 let s: Scratch;
@@ -128,7 +129,7 @@ describe("sendmail as real callers use it", { timeout: 90_000 }, () => {
     expect(head).toMatch(/^Message-ID: </m);
   });
 
-  it("PHP mail() style: a Python subprocess piping into sendmail -t -i; Bcc recipients get it, the Bcc header is gone", async () => {
+  it.skipIf(lacks(python3))("PHP mail() style: a Python subprocess piping into sendmail -t -i; Bcc recipients get it, the Bcc header is gone", async () => {
     const script = `
 import subprocess, sys
 msg = "To: php-to@example.com\\r\\nCc: Carl <php-cc@example.com>\\r\\nBcc: php-bcc@example.com\\r\\nFrom: shop@example.com\\r\\nSubject: PHP order 17\\r\\n\\r\\nThank you.\\r\\n.\\r\\nThis line is still the body (-i).\\r\\n"
@@ -143,7 +144,7 @@ sys.stdout.write("rc=%d err=%s" % (p.returncode, p.stderr.decode()))
     expect(email.text).toContain("This line is still the body (-i).");
   });
 
-  it("s-nail: mail -s ... -b ... root user@example.com (it passes -i -- recipients, and -r as -f)", async () => {
+  it.skipIf(lacks(sNail))("s-nail: mail -s ... -b ... root user@example.com (it passes -i -- recipients, and -r as -f)", async () => {
     const r = await run("s-nail", ["-:/", "-S", `mta=${sendmail}`, "-r", "alerts@example.com", "-s", "s-nail alert", "-b", "snail-bcc@example.com", "root", "snail@example.com"], "disk 91% full\n", env());
     expect(r.exitCode, r.stderr).toBe(0);
     const { m, head } = await oneStored("s-nail alert");
@@ -153,7 +154,7 @@ sys.stdout.write("rc=%d err=%s" % (p.returncode, p.stderr.decode()))
     expect(head).not.toMatch(/snail-bcc/);
   });
 
-  it("bsd-mailx: mail -s subject root, with sendmail= in its rc file (it passes -i -t)", async () => {
+  it.skipIf(lacks(bsdMailx))("bsd-mailx: mail -s subject root, with sendmail= in its rc file (it passes -i -t)", async () => {
     const rc = s.file("mailrc", `set sendmail=${sendmail}\n`);
     const r = await run("bsd-mailx", ["-s", "mailx report", "root"], "all good\n", env({ MAILRC: rc }));
     expect(r.exitCode, r.stderr).toBe(0);
@@ -163,7 +164,7 @@ sys.stdout.write("rc=%d err=%s" % (p.returncode, p.stderr.decode()))
     expect(head).toMatch(/^From: Host <host@example\.com>$/m);
   });
 
-  it("git send-email --sendmail-cmd=<the symlink>: a patch to root and a Cc", async () => {
+  it.skipIf(lacks(gitSendEmail, mailAddress))("git send-email --sendmail-cmd=<the symlink>: a patch to root and a Cc", async () => {
     const repo = join(s.dir, "repo");
     const git = (args: string[]) => run("git", ["-c", "user.name=Dev", "-c", "user.email=dev@example.com", ...args], undefined, env(), { cwd: repo });
     mkdirSync(repo);

@@ -13,7 +13,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { baseEnv, ROOT } from "../helpers/cli.js";
-import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
+import { parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { loadYaml } from "../helpers/yaml.js";
 import { lacks, pyyaml } from "../helpers/tools.js";
@@ -83,13 +83,11 @@ function parseOutputs(text: string): Record<string, string> {
 let t: TestSandbox;
 let tmp: Scratch;
 let runs = 0;
+useSandbox((sb) => (t = sb));
 beforeAll(async () => {
-  t = await inProcessSandbox();
   tmp = scratch("mailsend-action-");
 });
 afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
   tmp?.remove();
 });
 

@@ -17,7 +17,7 @@ import { run } from "../../src/cli/program.js";
 import { CHECK_NAMES } from "../../src/doctor/checks.js";
 import { runCli, stdoutJson, type CliResult, type RunOptions } from "../helpers/cli.js";
 import { startRedis } from "../helpers/redis.js";
-import { addKey, inProcessSandbox, revokeKey, type TestSandbox } from "../helpers/sandbox.js";
+import { addKey, revokeKey, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
 import { lacks, redisServer } from "../helpers/tools.js";
 
@@ -26,12 +26,11 @@ const tmp = scratch("mailsend-doctor-");
 /** Keys that must never appear in any output of these tests. */
 const secrets: string[] = [];
 
+useSandbox((sb) => (t = sb));
 beforeAll(async () => {
-  t = await inProcessSandbox();
   secrets.push(t.key);
 });
 afterAll(async () => {
-  await t?.stop();
   tmp.remove();
 });
 

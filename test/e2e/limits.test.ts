@@ -10,7 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { keyHash } from "../../src/limits/budget.js";
 import { runCli } from "../helpers/cli.js";
 import { startRedis, type RedisHandle } from "../helpers/redis.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
 import { curl, lacks, redisServer } from "../helpers/tools.js";
 
@@ -18,13 +18,7 @@ const LIMIT = 10;
 const WINDOW_S = 4;
 
 let t: TestSandbox;
-beforeAll(async () => {
-  t = await inProcessSandbox({ rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
-});
-afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
-});
+useSandbox((sb) => (t = sb), { rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
 
 /** Wait until the sandbox's window is empty again, so each test starts with the whole budget. */
 async function quiet(): Promise<void> {

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { baseEnv, BIN, runCli, stdoutJson } from "../helpers/cli.js";
 import { startRedis, type RedisHandle } from "../helpers/redis.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { lacks, redisServer } from "../helpers/tools.js";
 
@@ -24,8 +24,8 @@ let sendmail: string;
 let seq = 0;
 
 const PASSWORD = "right-redis-secret-7";
+useSandbox((sb) => (t = sb));
 beforeAll(async () => {
-  t = await inProcessSandbox();
   s = scratch("mailsend-local-refusal-");
   mkdirSync(join(s.dir, "sbin"));
   sendmail = join(s.dir, "sbin", "sendmail");
@@ -34,7 +34,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await redis?.stop();
-  await t?.stop();
   s?.remove();
 });
 

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureTls } from "../../src/sandbox/tls.js";
 import { BIN } from "../helpers/cli.js";
 import { startRedis, type RedisHandle } from "../helpers/redis.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { lacks, redisServer } from "../helpers/tools.js";
 
@@ -49,8 +49,8 @@ function budgetKeys(port: number): Promise<string> {
 /** Only what cron gives a job. */
 const daemonEnv = () => ({ PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home });
 
+useSandbox((sb) => (t = sb));
 beforeAll(async () => {
-  t = await inProcessSandbox();
   s = scratch("mailsend-profile-daemon-");
   home = join(s.dir, "home");
   const conf = join(home, ".config", "mailsend");
@@ -79,7 +79,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await redis?.stop();
-  await t?.stop();
   s?.remove();
 });
 

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { runCli, type CliResult } from "../helpers/cli.js";
 import { startProxy, startSocks5, startTinyproxy, startTlsFront, type TestProxy } from "../helpers/proxy.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { lacks, tinyproxy } from "../helpers/tools.js";
 
 let t: TestSandbox;
@@ -21,8 +21,8 @@ let guarded: TestProxy;
 let strict: TestProxy;
 const PASSWORD = "proxy-pass-7d1";
 
+useSandbox((sb) => (t = sb));
 beforeAll(async () => {
-  t = await inProcessSandbox();
   front = await startTlsFront(t.sb.ports.http, t.sb.tls);
   proxy = await startProxy();
   guarded = await startProxy({ auth: `alice:${PASSWORD}` });
@@ -30,8 +30,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all([proxy?.stop(), guarded?.stop(), strict?.stop(), front?.stop()]);
-  await t?.stop();
-  t?.scratch.remove();
 });
 beforeEach(() => {
   for (const p of [proxy, guarded, strict]) p.log.length = 0;

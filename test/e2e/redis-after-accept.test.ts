@@ -9,19 +9,18 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { runCli } from "../helpers/cli.js";
 import { startRedis } from "../helpers/redis.js";
-import { inProcessSandbox, until, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { lacks, redisServer } from "../helpers/tools.js";
+import { until } from "../helpers/until.js";
 
 let t: TestSandbox;
 let tmp: Scratch;
+useSandbox((sb) => (t = sb), { faults: { latencyMs: 4_000 } });
 beforeAll(async () => {
-  t = await inProcessSandbox({ faults: { latencyMs: 4_000 } });
   tmp = scratch("mailsend-redis-accept-");
 });
 afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
   tmp?.remove();
 });
 

@@ -11,21 +11,17 @@
 import { execFileSync } from "node:child_process";
 import net from "node:net";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { startRedis } from "../helpers/redis.js";
 import { startRelayChild } from "../helpers/relay.js";
-import { inProcessSandbox, SmtpDialog, until, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { SmtpDialog } from "../helpers/smtp-dialog.js";
 import { scratch } from "../helpers/tmp.js";
 import { lacks, redisServer } from "../helpers/tools.js";
+import { until } from "../helpers/until.js";
 
 let t: TestSandbox;
-beforeAll(async () => {
-  t = await inProcessSandbox();
-});
-afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
-});
+useSandbox((sb) => (t = sb));
 
 /** The service's DNS name: each new connection goes to `target`, read when it opens. */
 async function forwarder(): Promise<{ port: number; target: number; stop(): Promise<void> }> {

@@ -10,9 +10,9 @@
 import { execa } from "execa";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
+import { describe, expect, test, vi } from "vitest";
 import { startRelayChild } from "../helpers/relay.js";
-import { inProcessSandbox, until, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
 vi.setConfig({ testTimeout: 120_000 });
@@ -59,13 +59,7 @@ function files(outbox: string, sub: "queue" | "failed"): string[] {
 }
 
 let t: TestSandbox;
-beforeAll(async () => {
-  t = await inProcessSandbox();
-});
-afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
-});
+useSandbox((sb) => (t = sb));
 
 /** The sandbox over REST only: no SMTP host, MAILSEND_TRANSPORT unset (auto). */
 function restOnlyEnv(s: Scratch): Record<string, string> {
@@ -186,6 +180,7 @@ for sender, rcpt, msg in msgs:
 s.quit()
 `;
 import { lacks, python3, swaks } from "../helpers/tools.js";
+import { until } from "../helpers/until.js";
 
 describe.skipIf(lacks(python3))("relay intake: what an MTA adds for local clients", () => {
   test("no From (Python's smtplib example) gets the envelope sender's; To: undisclosed-recipients:; and a header-only message are taken; all delivered", async () => {

@@ -7,13 +7,15 @@
 import { execa } from "execa";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
+import { describe, expect, test, vi } from "vitest";
 import { runCli } from "../helpers/cli.js";
 import { startRelayChild } from "../helpers/relay.js";
-import { inProcessSandbox, SmtpDialog, until, type TestSandbox } from "../helpers/sandbox.js";
+import { inProcessSandbox, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { SmtpDialog } from "../helpers/smtp-dialog.js";
 import { headerSection, startSmtpSink } from "../helpers/smtp-sink.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { lacks, python3, swaks as swaksProgram } from "../helpers/tools.js";
+import { until } from "../helpers/until.js";
 
 // Real clients and a relay process per test: on a loaded two-core machine one test can take a while.
 vi.setConfig({ testTimeout: 120_000 });
@@ -76,13 +78,7 @@ function queued(outbox: string): string[] {
 }
 
 let t: TestSandbox;
-beforeAll(async () => {
-  t = await inProcessSandbox();
-});
-afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
-});
+useSandbox((sb) => (t = sb));
 
 /** A relay delivering to the in-process sandbox over REST (its own outbox and state dir). */
 function restEnv(s: Scratch, extra: Record<string, string> = {}): Record<string, string> {
@@ -333,19 +329,9 @@ describe.skipIf(lacks(swaksProgram, python3))("relay to the sandbox over REST", 
     const open: SmtpDialog[] = [];
     try {
       open.push(await SmtpDialog.connect(relay.ready.port), await SmtpDialog.connect(relay.ready.port));
-      const net = await import("node:net");
-      const sock = net.connect({ host: "127.0.0.1", port: relay.ready.port });
-      const greeting = await new Promise<string>((resolve, reject) => {
-        let buf = "";
-        sock.on("data", (c) => {
-          buf += c.toString("latin1");
-          if (buf.includes("\n")) resolve(buf);
-        });
-        sock.on("error", reject);
-        setTimeout(() => reject(new Error(`no greeting: ${buf}`)), 10_000);
-      });
-      sock.destroy();
-      expect(greeting).toMatch(/^421 /);
+      const third = await SmtpDialog.connect(relay.ready.port);
+      third.destroy();
+      expect(third.greeting).toMatch(/^421 /);
     } finally {
       for (const d of open) await d.quit();
       await relay.stop();

@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { baseEnv, BIN } from "../helpers/cli.js";
-import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
+import { parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { headerSection, startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { bsdMailx, gitSendEmail, lacks, mailAddress, python3, sNail } from "../helpers/tools.js";
@@ -22,8 +22,8 @@ let mailq: string;
 let aliases: string;
 let stateSeq = 0;
 
+useSandbox((sb) => (t = sb));
 beforeAll(async () => {
-  t = await inProcessSandbox();
   s = scratch("mailsend-sendmail-");
   mkdirSync(join(s.dir, "sbin"));
   sendmail = join(s.dir, "sbin", "sendmail");
@@ -33,7 +33,6 @@ beforeAll(async () => {
   aliases = s.file("aliases", "# this host\nroot: ops@example.com\npostmaster: root\nwww-data: web@example.com, root\n");
 });
 afterAll(async () => {
-  await t?.stop();
   s?.remove();
 });
 
@@ -350,12 +349,9 @@ describe("against an SMTP server with STARTTLS and AUTH", { timeout: 90_000 }, (
 
 describe("deliver now, else queue (the default, --queue auto)", { timeout: 90_000 }, () => {
   let tight: TestSandbox;
+  useSandbox((sb) => (tight = sb), { rateLimit: 1, rateWindowMs: 60_000 });
   beforeAll(async () => {
     // One message per minute: the second finds the budget used up.
-    tight = await inProcessSandbox({ rateLimit: 1, rateWindowMs: 60_000 });
-  });
-  afterAll(async () => {
-    await tight?.stop();
   });
 
   it("the budget used up: the message is queued, exit 0, one line on stderr; the first one went out silently", async () => {

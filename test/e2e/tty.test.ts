@@ -5,21 +5,17 @@
  * wait must not loop on that, and the send must go out once the slot frees.
  */
 import { execa } from "execa";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { BIN, baseEnv } from "../helpers/cli.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
 import { lacks, script } from "../helpers/tools.js";
 
 const state = scratch("mailsend-tty-");
 let t: TestSandbox;
 
-beforeAll(async () => {
-  t = await inProcessSandbox();
-});
+useSandbox((sb) => (t = sb));
 afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
   state.remove();
 });
 

@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { lockOutbox, ownerAlive, runnerHoldsOutbox } from "../../src/outbox/runner-lock.js";
 import { Outbox } from "../../src/outbox/store.js";
 import { scratch } from "../helpers/tmp.js";
+import { until } from "../helpers/until.js";
 
 const tmp = scratch("mailsend-outbox-lock-");
 afterAll(() => tmp.remove());
@@ -111,12 +112,13 @@ describe("a lock whose holder is dead", () => {
         return undefined;
       };
       let pid: number | undefined;
-      for (let i = 0; i < 250 && !(readFileSync(`/proc/${ppid}/cmdline`, "latin1") === "sleep\u000061\u0000" && (pid = childOf())); i++) {
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      await until(() => readFileSync(`/proc/${ppid}/cmdline`, "latin1") === "sleep\u000061\u0000" && (pid = childOf()) !== undefined, {
+        what: "sh to start its child and become sleep",
+        everyMs: 20,
+      });
       expect(pid, "sh started its child and became sleep").toBeGreaterThan(0);
       process.kill(pid!, "SIGKILL");
-      for (let i = 0; i < 250 && !stat(pid!)?.includes(") Z "); i++) await new Promise((r) => setTimeout(r, 20));
+      await until(() => stat(pid!)?.includes(") Z ") === true, { what: "the killed child to be a zombie", everyMs: 20 });
       expect(stat(pid!), "the killed child is a zombie").toContain(") Z ");
       expect(() => process.kill(pid!, 0)).not.toThrow();
       const outbox = leftBy(pid!);

@@ -10,8 +10,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { runCli, type CliResult } from "../helpers/cli.js";
-import { startProxy, startSocks5, startTinyproxy, startTlsFront, TINYPROXY, type TestProxy } from "../helpers/proxy.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { startProxy, startSocks5, startTinyproxy, startTlsFront, type TestProxy } from "../helpers/proxy.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { lacks, tinyproxy } from "../helpers/tools.js";
 
 let t: TestSandbox;
 let front: { url: string; port: number; stop(): Promise<void> };
@@ -20,8 +21,8 @@ let guarded: TestProxy;
 let strict: TestProxy;
 const PASSWORD = "proxy-pass-7d1";
 
+useSandbox((sb) => (t = sb));
 beforeAll(async () => {
-  t = await inProcessSandbox();
   front = await startTlsFront(t.sb.ports.http, t.sb.tls);
   proxy = await startProxy();
   guarded = await startProxy({ auth: `alice:${PASSWORD}` });
@@ -29,8 +30,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await Promise.all([proxy?.stop(), guarded?.stop(), strict?.stop(), front?.stop()]);
-  await t?.stop();
-  t?.scratch.remove();
 });
 beforeEach(() => {
   for (const p of [proxy, guarded, strict]) p.log.length = 0;
@@ -187,7 +186,7 @@ describe("REST through an HTTP proxy", () => {
   });
 });
 
-describe.skipIf(!TINYPROXY && !process.env.CI)("through tinyproxy", () => {
+describe.skipIf(lacks(tinyproxy))("through tinyproxy", () => {
   test("https:// by CONNECT and http:// in the absolute form, both seen in its log", async () => {
     const tp = await startTinyproxy();
     try {

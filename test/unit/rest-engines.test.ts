@@ -20,6 +20,7 @@ import { create } from "../../src/transports/rest.js";
 import { startRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 import { failure } from "../helpers/failure.js";
+import { until } from "../helpers/until.js";
 
 const KEY = "msk_engine_parity_7c1d";
 
@@ -188,7 +189,7 @@ describe.each([
     const late = new AbortController();
     const p = t.send(message(), { signal: late.signal });
     // Abort once the server holds the whole request.
-    for (let i = 0; i < 1000 && plain.requests.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    await until(() => plain.requests.length > 0, { what: "the server to hold the request", timeoutMs: 10_000, everyMs: 10 });
     expect(plain.requests).toHaveLength(1);
     late.abort(new MailsendError("temporary_failure", "interrupted twice"));
     expect(await failure(p)).toMatchObject({ code: "outcome_unknown", mayHaveBeenSent: true });
@@ -207,7 +208,7 @@ describe.each([
     const shared = new AbortController();
     // As many as the engine has connections: each request is on the wire when the signal aborts.
     const sends = Array.from({ length: pool }, (_, i) => failure(t.send(message({ idempotencyKey: `shared-${i}` }), { signal: shared.signal })));
-    for (let i = 0; i < 1000 && plain.requests.length < pool; i++) await new Promise((r) => setTimeout(r, 10));
+    await until(() => plain.requests.length >= pool, { what: `the server to hold ${pool} requests`, timeoutMs: 10_000, everyMs: 10 });
     expect(plain.requests).toHaveLength(pool);
     shared.abort(new MailsendError("temporary_failure", "interrupted twice"));
     for (const e of await Promise.all(sends)) expect(e).toMatchObject({ code: "outcome_unknown", mayHaveBeenSent: true });

@@ -16,10 +16,10 @@ const external = ["smtp-server", "ora", "@peculiar/x509", "reflect-metadata", "s
 const root = new URL("..", import.meta.url).pathname;
 const tmp = `${root}dist.tmp-${process.pid}`;
 const old = `${root}dist.old-${process.pid}`;
-const result = await build({
-  entryPoints: { "cli/main": "src/cli/main.ts", index: "src/index.ts" },
+// The CLI and the library are two builds, each split on its own: a library user never loads the
+// CLI's chunks, and the CLI's chunks are not cut further by what the library shares with it.
+const common = {
   outdir: tmp,
-  chunkNames: "chunks/[name]-[hash]",
   bundle: true,
   splitting: true,
   format: "esm",
@@ -34,7 +34,10 @@ const result = await build({
   define: { __MAILSEND_VERSION__: JSON.stringify(pkg.version) },
   logLevel: "warning",
   metafile: true,
-});
+};
+const cli = await build({ ...common, entryPoints: { "cli/main": "src/cli/main.ts" }, chunkNames: "chunks/[name]-[hash]" });
+const lib = await build({ ...common, entryPoints: { index: "src/index.ts" }, chunkNames: "lib/[name]-[hash]" });
+const result = { metafile: { inputs: { ...cli.metafile.inputs, ...lib.metafile.inputs } } };
 
 writeThirdPartyNotices(result.metafile, `${tmp}/THIRD_PARTY_LICENSES.txt`);
 

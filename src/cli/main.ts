@@ -1,6 +1,9 @@
-import { fstatSync, statSync, writeSync } from "node:fs";
 import { VERSION } from "../core/version.js";
 import type { CliIO } from "./io.js";
+
+// By getBuiltinModule, not an ES import: Node makes an ES module of node:fs by reading each of its
+// exports, which loads fs/promises and the streams behind it, for --version and every command.
+const { fstatSync, statSync, writeSync } = process.getBuiltinModule("node:fs");
 
 /**
  * Entry of the built binary: the only place that sets the process's exit code.

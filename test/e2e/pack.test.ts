@@ -71,8 +71,9 @@ describe("npm pack", () => {
     const allowed = /^(package\.json|README\.md|LICENSE|bin\/mailsend\.js|dist\/THIRD_PARTY_LICENSES\.txt|dist\/.+\.(js|js\.map|d\.ts))$/;
     expect(files.filter((f) => !allowed.test(f))).toEqual([]);
     for (const f of ["LICENSE", "README.md", "bin/mailsend.js", "dist/cli/main.js", "dist/index.js", "dist/types/index.d.ts", "dist/THIRD_PARTY_LICENSES.txt"]) expect(files).toContain(f);
-    // The chunks the CLI and the library share, each with its map.
+    // The CLI's chunks and the library's (dist/lib: a build of its own), each with its map.
     expect(files.some((f) => f.startsWith("dist/chunks/"))).toBe(true);
+    expect(files.some((f) => f.startsWith("dist/lib/"))).toBe(true);
     expect(files.length).toBeLessThan(300);
   });
 

@@ -14,7 +14,7 @@ import type { InlineImage } from "../compose/images.js";
 import type { EmbeddedStylesheet } from "../compose/styles.js";
 import { readSource, readStdin, regularFileSize, shownPath, utf8, type InputStreams } from "./read.js";
 import { checkBodyBytes, classifyStdin, pipedOrFile, type StdinDecision, type StdinType } from "./stdin-body.js";
-import { randomUuid } from "./uuid.js";
+import { randomUUID as randomUuid } from "node:crypto";
 
 /** The message-shaping options of `mailsend send`, as plain values. */
 export interface MessageFlags {

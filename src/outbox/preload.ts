@@ -17,7 +17,7 @@ export async function preloadDelivery(env: NodeJS.ProcessEnv): Promise<void> {
     import("nodemailer/lib/smtp-connection"),
     import("../transports/rest-pool.js"),
     import("./from-message.js"),
-    // The shared budget's Redis client, when there is one.
-    ...(env.MAILSEND_RATE_LIMIT_URL ? [import("ioredis")] : []),
+    // The shared budget's Redis client, when there is one, and the debug switch it is opened with.
+    ...(env.MAILSEND_RATE_LIMIT_URL ? [import("ioredis"), import("debug")] : []),
   ]);
 }

@@ -13,7 +13,7 @@
  * The undici pool for bodies over 1 MB (rest-pool.ts) uses undici's
  * ProxyAgent, with the same errors (proxyFailure below).
  */
-import http from "node:http";
+import type http from "node:http";
 import type https from "node:https";
 import net from "node:net";
 import type tls from "node:tls";
@@ -122,7 +122,7 @@ export function openTunnel(proxy: ProxySetting, host: string, port: number, opts
     const headers: Record<string, string> = { Host: target, ...(proxy.authorization ? { "Proxy-Authorization": proxy.authorization } : {}) };
     const options: https.RequestOptions = { host: proxy.host, port: proxy.port, method: "CONNECT", path: target, headers, agent: false };
     if (proxy.protocol === "https:" && opts.caFile) options.ca = trustedCas(opts.caFile);
-    const req = (proxy.protocol === "https:" ? process.getBuiltinModule("node:https") : http).request(options);
+    const req = (proxy.protocol === "https:" ? process.getBuiltinModule("node:https") : process.getBuiltinModule("node:http")).request(options);
     const timer = setTimeout(() => finish(timedOut(proxy, opts.timeoutMs)), opts.timeoutMs);
     const onAbort = () =>
       finish(new MailsendError("temporary_failure", `interrupted while ${named(proxy)} was connecting to ${target}`, { hint: "Nothing was sent; it is safe to try again." }));
@@ -196,7 +196,7 @@ export function proxyAgent(proxy: ProxySetting, url: URL, agentOptions: https.Ag
     }) as unknown as typeof agent.createConnection;
     return agent;
   }
-  const agent = new http.Agent(agentOptions);
+  const agent = new (process.getBuiltinModule("node:http").Agent)(agentOptions);
   agent.createConnection = ((_options: unknown, oncreate: Oncreate) => {
     openToProxy(proxy, opts).then(
       (s) => oncreate(null, s),

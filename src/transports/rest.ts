@@ -16,7 +16,7 @@
  * never sits in memory as a string.
  */
 import { closeSync, createReadStream, openSync, readSync } from "node:fs";
-import http from "node:http";
+import type http from "node:http";
 import type { AgentOptions } from "node:https";
 import { urlToHttpOptions } from "node:url";
 import type { RestConfig } from "../core/config.js";
@@ -345,7 +345,7 @@ export class RestTransport implements Transport {
       }
     } else {
       // node:https (and node:tls) only for an https:// service: on Node 24 they cost ~40 ms to load.
-      this.#makeAgent = () => (tls ? new (process.getBuiltinModule("node:https").Agent)(agentOptions) : new http.Agent(agentOptions));
+      this.#makeAgent = () => (tls ? new (process.getBuiltinModule("node:https").Agent)(agentOptions) : new (process.getBuiltinModule("node:http").Agent)(agentOptions));
     }
     this.#connections = opts.pool ?? 1;
     this.#largeBody = opts.largeBody ?? LARGE_BODY;

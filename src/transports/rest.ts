@@ -2,8 +2,8 @@
  * POST {base_url}/send over node:http(s): one connection for a send, a keep-alive Agent of
  * --concurrency sockets for a batch.
  *
- * node:http rather than undici, for every body: loading undici costs ~240 ms more in a
- * short-lived process, and an undici Pool costs a batch no less CPU per request than the Agent.
+ * node:http rather than undici, for every body: a short-lived process pays far more to load
+ * undici, and an undici Pool costs a batch no less CPU per request than the Agent.
  * A service that refuses a large body from its headers (413) and closes is still heard: a large
  * body is written in steps that let the answer be read first (#postHttp, writeBody).
  *

@@ -26,15 +26,15 @@ const message = (over: Partial<Message> = {}): Message => ({
   to: [{ address: "b@example.com" }],
   cc: [],
   bcc: [],
-  subject: "engines",
+  subject: "failures",
   html: "<p>x</p>",
   attachments: [],
   headers: [],
-  idempotencyKey: "engine-key-1",
+  idempotencyKey: "failure-key-1",
   ...over,
 });
 
-const tmp = scratch("mailsend-engines-");
+const tmp = scratch("mailsend-rest-failures-");
 let tls: TlsMaterial;
 let plain: RestRecorder;
 let secure: RestRecorder;
@@ -111,12 +111,12 @@ describe.each([
       { trace: (l) => lines.push(l) },
     );
     await t.close();
-    expect(r).toMatchObject({ transport: "rest", status: 200, idempotencyKey: "engine-key-1" });
+    expect(r).toMatchObject({ transport: "rest", status: 200, idempotencyKey: "failure-key-1" });
     expect(r.messageId).toMatch(/^msg_/);
     const req = plain.requests[0]!;
     expect(Number(req.headers["content-length"])).toBe(req.body.length);
     expect(req.headers.authorization).toBe(`Bearer ${KEY}`);
-    expect(req.headers["idempotency-key"]).toBe("engine-key-1");
+    expect(req.headers["idempotency-key"]).toBe("failure-key-1");
     expect(req.json.attachments[0].content).toBe(data.toString("base64"));
     expect(req.json.attachments[1]).toEqual({ content: Buffer.from("hi").toString("base64"), filename: "b.txt" });
     // --verbose: both directions, the key never.
@@ -167,7 +167,7 @@ describe.each([
     const e = await failure(t.send(message()));
     await t.close();
     expect(e).toMatchObject({ code: "outcome_unknown", mayHaveBeenSent: true, exitCode: 76 });
-    expect(e.hint).toContain("--idempotency-key engine-key-1");
+    expect(e.hint).toContain("--idempotency-key failure-key-1");
   });
 
   it("no answer within the timeout after the request was sent -> outcome_unknown", async () => {

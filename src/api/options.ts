@@ -140,22 +140,6 @@ export async function resolveConnection(o: ConnectionOptions, opts: { needKey: b
   return { transport, host, port, tls: mode, user, apiKey, timeoutMs, ...tls, ...(smtpProxy ? { proxy: smtpProxy } : {}) };
 }
 
-/** An abortable wait that leaves no listener behind. */
-export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    if (signal?.aborted) return reject(aborted(signal));
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(aborted(signal!));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
 /** The errors that only say "aborted during a wait", not how the last attempt went. */
 export const abortedWaits: WeakSet<MailsendError> = new WeakSet();
 

@@ -8,7 +8,7 @@ import { dirname, join, relative } from "node:path";
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
 
 // Dependencies of the published package stay in node_modules, each imported where it is used;
-// the others (commander, zod, undici, marked, ioredis, ...) are build-time only and bundled.
+// the others (commander, zod, marked, ioredis, ...) are build-time only and bundled.
 const external = ["smtp-server", "ora", "@peculiar/x509", "reflect-metadata", "socks", "proper-lockfile", "html-to-text", "juice"];
 
 // Build beside dist/ and swap it in, so a CLI already running from dist/ (a
@@ -87,7 +87,7 @@ async function emitTypes(outDir) {
 }
 
 /**
- * The packages bundled into dist/ (commander, zod, undici, nodemailer, ...) ship
+ * The packages bundled into dist/ (commander, zod, nodemailer, ...) ship
  * inside our files, so their licence texts ship with them: one file listing
  * each bundled package, its version and its LICENSE.
  */

@@ -7,16 +7,21 @@
 import { spawn } from "node:child_process";
 import { closeSync, realpathSync } from "node:fs";
 import { openOwned } from "../core/owned.js";
+import { isSingleExecutable } from "../core/sea.js";
 import { join } from "node:path";
 import type { Env } from "../limits/budget.js";
 import { runnerHoldsOutbox } from "./runner-lock.js";
 import { Outbox } from "./store.js";
 
-/** The mailsend entry script, whatever name it was called by (a `sendmail` symlink). */
-function entryScript(): string {
+/**
+ * The command line that runs mailsend again: Node and the entry script, whatever name it was called
+ * by (a `sendmail` symlink); or the single executable alone, whose argv[1] is only its own name.
+ */
+function selfCommand(): [string, string[]] {
+  if (isSingleExecutable()) return [process.execPath, []];
   const argv1 = process.argv[1];
   if (!argv1) throw new Error("no entry script");
-  return realpathSync(argv1);
+  return [process.execPath, [realpathSync(argv1)]];
 }
 
 export function autorunOff(env: Env): boolean {
@@ -39,7 +44,8 @@ export async function kickRunner(env: Env, outbox: Outbox = Outbox.fromEnv(env))
     } catch {
       // A log it cannot write (another user's, a link): the runner goes all the same, unlogged.
     }
-    const child = spawn(process.execPath, [entryScript(), "queue", "run", "--drain"], {
+    const [file, args] = selfCommand();
+    const child = spawn(file, [...args, "queue", "run", "--drain"], {
       detached: true,
       stdio: fd === undefined ? "ignore" : ["ignore", fd, fd],
       env: { ...env, MAILSEND_OUTBOX_DIR: outbox.dir },

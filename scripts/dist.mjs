@@ -142,6 +142,8 @@ function makeDeb(exe) {
   link("usr/bin/mailq", "mailsend");
   link("usr/bin/newaliases", "mailsend");
   for (const page of manPages()) put(`usr/share/man/man${page.section}/${page.name}.gz`, gzipSync(readFileSync(page.path), { level: 9 }));
+  // `man sendmail` finds the page of the sendmail it is, as with the other MTAs.
+  if (existsSync(join(tree, "usr/share/man/man8/mailsend-sendmail.8.gz"))) link("usr/share/man/man8/sendmail.8.gz", "mailsend-sendmail.8.gz");
   put("usr/share/bash-completion/completions/mailsend", run(exe, ["completion", "bash"]) + "\n");
   put("usr/share/zsh/vendor-completions/_mailsend", run(exe, ["completion", "zsh"]) + "\n");
   put("usr/share/fish/vendor_completions.d/mailsend.fish", run(exe, ["completion", "fish"]) + "\n");

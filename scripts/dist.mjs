@@ -91,7 +91,10 @@ async function bundle(outfile) {
 function makeExecutable(node, main, dest) {
   const blob = join(work, "sea.blob");
   const config = join(work, "sea-config.json");
-  writeFileSync(config, JSON.stringify({ main, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true }, null, 2));
+  // --use-system-ca: the executable trusts what the machine trusts (its CA store, where a private
+  // CA is added), beside Node's own roots and NODE_EXTRA_CA_CERTS.
+  const seaConfig = { main, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, execArgv: ["--use-system-ca"] };
+  writeFileSync(config, JSON.stringify(seaConfig, null, 2));
   execFileSync(node, ["--experimental-sea-config", config], { stdio: ["ignore", "ignore", "inherit"] });
   const tmp = join(work, "mailsend");
   copyFileSync(node, tmp);

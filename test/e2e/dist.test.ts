@@ -2,7 +2,7 @@
  * `npm run dist`'s outputs: the .deb's control fields and files, and the executable as the package
  * installs it (extracted with dpkg-deb -x into a scratch root), run with no Node around it: its
  * version, a dry run, the sendmail name, and a sandbox of its own that it sends to over REST and
- * SMTP. The units pass systemd-analyze verify. Uses dist-bin/ as `npm run dist` left it (CI builds
+ * SMTP, trusting the sandbox's CA from the system's store. The units pass systemd-analyze verify. Uses dist-bin/ as `npm run dist` left it (CI builds
  * it before the suite), building it when absent.
  */
 import { execa, execaSync } from "execa";
@@ -95,7 +95,7 @@ describe.skipIf(lacks(dpkgDeb, strip, node24))("npm run dist: the executable and
     expect(mailq.stdout).toMatch(/queue is empty/i);
   });
 
-  it("its own sandbox (with the web inbox) takes what it sends over REST, and sendmail's message over SMTP", async () => {
+  it("its own sandbox (with the web inbox) takes what it sends over REST, sendmail's over SMTP, and trusts the system's CAs", async () => {
     const sandbox = execa(exe, ["sandbox", "--dir", join(s.dir, "sb"), "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json"], {
       env,
       extendEnv: false,
@@ -124,10 +124,19 @@ describe.skipIf(lacks(dpkgDeb, strip, node24))("npm run dist: the executable and
       expect(sendmail.stderr).toBe("");
       expect(sendmail.exitCode).toBe(0);
 
+      // The machine's CA store (OpenSSL's SSL_CERT_FILE stands for it here), without NODE_EXTRA_CA_CERTS.
+      const { NODE_EXTRA_CA_CERTS: ca, ...withoutExtra } = ready.env;
+      const noCa = { ...withoutExtra, MAILSEND_TRANSPORT: "smtp", MAILSEND_QUEUE: "never" };
+      const untrusted = await run(exe, ["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "untrusted", "--text", "ok"], noCa);
+      expect(untrusted.stderr).toContain("not trusted");
+      const trusted = await run(exe, ["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "system store", "--text", "ok"], { ...noCa, SSL_CERT_FILE: ca! });
+      expect(trusted.stderr).toBe("");
+      expect(trusted.exitCode).toBe(0);
+
       const inbox = await run(exe, ["inbox", "--json"], ready.env);
       expect(inbox.exitCode).toBe(0);
       const subjects = (JSON.parse(inbox.stdout) as { subject: string }[]).map((m) => m.subject).sort();
-      expect(subjects).toEqual(["over REST", "over SMTP"]);
+      expect(subjects).toEqual(["over REST", "over SMTP", "system store"]);
     } finally {
       sandbox.kill("SIGTERM");
       await sandbox;

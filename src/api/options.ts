@@ -10,7 +10,7 @@ import { expandHome } from "../core/home.js";
 import type { TransportName } from "../core/transport.js";
 import { USER_AGENT } from "../core/version.js";
 import { checkKey } from "../input/config.js";
-import { fileError } from "../input/read.js";
+import { fileError } from "../core/read.js";
 import { proxyFor, smtpProxyFrom } from "../input/proxy.js";
 import { openSlotStore } from "../limits/budget.js";
 import { DEFAULT_DEADLINE_MS } from "../limits/deliver.js";

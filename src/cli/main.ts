@@ -101,7 +101,7 @@ function processIO(): CliIO {
  * send milliseconds (the first about 6 ms, stdin on /dev/null about 3 ms more), and `send -q`
  * that succeeds writes nothing and reads nothing. stdout is written directly while it can be
  * (directStdout). stdinIsNull answers one question about stdin without making it (see
- * InputStreams in src/input/read.ts).
+ * InputStreams in src/core/read.ts).
  */
 function lazyProcessIO(): CliIO & { stdinIsNull: () => boolean } {
   let stdout: CliIO["stdout"] | undefined;

@@ -15,7 +15,7 @@
  */
 import type { Redis, RedisOptions } from "ioredis";
 import type { ConnectionOptions } from "node:tls";
-import { trustedCas } from "../transports/ca.js";
+import { trustedCas } from "../net/ca.js";
 import type { RedisConfig } from "./redis-config.js";
 import { diagnoseConnect, isConnectionLoss, isReadOnly, redisError, type RedisOp } from "./redis-errors.js";
 import type { Limits } from "./sliding-log.js";

@@ -17,8 +17,8 @@ import net from "node:net";
 import type tls from "node:tls";
 import type { ProxySetting } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
-import { trustedCas } from "./ca.js";
-import { UNREACHABLE, UNTRUSTED } from "./net-errors.js";
+import { trustedCas } from "../net/ca.js";
+import { UNREACHABLE, UNTRUSTED } from "../net/errors.js";
 
 function setting(proxy: ProxySetting): string {
   return proxy.source === "--proxy" ? "--proxy (or MAILSEND_PROXY)" : proxy.source;

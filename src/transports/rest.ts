@@ -24,10 +24,10 @@ import { whenAborted } from "../core/abort.js";
 import { makeRedactor, REDACTED } from "../core/redact.js";
 import { base64Length, sendRequestFields } from "../core/request.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
-import { trustedCas } from "./ca.js";
+import { trustedCas } from "../net/ca.js";
 import { revokedKeyHint, TOO_LARGE_HINT } from "./hints.js";
 import { afterResetFailure, brokenAfterSent, failureOf, timeoutFailure, type PostContext, type Progress } from "./rest-failure.js";
-import { isReset } from "./net-errors.js";
+import { isReset } from "../net/errors.js";
 import { absoluteForm, proxyAgent, proxyAnswerError } from "./proxy.js";
 
 /** Bytes read per chunk: a multiple of 3, so each chunk base64-encodes on its own. */

@@ -2,8 +2,8 @@ import { hostname } from "node:os";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
-import { parseAliases } from "../../src/input/aliases.js";
-import { addMissingStamps, prepareLocalSubmission, headerMailbox, mapRelayedLocalNames, maxMessageSize, mentionsThisMachine, readSendmailInput, rewriteLocalNames, type SubmissionInput } from "../../src/input/sendmail-message.js";
+import { parseAliases } from "../../src/sendmail/aliases.js";
+import { addMissingStamps, prepareLocalSubmission, headerMailbox, mapRelayedLocalNames, maxMessageSize, mentionsThisMachine, readSendmailInput, rewriteLocalNames, type SubmissionInput } from "../../src/sendmail/submission.js";
 
 const aliases = parseAliases("root: ops@example.com\nteam: a@example.com, b@example.com\n", "aliases");
 const base: SubmissionInput = { readRecipients: false, recipients: [], aliases, now: new Date(Date.UTC(2026, 10, 24, 12, 0, 0)) };

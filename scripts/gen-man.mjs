@@ -211,7 +211,8 @@ function commandPage(cmd) {
   const examples = [text.examples, ...(extra.examples ? [extra.examples] : [])];
   const subs = subcommandSections(cmd, examples);
   const out = [...title(name, 1, "mailsend manual"), ".SH NAME", `${name} \\- ${esc(cmd.description())}`, ".SH SYNOPSIS", synopsis(cmd)];
-  for (const sub of visibleCommands(cmd)) out.push(synopsis(sub));
+  const synopses = (c) => visibleCommands(c).flatMap((sub) => [synopsis(sub), ...synopses(sub)]);
+  out.push(...synopses(cmd));
   out.push(".SH DESCRIPTION", ...prose(opening(cmd.description())));
   if (text.prose.trim()) out.push(".PP", ...prose(text.prose));
   if (extra.notes) out.push(".PP", ...prose(extra.notes));

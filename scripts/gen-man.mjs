@@ -6,6 +6,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { PassThrough } from "node:stream";
 import { build } from "esbuild";
+import { external, requireBanner } from "./bundle-options.mjs";
 
 const root = new URL("..", import.meta.url).pathname;
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
@@ -25,7 +26,8 @@ await build({
     loader: "ts",
   },
   bundle: true,
-  packages: "external",
+  external,
+  banner: requireBanner,
   format: "esm",
   platform: "node",
   define: { __MAILSEND_VERSION__: JSON.stringify(pkg.version) },

@@ -34,7 +34,7 @@ const TABLE: Record<ErrorCode, number> = {
 };
 
 describe("error code -> exit code", () => {
-  it("uses the sysexits values of DESIGN.md", () => {
+  it("uses the sysexits values", () => {
     expect(EXIT).toEqual({
       ok: 0,
       usage: 64,

@@ -125,7 +125,7 @@ describe("header fix-ups", () => {
     expect(r.envelope).toEqual({ from: "ops@example.com", to: ["ops@example.com", "a@example.com", "b@example.com"] });
   });
 
-  it("Reply-To and Sender with a local name become its alias when that is one address, else it is left out (they used to end the run with 65)", () => {
+  it("Reply-To and Sender with a local name become its alias when that is one address, else it is left out, rather than ending the run with 65", () => {
     const r = fix("From: root\nSender: root@localhost\nReply-To: Ops <root>\nTo: x@example.com\n\nb\n", { readRecipients: true });
     expect(header(r.text, "Sender")).toEqual(["ops@example.com"]);
     expect(header(r.text, "Reply-To")).toEqual(["Ops <ops@example.com>"]);

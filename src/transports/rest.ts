@@ -641,8 +641,7 @@ export class RestTransport implements Transport {
     });
   }
 
-  /** The module itself, looked up once: the bundle's stand-in for node:http loads it on first use,
-   * and each property read through it after that still costs a batch a little per request. */
+  /** The module, looked up on first use: a dry run or a usage error never loads node:http or node:https. */
   #httpClient(): Pick<typeof http, "request"> {
     return (this.#client ??= this.#tls ? process.getBuiltinModule("node:https") : process.getBuiltinModule("node:http"));
   }

@@ -13,8 +13,8 @@ import type { RestConfig, SmtpConfig, TransportConfig } from "../core/config.js"
 import { MailsendError, toMailsendError, type ErrorCode } from "../core/errors.js";
 import { makeRedactor } from "../core/redact.js";
 import type { TransportName } from "../core/transport.js";
-import { resolveApiKey, resolveTransportConfig, resolveTransportName, type ConnectionFlags, type Env } from "../input/config.js";
-import { configPath, loadSettings, type ActiveProfile } from "../input/profile.js";
+import { resolveApiKey, resolveTransportConfig, resolveTransportName, type ConnectionFlags, type Env } from "../settings/config.js";
+import { configPath, loadSettings, type ActiveProfile } from "../settings/profile.js";
 import type { InputStreams } from "../input/read.js";
 import { openSlotStore, resolveLimits } from "../limits/budget.js";
 import { FileSlotStore } from "../limits/file-store.js";

@@ -20,7 +20,7 @@ import { dirname, join } from "node:path";
 import { localFileError, MailsendError } from "../core/errors.js";
 import { dirOwner, mkdirOwned } from "../core/owned.js";
 import { expandHome } from "../core/home.js";
-import { otherStateDir, stateDir } from "../limits/budget.js";
+import { otherStateDir, stateDir } from "../settings/state-dir.js";
 import { PackedIds } from "./ids.js";
 import type { Envelope, OutboxMeta, OutboxState, QueuedMessage } from "./types.js";
 

@@ -2,7 +2,7 @@ import { Readable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
 import { USER_AGENT } from "../../src/core/version.js";
-import { checkKey, resolveApiKey, resolveTransportConfig, resolveTransportName, type Env } from "../../src/input/config.js";
+import { checkKey, resolveApiKey, resolveTransportConfig, resolveTransportName, type Env } from "../../src/settings/config.js";
 import { scratch } from "../helpers/tmp.js";
 import { failure } from "../helpers/failure.js";
 

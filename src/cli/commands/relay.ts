@@ -171,7 +171,7 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       );
     }
 
-    const { stateDir } = await import("../../limits/budget.js");
+    const { stateDir } = await import("../../settings/state-dir.js");
     let tls: { key: string; cert: string } | undefined;
     let caFile: string | undefined;
     if (flags.tlsCert !== undefined && flags.tlsKey !== undefined) {
@@ -203,7 +203,7 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
     // A message without Date or Message-ID gets them, as an MTA stamps what local clients submit.
     const { addMissingStamps, mapRelayedLocalNames, mentionsThisMachine, relayLocal } = await import("../../input/sendmail-message.js");
     const { atThisMachine, expandLocal, isLocalName, loadAliases, withProfileAliases } = await import("../../input/aliases.js");
-    const { loadSettings } = await import("../../input/profile.js");
+    const { loadSettings } = await import("../../settings/profile.js");
     const { parseMailbox1 } = await import("../../core/address.js");
     // The sender and aliases settings as sendmail reads them: the environment, with the profile's.
     // A profile the runner cannot open yet is its to report (it keeps the mail until fixed): the

@@ -17,8 +17,7 @@ import { DEFAULT_DEADLINE_MS } from "../limits/deliver.js";
 import type { DeliverOptions } from "../limits/deliver.js";
 import type { Limits } from "../limits/sliding-log.js";
 import type { ConnectionOptions, DeliveryOptions } from "./types.js";
-
-type Env = Record<string, string | undefined>;
+import type { Env } from "../core/env.js";
 
 const DEFAULT_RETRIES = 3;
 const DEFAULT_MAX_WAIT_MS = 300_000;

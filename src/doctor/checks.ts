@@ -13,7 +13,7 @@ import type { RestConfig, SmtpConfig, TransportConfig } from "../core/config.js"
 import { MailsendError, toMailsendError, type ErrorCode } from "../core/errors.js";
 import { makeRedactor } from "../core/redact.js";
 import type { TransportName } from "../core/transport.js";
-import { resolveApiKey, resolveTransportConfig, resolveTransportName, type ConnectionFlags, type Env } from "../settings/config.js";
+import { resolveApiKey, resolveTransportConfig, resolveTransportName, type ConnectionFlags } from "../settings/config.js";
 import { configPath, loadSettings, type ActiveProfile } from "../settings/profile.js";
 import type { InputStreams } from "../input/read.js";
 import { openSlotStore, resolveLimits } from "../limits/budget.js";
@@ -28,6 +28,7 @@ import { postEmptySend, reachRest, sendUrlOf } from "./rest-probe.js";
 import { lookAtOutbox } from "./outbox-check.js";
 import { probeSmtp } from "./smtp-probe.js";
 import { certificateSummary, trustFailure, type CertificateInfo } from "./tls-info.js";
+import type { Env } from "../core/env.js";
 
 export const CHECK_NAMES = [
   "config.profile",

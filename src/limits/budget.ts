@@ -12,8 +12,7 @@ import { RedisSlotStore } from "./redis-store.js";
 import type { Limits } from "./sliding-log.js";
 import type { SlotStore } from "./store.js";
 import { stateDir } from "../settings/state-dir.js";
-
-export type Env = Record<string, string | undefined>;
+import type { Env } from "../core/env.js";
 
 export interface BudgetFlags {
   rateLimit?: number;

@@ -10,12 +10,13 @@ import type { Message } from "../core/message.js";
 import type { SendResult, Transport, TransportName } from "../core/transport.js";
 import { resolveTransportConfig } from "../settings/config.js";
 import { loadSettings } from "../settings/profile.js";
-import { resolveLimits, openSlotStore, type Env } from "../limits/budget.js";
+import { resolveLimits, openSlotStore } from "../limits/budget.js";
 import { deliver, type DeliverOptions, type WaitInfo } from "../limits/deliver.js";
 import type { SlotStore } from "../limits/store.js";
 import { createTransport } from "../transports/index.js";
 import { restLossOfRaw } from "./choose.js";
 import { smtpPreference } from "../transports/choose.js";
+import type { Env } from "../core/env.js";
 
 export type Preferred = TransportName | "auto";
 

@@ -23,8 +23,7 @@ import { expandHome } from "../core/home.js";
 import { otherStateDir, stateDir } from "../settings/state-dir.js";
 import { PackedIds } from "./ids.js";
 import type { Envelope, OutboxMeta, OutboxState, QueuedMessage } from "./types.js";
-
-export type Env = Record<string, string | undefined>;
+import type { Env } from "../core/env.js";
 
 export function outboxDir(env: Env): string {
   return env.MAILSEND_OUTBOX_DIR ? expandHome(env.MAILSEND_OUTBOX_DIR, env) : join(stateDir(env), "outbox");

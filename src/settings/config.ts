@@ -12,6 +12,7 @@ import { USER_AGENT } from "../core/version.js";
 import { readProfileKey, type ActiveProfile } from "./profile.js";
 import { checkProxyFlag, proxyFor, smtpProxyFrom } from "./proxy.js";
 import { readSource, readStdin, type InputStreams } from "../input/read.js";
+import type { Env } from "../core/env.js";
 
 export interface ConnectionFlags {
   transport?: string;
@@ -29,8 +30,6 @@ export interface ConnectionFlags {
   /** --smtp-proxy: a SOCKS or HTTP proxy for SMTP. */
   smtpProxy?: string;
 }
-
-export type Env = Record<string, string | undefined>;
 
 function configError(message: string, hint: string): MailsendError {
   return new MailsendError("config_missing", message, { hint });

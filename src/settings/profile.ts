@@ -22,8 +22,7 @@ import { MailsendError } from "../core/errors.js";
 import { homeDir } from "../core/home.js";
 import { parseLocatedJson, JsonSyntaxError, type LocatedJson } from "../input/located-json.js";
 import { shownPath } from "../input/read.js";
-
-export type Env = Record<string, string | undefined>;
+import type { Env } from "../core/env.js";
 
 type Kind = "string" | "url" | "choice" | "int" | "address" | "name" | "envname" | "path" | "redis-url" | "proxy-url";
 

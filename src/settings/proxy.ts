@@ -13,8 +13,7 @@
  */
 import type { ProxySetting } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
-
-type Env = Record<string, string | undefined>;
+import type { Env } from "../core/env.js";
 
 /** What was decided for one URL: a proxy, or why none. */
 export interface ProxyChoice {

@@ -3,8 +3,7 @@
  */
 import { dirname, join } from "node:path";
 import { expandHome, homeDir } from "../core/home.js";
-
-type Env = Record<string, string | undefined>;
+import type { Env } from "../core/env.js";
 
 /**
  * Where mailsend keeps its state (the budget, the outbox, batch journals): MAILSEND_STATE_DIR, else

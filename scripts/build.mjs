@@ -32,7 +32,7 @@ const CHUNK_GROUPS = {
       "src/transports/index.ts",
       "src/transports/choose.ts",
       "src/settings/profile.ts",
-      "src/settings/config.ts",
+      "src/settings/resolve.ts",
       "src/input/stdin-body.ts",
       "src/input/eml.ts",
       "src/limits/deliver.ts",

@@ -13,7 +13,7 @@ import type { RestConfig, SmtpConfig, TransportConfig } from "../core/config.js"
 import { MailsendError, toMailsendError, type ErrorCode } from "../core/errors.js";
 import { makeRedactor } from "../core/redact.js";
 import type { TransportName } from "../core/transport.js";
-import { resolveApiKey, resolveTransportConfig, resolveTransportName, type ConnectionFlags } from "../settings/config.js";
+import { resolveApiKey, resolveTransportConfig, resolveTransportName, type ConnectionFlags } from "../settings/resolve.js";
 import { configPath, loadSettings, type ActiveProfile } from "../settings/profile.js";
 import type { InputStreams } from "../input/read.js";
 import { openSlotStore, resolveLimits } from "../limits/budget.js";

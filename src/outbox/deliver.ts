@@ -8,7 +8,7 @@ import type { TransportConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
 import type { SendResult, Transport, TransportName } from "../core/transport.js";
-import { resolveTransportConfig } from "../settings/config.js";
+import { resolveTransportConfig } from "../settings/resolve.js";
 import { loadSettings } from "../settings/profile.js";
 import { resolveLimits, openSlotStore } from "../limits/budget.js";
 import { deliver, type DeliverOptions, type WaitInfo } from "../limits/deliver.js";

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
-import { resolveApiKey, resolveTransportConfig } from "../../src/settings/config.js";
+import { resolveApiKey, resolveTransportConfig } from "../../src/settings/resolve.js";
 import { JsonSyntaxError, parseLocatedJson } from "../../src/input/located-json.js";
 import {
   checkConfigData,

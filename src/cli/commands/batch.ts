@@ -16,7 +16,7 @@ type InputIds = Pick<OpenOptions, "input" | "legacyInput">;
 import type { RowDefaults } from "../../batch/item.js";
 import { encodingName, formatFromContent, formatFromName, type Format } from "../../batch/rows.js";
 import { runBatch, type BatchInput, type Counts, type ItemResult } from "../../batch/runner.js";
-import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTransportConfig, type ConnectionFlags } from "../../settings/config.js";
+import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTransportConfig, type ConnectionFlags } from "../../settings/resolve.js";
 import { smtpUserIsKey, type TransportConfig } from "../../core/config.js";
 import type { TransportName } from "../../core/transport.js";
 import type { Channels } from "../../transports/choose.js";

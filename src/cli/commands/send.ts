@@ -5,7 +5,7 @@ import type { SendResult } from "../../core/transport.js";
 import { buildMessage, type BuildOptions, type MessageFlags } from "../../input/build.js";
 import type { StdinDecision } from "../../input/stdin-body.js";
 import type { InputStreams } from "../../input/read.js";
-import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTransportConfig, type ConnectionFlags } from "../../settings/config.js";
+import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTransportConfig, type ConnectionFlags } from "../../settings/resolve.js";
 import { checkRestFit } from "../../input/build.js";
 import { blankWithoutScript } from "../../input/html-blank.js";
 import type { Rewrite } from "../../compose/index.js";

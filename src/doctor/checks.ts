@@ -13,7 +13,7 @@ import type { RestConfig, SmtpConfig, TransportConfig } from "../core/config.js"
 import { MailsendError, toMailsendError, type ErrorCode } from "../core/errors.js";
 import { makeRedactor } from "../core/redact.js";
 import type { TransportName } from "../core/transport.js";
-import { resolveApiKey, resolveTransportConfig, resolveTransportName, type ConnectionFlags } from "../settings/resolve.js";
+import { channelConfig, cliLayers, keyOf, notConfigured, transportOf, type ConnectionFlags } from "../settings/resolve.js";
 import { configPath, loadSettings, type ActiveProfile } from "../settings/profile.js";
 import type { InputStreams } from "../input/read.js";
 import { openSlotStore, resolveLimits } from "../limits/budget.js";
@@ -85,7 +85,7 @@ export function keyFingerprint(key: string): string {
   return `sha256:${createHash("sha256").update(key).digest("hex").slice(0, 12)}`;
 }
 
-/** Where resolveApiKey found the key, in its order. */
+/** Where keyOf found the key, in its order. */
 function keySource(flags: ConnectionFlags, env: Env, profile: ActiveProfile | undefined): string {
   if (flags.apiKeyStdin) return "from stdin (--api-key-stdin)";
   if (env.MAILSEND_API_KEY) return "from MAILSEND_API_KEY";
@@ -98,11 +98,6 @@ function transportSource(flags: ConnectionFlags, env: Env): string {
   if (flags.transport) return "--transport";
   if (env.MAILSEND_TRANSPORT) return "MAILSEND_TRANSPORT";
   return "the default";
-}
-
-/** resolveTransportConfig's "nothing set for this transport": optional unless it is the selected one. */
-function notConfigured(e: MailsendError): boolean {
-  return e.code === "config_missing" && /^no (REST base URL|SMTP host)\b/.test(e.message);
 }
 
 /**
@@ -186,7 +181,7 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
 
   let key: string | undefined;
   try {
-    key = await resolveApiKey(flags, env, opts, profile);
+    key = await keyOf(cliLayers(flags, env, profile), opts);
     redact = makeRedactor(key, flags.smtpUser ?? env.MAILSEND_SMTP_USER);
     pass("config.key", `${keySource(flags, env, profile)}: ${key.length} characters, fingerprint ${keyFingerprint(key)}`);
   } catch (e) {
@@ -195,7 +190,7 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
 
   let selected: TransportName | undefined;
   try {
-    selected = resolveTransportName(flags, env);
+    selected = transportOf(cliLayers(flags, env), false) as TransportName;
     pass("config.transport", `${selected} (from ${transportSource(flags, env)}); both transports are checked when both are configured`);
   } catch (e) {
     fail("config.transport", e);
@@ -203,8 +198,8 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
 
   const resolve = async (t: TransportName): Promise<TransportConfig | MailsendError | "absent"> => {
     try {
-      const c = await resolveTransportConfig({ ...flags, transport: t }, env, { stdin: opts.stdin, needKey: false, profile });
-      return { ...c, apiKey: key ?? "" };
+      // Checked without the key (config.key said what is wrong with it), then given it.
+      return { ...channelConfig(cliLayers(flags, env, profile), t, ""), apiKey: key ?? "" };
     } catch (e) {
       const err = toMailsendError(e);
       return notConfigured(err) && selected !== t ? "absent" : err;

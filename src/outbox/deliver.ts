@@ -8,7 +8,7 @@ import type { TransportConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
 import type { SendResult, Transport, TransportName } from "../core/transport.js";
-import { resolveTransportConfig } from "../settings/resolve.js";
+import { allChannels, cliLayers, resolveSettings, type Layers } from "../settings/resolve.js";
 import { loadSettings } from "../settings/profile.js";
 import { resolveLimits, openSlotStore } from "../limits/budget.js";
 import { deliver, type DeliverOptions, type WaitInfo } from "../limits/deliver.js";
@@ -89,20 +89,11 @@ export interface ProfileChannels {
 export async function profileChannels(env: Env, profile: string | undefined, needKey: boolean): Promise<ProfileChannels> {
   const settings = loadSettings(profile, env);
   const e = settings.env;
-  const raw = (e.MAILSEND_TRANSPORT ?? "").trim();
-  if (raw !== "" && raw !== "rest" && raw !== "smtp" && raw !== "auto") {
-    throw new MailsendError("config_invalid", `transport must be rest, smtp or auto, got ${JSON.stringify(raw)}`);
-  }
-  const preferred: Preferred = raw === "" ? "auto" : (raw as Preferred);
-  const configs: Partial<Record<TransportName, TransportConfig>> = {};
-  const errors: Partial<Record<TransportName, unknown>> = {};
-  for (const name of ["rest", "smtp"] as const) {
-    try {
-      configs[name] = await resolveTransportConfig({ transport: name }, e, { stdin: noStdin(), needKey, profile: settings.profile });
-    } catch (err) {
-      errors[name] = err;
-    }
-  }
+  // Unset, the outbox delivers under auto: each message over the channel that carries it whole.
+  const layers: Layers = { ...cliLayers({}, e, settings.profile), defaultTransport: "auto" };
+  const resolved = await resolveSettings(layers, { stdin: noStdin(), needKey });
+  const preferred = resolved.transport;
+  const { configs, errors } = allChannels(resolved);
   if (preferred !== "auto" && !configs[preferred]) throw errors[preferred];
   if (!configs.rest && !configs.smtp) throw errors.rest ?? errors.smtp;
   const broken: ProfileChannels["broken"] = {};

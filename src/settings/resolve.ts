@@ -113,7 +113,7 @@ function whole(l: Layers, setting: Setting, given: number | undefined, min: numb
 /** rest, smtp, or (where `auto` is allowed) auto: chosen per message among the configured channels. */
 export function transportOf(l: Layers, allowAuto: boolean): TransportName | "auto" {
   const p = pick(l, "transport", l.given.transport);
-  const name = p?.value ?? l.defaultTransport ?? DEFAULTS.transport;
+  const name = (p?.value as string | undefined)?.trim() ?? l.defaultTransport ?? DEFAULTS.transport;
   if (name === "auto" && allowAuto) return "auto";
   if (name === "rest" || name === "smtp") return name;
   if (name === "auto" && l.front !== "api") {
@@ -292,9 +292,68 @@ export function channelConfig(l: Layers, name: TransportName, apiKey: string): T
 export async function resolveConfig(l: Layers, opts: ResolveOptions): Promise<TransportConfig> {
   const transport = transportOf(l, false) as TransportName;
   common(l);
-  // "stdin" in opts, not opts.stdin: the CLI's stream is a getter, made only when the key is read from it.
-  const apiKey = opts.needKey ? await keyOf(l, "stdin" in opts ? (opts as InputStreams) : undefined) : "";
+  const apiKey = opts.needKey ? await keyOf(l, streamsOf(opts)) : "";
   return channelConfig(l, transport, apiKey);
+}
+
+// "stdin" in opts, not opts.stdin: the CLI's stream is a getter, made only when the key is read from it.
+const streamsOf = (opts: ResolveOptions): InputStreams | undefined => ("stdin" in opts ? (opts as InputStreams) : undefined);
+
+/** A run's settings: its transport (or auto), its key, and its channels. */
+export interface Settings {
+  transport: TransportName | "auto";
+  /** "" when the run needs none (--dry-run, --check, the relay's check). */
+  apiKey: string;
+  /** The channels with an address set: those auto chooses among. */
+  configured: { rest: boolean; smtp: boolean };
+  /** One channel's settings with the key (under auto, the one a message chose). */
+  channel(name: TransportName): TransportConfig;
+}
+
+/**
+ * The settings of a run that may use either channel (send, batch, the outbox). Over one
+ * transport its settings are checked now; under auto, a channel's when it is asked for, so that
+ * a message is not refused for the settings of the channel it does not use.
+ */
+export async function resolveSettings(l: Layers, opts: ResolveOptions & { needChannel?: boolean }): Promise<Settings> {
+  const transport = transportOf(l, true);
+  const configured = configuredChannelsOf(l);
+  if (transport === "auto" && opts.needChannel && !configured.rest && !configured.smtp) {
+    throw settingError(
+      "config_missing",
+      "baseUrl",
+      "--transport auto: neither a REST base URL nor an SMTP host is configured",
+      "Set MAILSEND_BASE_URL or MAILSEND_SMTP_HOST (or --base-url / --smtp-host). For a local one, run `mailsend sandbox` and paste the export lines it prints.",
+    );
+  }
+  common(l);
+  const apiKey = opts.needKey ? await keyOf(l, streamsOf(opts)) : "";
+  const fixed = transport === "auto" ? undefined : channelConfig(l, transport, apiKey);
+  return {
+    transport,
+    apiKey,
+    configured,
+    channel: (name) => (fixed?.transport === name ? fixed : channelConfig(l, name, apiKey)),
+  };
+}
+
+/** Every channel's settings, or what stops it: an address not set (config_missing) or a setting that is wrong. */
+export function allChannels(s: Settings): { configs: Partial<Record<TransportName, TransportConfig>>; errors: Partial<Record<TransportName, unknown>> } {
+  const configs: Partial<Record<TransportName, TransportConfig>> = {};
+  const errors: Partial<Record<TransportName, unknown>> = {};
+  for (const name of ["rest", "smtp"] as const) {
+    try {
+      configs[name] = s.channel(name);
+    } catch (e) {
+      errors[name] = e;
+    }
+  }
+  return { configs, errors };
+}
+
+/** An error that only says a channel's address is not set: optional unless it is the selected one. */
+export function notConfigured(e: unknown): boolean {
+  return e instanceof MailsendError && e.code === "config_missing" && (e.setting === "baseUrl" || e.setting === "smtpHost");
 }
 
 // The CLI's entry points (flags, then the environment with the profile under it).

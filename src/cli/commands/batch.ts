@@ -16,8 +16,8 @@ type InputIds = Pick<OpenOptions, "input" | "legacyInput">;
 import type { RowDefaults } from "../../batch/item.js";
 import { encodingName, formatFromContent, formatFromName, type Format } from "../../batch/rows.js";
 import { runBatch, type BatchInput, type Counts, type ItemResult } from "../../batch/runner.js";
-import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTransportConfig, type ConnectionFlags } from "../../settings/resolve.js";
-import { smtpUserIsKey, type TransportConfig } from "../../core/config.js";
+import { cliLayers, resolveSettings, type ConnectionFlags } from "../../settings/resolve.js";
+import type { TransportConfig } from "../../core/config.js";
 import type { TransportName } from "../../core/transport.js";
 import type { Channels } from "../../transports/choose.js";
 import { bodyComposeOf } from "../../input/build.js";
@@ -253,30 +253,17 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     const streams = <T extends object>(o: T): T & InputStreams => Object.defineProperty(o, "stdin", { get: () => io.stdin, enumerable: true }) as T & InputStreams;
     // auto: as for send, each row's message chooses its channel among those configured (REST
     // unless it would lose something, then SMTP); the key is read once for both.
-    const choice = resolveTransportChoice(flags, settings.env);
+    const run = await resolveSettings(cliLayers(flags, settings.env, settings.profile), streams({ needKey: !flags.check, needChannel: true }));
     let config: TransportConfig;
     let auto: { channels: Channels; configs: Partial<Record<TransportName, TransportConfig>> } | undefined;
-    if (choice === "auto") {
-      const channels = configuredChannels(flags, settings.env);
-      if (!channels.rest && !channels.smtp) {
-        throw new MailsendError("config_missing", "--transport auto: neither a REST base URL nor an SMTP host is configured", {
-          hint: "Set MAILSEND_BASE_URL or MAILSEND_SMTP_HOST (or --base-url / --smtp-host). For a local one, run `mailsend sandbox` and paste the export lines it prints.",
-        });
-      }
-      const apiKey = flags.check ? "" : await resolveApiKey(flags, settings.env, streams({}), settings.profile);
+    if (run.transport === "auto") {
+      const channels = run.configured;
       const configs: Partial<Record<TransportName, TransportConfig>> = {};
-      for (const name of ["rest", "smtp"] as const) {
-        if (channels[name]) configs[name] = { ...(await resolveTransportConfig({ ...flags, transport: name }, settings.env, streams({ needKey: false, profile: settings.profile }))), apiKey };
-      }
-      // Resolved without the key: the SMTP username is checked against it now (the key is the password).
-      if (configs.smtp?.transport === "smtp") {
-        const userIsKey = smtpUserIsKey(configs.smtp.user, apiKey, flags.smtpUser !== undefined ? "--smtp-user" : "MAILSEND_SMTP_USER, or the profile's smtp_user");
-        if (userIsKey) throw userIsKey;
-      }
+      for (const name of ["rest", "smtp"] as const) if (channels[name]) configs[name] = run.channel(name);
       auto = { channels, configs };
       config = (configs.rest ?? configs.smtp)!;
     } else {
-      config = await resolveTransportConfig(flags, settings.env, streams({ needKey: !flags.check, profile: settings.profile }));
+      config = run.channel(run.transport);
     }
     const headers: HeaderList = (flags.header ?? []).map(parseHeaderFlag);
     const from = flags.from ?? (settings.env.MAILSEND_FROM || undefined);

@@ -5,7 +5,7 @@ import type { SendResult } from "../../core/transport.js";
 import { buildMessage, type BuildOptions, type MessageFlags } from "../../input/build.js";
 import type { StdinDecision } from "../../input/stdin-body.js";
 import type { InputStreams } from "../../input/read.js";
-import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTransportConfig, type ConnectionFlags } from "../../settings/resolve.js";
+import { cliLayers, resolveSettings, type ConnectionFlags } from "../../settings/resolve.js";
 import { checkRestFit } from "../../input/build.js";
 import { blankWithoutScript } from "../../input/html-blank.js";
 import type { Rewrite } from "../../compose/index.js";
@@ -21,7 +21,6 @@ import { Progress, waitSeconds, waitText } from "../progress.js";
 import { reportError, warn } from "../report.js";
 import { writeGitHubOutputs } from "../github.js";
 import { shellWord } from "../stray.js";
-import { smtpUserIsKey } from "../../core/config.js";
 
 interface OutputFlags {
   dryRun?: boolean;
@@ -148,12 +147,11 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
     // flags > environment > profile > defaults: the profile is layered under the environment here.
     const settings = loadSettings(flags.profile, io.env);
     const queueMode = queueModeOf(flags, io);
-    const transportChoice = resolveTransportChoice(flags, settings.env);
     // The key is read first: with --api-key-stdin it is what stdin holds. With auto, the
     // channel's settings only once the message says which one it needs.
-    const autoKey = transportChoice === "auto" ? (flags.dryRun ? "" : await resolveApiKey(flags, settings.env, streams, settings.profile)) : undefined;
-    let config =
-      transportChoice === "auto" ? undefined : await resolveTransportConfig(flags, settings.env, withStreams({ needKey: !flags.dryRun, profile: settings.profile }));
+    const run = await resolveSettings(cliLayers(flags, settings.env, settings.profile), withStreams({ needKey: !flags.dryRun }));
+    const transportChoice = run.transport;
+    let config = transportChoice === "auto" ? undefined : run.channel(transportChoice);
     const c = flags.verbose ? colorsFor(io.stderr, io.env) : undefined;
     const trace = c ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
     let stdinBody: StdinDecision | undefined;
@@ -195,15 +193,9 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
     );
     let choice: TransportChoice | undefined;
     if (config === undefined) {
-      choice = chooseTransport(message, configuredChannels(flags, settings.env));
+      choice = chooseTransport(message, run.configured);
       trace?.(`* --transport auto: ${choice.transport} (${choice.reason})`);
-      const chosen = await resolveTransportConfig({ ...flags, transport: choice.transport }, settings.env, withStreams({ needKey: false, profile: settings.profile }));
-      config = { ...chosen, apiKey: autoKey ?? "" };
-      // Resolved without the key: the username is checked against it now (over SMTP the key is the password).
-      if (config.transport === "smtp") {
-        const userIsKey = smtpUserIsKey(config.user, config.apiKey, flags.smtpUser !== undefined ? "--smtp-user" : "MAILSEND_SMTP_USER, or the profile's smtp_user");
-        if (userIsKey) throw userIsKey;
-      }
+      config = run.channel(choice.transport);
       if (choice.transport === "rest") checkRestFit(message);
     }
     // Over SMTP, HTML alone gets its text/plain alternative (src/compose/text.ts).

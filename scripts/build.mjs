@@ -55,7 +55,7 @@ const CHUNK_GROUPS = {
     targets: [
       "src/cli/commands/sendmail.ts",
       "src/cli/commands/queue.ts",
-      "src/cli/commands/send-queue.ts",
+      "src/outbox/queue-message.ts",
       "src/outbox/runner.ts",
       "src/outbox/store.ts",
       "src/outbox/message.ts",

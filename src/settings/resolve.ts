@@ -16,7 +16,7 @@ import { USER_AGENT } from "../core/version.js";
 import { fileError, readSource, readStdin, type InputStreams } from "../input/read.js";
 import { settingName, type Front, type Setting, type Source } from "./names.js";
 import { readProfileKey, type ActiveProfile } from "./profile.js";
-import { checkProxyFlag, proxyFor, smtpProxyFrom } from "./proxy.js";
+import { checkProxyFlag, proxyFor, smtpProxyFrom, type ProxyWords } from "./proxy.js";
 
 /** The CLI's connection flags. */
 export interface ConnectionFlags {
@@ -235,6 +235,11 @@ function common(l: Layers) {
   return { timeoutMs, tls: { insecure: l.given.insecure ?? false, ...(caFile ? { caFile } : {}) } };
 }
 
+/** Where a proxy came from, in the front end's words (the library's variables are those of options.env). */
+function proxyWords(l: Layers, setting: "proxy" | "smtpProxy"): ProxyWords {
+  return { given: named(l, setting, "given"), env: (name) => (l.front === "api" ? `options.env.${name}` : name) };
+}
+
 function restConfig(l: Layers, apiKey: string): TransportConfig {
   const { timeoutMs, tls } = common(l);
   const baseUrl = pick(l, "baseUrl", l.given.baseUrl)?.value as string | undefined;
@@ -246,7 +251,7 @@ function restConfig(l: Layers, apiKey: string): TransportConfig {
   } catch {
     // A base URL that does not parse is the transport's to report.
   }
-  const { proxy, bypass } = target ? proxyFor(target, l.given.proxy, l.env) : {};
+  const { proxy, bypass } = target ? proxyFor(target, l.given.proxy, l.env, proxyWords(l, "proxy")) : {};
   return { transport: "rest", baseUrl, apiKey, timeoutMs, userAgent: USER_AGENT, ...tls, ...(proxy ? { proxy } : {}), ...(bypass ? { proxyBypass: bypass } : {}) };
 }
 
@@ -279,7 +284,7 @@ function smtpConfig(l: Layers, apiKey: string): TransportConfig {
   const user = (pick(l, "smtpUser", l.given.smtpUser)?.value as string | undefined) ?? DEFAULTS.smtpUser;
   checkSmtpUser(l, user, apiKey);
   if (l.front === "cli") checkProxyFlag(l.given.smtpProxy, "--smtp-proxy", "MAILSEND_SMTP_PROXY");
-  const proxy = smtpProxyFrom(l.given.smtpProxy, l.env);
+  const proxy = smtpProxyFrom(l.given.smtpProxy, l.env, proxyWords(l, "smtpProxy"));
   return { transport: "smtp", host, port, tls: mode, user, apiKey, timeoutMs, ...tls, ...(proxy ? { proxy } : {}) };
 }
 

@@ -12,7 +12,7 @@
  *
  * A profile is a layer under the environment: layeredEnv() fills in the
  * MAILSEND_* variables the environment leaves unset, so every reader of
- * those variables (config.ts, the rate limit, the sender) gets
+ * those variables (resolve.ts, the rate limit, the sender) gets
  * flags > environment > profile > defaults without knowing about profiles.
  */
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";

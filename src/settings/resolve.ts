@@ -47,7 +47,8 @@ export interface Given extends ConnectionFlags {
 
 /** The layers under one front end's reading: what it was given, the environment (with the profile under it). */
 export interface Layers {
-  front: Front;
+  /** The CLI or the library (sendmail's callers are spoken to in the CLI's words, then in theirs: api/terms.ts). */
+  front: Exclude<Front, "sendmail">;
   given: Given;
   env: Env;
   /** The active profile: where the key is (its other settings are in `env`). */
@@ -163,9 +164,8 @@ async function readKeyFile(l: Layers, file: string, source: Source, io: InputStr
   return checkKey(buf.toString("utf8"), l.front === "cli" ? `${name} (${file})` : name);
 }
 
-const NO_KEY_HINT: Record<Front, string> = {
+const NO_KEY_HINT: Record<Layers["front"], string> = {
   cli: "Set MAILSEND_API_KEY, or MAILSEND_API_KEY_FILE to a file holding it, or pipe it with --api-key-stdin, or name its variable or file in a profile (mailsend config set api_key_env NAME). To try mailsend locally, start `mailsend sandbox`.",
-  sendmail: "Set MAILSEND_API_KEY, or MAILSEND_API_KEY_FILE to a file holding it, or name its variable or file in a profile (mailsend config set api_key_env NAME). To try mailsend locally, start `mailsend sandbox`.",
   api: "Pass options.apiKey or options.apiKeyFile (the environment is read only when you pass options.env).",
 };
 
@@ -208,14 +208,10 @@ export interface ResolveOptions extends Partial<InputStreams> {
   needKey: boolean;
 }
 
-const NO_ADDRESS_HINT: Record<Front, { rest: string; smtp: string }> = {
+const NO_ADDRESS_HINT: Record<Layers["front"], { rest: string; smtp: string }> = {
   cli: {
     rest: "Set --base-url or MAILSEND_BASE_URL (or base_url in a profile: mailsend config set base_url URL) to the service's address (mailsend POSTs to <base-url>/send). For a local one, run `mailsend sandbox` and paste the export lines it prints.",
     smtp: "Set --smtp-host or MAILSEND_SMTP_HOST. For a local one, run `mailsend sandbox` and paste the export lines it prints.",
-  },
-  sendmail: {
-    rest: "Set MAILSEND_BASE_URL (or base_url in a profile: mailsend config set base_url URL) to the service's address (mailsend POSTs to <base-url>/send). For a local one, run `mailsend sandbox` and paste the export lines it prints.",
-    smtp: "Set MAILSEND_SMTP_HOST. For a local one, run `mailsend sandbox` and paste the export lines it prints.",
   },
   api: {
     rest: 'Pass options.baseUrl (mail is POSTed to <baseUrl>/send), or transport: "smtp" with options.smtp. createSandbox() gives a local one.',

@@ -4,7 +4,7 @@
  * the front end that reports it says that name in its own words.
  */
 
-interface Words {
+export interface SettingWords {
   /** The CLI's flag. */
   flag?: string;
   /** The environment variable (the CLI's, sendmail's, and the library's options.env). */
@@ -34,7 +34,7 @@ export const SETTINGS = {
   maxWait: { flag: "--max-wait", env: "MAILSEND_MAX_WAIT", option: "maxWaitMs" },
   deadline: { flag: "--deadline", env: "MAILSEND_DEADLINE", option: "deadlineMs" },
   stateDir: { env: "MAILSEND_STATE_DIR", option: "stateDir" },
-} as const satisfies Record<string, Words>;
+} as const satisfies Record<string, SettingWords>;
 
 export type Setting = keyof typeof SETTINGS;
 
@@ -50,7 +50,7 @@ export type Source = "given" | "env";
  * has to set it (`--base-url / MAILSEND_BASE_URL`).
  */
 export function settingName(setting: Setting, front: Front, source?: Source): string {
-  const w: Words = SETTINGS[setting];
+  const w: SettingWords = SETTINGS[setting];
   if (front === "api") return source === "env" || w.option === undefined ? `options.env.${w.env}` : `options.${w.option}`;
   if (front === "sendmail" || source === "env" || w.flag === undefined) return w.env ?? w.flag!;
   if (source === "given" || w.env === undefined) return w.flag;

@@ -7,6 +7,7 @@ import type { SendResult, TransportName } from "../../core/transport.js";
 import { buildMessage, type BuildOptions, type MessageFlags } from "../../input/build.js";
 import type { StdinDecision } from "../../input/stdin-body.js";
 import type { InputStreams } from "../../input/read.js";
+import { SETTINGS, settingName, type Setting, type SettingWords } from "../../settings/names.js";
 import { cliLayers, resolveSettings, type ConnectionFlags } from "../../settings/resolve.js";
 import { checkRestFit } from "../../input/build.js";
 import { blankWithoutScript } from "../../input/html-blank.js";
@@ -66,20 +67,27 @@ function looksLikeFile(value: string): boolean {
 /** Under -q, a wait for the budget longer than this is still said (once). */
 const QUIET_WAIT_MS = 10_000;
 
-/** Connection flags, and the variable each stands for: a queued message cannot take them along. */
-const CONNECTION_FLAGS: ReadonlyArray<[keyof SendFlags, string, string]> = [
-  ["baseUrl", "--base-url", "MAILSEND_BASE_URL"],
-  ["smtpHost", "--smtp-host", "MAILSEND_SMTP_HOST"],
-  ["smtpPort", "--smtp-port", "MAILSEND_SMTP_PORT"],
-  ["smtpTls", "--smtp-tls", "MAILSEND_SMTP_TLS"],
-  ["smtpUser", "--smtp-user", "MAILSEND_SMTP_USER"],
-  ["apiKeyStdin", "--api-key-stdin", "MAILSEND_API_KEY or MAILSEND_API_KEY_FILE"],
-  ["caFile", "--ca-file", "MAILSEND_CA_FILE"],
-  ["insecure", "--insecure", "a profile"],
-  ["timeout", "--timeout", "MAILSEND_TIMEOUT"],
-  ["proxy", "--proxy", "MAILSEND_PROXY"],
-  ["smtpProxy", "--smtp-proxy", "MAILSEND_SMTP_PROXY"],
+/** The connection settings a flag can give: a queued message cannot take them along. */
+const CONNECTION_FLAGS: ReadonlyArray<[keyof SendFlags, Setting]> = [
+  ["baseUrl", "baseUrl"],
+  ["smtpHost", "smtpHost"],
+  ["smtpPort", "smtpPort"],
+  ["smtpTls", "smtpTls"],
+  ["smtpUser", "smtpUser"],
+  ["apiKeyStdin", "apiKey"],
+  ["caFile", "caFile"],
+  ["insecure", "insecure"],
+  ["timeout", "timeout"],
+  ["proxy", "proxy"],
+  ["smtpProxy", "smtpProxy"],
 ];
+
+/** What sets the same as a flag where the outbox reads it: the variable (the key's two), or a profile. */
+function instead(setting: Setting): string {
+  if (setting === "apiKey") return `${SETTINGS.apiKey.env} or ${SETTINGS.apiKeyFile.env}`;
+  const words: SettingWords = SETTINGS[setting];
+  return words.env ?? "a profile";
+}
 
 /**
  * --queue auto|always (or MAILSEND_QUEUE): the outbox delivers with the environment's settings (or
@@ -93,10 +101,10 @@ function queueModeOf(flags: SendFlags, io: CliIO): string {
   if (mode === "never" || flags.dryRun) return mode;
   const given = CONNECTION_FLAGS.filter(([k]) => flags[k] !== undefined && flags[k] !== false);
   if (given.length === 0) return mode;
-  const names = given.map(([, f]) => f).join(", ");
+  const names = given.map(([, setting]) => settingName(setting, "cli", "given")).join(", ");
   if (flags.queue !== undefined) {
     throw new MailsendError("usage", `${names} cannot be used with --queue ${mode}: a queued message is delivered with the environment's settings (or --profile's), not with this command's flags`, {
-      hint: `Set ${given.map(([, , v]) => v).join(", ")} instead (or name a profile with --profile), or leave out --queue to send now.`,
+      hint: `Set ${given.map(([, setting]) => instead(setting)).join(", ")} instead (or name a profile with --profile), or leave out --queue to send now.`,
     });
   }
   sayWarning(flags, io, `MAILSEND_QUEUE=${mode} is not used for this message: ${names} on the command line would not reach the outbox, which delivers with the environment's settings; it is sent now, or fails`);

@@ -1,41 +1,22 @@
 /**
  * The API's options -> the same TransportConfig and budget the CLI builds
  * from flags and environment. Precedence: options > `env` (only when the
- * caller passes one) > defaults. Errors name the option, not a flag.
+ * caller passes one) > defaults, through the resolvers of src/settings/.
+ * Errors name the option (or options.env's variable), not a flag.
  */
 import { DEFAULTS, type TransportConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import type { TransportName } from "../core/transport.js";
-import { SETTINGS, settingName, type Setting } from "../settings/names.js";
+import { budgetOf } from "../settings/budget.js";
+import { SETTINGS } from "../settings/names.js";
 import { resolveConfig, transportOf, type Given, type Layers } from "../settings/resolve.js";
 import { openSlotStore } from "../limits/budget.js";
-import { DEFAULT_DEADLINE_MS } from "../limits/deliver.js";
 import type { DeliverOptions } from "../limits/deliver.js";
-import type { Limits } from "../limits/sliding-log.js";
 import type { ConnectionOptions, DeliveryOptions } from "./types.js";
 import type { Env } from "../core/env.js";
 
-const DEFAULT_RETRIES = 3;
-const DEFAULT_MAX_WAIT_MS = 300_000;
-
 function invalid(message: string, hint?: string): MailsendError {
   return new MailsendError("config_invalid", message, hint ? { hint } : {});
-}
-
-function fromEnv(env: Env | undefined, name: string): string | undefined {
-  const v = env?.[name];
-  return v === undefined || v === "" ? undefined : v;
-}
-
-/** A whole number from an option (a number) or a variable of options.env (decimal digits), named as the library names it. */
-function whole(value: number | string | undefined, setting: Setting, source: "given" | "env", min: number, max = Number.MAX_SAFE_INTEGER): number | undefined {
-  if (value === undefined) return undefined;
-  const n = typeof value === "number" ? value : /^\d+$/.test(value.trim()) ? Number(value) : Number.NaN;
-  if (!Number.isInteger(n) || n < min || n > max) {
-    const what = settingName(setting, "api", source);
-    throw new MailsendError("config_invalid", `${what} must be a whole number from ${min}${max === Number.MAX_SAFE_INTEGER ? " up" : ` to ${max}`}, got ${JSON.stringify(value)}`, { setting });
-  }
-  return n;
 }
 
 function str(value: unknown, what: string): string | undefined {
@@ -116,18 +97,7 @@ export interface Budget {
 
 /** The shared budget and retry settings: the CLI's defaults, the state dir's budget file unless switched off. */
 export function openBudget(o: DeliveryOptions & { env?: Env }, apiKey: string, caFile?: string): Budget {
-  const limits: Limits = {
-    limit: whole(o.rateLimit, "rateLimit", "given", 0) ?? whole(fromEnv(o.env, SETTINGS.rateLimit.env), "rateLimit", "env", 0) ?? DEFAULTS.rateLimit,
-    windowMs:
-      whole(o.rateWindowMs, "rateWindow", "given", 1000) ??
-      (whole(fromEnv(o.env, SETTINGS.rateWindow.env), "rateWindow", "env", 1) ?? 60) * 1000,
-  };
-  const retries = whole(o.retries, "retries", "given", 0, 100) ?? whole(fromEnv(o.env, SETTINGS.retries.env), "retries", "env", 0, 100) ?? DEFAULT_RETRIES;
-  const maxWaitMs =
-    whole(o.maxWaitMs, "maxWait", "given", 0) ??
-    (whole(fromEnv(o.env, SETTINGS.maxWait.env), "maxWait", "env", 0) ?? DEFAULT_MAX_WAIT_MS / 1000) * 1000;
-  const deadlineMs =
-    whole(o.deadlineMs, "deadline", "given", 0) ?? (whole(fromEnv(o.env, SETTINGS.deadline.env), "deadline", "env", 0) ?? DEFAULT_DEADLINE_MS / 1000) * 1000;
+  const { limits, retries, maxWaitMs, deadlineMs, noWait } = budgetOf("api", o, o.env ?? {});
   const stateDir = str(o.stateDir, "options.stateDir");
   const redisUrl = str(o.rateLimitUrl, "options.rateLimitUrl");
   // openSlotStore() reads only these names: the caller's env when given, the options over it.
@@ -150,7 +120,7 @@ export function openBudget(o: DeliveryOptions & { env?: Env }, apiKey: string, c
     throw invalid(`cannot use the rate-limit state dir: ${(e as Error).message}`, "Pass options.stateDir (a writable dir), or rateLimit: 0 to switch the local budget off.");
   }
   return {
-    options: { ...(store ? { store } : {}), limits, retries, maxWaitMs, noWait: o.wait === false, deadlineMs },
+    options: { ...(store ? { store } : {}), limits, retries, maxWaitMs, noWait, deadlineMs },
     close: async () => store?.close(),
   };
 }

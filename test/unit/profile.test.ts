@@ -19,7 +19,7 @@ import {
   writeConfigFile,
   type ActiveProfile,
 } from "../../src/settings/profile.js";
-import { resolveLimits } from "../../src/limits/budget.js";
+import { resolveLimits } from "../../src/settings/budget.js";
 import { scratch } from "../helpers/tmp.js";
 import { failure, failureOf } from "../helpers/failure.js";
 

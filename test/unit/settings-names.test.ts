@@ -7,6 +7,7 @@ import { MailsendError } from "../../src/core/errors.js";
 import { settingName } from "../../src/settings/names.js";
 import { cliLayers, resolveConfig, transportOf } from "../../src/settings/resolve.js";
 import { resolveConnection } from "../../src/api/options.js";
+import { budgetOf } from "../../src/settings/budget.js";
 
 const failure = async (p: Promise<unknown>) => {
   try {
@@ -64,5 +65,20 @@ describe("the resolver's errors name the setting", () => {
     expect(transportOf(cliLayers({ transport: "auto" }, {}), true)).toBe("auto");
     expect(() => transportOf(cliLayers({}, { MAILSEND_TRANSPORT: "auto" }), false)).toThrow(/^MAILSEND_TRANSPORT=auto: this command needs one transport/);
     expect(() => transportOf(cliLayers({ transport: "pigeon" }, {}), true)).toThrow("transport must be rest, smtp or auto, got \"pigeon\"");
+  });
+});
+
+describe("the budget settings, read once for the CLI and the library", () => {
+  it("durations: the CLI's seconds, the library's milliseconds, a variable's seconds in both", () => {
+    expect(budgetOf("cli", { maxWait: 5, deadline: 7 }, {})).toMatchObject({ maxWaitMs: 5000, deadlineMs: 7000, retries: 3, noWait: false });
+    expect(budgetOf("api", { maxWaitMs: 5, deadlineMs: 7, wait: false }, {})).toMatchObject({ maxWaitMs: 5, deadlineMs: 7, noWait: true });
+    expect(budgetOf("api", {}, { MAILSEND_MAX_WAIT: "2", MAILSEND_RATE_WINDOW: "5" })).toMatchObject({ maxWaitMs: 2000, limits: { limit: 60, windowMs: 5000 } });
+  });
+
+  it("a bad value is named where it came from", () => {
+    expect(() => budgetOf("cli", { retries: 1000 }, {})).toThrow("--retries must be a whole number from 0 to 100, got 1000");
+    expect(() => budgetOf("cli", {}, { MAILSEND_RATE_LIMIT: "ten" })).toThrow('MAILSEND_RATE_LIMIT must be a whole number from 0 up, got "ten"');
+    expect(() => budgetOf("api", { rateWindowMs: 10 }, {})).toThrow("options.rateWindowMs must be a whole number from 1000 up, got 10");
+    expect(() => budgetOf("api", {}, { MAILSEND_DEADLINE: "-1" })).toThrow('options.env.MAILSEND_DEADLINE must be a whole number from 0 up, got "-1"');
   });
 });

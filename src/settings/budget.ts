@@ -7,7 +7,6 @@
 import { DEFAULTS } from "../core/config.js";
 import type { Env } from "../core/env.js";
 import { MailsendError } from "../core/errors.js";
-import { DEFAULT_DEADLINE_MS } from "../limits/deliver.js";
 import { settingName, SETTINGS, type Front, type Setting } from "./names.js";
 
 /** What a front end was given: the CLI's flags in seconds, the library's options in milliseconds. */
@@ -33,6 +32,9 @@ export interface Budget {
   deadlineMs: number;
   noWait: boolean;
 }
+
+/** The default delivery deadline (CLI --deadline, API deadlineMs): a CI step does not hang on a stuck endpoint. */
+const DEFAULT_DEADLINE_MS = 60_000;
 
 export const BUDGET_DEFAULTS = { retries: 3, maxWaitSeconds: 300, deadlineSeconds: DEFAULT_DEADLINE_MS / 1000, windowSeconds: 60 };
 

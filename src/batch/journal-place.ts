@@ -35,8 +35,8 @@ export interface JournalPlace {
 /** The batch's journal, opened (undefined under --check), with what it replaced said. */
 export async function openBatchJournal(o: JournalPlace): Promise<Journal | undefined> {
   // The journal is named after the input, in the state dir, whatever else the command says: a
-  // rerun that only adds or changes --results must find what the first run sent. (Before, --results
-  // R put it at R.journal: a run of that version is continued there.)
+  // rerun that only adds or changes --results must find what the first run sent. A journal at
+  // R.journal beside --results R (where earlier versions kept it) is continued there.
   const batchesDir = join(stateDir(o.env), "batches");
   const inputHash = createHash("sha256").update(o.identity).digest("hex").slice(0, 24);
   const defaultJournal = join(batchesDir, `${inputHash}.journal`);

@@ -55,7 +55,7 @@ export interface CheckResult {
   detail: string;
   /** What to do: always on a failure, sometimes a note on a pass. */
   hint?: string;
-  /** On a failure: the exit code of its class (DESIGN.md section 3). */
+  /** On a failure: the exit code of its class (the sysexits table in core/errors.ts). */
   exit?: number;
   code?: ErrorCode;
   certificate?: CertificateInfo;

@@ -403,7 +403,7 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     if (concurrency < 1 || concurrency > 64) throw new MailsendError("usage", "--concurrency must be from 1 to 64");
     // flags > environment > profile > defaults: the profile is layered under the environment here.
     const settings = loadSettings(flags.profile, io.env);
-    // stdin is made only if --api-key-stdin reads it (making the stream costs ~5 ms at start-up).
+    // stdin is made only if --api-key-stdin reads it: a batch from a file never needs the stream.
     const streams = <T extends object>(o: T): T & InputStreams => Object.defineProperty(o, "stdin", { get: () => io.stdin, enumerable: true }) as T & InputStreams;
     // auto: as for send, each row's message chooses its channel among those configured (REST
     // unless it would lose something, then SMTP); the key is read once for both.

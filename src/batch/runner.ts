@@ -13,7 +13,7 @@ import type { TransportName, Transport } from "../core/transport.js";
 import type { Channels } from "../transports/choose.js";
 import { abortableSleep, deliver, isBudgetStoreFailure, type DeliverOptions } from "../limits/deliver.js";
 import { AttachmentCache, FieldClashes, messageOfRow, type RowDefaults } from "./item.js";
-import { strayBraces } from "./template.js";
+import { strayBraces } from "../message/template.js";
 import type { ItemState, Journal } from "./journal.js";
 import { rowsOf, type Format, type Row } from "./rows.js";
 import type { Counts } from "./counts.js";

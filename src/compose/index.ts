@@ -10,7 +10,7 @@ import { existsSync } from "node:fs";
 import { basename, resolve } from "node:path";
 import { MailsendError } from "../core/errors.js";
 import type { Attachment, Message } from "../core/message.js";
-import { shownPath } from "../input/read.js";
+import { shownPath } from "../core/read.js";
 import { ImageCache } from "./cache.js";
 import { contentId, documentBase, documentPath, localPath, MAX_INLINE_BYTES, resolveInside, splitInlineSpec, type InlineImage } from "./images.js";
 import { findBaseHref, findRefAttributes, mayReferenceImages, rewriteRefs } from "./refs.js";
@@ -87,7 +87,7 @@ export async function composeHtml(input: string, opts: ComposeOptions): Promise<
     images.set(image.cid, image);
   };
 
-  // The references of the HTML as sent, when they are known without parsing it again (a big report takes a parse ~250 ms).
+  // The references of the HTML as sent, when they are known without parsing it again (parsing a big report again is not cheap).
   let sentRefs: string[] | undefined;
   if (opts.embed && mayReferenceImages(html)) {
     const attrs = findRefAttributes(html);

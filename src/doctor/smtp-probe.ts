@@ -2,7 +2,7 @@
  * One SMTP session that goes as far as AUTH and then QUITs: it connects,
  * completes STARTTLS (required) or implicit TLS, judges the certificate, and
  * authenticates with the key. No MAIL FROM, so no mail and no request against
- * the service's limit (DESIGN.md section 2: a request is one DATA).
+ * the service's limit (for the limit, a request is one DATA).
  */
 import type { TLSSocket } from "node:tls";
 import SMTPConnection from "nodemailer/lib/smtp-connection";
@@ -10,9 +10,9 @@ import type { SmtpConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import { makeRedactor, shownSmtpUser } from "../core/redact.js";
 import { noStartTlsError, revokedKeyHint } from "../transports/hints.js";
-import { connectError, TRUST_HINT } from "../transports/net-errors.js";
+import { connectError, TRUST_HINT } from "../net/errors.js";
 import type { SmtpError } from "../transports/smtp.js";
-import { speaksTls } from "../transports/net-errors.js";
+import { speaksTls } from "../net/errors.js";
 import { describeCertificate, tlsClientOptions, trustFailure, type CertificateInfo } from "./tls-info.js";
 
 export type Outcome<T> = ({ ok: true } & T) | { ok: false; error: MailsendError };

@@ -1,12 +1,12 @@
 /**
- * What went wrong with the budget's Redis, as a MailsendError with the exit
- * code of DESIGN.md section 3 and a hint. Messages name the server by host
+ * What went wrong with the budget's Redis, as a MailsendError with its sysexits
+ * code and a hint. Messages name the server by host
  * and port (never by its URL, never with the password) and say that
  * MAILSEND_RATE_LIMIT_URL chose it.
  */
 import { MailsendError, toMailsendError } from "../core/errors.js";
 import { connect as netConnect } from "node:net";
-import { looksLikeTlsToPlaintext, probe, speaksTls, UNREACHABLE, UNTRUSTED, untrustedHint } from "../transports/net-errors.js";
+import { looksLikeTlsToPlaintext, probe, speaksTls, UNREACHABLE, UNTRUSTED, untrustedHint } from "../net/errors.js";
 import { PASSWORD_FILE_VARIABLE, URL_VARIABLE, type RedisConfig } from "./redis-config.js";
 
 /** What the store was doing: the first connection, or any later step (the server was there before). */

@@ -15,7 +15,7 @@
  */
 import type { Redis, RedisOptions } from "ioredis";
 import type { ConnectionOptions } from "node:tls";
-import { trustedCas } from "../transports/ca.js";
+import { trustedCas } from "../net/ca.js";
 import type { RedisConfig } from "./redis-config.js";
 import { diagnoseConnect, isConnectionLoss, isReadOnly, redisError, type RedisOp } from "./redis-errors.js";
 import type { Limits } from "./sliding-log.js";
@@ -78,7 +78,7 @@ export interface RedisProbe {
   server?: string;
 }
 
-/** Milliseconds since a process.hrtime.bigint() reading (the global `performance` would load perf_hooks, ~1 ms, in every send). */
+/** Milliseconds since a process.hrtime.bigint() reading (the global `performance` would load perf_hooks in every send). */
 function msSince(t0: bigint): number {
   return Number(process.hrtime.bigint() - t0) / 1e6;
 }

@@ -10,7 +10,7 @@
 export async function preloadDelivery(env: NodeJS.ProcessEnv): Promise<void> {
   await Promise.all([
     // Taking a message: its parse.
-    import("../input/eml.js"),
+    import("../sendmail/eml.js"),
     import("postal-mime"),
     // Delivering it: SMTP (nodemailer), a message rebuilt for SMTP.
     import("../transports/smtp.js"),

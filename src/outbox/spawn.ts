@@ -9,9 +9,9 @@ import { closeSync, realpathSync } from "node:fs";
 import { openOwned } from "../core/owned.js";
 import { isSingleExecutable } from "../core/sea.js";
 import { join } from "node:path";
-import type { Env } from "../limits/budget.js";
 import { runnerHoldsOutbox } from "./runner-lock.js";
 import { Outbox } from "./store.js";
+import type { Env } from "../core/env.js";
 
 /**
  * The command that runs mailsend again: Node and the entry script, whatever name it was called by

@@ -19,7 +19,7 @@ import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp
 import { MailsendError } from "../core/errors.js";
 import { MAX_RECIPIENTS } from "../core/message.js";
 import { wireSize } from "../core/size.js";
-import type { Envelope } from "../outbox/types.js";
+import type { Envelope } from "../core/envelope.js";
 import type { RelayUsers } from "./auth.js";
 import { hostPort, isLoopback } from "./listen.js";
 

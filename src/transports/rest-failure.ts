@@ -3,7 +3,7 @@
  * how far the request got: above all, whether it may have been sent.
  */
 import { MailsendError } from "../core/errors.js";
-import { connectError, isReset, speaksTls, TRUST_HINT } from "./net-errors.js";
+import { connectError, isReset, speaksTls, TRUST_HINT } from "../net/errors.js";
 
 /** How far one request got: what decides whether a failure may have sent the message. */
 export interface Progress {

@@ -11,16 +11,16 @@ import type { CliIO } from "../io.js";
 import { colorsFor } from "../io.js";
 import { MailsendError, toMailsendError } from "../../core/errors.js";
 import { reportError } from "../report.js";
-import { parseSendmailArgs, type SendmailArgs } from "../../input/sendmail-args.js";
+import { parseSendmailArgs, type SendmailArgs } from "../../sendmail/args.js";
 // Statically: the build puts all of these in the sendmail front end's own chunks either way
 // (scripts/build.mjs), and an import() would only add a file to open on every call.
 import { VERSION } from "../../core/version.js";
-import { loadSettings } from "../../input/profile.js";
+import { loadSettings } from "../../settings/profile.js";
 import { queueModeFrom, submit, submitStoppable } from "../../outbox/submit.js";
 import { Outbox } from "../../outbox/store.js";
-import { prepareLocalSubmission, maxMessageSize, mentionsThisMachine, readSendmailInput, relayLocal, type SubmissionInput } from "../../input/sendmail-message.js";
+import { prepareLocalSubmission, maxMessageSize, mentionsThisMachine, readSendmailInput, relayLocal, type SubmissionInput } from "../../sendmail/submission.js";
 import { parseMailbox1 } from "../../core/address.js";
-import { isLocalName, loadAliases, withProfileAliases, type AliasTable } from "../../input/aliases.js";
+import { isLocalName, loadAliases, withProfileAliases, type AliasTable } from "../../sendmail/aliases.js";
 import { autorunOff } from "../../outbox/spawn.js";
 import { runQueueList, runQueueRun } from "./queue.js";
 
@@ -270,7 +270,7 @@ async function smtpOnStdio(args: SendmailArgs, io: CliIO, mode: ReturnType<typeo
 
 /**
  * `mailsend sendmail ...` is handed over before commander (main.ts): its getopt-style options
- * are its own (src/input/sendmail-args.ts). Hidden from the command list and completion:
+ * are its own (src/sendmail/args.ts). Hidden from the command list and completion:
  * programs call it, people type `send` (which it would share a prefix with).
  */
 export function register(program: Command, { io, setExit, argv }: CommandContext): void {

@@ -5,14 +5,14 @@ import { MailsendError } from "../core/errors.js";
 import { checkHeader, checkSingleLine, parseHeaderFlag, type HeaderList } from "../core/headers.js";
 import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
-import { messageFromEml } from "./eml.js";
+import { messageFromEml } from "../sendmail/eml.js";
 import { isUtf8 } from "node:buffer";
 import { declaresLegacyCharset, htmlText } from "./html-charset.js";
 import type { SendRequestFile } from "./json.js";
 import type { ImageCache, Rewrite } from "../compose/index.js";
 import type { InlineImage } from "../compose/images.js";
 import type { EmbeddedStylesheet } from "../compose/styles.js";
-import { readSource, readStdin, regularFileSize, shownPath, utf8, type InputStreams } from "./read.js";
+import { readSource, readStdin, regularFileSize, shownPath, utf8, type InputStreams } from "../core/read.js";
 import { checkBodyBytes, classifyStdin, pipedOrFile, type StdinDecision, type StdinType } from "./stdin-body.js";
 import { randomUUID as randomUuid } from "node:crypto";
 

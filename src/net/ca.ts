@@ -23,7 +23,7 @@ export function trustedCas(caFile: string): string[] {
  * an older Node, its roots and NODE_EXTRA_CA_CERTS's file.
  */
 function defaultCas(): string[] {
-  // node:tls when needed, not at load: on Node 24 it costs ~40 ms that an http:// send never uses.
+  // node:tls when needed, not at load: an http:// send never needs it.
   const tls = process.getBuiltinModule("node:tls") as typeof import("node:tls") & { getCACertificates?: (type: "default") => string[] };
   if (tls.getCACertificates) return tls.getCACertificates("default");
   const extraFile = process.env.NODE_EXTRA_CA_CERTS;

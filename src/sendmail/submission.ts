@@ -14,11 +14,10 @@ import { MailsendError } from "../core/errors.js";
 import { DROPPED_ON_SEND } from "../core/headers.js";
 import { MAX_RECIPIENTS } from "../core/message.js";
 import { tooLarge } from "../core/size.js";
-import type { Envelope } from "../outbox/types.js";
+import type { Envelope } from "../core/envelope.js";
 import { atThisMachine, expandLocal, isLocalName, type AliasTable } from "./aliases.js";
-import { binaryKind } from "./stdin-body.js";
-
-export type Env = Record<string, string | undefined>;
+import { binaryKind } from "../core/binary.js";
+import type { Env } from "../core/env.js";
 
 export { DEFAULT_MAX_SIZE, maxMessageSize } from "../core/size.js";
 

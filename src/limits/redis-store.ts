@@ -153,8 +153,7 @@ export class RedisSlotStore implements SlotStore {
     try {
       // A CommonJS module: `default` is module.exports, which is the client class and also
       // carries it as `.default` (the one TypeScript knows), bundled or not.
-      const Redis = (await import("ioredis")).default.default;
-      await quietIoredisDebug();
+      const Redis = (await loadIoredis()).default.default;
       client = new Redis(this.#options());
       // connect() rejects with a bare "Connection is closed."; the cause comes as an event
       // (without a listener ioredis would print it).
@@ -297,4 +296,10 @@ export class RedisSlotStore implements SlotStore {
 async function quietIoredisDebug(): Promise<void> {
   const { default: debug } = await import("debug");
   debug.enable(`${debug.disable()},-ioredis:*`);
+}
+
+/** The Redis client (ioredis) and the switch that keeps its debug log quiet, loaded together. */
+export async function loadIoredis() {
+  const [ioredis] = await Promise.all([import("ioredis"), quietIoredisDebug()]);
+  return ioredis;
 }

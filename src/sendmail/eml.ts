@@ -100,7 +100,7 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
   const firstLine = raw.subarray(0, Math.min(raw.length, 1000)).toString("latin1").split(/\r?\n/)[0] ?? "";
   if (!/^[\x21-\x39\x3B-\x7E]+:/.test(firstLine)) invalid(source, "does not start with a header line");
   if (headerEnd(raw) < 0) invalid(source, "no blank line between the headers and the body");
-  const { default: PostalMime, decodeWords } = await import("postal-mime");
+  const { default: PostalMime, decodeWords } = await loadParser();
   let email;
   try {
     // A forwarded message stays an attachment (not merged into the body), so
@@ -175,4 +175,9 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
     ...(replacementsAdded(raw, decoded) ? { undecodable: true } : {}),
     ...(email.headers.some((h) => h.key === "message-id") ? { ownMessageId: true } : {}),
   };
+}
+
+/** The MIME parser (postal-mime), loaded when the first message is read. */
+export function loadParser(): Promise<typeof import("postal-mime")> {
+  return import("postal-mime");
 }

@@ -207,7 +207,7 @@ export class SmtpTransport implements Transport {
   }
 
   async #offersSmtpUtf8(trace?: (l: string) => void): Promise<boolean> {
-    const { default: SMTPConnection } = await import("nodemailer/lib/smtp-connection");
+    const { default: SMTPConnection } = await loadSmtpConnection();
     const { auth: _auth, ...options } = this.#transportOptions("LOGIN", trace);
     const proxy = this.#config.proxy;
     const connection = proxy ? await smtpSocket(proxy, this.#config.host, this.#config.port, this.#config.timeoutMs) : undefined;
@@ -554,4 +554,9 @@ class GreetingWatch {
     clearTimeout(this.#timer);
     this.#stopped.abort();
   }
+}
+
+/** nodemailer's bare connection, used only to ask a server what it offers before sending. */
+export function loadSmtpConnection(): Promise<typeof import("nodemailer/lib/smtp-connection")> {
+  return import("nodemailer/lib/smtp-connection");
 }

@@ -12,7 +12,7 @@ useSandbox((v) => (sb = v));
 
 const DF = "Filesystem      Size  Used Avail Use% Mounted on\n/dev/sda1        40G   37G  3.0G  93% /\n";
 const send = (subject: string, extra: string[] = []) => ["send", "-f", "cron@example.com", "-t", "ops@example.com", "-s", subject, ...extra];
-const NOTE = /the text on stdin goes as HTML \(escaped inside <pre>\).*configure SMTP \(MAILSEND_SMTP_HOST\)/;
+const NOTE = /the text on stdin goes as HTML \(escaped inside <pre>\).*configure SMTP \(MAILSEND_SMTP_HOST\) and use --transport auto/;
 
 async function stored(subject: string) {
   const list = (await sb.sb.store.list()).filter((m) => m.subject === subject);

@@ -22,6 +22,7 @@ import { wireSize } from "../core/size.js";
 import type { Envelope } from "../core/envelope.js";
 import type { RelayUsers } from "./auth.js";
 import { hostPort, isLoopback } from "./listen.js";
+import { SETUP_REPLY } from "./replies.js";
 
 export interface AcceptedInfo {
   id: string;
@@ -105,7 +106,7 @@ export function replyFor(e: unknown, stage: "validate" | "store"): { code: numbe
   if (err.code === "too_large") return { code: 552, text: `5.3.4 ${replyText(err.message)}` };
   // RFC 3463 4.3.5 "system incorrectly configured": the key, the sender, the transports of this
   // machine; 5xx is for what is wrong with the message itself.
-  if (err.exitClass === "config" || err.exitClass === "noperm" || err.local) return { code: 451, text: `4.3.5 ${replyText(err.message)}` };
+  if (err.exitClass === "config" || err.exitClass === "noperm" || err.local) return { code: SETUP_REPLY.code, text: `${SETUP_REPLY.status} ${replyText(err.message)}` };
   return { code: 554, text: `5.6.0 ${replyText(err.message)}` };
 }
 

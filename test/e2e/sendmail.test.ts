@@ -376,4 +376,14 @@ describe("deliver now, else queue (the default, --queue auto)", { timeout: 90_00
     expect(r.stderr).not.toContain("msk_wrong_key");
     expect(outboxFiles(state).filter((f) => f.endsWith(".msg"))).toEqual([]);
   });
+
+  it("no key: 78, and a hint for sendmail's callers (a key file or a profile's api_key_file), not one to pipe the key", async () => {
+    const state = freshState();
+    const r = await sm(["nokey@example.com"], "Subject: no key\n\nx\n", { MAILSEND_STATE_DIR: state, MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: undefined });
+    expect(r.exitCode, r.stderr).toBe(78);
+    expect(r.stderr).toMatch(/^error: no API key$/m);
+    expect(r.stderr).toMatch(/^hint: sendmail's stdin is the message, .*MAILSEND_API_KEY_FILE.*mailsend config set api_key_file <path>/m);
+    expect(r.stderr).not.toMatch(/pipe it/);
+    expect(outboxFiles(state).filter((f) => f.endsWith(".msg"))).toEqual([]);
+  });
 });

@@ -14,7 +14,7 @@ export interface OptionSpec {
   /** Parse as a whole number. */
   int?: boolean;
   choices?: readonly string[];
-  group: "Message" | "Body" | "Connection" | "Limits" | "Batch" | "Relay" | "Output";
+  group: "Message" | "Body" | "Connection" | "Limits" | "Batch" | "Relay" | "Run" | "Output";
 }
 
 export const SEND_OPTIONS: readonly OptionSpec[] = [

@@ -9,7 +9,7 @@ import { colorsFor, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
 import { shownWord } from "../../core/redact.js";
 import type { CommandContext } from "../command.js";
-import { wholeNumber } from "../flags.js";
+import { parseDuration, wholeNumber } from "../flags.js";
 import { examples } from "../help-examples.js";
 
 interface ListFlags {
@@ -121,14 +121,6 @@ interface RunFlags {
   quiet?: boolean;
   concurrency?: number;
   maxAge?: string;
-}
-
-/** 5d, 12h, 30m, 90s, or seconds. */
-export function parseDuration(v: string, what: string): number {
-  const m = /^(\d+)\s*(s|m|h|d|w)?$/.exec(v.trim());
-  if (!m) throw new MailsendError("usage", `${what} must be a duration such as 90s, 30m, 12h, 5d, got ${JSON.stringify(v)}`);
-  const unit = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 }[(m[2] ?? "s") as "s"];
-  return Number(m[1]) * unit * 1000;
 }
 
 function eventLine(e: RunnerEvent, io: CliIO, flags: RunFlags): void {

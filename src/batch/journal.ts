@@ -24,7 +24,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { close, closeSync, constants, createReadStream, existsSync, lstatSync, fdatasync, fstatSync, fsync, ftruncateSync, openSync, readFileSync, readSync, renameSync, statSync, truncateSync, unlinkSync, writeSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { localFileError, MailsendError } from "../core/errors.js";
-import { processHolds, processStartTime } from "../core/pid.js";
+import { tryLock } from "../core/lock.js";
 
 export type ItemState =
   | { s: "intended"; k: string }
@@ -450,70 +450,23 @@ export class Journal {
   }
 }
 
-/** The journal locks this process holds. */
-const heldHere = new Set<string>();
-
 /**
- * Takes `<journal>.lock` (O_EXCL, holding this process's pid and, on Linux, its start time) and
- * returns what gives it back (also done as the process exits). A lock whose process is gone (a run
- * killed with -9) is taken over, also when its pid now belongs to another process (pids are soon
- * reused in a container, or after a reboot with the state dir kept): core/pid.ts processHolds.
+ * Takes `<journal>.lock` (core/lock.ts: this process's pid and start time) and returns what gives
+ * it back (also done as the process exits). A lock whose process is gone (a run killed with -9, its
+ * pid free or another process's now) is taken over; one still being written is honoured.
  */
 function lockJournal(path: string): () => void {
   const lock = `${path}.lock`;
-  const start = processStartTime();
-  const mine = `${process.pid}${start !== undefined ? ` ${start}` : ""}\n`;
+  let broken = 0;
   for (let attempt = 0; ; attempt++) {
     if (attempt > 20) throw new MailsendError("temporary_failure", `the journal lock ${lock} keeps changing; another batch is starting with the journal ${path}`, { hint: "Run one batch at a time with one journal." });
-    try {
-      const fd = openSync(lock, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, 0o600);
-      try {
-        writeSync(fd, mine);
-      } finally {
-        closeSync(fd);
-      }
-      break;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw localFileError(e, lock, "write", "journal lock");
-      let text: string;
-      let ageMs = 0;
-      try {
-        text = readFileSync(lock, "utf8");
-        ageMs = Date.now() - statSync(lock).mtimeMs;
-      } catch {
-        continue; // given back meanwhile: try again
-      }
-      // "<pid> <start time>\n"; an older version wrote "<pid>\n".
-      const m = /^(\d+)(?: (\d+))?\n/.exec(text);
-      const pid = m ? Number(m[1]) : Number.NaN;
-      // Alive: another batch is running with this journal. No pid yet: one taking it this instant
-      // (a crash between the create and the write leaves it so for good: judged by its age).
-      // This process holds it only if it took it (a second batch of the library's with the same
-      // journal); our pid in a lock we did not take is a dead run's (a container's pid 1 every time).
-      const holder = m ? (pid === process.pid ? heldHere.has(lock) : processHolds(pid, m[2])) : Math.abs(ageMs) < 10_000;
-      if (holder || attempt >= 3) {
-        throw new MailsendError("temporary_failure", `another batch${holder ? ` (pid ${pid})` : ""} is running with the journal ${path}; nothing was sent by this one`, {
-          hint: `Wait for it to finish, then run this again: it resumes or skips what the other sent. If no batch is running, remove ${lock}.`,
-        });
-      }
-      // Its process is gone (a run killed with -9, its pid free or another process's now): the lock
-      // is stale. Only the lock judged is removed: one another run took meanwhile (other content) is left to it.
-      try {
-        if (readFileSync(lock, "utf8") === text) unlinkSync(lock);
-      } catch {}
-    }
+    const a = tryLock(lock, { what: "journal lock", releaseOnExit: true });
+    if ("release" in a) return a.release;
+    // A stale lock that keeps coming back: some other run keeps leaving it, and this one stops.
+    if ("retry" in a && (a.retry === "gone" || ++broken <= 3)) continue;
+    const pid = "holder" in a ? a.holder.pid : undefined;
+    throw new MailsendError("temporary_failure", `another batch${pid !== undefined ? ` (pid ${pid})` : ""} is running with the journal ${path}; nothing was sent by this one`, {
+      hint: `Wait for it to finish, then run this again: it resumes or skips what the other sent. If no batch is running, remove ${lock}.`,
+    });
   }
-  let held = true;
-  heldHere.add(lock);
-  const release = () => {
-    if (!held) return;
-    held = false;
-    heldHere.delete(lock);
-    process.off("exit", release);
-    try {
-      unlinkSync(lock);
-    } catch {}
-  };
-  process.on("exit", release);
-  return release;
 }

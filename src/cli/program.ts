@@ -117,7 +117,7 @@ const REGISTRATIONS: Record<CommandName, () => Register | Promise<Register>> = {
   queue: async () => (await import("./commands/queue.js")).register,
   run: async () => (await import("./commands/run.js")).register,
   doctor: () => registerDoctor,
-  relay: () => registerRelay,
+  relay: async () => (await import("./commands/relay.js")).register,
   completion: async () => (await import("./commands/completion.js")).register,
 };
 
@@ -212,49 +212,6 @@ function registerDoctor(program: Command, { io, setExit }: CommandContext): void
     const { runDoctorCommand } = await import("./commands/doctor.js");
     setExit(await runDoctorCommand(opts, io));
   });
-}
-
-function registerRelay(program: Command, { io, setExit }: CommandContext): void {
-  const relay = program
-    .command("relay")
-    .description("a local SMTP server for apps that only speak SMTP: each message is queued in the outbox (fsynced) before 250, then delivered")
-    .addHelpText(
-      "after",
-      `
-Apps (Jenkins, Grafana, Gitea, a printer) are given host 127.0.0.1, port 2525,
-no TLS and no authentication. Each message is answered "250 2.0.0 queued as
-<id>" only once it is on disk; the relay then delivers it through the key's
-budget (mailsend queue shows what waits). SIGTERM/SIGINT: no new mail, the
-deliveries in flight finish, the rest stays queued for the next start.
-Replies: 552 over --max-size, 554 a message that cannot be delivered as it is,
-451 this machine's settings cannot deliver it (e.g. a text-only body with REST
-only), 553 at RCPT a recipient that is not a valid address, 452 the outbox
-cannot be written (disk full), 421 over --max-clients.
-
-Examples:
-  mailsend relay                                   # 127.0.0.1:2525
-  mailsend relay --listen [::1]:2525 -v            # IPv6 loopback, one line per message
-  printf '%s' 'a long password' | mailsend relay hash-password grafana >> /etc/mailsend/relay-users
-  mailsend relay --listen 0.0.0.0:2525 --auth-file /etc/mailsend/relay-users \\
-    --tls-cert /etc/ssl/relay.pem --tls-key /etc/ssl/relay.key
-  swaks --server 127.0.0.1:2525 --from ci@example.com --to dev@example.com
-`,
-    );
-  addOptions(relay, RELAY_OPTIONS);
-  relay.action(async (opts: Record<string, unknown>) => {
-    const { runRelay } = await import("./commands/relay.js");
-    setExit(await runRelay(opts, io));
-  });
-  relay
-    .command("hash-password")
-    .description("read a password on stdin (or the terminal, not echoed) and print the user:scrypt$... line for --auth-file")
-    .argument("[user]", "the user name to put in front of the hash")
-    .option("--json", 'print {"user","hash"}')
-    .addHelpText("after", "\nExamples:\n  printf '%s' 'a long password' | mailsend relay hash-password jenkins >> relay-users\n  mailsend relay hash-password gitea >> relay-users      # asks for it\n")
-    .action(async (user: string | undefined, opts: Record<string, unknown>) => {
-      const { runRelayHashPassword } = await import("./commands/relay.js");
-      setExit(await runRelayHashPassword(user, opts, io));
-    });
 }
 
 export async function run(argv: string[], io: CliIO): Promise<number> {

@@ -15,13 +15,14 @@
  * those variables (config.ts, the rate limit, the sender) gets
  * flags > environment > profile > defaults without knowing about profiles.
  */
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
+import { writeFileAtomic } from "../core/atomic.js";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { formatMailbox, parseMailbox1 } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";
 import { homeDir } from "../core/home.js";
-import { parseLocatedJson, JsonSyntaxError, type LocatedJson } from "./located-json.js";
-import { shownPath } from "./read.js";
+import { parseLocatedJson, JsonSyntaxError, type LocatedJson } from "../core/located-json.js";
+import { shownPath } from "../core/read.js";
 
 export type Env = Record<string, string | undefined>;
 
@@ -381,31 +382,5 @@ export async function readProfileKey(profile: ActiveProfile, env: Env): Promise<
 export function writeConfigFile(path: string, data: Record<string, unknown>): void {
   const dir = dirname(path);
   mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const tmp = join(dir, `.config.json.${process.pid}.${Date.now().toString(36)}.tmp`);
-  const fd = openSync(tmp, "wx", 0o600);
-  try {
-    writeSync(fd, `${JSON.stringify(data, null, 2)}\n`);
-    fsyncSync(fd);
-  } catch (e) {
-    closeSync(fd);
-    rmSync(tmp, { force: true });
-    throw e;
-  }
-  closeSync(fd);
-  try {
-    renameSync(tmp, path);
-  } catch (e) {
-    rmSync(tmp, { force: true });
-    throw e;
-  }
-  try {
-    const dfd = openSync(dir, "r");
-    try {
-      fsyncSync(dfd);
-    } finally {
-      closeSync(dfd);
-    }
-  } catch {
-    // Not every platform can fsync a directory; the rename is already atomic.
-  }
+  writeFileAtomic(path, `${JSON.stringify(data, null, 2)}\n`, { mode: 0o600 });
 }

@@ -2,14 +2,11 @@
  * The sliding log in a file shared by every mailsend process of one key on
  * this machine, updated under a lock file.
  *
- * The lock holds "pid time". It is written to a private temp file first and
- * then link()ed into place, so a lock is never seen without its content: a
- * crash (or a full disk) before the link leaves only a temp file, never an
- * empty lock. A holder that crashed leaves its lock behind: it is broken when
- * its process is gone or it is older than `staleMs` (in either direction, so
- * a wall-clock jump cannot pin it). A lock whose content cannot be read as
- * "pid time" (an older mailsend's, cut short by a crash) is judged by its
- * mtime, which a file always has. The state is a log of changes appended
+ * The lock is core/lock.ts's: its holder's pid and start time, link()ed into
+ * place so it is never seen without its content. A holder that crashed leaves
+ * its lock behind: it is broken when its process is gone or it is older than
+ * `staleMs` (in either direction, so a wall-clock jump cannot pin it); one
+ * with no holder to read is judged by its mtime. The state is a log of changes appended
  * under the lock (see #read), rewritten whole by rename when it has grown.
  *
  * proper-lockfile was weighed: it judges staleness by an mtime it refreshes
@@ -18,9 +15,11 @@
  * `mailsend send` its start-up; the link() above gives the one property that
  * was missing (no lock without its content).
  */
-import { closeSync, ftruncateSync, linkSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, ftruncateSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import { openOwned } from "../core/owned.js";
+import { writeFileAtomic } from "../core/atomic.js";
 import { processAlive } from "../core/pid.js";
+import { tryLock } from "../core/lock.js";
 import { join } from "node:path";
 import { localFileError, MailsendError } from "../core/errors.js";
 import { ensurePrivateDir } from "./private-dir.js";
@@ -99,62 +98,10 @@ export class FileSlotStore implements SlotStore {
     return this.#warnings.splice(0);
   }
 
-  #tryLock(): boolean {
-    const tmp = `${this.#lock}.${process.pid}.${Math.random().toString(36).slice(2, 8)}`;
-    try {
-      const fd = openSync(tmp, "wx", 0o600);
-      try {
-        testPause("lock-write");
-        writeSync(fd, `${process.pid} ${this.#now()}`);
-      } finally {
-        closeSync(fd);
-      }
-      try {
-        linkSync(tmp, this.#lock);
-      } catch (e) {
-        // A file system without hard links: an exclusive create, then the write (a crash
-        // between the two leaves an empty lock, which its mtime lets the next process break).
-        if (!["EPERM", "ENOTSUP", "ENOSYS", "EOPNOTSUPP"].includes((e as NodeJS.ErrnoException).code ?? "")) throw e;
-        const fd = openSync(this.#lock, "wx", 0o600);
-        try {
-          writeSync(fd, `${process.pid} ${this.#now()}`);
-        } finally {
-          closeSync(fd);
-        }
-      }
-      return true;
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw localFileError(e, this.#lock, "write", "rate-limit lock");
-      this.#breakIfStale();
-      return false;
-    } finally {
-      try {
-        unlinkSync(tmp);
-      } catch {}
-    }
-  }
-
-  #breakIfStale(): void {
-    let text: string;
-    let mtimeMs: number;
-    try {
-      text = readFileSync(this.#lock, "utf8");
-      mtimeMs = statSync(this.#lock).mtimeMs;
-    } catch {
-      return; // released meanwhile
-    }
-    const m = /^(\d+) (\d+)$/.exec(text);
-    const pid = m ? Number(m[1]) : 0;
-    // Content that is not "pid time" (empty, cut short): its mtime is all there is to judge by.
-    const at = m ? Number(m[2]) : mtimeMs;
-    const age = Math.abs(this.#now() - at);
-    const dead = pid > 0 && pid !== process.pid && !processAlive(pid);
-    if (dead || age > this.#staleMs) {
-      try {
-        // Only break the lock we judged: if it changed meanwhile, leave it.
-        if (readFileSync(this.#lock, "utf8") === text && statSync(this.#lock).mtimeMs === mtimeMs) unlinkSync(this.#lock);
-      } catch {}
-    }
+  /** What gives the lock back, or undefined while another holds it (a stale one is broken here, for the next try). */
+  #tryLock(): (() => void) | undefined {
+    const a = tryLock(this.#lock, { what: "rate-limit lock", staleMs: this.#staleMs, writingMs: this.#staleMs, beforeWrite: () => testPause("lock-write") });
+    return "release" in a ? a.release : undefined;
   }
 
   /**
@@ -202,21 +149,10 @@ export class FileSlotStore implements SlotStore {
 
   /** The whole state as a new file (temp + rename): the first write, a compaction, or after a torn line. */
   #rewrite(state: LogState): void {
-    // Made anew under a name nobody can guess, and given to the directory's owner when root writes
-    // in another user's state dir (src/core/owned.ts).
-    const tmp = `${this.#file}.${process.pid}.${Math.random().toString(36).slice(2, 8)}.tmp`;
     try {
-      const fd = openOwned(tmp, "new");
-      try {
-        writeAll(fd, Buffer.from(`${JSON.stringify(state)}\n`));
-      } finally {
-        closeSync(fd);
-      }
-      renameSync(tmp, this.#file);
+      // Made anew, and given to the directory's owner when root writes in another user's state dir.
+      writeFileAtomic(this.#file, `${JSON.stringify(state)}\n`, { durable: false });
     } catch (e) {
-      try {
-        unlinkSync(tmp);
-      } catch {}
       throw localFileError(e, this.#file, "write", "rate-limit state");
     }
   }
@@ -265,7 +201,8 @@ export class FileSlotStore implements SlotStore {
   async #update<T>(limits: Limits, fn: (state: LogState, now: number) => { state: LogState; result: T }): Promise<T> {
     const deadline = this.#now() + this.#lockTimeoutMs;
     let spins = 0;
-    while (!this.#tryLock()) {
+    let unlock: (() => void) | undefined;
+    while (!(unlock = this.#tryLock())) {
       if (this.#now() > deadline || spins++ > 100_000) {
         throw new MailsendError("temporary_failure", `the rate-limit state ${this.#file} stayed locked for ${this.#lockTimeoutMs / 1000} s`, {
           hint: `If no other mailsend is running, remove ${this.#lock}.`,
@@ -295,9 +232,7 @@ export class FileSlotStore implements SlotStore {
       else this.#write(read, r.state);
       return r.result;
     } finally {
-      try {
-        unlinkSync(this.#lock);
-      } catch {}
+      unlock();
     }
   }
 

@@ -16,13 +16,15 @@
 import { randomBytes } from "node:crypto";
 import { readdirSync } from "node:fs";
 import { mkdir, open, opendir, readdir, readFile, rename, rm, stat, unlink } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
+import { fsyncDirAsync, writeFileAtomicAsync } from "../core/atomic.js";
 import { localFileError, MailsendError } from "../core/errors.js";
-import { dirOwner, mkdirOwned } from "../core/owned.js";
+import { mkdirOwned } from "../core/owned.js";
 import { expandHome } from "../core/home.js";
 import { otherStateDir, stateDir } from "../limits/budget.js";
 import { PackedIds } from "./ids.js";
-import type { Envelope, OutboxMeta, OutboxState, QueuedMessage } from "./types.js";
+import type { Envelope } from "../core/envelope.js";
+import type { OutboxMeta, OutboxState, QueuedMessage } from "./types.js";
 
 export type Env = Record<string, string | undefined>;
 
@@ -63,15 +65,6 @@ export function isOutboxId(s: string): boolean {
   return ID.test(s);
 }
 
-async function fsyncPath(path: string): Promise<void> {
-  const fh = await open(path, "r");
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
-
 /** A gate's refusal, passed through add() as it is (not as a write failure). */
 class GateRefused extends Error {
   constructor(readonly reason: unknown) {
@@ -79,33 +72,14 @@ class GateRefused extends Error {
   }
 }
 
-async function writeDurably(path: string, tmpDir: string, chunks: Buffer[], gate?: Promise<unknown>): Promise<void> {
-  const tmp = join(tmpDir, `${path.split("/").pop()}.${process.pid}.${randomBytes(3).toString("hex")}`);
-  let fh;
-  try {
-    fh = await open(tmp, "wx", 0o600);
-    // Root writing in another user's outbox: the file is that user's (src/core/owned.ts).
-    const owner = dirOwner(dirname(path));
-    if (owner) await fh.chown(owner.uid, owner.gid);
-    for (const c of chunks) {
-      // A write may be short (the disk filling up): write the rest until it is all there or fails.
-      for (let off = 0; off < c.length; ) {
-        const { bytesWritten } = await fh.write(c, off, c.length - off);
-        if (bytesWritten <= 0) throw Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
-        off += bytesWritten;
-      }
-    }
-    await fh.sync();
-    await fh.close();
-    fh = undefined;
-    // On disk but not yet in the queue: what the caller still checks (the relay's parse) ran beside the write.
-    if (gate) await gate.catch((e: unknown) => Promise.reject(new GateRefused(e)));
-    await rename(tmp, path);
-  } catch (e) {
-    await fh?.close().catch(() => {});
-    await unlink(tmp).catch(() => {});
-    throw e;
-  }
+/**
+ * One file of the outbox, durably, through tmp/ (a crash leaves it there, never in queue/); the
+ * caller syncs the directory once for the files it wrote. On disk but not yet in the queue: what
+ * the caller still checks (`gate`: the relay's parse) ran beside the write.
+ */
+function writeDurably(path: string, tmpDir: string, chunks: Buffer[], gate?: Promise<unknown>): Promise<void> {
+  const gated = gate?.catch((e: unknown) => Promise.reject(new GateRefused(e)));
+  return writeFileAtomicAsync(path, chunks, { tmpDir, syncDir: false, ...(gated ? { gate: gated } : {}) });
 }
 
 export interface AddInput {
@@ -211,7 +185,7 @@ export class Outbox {
         await writeDurably(join(this.queueDir, `${id}.state`), this.tmpDir, [Buffer.from(JSON.stringify({ attempts: 0, nextAttemptAt: input.holdUntil } satisfies OutboxState))]);
       }
       await writeDurably(target, this.tmpDir, [Buffer.from(`${JSON.stringify(meta)}\n`), input.raw], input.gate);
-      await fsyncPath(this.queueDir);
+      await fsyncDirAsync(this.queueDir);
     } catch (e) {
       await unlink(target).catch(() => {});
       await unlink(join(this.queueDir, `${id}.state`)).catch(() => {});
@@ -389,7 +363,7 @@ export class Outbox {
       existed = false;
     }
     await rm(state, { force: true });
-    await fsyncPath(where === "queue" ? this.queueDir : this.failedDir).catch(() => {});
+    await fsyncDirAsync(where === "queue" ? this.queueDir : this.failedDir).catch(() => {});
     return existed;
   }
 
@@ -405,8 +379,8 @@ export class Outbox {
       throw localFileError(e, to.msg, "write", "outbox file");
     }
     await rm(from.state, { force: true });
-    await fsyncPath(this.failedDir).catch(() => {});
-    await fsyncPath(this.queueDir).catch(() => {});
+    await fsyncDirAsync(this.failedDir).catch(() => {});
+    await fsyncDirAsync(this.queueDir).catch(() => {});
   }
 
   /**
@@ -451,7 +425,7 @@ export class Outbox {
       await this.setState(id, { attempts: s.attempts, nextAttemptAt: 0, ...(s.lastError ? { lastError: s.lastError } : {}) }, "queue");
       await rename(failed.msg, queued.msg);
       await rm(failed.state, { force: true });
-      await fsyncPath(this.queueDir).catch(() => {});
+      await fsyncDirAsync(this.queueDir).catch(() => {});
       return true;
     }
     if (!(await stat(queued.msg).catch(() => undefined))) return false;

@@ -10,7 +10,7 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { MailsendError } from "../core/errors.js";
-import { writeFileAtomic } from "./fsutil.js";
+import { writeFileAtomic } from "../core/atomic.js";
 
 export interface KeyRecord {
   id: string;
@@ -132,7 +132,7 @@ export class KeyStore {
   #save(): void {
     mkdirSync(dirname(this.path), { recursive: true });
     const file: KeysFile = { version: 1, keys: this.#keys };
-    writeFileAtomic(this.path, `${JSON.stringify(file, null, 2)}\n`, 0o600);
+    writeFileAtomic(this.path, `${JSON.stringify(file, null, 2)}\n`, { mode: 0o600 });
     this.#stamp = this.#fileStamp();
   }
 

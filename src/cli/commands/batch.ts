@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { setMaxListeners } from "node:events";
-import { closeSync, createReadStream, createWriteStream, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, writeFileSync, writeSync } from "node:fs";
+import { writeFileAtomic } from "../../core/atomic.js";
+import { closeSync, createReadStream, createWriteStream, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, readSync, rmSync, writeSync } from "node:fs";
 import { ensurePrivateDir } from "../../limits/private-dir.js";
 import { redactForPrint } from "../../core/redact.js";
 import { readFile } from "node:fs/promises";
@@ -20,10 +21,10 @@ import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTrans
 import { smtpUserIsKey, type TransportConfig } from "../../core/config.js";
 import type { TransportName } from "../../core/transport.js";
 import type { Channels } from "../../transports/choose.js";
-import { bodyComposeOf } from "../../input/build.js";
+import { bodyComposeOf } from "../../message/build.js";
 import { ImageCache } from "../../compose/cache.js";
 import { loadSettings } from "../../input/profile.js";
-import { fileError, regularFileSize, utf8, type InputStreams } from "../../input/read.js";
+import { fileError, regularFileSize, utf8, type InputStreams } from "../../core/read.js";
 import { stateDir } from "../../limits/budget.js";
 import { createAutoTransport, createTransport } from "../../transports/index.js";
 import { openBudget, type BudgetCliFlags } from "../budget.js";
@@ -79,7 +80,7 @@ async function bodyTemplates(flags: BatchFlags): Promise<Pick<RowDefaults, "html
   if (flags.markdownFile !== undefined) {
     const clash = [flags.htmlFile !== undefined && "--html-file", flags.textFile !== undefined && "--text-file"].filter(Boolean);
     if (clash.length > 0) throw new MailsendError("usage", `--markdown-file makes the HTML and the text template; it cannot be combined with ${clash.join(", ")}`);
-    const { renderMarkdownTemplate, stripFrontMatter } = await import("../../input/markdown.js");
+    const { renderMarkdownTemplate, stripFrontMatter } = await import("../../message/markdown.js");
     const source = stripFrontMatter((await template(flags.markdownFile, "Markdown template"))!);
     return {
       htmlTemplate: await renderMarkdownTemplate(source, { allowHtml: flags.allowHtml ?? false }),
@@ -162,16 +163,10 @@ function readPointer(pointer: string): string | undefined {
 function writePointer(pointer: string, journal: string): void {
   const path = resolve(journal);
   if (readPointer(pointer) === path) return;
-  const tmp = `${pointer}.${process.pid}.tmp`;
   try {
     mkdirSync(dirname(pointer), { recursive: true, mode: 0o700 });
-    writeFileSync(tmp, `${path}\n`, { mode: 0o600 });
-    renameSync(tmp, pointer);
-  } catch {
-    try {
-      rmSync(tmp, { force: true });
-    } catch {}
-  }
+    writeFileAtomic(pointer, `${path}\n`, { mode: 0o600, durable: false });
+  } catch {}
 }
 
 /** What Journal.open would do with the journal at `path` for this input: undefined when it cannot tell (damaged: open says so). */

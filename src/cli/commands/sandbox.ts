@@ -10,32 +10,20 @@ import { parseExpiry, KeyStore, type KeyInfo } from "../../sandbox/keys.js";
 import { defaultSandboxDir, sandboxPaths } from "../../sandbox/paths.js";
 import type { Sandbox, SandboxOptions } from "../../sandbox/server.js";
 import type { StoredMessage } from "../../sandbox/types.js";
-import { writeFileAtomic } from "../../sandbox/fsutil.js";
+import { writeFileAtomic } from "../../core/atomic.js";
 import { colorsFor, shellWord, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
 import type { CommandContext } from "../command.js";
 import { examples } from "../help-examples.js";
 import { addSandboxOptions, DIR_OPTION, JSON_OPTION, SANDBOX_OPTIONS } from "../sandbox-options.js";
 
-export interface SandboxFlags {
-  dir?: string;
-  host?: string;
-  httpPort?: number;
-  smtpPort?: number;
-  smtpsPort?: number;
-  rateLimit?: number;
-  rateWindowMs?: number;
-  writerThreads?: number;
-  maxSize?: number;
-  smtpUser?: string;
-  failRate?: number;
-  failStatus?: number;
-  failSmtpCode?: number;
-  latency?: number;
-  dropRate?: number;
-  dropWhen?: "before" | "after";
-  json?: boolean;
-}
+/** The flags of `mailsend sandbox`: the library's options by their names, each fault by its own, and --json. */
+export type SandboxFlags = Partial<Omit<SandboxOptions, "faults" | "token">> &
+  Omit<NonNullable<SandboxOptions["faults"]>, "latencyMs"> & {
+    /** --latency: milliseconds added before each answer (the faults' latencyMs). */
+    latency?: number;
+    json?: boolean;
+  };
 
 /** Waits for the signal that ends the sandbox; injectable for tests. */
 export type StopSignal = () => Promise<string>;
@@ -233,7 +221,7 @@ export async function runKeysAdd(flags: KeysFlags, io: CliIO): Promise<number> {
     const { store, dir } = openKeys(flags, io);
     const { record, key } = store.add({ ...(flags.label !== undefined ? { label: flags.label } : {}), ...(expires ? { expires } : {}) });
     const saved = flags.save ? sandboxPaths(dir).apiKeyFile : undefined;
-    if (saved) writeFileAtomic(saved, `${key}\n`, 0o600);
+    if (saved) writeFileAtomic(saved, `${key}\n`, { mode: 0o600 });
     const { hash: _hash, ...info } = record;
     if (json) io.stdout.write(`${JSON.stringify({ ...info, key, ...(saved ? { saved_to: saved } : {}) })}\n`);
     else {

@@ -8,23 +8,8 @@ import type { CommandContext } from "../command.js";
 import { addOptions, parseDuration, parseSize } from "../flags.js";
 import { examples } from "../help-examples.js";
 import { shellWord, type CliIO } from "../io.js";
-import type { OptionSpec } from "../options.js";
+import { RUN_OPTIONS } from "../options.js";
 import { reportError, warn } from "../report.js";
-
-export const RUN_OPTIONS: readonly OptionSpec[] = [
-  { group: "Message", flags: "-t, --to <address>", description: "who gets the job's mail", repeatable: true },
-  { group: "Message", flags: "-f, --from <address>", description: 'sender, "Name <addr>" or addr', env: "MAILSEND_FROM" },
-  { group: "Message", flags: "-s, --subject <text>", description: "the subject instead of \"[host] <command> failed (exit 3)\"" },
-  { group: "Message", flags: "--profile <name>", description: "the config file's profile to use", env: "MAILSEND_PROFILE" },
-  { group: "Run", flags: "--on <when>", description: "mail on a failure (default), on a change (a failure, then one mail when it recovers), or always", choices: ["failure", "change", "always"] },
-  { group: "Run", flags: "--id <name>", description: "the job's name, whose state decides what is mailed (default: the command line)" },
-  { group: "Run", flags: "--quiet-for <duration>", description: "after a failure mail, more failures of the job within this long mail nothing (default 1h)" },
-  { group: "Run", flags: "--timeout <duration>", description: "stop the job after this long: SIGTERM to its process group, then SIGKILL (default: none)" },
-  { group: "Run", flags: "--kill-after <duration>", description: "how long a job stopped by --timeout has before SIGKILL (default 10s)" },
-  { group: "Output", flags: "--tail <lines>", description: "lines of the output's end in the mail's body (default 50)", int: true },
-  { group: "Output", flags: "--attach-limit <size>", description: "the whole output attached up to this size, else its end (default 1M; 0: no attachment)" },
-  { group: "Output", flags: "-v, --verbose", description: "say on stderr what was mailed" },
-];
 
 interface RunFlags {
   to?: string[];
@@ -107,6 +92,7 @@ export function register(program: Command, { io, setExit }: CommandContext): voi
   const run = program
     .command("run")
     .description("run a command and mail its output when it fails (cron, systemd, CI); exits with its status")
+    .usage("[options] -- <command> [args...]")
     .argument("<command...>", "the command and its arguments, after --")
     .addHelpText("after", RUN_HELP);
   addOptions(run, RUN_OPTIONS);

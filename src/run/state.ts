@@ -11,10 +11,16 @@ import { localFileError, MailsendError } from "../core/errors.js";
 import { tryLock } from "../core/lock.js";
 import { stateDir, type Env } from "../limits/budget.js";
 import { ensurePrivateDir } from "../limits/private-dir.js";
+import { redisConfigFrom } from "../limits/redis-config.js";
 import type { JobState } from "./alert.js";
 
+/** A job's id as its state is named: the id itself may be a long command line with any characters. */
+function jobHash(id: string): string {
+  return createHash("sha256").update(`mailsend-run\0${id}`).digest("hex").slice(0, 32);
+}
+
 export function jobStatePath(env: Env, id: string): string {
-  return join(stateDir(env), "run", `${createHash("sha256").update(`mailsend-run\0${id}`).digest("hex").slice(0, 32)}.json`);
+  return join(stateDir(env), "run", `${jobHash(id)}.json`);
 }
 
 /** The job's state, or undefined when there is none (first run) or it cannot be read as one (then "unknown"). */
@@ -39,6 +45,12 @@ function readState(path: string): JobState | undefined {
  * for as long as a decision and the queueing of one mail take, well under a second.
  */
 export async function withJobState<T>(env: Env, id: string, update: (prev: JobState | undefined) => Promise<{ next: JobState; result: T }>): Promise<T> {
+  // Where the budget is shared (Redis), so are the jobs' states: a job run on many machines alerts once.
+  const redis = redisConfigFrom(env, env.MAILSEND_CA_FILE ? { caFile: env.MAILSEND_CA_FILE } : {});
+  if (redis) {
+    const { withRedisJobState } = await import("./state-redis.js");
+    return withRedisJobState(redis, jobHash(id), update);
+  }
   const path = jobStatePath(env, id);
   ensurePrivateDir(join(path, ".."));
   const release = await lockJob(`${path}.lock`);

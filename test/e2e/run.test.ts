@@ -7,7 +7,9 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { baseEnv, BIN, ROOT, runCli, stdoutJson } from "../helpers/cli.js";
+import { startRedis } from "../helpers/redis.js";
 import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
+import { lacks, redisServer } from "../helpers/tools.js";
 
 let sb: TestSandbox;
 beforeAll(async () => {
@@ -200,6 +202,29 @@ describe("mailsend run", () => {
     expect(r.exitCode).toBe(127);
     expect(r.stderr).toContain("command not found");
     expect(await queued(env)).toMatchObject([{ subject: expect.stringMatching(/job\.sh failed \(command not found\)$/) }]);
+  });
+});
+
+describe.skipIf(lacks(redisServer))("mailsend run with the budget in Redis", () => {
+  it("a job failing on two machines that share the Redis mails once; its recovery once", async () => {
+    const redis = await startRedis();
+    try {
+      const a = fresh();
+      const b = fresh();
+      const on = (m: { env: Record<string, string> }, code: number) => runCli(["run", "--on", "change", "--id", "shared-job", "--to", a.to, "--", "sh", "-c", `exit ${code}`], { env: { ...m.env, MAILSEND_RATE_LIMIT_URL: redis.url } });
+      const failed = await Promise.all([on(a, 1), on(b, 1)]);
+      expect(failed.map((r) => r.exitCode)).toEqual([1, 1]);
+      expect((await queued(a.env)).length + (await queued(b.env)).length).toBe(1);
+      expect((await on(b, 0)).exitCode).toBe(0);
+      expect((await on(a, 0)).exitCode).toBe(0);
+      const all = [...(await queued(a.env)), ...(await queued(b.env))].map((m) => m.subject).sort();
+      expect(all).toHaveLength(2);
+      expect(all[1]).toMatch(/shared-job recovered$/);
+      // Nothing of it in the state dirs: the state is Redis's.
+      expect(existsSync(join(a.dir, "run"))).toBe(false);
+    } finally {
+      await redis.stop();
+    }
   });
 });
 

@@ -36,8 +36,9 @@ the mail waits in the outbox (mailsend queue shows it).
 
 One failure, one mail: the same job (--id) failing again within --quiet-for
 sends nothing more; the next mail says how many failures it stands for. The
-state lives in the state dir (MAILSEND_STATE_DIR). SIGINT and SIGTERM sent to
-mailsend run go to the job's process group.
+state lives in the state dir (MAILSEND_STATE_DIR), or in the budget's Redis
+(MAILSEND_RATE_LIMIT_URL). SIGINT and SIGTERM sent to mailsend run go to the
+job's process group.
 
 Exit codes: the job's; 64 usage or no --to, 78 no sender (MAILSEND_FROM), both
 before the job runs. A mail that cannot be queued is said on stderr.

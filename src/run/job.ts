@@ -7,6 +7,7 @@ import { randomUUID } from "node:crypto";
 import { hostname, userInfo } from "node:os";
 import { parseAddressValues, parseMailbox1, type Mailbox } from "../core/address.js";
 import { MailsendError, toMailsendError } from "../core/errors.js";
+import { makeRedactor } from "../core/redact.js";
 import { loadSettings } from "../input/profile.js";
 import type { Env } from "../limits/budget.js";
 import { decide, type AlertMail, type OnWhat } from "./alert.js";
@@ -92,7 +93,7 @@ export async function runJob(o: RunJobOptions, io: RunIO): Promise<RunJobResult>
     graceMs: o.graceMs,
   });
   if (outcome.startError) io.stderr.write(`mailsend run: ${outcome.startError}\n`);
-  const output = keeper.result(o.tailLines, TAIL_BYTES);
+  const output = withoutKey(keeper.result(o.tailLines, TAIL_BYTES), io.env.MAILSEND_API_KEY);
   const result: RunJobResult = { status: outcome.status, outcome, warnings: [] };
   const id = o.id ?? o.commandLine;
   try {
@@ -110,6 +111,17 @@ export async function runJob(o: RunJobOptions, io: RunIO): Promise<RunJobResult>
     result.mailError = toMailsendError(e);
   }
   return result;
+}
+
+/**
+ * The output without the API key this process was given (a job that prints its environment): the
+ * mail, unlike the job's own log, goes to other people's inboxes.
+ */
+function withoutKey(output: KeptOutput, key: string | undefined): KeptOutput {
+  if (!key) return output;
+  const redact = makeRedactor(key);
+  // latin1 maps each byte to one character and back: only the key's (ASCII) bytes change.
+  return { ...output, tail: redact(output.tail), kept: Buffer.from(redact(output.kept.toString("latin1")), "latin1") };
 }
 
 function alertFacts(o: RunJobOptions, id: string, outcome: ChildOutcome, output: KeptOutput, env: Env): AlertFacts {

@@ -67,18 +67,23 @@ async function until(what: string, check: () => boolean, ms = 10_000): Promise<v
 
 describe("mailsend run", () => {
   it("passes a failing job's status and output through, and mails once with its output", async () => {
-    const { env, to } = fresh();
-    const r = await runCli(["run", "--to", to, "--", "sh", "-c", "echo line one; echo 'oops <b>' >&2; exit 3"], { env });
+    const { env: fileKey, to } = fresh();
+    // The key in the environment, as the job may print it.
+    const { MAILSEND_API_KEY_FILE: _file, ...rest } = fileKey;
+    const env = { ...rest, MAILSEND_API_KEY: sb.key };
+    const r = await runCli(["run", "--to", to, "--", "sh", "-c", 'echo line one; echo "oops <b> $MAILSEND_API_KEY" >&2; exit 3'], { env });
     expect(r.exitCode).toBe(3);
     expect(r.stdout).toBe("line one\n");
-    expect(r.stderr).toBe("oops <b>\n");
+    expect(r.stderr).toBe(`oops <b> ${sb.key}\n`);
     expect(await queued(env)).toMatchObject([{ source: "run" }]);
     await deliver(env);
     const mails = await mailsTo(to);
     expect(mails).toHaveLength(1);
     const { email } = mails[0]!;
     expect(email.subject).toMatch(/^\[.+\] sh failed \(exit 3\)$/);
-    expect(email.html).toContain("line one\noops &lt;b&gt;");
+    // The job's own log has what it printed; the mail, read by others, not the key.
+    expect(email.html).toContain("line one\noops &lt;b&gt; [redacted]");
+    expect(email.html).not.toContain(sb.key);
     expect(email.html).toContain("Exit status");
     expect(email.headers.find((h) => h.key === "auto-submitted")?.value).toBe("auto-generated");
   });

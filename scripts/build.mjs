@@ -4,12 +4,10 @@
 import { build } from "esbuild";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
+import { external, requireBanner } from "./bundle-options.mjs";
 
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
 
-// Dependencies of the published package stay in node_modules, each imported where it is used;
-// the others (commander, zod, marked, ioredis, ...) are build-time only and bundled.
-const external = ["smtp-server", "ora", "@peculiar/x509", "reflect-metadata", "socks", "proper-lockfile", "html-to-text", "juice"];
 
 // Build beside dist/ and swap it in, so a CLI already running from dist/ (a
 // test in another terminal) is not left without its files halfway.
@@ -29,8 +27,7 @@ const common = {
   // Maps give file and line in src/ for a stack trace; the sources themselves are not shipped.
   sourcesContent: false,
   external,
-  // Bundled CommonJS packages (commander, ioredis) call require() for Node's built-ins.
-  banner: { js: 'import { createRequire as __mailsendRequire } from "node:module"; const require = __mailsendRequire(import.meta.url);' },
+  banner: requireBanner,
   define: { __MAILSEND_VERSION__: JSON.stringify(pkg.version) },
   logLevel: "warning",
   metafile: true,

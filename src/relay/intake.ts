@@ -9,7 +9,7 @@
  *
  * Settings the runner could not open at all (no base URL and no SMTP host,
  * an unknown profile, a bad MAILSEND_TRANSPORT) are not judged here: the
- * runner keeps such mail until they are fixed, as before.
+ * runner keeps such mail until they are fixed.
  */
 import { MailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";

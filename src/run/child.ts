@@ -52,14 +52,18 @@ export function signalStatus(signal: NodeJS.Signals): number {
 export function runChild(o: ChildOptions): Promise<ChildOutcome> {
   const startedAt = Date.now();
   return new Promise((resolve) => {
-    const child = spawn(o.command, [...o.args], { env: o.env, stdio: ["inherit", "pipe", "pipe"], detached: true });
     const state: { timedOut: boolean; killed: boolean; forwarded?: NodeJS.Signals } = { timedOut: false, killed: false };
-    const group = (sig: NodeJS.Signals) => killGroup(child.pid, sig);
+    let pid: number | undefined;
+    const group = (sig: NodeJS.Signals) => killGroup(pid, sig);
     const onSignal = (sig: NodeJS.Signals) => {
       state.forwarded ??= sig;
       group(sig);
     };
+    // Taken before the job starts: a signal that comes as it starts is passed on, not the end of run.
     for (const s of FORWARDED) process.on(s, onSignal);
+    const child = spawn(o.command, [...o.args], { env: o.env, stdio: ["inherit", "pipe", "pipe"], detached: true });
+    pid = child.pid;
+    if (state.forwarded) group(state.forwarded);
     const timers = stopAfter(o, state, group);
     const streams = [pass(child.stdout, o.stdout, o.onOutput), pass(child.stderr, o.stderr, o.onOutput)];
     let settled = false;

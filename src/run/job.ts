@@ -93,7 +93,7 @@ export async function runJob(o: RunJobOptions, io: RunIO): Promise<RunJobResult>
     graceMs: o.graceMs,
   });
   if (outcome.startError) io.stderr.write(`mailsend run: ${outcome.startError}\n`);
-  const output = withoutKey(keeper.result(o.tailLines, TAIL_BYTES), io.env.MAILSEND_API_KEY);
+  const output = withoutKey(keeper.result(o.tailLines, TAIL_BYTES, o.attachLimit), io.env.MAILSEND_API_KEY);
   const result: RunJobResult = { status: outcome.status, outcome, warnings: [] };
   const id = o.id ?? o.commandLine;
   try {

@@ -80,7 +80,8 @@ export function alertMessage(f: AlertFacts, mail: AlertMail, a: AlertAddressing)
 
 /** The kept output, when the body's tail does not show all of it. */
 function outputAttachment(o: KeptOutput): Attachment | undefined {
-  if (o.totalBytes === 0 || (o.cutBytes === 0 && o.tailLines >= o.totalLines)) return undefined;
+  // Nothing kept (--attach-limit 0), or the body shows it all.
+  if (o.kept.length === 0 || (o.cutBytes === 0 && o.tailLines >= o.totalLines)) return undefined;
   const note = o.cutBytes > 0 ? Buffer.from(`[mailsend: the first ${formatSize(o.cutBytes)} of ${formatSize(o.totalBytes)} were cut; what follows is the end]\n`) : Buffer.alloc(0);
   return { filename: "output.txt", contentType: "text/plain; charset=utf-8", source: { kind: "bytes", data: Buffer.concat([note, o.kept]) } };
 }

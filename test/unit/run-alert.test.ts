@@ -59,6 +59,18 @@ describe("the output keeper", () => {
     expect(r.cutBytes + r.kept.length).toBe(r.totalBytes);
   });
 
+  it("keeps less for the attachment than for the tail when told, nothing with 0", () => {
+    const keeper = new OutputKeeper(64 * 1024);
+    for (let i = 1; i <= 10_000; i++) keeper.add(Buffer.from(`line ${i}\n`));
+    const small = keeper.result(2, 64 * 1024, 100);
+    expect(small.tail).toBe("line 9999\nline 10000");
+    expect(small.kept.length).toBeLessThanOrEqual(100);
+    expect(small.kept.toString().endsWith("line 10000\n")).toBe(true);
+    const none = keeper.result(2, 64 * 1024, 0);
+    expect(none.tail).toBe("line 9999\nline 10000");
+    expect(none.kept.length).toBe(0);
+  });
+
   it("counts a last line without a newline, and shows all of a short output", () => {
     const keeper = new OutputKeeper(1000);
     keeper.add(Buffer.from("a\nb"));

@@ -50,8 +50,9 @@ function onFailure(prev: JobState | undefined, quietForMs: number, now: number):
   const continuing = prev?.status === "failed";
   const since = continuing ? prev.since : now;
   const streak = (continuing ? prev.streak : 0) + 1;
-  // Whatever happened in between (a flapping job recovers and fails again), not more than one failure mail per window.
-  const quiet = prev?.lastFailureMail !== undefined && now - prev.lastFailureMail >= 0 && now - prev.lastFailureMail < quietForMs;
+  // Whatever happened in between (a flapping job recovers and fails again), not more than one failure
+  // mail per window. In either direction: runs on machines whose clocks differ a little share the state.
+  const quiet = prev?.lastFailureMail !== undefined && Math.abs(now - prev.lastFailureMail) < quietForMs;
   const unmailed = prev?.unmailed ?? 0;
   if (quiet) {
     const next: JobState = { ...prev, v: 1, status: "failed", since, streak, streakMailed: continuing && prev.streakMailed, unmailed: unmailed + 1, unmailedSince: prev.unmailedSince ?? now, lastRun: now };

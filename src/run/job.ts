@@ -98,7 +98,8 @@ export async function runJob(o: RunJobOptions, io: RunIO): Promise<RunJobResult>
   const id = o.id ?? o.commandLine;
   try {
     const queued = await withJobState(mailTo.env, id, async (prev) => {
-      const d = decide(prev, outcome.status !== 0, o.on, o.quietForMs, outcome.endedAt);
+      // The time of the decision, under the lock: runs of one job that end together are ordered by it.
+      const d = decide(prev, outcome.status !== 0, o.on, o.quietForMs, Date.now());
       if (!d.mail) return { next: d.next, result: undefined };
       const facts = alertFacts(o, id, outcome, output, io.env);
       const message = alertMessage(facts, d.mail, { from: mailTo.from, to: mailTo.to, ...(o.subject !== undefined ? { subject: o.subject } : {}), idempotencyKey: randomUUID() });

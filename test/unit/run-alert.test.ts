@@ -33,6 +33,12 @@ describe("the alert rule", () => {
     expect(mails([true, false, true, false, true, false], "change")).toEqual(["failed", "recovered"]);
   });
 
+  it("a run that ended a moment before the last mail's (concurrent runs, another machine's clock) is quiet too", () => {
+    const first = decide(undefined, true, "failure", HOUR, 10_000);
+    expect(first.mail?.kind).toBe("failed");
+    expect(decide(first.next, true, "failure", HOUR, 9_990).mail).toBeUndefined();
+  });
+
   it("--on always mails successes too", () => {
     expect(mails([false, false, true, false], "always")).toEqual(["ok", "ok", "failed", "recovered"]);
   });

@@ -13,9 +13,9 @@
  */
 import { MailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
-import type { Env } from "../limits/budget.js";
 import { restLossOfRaw } from "../outbox/choose.js";
 import { chooseFor, profileChannels, type Preferred } from "../outbox/deliver.js";
+import type { Env } from "../core/env.js";
 
 export interface DeliverySettings {
   preferred: Preferred;

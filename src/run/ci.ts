@@ -2,7 +2,7 @@
  * The CI run a job is part of, from the variables each CI system sets: the run's address, the
  * commit and the branch, for the alert's body. Undefined outside CI.
  */
-import type { Env } from "../limits/budget.js";
+import type { Env } from "../core/env.js";
 
 export interface CiRun {
   system: string;

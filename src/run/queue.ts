@@ -6,7 +6,7 @@
  */
 import type { Message } from "../core/message.js";
 import { toMailsendError } from "../core/errors.js";
-import type { Env } from "../limits/budget.js";
+import type { Env } from "../core/env.js";
 import { profileChannels } from "../outbox/deliver.js";
 import { rawOfMessage } from "../outbox/from-message.js";
 import { kickRunner } from "../outbox/spawn.js";

@@ -11,6 +11,27 @@ export interface ManualExtra {
 }
 
 export const MANUAL: Readonly<Record<string, ManualExtra>> = {
+  run: {
+    notes: `
+A run fails when the job exits non-zero, is killed by a signal, or is stopped by
+--timeout. With --on change, a job whose state is not known (its first run) is
+"unknown": a failure mails, a success does not mail "recovered". A job's state
+is its last outcome, when its failures began and its last failure mail; the
+mail after a quiet spell says how many failures it stands for.
+
+The mail carries Auto-Submitted: auto-generated and X-Mailsend-Job: <id>. The
+API key in the environment is replaced by [redacted] in the output it carries.
+`,
+    examples: `
+  # A systemd unit's failure (contrib/systemd/mailsend-onfailure@.service)
+  [Unit]
+  OnFailure=mailsend-onfailure@%n.service
+
+  # In CI: the alert out before the machine goes
+  mailsend run --id deploy --to dev@example.com -- ./deploy.sh; status=$?
+  mailsend queue run; exit $status
+`,
+  },
   send: {
     notes: `
 A body piped on stdin without a body flag is HTML when it starts as HTML

@@ -23,6 +23,8 @@ export async function queueAlert(message: Message, env: Env, profile: string | u
     ...(profile ? { profile } : {}),
     subject: message.subject,
     headerFrom: message.from.address,
+    // Its Message-ID is mailsend's, which nothing refers to yet: REST may replace it.
+    stampedMessageId: true,
   });
   const warnings: string[] = [];
   try {

@@ -9,7 +9,7 @@ import { execa, type Options } from "execa";
 import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { baseEnv, BIN } from "../helpers/cli.js";
+import { baseEnv, BIN, mailsendCommand } from "../helpers/cli.js";
 import { parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { headerSection, startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
@@ -261,7 +261,7 @@ describe("options", { timeout: 90_000 }, () => {
   });
 
   it("mailsend sendmail (no symlink) behaves the same", async () => {
-    const r = await run(process.execPath, [BIN, "sendmail", "-ti"], "From: a@example.com\nTo: root\nSubject: via subcommand\n\nx\n", env());
+    const r = await run(...mailsendCommand(["sendmail", "-ti"]), "From: a@example.com\nTo: root\nSubject: via subcommand\n\nx\n", env());
     expect(r).toMatchObject({ exitCode: 0, stderr: "" });
     expect((await oneStored("via subcommand")).m.envelope.to).toEqual(["ops@example.com"]);
   });

@@ -235,6 +235,14 @@ export class RedisSlotStore implements SlotStore {
     return this.#run(op, (c) => c.eval(script, 2, this.#log, this.#blocked, ...args));
   }
 
+  /**
+   * A script on other keys of the same Redis (mailsend run's job states, under mailsend:): the same
+   * connection, timeouts and error words as the budget's own.
+   */
+  evalKeys(op: RedisOp, script: string, keys: readonly string[], args: ReadonlyArray<string | number>): Promise<unknown> {
+    return this.#run(op, (c) => c.eval(script, keys.length, ...keys, ...args));
+  }
+
   async tryTake(id: string, limits: Limits): Promise<TakeOutcome> {
     const r = (await this.#eval("take", TAKE, limits.limit, limits.windowMs, id)) as [number, number];
     return r[0] === 1 ? { ok: true } : { ok: false, waitMs: Number(r[1]) };

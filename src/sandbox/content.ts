@@ -17,7 +17,7 @@ export interface MessageParts {
   cc: string[];
   text: string | null;
   html: string | null;
-  /** Absolute links, each once, in the order a reader meets them: the HTML part's first. */
+  /** Absolute links, each once: the HTML part's <a href>s, the text part's URLs, the URLs in the HTML's text. */
   links: string[];
   /** The HTML part as text (no tags, scripts or styles), for word searches. */
   htmlText: string;
@@ -83,7 +83,8 @@ export async function readParts(raw: Buffer): Promise<MessageParts> {
     const content = typeof c === "string" ? Buffer.from(c, a.encoding === "base64" ? "base64" : "utf8") : Buffer.from(c instanceof Uint8Array ? c : new Uint8Array(c));
     return { filename: a.filename ?? "", contentType: a.mimeType, size: content.length, content };
   });
-  const links = [...new Set([...fromHtml.links, ...(text ? textLinks(text) : [])])];
+  // Then the bare URLs written in the HTML's text: a text body the service wrapped in <pre>.
+  const links = [...new Set([...fromHtml.links, ...(text ? textLinks(text) : []), ...textLinks(fromHtml.text)])];
   return { cc, text, html, links, htmlText: fromHtml.text, attachments };
 }
 

@@ -3,6 +3,7 @@
  * (the HTML part's <a href>, then the URLs of the text part) and its attachments. Read from the
  * .eml with postal-mime and htmlparser2, both loaded on first use.
  */
+import type { Attachment } from "postal-mime";
 import type { MessageStore } from "./types.js";
 import type { SearchableContent } from "./query.js";
 
@@ -65,6 +66,12 @@ async function readHtml(html: string): Promise<{ links: string[]; text: string }
   return { links, text: text.join(" ") };
 }
 
+/** An attachment's bytes, however postal-mime gave them. */
+export function attachmentBytes(a: Pick<Attachment, "content" | "encoding">): Buffer {
+  const c = a.content;
+  return typeof c === "string" ? Buffer.from(c, a.encoding === "base64" ? "base64" : "utf8") : Buffer.from(c instanceof Uint8Array ? c : new Uint8Array(c));
+}
+
 export function textLinks(text: string): string[] {
   return [...text.matchAll(TEXT_URL)].map((m) => trimUrl(m[0]));
 }
@@ -79,8 +86,7 @@ export async function readParts(raw: Buffer): Promise<MessageParts> {
   const text = email.text ?? null;
   const cc = (email.cc ?? []).flatMap((a) => (a.group ? a.group : [a])).map((a) => (a.name ? `${a.name} <${a.address}>` : (a.address ?? "")));
   const attachments = email.attachments.map((a) => {
-    const c = a.content;
-    const content = typeof c === "string" ? Buffer.from(c, a.encoding === "base64" ? "base64" : "utf8") : Buffer.from(c instanceof Uint8Array ? c : new Uint8Array(c));
+    const content = attachmentBytes(a);
     return { filename: a.filename ?? "", contentType: a.mimeType, size: content.length, content };
   });
   // Then the bare URLs written in the HTML's text: a text body the service wrapped in <pre>.

@@ -25,6 +25,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Address, Email } from "postal-mime";
 import { INBOX_CSS, INBOX_JS } from "./web/assets.js";
 import type { MessageStore, StoredMessage } from "./types.js";
+import { attachmentBytes } from "./content.js";
 import { createSearchApi } from "./search-api.js";
 import { createSearcher, latest, LATEST } from "./search.js";
 
@@ -248,9 +249,7 @@ function createParser(store: MessageStore) {
       return { email: undefined, error: (e as Error).message, attachments: [] };
     }
     const attachments = email.attachments.map((a, index): ParsedAttachment => {
-      const c = a.content;
-      const content =
-        typeof c === "string" ? Buffer.from(c, a.encoding === "base64" ? "base64" : "utf8") : Buffer.from(c instanceof Uint8Array ? c : new Uint8Array(c));
+      const content = attachmentBytes(a);
       return {
         index,
         filename: a.filename ?? `attachment-${index + 1}`,

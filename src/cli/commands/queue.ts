@@ -1,4 +1,5 @@
 import { Option, type Command } from "commander";
+import { durationMs } from "../../core/duration.js";
 import { MailsendError, toMailsendError } from "../../core/errors.js";
 import { formatAge, formatSize } from "../../core/size.js";
 import { QueueRunner, DEFAULT_MAX_AGE_MS, type RunnerEvent } from "../../outbox/runner.js";
@@ -125,10 +126,9 @@ interface RunFlags {
 
 /** 5d, 12h, 30m, 90s, or seconds. */
 export function parseDuration(v: string, what: string): number {
-  const m = /^(\d+)\s*(s|m|h|d|w)?$/.exec(v.trim());
-  if (!m) throw new MailsendError("usage", `${what} must be a duration such as 90s, 30m, 12h, 5d, got ${JSON.stringify(v)}`);
-  const unit = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 }[(m[2] ?? "s") as "s"];
-  return Number(m[1]) * unit * 1000;
+  const ms = durationMs(v);
+  if (ms === undefined) throw new MailsendError("usage", `${what} must be a duration such as 90s, 30m, 12h, 5d, got ${JSON.stringify(v)}`);
+  return ms;
 }
 
 function eventLine(e: RunnerEvent, io: CliIO, flags: RunFlags): void {

@@ -57,6 +57,7 @@ describe("mailsend inbox --query and show", () => {
     expect((await run(["--link", "--match", "/reset\\?"])).stdout).toBe("https://app.example.com/reset?token=t0k&u=7\n");
     expect((await run(["--extract", "code: (\\d{6})"])).stdout).toBe("482913\n");
     expect((await run(["--text"])).stdout).toContain("Your code: 482913");
+    expect(stdoutJson(await run(["--json"])).links).toEqual(["https://app.example.com/help", "https://app.example.com/reset?token=t0k&u=7"]);
     expect((await run(["--html"])).stdout).toContain('<a href="https://app.example.com/reset?token=t0k&amp;u=7">');
     const none = await run(["--link", "--match", "nowhere"]);
     expect(none.exitCode).toBe(1);

@@ -9,6 +9,7 @@ import { bareMessageId, hasSandboxData, isMessageId, FileMessageStore } from "..
 import type { StoredMessage } from "../../sandbox/types.js";
 import { parseQuery } from "../../sandbox/query.js";
 import { createSearcher, latest, LATEST, search, viewOf } from "../../sandbox/search.js";
+import { readParts } from "../../sandbox/content.js";
 import { showPart, type PartFlags } from "./inbox-parts.js";
 import { runInboxWait, type WaitFlags } from "./inbox-wait.js";
 import { colorsFor, shellWord, type CliIO } from "../io.js";
@@ -153,6 +154,7 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
           headers: email.headers.map((h) => ({ name: h.originalKey, value: h.value })),
           text: email.text ?? null,
           html: email.html ?? null,
+          links: (await readParts(raw)).links,
         })}\n`,
       );
       return 0;

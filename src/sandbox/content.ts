@@ -3,18 +3,26 @@
  * (the HTML part's <a href>, then the URLs of the text part) and its attachments. Read from the
  * .eml with postal-mime and htmlparser2, both loaded on first use.
  */
-import type { Attachment } from "postal-mime";
+import type { Attachment, Email } from "postal-mime";
 import type { MessageStore } from "./types.js";
 import type { SearchableContent } from "./query.js";
 
 export interface PartAttachment {
+  /** As the message names it ("" when it does not). */
   filename: string;
   contentType: string;
   size: number;
+  disposition: string | null;
+  contentId: string | null;
+  /** Shown in the body (a related part or an inline disposition), not offered as a file. */
+  inline: boolean;
   content: Buffer;
 }
 
 export interface MessageParts {
+  /** postal-mime's reading of the whole message; undefined when it could not read it (`error` says why). */
+  email: Email | undefined;
+  error: string | undefined;
   cc: string[];
   text: string | null;
   html: string | null;
@@ -69,7 +77,9 @@ async function readHtml(html: string): Promise<{ links: string[]; text: string }
 /** An attachment's bytes, however postal-mime gave them. */
 export function attachmentBytes(a: Pick<Attachment, "content" | "encoding">): Buffer {
   const c = a.content;
-  return typeof c === "string" ? Buffer.from(c, a.encoding === "base64" ? "base64" : "utf8") : Buffer.from(c instanceof Uint8Array ? c : new Uint8Array(c));
+  if (typeof c === "string") return Buffer.from(c, a.encoding === "base64" ? "base64" : "utf8");
+  // A view of postal-mime's bytes, not a copy: the parsed message keeps them anyway.
+  return c instanceof Uint8Array ? Buffer.from(c.buffer, c.byteOffset, c.byteLength) : Buffer.from(c);
 }
 
 export function textLinks(text: string): string[] {
@@ -79,19 +89,24 @@ export function textLinks(text: string): string[] {
 /** Parse a stored message's parts. A message postal-mime cannot read has none (its index record still stands). */
 export async function readParts(raw: Buffer): Promise<MessageParts> {
   const { default: PostalMime } = await import("postal-mime");
-  const email = await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer" }).catch(() => undefined);
-  if (!email) return { cc: [], text: null, html: null, links: [], htmlText: "", attachments: [] };
+  let email: Email;
+  try {
+    email = await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer" });
+  } catch (e) {
+    return { email: undefined, error: (e as Error).message, cc: [], text: null, html: null, links: [], htmlText: "", attachments: [] };
+  }
   const html = email.html ?? null;
   const fromHtml = html ? await readHtml(html) : { links: [], text: "" };
   const text = email.text ?? null;
   const cc = (email.cc ?? []).flatMap((a) => (a.group ? a.group : [a])).map((a) => (a.name ? `${a.name} <${a.address}>` : (a.address ?? "")));
   const attachments = email.attachments.map((a) => {
     const content = attachmentBytes(a);
-    return { filename: a.filename ?? "", contentType: a.mimeType, size: content.length, content };
+    const inline = a.related === true || a.disposition === "inline";
+    return { filename: a.filename ?? "", contentType: a.mimeType, size: content.length, disposition: a.disposition, contentId: a.contentId ?? null, inline, content };
   });
   // Then the bare URLs written in the HTML's text: a text body the service wrapped in <pre>.
   const links = [...new Set([...fromHtml.links, ...(text ? textLinks(text) : []), ...textLinks(fromHtml.text)])];
-  return { cc, text, html, links, htmlText: fromHtml.text, attachments };
+  return { email, error: undefined, cc, text, html, links, htmlText: fromHtml.text, attachments };
 }
 
 export function searchableContent(p: MessageParts): SearchableContent {

@@ -25,7 +25,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Address, Email } from "postal-mime";
 import { INBOX_CSS, INBOX_JS } from "./web/assets.js";
 import type { MessageStore, StoredMessage } from "./types.js";
-import { attachmentBytes } from "./content.js";
+import { readParts, type MessageParts, type PartAttachment } from "./content.js";
 import { createSearchApi } from "./search-api.js";
 import { createSearcher, latest, LATEST } from "./search.js";
 
@@ -217,20 +217,12 @@ export function hostAllowed(host: string | undefined): boolean {
 // Parsing (postal-mime, loaded on first use), with a small cache: stored
 // messages never change, and one page view asks for the same message several times.
 
-interface ParsedAttachment {
+interface ParsedAttachment extends PartAttachment {
   index: number;
-  filename: string;
-  contentType: string;
-  size: number;
-  disposition: string | null;
-  contentId: string | null;
-  inline: boolean;
-  content: Buffer;
 }
 
-interface Parsed {
-  email: Email | undefined;
-  error: string | undefined;
+interface Parsed extends Omit<MessageParts, "attachments"> {
+  /** Each with its index (its route) and a name for the download when the message gives none. */
   attachments: ParsedAttachment[];
 }
 
@@ -241,27 +233,8 @@ const PARSE_CACHE_MAX_BYTES = 2 * 1024 * 1024;
 function createParser(store: MessageStore) {
   const cache = new Map<string, Promise<Parsed>>();
   async function parse(raw: Buffer): Promise<Parsed> {
-    const { default: PostalMime } = await import("postal-mime");
-    let email: Email;
-    try {
-      email = await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer" });
-    } catch (e) {
-      return { email: undefined, error: (e as Error).message, attachments: [] };
-    }
-    const attachments = email.attachments.map((a, index): ParsedAttachment => {
-      const content = attachmentBytes(a);
-      return {
-        index,
-        filename: a.filename ?? `attachment-${index + 1}`,
-        contentType: a.mimeType,
-        size: content.length,
-        disposition: a.disposition,
-        contentId: a.contentId ?? null,
-        inline: a.related === true || a.disposition === "inline",
-        content,
-      };
-    });
-    return { email, error: undefined, attachments };
+    const p = await readParts(raw);
+    return { ...p, attachments: p.attachments.map((a, index) => ({ ...a, index, filename: a.filename || `attachment-${index + 1}` })) };
   }
   /** undefined when the store has no such message. */
   return async function parsed(id: string): Promise<{ meta: StoredMessage; raw: Buffer; parsed: Parsed } | undefined> {
@@ -596,7 +569,7 @@ export function createInboxHandler(store: MessageStore, opts: { checkHost?: bool
     const id = m[1] === LATEST ? ((await latest(store))?.id ?? "") : (m[1] ?? "");
     const found = await parsed(id);
     if (!found) return notFound(req, res, "Message");
-    if (name === "apiMessage") return sendJson(req, res, 200, { ...details(found.meta, found.parsed), links: (await searcher.parts(id))?.links ?? [] });
+    if (name === "apiMessage") return sendJson(req, res, 200, { ...details(found.meta, found.parsed), links: found.parsed.links });
     routeMessage(req, res, name, m, query, found);
   }
 

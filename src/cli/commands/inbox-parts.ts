@@ -4,7 +4,7 @@
  * with a line on stderr that says what was looked for.
  */
 import { MailsendError } from "../../core/errors.js";
-import { readParts } from "../../sandbox/content.js";
+import type { MessageParts } from "../../sandbox/content.js";
 import type { StoredMessage } from "../../sandbox/types.js";
 import type { CliIO } from "../io.js";
 
@@ -30,7 +30,7 @@ function nothing(io: CliIO, what: string): number {
 }
 
 /** The exit code when one of the part flags was given (after printing it), else undefined. */
-export async function showPart(m: StoredMessage, raw: Buffer, flags: PartFlags, io: CliIO): Promise<number | undefined> {
+export function showPart(m: StoredMessage, p: MessageParts, flags: PartFlags, io: CliIO): number | undefined {
   const chosen = (["link", "extract", "text", "html"] as const).filter((k) => flags[k] !== undefined && flags[k] !== false);
   if (chosen.length === 0) {
     if (flags.match !== undefined) throw new MailsendError("usage", "--match goes with --link (the links that match it)");
@@ -38,7 +38,6 @@ export async function showPart(m: StoredMessage, raw: Buffer, flags: PartFlags, 
   }
   if (chosen.length > 1) throw new MailsendError("usage", `--${chosen[0]} and --${chosen[1]} each print one thing: give one of them`);
   if (flags.match !== undefined && !flags.link) throw new MailsendError("usage", "--match goes with --link (the links that match it)");
-  const p = await readParts(raw);
   if (flags.text || flags.html) {
     const part = flags.text ? p.text : p.html;
     if (part === null || part === "") return nothing(io, `message ${m.id} has no ${flags.text ? "text" : "HTML"} part`);

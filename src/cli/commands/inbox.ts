@@ -140,13 +140,15 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
       io.stdout.write(raw);
       return 0;
     }
-    const part = await showPart(m, raw, flags, io);
+    const parts = await readParts(raw);
+    const part = showPart(m, parts, flags, io);
     if (part !== undefined) return part;
-    const { default: PostalMime, decodeWords } = await import("postal-mime");
+    const { decodeWords } = await import("postal-mime");
     // RFC 2047 encoded words (=?UTF-8?B?...?=) as the text they stand for; folded lines joined.
     // A decoded control character (an escape sequence) would act on the terminal: shown as U+FFFD instead.
     const shown = (v: string) => decodeWords(v.replace(/\r?\n[ \t]+/g, " ")).replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f]/g, "\ufffd");
-    const email = await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer" });
+    const email = parts.email;
+    if (!email) throw new MailsendError("invalid_eml", `message ${m.id} cannot be read as a message: ${parts.error}`, { hint: "--raw prints it as stored." });
     if (json) {
       io.stdout.write(
         `${JSON.stringify({
@@ -154,7 +156,7 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
           headers: email.headers.map((h) => ({ name: h.originalKey, value: h.value })),
           text: email.text ?? null,
           html: email.html ?? null,
-          links: (await readParts(raw)).links,
+          links: parts.links,
         })}\n`,
       );
       return 0;

@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { durationMs } from "../../core/duration.js";
 import { MailsendError } from "../../core/errors.js";
 import { sandboxPaths } from "../../sandbox/paths.js";
+import { parseQuery } from "../../sandbox/query.js";
 import type { MessageView } from "../../sandbox/search.js";
 import { WAIT_DEFAULT_MS, WAIT_MAX_MS } from "../../sandbox/search-api.js";
 import { shellWord, type CliIO } from "../io.js";
@@ -74,6 +75,8 @@ export async function runInboxWait(flags: WaitFlags, io: CliIO): Promise<number>
   const json = flags.json ?? false;
   try {
     const timeoutMs = timeoutOf(flags);
+    // Checked here too, so that a mistyped query fails before anything is asked of the sandbox.
+    parseQuery(flags.query ?? "");
     const store = await open(flags, io);
     const base = sandboxUrl(store.paths.dir);
     const params = new URLSearchParams({ query: flags.query ?? "", count: String(flags.count ?? 1), timeout: `${timeoutMs}ms` });

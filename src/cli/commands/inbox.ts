@@ -185,7 +185,7 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
   }
 }
 
-const QUERY_OPTION = { flags: "--query <query>", description: "only the messages matching it: to:, from:, cc:, subject:, has:attachment, filename:, after:, before:, is:rest|smtp, words, \"phrases\", -term" };
+const QUERY_OPTION = { flags: "--query <query>", description: "the messages to match: to:, from:, cc:, subject:, has:attachment, filename:, after:, before:, is:rest|smtp, words, \"phrases\", -term" };
 const PART_OPTIONS = [
   { flags: "--link", description: "print the message's links, one a line (the HTML part's, then the text part's)" },
   { flags: "--match <regex>", description: "with --link: only the links matching it" },

@@ -110,11 +110,13 @@ export interface WaitOptions {
  */
 export function waitFor(s: Searcher, q: Query, opts: WaitOptions): Promise<StoredMessage[]> {
   const count = Math.max(1, opts.count ?? 1);
+  if (opts.signal?.aborted) return Promise.reject(opts.signal.reason instanceof Error ? opts.signal.reason : new Error("the wait was stopped"));
   return new Promise((resolve, reject) => {
     const found: StoredMessage[] = [];
     const seen = new Set<string>();
     let early: StoredMessage[] | undefined = [];
     let done = false;
+    let timer: NodeJS.Timeout | undefined;
     const finish = (result: StoredMessage[] | Error) => {
       if (done) return;
       done = true;
@@ -135,7 +137,7 @@ export function waitFor(s: Searcher, q: Query, opts: WaitOptions): Promise<Store
     const unsubscribe = s.store.subscribe((m) => (early ? early.push(m) : void consider(m).catch(finish)));
     const onAbort = () => finish(opts.signal!.reason instanceof Error ? opts.signal!.reason : new Error("the wait was stopped"));
     opts.signal?.addEventListener("abort", onAbort, { once: true });
-    const timer = setTimeout(() => {
+    timer = setTimeout(() => {
       void closestTo(s.store, q, found).then(
         ({ closest, total }) => finish(new WaitTimeoutError({ query: q.source, count, timeoutMs: opts.timeoutMs, matched: [...found], closest, total })),
         finish,

@@ -1,11 +1,11 @@
 /**
- * search(), waitFor() and latest() of createSandbox()'s handle: the sandbox's one query language
+ * search(), waitFor(), latest() and raw() of createSandbox()'s handle: the sandbox's one query language
  * and its wait on the store, with each message's parts read for the test.
  */
 import { durationMs } from "../core/duration.js";
 import { MailsendError } from "../core/errors.js";
 import { parseQuery } from "../sandbox/query.js";
-import { createSearcher, latest, search, waitFor, type Searcher } from "../sandbox/search.js";
+import { createSearcher, latest, LATEST, search, waitFor, type Searcher } from "../sandbox/search.js";
 import { WAIT_DEFAULT_MS } from "../sandbox/search-api.js";
 import type { MessageStore, StoredMessage } from "../sandbox/types.js";
 import type { MailSandbox, SandboxMail, WaitForOptions } from "./types.js";
@@ -30,7 +30,7 @@ function timeoutMs(t: WaitForOptions["timeout"]): number {
   return ms;
 }
 
-export function searchMethods(store: MessageStore): Pick<MailSandbox, "search" | "waitFor" | "latest"> {
+export function searchMethods(store: MessageStore): Pick<MailSandbox, "search" | "waitFor" | "latest" | "raw"> {
   const s = createSearcher(store);
   const mails = (list: StoredMessage[]) => Promise.all(list.map((m) => mailOf(s, m)));
   async function waitForImpl(query: string, options: WaitForOptions = {}): Promise<SandboxMail | SandboxMail[]> {
@@ -45,5 +45,6 @@ export function searchMethods(store: MessageStore): Pick<MailSandbox, "search" |
       const m = await latest(store);
       return m && mailOf(s, m);
     },
+    raw: async (id) => store.raw(id === LATEST ? ((await latest(store))?.id ?? "") : id),
   };
 }

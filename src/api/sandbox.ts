@@ -76,7 +76,6 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<MailS
         return (await sb.store.list()).map(({ keyId: _keyId, ...m }) => m);
       },
       ...searchMethods(sb.store),
-      raw: (id) => sb.store.raw(id),
       close: () =>
         (closing ??= (async () => {
           await sb.close();

@@ -378,7 +378,7 @@ export interface MailSandbox {
   waitFor(query: string, options: WaitForOptions & { count: number }): Promise<SandboxMail[]>;
   /** The newest message, if any. */
   latest(): Promise<SandboxMail | undefined>;
-  /** A received message's .eml bytes. */
+  /** A received message's .eml bytes (`"latest"`: the newest message's). */
   raw(id: string): Promise<Buffer | undefined>;
   /** Stop the servers (and remove the data dir if it was a temporary one). */
   close(): Promise<void>;

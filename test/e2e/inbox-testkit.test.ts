@@ -166,6 +166,7 @@ describe("createSandbox(): search, waitFor, latest", () => {
       expect(m.html).toContain("Your code: 482913");
       expect(m.attachments.map((a) => [a.filename, a.size, a.content().toString()])).toEqual([["a.txt", 5, "hello"]]);
       expect((await sb.latest())?.id).toBe(m.id);
+      expect((await sb.raw("latest"))?.toString()).toContain("Subject: Reset");
       expect((await sb.search("has:attachment filename:a.txt")).map((x) => x.id)).toEqual([m.id]);
       expect(await sb.search("-has:attachment")).toEqual([]);
     } finally {

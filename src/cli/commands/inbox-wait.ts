@@ -13,7 +13,7 @@ import type { MessageView } from "../../sandbox/search.js";
 import { WAIT_DEFAULT_MS, WAIT_MAX_MS } from "../../sandbox/search-api.js";
 import { shellWord, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
-import { listTable, open } from "./inbox.js";
+import { listTable, openInbox } from "./inbox-store.js";
 
 export interface WaitFlags {
   dir?: string;
@@ -77,7 +77,7 @@ export async function runInboxWait(flags: WaitFlags, io: CliIO): Promise<number>
     const timeoutMs = timeoutOf(flags);
     // Checked here too, so that a mistyped query fails before anything is asked of the sandbox.
     parseQuery(flags.query ?? "");
-    const store = await open(flags, io);
+    const store = await openInbox(flags, io);
     const base = sandboxUrl(store.paths.dir);
     const params = new URLSearchParams({ query: flags.query ?? "", count: String(flags.count ?? 1), timeout: `${timeoutMs}ms` });
     const { status, body } = await get(`${base}/api/wait?${params}`, store.paths.dir, timeoutMs + 10_000);

@@ -1,20 +1,20 @@
 /**
  * `mailsend inbox`: the messages a sandbox stored, read straight from its
- * data dir (the sandbox need not be running).
+ * data dir (the sandbox need not be running); `inbox wait` asks the running one.
  */
 import type { Command } from "commander";
 import { MailsendError } from "../../core/errors.js";
 import { formatSize } from "../../core/size.js";
-import { bareMessageId, hasSandboxData, isMessageId, FileMessageStore } from "../../sandbox/store.js";
+import { bareMessageId, isMessageId, type FileMessageStore } from "../../sandbox/store.js";
 import type { StoredMessage } from "../../sandbox/types.js";
 import { parseQuery } from "../../sandbox/query.js";
 import { createSearcher, latest, LATEST, search, viewOf } from "../../sandbox/search.js";
 import { readParts } from "../../sandbox/content.js";
 import { showPart, type PartFlags } from "./inbox-parts.js";
 import { runInboxWait, type WaitFlags } from "./inbox-wait.js";
-import { colorsFor, shellWord, type CliIO } from "../io.js";
+import { listTable, openInbox } from "./inbox-store.js";
+import { colorsFor, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
-import { sandboxDir, table } from "./sandbox.js";
 import { shownWord } from "../../core/redact.js";
 import type { CommandContext } from "../command.js";
 import { examples } from "../help-examples.js";
@@ -28,37 +28,12 @@ interface InboxFlags extends PartFlags {
   query?: string;
 }
 
-function cut(s: string, n: number): string {
-  return s.length > n ? `${s.slice(0, n - 1)}…` : s;
-}
-
-/** Where the dir came from, for the message that finds no sandbox there. */
-function dirSource(flags: { dir?: string }, env: CliIO["env"]): string {
-  if (flags.dir !== undefined) return "from --dir";
-  if (env.MAILSEND_SANDBOX_DIR) return "from MAILSEND_SANDBOX_DIR";
-  return "the default; MAILSEND_SANDBOX_DIR is not set";
-}
-
-/**
- * The store of the sandbox data dir. A dir where no sandbox ever ran is an
- * error (66), not an empty inbox: it is almost always the wrong dir, and
- * "no messages" would look like lost mail.
- */
-export async function open(flags: { dir?: string }, io: CliIO): Promise<FileMessageStore> {
-  const dir = sandboxDir(flags, io.env);
-  if (!hasSandboxData(dir)) {
-    throw new MailsendError("file_not_found", `no sandbox data in ${dir} (${dirSource(flags, io.env)})`, {
-      hint: `Start one with \`mailsend sandbox --dir ${shellWord(dir)}\`, or set MAILSEND_SANDBOX_DIR (or --dir) to the data dir of the sandbox you started (its banner prints the export line).`,
-    });
-  }
-  return FileMessageStore.open(dir, { readOnly: true });
-}
 
 export async function runInbox(flags: InboxFlags, io: CliIO): Promise<number> {
   const json = flags.json ?? false;
   try {
     const query = flags.query !== undefined ? parseQuery(flags.query) : undefined;
-    const store = await open(flags, io);
+    const store = await openInbox(flags, io);
     const limit = flags.limit !== undefined ? { limit: flags.limit } : {};
     const searcher = createSearcher(store);
     const list = query ? await search(searcher, query, limit) : await store.list(limit);
@@ -77,20 +52,6 @@ export async function runInbox(flags: InboxFlags, io: CliIO): Promise<number> {
   }
 }
 
-/** The table of `mailsend inbox` (and of what `inbox wait` found). */
-export function listTable(list: StoredMessage[]): string {
-  const rows = list.map((m) => [
-    m.id,
-    m.receivedAt.replace("T", " ").replace(/\.\d+Z$/, "Z"),
-    m.channel,
-    cut(m.from, 32),
-    cut(m.to.join(", "), 40),
-    formatSize(m.size),
-    String(m.attachments.length),
-    cut(m.subject, 50),
-  ]);
-  return table(rows, ["ID", "RECEIVED", "VIA", "FROM", "TO", "SIZE", "ATT", "SUBJECT"]);
-}
 
 /**
  * A sandbox id, or a Message-ID with or without its angle brackets (what
@@ -134,7 +95,7 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
   const json = flags.json ?? false;
   try {
     checkId(id);
-    const store = await open(flags, io);
+    const store = await openInbox(flags, io);
     const { m, raw } = await find(store, id, io, json);
     if (flags.raw) {
       io.stdout.write(raw);

@@ -60,7 +60,7 @@ export class WaitTimeoutError extends MailsendError {
   readonly count: number;
   readonly matched: StoredMessage[];
   readonly closest: StoredMessage[];
-  constructor(o: { query: string; count: number; timeoutMs: number; matched: StoredMessage[]; closest: StoredMessage[]; total: number }) {
+  constructor(o: WaitOutcome) {
     super("timeout", waitTimeoutText(o), {
       hint: "Check the recipient and subject the program under test uses (the messages above are what arrived), or wait longer.",
     });
@@ -75,25 +75,36 @@ function line(m: StoredMessage): string {
   return `  ${m.id}  ${m.receivedAt}  ${m.channel}  to ${m.to.join(", ") || m.envelope.to.join(", ")}  subject ${JSON.stringify(m.subject)}`;
 }
 
-function waitTimeoutText(o: { query: string; count: number; timeoutMs: number; matched: StoredMessage[]; closest: StoredMessage[]; total: number }): string {
+/** What a wait that ran out saw; byKeys: `closest` are those with the query's recipient or subject, else the newest. */
+interface WaitOutcome {
+  query: string;
+  count: number;
+  timeoutMs: number;
+  matched: StoredMessage[];
+  closest: StoredMessage[];
+  total: number;
+  byKeys: boolean;
+}
+
+function waitTimeoutText(o: WaitOutcome): string {
   const what = `${o.count === 1 ? "a message" : `${o.count} messages`} matching ${JSON.stringify(o.query)}`;
   const head = `waited ${o.timeoutMs < 1000 ? `${o.timeoutMs}ms` : formatAge(o.timeoutMs)} for ${what}; ${o.matched.length === 0 ? "none" : `only ${o.matched.length}`} arrived`;
   const lines = [head];
   if (o.matched.length > 0) lines.push("matched:", ...o.matched.map(line));
   if (o.total === 0) lines.push("the sandbox holds no messages at all");
   else if (o.closest.length === 0) lines.push(`none of the ${o.total} messages it holds has the same recipient or subject`);
-  else lines.push("closest (same recipient or subject):", ...o.closest.map(line));
+  else lines.push(o.byKeys ? "closest (same recipient or subject):" : "the newest it holds:", ...o.closest.map(line));
   return lines.join("\n");
 }
 
-/** The messages nearest to a query that did not match it, newest first: the same recipient or subject. */
-async function closestTo(store: MessageStore, q: Query, matched: StoredMessage[]): Promise<{ closest: StoredMessage[]; total: number }> {
+/** The messages nearest to a query that did not match it, newest first: the same recipient or subject (the newest, when it names neither). */
+async function closestTo(store: MessageStore, q: Query, matched: StoredMessage[]): Promise<{ closest: StoredMessage[]; total: number; byKeys: boolean }> {
   const all = await store.list();
   const ids = new Set(matched.map((m) => m.id));
   const hasKeys = q.terms.some((t) => (t.kind === "to" || t.kind === "subject") && !t.neg);
   const others = all.filter((m) => !ids.has(m.id));
   const closest = (hasKeys ? others.filter((m) => isClose(q, m)) : others).slice(0, CLOSEST_MAX);
-  return { closest, total: all.length };
+  return { closest, total: all.length, byKeys: hasKeys };
 }
 
 export interface WaitOptions {
@@ -139,7 +150,7 @@ export function waitFor(s: Searcher, q: Query, opts: WaitOptions): Promise<Store
     opts.signal?.addEventListener("abort", onAbort, { once: true });
     timer = setTimeout(() => {
       void closestTo(s.store, q, found).then(
-        ({ closest, total }) => finish(new WaitTimeoutError({ query: q.source, count, timeoutMs: opts.timeoutMs, matched: [...found], closest, total })),
+        (near) => finish(new WaitTimeoutError({ query: q.source, count, timeoutMs: opts.timeoutMs, matched: [...found], ...near })),
         finish,
       );
     }, opts.timeoutMs);

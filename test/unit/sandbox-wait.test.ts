@@ -53,6 +53,9 @@ describe("waitFor", () => {
     expect(w.closest.map((m) => m.subject).sort()).toEqual(["Receipt", "Welcome"]);
     expect(w.message).toContain('waited 50ms for a message matching "to:d@example.com subject:receipt"; none arrived');
     expect(store.subscriberCount).toBe(0);
+    const words = (await waitFor(createSearcher(store), parseQuery('"no such words"'), { timeoutMs: 20 }).catch((x: unknown) => x)) as WaitTimeoutError;
+    expect(words.message).toContain("the newest it holds:");
+    expect(words.closest).toHaveLength(3);
   });
 
   it("stops when its signal aborts, and unsubscribes", async () => {

@@ -382,7 +382,8 @@ class BatchRun {
     // The stop signal reaches deliver()'s waits through its sleep, not as deliver's `signal`: a send
     // in flight never ends on it. abortSends is deliver's signal: each attempt's deadline follows it.
     const sleep = opts.deliver.sleep ?? stoppableSleep;
-    this.deliverOptions = { ...opts.deliver, sleep: (ms) => sleep(ms, opts.signal) };
+    // A batch is bulk: it leaves the budget's reserve to one-shot sends and alerts started meanwhile.
+    this.deliverOptions = { ...opts.deliver, slotClass: "bulk", sleep: (ms) => sleep(ms, opts.signal) };
     if (opts.abortSends) this.deliverOptions.signal = opts.abortSends;
     this.slots = new Slots(opts.concurrency);
     const plan = this.plan;

@@ -9,7 +9,7 @@ import type { Message } from "../core/message.js";
 import type { SendContext, SendResult, Transport } from "../core/transport.js";
 import { type AttemptDeadline, attemptDeadline } from "./deadline.js";
 import { backoffMs, shouldRetry } from "./retry.js";
-import type { Limits } from "./sliding-log.js";
+import type { Limits, SlotClass } from "./sliding-log.js";
 import { monotonicMs, type SlotStore } from "./store.js";
 
 /** The least time before the deadline a retry must have left to start (or twice the last attempt's). */
@@ -27,6 +27,8 @@ export interface DeliverOptions {
   /** The shared budget; none when the local limit is switched off. */
   store?: SlotStore;
   limits: Limits;
+  /** Bulk waits for room beyond the budget's reserve; urgent (the default) takes any free slot. */
+  slotClass?: SlotClass;
   /** Retries after the first attempt. */
   retries: number;
   /** Longest total time to spend waiting (for slots and between retries). */
@@ -118,7 +120,7 @@ async function takeSlot(store: SlotStore, opts: DeliverOptions, attempt: number,
   for (let round = 0; round < 10_000; round++) {
     let r: Awaited<ReturnType<SlotStore["tryTake"]>>;
     try {
-      r = await store.tryTake(id, opts.limits);
+      r = await store.tryTake(id, opts.limits, opts.slotClass ?? "urgent");
     } catch (e) {
       if (typeof e === "object" && e !== null) storeFailures.add(e);
       throw e;

@@ -23,7 +23,7 @@ import { tryLock } from "../core/lock.js";
 import { join } from "node:path";
 import { localFileError, MailsendError } from "../core/errors.js";
 import { ensurePrivateDir } from "./private-dir.js";
-import { answeredAt, block, complete, EMPTY, release, tryTake, used, type Limits, type LogState } from "./sliding-log.js";
+import { answeredAt, block, complete, EMPTY, release, tryTake, used, type Limits, type LogState, type SlotClass } from "./sliding-log.js";
 import type { SlotStore, TakeOutcome } from "./store.js";
 
 export interface FileStoreOptions {
@@ -236,11 +236,11 @@ export class FileSlotStore implements SlotStore {
     }
   }
 
-  async tryTake(id: string, limits: Limits): Promise<TakeOutcome> {
+  async tryTake(id: string, limits: Limits, cls: SlotClass = "urgent"): Promise<TakeOutcome> {
     let decided = 0;
     const r = await this.#update(limits, (s, now) => {
       decided = now;
-      const r = tryTake(s, now, limits, id);
+      const r = tryTake(s, now, limits, id, cls);
       return { state: r.state, result: r.ok ? { ok: true as const } : { ok: false as const, waitMs: r.waitMs } };
     });
     // The wait counts from the decision, not from after the write and the unlock (a loaded machine

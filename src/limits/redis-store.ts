@@ -18,27 +18,30 @@ import type { ConnectionOptions } from "node:tls";
 import { trustedCas } from "../net/ca.js";
 import type { RedisConfig } from "./redis-config.js";
 import { diagnoseConnect, isConnectionLoss, isReadOnly, redisError, type RedisOp } from "./redis-errors.js";
-import type { Limits } from "./sliding-log.js";
+import { reserveOf, type Limits, type SlotClass } from "./sliding-log.js";
 import type { SlotStore, TakeOutcome } from "./store.js";
 
 const NOW = `local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`;
 
-// KEYS[1] log (zset), KEYS[2] blocked-until (string); ARGV limit, window, id.
+// KEYS[1] log (zset), KEYS[2] blocked-until (string); ARGV limit, window, id, and the reserve
+// this class may not take (0 for urgent; see sliding-log.ts's roomFor), so bulk takes a slot
+// only while the window has room beyond it and the sum never exceeds the limit.
 // An id already in the log holds its slot: a take repeated after a lost reply
 // (the connection broke after Redis ran the script) does not take a second one.
 const TAKE = `${NOW}
-local limit = tonumber(ARGV[1]) local window = tonumber(ARGV[2])
+local window = tonumber(ARGV[2])
+local room = tonumber(ARGV[1]) - tonumber(ARGV[4] or '0')
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
 if redis.call('ZSCORE', KEYS[1], ARGV[3]) then return {1, 0} end
 local blocked = tonumber(redis.call('GET', KEYS[2]) or '0')
 if blocked > now then return {0, blocked - now} end
 local n = redis.call('ZCARD', KEYS[1])
-if n < limit then
+if n < room then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
   redis.call('PEXPIRE', KEYS[1], window * 2)
   return {1, 0}
 end
-local freeing = redis.call('ZRANGE', KEYS[1], n - limit, n - limit, 'WITHSCORES')
+local freeing = redis.call('ZRANGE', KEYS[1], n - room, n - room, 'WITHSCORES')
 return {0, math.max(1, tonumber(freeing[2]) + window - now + 1)}`;
 
 // ARGV id, ms since the answer came (read just before the call, so now - ago is not before it).
@@ -243,8 +246,9 @@ export class RedisSlotStore implements SlotStore {
     return this.#run(op, (c) => c.eval(script, keys.length, ...keys, ...args));
   }
 
-  async tryTake(id: string, limits: Limits): Promise<TakeOutcome> {
-    const r = (await this.#eval("take", TAKE, limits.limit, limits.windowMs, id)) as [number, number];
+  async tryTake(id: string, limits: Limits, cls: SlotClass = "urgent"): Promise<TakeOutcome> {
+    const heldBack = cls === "bulk" ? reserveOf(limits) : 0;
+    const r = (await this.#eval("take", TAKE, limits.limit, limits.windowMs, id, heldBack)) as [number, number];
     return r[0] === 1 ? { ok: true } : { ok: false, waitMs: Number(r[1]) };
   }
 

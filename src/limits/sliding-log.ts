@@ -28,6 +28,32 @@ export interface LogState {
 export interface Limits {
   limit: number;
   windowMs: number;
+  /** Slots of each window that only urgent sends may take (reserveOf says how many when unset). */
+  reserve?: number;
+}
+
+/**
+ * Who asks for a slot. Bulk (batch rows, queued mail tried again) takes one only while the
+ * window has room beyond the reserve; urgent (a one-shot send, an alert, a notice, a message's
+ * first attempt) may take any free slot, so it waits at most for one slot whatever bulk does.
+ */
+export type SlotClass = "urgent" | "bulk";
+
+/** The default reserve: this share of the limit, at least one slot. */
+export const DEFAULT_RESERVE_PERCENT = 10;
+
+/**
+ * The slots held back from bulk: as set, else 10% of the limit and at least one; never all of
+ * them, so bulk always has a slot to wait for (a limit of 1 has no reserve).
+ */
+export function reserveOf({ limit, reserve }: Limits): number {
+  const wanted = reserve ?? Math.max(1, Math.floor((limit * DEFAULT_RESERVE_PERCENT) / 100));
+  return Math.max(0, Math.min(wanted, limit - 1));
+}
+
+/** How many slots of the window a send of this class may see taken and still take one. */
+export function roomFor(limits: Limits, cls: SlotClass): number {
+  return cls === "bulk" ? limits.limit - reserveOf(limits) : limits.limit;
 }
 
 export const EMPTY: LogState = { entries: [], blockedUntil: 0 };
@@ -49,14 +75,16 @@ export function prune(state: LogState, now: number, { windowMs }: Limits): LogSt
 
 export type TakeResult = { ok: true; state: LogState } | { ok: false; waitMs: number; state: LogState };
 
-export function tryTake(state: LogState, now: number, limits: Limits, id: string): TakeResult {
+export function tryTake(state: LogState, now: number, limits: Limits, id: string, cls: SlotClass = "urgent"): TakeResult {
   const s = prune(state, now, limits);
   if (s.blockedUntil > 0) return { ok: false, waitMs: s.blockedUntil - now, state: s };
-  if (s.entries.length < limits.limit) {
+  const room = roomFor(limits, cls);
+  if (s.entries.length < room) {
     return { ok: true, state: { ...s, entries: [...s.entries, { t: now, id }] } };
   }
-  // The slot frees when the entry that makes the log full leaves the window.
-  const freeing = s.entries[s.entries.length - limits.limit]!;
+  // A slot of this class frees when the entry that fills its room leaves the window: a bulk
+  // waiter sleeps until there is room beyond the reserve, not until any slot frees.
+  const freeing = s.entries[s.entries.length - room]!;
   return { ok: false, waitMs: Math.max(1, freeing.t + limits.windowMs - now + 1), state: s };
 }
 

@@ -1,4 +1,4 @@
-import type { Limits } from "./sliding-log.js";
+import type { Limits, SlotClass } from "./sliding-log.js";
 
 /** Milliseconds on a monotonic clock (not the global `performance`, which loads perf_hooks in every send). */
 export function monotonicMs(): number {
@@ -12,7 +12,8 @@ export type TakeOutcome = { ok: true } | { ok: false; waitMs: number };
  * one machine, or Redis shared by many machines. Each operation is atomic.
  */
 export interface SlotStore {
-  tryTake(id: string, limits: Limits): Promise<TakeOutcome>;
+  /** A slot for a send of class `cls` (sliding-log.ts's SlotClass; urgent when not said). */
+  tryTake(id: string, limits: Limits, cls?: SlotClass): Promise<TakeOutcome>;
   /**
    * The service answered: the slot counts from that moment. `elapsedMs`, when
    * given, says how long ago the answer came (a monotonic clock, read by the

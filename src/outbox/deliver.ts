@@ -14,6 +14,7 @@ import { openSlotStore } from "../limits/budget.js";
 import { resolveLimits } from "../settings/budget.js";
 import { deliver, type DeliverOptions, type WaitInfo } from "../limits/deliver.js";
 import type { SlotStore } from "../limits/store.js";
+import type { SlotClass } from "../limits/sliding-log.js";
 import { createTransport } from "../transports/index.js";
 import { restLossOfRaw } from "./choose.js";
 import { smtpPreference } from "../transports/choose.js";
@@ -105,6 +106,18 @@ export async function profileChannels(env: Env, profile: string | undefined, nee
   return { env: e, preferred, configs, broken };
 }
 
+/** Queued mail that is always urgent: `run`'s alerts and the outbox's own notices. */
+const URGENT_SOURCES: ReadonlySet<string> = new Set(["run", "notice"]);
+
+/**
+ * The budget class of a queued message's attempt: its first attempt is urgent (a sendmail or
+ * relay caller's mail goes as soon as a slot frees), later ones are bulk (a backlog being
+ * drained leaves the reserve to new mail), alerts and notices urgent always.
+ */
+export function slotClassOf(source: string, attempt: number): SlotClass {
+  return attempt <= 1 || URGENT_SOURCES.has(source) ? "urgent" : "bulk";
+}
+
 /**
  * The connections and the budget of one profile. The key is read from the
  * environment or the profile at delivery time, never from the outbox.
@@ -155,7 +168,7 @@ export class OutboxSender {
     return t;
   }
 
-  async send(message: Message, chosen: Chosen, extra: { onWait?: (w: WaitInfo) => void; signal?: AbortSignal; sleep?: DeliverOptions["sleep"] } = {}): Promise<SendResult> {
+  async send(message: Message, chosen: Chosen, extra: { onWait?: (w: WaitInfo) => void; signal?: AbortSignal; sleep?: DeliverOptions["sleep"]; slotClass?: SlotClass } = {}): Promise<SendResult> {
     const transport = await this.transport(chosen.transport);
     return deliver(transport, forTransport(message, chosen.transport), {
       ...(this.store ? { store: this.store } : {}),
@@ -167,6 +180,7 @@ export class OutboxSender {
       ...(extra.onWait ? { onWait: extra.onWait } : {}),
       ...(extra.signal ? { signal: extra.signal } : {}),
       ...(extra.sleep ? { sleep: extra.sleep } : {}),
+      ...(extra.slotClass ? { slotClass: extra.slotClass } : {}),
       ...(this.opts.trace ? { trace: this.opts.trace } : {}),
     });
   }

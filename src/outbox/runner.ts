@@ -7,7 +7,7 @@
 import { randomInt } from "node:crypto";
 import { MailsendError, exitCodeFor, toMailsendError } from "../core/errors.js";
 import { abortableSleep } from "../limits/deliver.js";
-import { OutboxSender, waitsInOutbox } from "./deliver.js";
+import { OutboxSender, slotClassOf, waitsInOutbox } from "./deliver.js";
 import { prepareMessage } from "./message.js";
 import { compareIds } from "./ids.js";
 import { Schedule } from "./schedule.js";
@@ -375,7 +375,11 @@ export class QueueRunner {
       // No configured channel carries it whole: it waits in failed/ with the reason (never sent changed).
       throw Object.assign(toMailsendError(e), { permanent: true });
     }
-    const result = await sender.send(message, chosen, { signal: this.stopController.signal, sleep: (ms) => abortableSleep(ms, this.waitsController.signal) });
+    const result = await sender.send(message, chosen, {
+      signal: this.stopController.signal,
+      sleep: (ms) => abortableSleep(ms, this.waitsController.signal),
+      slotClass: slotClassOf(meta.source, attempts),
+    });
     // Accepted: from here on nothing may make it go out again except under its own key.
     this.due.delete(id);
     this.faulted.delete(id);

@@ -26,7 +26,7 @@ export interface BudgetGiven {
 }
 
 export interface Budget {
-  limits: { limit: number; windowMs: number };
+  limits: { limit: number; windowMs: number; reserve?: number };
   retries: number;
   maxWaitMs: number;
   deadlineMs: number;
@@ -63,11 +63,32 @@ function duration(front: Front, env: Env, setting: Setting, ms: number | undefin
   return (whole(front, env, setting, front === "cli" ? seconds : undefined, minSeconds)?.n ?? fallbackSeconds) * 1000;
 }
 
-/** The rate limit and its window alone (doctor, the outbox's sender). */
+/**
+ * MAILSEND_RATE_RESERVE: the slots of each window kept for urgent mail, a number of slots ("5")
+ * or a share of the limit ("10%"); unset, sliding-log.ts's default (10%, at least one slot).
+ */
+function reserveOf(front: Front, env: Env, limit: number): number | undefined {
+  const variable = SETTINGS.rateReserve.env;
+  const raw = env[variable]?.trim();
+  if (raw === undefined || raw === "") return undefined;
+  const m = /^(\d+)(%?)$/.exec(raw);
+  const n = m ? Number(m[1]) : Number.NaN;
+  if (!m || (m[2] && n > 100)) {
+    throw new MailsendError("config_invalid", `${settingName("rateReserve", front, "env")} must be a whole number of slots or a percentage of the rate limit (like 5 or 10%), got ${JSON.stringify(raw)}`, {
+      setting: "rateReserve",
+    });
+  }
+  return m[2] ? Math.floor((limit * n) / 100) : n;
+}
+
+/** The rate limit, its window and its reserve alone (doctor, the outbox's sender). */
 export function limitsOf(front: Front, given: BudgetGiven, env: Env): Budget["limits"] {
+  const limit = whole(front, env, "rateLimit", given.rateLimit, 0)?.n ?? DEFAULTS.rateLimit;
+  const reserve = reserveOf(front, env, limit);
   return {
-    limit: whole(front, env, "rateLimit", given.rateLimit, 0)?.n ?? DEFAULTS.rateLimit,
+    limit,
     windowMs: duration(front, env, "rateWindow", given.rateWindowMs, undefined, 1, BUDGET_DEFAULTS.windowSeconds),
+    ...(reserve !== undefined ? { reserve } : {}),
   };
 }
 

@@ -29,6 +29,7 @@ export const SETTINGS = {
   timeout: { flag: "--timeout", env: "MAILSEND_TIMEOUT", option: "timeoutMs" },
   rateLimit: { flag: "--rate-limit", env: "MAILSEND_RATE_LIMIT", option: "rateLimit" },
   rateWindow: { env: "MAILSEND_RATE_WINDOW", option: "rateWindowMs" },
+  rateReserve: { env: "MAILSEND_RATE_RESERVE" },
   rateLimitUrl: { env: "MAILSEND_RATE_LIMIT_URL", option: "rateLimitUrl" },
   retries: { flag: "--retries", env: "MAILSEND_RETRIES", option: "retries" },
   maxWait: { flag: "--max-wait", env: "MAILSEND_MAX_WAIT", option: "maxWaitMs" },

@@ -275,6 +275,7 @@ export const EXTRA_ENV: ReadonlyArray<{ name: string; description: string }> = [
   { name: "HTTPS_PROXY", description: "proxy for REST to an https:// service (also https_proxy; HTTP_PROXY/http_proxy for http://, ALL_PROXY as a fallback)" },
   { name: "NO_PROXY", description: "hosts that go direct: example.com, .internal, 10.0.0.0/8, *, with :port optional (also no_proxy)" },
   { name: "MAILSEND_RATE_WINDOW", description: "the limit's window in seconds (default 60, the service's); change only to match a sandbox" },
+  { name: "MAILSEND_RATE_RESERVE", description: "slots of each window kept for urgent mail (send, run's alerts, notices, a queued message's first try), which bulk (batch rows, queued retries) leaves free: a number or a share like 10% (default 10%, at least 1; 0: none)" },
   { name: "MAILSEND_CONFIG", description: "path of the config file (default $XDG_CONFIG_HOME/mailsend/config.json, ~/.config/mailsend/config.json)" },
   { name: "GITHUB_ACTIONS", description: "true (set by GitHub Actions): errors are also printed as ::error annotations" },
   { name: "GITHUB_OUTPUT", description: "the file --github-output appends to (set by GitHub Actions)" },

@@ -22,7 +22,7 @@
  */
 import { formatSize } from "../core/size.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Address, Email } from "postal-mime";
+import type { Address, } from "postal-mime";
 import { INBOX_CSS, INBOX_JS } from "./web/assets.js";
 import type { MessageStore, StoredMessage } from "./types.js";
 import { readParts, type MessageParts, type PartAttachment } from "./content.js";
@@ -502,7 +502,10 @@ function routeMessage(req: IncomingMessage, res: ServerResponse, name: RouteName
       return;
     case "html": {
       const body = p.email?.html;
-      if (body === undefined || body === "") return notFound(req, res, "HTML part");
+      if (body === undefined || body === "") {
+        notFound(req, res, "HTML part");
+        return;
+      }
       send(req, res, 200, "text/html; charset=utf-8", frameHtml(body, p.attachments), {
         "Content-Security-Policy": MESSAGE_HTML_CSP,
         "X-Frame-Options": "SAMEORIGIN",
@@ -519,7 +522,10 @@ function routeMessage(req: IncomingMessage, res: ServerResponse, name: RouteName
     }
     case "attachment": {
       const a = p.attachments[Number(m[2])];
-      if (!a) return notFound(req, res, "Attachment");
+      if (!a) {
+        notFound(req, res, "Attachment");
+        return;
+      }
       send(req, res, 200, safeContentType(a.contentType), a.content, {
         "Content-Disposition": contentDisposition(a.filename),
         "Content-Security-Policy": INERT_CSP,

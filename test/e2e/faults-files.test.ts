@@ -20,7 +20,7 @@ afterAll(() => tmp.remove());
 const env = (extra: Record<string, string> = {}) => ({ MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, MAILSEND_STATE_DIR: join(tmp.dir, "state"), ...extra });
 
 function rows(name: string, n: number): string {
-  return tmp.file(name, Array.from({ length: n }, (_, i) => JSON.stringify({ to: `u${i}@example.com`, subject: `${name} ${i}`, text: "x" })).join("\n") + "\n");
+  return tmp.file(name, `${Array.from({ length: n }, (_, i) => JSON.stringify({ to: `u${i}@example.com`, subject: `${name} ${i}`, text: "x" })).join("\n")}\n`);
 }
 
 const batch = (args: string[]) => runCli(["batch", ...args, "-f", "ci@example.com"], { env: env() });

@@ -391,7 +391,7 @@ describe("who may connect", () => {
       expect(none.exitCode).toBe(78);
       expect(none.stderr).toMatch(/refusing to listen on 0\.0\.0\.0:0 without --auth-file .* and TLS/);
       expect(none.stderr).toMatch(/not a loopback address/);
-      const users = s.file("users", "ops:" + (await runCli(["relay", "hash-password"], { input: "pw-123456\n" })).stdout.trim() + "\n");
+      const users = s.file("users", `ops:${(await runCli(["relay", "hash-password"], { input: "pw-123456\n" })).stdout.trim()}\n`);
       const noTls = await runCli(["relay", "--listen", "0.0.0.0:0", "--auth-file", users], { env });
       expect(noTls.exitCode).toBe(78);
       expect(noTls.stderr).toMatch(/without TLS \(--tls-cert and --tls-key, or --tls-self-signed\)/);

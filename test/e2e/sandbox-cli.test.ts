@@ -108,7 +108,7 @@ describe("mailsend sandbox (human output)", () => {
     expect(first.banner).toContain(key);
     expect(first.banner.split(key).length).toBe(2);
     const env: Record<string, string> = {};
-    for (const m of first.banner.matchAll(/^  export (\w+)=(\S+)$/gm)) env[m[1]!] = m[2]!;
+    for (const m of first.banner.matchAll(/^ {2}export (\w+)=(\S+)$/gm)) env[m[1]!] = m[2]!;
     expect(Object.keys(env)).toEqual([
       "MAILSEND_BASE_URL",
       "MAILSEND_SMTP_HOST",

@@ -10,7 +10,7 @@ import http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { join } from "node:path";
 import { afterAll, afterEach, expect, it } from "vitest";
-import { runCli, stderrJson } from "../helpers/cli.js";
+import { runCli, type stderrJson } from "../helpers/cli.js";
 import { scratch } from "../helpers/tmp.js";
 
 const KEY = "msk_test_e2e_doubt_Qw7Lk2Zp";

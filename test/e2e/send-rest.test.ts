@@ -201,7 +201,7 @@ describe("the request", () => {
         "From: =?UTF-8?Q?J=C3=BCrgen?= <j@example.de>",
         'To: "Doe, John" <john@example.com>, b@example.com',
         "Reply-To: help@example.com",
-        "Subject: =?UTF-8?B?" + Buffer.from("Grüße aus Köln").toString("base64") + "?=",
+        `Subject: =?UTF-8?B?${Buffer.from("Grüße aus Köln").toString("base64")}?=`,
         "X-Campaign: eml",
         "Message-ID: <m1@example.de>",
         "MIME-Version: 1.0",

@@ -95,13 +95,19 @@ export async function runCli(args: readonly string[], opts: RunOptions = {}): Pr
  * The same command line as runCli, run by the program in this process (`run(argv, io)`) with the
  * same clean environment, given to it as its io.env: for what a process adds nothing to (a usage
  * error, an exit code for a bad setting, --dry-run output, help). Whatever needs a process stays
- * with runCli: signals, pipes, NODE_EXTRA_CA_CERTS (read at start-up), process.exit, the sendmail
+ * with runCli: signals, pipes, NODE_EXTRA_CA_CERTS itself, process.exit, the sendmail
  * personality, and a working directory of its own (this one runs in the test's, the repo root).
  * A run still going at the time limit is reported as timed out and left to finish unseen.
  */
 export async function runInProcess(args: readonly string[], opts: Omit<RunOptions, "cwd"> = {}): Promise<CliResult> {
   const env = cliEnv(opts.env);
-  if (env.NODE_EXTRA_CA_CERTS !== undefined) throw new Error("NODE_EXTRA_CA_CERTS is read when Node starts: runCli, or --ca-file");
+  // Node reads NODE_EXTRA_CA_CERTS only when it starts: here the same CA (a sandbox's) is given as
+  // MAILSEND_CA_FILE. A test of NODE_EXTRA_CA_CERTS itself uses runCli.
+  if (env.NODE_EXTRA_CA_CERTS !== undefined) {
+    if (env.MAILSEND_CA_FILE !== undefined) throw new Error("NODE_EXTRA_CA_CERTS beside MAILSEND_CA_FILE: use runCli");
+    env.MAILSEND_CA_FILE = env.NODE_EXTRA_CA_CERTS;
+    delete env.NODE_EXTRA_CA_CERTS;
+  }
   const { run } = await import("../../src/cli/program.js");
   let out = "";
   let err = "";

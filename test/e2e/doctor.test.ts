@@ -15,7 +15,7 @@ import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { run } from "../../src/cli/program.js";
 import { CHECK_NAMES } from "../../src/doctor/checks.js";
-import { runCli, stdoutJson, type CliResult, type RunOptions } from "../helpers/cli.js";
+import { runCli, runInProcess, stdoutJson, type CliResult, type RunOptions } from "../helpers/cli.js";
 import { startRedis } from "../helpers/redis.js";
 import { addKey, revokeKey, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
@@ -56,7 +56,7 @@ function assertNoSecrets(r: CliResult): void {
 
 /** doctor with the sandbox's settings (no config file of the developer's leaks in). */
 async function doctor(args: string[] = [], opts: RunOptions = {}): Promise<CliResult> {
-  const r = await runCli(["doctor", ...args], {
+  const r = await runInProcess(["doctor", ...args], {
     ...opts,
     env: { ...t.env, MAILSEND_CONFIG: join(tmp.dir, "no-config.json"), ...opts.env },
   });

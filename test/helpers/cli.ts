@@ -108,6 +108,7 @@ export async function runInProcess(args: readonly string[], opts: Omit<RunOption
     env.MAILSEND_CA_FILE = env.NODE_EXTRA_CA_CERTS;
     delete env.NODE_EXTRA_CA_CERTS;
   }
+  if (mayStartRunner(args, env)) throw new Error("a queued send starts a background runner from the process's entry script: runCli");
   const { run } = await import("../../src/cli/program.js");
   let out = "";
   let err = "";
@@ -124,6 +125,14 @@ export async function runInProcess(args: readonly string[], opts: Omit<RunOption
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Whether the command could queue mail and start `queue run --drain` from process.argv[1] (here, vitest's). */
+function mayStartRunner(args: readonly string[], env: Record<string, string>): boolean {
+  if (/^(0|false|no|off)$/i.test(env.MAILSEND_QUEUE_AUTORUN ?? "")) return false;
+  const i = args.findIndex((a) => a === "--queue" || a.startsWith("--queue="));
+  const flag = i < 0 ? undefined : args[i]!.includes("=") ? args[i]!.split("=")[1] : args[i + 1];
+  return [flag, env.MAILSEND_QUEUE].some((mode) => mode !== undefined && mode.trim() !== "" && mode.trim() !== "never");
 }
 
 let devNullFd: number | undefined;

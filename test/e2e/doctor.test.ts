@@ -373,7 +373,7 @@ describe("the outbox", () => {
     expect(held.byName.outbox!.detail).toMatch(/^1 message queued, the oldest \d+s ago \(attempt 1: .*127\.0\.0\.1:9.*; next in \d+[sm]\), in /);
     expect(held.byName.outbox!.hint).toMatch(/No runner is delivering now: `mailsend queue run` delivers what is due .*MAILSEND_QUEUE_AUTORUN=0/);
     // Moved to failed/: counted, with how to list and retry them.
-    const id = (stdoutJson(await runCli(["queue", "--json"], { env: { ...t.env, ...env } })) as { id: string }[])[0]!.id;
+    const id = (stdoutJson(await runInProcess(["queue", "--json"], { env: { ...t.env, ...env } })) as { id: string }[])[0]!.id;
     const failed = join(state, "outbox", "failed");
     mkdirSync(failed, { recursive: true });
     for (const ext of [".msg", ".state"]) renameSync(join(state, "outbox", "queue", id + ext), join(failed, id + ext));

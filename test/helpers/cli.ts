@@ -108,6 +108,8 @@ export async function runInProcess(args: readonly string[], opts: Omit<RunOption
     env.MAILSEND_CA_FILE = env.NODE_EXTRA_CA_CERTS;
     delete env.NODE_EXTRA_CA_CERTS;
   }
+  // main() hands `mailsend sendmail` to the sendmail personality before the program sees it.
+  if (args[0] === "sendmail") throw new Error("mailsend sendmail is not run by the program: runCli");
   if (mayStartRunner(args, env)) throw new Error("a queued send starts a background runner from the process's entry script: runCli");
   const { run } = await import("../../src/cli/program.js");
   let out = "";

@@ -5,11 +5,11 @@
  * waiting for a terminal.
  */
 import { execa } from "execa";
-import { Readable, Writable } from "node:stream";
 import { createHash } from "node:crypto";
 import { mkdtempSync, openSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { Readable, Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -92,8 +92,8 @@ export async function runCli(args: readonly string[], opts: RunOptions = {}): Pr
 }
 
 /**
- * The same command line as runCli, run by the program in this process (`run(argv, io)`) with the
- * same clean environment, given to it as its io.env: for what a process adds nothing to (a usage
+ * The same command line as runCli, run by the program in this process (`run(argv, io)`, from src/
+ * where runCli runs the built dist/) with the same clean environment, given to it as its io.env: for what a process adds nothing to (a usage
  * error, an exit code for a bad setting, --dry-run output, help). Whatever needs a process stays
  * with runCli: signals, pipes, NODE_EXTRA_CA_CERTS itself, process.exit, the sendmail
  * personality, and a working directory of its own (this one runs in the test's, the repo root).

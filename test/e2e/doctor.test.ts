@@ -15,7 +15,7 @@ import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { run } from "../../src/cli/program.js";
 import { CHECK_NAMES } from "../../src/doctor/checks.js";
-import { runCli, stdoutJson, type CliResult, type RunOptions } from "../helpers/cli.js";
+import { runCli, runInProcess, stdoutJson, type CliResult, type RunOptions } from "../helpers/cli.js";
 import { startRedis } from "../helpers/redis.js";
 import { addKey, revokeKey, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
@@ -56,7 +56,7 @@ function assertNoSecrets(r: CliResult): void {
 
 /** doctor with the sandbox's settings (no config file of the developer's leaks in). */
 async function doctor(args: string[] = [], opts: RunOptions = {}): Promise<CliResult> {
-  const r = await runCli(["doctor", ...args], {
+  const r = await runInProcess(["doctor", ...args], {
     ...opts,
     env: { ...t.env, MAILSEND_CONFIG: join(tmp.dir, "no-config.json"), ...opts.env },
   });
@@ -375,7 +375,7 @@ describe("the outbox", () => {
     expect(held.byName.outbox!.detail).toMatch(/^1 message queued, the oldest \d+s ago \(attempt 1: .*127\.0\.0\.1:9.*; next in \d+[sm]\), in /);
     expect(held.byName.outbox!.hint).toMatch(/No runner is delivering now: `mailsend queue run` delivers what is due .*MAILSEND_QUEUE_AUTORUN=0/);
     // Moved to failed/: counted, with how to list and retry them.
-    const id = (stdoutJson(await runCli(["queue", "--json"], { env: { ...t.env, ...env } })) as { id: string }[])[0]!.id;
+    const id = (stdoutJson(await runInProcess(["queue", "--json"], { env: { ...t.env, ...env } })) as { id: string }[])[0]!.id;
     const failed = join(state, "outbox", "failed");
     mkdirSync(failed, { recursive: true });
     for (const ext of [".msg", ".state"]) renameSync(join(state, "outbox", "queue", id + ext), join(failed, id + ext));

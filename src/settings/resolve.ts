@@ -14,7 +14,7 @@ import { expandHome } from "../core/home.js";
 import type { TransportName } from "../core/transport.js";
 import { USER_AGENT } from "../core/version.js";
 import { fileError, readSource, readStdin, type InputStreams } from "../core/read.js";
-import { settingName, type Front, type Setting, type Source } from "./names.js";
+import { settingName, type Front, type Setting, type Source } from "../core/setting-names.js";
 import { readProfileKey, type ActiveProfile } from "./profile.js";
 import { checkProxyFlag, proxyFor, smtpProxyFrom, type ProxyWords } from "./proxy.js";
 

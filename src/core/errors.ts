@@ -3,7 +3,7 @@
  * The exit status is derived from the code through EXIT_CLASS, in this one
  * table, so that the CLI, the batch runner and the library agree.
  */
-import { SAY, type Front, type Words } from "./setting-names.js";
+import { SAY, type Front, type Say, type Words } from "./setting-names.js";
 
 /** A message or hint: plain, or words that name settings (each front end says them its own way). */
 export type Text = string | Words;
@@ -253,7 +253,11 @@ export function toMailsendError(e: unknown): MailsendError {
   const message = e instanceof Error ? e.message : String(e);
   return new MailsendError("internal", `internal error: ${message}`, {
     cause: e,
-    hint: "This is a bug in mailsend. Run again with --verbose and report the output (it never contains your key).",
+    hint: (s) =>
+      `This is a bug in mailsend. ${s.pick({
+        cli: "Run again with --verbose and report the output (it never contains your key).",
+        api: "Pass a trace function to see the exchange, and report it (it never contains your key).",
+      })}`,
   });
 }
 
@@ -293,9 +297,9 @@ export function localFileError(e: unknown, path: string, action: "write" | "read
     code === "ENOSPC" || code === "EDQUOT"
       ? `Free space on the file system that holds ${path}, then run again.`
       : code === "EROFS"
-        ? `The file system is mounted read-only; point MAILSEND_STATE_DIR at a writable directory.`
+        ? (s: Say) => `The file system is mounted read-only; point ${s.env("stateDir")} at a writable directory.`
         : code === "EACCES" || code === "EPERM"
-          ? `Check the owner and mode of ${path} and its directory, or point MAILSEND_STATE_DIR at a directory you own.`
+          ? (s: Say) => `Check the owner and mode of ${path} and its directory, or point ${s.env("stateDir")} at a directory you own.`
           : undefined;
   return new MailsendError(action === "write" ? "local_write_failed" : "local_io_failed", `cannot ${action} the ${what} ${path}: ${words}`, {
     cause: e,

@@ -97,8 +97,13 @@ export interface Say {
   either(setting: Setting, join?: string): string;
   /** A pair set together: `--smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT)`, `smtp.host / smtp.port`. */
   pair(a: Setting, b: Setting, withVariables?: boolean, join?: string): string;
-  /** A setting with its value: `--smtp-tls implicit`, `smtp.tls: "implicit"`, `MAILSEND_SMTP_TLS=implicit`. */
-  value(setting: Setting, value: string): string;
+  /**
+   * A setting with its value: `--smtp-tls implicit`, `smtp.tls: "implicit"`, `MAILSEND_SMTP_TLS=implicit`;
+   * withVariable adds the variable to the CLI's: `--smtp-tls implicit (MAILSEND_SMTP_TLS=implicit)`.
+   */
+  value(setting: Setting, value: string, withVariable?: boolean): string;
+  /** Resending with this key: `--idempotency-key K`, `idempotencyKey K`, the header for sendmail's callers. */
+  idempotencyKey(key: string | undefined): string;
   /** A phrase each front end words its own way (sendmail's callers read the CLI's unless given theirs). */
   pick(words: { cli: string; api: string; sendmail?: string }): string;
 }
@@ -133,11 +138,12 @@ function sayer(front: Front): Say {
       if (front === "cli") return `${say.flag(a)}${join}${say.flag(b)}${withVariables ? ` (${say.env(a)}${join}${say.env(b)})` : ""}`;
       return `${say.flag(a)}${join}${say.flag(b)}`;
     },
-    value: (setting, value) => {
+    value: (setting, value, withVariable = false) => {
       const w: SettingWords = SETTINGS[setting];
       if (front === "api") return `${w.option}: "${value}"`;
-      return front === "sendmail" ? `${w.env}=${value}` : `${w.flag} ${value}`;
+      return front === "sendmail" ? `${w.env}=${value}` : `${w.flag} ${value}${withVariable ? ` (${w.env}=${value})` : ""}`;
     },
+    idempotencyKey: (key) => (front === "sendmail" ? `the header X-Idempotency-Key: ${key}` : `${say.flag("idempotencyKey")} ${key}`),
     pick: (p) => (front === "api" ? p.api : front === "sendmail" ? (p.sendmail ?? p.cli) : p.cli),
   };
   return say;

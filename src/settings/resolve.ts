@@ -7,7 +7,7 @@
  * in the words of the front end that asked (names.ts).
  */
 import { readFile } from "node:fs/promises";
-import { DEFAULTS, smtpUserIsKey, type SmtpTlsMode, type TransportConfig } from "../core/config.js";
+import { DEFAULTS, noChannelError, smtpUserIsKey, type SmtpTlsMode, type TransportConfig } from "../core/config.js";
 import type { Env } from "../core/env.js";
 import { MailsendError, type ErrorCode } from "../core/errors.js";
 import { expandHome } from "../core/home.js";
@@ -320,12 +320,7 @@ export async function resolveSettings(l: Layers, opts: ResolveOptions & { needCh
   const transport = transportOf(l, true);
   const configured = configuredChannelsOf(l);
   if (transport === "auto" && opts.needChannel && !configured.rest && !configured.smtp) {
-    throw settingError(
-      "config_missing",
-      "baseUrl",
-      "--transport auto: neither a REST base URL nor an SMTP host is configured",
-      "Set MAILSEND_BASE_URL or MAILSEND_SMTP_HOST (or --base-url / --smtp-host). For a local one, run `mailsend sandbox` and paste the export lines it prints.",
-    );
+    throw noChannelError();
   }
   common(l);
   const apiKey = opts.needKey ? await keyOf(l, streamsOf(opts)) : "";

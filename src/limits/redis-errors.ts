@@ -4,10 +4,19 @@
  * and port (never by its URL, never with the password) and say that
  * MAILSEND_RATE_LIMIT_URL chose it.
  */
-import { MailsendError, toMailsendError } from "../core/errors.js";
+import { MailsendError, said, toMailsendError, type Text } from "../core/errors.js";
+import type { Say } from "../core/setting-names.js";
 import { connect as netConnect } from "node:net";
 import { looksLikeTlsToPlaintext, probe, speaksTls, UNREACHABLE, UNTRUSTED, untrustedHint } from "../net/errors.js";
-import { PASSWORD_FILE_VARIABLE, URL_VARIABLE, type RedisConfig } from "./redis-config.js";
+import { PASSWORD_FILE_VARIABLE, type RedisConfig } from "./redis-config.js";
+
+/** A Redis certificate from a private CA: the CA settings of the send, which the budget shares. */
+const PRIVATE_CA_HINT: Text = (s) =>
+  `If the server's certificate comes from a private CA, ${s.pick({
+    cli: "set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS to its PEM file, or pass --ca-file <pem>.",
+    api: "set caFile to its PEM file.",
+    sendmail: "set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS to its PEM file.",
+  })}`;
 
 /** What the store was doing: the first connection, or any later step (the server was there before). */
 export type RedisPhase = "connect" | "later";
@@ -59,7 +68,7 @@ export function isReadOnly(e: unknown): boolean {
 export function redisError(e: unknown, config: RedisConfig, phase: RedisPhase, op: RedisOp): MailsendError {
   if (e instanceof MailsendError) return e;
   const at = `the shared-budget Redis at ${where(config)}`;
-  const chosen = `${URL_VARIABLE} (${config.label}) chose this Redis`;
+  const chosen = (s: Say) => `${s.env("rateLimitUrl")} (${config.label}) chose this Redis`;
   const nothingSent = op === "take" ? " Nothing was sent." : "";
   const code = codeOf(e);
   const msg = messageOf(e);
@@ -70,28 +79,28 @@ export function redisError(e: unknown, config: RedisConfig, phase: RedisPhase, o
     return new MailsendError("auth_failed", `${at} refused ${config.username ? `the user "${config.username}" or its password` : "the password"} (authentication failed)`, {
       cause: e,
       local: true,
-      hint: `Check the password (in ${config.passwordSource === "the URL" ? "the URL's user:password@" : config.passwordSource ? PASSWORD_FILE_VARIABLE : `${PASSWORD_FILE_VARIABLE} or the URL`})${config.username ? " and the ACL user name" : ""}. ${chosen}.${nothingSent}`,
+      hint: (s) => `Check the password (in ${config.passwordSource === "the URL" ? "the URL's user:password@" : config.passwordSource ? s.env(PASSWORD_FILE_VARIABLE) : `${s.env(PASSWORD_FILE_VARIABLE)} or the URL`})${config.username ? " and the ACL user name" : ""}. ${chosen(s)}.${nothingSent}`,
     });
   }
   if (reply === "NOAUTH") {
     return new MailsendError("auth_failed", `${at} requires a password and none was given (authentication failed)`, {
       cause: e,
       local: true,
-      hint: `Put the password in a file named by ${PASSWORD_FILE_VARIABLE}, or in the URL as redis://[user]:password@host. ${chosen}.${nothingSent}`,
+      hint: (s) => `Put the password in a file named by ${s.env(PASSWORD_FILE_VARIABLE)}, or in the URL as redis://[user]:password@host. ${chosen(s)}.${nothingSent}`,
     });
   }
   if (/wrong number of arguments for 'auth'/i.test(msg)) {
     return new MailsendError("auth_failed", `${at} takes no user name with the password (Redis 5 or older has no ACL users; authentication failed)`, {
       cause: e,
       local: true,
-      hint: `Give only the password, with no user name before the ":" of the URL's user:password@. ${chosen}.${nothingSent}`,
+      hint: (s) => `Give only the password, with no user name before the ":" of the URL's user:password@. ${chosen(s)}.${nothingSent}`,
     });
   }
   if (reply === "NOPERM") {
     return new MailsendError("auth_failed", `${at}: the user ${config.username ? `"${config.username}" ` : ""}may not run the budget's commands (${msg})`, {
       cause: e,
       local: true,
-      hint: `Grant the ACL user what the budget needs, e.g. ACL SETUSER ${config.username ?? "default"} ${REDIS_ACL}. ${chosen}.${nothingSent}`,
+      hint: (s) => `Grant the ACL user what the budget needs, e.g. ACL SETUSER ${config.username ?? "default"} ${REDIS_ACL}. ${chosen(s)}.${nothingSent}`,
     });
   }
 
@@ -99,37 +108,37 @@ export function redisError(e: unknown, config: RedisConfig, phase: RedisPhase, o
   if (UNTRUSTED.has(code)) {
     return new MailsendError("tls_untrusted", `the TLS certificate of ${at} is not trusted (${code})`, {
       cause: e,
-      hint: `${untrustedHint(e, "If the server's certificate comes from a private CA, set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS to its PEM file, or pass --ca-file <pem>.", URL_VARIABLE)} ${chosen}.${nothingSent}`,
+      hint: (s) => `${said(untrustedHint(e, PRIVATE_CA_HINT, (s) => s.env("rateLimitUrl")), s.front)} ${chosen(s)}.${nothingSent}`,
     });
   }
   if (config.tls && (looksLikeTlsToPlaintext(e) || /ssl|tls|handshake|certificate/i.test(`${code} ${msg}`))) {
     return new MailsendError("tls_mismatch", `TLS with ${at} failed: ${msg}`, {
       cause: e,
-      hint: `rediss:// speaks TLS from the first byte; if this port is plain Redis, use redis://. ${chosen}.${nothingSent}`,
+      hint: (s) => `rediss:// speaks TLS from the first byte; if this port is plain Redis, use redis://. ${chosen(s)}.${nothingSent}`,
     });
   }
   if (/Protocol error|unexpected reply|ParserError|Unknown RESP type/i.test(`${msg} ${(e as Error)?.name ?? ""}`)) {
     return new MailsendError("config_invalid", `${at} does not speak the Redis protocol${config.tls ? "" : " (or it expects TLS)"}`, {
       cause: e,
-      hint: `Check the host and port${config.tls ? "" : ", and use rediss:// if the server speaks TLS"}. ${chosen}.${nothingSent}`,
+      hint: (s) => `Check the host and port${config.tls ? "" : ", and use rediss:// if the server speaks TLS"}. ${chosen(s)}.${nothingSent}`,
     });
   }
   if (/MOVED|CLUSTERDOWN|cluster support disabled/i.test(reply)) {
     return new MailsendError("config_invalid", `${at} is a Redis Cluster node, which the budget does not use (${msg})`, {
       cause: e,
-      hint: `Point ${URL_VARIABLE} at a standalone Redis or Valkey (or a master through Sentinel). ${chosen}.${nothingSent}`,
+      hint: (s) => `Point ${s.env("rateLimitUrl")} at a standalone Redis or Valkey (or a master through Sentinel). ${chosen(s)}.${nothingSent}`,
     });
   }
   if (/^(?:READONLY|LOADING|BUSY|MASTERDOWN|TRYAGAIN|OOM)$/.test(reply)) {
     return new MailsendError("temporary_failure", `${at} cannot take the budget's writes right now (${msg})`, {
       cause: e,
-      hint: `${reply === "READONLY" ? "It is a replica: point the URL at the master, or use redis-sentinel:// so mailsend finds it. " : "Try again shortly. "}${chosen}.${nothingSent}`,
+      hint: (s) => `${reply === "READONLY" ? "It is a replica: point the URL at the master, or use redis-sentinel:// so mailsend finds it. " : "Try again shortly. "}${chosen(s)}.${nothingSent}`,
     });
   }
   if (/timed out|timeout/i.test(msg) && phase === "later" && !/connect/i.test(msg)) {
     return new MailsendError("temporary_failure", `${at} did not answer in time (${msg})`, {
       cause: e,
-      hint: `Try again when it answers. ${chosen}.${nothingSent}`,
+      hint: (s) => `Try again when it answers. ${chosen(s)}.${nothingSent}`,
     });
   }
   if (isConnectionLoss(e) || /sentinel|timed out|timeout/i.test(msg)) {
@@ -137,12 +146,12 @@ export function redisError(e: unknown, config: RedisConfig, phase: RedisPhase, o
     if (phase === "connect") {
       return new MailsendError("connection_failed", `cannot reach ${at}: ${why}`, {
         cause: e,
-        hint: `${chosen}: check that it runs and that this machine can reach it, or unset ${URL_VARIABLE} to keep the budget per machine.${nothingSent}`,
+        hint: (s) => `${chosen(s)}: check that it runs and that this machine can reach it, or unset ${s.env("rateLimitUrl")} to keep the budget per machine.${nothingSent}`,
       });
     }
     return new MailsendError("temporary_failure", `lost ${at}: ${why}`, {
       cause: e,
-      hint: `mailsend fails closed rather than send outside the shared budget; try again when Redis is back. ${chosen}.${nothingSent}`,
+      hint: (s) => `mailsend fails closed rather than send outside the shared budget; try again when Redis is back. ${chosen(s)}.${nothingSent}`,
     });
   }
   // Anything else that is not the server's refusal of a command is a bug of ours (70).
@@ -150,7 +159,7 @@ export function redisError(e: unknown, config: RedisConfig, phase: RedisPhase, o
   // Any other refusal: the server is not a Redis (or Valkey) the budget can use.
   return new MailsendError("config_invalid", `${at} refused the budget's command: ${msg}`, {
     cause: e,
-    hint: `The budget needs Redis 6.2 or later (or Valkey) with Lua scripting (EVAL). ${chosen}.${nothingSent}`,
+    hint: (s) => `The budget needs Redis 6.2 or later (or Valkey) with Lua scripting (EVAL). ${chosen(s)}.${nothingSent}`,
   });
 }
 
@@ -174,13 +183,13 @@ export async function diagnoseConnect(e: unknown, config: RedisConfig, op: Redis
   if (plain.code !== "connection_failed" || config.kind !== "standalone" || UNREACHABLE.has(codeOf(e))) return plain;
   const node = config.nodes[0]!;
   const at = `the shared-budget Redis at ${where(config)}`;
-  const chosen = `${URL_VARIABLE} (${config.label}) chose this Redis`;
+  const chosen = (s: Say) => `${s.env("rateLimitUrl")} (${config.label}) chose this Redis`;
   const nothingSent = op === "take" ? " Nothing was sent." : "";
   if (config.tls && (await speaksPlainRedis(node.host, node.port, Math.min(timeoutMs, 2_000)))) {
-    return new MailsendError("tls_mismatch", `${at} speaks plain Redis, not TLS`, { cause: e, hint: `Use redis:// for this port (rediss:// is for a TLS port). ${chosen}.${nothingSent}` });
+    return new MailsendError("tls_mismatch", `${at} speaks plain Redis, not TLS`, { cause: e, hint: (s) => `Use redis:// for this port (rediss:// is for a TLS port). ${chosen(s)}.${nothingSent}` });
   }
   if (!config.tls && (await speaksTls(node.host, node.port, Math.min(timeoutMs, 2_000)))) {
-    return new MailsendError("tls_mismatch", `${at} speaks TLS`, { cause: e, hint: `Use rediss:// for this port. ${chosen}.${nothingSent}` });
+    return new MailsendError("tls_mismatch", `${at} speaks TLS`, { cause: e, hint: (s) => `Use rediss:// for this port. ${chosen(s)}.${nothingSent}` });
   }
   return plain;
 }

@@ -93,8 +93,8 @@ export function openBudget(o: DeliveryOptions & { env?: Env }, apiKey: string, c
   const storeEnv: Env = {
     ...platformDirs,
     ...(o.env ?? {}),
-    ...(stateDir ? { [SETTINGS.stateDir.env]: stateDir } : {}),
-    ...(redisUrl ? { [SETTINGS.rateLimitUrl.env]: redisUrl } : {}),
+    ...(stateDir ? { [SETTINGS.stateDir.env!]: stateDir } : {}),
+    ...(redisUrl ? { [SETTINGS.rateLimitUrl.env!]: redisUrl } : {}),
   };
   let store;
   try {

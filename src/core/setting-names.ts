@@ -15,7 +15,30 @@ export interface SettingWords {
   option?: string;
 }
 
-export const SETTINGS = {
+/** A setting, by the name errors carry (MailsendError.setting). */
+export type Setting =
+  | "transport"
+  | "baseUrl"
+  | "smtpHost"
+  | "smtpPort"
+  | "smtpTls"
+  | "smtpUser"
+  | "smtpProxy"
+  | "proxy"
+  | "apiKey"
+  | "apiKeyFile"
+  | "caFile"
+  | "insecure"
+  | "timeout"
+  | "rateLimit"
+  | "rateWindow"
+  | "rateLimitUrl"
+  | "retries"
+  | "maxWait"
+  | "deadline"
+  | "stateDir";
+
+export const SETTINGS: Readonly<Record<Setting, SettingWords>> = {
   transport: { flag: "--transport", env: "MAILSEND_TRANSPORT", option: "transport" },
   baseUrl: { flag: "--base-url", env: "MAILSEND_BASE_URL", option: "baseUrl" },
   smtpHost: { flag: "--smtp-host", env: "MAILSEND_SMTP_HOST", option: "smtp.host" },
@@ -36,9 +59,7 @@ export const SETTINGS = {
   maxWait: { flag: "--max-wait", env: "MAILSEND_MAX_WAIT", option: "maxWaitMs" },
   deadline: { flag: "--deadline", env: "MAILSEND_DEADLINE", option: "deadlineMs" },
   stateDir: { env: "MAILSEND_STATE_DIR", option: "stateDir" },
-} as const satisfies Record<string, SettingWords>;
-
-export type Setting = keyof typeof SETTINGS;
+};
 
 /** Who reads the settings and reports on them: the CLI (flags), the library (options), sendmail's callers (variables only). */
 export type Front = "cli" | "api" | "sendmail";
@@ -63,7 +84,26 @@ export function settingName(setting: Setting, front: Front, source?: Source): st
  * What a message or the send command calls a field that is not a setting: the CLI's flag and the
  * library's name for the same (a field of the message, an option of sendBatch).
  */
-export const FIELDS = {
+/** A field of the message or of a batch that the send command takes as a flag. */
+export type Field =
+  | "from"
+  | "to"
+  | "cc"
+  | "bcc"
+  | "subject"
+  | "replyTo"
+  | "name"
+  | "header"
+  | "htmlFile"
+  | "textFile"
+  | "idempotencyKey"
+  | "journal"
+  | "fresh"
+  | "resume"
+  | "noWait"
+  | "noEmbed";
+
+export const FIELDS: Readonly<Record<Field, { flag: string; option: string }>> = {
   from: { flag: "--from", option: "from" },
   to: { flag: "--to", option: "to" },
   cc: { flag: "--cc", option: "cc" },
@@ -82,9 +122,7 @@ export const FIELDS = {
   noWait: { flag: "--no-wait", option: "wait: false" },
   // The library never embeds images itself: attachments given a cid are what it means there.
   noEmbed: { flag: "--no-embed", option: "attachments without a cid" },
-} as const satisfies Record<string, { flag: string; option: string }>;
-
-export type Field = keyof typeof FIELDS;
+};
 
 /** A front end's way of saying settings and fields inside a sentence. */
 export interface Say {

@@ -114,7 +114,7 @@ export interface ErrorDetails {
    */
   local?: boolean;
   /**
-   * The setting the error is about, by its name in src/settings/names.ts (baseUrl, smtpPort, ...):
+   * The setting the error is about, by its name in src/core/setting-names.ts (baseUrl, smtpPort, ...):
    * each front end says that name in its own words (a flag, a variable, an option).
    */
   setting?: string;

@@ -47,7 +47,7 @@ export interface Given extends ConnectionFlags {
 
 /** The layers under one front end's reading: what it was given, the environment (with the profile under it). */
 export interface Layers {
-  /** The CLI or the library (sendmail's callers are spoken to in the CLI's words, then in theirs: api/terms.ts). */
+  /** The CLI or the library (sendmail's callers resolve as the CLI does; an error's words are said to them in theirs: MailsendError.in). */
   front: Exclude<Front, "sendmail">;
   given: Given;
   env: Env;

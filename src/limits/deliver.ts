@@ -192,10 +192,10 @@ const REFUSES_THE_MESSAGE = new Set<string>(["dataerr", "nouser", "usage"]);
  */
 function stillInDoubt(err: MailsendError, doubt: MailsendError | undefined): MailsendError {
   if (!doubt || mayHaveGone(err) || REFUSES_THE_MESSAGE.has(err.exitClass)) return err;
-  const failed = new MailsendError("outcome_unknown", `${doubt.message}; ${err.attempts !== undefined ? `attempt ${err.attempts} failed too` : "then"}: ${err.message}`, {
+  const failed = new MailsendError("outcome_unknown", (s) => `${said(doubt.messageWords, s.front)}; ${err.attempts !== undefined ? `attempt ${err.attempts} failed too` : "then"}: ${said(err.messageWords, s.front)}`, {
     cause: err,
     mayHaveBeenSent: true,
-    ...(doubt.hint ? { hint: doubt.hint } : {}),
+    ...(doubt.hintWords ? { hint: doubt.hintWords } : {}),
   });
   if (err.attempts !== undefined) failed.attempts = err.attempts;
   return failed;

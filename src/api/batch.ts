@@ -21,7 +21,6 @@ import { createTransport } from "../transports/index.js";
 import { openBudget, resolveConnection, resolveTransportName, type Budget } from "./options.js";
 import { asMailsendError } from "./send.js";
 import type { BatchItem, BatchItemResult, BatchResult, BatchTemplate, SendBatchOptions } from "./types.js";
-import { errorInApiTerms, inApiTerms } from "./terms.js";
 
 const CHUNK = 64 * 1024;
 
@@ -132,13 +131,14 @@ function defaultsOf(t: BatchTemplate | undefined): RowDefaults {
 }
 
 /**
- * A batch sentence in the API's terms: the runner names an item by its row and line in the JSON
- * lines it was handed ("row 2 (line 2)", 1-based), which for sendBatch() are an internal spool;
- * the caller knows the item by its 0-based `index`, so it is written items[1].
+ * A batch sentence in the API's terms (the runner says settings as options already): the runner
+ * names an item by its row and line in the JSON lines it was handed ("row 2 (line 2)", 1-based),
+ * which for sendBatch() are an internal spool; the caller knows the item by its 0-based `index`,
+ * so it is written items[1].
  */
 function inItemTerms(text: string): string {
   const at = (n: string) => `items[${Number(n) - 1}]`;
-  return inApiTerms(text)
+  return text
     .replace(/\b(?:row|item) (\d+) \(line \d+\)/g, (_, n: string) => at(n))
     .replace(/\brow (\d+)'s\b/g, (_, n: string) => `${at(n)}'s`)
     .replace("expected a JSON object (one send request)", "expected a message: an object of JSON values (no BigInt, no cycles)");
@@ -213,11 +213,12 @@ export async function sendBatch(items: Iterable<BatchItem> | AsyncIterable<Batch
     const summary = await runBatch({
       input: opened.input,
       defaults,
+      front: "api",
       transportName: config?.transport ?? transportName!,
       ...(transport ? { transport } : {}),
       deliver: {
         ...(budget?.options ?? { limits: { limit: 0, windowMs: 60_000 }, retries: 0, maxWaitMs: 0, noWait: true }),
-        ...(options.onWait ? { onWait: (w) => options.onWait!(w.error ? { ...w, error: errorInApiTerms(w.error) } : w) } : {}),
+        ...(options.onWait ? { onWait: (w) => options.onWait!(w.error ? { ...w, error: w.error.in("api") } : w) } : {}),
       },
       concurrency,
       check,

@@ -84,6 +84,6 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<MailS
     };
   } catch (e) {
     if (tempDir) await rm(tempDir, { recursive: true, force: true });
-    throw asMailsendError(e instanceof MailsendError ? reworded(e, inSandboxTerms) : e);
+    throw asMailsendError(e instanceof MailsendError ? reworded(e.in("api"), inSandboxTerms) : e);
   }
 }

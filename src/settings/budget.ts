@@ -7,7 +7,7 @@
 import { DEFAULTS } from "../core/config.js";
 import type { Env } from "../core/env.js";
 import { MailsendError } from "../core/errors.js";
-import { settingName, SETTINGS, type Front, type Setting } from "./names.js";
+import { settingName, SETTINGS, type Front, type Setting } from "../core/setting-names.js";
 
 /** What a front end was given: the CLI's flags in seconds, the library's options in milliseconds. */
 export interface BudgetGiven {

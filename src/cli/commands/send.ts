@@ -7,7 +7,7 @@ import type { SendResult, TransportName } from "../../core/transport.js";
 import { buildMessage, type BuildOptions, type MessageFlags } from "../../message/build.js";
 import type { StdinDecision } from "../../message/stdin-body.js";
 import type { InputStreams } from "../../core/read.js";
-import { SETTINGS, settingName, type Setting, type SettingWords } from "../../settings/names.js";
+import { SETTINGS, settingName, type Setting, type SettingWords } from "../../core/setting-names.js";
 import { cliLayers, resolveSettings, type ConnectionFlags } from "../../settings/resolve.js";
 import { checkRestFit } from "../../message/build.js";
 import { blankWithoutScript } from "../../message/html-blank.js";

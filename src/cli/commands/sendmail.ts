@@ -156,9 +156,8 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
     }
     return 0;
   } catch (e) {
-    // Said to callers without send's flags: the variables they can set (loaded only for an error).
-    const { errorInSendmailTerms } = await import("../../api/terms.js");
-    return reportError(withSendmailKeyHint(errorInSendmailTerms(toMailsendError(e))), io, { json: false, verbose: args.verbose });
+    // Said to callers without send's flags: the variables they can set.
+    return reportError(withSendmailKeyHint(toMailsendError(e).in("sendmail")), io, { json: false, verbose: args.verbose });
   }
 }
 

@@ -14,8 +14,8 @@
  * The API key is never written here; the profile's name and the transport are.
  */
 import { randomBytes } from "node:crypto";
-import { readdirSync } from "node:fs";
-import { mkdir, open, opendir, readdir, readFile, rename, rm, stat, unlink } from "node:fs/promises";
+import { constants, readdirSync } from "node:fs";
+import { lstat, mkdir, open, opendir, readdir, rename, rm, stat, unlink, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { fsyncDirAsync, writeFileAtomicAsync } from "../core/atomic.js";
 import { localFileError, MailsendError } from "../core/errors.js";
@@ -23,6 +23,7 @@ import { mkdirOwned } from "../core/owned.js";
 import { expandHome } from "../core/home.js";
 import { otherStateDir, stateDir } from "../limits/budget.js";
 import { PackedIds } from "./ids.js";
+import { checkMeta, checkState, NotOutboxMeta } from "./schema.js";
 import type { Envelope, OutboxMeta, OutboxState, QueuedMessage } from "./types.js";
 
 export type Env = Record<string, string | undefined>;
@@ -110,14 +111,15 @@ function writeFailure(e: unknown, path: string): MailsendError {
   });
 }
 
-const damaged = new WeakSet<object>();
+/** Each damaged-file error, and what is wrong with the file. */
+const damaged = new WeakMap<object, string>();
 
 /** An outbox file that is not what mailsend wrote (a disk fault, a hand copy): it can never be delivered as it is. */
 function damagedFile(path: string, id: string, why: string): MailsendError {
   const e = new MailsendError("local_io_failed", `the outbox file ${path} is damaged (${why})`, {
     hint: `Look at it, then delete it with mailsend queue rm ${id}; the rest of the outbox is unaffected.`,
   });
-  damaged.add(e);
+  damaged.set(e, why);
   return e;
 }
 
@@ -126,8 +128,50 @@ export function isDamagedFile(e: unknown): boolean {
   return typeof e === "object" && e !== null && damaged.has(e);
 }
 
-/** A message file whose length is not the one it was written with. */
-class CutShort extends Error {}
+/** What is wrong with the file, for an error of load() or meta() that says it is damaged. */
+export function damageOf(e: unknown): string | undefined {
+  return typeof e === "object" && e !== null ? damaged.get(e) : undefined;
+}
+
+/** Read-only, never through a symbolic link, never waiting on a FIFO someone put there. */
+const READ_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
+
+/**
+ * Opens a message file for reading, or undefined when it is not there. A link or anything but a
+ * plain file is damaged, found so before a byte of it is read: what it points at is not the
+ * outbox's to show.
+ */
+async function openOutboxFile(path: string, id: string): Promise<FileHandle | undefined> {
+  let fh: FileHandle;
+  try {
+    fh = await open(path, READ_FLAGS);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return undefined;
+    if (code === "ELOOP") throw damagedFile(path, id, "it is a symbolic link, not a message file");
+    throw localFileError(e, path, "read", "outbox file");
+  }
+  const st = await fh.stat().catch(() => undefined);
+  if (!st?.isFile()) {
+    await fh.close();
+    throw damagedFile(path, id, "it is not a plain file");
+  }
+  return fh;
+}
+
+/** A metadata line, checked (schema.ts), and the message after it of the length it was written with. */
+function parseMeta(line: string, rawLength: number, path: string, id: string): OutboxMeta {
+  let meta: OutboxMeta;
+  try {
+    meta = checkMeta(JSON.parse(line), id);
+  } catch (e) {
+    if (e instanceof SyntaxError || e instanceof NotOutboxMeta) throw damagedFile(path, id, e.message);
+    throw e;
+  }
+  // Written whole (temp file, fsync, rename): a message of another length was cut or changed since.
+  if (meta.size !== rawLength) throw damagedFile(path, id, `its message is ${rawLength} bytes, ${meta.size} were queued`);
+  return meta;
+}
 
 export class Outbox {
   readonly queueDir: string;
@@ -264,21 +308,16 @@ export class Outbox {
     return { msg: join(d, `${id}.msg`), state: join(d, `${id}.state`) };
   }
 
-  /** The metadata line alone (a list does not read whole messages). */
   /** Whether the message is (still) there. */
   async has(id: string, where: "queue" | "failed" = "queue"): Promise<boolean> {
-    return (await stat(this.paths(id, where).msg).catch(() => undefined)) !== undefined;
+    return (await lstat(this.paths(id, where).msg).catch(() => undefined)) !== undefined;
   }
 
+  /** The metadata line alone (a list does not read whole messages). */
   async meta(id: string, where: "queue" | "failed" = "queue"): Promise<OutboxMeta | undefined> {
     const { msg } = this.paths(id, where);
-    let fh;
-    try {
-      fh = await open(msg, "r");
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw localFileError(e, msg, "read", "outbox file");
-    }
+    const fh = await openOutboxFile(msg, id);
+    if (!fh) return undefined;
     try {
       const buf = Buffer.alloc(16 * 1024);
       let text = "";
@@ -290,16 +329,12 @@ export class Outbox {
         const nl = text.indexOf("\n");
         if (nl >= 0) {
           const line = text.slice(0, nl);
-          const meta = JSON.parse(line) as OutboxMeta;
-          // Written whole: a file of another length was cut or changed since (as load() finds it).
-          const raw = (await fh.stat()).size - Buffer.byteLength(line) - 1;
-          if (typeof meta.size === "number" && meta.size !== raw) throw new CutShort(`its message is ${raw} bytes, ${meta.size} were queued`);
-          return meta;
+          return parseMeta(line, (await fh.stat()).size - Buffer.byteLength(line) - 1, msg, id);
         }
       }
-      throw new Error("no metadata line");
+      throw damagedFile(msg, id, "no metadata line");
     } catch (e) {
-      if (e instanceof SyntaxError || e instanceof CutShort || (e as Error).message === "no metadata line") throw damagedFile(msg, id, (e as Error).message);
+      if (isDamagedFile(e)) throw e;
       throw localFileError(e, msg, "read", "outbox file");
     } finally {
       await fh.close();
@@ -308,37 +343,46 @@ export class Outbox {
 
   async load(id: string, where: "queue" | "failed" = "queue"): Promise<QueuedMessage | undefined> {
     const { msg } = this.paths(id, where);
+    const fh = await openOutboxFile(msg, id);
+    if (!fh) return undefined;
     let data: Buffer;
     try {
-      data = await readFile(msg);
+      data = await fh.readFile();
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
       throw localFileError(e, msg, "read", "outbox file");
+    } finally {
+      await fh.close();
     }
     const nl = data.indexOf(0x0a);
-    let meta: OutboxMeta;
-    try {
-      if (nl < 0) throw new SyntaxError("no metadata line");
-      meta = JSON.parse(data.subarray(0, nl).toString("utf8")) as OutboxMeta;
-    } catch (e) {
-      throw damagedFile(msg, id, (e as Error).message);
-    }
+    if (nl < 0) throw damagedFile(msg, id, "no metadata line");
     const raw = data.subarray(nl + 1);
-    // Written whole (temp file, fsync, rename): a message of another length was cut or changed since.
-    if (typeof meta.size === "number" && meta.size !== raw.length) throw damagedFile(msg, id, `its message is ${raw.length} bytes, ${meta.size} were queued`);
+    const meta = parseMeta(data.subarray(0, nl).toString("utf8"), raw.length, msg, id);
     return { meta, raw, state: await this.state(id, where) };
   }
 
   async state(id: string, where: "queue" | "failed" = "queue"): Promise<OutboxState> {
     const { state } = this.paths(id, where);
+    let text: string;
     try {
-      const s = JSON.parse(await readFile(state, "utf8")) as OutboxState;
-      return { attempts: Number(s.attempts) || 0, nextAttemptAt: Number(s.nextAttemptAt) || 0, ...(s.lastError ? { lastError: s.lastError } : {}), ...(s.failedAt ? { failedAt: s.failedAt } : {}) };
+      // Not through a link: a state file is mailsend's own, never another file's bytes.
+      const fh = await open(state, READ_FLAGS);
+      try {
+        if (!(await fh.stat()).isFile()) throw Object.assign(new Error("not a plain file"), { code: "EISDIR" });
+        text = await fh.readFile("utf8");
+      } finally {
+        await fh.close();
+      }
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
-      // A missing state: never tried. A torn one (cannot be, it is renamed into place) reads as never tried too.
-      if (code === "ENOENT" || e instanceof SyntaxError) return { attempts: 0, nextAttemptAt: 0 };
+      // A missing state: never tried. One that cannot be read (a link, a directory) keeps its message waiting, said.
+      if (code === "ENOENT") return { attempts: 0, nextAttemptAt: 0 };
       throw localFileError(e, state, "read", "outbox state file");
+    }
+    try {
+      return checkState(JSON.parse(text));
+    } catch {
+      // A torn one (cannot be, it is renamed into place) reads as never tried too.
+      return { attempts: 0, nextAttemptAt: 0 };
     }
   }
 

@@ -6,7 +6,7 @@
 import { formatAge } from "../core/size.js";
 import { runnerHoldsOutbox } from "../outbox/runner-lock.js";
 import { autorunOff } from "../outbox/spawn.js";
-import { Outbox, outboxDir, strandedMailNote, type Env } from "../outbox/store.js";
+import { Outbox, strandedMailNote, type Env } from "../outbox/store.js";
 
 export interface OutboxLook {
   detail: string;
@@ -15,7 +15,7 @@ export interface OutboxLook {
 
 /** Reads the outbox of `env` (never makes it); a directory that cannot be read throws its local-file error. */
 export async function lookAtOutbox(env: Env, now = Date.now()): Promise<OutboxLook> {
-  const outbox = new Outbox(outboxDir(env));
+  const outbox = Outbox.fromEnv(env);
   const queued = await outbox.ids("queue");
   const failed = await outbox.count("failed");
   const hints: string[] = [];

@@ -15,11 +15,12 @@
  */
 import { randomBytes } from "node:crypto";
 import { constants, readdirSync } from "node:fs";
-import { lstat, mkdir, open, opendir, readdir, rename, rm, stat, unlink, type FileHandle } from "node:fs/promises";
+import { lstat, open, opendir, readdir, rename, rm, stat, unlink, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { fsyncDirAsync, writeFileAtomicAsync } from "../core/atomic.js";
 import { localFileError, MailsendError } from "../core/errors.js";
 import { mkdirOwned } from "../core/owned.js";
+import { checkDirChain, type ChainDir } from "../core/trusted-dir.js";
 import { expandHome } from "../core/home.js";
 import { otherStateDir, stateDir } from "../limits/budget.js";
 import { PackedIds } from "./ids.js";
@@ -178,26 +179,54 @@ export class Outbox {
   readonly failedDir: string;
   readonly tmpDir: string;
 
-  constructor(readonly dir: string) {
+  /** `stateDir`: the state dir the outbox is in, checked with it (trust()). */
+  constructor(
+    readonly dir: string,
+    private readonly stateDir?: string,
+  ) {
     this.queueDir = join(dir, "queue");
     this.failedDir = join(dir, "failed");
     this.tmpDir = join(dir, "tmp");
   }
 
   static fromEnv(env: Env): Outbox {
-    return new Outbox(outboxDir(env));
+    return new Outbox(outboxDir(env), env.MAILSEND_OUTBOX_DIR ? undefined : stateDir(env));
   }
 
   private dirsMade = false;
+  /** The directories passed trust() and only this user or root can change them: no need to look again. */
+  private trusted = false;
 
   ensureDirs(): void {
-    if (this.dirsMade) return;
-    try {
-      for (const d of [this.dir, this.queueDir, this.failedDir, this.tmpDir]) mkdirOwned(d);
-      this.dirsMade = true;
-    } catch (e) {
-      throw writeFailure(e, this.dir);
+    if (!this.dirsMade) {
+      // Checked before anything is made in them (a state dir others can write), and again once made.
+      this.trust();
+      try {
+        for (const d of [this.dir, this.queueDir, this.failedDir, this.tmpDir]) mkdirOwned(d);
+        this.dirsMade = true;
+      } catch (e) {
+        throw writeFailure(e, this.dir);
+      }
     }
+    this.trust();
+  }
+
+  /**
+   * Throws a config error (78) when another user could write in the state dir, the outbox or its
+   * subdirectories, or one of those is a symbolic link (src/core/trusted-dir.ts): nothing is read
+   * from or written there then. Looked at again before each change while the directories are a
+   * daemon user's (root working in its state dir): that user could swap one for a link meanwhile.
+   */
+  trust(): void {
+    if (this.trusted) return;
+    const chain: ChainDir[] = [
+      ...(this.stateDir ? [{ path: this.stateDir, what: "state directory" }] : []),
+      { path: this.dir, what: "outbox directory" },
+      { path: this.queueDir, what: "outbox directory", noLink: true },
+      { path: this.tmpDir, what: "outbox directory", noLink: true },
+      { path: this.failedDir, what: "outbox directory", noLink: true },
+    ];
+    this.trusted = checkDirChain(chain).ownOnly && this.dirsMade;
   }
 
   /**
@@ -242,6 +271,7 @@ export class Outbox {
 
   /** Ids of queued messages, oldest first. */
   async ids(where: "queue" | "failed" = "queue"): Promise<string[]> {
+    this.trust();
     let names: string[];
     try {
       names = await readdir(where === "queue" ? this.queueDir : this.failedDir);
@@ -289,6 +319,7 @@ export class Outbox {
 
   /** Each name in the directory, streamed (a missing directory has none). */
   private async eachName(where: "queue" | "failed", fn: (name: string) => void): Promise<void> {
+    this.trust();
     let dir;
     try {
       dir = await opendir(where === "queue" ? this.queueDir : this.failedDir, { bufferSize: 256 });
@@ -342,6 +373,7 @@ export class Outbox {
   }
 
   async load(id: string, where: "queue" | "failed" = "queue"): Promise<QueuedMessage | undefined> {
+    this.trust();
     const { msg } = this.paths(id, where);
     const fh = await openOutboxFile(msg, id);
     if (!fh) return undefined;
@@ -387,6 +419,7 @@ export class Outbox {
   }
 
   async setState(id: string, s: OutboxState, where: "queue" | "failed" = "queue"): Promise<void> {
+    this.trust();
     const { state } = this.paths(id, where);
     try {
       await writeDurably(state, this.tmpDir, [Buffer.from(JSON.stringify(s))]);
@@ -397,6 +430,7 @@ export class Outbox {
 
   /** A delivered message leaves the outbox (the .msg first: without it the rest is nothing). */
   async remove(id: string, where: "queue" | "failed" = "queue"): Promise<boolean> {
+    this.trust();
     const { msg, state } = this.paths(id, where);
     let existed = true;
     try {
@@ -432,6 +466,7 @@ export class Outbox {
    * the runner's schedule says.
    */
   async markRetried(): Promise<void> {
+    this.trust();
     // Made anew (not rewritten): a stamp another user left (root's, 0600) does not stop this one.
     await writeDurably(join(this.dir, "retry.stamp"), this.tmpDir, [Buffer.from(`${Date.now()}\n`)]).catch(() => {});
   }
@@ -479,6 +514,7 @@ export class Outbox {
 
   /** Leftovers of writers that died before their rename: never acknowledged, so never mail. */
   async sweepTmp(olderThanMs = 60 * 60_000): Promise<void> {
+    this.trust();
     let names: string[] = [];
     try {
       names = await readdir(this.tmpDir);
@@ -491,9 +527,5 @@ export class Outbox {
       const st = await stat(p).catch(() => undefined);
       if (st && now - st.mtimeMs > olderThanMs) await rm(p, { force: true }).catch(() => {});
     }
-  }
-
-  async mkdirs(): Promise<void> {
-    for (const d of [this.queueDir, this.failedDir, this.tmpDir]) await mkdir(d, { recursive: true, mode: 0o700 });
   }
 }

@@ -349,15 +349,28 @@ try {
   const n24 = node24();
   if (n24 && !process.version.startsWith("v24.")) {
     const v = (await runOnce(n24, ["--version"])).stdout.trim();
-    nodes.push([n24, `Node ${v}`]);
+    nodes.unshift([n24, `Node ${v}`]);
   }
+  const measured = [];
   for (const [node, name] of nodes) {
     mkdirSync(work, { recursive: true });
-    const rows = await measure(node, name.replace(/\W+/g, "-"));
-    console.log(`\n${name}: medians of ${RUNS} interleaved runs (batch: ${ROUNDS} rounds), whole processes, wall clock; ${cpus().length} CPUs, load average ${loads.map((l) => l.toFixed(1)).join(" -> ")}\n`);
-    table(rows, ["what", "ours", "floor", "ratio", "aim", "", "CPU ratio (ours / floor)"]);
+    measured.push([name, await measure(node, name.replace(/\W+/g, "-"))]);
   }
+  console.log(`\nMedians of ${RUNS} interleaved runs (batch: ${ROUNDS} rounds), whole processes, wall clock; ${cpus().length} CPUs, load average ${loads.map((l) => l.toFixed(1)).join(" -> ")}\n`);
+  sideBySide(measured);
   if (!n24) console.log("\nNode 24: not found (set BENCH_NODE24, or let .ci/run install it): measured under this Node only.");
 } finally {
   rmSync(work, { recursive: true, force: true });
+}
+
+/** One table, a row per measure, each Node's figures side by side (Node 24 first). */
+function sideBySide(measured) {
+  const per = ["ours", "floor", "ratio", "", "CPU ratio (ours / floor)"];
+  const columns = ["what", "aim", ...measured.flatMap(([name]) => per.map((c) => `${name} ${c}`.trim()))];
+  const rows = measured[0][1].map((first, i) => {
+    const row = { what: first.what, aim: first.aim };
+    for (const [name, rs] of measured) for (const c of per) row[`${name} ${c}`.trim()] = rs[i]?.[c] ?? "-";
+    return row;
+  });
+  table(rows, columns);
 }

@@ -10,7 +10,7 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 15);
 try {
   // What eager loading would cost: every heavy dependency imported up front.
   const eager = join(ROOT, "node_modules", ".mailsend-bench-eager.mjs");
-  writeFileSync(eager, ["commander", "zod", "ora", "nodemailer", "undici"].map((m) => `import "${m}";`).join("\n"));
+  writeFileSync(eager, ["commander", "zod", "ora", "nodemailer"].map((m) => `import "${m}";`).join("\n"));
 
   // The same sources without bundling: one file per module, packages from node_modules
   // (so it lives inside node_modules to resolve them).

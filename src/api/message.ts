@@ -7,8 +7,8 @@ import { MailsendError } from "../core/errors.js";
 import { checkSingleLine, type HeaderList } from "../core/headers.js";
 import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
-import { assembleMessage } from "../input/build.js";
-import { regularFileSize } from "../input/read.js";
+import { assembleMessage } from "../message/build.js";
+import { regularFileSize } from "../core/read.js";
 import type { AttachmentInput, MessageInput } from "./types.js";
 
 const FIELDS = new Set(["from", "to", "cc", "bcc", "subject", "html", "text", "name", "reply_to", "headers", "attachments"]);

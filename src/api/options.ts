@@ -10,7 +10,7 @@ import { expandHome } from "../core/home.js";
 import type { TransportName } from "../core/transport.js";
 import { USER_AGENT } from "../core/version.js";
 import { checkKey } from "../input/config.js";
-import { fileError } from "../input/read.js";
+import { fileError } from "../core/read.js";
 import { proxyFor, smtpProxyFrom } from "../input/proxy.js";
 import { openSlotStore } from "../limits/budget.js";
 import { DEFAULT_DEADLINE_MS } from "../limits/deliver.js";
@@ -138,22 +138,6 @@ export async function resolveConnection(o: ConnectionOptions, opts: { needKey: b
   if (userIsKey) throw userIsKey;
   const smtpProxy = smtpProxyFrom(str(s.proxy, "options.smtp.proxy"), o.env ?? {});
   return { transport, host, port, tls: mode, user, apiKey, timeoutMs, ...tls, ...(smtpProxy ? { proxy: smtpProxy } : {}) };
-}
-
-/** An abortable wait that leaves no listener behind. */
-export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    if (signal?.aborted) return reject(aborted(signal));
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(aborted(signal!));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 /** The errors that only say "aborted during a wait", not how the last attempt went. */

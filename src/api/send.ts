@@ -5,11 +5,11 @@
  */
 import { MailsendError, toMailsendError } from "../core/errors.js";
 import type { Transport } from "../core/transport.js";
-import { deliver } from "../limits/deliver.js";
+import { abortableSleep, deliver } from "../limits/deliver.js";
 import { createTransport } from "../transports/index.js";
 import { messageOf } from "./message.js";
 import { errorInApiTerms, inApiTerms } from "./terms.js";
-import { abortableSleep, aborted, abortedWaits, openBudget, resolveConnection } from "./options.js";
+import { aborted, abortedWaits, openBudget, resolveConnection } from "./options.js";
 import type { MessageInput, SendOptions, SendResult } from "./types.js";
 
 /**
@@ -82,7 +82,10 @@ export async function send(message: MessageInput, options: SendOptions = {}): Pr
       try {
         return await deliver(attempts.transport, msg, {
           ...budget.options,
-          sleep: abortableSleep,
+          sleep: (ms, s) =>
+            abortableSleep(ms, s).catch((e: unknown) => {
+              throw s?.aborted ? aborted(s) : e;
+            }),
           ...(signal ? { signal } : {}),
           ...(options.onWait ? { onWait: (w) => options.onWait!(w.error ? { ...w, error: errorInApiTerms(w.error) } : w) } : {}),
           ...(options.onWarning ? { onWarning: (text: string) => options.onWarning!(inApiTerms(text)) } : {}),

@@ -11,10 +11,10 @@ import { MailsendError } from "../core/errors.js";
 import { checkHeader, type HeaderList } from "../core/headers.js";
 import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
-import { assembleMessage, checkRestFit, composeHtmlBody, type BodyCompose, type MessageParts } from "../input/build.js";
+import { assembleMessage, checkRestFit, composeHtmlBody, type BodyCompose, type MessageParts } from "../message/build.js";
 import { chooseTransport, type Channels } from "../transports/choose.js";
-import { regularFileSize } from "../input/read.js";
-import { looseName, placeholders, render } from "./template.js";
+import { regularFileSize } from "../core/read.js";
+import { looseName, placeholders, render } from "../message/template.js";
 
 /** What flags give every row: defaults (a row's own value wins) and templates. */
 export interface RowDefaults {

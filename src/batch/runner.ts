@@ -11,9 +11,9 @@ import type { Message } from "../core/message.js";
 import { allRecipients } from "../core/message.js";
 import type { TransportName, Transport } from "../core/transport.js";
 import type { Channels } from "../transports/choose.js";
-import { deliver, isBudgetStoreFailure, type DeliverOptions } from "../limits/deliver.js";
+import { abortableSleep, deliver, isBudgetStoreFailure, type DeliverOptions } from "../limits/deliver.js";
 import { AttachmentCache, FieldClashes, messageOfRow, type RowDefaults } from "./item.js";
-import { strayBraces } from "./template.js";
+import { strayBraces } from "../message/template.js";
 import type { ItemState, Journal } from "./journal.js";
 import { rowsOf, type Format, type Row } from "./rows.js";
 import type { Counts } from "./counts.js";
@@ -103,17 +103,8 @@ function interrupted(): MailsendError {
  * no listener on the shared signal (one per wait would pile up over a batch).
  */
 function stoppableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    if (signal?.aborted) return reject(interrupted());
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(interrupted());
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
+  return abortableSleep(ms, signal).catch((e: unknown) => {
+    throw signal?.aborted ? interrupted() : e;
   });
 }
 

@@ -1,4 +1,4 @@
-import { resolveLimits, openSlotStore, type StoreSettings } from "../limits/budget.js";
+import type { StoreSettings } from "../limits/budget.js";
 import { DEFAULT_DEADLINE_MS, type DeliverOptions } from "../limits/deliver.js";
 import { MailsendError } from "../core/errors.js";
 
@@ -22,8 +22,12 @@ function whole(v: string | number | undefined, what: string): number | undefined
   return n;
 }
 
-/** The shared budget and retry settings of one CLI run. */
+/**
+ * The shared budget and retry settings of one CLI run. The budget's code (its store, lock and
+ * digest) loads here, when a message is about to go: a dry run or a refused input never needs it.
+ */
 export async function openBudget(flags: BudgetCliFlags, apiKey: string, env: Record<string, string | undefined>, settings: StoreSettings = {}) {
+  const { resolveLimits, openSlotStore } = await import("../limits/budget.js");
   const limits = resolveLimits(flags, env);
   const store = openSlotStore(apiKey, limits, env, settings);
   const options: Omit<DeliverOptions, "onWait" | "sleep"> = {

@@ -1,14 +1,23 @@
-import { fstatSync, statSync, writeSync } from "node:fs";
+import { VERSION } from "../core/version.js";
 import type { CliIO } from "./io.js";
+
+// By getBuiltinModule, not an ES import: Node makes an ES module of node:fs by reading each of its
+// exports, which loads fs/promises and the streams behind it, for --version and every command.
+const { fstatSync, statSync, writeSync } = process.getBuiltinModule("node:fs");
 
 /**
  * Entry of the built binary: the only place that sets the process's exit code.
- * `mailsend --version` is answered by bin/mailsend.js before this is even loaded.
+ * `mailsend --version` alone is answered here, before the program is loaded: scripts ask it often,
+ * and it needs none of mailsend's code. Not as sendmail or mailq, which answer it their own way.
  */
 export async function main(argv = process.argv.slice(2), invokedAs = process.argv[1]): Promise<void> {
   // Started as `sendmail` or `mailq` (a symlink to mailsend), or as `mailsend sendmail`: its
   // own getopt-style options, so commander is not loaded at all (programs call it often).
   const role = roleOf(invokedAs);
+  if (!role && argv.length === 1 && (argv[0] === "--version" || argv[0] === "-V")) {
+    lazyProcessIO().stdout.write(`${VERSION}\n`);
+    return;
+  }
   sending = isSending(role, argv);
   if (role || argv[0] === "sendmail") {
     const { runSendmail } = await import("./commands/sendmail.js");
@@ -92,7 +101,7 @@ function processIO(): CliIO {
  * send milliseconds (the first about 6 ms, stdin on /dev/null about 3 ms more), and `send -q`
  * that succeeds writes nothing and reads nothing. stdout is written directly while it can be
  * (directStdout). stdinIsNull answers one question about stdin without making it (see
- * InputStreams in src/input/read.ts).
+ * InputStreams in src/core/read.ts).
  */
 function lazyProcessIO(): CliIO & { stdinIsNull: () => boolean } {
   let stdout: CliIO["stdout"] | undefined;

@@ -6,7 +6,10 @@
 export interface OptionSpec {
   /** commander flag syntax, e.g. "--to <address>". */
   flags: string;
+  /** The whole meaning, as the manual page and the reference give it. */
   description: string;
+  /** A shorter form for --help, where the description runs long; --help then leaves the variable to the manual. */
+  brief?: string;
   /** The environment variable that supplies the same setting. */
   env?: string;
   /** May be given several times; values are collected in order. */
@@ -14,76 +17,136 @@ export interface OptionSpec {
   /** Parse as a whole number. */
   int?: boolean;
   choices?: readonly string[];
-  group: "Message" | "Body" | "Connection" | "Limits" | "Batch" | "Relay" | "Output";
+  group: keyof typeof GROUP_HEADING;
 }
+
+/** The heading each group of options has in --help and in the manual pages. */
+export const GROUP_HEADING = {
+  Message: "Message",
+  Recipients: "Recipients",
+  Body: "Body and attachments",
+  Connection: "Transport and connection",
+  Limits: "Budget and retries",
+  Batch: "Batch",
+  Relay: "Relay",
+  Output: "Output",
+} as const;
 
 export const SEND_OPTIONS: readonly OptionSpec[] = [
   { group: "Message", flags: "-f, --from <address>", description: 'sender, "Name <addr>" or addr', env: "MAILSEND_FROM" },
-  { group: "Message", flags: "-t, --to <addresses>", description: "recipient(s), comma-separated and/or repeated", repeatable: true },
   { group: "Message", flags: "-s, --subject <text>", description: "subject line" },
-  { group: "Message", flags: "--name <text>", description: "sender display name (overrides the one in --from)" },
+  { group: "Message", flags: "--name <text>", description: "sender display name (overrides the one in --from)", brief: "sender display name (beats --from's)" },
   { group: "Message", flags: "--reply-to <address>", description: "reply-to address" },
-  { group: "Message", flags: "--cc <addresses>", description: "carbon copy (SMTP only)", repeatable: true },
-  { group: "Message", flags: "--bcc <addresses>", description: "blind carbon copy (SMTP only)", repeatable: true },
-  { group: "Message", flags: "-a, --attach <path[#name]>", description: "attach a file; #name renames it", repeatable: true },
   { group: "Message", flags: "-H, --header <'Name: value'>", description: "custom header", repeatable: true },
-  { group: "Message", flags: "--idempotency-key <key>", description: "stable key for this message (default: random per run)" },
+  { group: "Message", flags: "--idempotency-key <key>", description: "stable key for this message (default: random per run)", brief: "stable key (default: random per run)" },
+  { group: "Recipients", flags: "-t, --to <addresses>", description: "recipient(s), comma-separated and/or repeated", repeatable: true, brief: "recipient(s), comma-separated or repeated" },
+  { group: "Recipients", flags: "--cc <addresses>", description: "carbon copy (SMTP only)", repeatable: true },
+  { group: "Recipients", flags: "--bcc <addresses>", description: "blind carbon copy (SMTP only)", repeatable: true },
   { group: "Body", flags: "--html <html>", description: "HTML body" },
   { group: "Body", flags: "--html-file <path|->", description: "HTML body from a file or stdin" },
   { group: "Body", flags: "--text <text>", description: "plain-text body" },
   { group: "Body", flags: "--text-file <path|->", description: "plain-text body from a file or stdin" },
-  { group: "Body", flags: "--json-file <path|->", description: "a whole send request (API JSON); flags override its fields" },
+  { group: "Body", flags: "--json-file <path|->", description: "a whole send request (API JSON); flags override its fields", brief: "a whole API request; flags override it" },
   { group: "Body", flags: "--eml <path|->", description: "an RFC 5322 message (.eml) to send" },
-  { group: "Body", flags: "--markdown-file <path|->", description: "Markdown body: rendered to the HTML body; the source is the text part (SMTP)" },
-  { group: "Body", flags: "--allow-html", description: "keep raw HTML in the Markdown (default: escaped, shown as text)" },
+  {
+    group: "Body",
+    flags: "--markdown-file <path|->",
+    description: "Markdown body: rendered to the HTML body; the source is the text part (SMTP)",
+    brief: "Markdown body, rendered to HTML",
+  },
+  { group: "Body", flags: "--allow-html", description: "keep raw HTML in the Markdown (default: escaped, shown as text)", brief: "keep raw HTML in the Markdown" },
   {
     group: "Body",
     flags: "--base-dir <dir>",
     description:
       "the directory local images may come from; others are refused (default: the HTML file's directory; for HTML from stdin or --html, the current one, and references resolve against it)",
+    brief: "where local images may come from",
   },
-  { group: "Body", flags: "--no-embed", description: "leave local image references as written (default: embedded as inline parts, SMTP)" },
-  { group: "Body", flags: "--inline <path[#cid]>", description: "add an inline image for HTML that refers to cid:NAME (#NAME; default: the file name)", repeatable: true },
-  { group: "Body", flags: "--inline-css", description: "copy the rules of style blocks onto the elements, for clients that drop them (always on for --markdown-file)" },
+  { group: "Body", flags: "--no-embed", description: "leave local image references as written (default: embedded as inline parts, SMTP)", brief: "do not embed local images" },
+  {
+    group: "Body",
+    flags: "--inline <path[#cid]>",
+    description: "add an inline image for HTML that refers to cid:NAME (#NAME; default: the file name)",
+    repeatable: true,
+    brief: "an inline image for cid:NAME",
+  },
+  {
+    group: "Body",
+    flags: "--inline-css",
+    description: "copy the rules of style blocks onto the elements, for clients that drop them (always on for --markdown-file)",
+    brief: "copy style rules onto the elements",
+  },
   {
     group: "Body",
     flags: "--stdin-type <type>",
     description: "a body piped without a body flag is HTML or text (default: HTML when it starts as HTML, <!DOCTYPE html> or an element such as <p> with its end tag later; else text)",
     choices: ["html", "text"],
+    brief: "piped body is html or text (default: guessed)",
   },
-  { group: "Connection", flags: "--profile <name>", description: "use this profile of the config file (see mailsend config)", env: "MAILSEND_PROFILE" },
+  { group: "Body", flags: "-a, --attach <path[#name]>", description: "attach a file; #name renames it", repeatable: true },
+  { group: "Connection", flags: "--profile <name>", description: "use this profile of the config file (see mailsend config)", env: "MAILSEND_PROFILE", brief: "a profile of the config file" },
   {
     group: "Connection",
     flags: "--transport <name>",
     description: "rest, smtp, or auto: REST when it carries the message losslessly, else SMTP (cc/bcc, inline images, a text part); -v and --json say why",
     env: "MAILSEND_TRANSPORT",
     choices: ["rest", "smtp", "auto"],
+    brief: "rest, smtp, or auto (REST when lossless)",
   },
-  { group: "Connection", flags: "--base-url <url>", description: "REST base address (POST <url>/send)", env: "MAILSEND_BASE_URL" },
-  { group: "Connection", flags: "--smtp-host <host>", description: "SMTP server host", env: "MAILSEND_SMTP_HOST" },
-  { group: "Connection", flags: "--smtp-port <port>", description: "587 (STARTTLS) or 465 (implicit TLS)", env: "MAILSEND_SMTP_PORT", int: true },
+  { group: "Connection", flags: "--base-url <url>", description: "REST base address (POST <url>/send)", env: "MAILSEND_BASE_URL", brief: "REST base address" },
+  { group: "Connection", flags: "--smtp-host <host>", description: "SMTP server host", env: "MAILSEND_SMTP_HOST", brief: "SMTP server" },
+  { group: "Connection", flags: "--smtp-port <port>", description: "587 (STARTTLS) or 465 (implicit TLS)", env: "MAILSEND_SMTP_PORT", int: true, brief: "587 (STARTTLS) or 465 (TLS)" },
   {
     group: "Connection",
     flags: "--smtp-tls <mode>",
     description: "starttls or implicit (default: implicit on 465, else starttls)",
     env: "MAILSEND_SMTP_TLS",
     choices: ["starttls", "implicit"],
+    brief: "starttls or implicit (default: by port)",
   },
-  { group: "Connection", flags: "--smtp-user <name>", description: "SMTP username (default mailsend)", env: "MAILSEND_SMTP_USER" },
-  { group: "Connection", flags: "--api-key-stdin", description: "read the API key from stdin (else MAILSEND_API_KEY or MAILSEND_API_KEY_FILE)" },
-  { group: "Connection", flags: "--ca-file <pem>", description: "trust this CA certificate too (or NODE_EXTRA_CA_CERTS)", env: "MAILSEND_CA_FILE" },
+  { group: "Connection", flags: "--smtp-user <name>", description: "SMTP username (default mailsend)", env: "MAILSEND_SMTP_USER", brief: "SMTP username (default mailsend)" },
+  { group: "Connection", flags: "--api-key-stdin", description: "read the API key from stdin (else MAILSEND_API_KEY or MAILSEND_API_KEY_FILE)", brief: "read the API key from stdin" },
+  { group: "Connection", flags: "--ca-file <pem>", description: "trust this CA certificate too (or NODE_EXTRA_CA_CERTS)", env: "MAILSEND_CA_FILE", brief: "trust this CA certificate too" },
   { group: "Connection", flags: "--insecure", description: "do not verify TLS certificates (testing only)" },
-  { group: "Connection", flags: "--timeout <seconds>", description: "give up after this long without progress (default 30)", env: "MAILSEND_TIMEOUT", int: true },
+  {
+    group: "Connection",
+    flags: "--timeout <seconds>",
+    description: "give up after this long without progress (default 30)",
+    env: "MAILSEND_TIMEOUT",
+    int: true,
+    brief: "an attempt without progress (default 30)",
+  },
   {
     group: "Connection",
     flags: "--proxy <url>",
     description: "HTTP proxy for REST, or none (default: HTTPS_PROXY / HTTP_PROXY and NO_PROXY, as curl reads them); credentials only in the variable",
     env: "MAILSEND_PROXY",
+    brief: "HTTP proxy for REST, or none",
   },
-  { group: "Connection", flags: "--smtp-proxy <url>", description: "SOCKS (socks5://) or HTTP proxy for SMTP (default: none; HTTPS_PROXY is not used for SMTP)", env: "MAILSEND_SMTP_PROXY" },
-  { group: "Limits", flags: "--rate-limit <n>", description: "requests per minute for this key, shared by every mailsend on this machine (0 = off)", env: "MAILSEND_RATE_LIMIT", int: true },
-  { group: "Limits", flags: "--max-wait <seconds>", description: "longest wait for a free slot or a retry (default 300)", env: "MAILSEND_MAX_WAIT", int: true },
-  { group: "Limits", flags: "--no-wait", description: "fail at once (exit 75) when the rate limit is used up" },
+  {
+    group: "Connection",
+    flags: "--smtp-proxy <url>",
+    description: "SOCKS (socks5://) or HTTP proxy for SMTP (default: none; HTTPS_PROXY is not used for SMTP)",
+    env: "MAILSEND_SMTP_PROXY",
+    brief: "SOCKS or HTTP proxy for SMTP",
+  },
+  {
+    group: "Limits",
+    flags: "--rate-limit <n>",
+    description: "requests per minute for this key, shared by every mailsend on this machine (0 = off)",
+    env: "MAILSEND_RATE_LIMIT",
+    int: true,
+    brief: "requests per minute for this key (0 = off)",
+  },
+  {
+    group: "Limits",
+    flags: "--max-wait <seconds>",
+    description: "longest wait for a free slot or a retry (default 300)",
+    env: "MAILSEND_MAX_WAIT",
+    int: true,
+    brief: "longest wait for a slot (default 300)",
+  },
+  { group: "Limits", flags: "--no-wait", description: "fail at once (exit 75) when the rate limit is used up", brief: "fail (exit 75) when the limit is used up" },
   {
     group: "Limits",
     flags: "--queue <mode>",
@@ -91,6 +154,7 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
       "never (default): send now or fail; auto: send now, else keep it in the outbox and deliver it later (exit 0, 'queued <id>'); always: only put it in the outbox (mailsend queue --help)",
     env: "MAILSEND_QUEUE",
     choices: ["auto", "always", "never"],
+    brief: "never, auto or always: use the outbox",
   },
   {
     group: "Limits",
@@ -99,6 +163,7 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
       "retries (default 3) of: a failed connection, a timeout, HTTP 408, 429 and every 5xx (500 too), SMTP 4xx, a lost answer (the idempotency key makes that safe); never other HTTP 4xx (400, 401, 403, 404, 413, 422) or SMTP 5xx",
     env: "MAILSEND_RETRIES",
     int: true,
+    brief: "retries (default 3) of a lost connection, HTTP 408, 429 and every 5xx (500 too), SMTP 4xx",
   },
   {
     group: "Limits",
@@ -106,22 +171,30 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
     description: "longest time for all the attempts and the waits between them (default 60; 0 = none); the rate-limit wait is bounded by --max-wait alone",
     env: "MAILSEND_DEADLINE",
     int: true,
+    brief: "all attempts and retries (default 60)",
   },
-  { group: "Output", flags: "-n, --dry-run", description: "print what would be sent (key redacted) and send nothing" },
+  { group: "Output", flags: "-n, --dry-run", description: "print what would be sent (key redacted) and send nothing", brief: "print what would be sent; send nothing" },
   { group: "Output", flags: "--json", description: "print one JSON result object on stdout" },
-  { group: "Output", flags: "-v, --verbose", description: "show the protocol exchange on stderr (key redacted)" },
-  { group: "Output", flags: "-q, --quiet", description: "print nothing on success (a queued message included)" },
-  { group: "Output", flags: "--github-output", description: "in GitHub Actions: append message_id=<id> to $GITHUB_OUTPUT" },
+  { group: "Output", flags: "-v, --verbose", description: "show the protocol exchange on stderr (key redacted)", brief: "the protocol exchange on stderr" },
+  { group: "Output", flags: "-q, --quiet", description: "print nothing on success (a queued message included)", brief: "print nothing on success" },
+  { group: "Output", flags: "--github-output", description: "in GitHub Actions: append message_id=<id> to $GITHUB_OUTPUT", brief: "message_id=<id> to $GITHUB_OUTPUT" },
 ];
 
 /** doctor takes rest or smtp: it checks one channel, and auto chooses per message. */
-const restOrSmtp = (o: OptionSpec): OptionSpec =>
-  o.flags.startsWith("--transport ") ? { ...o, description: "rest or smtp", choices: ["rest", "smtp"] } : o;
+const restOrSmtp = (o: OptionSpec): OptionSpec => {
+  if (!o.flags.startsWith("--transport ")) return o;
+  const { brief: _brief, ...rest } = o;
+  return { ...rest, description: "rest or smtp", choices: ["rest", "smtp"] };
+};
 
 /** batch's auto chooses as send's does, for each row's message. */
 const perRow = (o: OptionSpec): OptionSpec =>
   o.flags.startsWith("--transport ")
-    ? { ...o, description: "rest, smtp, or auto: for each row, REST when it carries the message losslessly, else SMTP (cc/bcc, inline images, a text part)" }
+    ? {
+        ...o,
+        description: "rest, smtp, or auto: for each row, REST when it carries the message losslessly, else SMTP (cc/bcc, inline images, a text part)",
+        brief: "rest, smtp, or auto: for each row's message",
+      }
     : o;
 
 const SHARED = SEND_OPTIONS.filter((o) => o.group === "Connection" || o.group === "Limits").map(perRow);

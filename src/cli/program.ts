@@ -3,7 +3,7 @@ import { EXIT } from "../core/errors.js";
 import { VERSION } from "../core/version.js";
 import type { CliIO } from "./io.js";
 import type { CommandContext } from "./command.js";
-import { addOptions } from "./flags.js";
+import { addOptions, optionHelp } from "./flags.js";
 import { BATCH_OPTIONS, DOCTOR_OPTIONS, RELAY_OPTIONS, SEND_OPTIONS } from "./options.js";
 import * as HELP from "./help-examples.js";
 import { annotation, inGitHubActions } from "./github.js";
@@ -14,45 +14,27 @@ import { redactForPrint } from "../core/redact.js";
 import { runSend } from "./commands/send.js";
 import { hideOptionValues, secretOptionError } from "./secret-options.js";
 
+// The whole text (how a piped body is read, every option, the exit codes) is in the manual page.
 const SEND_EXAMPLES = `
-A body piped on stdin without a body flag is HTML when it starts as HTML
-(<!DOCTYPE html>, or an HTML element such as <p> or <table> with an end tag
-later), else plain text (over REST escaped inside <pre>, over SMTP text/plain);
---stdin-type html|text decides instead, -v and --json say which was chosen.
-
 How long a send can take: an attempt gives up after --timeout (30 s) without
-progress; every attempt and the waits between retries end by --deadline (60 s),
-an attempt still running then is stopped; waiting for the rate limit adds at
-most --max-wait (300 s). Worst case with the defaults: 60 s + 300 s = 6 min;
-with --no-wait, 60 s.
+progress; all attempts and the waits between retries end by --deadline (60 s);
+waiting for the rate limit adds at most --max-wait (300 s).
+Worst case with the defaults: 60 s + 300 s = 6 min; with --no-wait, 60 s.
 
-Exit codes: 0 sent (or queued), 64 usage, 65 bad message, 66 missing file,
-67 some recipients refused (SMTP), 69 unavailable, 70 internal error (a bug),
-73 cannot write a local file, 74 local I/O error, 75 temporary (retry later),
-76 outcome unknown, 77 key refused, 78 configuration.
+Each option's whole meaning and variable, how a piped body is read, the exit
+codes: man mailsend-send.
 
 Examples:
   # A CI notification (key and endpoint from the environment)
   export MAILSEND_API_KEY=...  MAILSEND_BASE_URL=https://api.example.com
   mailsend send --from 'CI <ci@example.com>' --to dev@example.com \\
     --subject "Build #42 passed" --text "All 311 tests passed." --attach build.log
-
-  # Pipe the body (no body flag): text such as df's is sent as text, a page as HTML
+  # Pipe the body: text such as df's is sent as text, a page as HTML
   df -h | mailsend send -f cron@example.com -t ops@example.com -s "disk on $(hostname)"
-  ./make-report.sh | mailsend send -f reports@example.com -t team@example.com -s "Nightly report"
-
   # Send an .eml file over SMTP (587, STARTTLS)
   mailsend send --transport smtp --smtp-host smtp.example.com --eml message.eml
-
-  # A Markdown body (raw HTML in it escaped); in GitHub Actions, the id as a step output
-  mailsend send -f ci@example.com -t dev@example.com -s "Build #42" \\
-    --markdown-file summary.md --github-output
-
-  # With the settings of a profile of the config file (mailsend config --help)
-  mailsend send --profile work -t dev@example.com -s Hi --text ok
-
-  # See exactly what would be sent, without sending
-  mailsend send -n -f a@example.com -t b@example.com -s Hi --html '<p>Hi</p>'
+  # See what a profile of the config file would send, without sending
+  mailsend send --profile work -n -t dev@example.com -s Hi --html '<p>Hi</p>'
 `;
 
 const BATCH_EXAMPLES = `
@@ -117,7 +99,7 @@ const REGISTRATIONS: Record<CommandName, () => Register | Promise<Register>> = {
   sendmail: async () => (await import("./commands/sendmail.js")).register,
   queue: async () => (await import("./commands/queue.js")).register,
   doctor: () => registerDoctor,
-  relay: () => registerRelay,
+  relay: async () => (await import("./commands/relay.js")).register,
   completion: async () => (await import("./commands/completion.js")).register,
 };
 
@@ -151,6 +133,7 @@ function rootProgram({ io, json, argv }: CommandContext): Command {
       if (e) throw e;
     })
     .description("Send email through the service's REST endpoint or SMTP submission.")
+    .configureHelp({ optionDescription: optionHelp })
     .version(VERSION, "-V, --version")
     // Under --json, stderr carries only the error object.
     .showHelpAfterError(json ? false : "(run with --help for usage)")
@@ -212,49 +195,6 @@ function registerDoctor(program: Command, { io, setExit }: CommandContext): void
     const { runDoctorCommand } = await import("./commands/doctor.js");
     setExit(await runDoctorCommand(opts, io));
   });
-}
-
-function registerRelay(program: Command, { io, setExit }: CommandContext): void {
-  const relay = program
-    .command("relay")
-    .description("a local SMTP server for apps that only speak SMTP: each message is queued in the outbox (fsynced) before 250, then delivered")
-    .addHelpText(
-      "after",
-      `
-Apps (Jenkins, Grafana, Gitea, a printer) are given host 127.0.0.1, port 2525,
-no TLS and no authentication. Each message is answered "250 2.0.0 queued as
-<id>" only once it is on disk; the relay then delivers it through the key's
-budget (mailsend queue shows what waits). SIGTERM/SIGINT: no new mail, the
-deliveries in flight finish, the rest stays queued for the next start.
-Replies: 552 over --max-size, 554 a message that cannot be delivered as it is,
-451 this machine's settings cannot deliver it (e.g. a text-only body with REST
-only), 553 at RCPT a recipient that is not a valid address, 452 the outbox
-cannot be written (disk full), 421 over --max-clients.
-
-Examples:
-  mailsend relay                                   # 127.0.0.1:2525
-  mailsend relay --listen [::1]:2525 -v            # IPv6 loopback, one line per message
-  printf '%s' 'a long password' | mailsend relay hash-password grafana >> /etc/mailsend/relay-users
-  mailsend relay --listen 0.0.0.0:2525 --auth-file /etc/mailsend/relay-users \\
-    --tls-cert /etc/ssl/relay.pem --tls-key /etc/ssl/relay.key
-  swaks --server 127.0.0.1:2525 --from ci@example.com --to dev@example.com
-`,
-    );
-  addOptions(relay, RELAY_OPTIONS);
-  relay.action(async (opts: Record<string, unknown>) => {
-    const { runRelay } = await import("./commands/relay.js");
-    setExit(await runRelay(opts, io));
-  });
-  relay
-    .command("hash-password")
-    .description("read a password on stdin (or the terminal, not echoed) and print the user:scrypt$... line for --auth-file")
-    .argument("[user]", "the user name to put in front of the hash")
-    .option("--json", 'print {"user","hash"}')
-    .addHelpText("after", "\nExamples:\n  printf '%s' 'a long password' | mailsend relay hash-password jenkins >> relay-users\n  mailsend relay hash-password gitea >> relay-users      # asks for it\n")
-    .action(async (user: string | undefined, opts: Record<string, unknown>) => {
-      const { runRelayHashPassword } = await import("./commands/relay.js");
-      setExit(await runRelayHashPassword(user, opts, io));
-    });
 }
 
 export async function run(argv: string[], io: CliIO): Promise<number> {

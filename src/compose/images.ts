@@ -16,7 +16,7 @@ import { basename, dirname, isAbsolute, relative, resolve, sep } from "node:path
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { MailsendError } from "../core/errors.js";
 import { formatSize } from "../core/size.js";
-import { fileError, shownPath } from "../input/read.js";
+import { fileError, shownPath } from "../core/read.js";
 import { describeBytes, sniffImage } from "./sniff.js";
 
 /** Largest total of the images embedded in one message (bytes, before base64). */

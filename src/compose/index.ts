@@ -10,7 +10,7 @@ import { existsSync } from "node:fs";
 import { basename, resolve } from "node:path";
 import { MailsendError } from "../core/errors.js";
 import type { Attachment, Message } from "../core/message.js";
-import { shownPath } from "../input/read.js";
+import { shownPath } from "../core/read.js";
 import { ImageCache } from "./cache.js";
 import { contentId, documentBase, documentPath, localPath, MAX_INLINE_BYTES, resolveInside, splitInlineSpec, type InlineImage } from "./images.js";
 import { findBaseHref, findRefAttributes, mayReferenceImages, rewriteRefs } from "./refs.js";

@@ -13,7 +13,7 @@ import { readFile, stat } from "node:fs/promises";
 import { dirname, isAbsolute, relative, resolve, sep } from "node:path";
 import { Parser } from "htmlparser2";
 import { MailsendError } from "../core/errors.js";
-import { shownPath } from "../input/read.js";
+import { shownPath } from "../core/read.js";
 import { documentPath, localPath, resolveInside } from "./images.js";
 import { attrEscape } from "./refs.js";
 

@@ -15,7 +15,7 @@ import { makeRedactor } from "../core/redact.js";
 import type { TransportName } from "../core/transport.js";
 import { resolveApiKey, resolveTransportConfig, resolveTransportName, type ConnectionFlags, type Env } from "../input/config.js";
 import { configPath, loadSettings, type ActiveProfile } from "../input/profile.js";
-import type { InputStreams } from "../input/read.js";
+import type { InputStreams } from "../core/read.js";
 import { openSlotStore, resolveLimits } from "../limits/budget.js";
 import { FileSlotStore } from "../limits/file-store.js";
 import type { RedisConfig } from "../limits/redis-config.js";

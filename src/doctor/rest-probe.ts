@@ -9,7 +9,7 @@ import net from "node:net";
 import tls from "node:tls";
 import type { RestConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
-import { connectError, isReset, speaksTls, TRUST_HINT, type Endpoint } from "../transports/net-errors.js";
+import { connectError, isReset, speaksTls, TRUST_HINT, type Endpoint } from "../net/errors.js";
 import { absoluteForm, openToProxy, openTunnel, proxyAgent } from "../transports/proxy.js";
 import { urlToHttpOptions } from "node:url";
 import { describeCertificate, tlsClientOptions, type CertificateInfo } from "./tls-info.js";

@@ -10,9 +10,9 @@ import type { SmtpConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import { makeRedactor, shownSmtpUser } from "../core/redact.js";
 import { noStartTlsError, revokedKeyHint } from "../transports/hints.js";
-import { connectError, TRUST_HINT } from "../transports/net-errors.js";
+import { connectError, TRUST_HINT } from "../net/errors.js";
 import type { SmtpError } from "../transports/smtp.js";
-import { speaksTls } from "../transports/net-errors.js";
+import { speaksTls } from "../net/errors.js";
 import { describeCertificate, tlsClientOptions, trustFailure, type CertificateInfo } from "./tls-info.js";
 
 export type Outcome<T> = ({ ok: true } & T) | { ok: false; error: MailsendError };

@@ -9,8 +9,8 @@
 import { isIP } from "node:net";
 import { type ConnectionOptions, type PeerCertificate, type TLSSocket } from "node:tls";
 import { MailsendError } from "../core/errors.js";
-import { trustedCas } from "../transports/ca.js";
-import { TRUST_HINT } from "../transports/net-errors.js";
+import { trustedCas } from "../net/ca.js";
+import { TRUST_HINT } from "../net/errors.js";
 
 export interface CertificateInfo {
   subject: string;

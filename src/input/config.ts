@@ -11,7 +11,7 @@ import type { TransportName } from "../core/transport.js";
 import { USER_AGENT } from "../core/version.js";
 import { readProfileKey, type ActiveProfile } from "./profile.js";
 import { checkProxyFlag, proxyFor, smtpProxyFrom } from "./proxy.js";
-import { readSource, readStdin, type InputStreams } from "./read.js";
+import { readSource, readStdin, type InputStreams } from "../core/read.js";
 
 export interface ConnectionFlags {
   transport?: string;

@@ -21,8 +21,8 @@ import { dirname, isAbsolute, join, resolve } from "node:path";
 import { formatMailbox, parseMailbox1 } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";
 import { homeDir } from "../core/home.js";
-import { parseLocatedJson, JsonSyntaxError, type LocatedJson } from "./located-json.js";
-import { shownPath } from "./read.js";
+import { parseLocatedJson, JsonSyntaxError, type LocatedJson } from "../core/located-json.js";
+import { shownPath } from "../core/read.js";
 
 export type Env = Record<string, string | undefined>;
 

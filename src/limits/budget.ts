@@ -6,7 +6,7 @@ import { dirname, join } from "node:path";
 import { DEFAULTS } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import { expandHome, homeDir } from "../core/home.js";
-import { sha256Hex } from "../core/sha256.js";
+import { createHash } from "node:crypto";
 import { FileSlotStore } from "./file-store.js";
 import { redisConfigFrom } from "./redis-config.js";
 import { RedisSlotStore } from "./redis-store.js";
@@ -24,8 +24,7 @@ export interface BudgetFlags {
  * share the name, as they share the service's limit.
  */
 export function keyHash(apiKey: string): string {
-  // sha256Hex, not node:crypto: the same digest, without loading crypto for one short string.
-  return sha256Hex(`mailsend-ratelimit\0${apiKey}`).slice(0, 32);
+  return createHash("sha256").update(`mailsend-ratelimit\0${apiKey}`).digest("hex").slice(0, 32);
 }
 
 /**

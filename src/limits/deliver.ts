@@ -3,6 +3,7 @@
  * take a slot (waiting if the window is full), send, and on failure either
  * give up or wait and try again with the same idempotency key.
  */
+import { setTimeout as delay } from "node:timers/promises";
 import { MailsendError, toMailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
 import type { SendContext, SendResult, Transport } from "../core/transport.js";
@@ -53,19 +54,14 @@ export interface DeliverOptions {
   trace?: SendContext["trace"];
 }
 
-/** Sleep that ends at once on an abort (also one that came before), leaving no listener behind. */
+/**
+ * A wait that ends at once on an abort (also one that came before), failing with what the signal
+ * was aborted with: the caller's own reason (an interruption's error, the runner's WaitCut), not
+ * the AbortError that wraps it.
+ */
 export const abortableSleep = (ms: number, signal?: AbortSignal): Promise<void> =>
-  new Promise<void>((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(t);
-      reject(signal!.reason);
-    };
-    const t = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
+  delay(ms, undefined, signal ? { signal } : {}).catch((e: unknown) => {
+    throw signal?.aborted ? signal.reason : e;
   });
 
 /** Errors raised before anything reached the service: the slot was not used. */

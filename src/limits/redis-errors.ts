@@ -6,7 +6,7 @@
  */
 import { MailsendError, toMailsendError } from "../core/errors.js";
 import { connect as netConnect } from "node:net";
-import { looksLikeTlsToPlaintext, probe, speaksTls, UNREACHABLE, UNTRUSTED, untrustedHint } from "../transports/net-errors.js";
+import { looksLikeTlsToPlaintext, probe, speaksTls, UNREACHABLE, UNTRUSTED, untrustedHint } from "../net/errors.js";
 import { PASSWORD_FILE_VARIABLE, URL_VARIABLE, type RedisConfig } from "./redis-config.js";
 
 /** What the store was doing: the first connection, or any later step (the server was there before). */

@@ -15,7 +15,7 @@
  */
 import type { Redis, RedisOptions } from "ioredis";
 import type { ConnectionOptions } from "node:tls";
-import { trustedCas } from "../transports/ca.js";
+import { trustedCas } from "../net/ca.js";
 import type { RedisConfig } from "./redis-config.js";
 import { diagnoseConnect, isConnectionLoss, isReadOnly, redisError, type RedisOp } from "./redis-errors.js";
 import type { Limits } from "./sliding-log.js";
@@ -154,6 +154,7 @@ export class RedisSlotStore implements SlotStore {
       // A CommonJS module: `default` is module.exports, which is the client class and also
       // carries it as `.default` (the one TypeScript knows), bundled or not.
       const Redis = (await import("ioredis")).default.default;
+      await quietIoredisDebug();
       client = new Redis(this.#options());
       // connect() rejects with a bare "Connection is closed."; the cause comes as an event
       // (without a listener ioredis would print it).
@@ -287,4 +288,13 @@ export class RedisSlotStore implements SlotStore {
     const client = await pending?.catch(() => undefined);
     client?.disconnect();
   }
+}
+
+/**
+ * ioredis logs each command through the `debug` package when DEBUG names it (DEBUG=*), AUTH's
+ * password included: its namespaces are switched off with debug's own API, any others kept.
+ */
+async function quietIoredisDebug(): Promise<void> {
+  const { default: debug } = await import("debug");
+  debug.enable(`${debug.disable()},-ioredis:*`);
 }

@@ -1,5 +1,5 @@
 import type { Message } from "../core/message.js";
-import type { Envelope } from "./types.js";
+import type { Envelope } from "../core/envelope.js";
 
 /**
  * A message built by `mailsend send` as the RFC 5322 bytes SMTP would carry

@@ -1,8 +1,8 @@
 import { parseMailbox1 } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
-import { messageFromEml } from "../input/eml.js";
-import type { Envelope } from "./types.js";
+import { messageFromEml } from "../sendmail/eml.js";
+import type { Envelope } from "../core/envelope.js";
 
 /**
  * The Message a raw RFC 5322 message from another program becomes, with the

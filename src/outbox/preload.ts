@@ -10,14 +10,13 @@
 export async function preloadDelivery(env: NodeJS.ProcessEnv): Promise<void> {
   await Promise.all([
     // Taking a message: its parse.
-    import("../input/eml.js"),
+    import("../sendmail/eml.js"),
     import("postal-mime"),
-    // Delivering it: SMTP (nodemailer), REST bodies over 1 MB (undici), a message rebuilt for SMTP.
+    // Delivering it: SMTP (nodemailer), a message rebuilt for SMTP.
     import("../transports/smtp.js"),
     import("nodemailer/lib/smtp-connection"),
-    import("../transports/rest-pool.js"),
     import("./from-message.js"),
-    // The shared budget's Redis client, when there is one.
-    ...(env.MAILSEND_RATE_LIMIT_URL ? [import("ioredis")] : []),
+    // The shared budget's Redis client, when there is one, and the debug switch it is opened with.
+    ...(env.MAILSEND_RATE_LIMIT_URL ? [import("ioredis"), import("debug")] : []),
   ]);
 }

@@ -13,7 +13,7 @@ import { prepareMessage } from "./message.js";
 import { compareIds } from "./ids.js";
 import { Schedule } from "./schedule.js";
 import { isDamagedFile, Outbox } from "./store.js";
-import type { OutboxState } from "./types.js";
+import type { OutboxState, QueuedMessage } from "./types.js";
 import { preloadDelivery } from "./preload.js";
 import { lockOutbox } from "./runner-lock.js";
 
@@ -297,9 +297,25 @@ export class QueueRunner {
   }
 
   private async attempt(id: string): Promise<void> {
-    const { onEvent } = this.opts;
     // From here on this runner keeps its schedule.
     this.heldElsewhere.delete(id);
+    const queued = await this.loadDue(id);
+    if (!queued) return;
+    const maxAge = this.opts.maxAgeMs ?? DEFAULT_MAX_AGE_MS;
+    if (await this.waitsForRefusedKey(id, queued, maxAge)) return;
+    const attempts = queued.state.attempts + 1;
+    try {
+      await this.deliver(id, queued, attempts);
+    } catch (e) {
+      // Stopped while waiting for the budget: nothing was tried, nothing to record.
+      if (e instanceof WaitCut) return;
+      await this.record(id, queued.meta, attempts, toMailsendError(e), maxAge);
+    }
+  }
+
+  /** The message when it is due now; else its place in the schedule is set and nothing is returned. */
+  private async loadDue(id: string): Promise<QueuedMessage | undefined> {
+    const { onEvent } = this.opts;
     let queued;
     try {
       queued = await this.outbox.load(id);
@@ -312,93 +328,96 @@ export class QueueRunner {
           this.due.delete(id);
           this.summary.failed++;
           onEvent?.({ type: "failed", id, error: err, attempts: 0 });
-          return;
+          return undefined;
         } catch {}
       }
       onEvent?.({ type: "warning", id, message: err.message });
       this.due.set(id, Date.now() + 60_000);
-      return;
+      return undefined;
     }
     if (!queued) {
       this.due.delete(id);
       this.faulted.delete(id);
-      return;
+      return undefined;
     }
-    const { meta, raw, state } = queued;
-    if (state.nextAttemptAt > Date.now()) {
-      this.due.set(id, state.nextAttemptAt);
-      return;
+    if (queued.state.nextAttemptAt > Date.now()) {
+      this.due.set(id, queued.state.nextAttemptAt);
+      return undefined;
     }
-    const maxAge = this.opts.maxAgeMs ?? DEFAULT_MAX_AGE_MS;
-    // Its profile's key was refused by this run: it waits with the message that found out, untried.
-    const refused = this.keyRefused.get(meta.profile ?? "");
-    if (refused && refused.until > Date.now() && Date.now() - meta.createdAt <= maxAge) {
-      try {
-        await this.outbox.setState(id, { ...state, nextAttemptAt: refused.until, lastError: errorRecord(refused.error) });
-      } catch {}
-      this.due.set(id, refused.until);
-      this.summary.deferred++;
-      onEvent?.({ type: "deferred", id, error: refused.error, nextAttemptAt: refused.until, attempts: state.attempts });
-      return;
-    }
-    const attempts = state.attempts + 1;
-    try {
-      const message = await prepareMessage(raw, meta.envelope, meta.idempotencyKey, { stampedMessageId: meta.stampedMessageId === true });
-      const sender = await this.sender(meta.profile);
-      // What `send --queue` queued goes as send chose; mail from other programs as the outbox chooses.
-      let chosen;
-      try {
-        chosen = meta.source === "send" && (meta.transport === "rest" || meta.transport === "smtp") ? { transport: meta.transport, reason: "as send chose when it queued it" } : sender.choose(message);
-      } catch (e) {
-        // A channel it needs is configured wrongly: a setting to fix, it waits (choose says which).
-        if ((e as { broken?: boolean }).broken) throw e;
-        // No configured channel carries it whole: it waits in failed/ with the reason (never sent changed).
-        throw Object.assign(toMailsendError(e), { permanent: true });
-      }
-      const result = await sender.send(message, chosen, { signal: this.stopController.signal, sleep: (ms) => abortableSleep(ms, this.waitsController.signal) });
-      // Accepted: from here on nothing may make it go out again except under its own key.
-      this.due.delete(id);
-      this.faulted.delete(id);
-      this.summary.sent++;
-      try {
-        await this.outbox.remove(id);
-      } catch (e) {
-        this.unremoved.add(id);
-        onEvent?.({ type: "warning", id, message: `sent, but could not be removed from the outbox (${toMailsendError(e).message}); a later run resends it under the same idempotency key, which the service drops as a repeat` });
-      }
-      onEvent?.({ type: "sent", id, transport: result.transport, reason: chosen.reason, messageId: result.messageId, recipients: result.recipients, attempts });
-    } catch (e) {
-      // Stopped while waiting for the budget: nothing was tried, nothing to record.
-      if (e instanceof WaitCut) return;
-      const err = toMailsendError(e);
-      const next: OutboxState = { attempts, nextAttemptAt: 0, lastError: errorRecord(err) };
-      // The attempt itself failed on this machine (the budget's state or lock cannot be written): the run's result.
-      if ((err.exitClass === "cantcreat" || err.exitClass === "ioerr") && !this.faulted.has(id)) this.faulted.set(id, err);
-      const tooOld = Date.now() - meta.createdAt > maxAge;
-      try {
-        if (waitsInOutbox(err) && !tooOld && !(err as { permanent?: boolean }).permanent) {
-          next.nextAttemptAt = Date.now() + retryDelayMs(attempts, err.retryAfter);
-          if ((err.code === "auth_failed" || err.code === "key_revoked") && !err.local) this.keyRefused.set(meta.profile ?? "", { until: next.nextAttemptAt, error: err });
-          await this.outbox.setState(id, next);
-          this.due.set(id, next.nextAttemptAt);
-          this.summary.deferred++;
-          onEvent?.({ type: "deferred", id, error: err, nextAttemptAt: next.nextAttemptAt, attempts });
-        } else {
-          const final = tooOld && waitsInOutbox(err) ? new MailsendError(err.code, `${err.message} (given up after ${Math.round(maxAge / 3600_000)} h in the outbox)`, { cause: err }) : err;
-          await this.outbox.fail(id, { ...next, lastError: errorRecord(final), failedAt: Date.now() });
-          this.due.delete(id);
-          this.summary.failed++;
-          onEvent?.({ type: "failed", id, error: final, attempts });
-        }
-      } catch (bookkeeping) {
-        // The state could not be written (a full disk): the message stays as it was, tried again later.
-        this.due.set(id, Date.now() + 60_000);
-        const fault = toMailsendError(bookkeeping);
-        this.summary.deferred++;
-        if (!this.faulted.has(id)) this.faulted.set(id, fault);
-        onEvent?.({ type: "warning", id, message: `not delivered (${err.message}), and the attempt could not be recorded: ${fault.message}; it stays queued` });
-      }
+    return queued;
+  }
 
+  /** Its profile's key was refused by this run: it waits with the message that found out, untried. */
+  private async waitsForRefusedKey(id: string, { meta, state }: QueuedMessage, maxAge: number): Promise<boolean> {
+    const refused = this.keyRefused.get(meta.profile ?? "");
+    if (!(refused && refused.until > Date.now() && Date.now() - meta.createdAt <= maxAge)) return false;
+    try {
+      await this.outbox.setState(id, { ...state, nextAttemptAt: refused.until, lastError: errorRecord(refused.error) });
+    } catch {}
+    this.due.set(id, refused.until);
+    this.summary.deferred++;
+    this.opts.onEvent?.({ type: "deferred", id, error: refused.error, nextAttemptAt: refused.until, attempts: state.attempts });
+    return true;
+  }
+
+  /** One try to send it; once accepted it leaves the outbox. Throws what the try ran into. */
+  private async deliver(id: string, { meta, raw }: QueuedMessage, attempts: number): Promise<void> {
+    const { onEvent } = this.opts;
+    const message = await prepareMessage(raw, meta.envelope, meta.idempotencyKey, { stampedMessageId: meta.stampedMessageId === true });
+    const sender = await this.sender(meta.profile);
+    // What `send --queue` queued goes as send chose; mail from other programs as the outbox chooses.
+    let chosen;
+    try {
+      chosen = meta.source === "send" && (meta.transport === "rest" || meta.transport === "smtp") ? { transport: meta.transport, reason: "as send chose when it queued it" } : sender.choose(message);
+    } catch (e) {
+      // A channel it needs is configured wrongly: a setting to fix, it waits (choose says which).
+      if ((e as { broken?: boolean }).broken) throw e;
+      // No configured channel carries it whole: it waits in failed/ with the reason (never sent changed).
+      throw Object.assign(toMailsendError(e), { permanent: true });
+    }
+    const result = await sender.send(message, chosen, { signal: this.stopController.signal, sleep: (ms) => abortableSleep(ms, this.waitsController.signal) });
+    // Accepted: from here on nothing may make it go out again except under its own key.
+    this.due.delete(id);
+    this.faulted.delete(id);
+    this.summary.sent++;
+    try {
+      await this.outbox.remove(id);
+    } catch (e) {
+      this.unremoved.add(id);
+      onEvent?.({ type: "warning", id, message: `sent, but could not be removed from the outbox (${toMailsendError(e).message}); a later run resends it under the same idempotency key, which the service drops as a repeat` });
+    }
+    onEvent?.({ type: "sent", id, transport: result.transport, reason: chosen.reason, messageId: result.messageId, recipients: result.recipients, attempts });
+  }
+
+  /** A failed try: deferred with its next time, or to failed/ (permanent, or too old). */
+  private async record(id: string, meta: QueuedMessage["meta"], attempts: number, err: MailsendError, maxAge: number): Promise<void> {
+    const { onEvent } = this.opts;
+    const next: OutboxState = { attempts, nextAttemptAt: 0, lastError: errorRecord(err) };
+    // The attempt itself failed on this machine (the budget's state or lock cannot be written): the run's result.
+    if ((err.exitClass === "cantcreat" || err.exitClass === "ioerr") && !this.faulted.has(id)) this.faulted.set(id, err);
+    const tooOld = Date.now() - meta.createdAt > maxAge;
+    try {
+      if (waitsInOutbox(err) && !tooOld && !(err as { permanent?: boolean }).permanent) {
+        next.nextAttemptAt = Date.now() + retryDelayMs(attempts, err.retryAfter);
+        if ((err.code === "auth_failed" || err.code === "key_revoked") && !err.local) this.keyRefused.set(meta.profile ?? "", { until: next.nextAttemptAt, error: err });
+        await this.outbox.setState(id, next);
+        this.due.set(id, next.nextAttemptAt);
+        this.summary.deferred++;
+        onEvent?.({ type: "deferred", id, error: err, nextAttemptAt: next.nextAttemptAt, attempts });
+      } else {
+        const final = tooOld && waitsInOutbox(err) ? new MailsendError(err.code, `${err.message} (given up after ${Math.round(maxAge / 3600_000)} h in the outbox)`, { cause: err }) : err;
+        await this.outbox.fail(id, { ...next, lastError: errorRecord(final), failedAt: Date.now() });
+        this.due.delete(id);
+        this.summary.failed++;
+        onEvent?.({ type: "failed", id, error: final, attempts });
+      }
+    } catch (bookkeeping) {
+      // The state could not be written (a full disk): the message stays as it was, tried again later.
+      this.due.set(id, Date.now() + 60_000);
+      const fault = toMailsendError(bookkeeping);
+      this.summary.deferred++;
+      if (!this.faulted.has(id)) this.faulted.set(id, fault);
+      onEvent?.({ type: "warning", id, message: `not delivered (${err.message}), and the attempt could not be recorded: ${fault.message}; it stays queued` });
     }
   }
 }

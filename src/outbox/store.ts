@@ -25,7 +25,8 @@ import { expandHome } from "../core/home.js";
 import { otherStateDir, stateDir } from "../limits/budget.js";
 import { PackedIds } from "./ids.js";
 import { checkMeta, checkState, NotOutboxMeta } from "./schema.js";
-import type { Envelope, OutboxMeta, OutboxState, QueuedMessage } from "./types.js";
+import type { Envelope } from "../core/envelope.js";
+import type { OutboxMeta, OutboxState, QueuedMessage } from "./types.js";
 
 export type Env = Record<string, string | undefined>;
 

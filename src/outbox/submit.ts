@@ -16,7 +16,8 @@ import { retryDelayMs } from "./runner.js";
 import { runnerHoldsOutbox } from "./runner-lock.js";
 import { autorunOff, kickRunner } from "./spawn.js";
 import { Outbox } from "./store.js";
-import type { Envelope, OutboxMeta, QueueMode } from "./types.js";
+import type { Envelope, QueueMode } from "../core/envelope.js";
+import type { OutboxMeta } from "./types.js";
 
 export type SubmitResult =
   | { status: "sent"; result: SendResult; chosen: Chosen }

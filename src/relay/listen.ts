@@ -43,3 +43,8 @@ export function isLoopback(host: string): boolean {
   const v4 = /^(?:::ffff:)?(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(h);
   return v4 !== null && v4[1] === "127";
 }
+
+/** host:port as written in a URL: an IPv6 address in brackets. */
+export function hostPort(host: string, port: number): string {
+  return `${host.includes(":") ? `[${host}]` : host}:${port}`;
+}

@@ -19,9 +19,9 @@ import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp
 import { MailsendError } from "../core/errors.js";
 import { MAX_RECIPIENTS } from "../core/message.js";
 import { wireSize } from "../core/size.js";
-import type { Envelope } from "../outbox/types.js";
+import type { Envelope } from "../core/envelope.js";
 import type { RelayUsers } from "./auth.js";
-import { isLoopback } from "./listen.js";
+import { hostPort, isLoopback } from "./listen.js";
 
 export interface AcceptedInfo {
   id: string;
@@ -154,24 +154,99 @@ export function readData(stream: NodeJS.ReadableStream & { sizeExceeded?: boolea
 /** The reply to a recipient beyond `max`: 452 4.5.3, which SMTP clients answer with another transaction. */
 export const tooManyRecipients = (max: number) => smtpReply(452, `4.5.3 Too many recipients (at most ${max} per message)`);
 
-export async function startRelay(opts: RelayOptions): Promise<Relay> {
+/** A recipient through the caller's check: the reply to give (undefined: taken), said to onRefused too. */
+async function checkRecipient(opts: RelayOptions, address: string, session: SMTPServerSession): Promise<Error | undefined> {
+  try {
+    await opts.checkRecipient!(address);
+    return undefined;
+  } catch (e) {
+    const reply = rcptReplyFor(e, address) as Error & { responseCode: number };
+    // Said where the relay logs, too: a 451 here (no aliases file, a broken one) is this
+    // machine's to fix, and an MTA in front only keeps retrying.
+    const envelope = { from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "", to: [address] };
+    opts.onRefused?.({ code: reply.responseCode, reply: reply.message, envelope, remote: `${session.remoteAddress}:${session.remotePort}`, rcpt: address, ...(e instanceof MailsendError ? { error: e } : {}) });
+    return reply;
+  }
+}
+
+/** One message's DATA through prepare, validate and store: answered 250 only once it is stored. */
+async function takeMessage(
+  opts: RelayOptions,
+  got: Buffer,
+  offered: Envelope,
+  session: SMTPServerSession,
+  remote: string,
+  cb: (err?: Error | null, message?: string) => void,
+): Promise<void> {
+  const size = got.length;
+  let refusal: { error: unknown } | undefined;
+  let envelope = offered;
+  try {
+    let raw = got;
+    if (opts.prepare) {
+      try {
+        ({ raw, envelope } = await opts.prepare(got, envelope));
+      } catch (e) {
+        refusal = { error: e };
+        throw e;
+      }
+    }
+    const gate = opts.validate(raw, envelope).catch((error: unknown) => {
+      refusal = { error };
+      throw error;
+    });
+    // Handled where the store awaits it, or not needed when the write failed first.
+    gate.catch(() => {});
+    const id = await opts.store(raw, envelope, gate);
+    cb(null, `2.0.0 queued as ${id}`);
+    try {
+      opts.onAccepted?.({ id, envelope, size, remote, ...(typeof session.user === "string" ? { user: session.user } : {}) });
+    } catch {
+      // Logging or waking the runner failed: the message is stored and answered; the next wake-up finds it.
+    }
+  } catch (e) {
+    const r = replyFor(e, refusal && refusal.error === e ? "validate" : "store");
+    opts.onRefused?.({ code: r.code, reply: r.text, envelope, remote, ...(e instanceof MailsendError ? { error: e } : {}) });
+    cb(smtpReply(r.code, r.text));
+  }
+}
+
+/** Listen, or say in the user's terms why this address cannot be listened on. */
+function listen(server: SMTPServer, host: string, port: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const fail = (e: NodeJS.ErrnoException) => {
+      const where = hostPort(host, port);
+      if (e.code === "EADDRINUSE") {
+        reject(new MailsendError("config_invalid", `cannot listen on ${where}: the address is already in use`, { hint: "Another relay (or mail server) runs there; stop it or choose another --listen." }));
+      } else if (e.code === "EACCES") {
+        reject(new MailsendError("config_invalid", `cannot listen on ${where}: permission denied`, { hint: "Ports below 1024 need root or CAP_NET_BIND_SERVICE; the default 2525 does not." }));
+      } else if (e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND" || e.code === "EAI_AGAIN") {
+        reject(new MailsendError("config_invalid", `cannot listen on ${where}: no such address on this machine`, { hint: "Give an address of one of this machine's interfaces, e.g. --listen 127.0.0.1:2525." }));
+      } else reject(new MailsendError("config_invalid", `cannot listen on ${where}: ${e.message}`));
+    };
+    server.server.once("error", fail);
+    server.listen(port, host, () => {
+      server.server.off("error", fail);
+      resolve();
+    });
+  });
+}
+
+const envelopeOf = (session: SMTPServerSession): Envelope => ({
+  from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+  to: session.envelope.rcptTo.map((r) => r.address),
+});
+
+/** The server's settings and the handlers of AUTH, RCPT TO and DATA; `inflight` holds each DATA's work. */
+function serverOptions(opts: RelayOptions, inflight: Set<Promise<unknown>>): SMTPServerOptions {
   // More than the service takes would be answered 250 here and refused in part later, with the app
   // long gone: a 452 at RCPT tells it now, and SMTP clients send those in a second transaction.
   const maxRecipients = opts.maxRecipients ?? MAX_RECIPIENTS;
-  const inflight = new Set<Promise<unknown>>();
-  const loopback = isLoopback(opts.host);
-  let closing = false;
-
-  const envelopeOf = (session: SMTPServerSession): Envelope => ({
-    from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
-    to: session.envelope.rcptTo.map((r) => r.address),
-  });
-
   const disabled: string[] = [];
   if (!opts.tls) disabled.push("STARTTLS");
   if (!opts.users) disabled.push("AUTH");
 
-  const options: SMTPServerOptions = {
+  return {
     name: "localhost",
     // smtp-server puts "<name> ESMTP" before it.
     banner: "mailsend relay",
@@ -181,7 +256,7 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
     authMethods: ["PLAIN", "LOGIN"],
     authOptional: !opts.users,
     // On loopback the password never leaves the machine; elsewhere AUTH only under TLS.
-    allowInsecureAuth: loopback,
+    allowInsecureAuth: isLoopback(opts.host),
     size: opts.maxSize,
     maxClients: opts.maxClients,
     disableReverseLookup: true,
@@ -201,17 +276,7 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
     onRcptTo(address, session, cb) {
       if (session.envelope.rcptTo.length >= maxRecipients) return cb(tooManyRecipients(maxRecipients));
       if (!opts.checkRecipient) return cb();
-      opts.checkRecipient(address.address).then(
-        () => cb(),
-        (e: unknown) => {
-          const reply = rcptReplyFor(e, address.address) as Error & { responseCode: number };
-          // Said where the relay logs, too: a 451 here (no aliases file, a broken one) is this
-          // machine's to fix, and an MTA in front only keeps retrying.
-          const envelope = { from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "", to: [address.address] };
-          opts.onRefused?.({ code: reply.responseCode, reply: reply.message, envelope, remote: `${session.remoteAddress}:${session.remotePort}`, rcpt: address.address, ...(e instanceof MailsendError ? { error: e } : {}) });
-          cb(reply);
-        },
-      );
+      checkRecipient(opts, address.address, session).then(cb);
     },
 
     onData(stream, session, cb) {
@@ -224,67 +289,24 @@ export async function startRelay(opts: RelayOptions): Promise<Relay> {
           opts.onRefused?.({ code: 552, reply: text, envelope: offered, remote });
           return cb(smtpReply(552, text));
         }
-        const size = got.length;
-        let refusal: { error: unknown } | undefined;
-        const work = (async () => {
-          let envelope = offered;
-          try {
-            let raw = got;
-            if (opts.prepare) {
-              try {
-                ({ raw, envelope } = await opts.prepare(got, envelope));
-              } catch (e) {
-                refusal = { error: e };
-                throw e;
-              }
-            }
-            const gate = opts.validate(raw, envelope).catch((error: unknown) => {
-              refusal = { error };
-              throw error;
-            });
-            // Handled where the store awaits it, or not needed when the write failed first.
-            gate.catch(() => {});
-            const id = await opts.store(raw, envelope, gate);
-            cb(null, `2.0.0 queued as ${id}`);
-            try {
-              opts.onAccepted?.({ id, envelope, size, remote, ...(typeof session.user === "string" ? { user: session.user } : {}) });
-            } catch {
-              // Logging or waking the runner failed: the message is stored and answered; the next wake-up finds it.
-            }
-            return;
-          } catch (e) {
-            const r = replyFor(e, refusal && refusal.error === e ? "validate" : "store");
-            opts.onRefused?.({ code: r.code, reply: r.text, envelope, remote, ...(e instanceof MailsendError ? { error: e } : {}) });
-            cb(smtpReply(r.code, r.text));
-          }
-        })();
+        const work = takeMessage(opts, got, offered, session, remote, cb);
         inflight.add(work);
         void work.finally(() => inflight.delete(work));
       });
     },
   };
 
+}
+
+export async function startRelay(opts: RelayOptions): Promise<Relay> {
+  const inflight = new Set<Promise<unknown>>();
+  let closing = false;
+  const options = serverOptions(opts, inflight);
   const server = new SMTPServer(options);
   // A client that misbehaves at the socket level must not take the relay down.
   server.on("error", () => {});
 
-  await new Promise<void>((resolve, reject) => {
-    const fail = (e: NodeJS.ErrnoException) => {
-      const where = `${opts.host.includes(":") ? `[${opts.host}]` : opts.host}:${opts.port}`;
-      if (e.code === "EADDRINUSE") {
-        reject(new MailsendError("config_invalid", `cannot listen on ${where}: the address is already in use`, { hint: "Another relay (or mail server) runs there; stop it or choose another --listen." }));
-      } else if (e.code === "EACCES") {
-        reject(new MailsendError("config_invalid", `cannot listen on ${where}: permission denied`, { hint: "Ports below 1024 need root or CAP_NET_BIND_SERVICE; the default 2525 does not." }));
-      } else if (e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND" || e.code === "EAI_AGAIN") {
-        reject(new MailsendError("config_invalid", `cannot listen on ${where}: no such address on this machine`, { hint: "Give an address of one of this machine's interfaces, e.g. --listen 127.0.0.1:2525." }));
-      } else reject(new MailsendError("config_invalid", `cannot listen on ${where}: ${e.message}`));
-    };
-    server.server.once("error", fail);
-    server.listen(opts.port, opts.host, () => {
-      server.server.off("error", fail);
-      resolve();
-    });
-  });
+  await listen(server, opts.host, opts.port);
   const addr = server.server.address() as AddressInfo;
 
   return {

@@ -7,7 +7,7 @@
  */
 import { Duplex } from "node:stream";
 import { SMTPServer, type SMTPServerSession } from "smtp-server";
-import type { Envelope } from "../outbox/types.js";
+import type { Envelope } from "../core/envelope.js";
 import { MAX_RECIPIENTS } from "../core/message.js";
 import { rcptReplyFor, readData, replyFor, tooManyRecipients } from "./server.js";
 

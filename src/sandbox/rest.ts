@@ -10,7 +10,7 @@
  */
 import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { describeIssues, sendRequestSchema } from "../core/schema.js";
+import { describeIssues, sendRequestSchema, type SendRequest } from "../core/schema.js";
 import { prepareRest } from "./compose.js";
 import { IDEMPOTENCY_KEY, type SandboxCore } from "./core.js";
 import { IdempotencyCache } from "./idempotency.js";
@@ -126,12 +126,159 @@ function issuesMessage(error: Parameters<typeof describeIssues>[0]): string {
     .join("; ");
 }
 
+/** A refusal to answer: status, code, message, extra headers, and whether the faults' latency applies. */
+type Refusal = [status: number, code: string, message: string, headers?: Headers, afterAuth?: boolean];
+
+/** The API key of the request, or why it is refused (401, 403): these answers are never delayed. */
+function authenticate(req: IncomingMessage, keys: SandboxCore["keys"]): { keyId: string } | { refusal: Refusal } {
+  const auth = bearer(req);
+  const challenge = { "WWW-Authenticate": 'Bearer realm="mailsend sandbox"' };
+  if (auth.malformed) {
+    return { refusal: [401, "invalid_authorization", "the Authorization header must be: Bearer <API key>", challenge, false] };
+  }
+  const check = keys.verify(auth.key);
+  if (check.ok) return { keyId: check.key.id };
+  switch (check.reason) {
+    case "missing":
+      return { refusal: [401, "missing_api_key", "no API key: send the header Authorization: Bearer <API key>", challenge, false] };
+    case "invalid":
+      return { refusal: [401, "invalid_api_key", "the API key is not valid", challenge, false] };
+    case "revoked":
+      return { refusal: [403, "key_revoked", `the API key ${check.key!.id} has been revoked`, {}, false] };
+    case "expired":
+      return { refusal: [403, "key_expired", `the API key ${check.key!.id} expired at ${check.key!.expires}`, {}, false] };
+  }
+}
+
+/** What the headers alone refuse: the content type, a declared size over the limit, a bad Idempotency-Key. */
+function headerRefusal(req: IncomingMessage, maxSize: number): Refusal | undefined {
+  if (!jsonContentType(req.headers["content-type"])) {
+    const got = req.headers["content-type"] ? `got ${JSON.stringify(req.headers["content-type"])}` : "no Content-Type was sent";
+    return [415, "unsupported_media_type", `the body must be JSON with Content-Type: application/json (${got})`];
+  }
+  const declared = req.headers["content-length"];
+  if (declared !== undefined && Number(declared) > maxSize) {
+    return [413, "payload_too_large", `the request body is ${declared} bytes; the limit is ${maxSize} bytes`];
+  }
+  const idemKey = req.headers["idempotency-key"];
+  if (idemKey !== undefined && (typeof idemKey !== "string" || !IDEMPOTENCY_KEY.test(idemKey))) {
+    return [400, "invalid_idempotency_key", "Idempotency-Key must be 1 to 255 printable ASCII characters without spaces"];
+  }
+  return undefined;
+}
+
+/** The body as a send request: UTF-8, JSON, an object, and what the shared schema takes. */
+function parseSendRequest(body: Buffer, rl: Headers): { data: SendRequest } | { refusal: Refusal } {
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch {
+    return { refusal: [400, "invalid_encoding", "the request body is not valid UTF-8", rl] };
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    return { refusal: [400, "invalid_json", `the request body is not valid JSON: ${(e as Error).message}`, rl] };
+  }
+  if (json === null || typeof json !== "object" || Array.isArray(json)) {
+    return { refusal: [400, "invalid_request", "the request body must be a JSON object (the send request)", rl] };
+  }
+  const parsed = sendRequestSchema.safeParse(json);
+  if (!parsed.success) return { refusal: [400, "invalid_request", issuesMessage(parsed.error), rl] };
+  return { data: parsed.data };
+}
+
+/** A new request takes its place in the window; a replay is not a new request, and is answered even when the window is full. */
+function takeRate(limiter: SandboxCore["limiter"], keyId: string): { rl: Headers } | { refusal: Refusal } {
+  const decision = limiter.take(keyId);
+  if (decision.ok) return { rl: rateHeaders(decision) };
+  return {
+    refusal: [
+      429,
+      "rate_limited",
+      `rate limit exceeded: at most ${decision.limit} requests per ${limiter.windowMs / 1000} s for this key; retry in ${decision.retryAfter} s`,
+      { "Retry-After": String(decision.retryAfter), ...rateHeaders(decision) },
+    ],
+  };
+}
+
+/** Store the message, and remember it under its Idempotency-Key; resolves once it is durable. */
+async function storeSend(core: SandboxCore, data: SendRequest, keyId: string, idem: { key?: string; scope?: string; requestHash?: string }) {
+  const id = newMessageId();
+  const mail = prepareRest(data, id);
+  const { requestHash } = idem;
+  const stored = await core.store.add({
+    id,
+    compose: mail.options,
+    channel: "rest",
+    keyId,
+    envelope: mail.envelope,
+    from: mail.from,
+    to: mail.to,
+    subject: mail.subject,
+    attachments: mail.attachments,
+    messageId: id,
+    ...(idem.key ? { idempotencyKey: idem.key, requestHash } : {}),
+  });
+  if (idem.scope) core.idempotency.set(idem.scope, { id, messageId: stored.messageId, ...(requestHash ? { requestHash } : {}), at: Date.now() });
+  core.stats.count("rest", "accepted");
+  return stored;
+}
+
+type Refuse = (...r: Refusal) => Promise<void>;
+
+/** A valid request through the injected faults to the store, then the answer (once it is durable). */
+async function storeAndAnswer(
+  core: SandboxCore,
+  req: IncomingMessage,
+  res: ServerResponse,
+  refuse: Refuse,
+  data: SendRequest,
+  o: { keyId: string; rl: Headers; key?: string; scope?: string; requestHash?: string },
+): Promise<void> {
+  const { faults, stats } = core;
+  const fault = faults.decide();
+  if (fault.kind === "fail") {
+    stats.count("rest", "faults");
+    return refuse(
+      faults.config.failStatus,
+      "injected_fault",
+      `injected failure (mailsend sandbox fault injection, status ${faults.config.failStatus}); nothing was stored`,
+      faults.config.failStatus === 429 ? { "Retry-After": "1", ...o.rl } : o.rl,
+    );
+  }
+  if (fault.kind === "drop" && fault.when === "before") {
+    stats.count("rest", "faults");
+    req.socket.destroy();
+    return;
+  }
+  const stored = await storeSend(core, data, o.keyId, o);
+  if (fault.kind === "drop") {
+    stats.count("rest", "faults");
+    req.socket.destroy();
+    return;
+  }
+  await faults.delay();
+  sendJson(res, 200, { success: true, message_id: stored.messageId }, o.rl);
+}
+
+/** The same request again under its Idempotency-Key: the first answer; another request under it: 422. */
+async function answerReplay(core: SandboxCore, res: ServerResponse, refuse: Refuse, replay: { messageId: string; requestHash?: string }, requestHash: string | undefined): Promise<void> {
+  if (replay.requestHash !== undefined && replay.requestHash !== requestHash) {
+    return refuse(422, "idempotency_key_reused", "this Idempotency-Key was already used for a different request in the last 24 hours; use a new key for a new message");
+  }
+  core.stats.count("rest", "duplicates");
+  await core.faults.delay();
+  sendJson(res, 200, { success: true, message_id: replay.messageId }, { "Idempotent-Replayed": "true" });
+}
+
 export function createSendHandler(core: SandboxCore) {
-  const { keys, limiter, idempotency, faults, stats, store } = core;
+  const { idempotency, faults, stats } = core;
 
   return async function handleSend(req: IncomingMessage, res: ServerResponse, expectContinue = false): Promise<void> {
     let bodyRead = false;
-    const refuse = async (status: number, code: string, message: string, headers: Headers = {}, afterAuth = true) => {
+    const refuse: Refuse = async (...[status, code, message, headers = {}, afterAuth = true]: Refusal) => {
       stats.count("rest", "refused");
       if (status === 429) stats.count("rest", "rateLimited");
       if (status === 401 || status === 403) stats.count("rest", "authFailed");
@@ -143,57 +290,20 @@ export function createSendHandler(core: SandboxCore) {
     if (req.method !== "POST") {
       return refuse(405, "method_not_allowed", `${req.method} is not allowed on /send; use POST`, { Allow: "POST" }, false);
     }
-    const auth = bearer(req);
-    const challenge = { "WWW-Authenticate": 'Bearer realm="mailsend sandbox"' };
-    if (auth.malformed) {
-      return refuse(401, "invalid_authorization", "the Authorization header must be: Bearer <API key>", challenge, false);
-    }
-    const check = keys.verify(auth.key);
-    if (!check.ok) {
-      switch (check.reason) {
-        case "missing":
-          return refuse(401, "missing_api_key", "no API key: send the header Authorization: Bearer <API key>", challenge, false);
-        case "invalid":
-          return refuse(401, "invalid_api_key", "the API key is not valid", challenge, false);
-        case "revoked":
-          return refuse(403, "key_revoked", `the API key ${check.key!.id} has been revoked`, {}, false);
-        case "expired":
-          return refuse(403, "key_expired", `the API key ${check.key!.id} expired at ${check.key!.expires}`, {}, false);
-      }
-    }
-    const keyId = check.key.id;
-
-    if (!jsonContentType(req.headers["content-type"])) {
-      const got = req.headers["content-type"] ? `got ${JSON.stringify(req.headers["content-type"])}` : "no Content-Type was sent";
-      return refuse(415, "unsupported_media_type", `the body must be JSON with Content-Type: application/json (${got})`);
-    }
-    const declared = req.headers["content-length"];
-    if (declared !== undefined && Number(declared) > core.maxSize) {
-      return refuse(413, "payload_too_large", `the request body is ${declared} bytes; the limit is ${core.maxSize} bytes`);
-    }
-    const idemKey = req.headers["idempotency-key"];
-    if (idemKey !== undefined && (typeof idemKey !== "string" || !IDEMPOTENCY_KEY.test(idemKey))) {
-      return refuse(400, "invalid_idempotency_key", "Idempotency-Key must be 1 to 255 printable ASCII characters without spaces");
-    }
+    const auth = authenticate(req, core.keys);
+    if ("refusal" in auth) return refuse(...auth.refusal);
+    const { keyId } = auth;
+    const early = headerRefusal(req, core.maxSize);
+    if (early) return refuse(...early);
+    const idemKey = req.headers["idempotency-key"] as string | undefined;
 
     const scope = idemKey ? IdempotencyCache.scope(keyId, idemKey) : undefined;
     const release = scope ? await idempotency.lock(scope) : undefined;
     try {
       const replay = scope ? idempotency.get(scope) : undefined;
-      let decision: RateDecision | undefined;
-      // A replay is not a new request: it is answered even when the window is full.
-      if (!replay) {
-        decision = limiter.take(keyId);
-        if (!decision.ok) {
-          return refuse(
-            429,
-            "rate_limited",
-            `rate limit exceeded: at most ${decision.limit} requests per ${limiter.windowMs / 1000} s for this key; retry in ${decision.retryAfter} s`,
-            { "Retry-After": String(decision.retryAfter), ...rateHeaders(decision) },
-          );
-        }
-      }
-      const rl = decision ? rateHeaders(decision) : {};
+      const rate = replay ? { rl: {} } : takeRate(core.limiter, keyId);
+      if ("refusal" in rate) return refuse(...rate.refusal);
+      const { rl } = rate;
 
       if (expectContinue) res.writeContinue();
       const got = await readBody(req, core.maxSize);
@@ -207,78 +317,12 @@ export function createSendHandler(core: SandboxCore) {
       bodyRead = true;
       const requestHash = scope ? createHash("sha256").update(got.body).digest("hex") : undefined;
 
-      if (replay) {
-        if (replay.requestHash !== undefined && replay.requestHash !== requestHash) {
-          return refuse(
-            422,
-            "idempotency_key_reused",
-            "this Idempotency-Key was already used for a different request in the last 24 hours; use a new key for a new message",
-          );
-        }
-        stats.count("rest", "duplicates");
-        await faults.delay();
-        sendJson(res, 200, { success: true, message_id: replay.messageId }, { "Idempotent-Replayed": "true" });
-        return;
-      }
+      if (replay) return await answerReplay(core, res, refuse, replay, requestHash);
 
-      let text: string;
-      try {
-        text = utf8.decode(got.body);
-      } catch {
-        return refuse(400, "invalid_encoding", "the request body is not valid UTF-8", rl);
-      }
-      let json: unknown;
-      try {
-        json = JSON.parse(text);
-      } catch (e) {
-        return refuse(400, "invalid_json", `the request body is not valid JSON: ${(e as Error).message}`, rl);
-      }
-      if (json === null || typeof json !== "object" || Array.isArray(json)) {
-        return refuse(400, "invalid_request", "the request body must be a JSON object (the send request)", rl);
-      }
-      const parsed = sendRequestSchema.safeParse(json);
-      if (!parsed.success) return refuse(400, "invalid_request", issuesMessage(parsed.error), rl);
+      const request = parseSendRequest(got.body, rl);
+      if ("refusal" in request) return refuse(...request.refusal);
 
-      const fault = faults.decide();
-      if (fault.kind === "fail") {
-        stats.count("rest", "faults");
-        return refuse(
-          faults.config.failStatus,
-          "injected_fault",
-          `injected failure (mailsend sandbox fault injection, status ${faults.config.failStatus}); nothing was stored`,
-          faults.config.failStatus === 429 ? { "Retry-After": "1", ...rl } : rl,
-        );
-      }
-      if (fault.kind === "drop" && fault.when === "before") {
-        stats.count("rest", "faults");
-        req.socket.destroy();
-        return;
-      }
-
-      const id = newMessageId();
-      const mail = prepareRest(parsed.data, id);
-      const stored = await store.add({
-        id,
-        compose: mail.options,
-        channel: "rest",
-        keyId,
-        envelope: mail.envelope,
-        from: mail.from,
-        to: mail.to,
-        subject: mail.subject,
-        attachments: mail.attachments,
-        messageId: id,
-        ...(idemKey ? { idempotencyKey: idemKey, requestHash } : {}),
-      });
-      if (scope) idempotency.set(scope, { id, messageId: stored.messageId, ...(requestHash ? { requestHash } : {}), at: Date.now() });
-      stats.count("rest", "accepted");
-      if (fault.kind === "drop") {
-        stats.count("rest", "faults");
-        req.socket.destroy();
-        return;
-      }
-      await faults.delay();
-      sendJson(res, 200, { success: true, message_id: stored.messageId }, rl);
+      await storeAndAnswer(core, req, res, refuse, request.data, { keyId, rl, ...(idemKey ? { key: idemKey } : {}), ...(scope ? { scope } : {}), ...(requestHash ? { requestHash } : {}) });
     } finally {
       release?.();
     }

@@ -21,7 +21,7 @@ import { acquireLock } from "./lock.js";
 import { sandboxPaths, type SandboxPaths } from "./paths.js";
 import { SlidingLogLimiter } from "./ratelimit.js";
 import { createSendHandler, sendJson } from "./rest.js";
-import { createSmtpServer } from "./smtp.js";
+import { createSmtpServer, type SmtpRole } from "./smtp.js";
 import { Stats } from "./stats.js";
 import { FileMessageStore } from "./store.js";
 import { ensureTls, type TlsMaterial } from "./tls.js";
@@ -159,12 +159,157 @@ async function checkPorts(host: string, ports: ReadonlyArray<readonly [number | 
   }
 }
 
+/** The sandbox's state: its keys (a first one made when there is none), stored mail, limits and faults. */
+async function openCore(paths: SandboxPaths, options: SandboxOptions, cleanups: Cleanups): Promise<{ core: SandboxCore; createdKey?: Sandbox["createdKey"] }> {
+  const keys = KeyStore.open(paths.keys);
+  let createdKey: Sandbox["createdKey"];
+  if (keys.size === 0) {
+    const made = keys.add({ label: "default" });
+    writeFileAtomic(paths.apiKeyFile, `${made.key}\n`, { mode: 0o600 });
+    createdKey = { id: made.record.id, key: made.key };
+  }
+
+  const writer = createWriter(options.writerThreads ?? (availableParallelism() > 1 ? 1 : 0));
+  cleanups.push(() => writer.close());
+  const store = await FileMessageStore.open(paths.dir, { writer });
+  cleanups.push(() => store.close());
+  const idempotency = new IdempotencyCache();
+  for (const r of store.withIdempotencyKey(Date.now() - IDEMPOTENCY_TTL_MS)) {
+    idempotency.set(IdempotencyCache.scope(r.keyId, r.idempotencyKey!), {
+      id: r.id,
+      messageId: r.messageId,
+      ...(r.requestHash ? { requestHash: r.requestHash } : {}),
+      at: Date.parse(r.receivedAt),
+    });
+  }
+  const core: SandboxCore = {
+    keys,
+    store,
+    limiter: new SlidingLogLimiter(options.rateLimit ?? SANDBOX_DEFAULTS.rateLimit, options.rateWindowMs ?? SANDBOX_DEFAULTS.rateWindowMs),
+    idempotency,
+    faults: new Faults(options.faults ?? {}),
+    stats: new Stats(),
+    maxSize: options.maxSize ?? SANDBOX_DEFAULTS.maxSize,
+    smtpUser: options.smtpUser ?? SANDBOX_DEFAULTS.smtpUser,
+  };
+  return { core, ...(createdKey ? { createdKey } : {}) };
+}
+
+/** The HTTP side: POST /send, the control routes and the web inbox, behind the access gate. */
+async function startHttp(core: SandboxCore, host: string, port: number, token: string | undefined, cleanups: Cleanups): Promise<number> {
+  const handleSend = createSendHandler(core);
+  // Host (and beyond loopback the token) is checked for every route here, so the inbox need not.
+  const inbox = createInboxHandler(core.store, { checkHost: false });
+  const gate = createAccessGate({ host, ...(token ? { token } : {}) });
+  const control = createControlHandler(core);
+  const route = async (req: http.IncomingMessage, res: http.ServerResponse, expectContinue: boolean) => {
+    try {
+      const path = (req.url ?? "/").split("?")[0]!;
+      if (gate(req, res, path)) return;
+      if (path === "/send") return await handleSend(req, res, expectContinue);
+      if (expectContinue) res.writeContinue();
+      if (path.startsWith("/_sandbox/")) return await control(req, res, path);
+      if (await inbox(req, res)) return;
+      sendJson(res, 404, { success: false, error: { code: "not_found", message: `nothing at ${path}; the send endpoint is POST /send` } });
+    } catch {
+      // A bug of ours: answer 500 rather than hang or crash (the message, if any, was not acknowledged).
+      if (!res.headersSent) sendJson(res, 500, { success: false, error: { code: "internal_error", message: "internal error in the sandbox" } }, { Connection: "close" });
+      else res.destroy();
+    }
+  };
+  const httpServer = http.createServer({ keepAliveTimeout: 5000 }, (req, res) => void route(req, res, false));
+  httpServer.on("checkContinue", (req, res) => void route(req, res, true));
+  httpServer.on("clientError", (_e, socket) => {
+    if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+    else socket.destroy();
+  });
+  const httpPort = await listen(httpServer, () => httpServer.address() as AddressInfo, port, host, "http-port");
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        httpServer.close(() => resolve());
+        httpServer.closeIdleConnections();
+        // Event streams of the web inbox and slow clients: give them a moment, then cut.
+        setTimeout(() => httpServer.closeAllConnections(), 500).unref();
+      }),
+  );
+  return httpPort;
+}
+
+/** One SMTP server in its role (STARTTLS on --smtp-port, implicit TLS on --smtps-port). */
+async function startSmtp(core: SandboxCore, role: SmtpRole, tls: TlsMaterial, host: string, port: number, cleanups: Cleanups): Promise<number> {
+  const server = createSmtpServer(core, role, tls);
+  const bound = await listen(server, () => server.server.address() as AddressInfo, port, host, role === "starttls" ? "smtp-port" : "smtps-port");
+  cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return bound;
+}
+
+/** The environment that points mailsend (in another shell) at this sandbox. */
+function clientEnv(o: { baseUrl: string; reach: string; smtpPort: number; core: SandboxCore; caPath: string; keyFile: string | undefined; dir: string }): Record<string, string> {
+  const { limiter, smtpUser } = o.core;
+  return {
+    MAILSEND_BASE_URL: o.baseUrl,
+    MAILSEND_SMTP_HOST: o.reach,
+    MAILSEND_SMTP_PORT: String(o.smtpPort),
+    MAILSEND_SMTP_TLS: "starttls",
+    ...(smtpUser !== DEFAULTS.smtpUser ? { MAILSEND_SMTP_USER: smtpUser } : {}),
+    NODE_EXTRA_CA_CERTS: o.caPath,
+    ...(o.keyFile ? { MAILSEND_API_KEY_FILE: o.keyFile } : {}),
+    // For `mailsend inbox` and `sandbox keys` in the other shell: they read this dir, not the default.
+    MAILSEND_SANDBOX_DIR: o.dir,
+    // A client's own budget must match the limit it is held to.
+    ...(limiter.limit !== DEFAULTS.rateLimit ? { MAILSEND_RATE_LIMIT: String(limiter.limit) } : {}),
+    ...(limiter.windowMs !== 60_000 ? { MAILSEND_RATE_WINDOW: String(Math.ceil(limiter.windowMs / 1000)) } : {}),
+  };
+}
+
+type Cleanups = Array<() => Promise<void> | void>;
+
+/** The running sandbox as its starter sees it: where it listens, the environment for clients, close(). */
+function sandboxHandle(o: {
+  paths: SandboxPaths;
+  reach: string;
+  tls: TlsMaterial;
+  core: SandboxCore;
+  ports: Sandbox["ports"];
+  createdKey: Sandbox["createdKey"] | undefined;
+  exposed: boolean;
+  token: string | undefined;
+  cleanup: () => Promise<void>;
+}): Sandbox {
+  const { paths, reach, tls, core, ports, createdKey, token } = o;
+  const reachHost = urlHost(reach);
+  const baseUrl = `http://${reachHost}:${ports.http}`;
+  const keyFile = existsSync(paths.apiKeyFile) ? paths.apiKeyFile : undefined;
+  const env = clientEnv({ baseUrl, reach, smtpPort: ports.smtp, core, caPath: tls.caPath, keyFile, dir: paths.dir });
+  let closing: Promise<void> | undefined;
+  return {
+    dir: paths.dir,
+    paths,
+    host: reach,
+    ports,
+    urls: { baseUrl, inbox: `${baseUrl}/`, smtp: `smtp://${reachHost}:${ports.smtp}`, smtps: `smtps://${reachHost}:${ports.smtps}` },
+    tls,
+    store: core.store,
+    keys: core.keys,
+    faults: core.faults,
+    stats: core.stats,
+    limiter: core.limiter,
+    ...(createdKey ? { createdKey } : {}),
+    ...(keyFile ? { apiKeyFile: keyFile } : {}),
+    env,
+    exposed: o.exposed,
+    ...(token ? { token } : {}),
+    close: () => (closing ??= o.cleanup()),
+  };
+}
+
 export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
   // Absolute: the export lines and the ready line are used from other shells, in other directories.
   const paths = sandboxPaths(resolvePath(options.dir));
   const host = options.host ?? SANDBOX_DEFAULTS.host;
   const created = createdByStart(paths);
-  const cleanups: Array<() => Promise<void> | void> = [];
+  const cleanups: Cleanups = [];
   const cleanup = async () => {
     for (const c of cleanups.reverse()) await c();
   };
@@ -197,132 +342,21 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
       lock();
     }
 
-    const tlsHosts = ["localhost", "127.0.0.1", "::1"];
     const reach = clientHost(host);
-    if (!tlsHosts.includes(reach)) tlsHosts.push(reach);
-    const tls = await ensureTls(paths.tls, tlsHosts);
+    const tls = await ensureTls(paths.tls, [...new Set(["localhost", "127.0.0.1", "::1", reach])]);
 
-    const keys = KeyStore.open(paths.keys);
-    let createdKey: Sandbox["createdKey"];
-    if (keys.size === 0) {
-      const made = keys.add({ label: "default" });
-      writeFileAtomic(paths.apiKeyFile, `${made.key}\n`, { mode: 0o600 });
-      createdKey = { id: made.record.id, key: made.key };
-    }
+    const { core, createdKey } = await openCore(paths, options, cleanups);
 
-    const writer = createWriter(options.writerThreads ?? (availableParallelism() > 1 ? 1 : 0));
-    cleanups.push(() => writer.close());
-    const store = await FileMessageStore.open(paths.dir, { writer });
-    cleanups.push(() => store.close());
-    const idempotency = new IdempotencyCache();
-    for (const r of store.withIdempotencyKey(Date.now() - IDEMPOTENCY_TTL_MS)) {
-      idempotency.set(IdempotencyCache.scope(r.keyId, r.idempotencyKey!), {
-        id: r.id,
-        messageId: r.messageId,
-        ...(r.requestHash ? { requestHash: r.requestHash } : {}),
-        at: Date.parse(r.receivedAt),
-      });
-    }
-    const limiter = new SlidingLogLimiter(options.rateLimit ?? SANDBOX_DEFAULTS.rateLimit, options.rateWindowMs ?? SANDBOX_DEFAULTS.rateWindowMs);
-    const faults = new Faults(options.faults ?? {});
-    const stats = new Stats();
-    const core: SandboxCore = {
-      keys,
-      store,
-      limiter,
-      idempotency,
-      faults,
-      stats,
-      maxSize: options.maxSize ?? SANDBOX_DEFAULTS.maxSize,
-      smtpUser: options.smtpUser ?? SANDBOX_DEFAULTS.smtpUser,
-    };
-
-    const handleSend = createSendHandler(core);
-    // Host (and beyond loopback the token) is checked for every route here, so the inbox need not.
-    const inbox = createInboxHandler(store, { checkHost: false });
     const exposed = !isLoopback(host);
     const token = exposed ? options.token || newToken() : undefined;
-    const gate = createAccessGate({ host, ...(token ? { token } : {}) });
-    const control = createControlHandler(core);
-    const route = async (req: http.IncomingMessage, res: http.ServerResponse, expectContinue: boolean) => {
-      try {
-        const path = (req.url ?? "/").split("?")[0]!;
-        if (gate(req, res, path)) return;
-        if (path === "/send") return await handleSend(req, res, expectContinue);
-        if (expectContinue) res.writeContinue();
-        if (path.startsWith("/_sandbox/")) return await control(req, res, path);
-        if (await inbox(req, res)) return;
-        sendJson(res, 404, { success: false, error: { code: "not_found", message: `nothing at ${path}; the send endpoint is POST /send` } });
-      } catch {
-        // A bug of ours: answer 500 rather than hang or crash (the message, if any, was not acknowledged).
-        if (!res.headersSent) sendJson(res, 500, { success: false, error: { code: "internal_error", message: "internal error in the sandbox" } }, { Connection: "close" });
-        else res.destroy();
-      }
-    };
-    const httpServer = http.createServer({ keepAliveTimeout: 5000 }, (req, res) => void route(req, res, false));
-    httpServer.on("checkContinue", (req, res) => void route(req, res, true));
-    httpServer.on("clientError", (_e, socket) => {
-      if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
-      else socket.destroy();
-    });
-    const httpPort = await listen(httpServer, () => httpServer.address() as AddressInfo, options.httpPort ?? 0, host, "http-port");
-    cleanups.push(
-      () =>
-        new Promise<void>((resolve) => {
-          httpServer.close(() => resolve());
-          httpServer.closeIdleConnections();
-          // Event streams of the web inbox and slow clients: give them a moment, then cut.
-          setTimeout(() => httpServer.closeAllConnections(), 500).unref();
-        }),
-    );
+    const httpPort = await startHttp(core, host, options.httpPort ?? 0, token, cleanups);
 
-    const smtp = createSmtpServer(core, "starttls", tls);
-    const smtpPort = await listen(smtp, () => smtp.server.address() as AddressInfo, options.smtpPort ?? 0, host, "smtp-port");
-    cleanups.push(() => new Promise<void>((resolve) => smtp.close(() => resolve())));
-    const smtps = createSmtpServer(core, "implicit", tls);
-    const smtpsPort = await listen(smtps, () => smtps.server.address() as AddressInfo, options.smtpsPort ?? 0, host, "smtps-port");
-    cleanups.push(() => new Promise<void>((resolve) => smtps.close(() => resolve())));
+    const smtpPort = await startSmtp(core, "starttls", tls, host, options.smtpPort ?? 0, cleanups);
+    const smtpsPort = await startSmtp(core, "implicit", tls, host, options.smtpsPort ?? 0, cleanups);
     // Run first (cleanups go in reverse): answers held back by latency go out before the servers close.
-    cleanups.push(() => faults.hurry());
+    cleanups.push(() => core.faults.hurry());
 
-    const reachHost = urlHost(reach);
-    const baseUrl = `http://${reachHost}:${httpPort}`;
-    const keyFile = existsSync(paths.apiKeyFile) ? paths.apiKeyFile : undefined;
-    const env: Record<string, string> = {
-      MAILSEND_BASE_URL: baseUrl,
-      MAILSEND_SMTP_HOST: reach,
-      MAILSEND_SMTP_PORT: String(smtpPort),
-      MAILSEND_SMTP_TLS: "starttls",
-      ...(core.smtpUser !== DEFAULTS.smtpUser ? { MAILSEND_SMTP_USER: core.smtpUser } : {}),
-      NODE_EXTRA_CA_CERTS: tls.caPath,
-      ...(keyFile ? { MAILSEND_API_KEY_FILE: keyFile } : {}),
-      // For `mailsend inbox` and `sandbox keys` in the other shell: they read this dir, not the default.
-      MAILSEND_SANDBOX_DIR: paths.dir,
-      // A client's own budget must match the limit it is held to.
-      ...(limiter.limit !== DEFAULTS.rateLimit ? { MAILSEND_RATE_LIMIT: String(limiter.limit) } : {}),
-      ...(limiter.windowMs !== 60_000 ? { MAILSEND_RATE_WINDOW: String(Math.ceil(limiter.windowMs / 1000)) } : {}),
-    };
-
-    let closing: Promise<void> | undefined;
-    return {
-      dir: paths.dir,
-      paths,
-      host: reach,
-      ports: { http: httpPort, smtp: smtpPort, smtps: smtpsPort },
-      urls: { baseUrl, inbox: `${baseUrl}/`, smtp: `smtp://${reachHost}:${smtpPort}`, smtps: `smtps://${reachHost}:${smtpsPort}` },
-      tls,
-      store,
-      keys,
-      faults,
-      stats,
-      limiter,
-      ...(createdKey ? { createdKey } : {}),
-      ...(keyFile ? { apiKeyFile: keyFile } : {}),
-      env,
-      exposed,
-      ...(token ? { token } : {}),
-      close: () => (closing ??= cleanup()),
-    };
+    return sandboxHandle({ paths, reach, tls, core, ports: { http: httpPort, smtp: smtpPort, smtps: smtpsPort }, createdKey, exposed, token, cleanup });
   } catch (e) {
     // Everything but the lock first (servers, store), then what this start made, then the lock.
     holdLock = true;

@@ -30,93 +30,201 @@ function rateText(retryAfter: number, limit: number, windowMs: number): string {
   return `4.7.1 Rate limit exceeded, try again in ${retryAfter} s (limit: ${limit} messages per rolling ${windowMs / 1000} seconds for this API key)`;
 }
 
-export function createSmtpServer(core: SandboxCore, role: SmtpRole, tls: TlsMaterial): SMTPServer {
-  const { keys, limiter, idempotency, faults, stats, store } = core;
-  let server: SMTPServer;
+type Refusal = "rateLimited" | "authFailed" | "faults";
 
-  const socketOf = (session: SMTPServerSession): Socket | undefined => {
-    const conns = (server as unknown as { connections: Set<{ session?: { id: string }; _socket?: Socket }> }).connections;
-    for (const c of conns) if (c.session?.id === session.id) return c._socket;
-    return undefined;
-  };
+/** What the handlers of one server share: the sandbox, its counters, the sockets of its sessions. */
+interface Side {
+  core: SandboxCore;
+  refused(what?: Refusal): void;
+  socketOf(session: SMTPServerSession): Socket | undefined;
+}
 
-  const refused = (what?: "rateLimited" | "authFailed" | "faults") => {
-    stats.count("smtp", "refused");
-    if (what) stats.count("smtp", what);
-  };
-
-  async function accept(raw: Buffer, session: SMTPServerSession): Promise<string> {
-    const keyId = session.user!;
-    const state = keys.stateOf(keyId);
-    if (state !== "active") {
-      refused("authFailed");
-      throw reply(535, `5.7.8 Authentication credentials no longer valid: the API key is ${state}`);
-    }
-    const idemKey = headerValue(raw, "X-Idempotency-Key");
-    if (idemKey !== undefined && !IDEMPOTENCY_KEY.test(idemKey)) {
-      refused();
-      throw reply(554, "5.6.0 X-Idempotency-Key must be 1 to 255 printable ASCII characters without spaces");
-    }
-    const scope = idemKey ? IdempotencyCache.scope(keyId, idemKey) : undefined;
-    const release = scope ? await idempotency.lock(scope) : undefined;
-    try {
-      const replay = scope ? idempotency.get(scope) : undefined;
-      if (replay) {
-        stats.count("smtp", "duplicates");
-        await faults.delay();
-        return `2.0.0 Ok: queued as ${replay.id}`;
-      }
-      const decision = limiter.take(keyId);
-      if (!decision.ok) {
-        refused("rateLimited");
-        await faults.delay();
-        throw reply(451, rateText(decision.retryAfter, decision.limit, limiter.windowMs));
-      }
-      const fault = faults.decide();
-      if (fault.kind === "fail") {
-        refused("faults");
-        await faults.delay();
-        const code = faults.config.failSmtpCode;
-        throw reply(code, `${code < 500 ? "4.3.0" : "5.3.0"} Injected failure (mailsend sandbox fault injection); the message was not stored`);
-      }
-      if (fault.kind === "drop" && fault.when === "before") {
-        stats.count("smtp", "faults");
-        socketOf(session)?.destroy();
-        throw reply(421, "4.4.2 Connection dropped (fault injection)");
-      }
-      let summary: Summary;
-      try {
-        summary = await summarize(raw);
-      } catch {
-        summary = { from: "", to: [], subject: "", attachments: [] };
-      }
-      const envelope = {
-        from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
-        to: session.envelope.rcptTo.map((r) => r.address),
-      };
-      const stored = await store.add({
-        raw,
-        channel: "smtp",
-        keyId,
-        envelope,
-        from: summary.from,
-        to: summary.to,
-        subject: summary.subject,
-        attachments: summary.attachments,
-        messageId: summary.messageIdHeader ?? "",
-        ...(idemKey ? { idempotencyKey: idemKey } : {}),
-      });
-      if (scope) idempotency.set(scope, { id: stored.id, messageId: stored.messageId, at: Date.now() });
-      stats.count("smtp", "accepted");
-      if (fault.kind === "drop") {
-        stats.count("smtp", "faults");
-        socketOf(session)?.destroy();
-      } else await faults.delay();
-      return `2.0.0 Ok: queued as ${stored.id}`;
-    } finally {
-      release?.();
-    }
+/** A message whose DATA ended: "250 queued as" once stored, or the reply error to give. */
+async function accept(side: Side, raw: Buffer, session: SMTPServerSession): Promise<string> {
+  const { keys, idempotency, stats } = side.core;
+  const keyId = session.user!;
+  const state = keys.stateOf(keyId);
+  if (state !== "active") {
+    side.refused("authFailed");
+    throw reply(535, `5.7.8 Authentication credentials no longer valid: the API key is ${state}`);
   }
+  const idemKey = headerValue(raw, "X-Idempotency-Key");
+  if (idemKey !== undefined && !IDEMPOTENCY_KEY.test(idemKey)) {
+    side.refused();
+    throw reply(554, "5.6.0 X-Idempotency-Key must be 1 to 255 printable ASCII characters without spaces");
+  }
+  const scope = idemKey ? IdempotencyCache.scope(keyId, idemKey) : undefined;
+  const release = scope ? await idempotency.lock(scope) : undefined;
+  try {
+    const replay = scope ? idempotency.get(scope) : undefined;
+    if (replay) {
+      stats.count("smtp", "duplicates");
+      await side.core.faults.delay();
+      return `2.0.0 Ok: queued as ${replay.id}`;
+    }
+    const fault = await admit(side, keyId, session);
+    const stored = await storeMessage(side, raw, session, idemKey);
+    if (scope) idempotency.set(scope, { id: stored.id, messageId: stored.messageId, at: Date.now() });
+    stats.count("smtp", "accepted");
+    if (fault.kind === "drop") {
+      stats.count("smtp", "faults");
+      side.socketOf(session)?.destroy();
+    } else await side.core.faults.delay();
+    return `2.0.0 Ok: queued as ${stored.id}`;
+  } finally {
+    release?.();
+  }
+}
+
+/** The shared limit, then the injected faults that strike before the message is stored. */
+async function admit(side: Side, keyId: string, session: SMTPServerSession) {
+  const { limiter, faults, stats } = side.core;
+  const decision = limiter.take(keyId);
+  if (!decision.ok) {
+    side.refused("rateLimited");
+    await faults.delay();
+    throw reply(451, rateText(decision.retryAfter, decision.limit, limiter.windowMs));
+  }
+  const fault = faults.decide();
+  if (fault.kind === "fail") {
+    side.refused("faults");
+    await faults.delay();
+    const code = faults.config.failSmtpCode;
+    throw reply(code, `${code < 500 ? "4.3.0" : "5.3.0"} Injected failure (mailsend sandbox fault injection); the message was not stored`);
+  }
+  if (fault.kind === "drop" && fault.when === "before") {
+    stats.count("smtp", "faults");
+    side.socketOf(session)?.destroy();
+    throw reply(421, "4.4.2 Connection dropped (fault injection)");
+  }
+  return fault;
+}
+
+async function storeMessage(side: Side, raw: Buffer, session: SMTPServerSession, idemKey: string | undefined) {
+  let summary: Summary;
+  try {
+    summary = await summarize(raw);
+  } catch {
+    summary = { from: "", to: [], subject: "", attachments: [] };
+  }
+  const envelope = {
+    from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+    to: session.envelope.rcptTo.map((r) => r.address),
+  };
+  return side.core.store.add({
+    raw,
+    channel: "smtp",
+    keyId: session.user!,
+    envelope,
+    from: summary.from,
+    to: summary.to,
+    subject: summary.subject,
+    attachments: summary.attachments,
+    messageId: summary.messageIdHeader ?? "",
+    ...(idemKey ? { idempotencyKey: idemKey } : {}),
+  });
+}
+
+/** AUTH: the fixed username and an API key that is active as the password. */
+const onAuth =
+  (side: Side): SMTPServerOptions["onAuth"] =>
+  (auth, _session, cb) => {
+    const { core } = side;
+    if (auth.method !== "LOGIN" && auth.method !== "PLAIN") {
+      side.refused("authFailed");
+      return cb(reply(504, "5.5.4 Unrecognized authentication type"));
+    }
+    if (auth.username !== core.smtpUser) {
+      side.refused("authFailed");
+      return cb(reply(535, `5.7.8 Authentication credentials invalid (the username is ${core.smtpUser})`));
+    }
+    const check = core.keys.verify(auth.password ?? undefined);
+    if (!check.ok) {
+      side.refused("authFailed");
+      const why =
+        check.reason === "revoked" ? "the API key has been revoked" : check.reason === "expired" ? "the API key has expired" : "the password must be a valid API key";
+      return cb(reply(535, `5.7.8 Authentication credentials invalid: ${why}`));
+    }
+    cb(null, { user: check.key.id });
+  };
+
+/** DATA kept up to the size limit; a client that goes away mid-DATA leaves nothing. */
+const onData =
+  (side: Side): SMTPServerOptions["onData"] =>
+  (stream, session, cb) => {
+    const { maxSize } = side.core;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    stream.on("data", (c: Buffer) => {
+      size += c.length;
+      if (size <= maxSize) chunks.push(c);
+    });
+    // Destroyed when the client goes away mid-DATA: keep nothing.
+    stream.on("error", () => {
+      chunks.length = 0;
+    });
+    stream.on("end", () => {
+      if (stream.sizeExceeded || size > maxSize) {
+        side.refused();
+        return cb(reply(552, `5.3.4 Message too big: the limit is ${maxSize} bytes`));
+      }
+      accept(side, Buffer.concat(chunks, size), session).then(
+        (text) => cb(null, text),
+        (e: Error & { responseCode?: number }) => {
+          if (e.responseCode === undefined) side.refused();
+          cb(e.responseCode ? e : reply(451, "4.3.0 Temporary failure while storing the message; it was not stored"));
+        },
+      );
+    });
+  };
+
+/** MAIL FROM: a valid address, and a key with room in its window (said before the client sends the whole message). */
+const onMailFrom =
+  (side: Side): SMTPServerOptions["onMailFrom"] =>
+  (address, session, cb) => {
+    try {
+      parseBareAddress(address.address, "MAIL FROM");
+    } catch (e) {
+      side.refused();
+      return cb(reply(553, `5.1.7 Sender address rejected: ${(e as Error).message}`));
+    }
+    // Say so before the client sends the whole message; DATA counts it for real.
+    const { limiter } = side.core;
+    const d = limiter.peek(session.user!);
+    if (!d.ok) {
+      side.refused("rateLimited");
+      return cb(reply(451, rateText(d.retryAfter, d.limit, limiter.windowMs)));
+    }
+    cb();
+  };
+
+const onRcptTo: SMTPServerOptions["onRcptTo"] = (address, session, cb) => {
+  if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
+    return cb(reply(452, `4.5.3 Too many recipients (at most ${MAX_RECIPIENTS} per message)`));
+  }
+  try {
+    parseBareAddress(address.address, "RCPT TO");
+  } catch (e) {
+    return cb(reply(553, `5.1.3 Recipient address rejected: ${(e as Error).message}`));
+  }
+  cb();
+};
+
+export function createSmtpServer(core: SandboxCore, role: SmtpRole, tls: TlsMaterial): SMTPServer {
+  const { stats } = core;
+  let server: SMTPServer;
+  const side: Side = {
+    core,
+    refused(what) {
+      stats.count("smtp", "refused");
+      if (what) stats.count("smtp", what);
+    },
+    socketOf(session) {
+      const conns = (server as unknown as { connections: Set<{ session?: { id: string }; _socket?: Socket }> }).connections;
+      for (const c of conns) if (c.session?.id === session.id) return c._socket;
+      return undefined;
+    },
+  };
 
   const options: SMTPServerOptions = {
     secure: role === "implicit",
@@ -133,79 +241,11 @@ export function createSmtpServer(core: SandboxCore, role: SmtpRole, tls: TlsMate
     logger: false,
     closeTimeout: 1000,
     socketTimeout: 60_000,
+    onAuth: onAuth(side),
 
-    onAuth(auth, _session, cb) {
-      if (auth.method !== "LOGIN" && auth.method !== "PLAIN") {
-        refused("authFailed");
-        return cb(reply(504, "5.5.4 Unrecognized authentication type"));
-      }
-      if (auth.username !== core.smtpUser) {
-        refused("authFailed");
-        return cb(reply(535, `5.7.8 Authentication credentials invalid (the username is ${core.smtpUser})`));
-      }
-      const check = keys.verify(auth.password ?? undefined);
-      if (!check.ok) {
-        refused("authFailed");
-        const why =
-          check.reason === "revoked" ? "the API key has been revoked" : check.reason === "expired" ? "the API key has expired" : "the password must be a valid API key";
-        return cb(reply(535, `5.7.8 Authentication credentials invalid: ${why}`));
-      }
-      cb(null, { user: check.key.id });
-    },
-
-    onMailFrom(address, session, cb) {
-      try {
-        parseBareAddress(address.address, "MAIL FROM");
-      } catch (e) {
-        refused();
-        return cb(reply(553, `5.1.7 Sender address rejected: ${(e as Error).message}`));
-      }
-      // Say so before the client sends the whole message; DATA counts it for real.
-      const d = limiter.peek(session.user!);
-      if (!d.ok) {
-        refused("rateLimited");
-        return cb(reply(451, rateText(d.retryAfter, d.limit, limiter.windowMs)));
-      }
-      cb();
-    },
-
-    onRcptTo(address, session, cb) {
-      if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
-        return cb(reply(452, `4.5.3 Too many recipients (at most ${MAX_RECIPIENTS} per message)`));
-      }
-      try {
-        parseBareAddress(address.address, "RCPT TO");
-      } catch (e) {
-        return cb(reply(553, `5.1.3 Recipient address rejected: ${(e as Error).message}`));
-      }
-      cb();
-    },
-
-    onData(stream, session, cb) {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      stream.on("data", (c: Buffer) => {
-        size += c.length;
-        if (size <= core.maxSize) chunks.push(c);
-      });
-      // Destroyed when the client goes away mid-DATA: keep nothing.
-      stream.on("error", () => {
-        chunks.length = 0;
-      });
-      stream.on("end", () => {
-        if (stream.sizeExceeded || size > core.maxSize) {
-          refused();
-          return cb(reply(552, `5.3.4 Message too big: the limit is ${core.maxSize} bytes`));
-        }
-        accept(Buffer.concat(chunks, size), session).then(
-          (text) => cb(null, text),
-          (e: Error & { responseCode?: number }) => {
-            if (e.responseCode === undefined) refused();
-            cb(e.responseCode ? e : reply(451, "4.3.0 Temporary failure while storing the message; it was not stored"));
-          },
-        );
-      });
-    },
+    onMailFrom: onMailFrom(side),
+    onRcptTo,
+    onData: onData(side),
   };
   server = new SMTPServer(options);
   // A client that misbehaves at the socket level must not take the sandbox down.

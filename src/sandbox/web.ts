@@ -515,13 +515,61 @@ function events(req: IncomingMessage, res: ServerResponse, store: MessageStore):
   res.on("error", close);
 }
 
+type Found = NonNullable<Awaited<ReturnType<ReturnType<typeof createParser>>>>;
+
+/** The pages and API answers of one stored message. */
+function routeMessage(req: IncomingMessage, res: ServerResponse, name: RouteName, m: RegExpExecArray, query: URLSearchParams, found: Found): void {
+  const { meta, raw, parsed: p } = found;
+  switch (name) {
+    case "message":
+      sendPage(req, res, 200, messagePage(meta, raw, p));
+      return;
+    case "apiMessage":
+      sendJson(req, res, 200, details(meta, p));
+      return;
+    case "html": {
+      const body = p.email?.html;
+      if (body === undefined || body === "") return notFound(req, res, "HTML part");
+      send(req, res, 200, "text/html; charset=utf-8", frameHtml(body, p.attachments), {
+        "Content-Security-Policy": MESSAGE_HTML_CSP,
+        "X-Frame-Options": "SAMEORIGIN",
+      });
+      return;
+    }
+    case "raw": {
+      const download = query.get("download") === "1";
+      send(req, res, 200, download ? "message/rfc822" : "text/plain; charset=utf-8", raw, {
+        "Content-Security-Policy": INERT_CSP,
+        ...(download ? { "Content-Disposition": contentDisposition(`${meta.id}.eml`) } : {}),
+      });
+      return;
+    }
+    case "attachment": {
+      const a = p.attachments[Number(m[2])];
+      if (!a) return notFound(req, res, "Attachment");
+      send(req, res, 200, safeContentType(a.contentType), a.content, {
+        "Content-Disposition": contentDisposition(a.filename),
+        "Content-Security-Policy": INERT_CSP,
+      });
+      return;
+    }
+  }
+}
+
+function matchRoute(path: string): { name: RouteName; m: RegExpExecArray } | undefined {
+  for (const r of ROUTES) {
+    const m = r.re.exec(path);
+    if (m) return { name: r.name, m };
+  }
+  return undefined;
+}
+
 /** checkHost: false when the server checked Host (and the token) for every route already. */
 export function createInboxHandler(store: MessageStore, opts: { checkHost?: boolean } = {}): Handler {
   const checkHost = opts.checkHost ?? true;
   const parsed = createParser(store);
 
   async function route(req: IncomingMessage, res: ServerResponse, name: RouteName, m: RegExpExecArray, query: URLSearchParams): Promise<void> {
-    const id = m[1] ?? "";
     switch (name) {
       case "css":
         send(req, res, 200, "text/css; charset=utf-8", INBOX_CSS, { "Cache-Control": "no-cache" });
@@ -542,44 +590,9 @@ export function createInboxHandler(store: MessageStore, opts: { checkHost?: bool
         return;
       }
     }
-
-    const found = await parsed(id);
+    const found = await parsed(m[1] ?? "");
     if (!found) return notFound(req, res, "Message");
-    const { meta, raw, parsed: p } = found;
-    switch (name) {
-      case "message":
-        sendPage(req, res, 200, messagePage(meta, raw, p));
-        return;
-      case "apiMessage":
-        sendJson(req, res, 200, details(meta, p));
-        return;
-      case "html": {
-        const body = p.email?.html;
-        if (body === undefined || body === "") return notFound(req, res, "HTML part");
-        send(req, res, 200, "text/html; charset=utf-8", frameHtml(body, p.attachments), {
-          "Content-Security-Policy": MESSAGE_HTML_CSP,
-          "X-Frame-Options": "SAMEORIGIN",
-        });
-        return;
-      }
-      case "raw": {
-        const download = query.get("download") === "1";
-        send(req, res, 200, download ? "message/rfc822" : "text/plain; charset=utf-8", raw, {
-          "Content-Security-Policy": INERT_CSP,
-          ...(download ? { "Content-Disposition": contentDisposition(`${meta.id}.eml`) } : {}),
-        });
-        return;
-      }
-      case "attachment": {
-        const a = p.attachments[Number(m[2])];
-        if (!a) return notFound(req, res, "Attachment");
-        send(req, res, 200, safeContentType(a.contentType), a.content, {
-          "Content-Disposition": contentDisposition(a.filename),
-          "Content-Security-Policy": INERT_CSP,
-        });
-        return;
-      }
-    }
+    routeMessage(req, res, name, m, query, found);
   }
 
   return async function handle(req, res) {
@@ -590,14 +603,7 @@ export function createInboxHandler(store: MessageStore, opts: { checkHost?: bool
       return false;
     }
     const path = url.pathname;
-    let matched: { name: RouteName; m: RegExpExecArray } | undefined;
-    for (const r of ROUTES) {
-      const m = r.re.exec(path);
-      if (m) {
-        matched = { name: r.name, m };
-        break;
-      }
-    }
+    const matched = matchRoute(path);
     if (!matched) {
       if (!OWN_PREFIXES.some((p) => path.startsWith(p))) return false;
       notFound(req, res, "Page");

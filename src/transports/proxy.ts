@@ -10,17 +10,15 @@
  * ProxyAgent 216.3 ms. And https-proxy-agent hands a refused CONNECT back as
  * if the service had answered it (a proxy's 403 would read as a revoked
  * key); here every failure of the proxy's part is an error naming the proxy.
- * The undici pool for bodies over 1 MB (rest-pool.ts) uses undici's
- * ProxyAgent, with the same errors (proxyFailure below).
  */
-import http from "node:http";
+import type http from "node:http";
 import type https from "node:https";
 import net from "node:net";
 import type tls from "node:tls";
 import type { ProxySetting } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
-import { trustedCas } from "./ca.js";
-import { UNREACHABLE, UNTRUSTED } from "./net-errors.js";
+import { trustedCas } from "../net/ca.js";
+import { UNREACHABLE, UNTRUSTED } from "../net/errors.js";
 
 function setting(proxy: ProxySetting): string {
   return proxy.source === "--proxy" ? "--proxy (or MAILSEND_PROXY)" : proxy.source;
@@ -59,9 +57,6 @@ export function proxyStatusError(status: number, proxy: ProxySetting, target: st
  * A failure on the way to the proxy (not yet to the service): undefined when
  * the error is not one of those, so the caller classifies it as the service's.
  */
-/** undici's error for a proxy's 407 when it forwards a request to an http:// service. */
-export const PROXY_AUTH_ERROR = /^Proxy Authentication Required \(407\)$/;
-
 export function proxyFailure(e: unknown, proxy: ProxySetting, target: string): MailsendError | undefined {
   if (e instanceof MailsendError) return e;
   const message = (e as Error)?.message ?? String(e);
@@ -69,8 +64,6 @@ export function proxyFailure(e: unknown, proxy: ProxySetting, target: string): M
   const code = (e as { code?: unknown })?.code ?? /^connect (E[A-Z]+) /.exec(message)?.[1];
   const tunnel = /Proxy response \((\d{3})\) !== 200/.exec(message);
   if (tunnel) return proxyStatusError(Number(tunnel[1]), proxy, target);
-  // undici's ProxyAgent to an http:// service (no tunnel) turns the proxy's 407 into this error.
-  if (PROXY_AUTH_ERROR.test(message)) return proxyStatusError(407, proxy, target);
   if (typeof code === "string" && UNREACHABLE.has(code)) {
     const why = code === "ECONNREFUSED" ? "connection refused" : code === "ENOTFOUND" || code === "EAI_AGAIN" ? "host not found" : "host unreachable";
     return new MailsendError("connection_failed", `cannot reach ${named(proxy)}: ${why}`, {
@@ -78,7 +71,7 @@ export function proxyFailure(e: unknown, proxy: ProxySetting, target: string): M
       hint: `Check ${setting(proxy)}, and that the proxy runs; NO_PROXY (or --proxy none) sends a host direct. Nothing was sent.`,
     });
   }
-  if ((e as { name?: unknown })?.name === "SecureProxyConnectionError" || (proxy.protocol === "https:" && typeof code === "string" && UNTRUSTED.has(code))) {
+  if (proxy.protocol === "https:" && typeof code === "string" && UNTRUSTED.has(code)) {
     return new MailsendError("tls_untrusted", `the TLS certificate of ${named(proxy)} is not trusted`, {
       cause: e,
       hint: "Pass its CA with --ca-file or NODE_EXTRA_CA_CERTS, or name the proxy with http://. Nothing was sent.",
@@ -122,7 +115,7 @@ export function openTunnel(proxy: ProxySetting, host: string, port: number, opts
     const headers: Record<string, string> = { Host: target, ...(proxy.authorization ? { "Proxy-Authorization": proxy.authorization } : {}) };
     const options: https.RequestOptions = { host: proxy.host, port: proxy.port, method: "CONNECT", path: target, headers, agent: false };
     if (proxy.protocol === "https:" && opts.caFile) options.ca = trustedCas(opts.caFile);
-    const req = (proxy.protocol === "https:" ? process.getBuiltinModule("node:https") : http).request(options);
+    const req = (proxy.protocol === "https:" ? process.getBuiltinModule("node:https") : process.getBuiltinModule("node:http")).request(options);
     const timer = setTimeout(() => finish(timedOut(proxy, opts.timeoutMs)), opts.timeoutMs);
     const onAbort = () =>
       finish(new MailsendError("temporary_failure", `interrupted while ${named(proxy)} was connecting to ${target}`, { hint: "Nothing was sent; it is safe to try again." }));
@@ -196,7 +189,7 @@ export function proxyAgent(proxy: ProxySetting, url: URL, agentOptions: https.Ag
     }) as unknown as typeof agent.createConnection;
     return agent;
   }
-  const agent = new http.Agent(agentOptions);
+  const agent = new (process.getBuiltinModule("node:http").Agent)(agentOptions);
   agent.createConnection = ((_options: unknown, oncreate: Oncreate) => {
     openToProxy(proxy, opts).then(
       (s) => oncreate(null, s),

@@ -1,26 +1,9 @@
 /**
- * What a failed POST /send means for the message, from the error and how far
- * the request got. Shared by both HTTP engines (node:http in rest.ts, the
- * undici pool in rest-pool.ts): its own file so both import it and neither
- * imports the other for it.
+ * What a failed POST /send means for the message (rest.ts), from the error and
+ * how far the request got: above all, whether it may have been sent.
  */
-import type http from "node:http";
 import { MailsendError } from "../core/errors.js";
-import { connectError, isReset, speaksTls, TRUST_HINT } from "./net-errors.js";
-
-export interface Answer {
-  status: number;
-  statusText: string;
-  httpVersion: string;
-  /** Lower-case names, as node:http gives them. */
-  headers: http.IncomingHttpHeaders;
-  /** As received, for --verbose. */
-  rawHeaders: [string, string][];
-  /** The start of the body (at most about 64 KiB). */
-  body: string;
-  /** The answer to a repeat made after a kept-alive connection broke with the message on it. */
-  afterReset?: boolean;
-}
+import { connectError, isReset, speaksTls, TRUST_HINT } from "../net/errors.js";
 
 /** How far one request got: what decides whether a failure may have sent the message. */
 export interface Progress {
@@ -83,23 +66,19 @@ export function timeoutFailure(p: Progress, ctx: PostContext): MailsendError {
 /**
  * The start of what a server said when its answer was not HTTP at all (an
  * SMTP greeting, say), as printable text; "" when unknown; undefined when the
- * error is not an HTTP parse error. node:http and undici report it differently.
+ * error is not an HTTP parse error.
  */
 function notHttpAnswer(e: unknown): string | undefined {
-  const err = e as { code?: unknown; name?: unknown; rawPacket?: unknown; data?: unknown };
-  const parse = (typeof err?.code === "string" && err.code.startsWith("HPE_")) || err?.name === "HTTPParserError";
-  if (!parse) return undefined;
-  const raw = Buffer.isBuffer(err.rawPacket) ? err.rawPacket : Buffer.isBuffer(err.data) ? err.data : typeof err.data === "string" ? Buffer.from(err.data) : undefined;
+  const err = e as { code?: unknown; rawPacket?: unknown };
+  if (!(typeof err?.code === "string" && err.code.startsWith("HPE_"))) return undefined;
+  const raw = Buffer.isBuffer(err.rawPacket) ? err.rawPacket : undefined;
   if (!raw) return "";
   // HTTP-looking answers that merely broke the parser are not this case.
   if (/^HTTP\//.test(raw.toString("latin1", 0, 5))) return undefined;
   return raw.toString("latin1", 0, 80).split(/\r?\n/)[0]!.replace(/[^\x20-\x7e]/g, "?").trim();
 }
 
-/**
- * What a failed request means for the message, from the error and how far the
- * request got. Shared by both HTTP engines (node:http and the undici pool).
- */
+/** What a failed request means for the message, from the error and how far the request got. */
 export async function failureOf(e: unknown, p: Progress, ctx: PostContext): Promise<MailsendError> {
   const { url, signal, timeoutMs } = ctx;
   if (e instanceof MailsendError) return e;

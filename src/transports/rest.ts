@@ -1,22 +1,19 @@
 /**
- * POST {base_url}/send over node:http(s).
+ * POST {base_url}/send over node:http(s): one connection for a send, a keep-alive Agent of
+ * --concurrency sockets for a batch.
  *
- * undici is not used for ordinary bodies, in a send or a batch: loading it
- * costs ~240 ms more than node:http in a short-lived process (DESIGN.md
- * section 7), and a batch's keep-alive node:http Agent (--concurrency
- * sockets) costs no more CPU per request than an undici Pool (issue 16). A
- * body over 1 MB goes through undici (rest-pool.ts, loaded only then): a
- * service that refuses it early (413) and closes is heard by undici, while
- * node:http mostly reports only the broken pipe. Both engines share
- * failureOf() (rest-failure.js), so a failure means the same thing whichever
- * sent it.
+ * node:http rather than undici, for every body: a short-lived process pays far more to load
+ * undici, and an undici Pool costs a batch no less CPU per request than the Agent.
+ * A service that refuses a large body from its headers (413) and closes is still heard: a large
+ * body is written in steps that let the answer be read first (#postHttp, writeBody).
  *
  * The JSON body is streamed: attachments are read from disk and base64'd
  * chunk by chunk, with the Content-Length computed up front, so a 50 MB file
  * never sits in memory as a string.
  */
 import { closeSync, createReadStream, openSync, readSync } from "node:fs";
-import http from "node:http";
+import type http from "node:http";
+import { setTimeout as delay } from "node:timers/promises";
 import type { AgentOptions } from "node:https";
 import { urlToHttpOptions } from "node:url";
 import type { RestConfig } from "../core/config.js";
@@ -27,23 +24,25 @@ import { whenAborted } from "../core/abort.js";
 import { makeRedactor, REDACTED } from "../core/redact.js";
 import { base64Length, sendRequestFields } from "../core/request.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
-import { trustedCas } from "./ca.js";
+import { trustedCas } from "../net/ca.js";
 import { revokedKeyHint, TOO_LARGE_HINT } from "./hints.js";
-import { afterResetFailure, brokenAfterSent, failureOf, timeoutFailure, type Answer, type PostContext, type Progress } from "./rest-failure.js";
-import { isReset } from "./net-errors.js";
+import { afterResetFailure, brokenAfterSent, failureOf, timeoutFailure, type PostContext, type Progress } from "./rest-failure.js";
+import { isReset } from "../net/errors.js";
 import { absoluteForm, proxyAgent, proxyAnswerError } from "./proxy.js";
-import type { PoolPoster } from "./rest-pool.js";
 
 /** Bytes read per chunk: a multiple of 3, so each chunk base64-encodes on its own. */
 const CHUNK = 3 * 64 * 1024;
 const EXCERPT = 300;
-/** Bodies longer than this go through undici (see #post). */
+/**
+ * Bodies longer than this are written in steps (writeBody): a service that refuses them from
+ * the headers alone and closes is heard, not run into with the rest of the upload.
+ */
 const LARGE_BODY = 1024 * 1024;
-
-export interface RestOptions extends TransportOptions {
-  /** Bodies longer than this many bytes go through undici (default 1 MB; the engine tests give 0: every body). */
-  largeBody?: number;
-}
+/** Bytes written at a time of a large body that is one string (an HTML report, no attachments). */
+const SLICE = 256 * 1024;
+/** The first bytes of a large body, and how long to wait after them for an answer to the headers alone. */
+const FIRST = 16 * 1024;
+const HEARING_MS = 25;
 
 async function* base64OfFile(path: string, size: number): AsyncGenerator<Buffer> {
   let carry: Buffer = Buffer.alloc(0);
@@ -254,7 +253,7 @@ export function statusError(status: number, body: string, headers: http.Incoming
  * trace): most answers of a batch never need them. A class, not an object literal with getters,
  * which costs more to make than the pairs it would save.
  */
-class HttpAnswer implements Answer {
+class HttpAnswer {
   readonly status: number;
   readonly statusText: string;
   readonly httpVersion: string;
@@ -279,6 +278,54 @@ class HttpAnswer implements Answer {
   }
 }
 
+/** Resolves when `req` takes more of its body, or will take no more (closed, or answered). */
+function writable(req: http.ClientRequest): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const go = () => {
+      req.off("drain", go);
+      req.off("close", go);
+      req.off("response", go);
+      resolve();
+    };
+    req.on("drain", go);
+    req.on("close", go);
+    req.on("response", go);
+  });
+}
+
+/** Two turns of the event loop, with a poll phase between: what came on a connection is read before the caller goes on. */
+const polled = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve)));
+
+/** A large body that is one string, as its first bytes and then slices (writeBody). */
+function* slices(text: string): Generator<Buffer> {
+  const whole = Buffer.from(text);
+  yield whole.subarray(0, FIRST);
+  for (let i = FIRST; i < whole.length; i += SLICE) yield whole.subarray(i, i + SLICE);
+}
+
+/**
+ * Writes a body chunk by chunk with backpressure, and ends the request; false when it stopped
+ * because `stop()` said so (the request failed, or was answered before its body was all sent).
+ * A large body waits a moment after its first bytes, then lets the event loop read from the
+ * connection before each further write: a service that refuses from the headers (413 for the
+ * Content-Length) and closes has its answer read, where a write that ran into the closed
+ * connection first would report only a broken pipe, after the message might have gone.
+ */
+async function writeBody(req: http.ClientRequest, plan: BodyPlan, stop: () => boolean): Promise<boolean> {
+  const large = plan.length > LARGE_BODY;
+  const chunks = plan.text !== undefined ? slices(plan.text) : plan.chunks();
+  let n = 0;
+  for await (const chunk of chunks) {
+    if (large && n > 0) await (n === 1 ? delay(HEARING_MS) : polled());
+    if (stop()) return false;
+    if (!req.write(chunk)) await writable(req);
+    n++;
+  }
+  if (stop() || req.destroyed) return false;
+  req.end();
+  return true;
+}
+
 export class RestTransport implements Transport {
   readonly name = "rest" as const;
   readonly #config: RestConfig;
@@ -301,13 +348,10 @@ export class RestTransport implements Transport {
   /** Proxy-Authorization for an http:// service through a proxy (a tunnel carries it in its CONNECT). */
   #proxyHeaders: Record<string, string> = NO_HEADERS;
   readonly #redact: (s: string) => string;
-  /** The undici pool for bodies over LARGE_BODY, made on the first such send. */
-  #pool: Promise<PoolPoster> | undefined;
   readonly #connections: number;
-  readonly #largeBody: number;
   #prepared: Prepared | undefined;
 
-  constructor(config: RestConfig, opts: RestOptions = {}) {
+  constructor(config: RestConfig, opts: TransportOptions = {}) {
     this.#config = config;
     try {
       this.#url = sendUrl(config.baseUrl);
@@ -345,29 +389,13 @@ export class RestTransport implements Transport {
       }
     } else {
       // node:https (and node:tls) only for an https:// service: on Node 24 they cost ~40 ms to load.
-      this.#makeAgent = () => (tls ? new (process.getBuiltinModule("node:https").Agent)(agentOptions) : new http.Agent(agentOptions));
+      this.#makeAgent = () => (tls ? new (process.getBuiltinModule("node:https").Agent)(agentOptions) : new (process.getBuiltinModule("node:http").Agent)(agentOptions));
     }
     this.#connections = opts.pool ?? 1;
-    this.#largeBody = opts.largeBody ?? LARGE_BODY;
   }
 
   get #agent(): http.Agent {
     return (this.#agentMade ??= this.#makeAgent());
-  }
-
-  /** The batch's undici pool, loaded and made once. */
-  #poolPoster(): Promise<PoolPoster> {
-    this.#pool ??= import("./rest-pool.js").then(
-      ({ PoolPoster }) =>
-        new PoolPoster(this.#url, {
-          connections: this.#connections,
-          timeoutMs: this.#config.timeoutMs,
-          ...(this.#config.caFile ? { ca: trustedCas(this.#config.caFile) } : {}),
-          ...(this.#config.insecure ? { insecure: true } : {}),
-          ...(this.#config.proxy ? { proxy: this.#config.proxy } : {}),
-        }),
-    );
-    return this.#pool;
   }
 
   #headers(m: Message, length: number): Record<string, string> {
@@ -400,8 +428,7 @@ export class RestTransport implements Transport {
    * One message's request, connected ahead of its rate-limit slot: node:http writes a request's
    * headers only with its body, so until send() ends it nothing is on the wire (an Expect header,
    * or flushHeaders(), would send them at once: #headers must never have either). A pooled batch
-   * keeps its connections open already, and a body over LARGE_BODY goes through undici: neither
-   * is prepared.
+   * keeps its connections open already: it is not prepared.
    */
   prepare(m: Message): void {
     if (this.#connections > 1) return;
@@ -414,7 +441,6 @@ export class RestTransport implements Transport {
     this.#drop();
     try {
       const plan = planBody(m);
-      if (plan.length > this.#largeBody) return;
       const headers = this.#headers(m, plan.length);
       const req = this.#httpClient().request(this.#requestOptions(headers));
       const ready: Prepared = { message: m, plan, headers, req, connected: false, failed: false, timer: setTimeout(() => this.#prepared === ready && this.#drop(), PREPARED_TTL_MS) };
@@ -497,7 +523,7 @@ export class RestTransport implements Transport {
     });
   }
 
-  async #post(plan: BodyPlan, headers: Record<string, string>, trace: ((l: string) => void) | undefined, send: SendContext, ready?: Prepared): Promise<Answer> {
+  async #post(plan: BodyPlan, headers: Record<string, string>, trace: ((l: string) => void) | undefined, send: SendContext, ready?: Prepared): Promise<HttpAnswer> {
     if (trace) {
       const url = this.#url;
       trace(`> POST ${url.pathname}${url.search} HTTP/1.1`);
@@ -511,14 +537,7 @@ export class RestTransport implements Transport {
     const ctx: PostContext = { url: this.#url, headers, timeoutMs: this.#config.timeoutMs };
     if (send.signal) ctx.signal = send.signal;
     if (send.answered) ctx.answered = send.answered;
-    // A large body goes through undici even for one message: when the service refuses it
-    // early (413) and closes, undici still reads that answer, where node:http mostly reports
-    // only the broken pipe (a retried "connection failed"). Loading undici is cheap next to
-    // uploading megabytes.
-    const answer =
-      plan.length > this.#largeBody
-        ? await (await this.#poolPoster()).post(plan.text !== undefined ? { length: plan.length, whole: Buffer.from(plan.text), chunks: plan.chunks } : plan, ctx)
-        : await this.#postHttp(plan, ctx, STALE_RETRIES, false, ready);
+    const answer = await this.#postHttp(plan, ctx, STALE_RETRIES, false, ready);
     if (trace) {
       trace(`< HTTP/${answer.httpVersion} ${answer.status} ${answer.statusText}`.trimEnd());
       for (const [k, v] of answer.rawHeaders) trace(`< ${k}: ${v}`);
@@ -537,11 +556,11 @@ export class RestTransport implements Transport {
    * but should the repeat fail, the first may still have been taken (`afterReset`): the failure
    * then says the outcome is unknown, never that nothing was sent.
    */
-  #postHttp(plan: BodyPlan, ctx: PostContext, retries = STALE_RETRIES, afterReset = false, ready?: Prepared): Promise<Answer> {
+  #postHttp(plan: BodyPlan, ctx: PostContext, retries = STALE_RETRIES, afterReset = false, ready?: Prepared): Promise<HttpAnswer> {
     const { headers, signal, timeoutMs } = ctx;
     const tls = this.#tls;
     const client = this.#httpClient();
-    return new Promise<Answer>((resolve, reject) => {
+    return new Promise<HttpAnswer>((resolve, reject) => {
       // The request may have reached the service only once the connection is
       // up and the whole body has been written to it.
       const progress: Progress = { connected: false, sent: false, answered: false };
@@ -565,9 +584,26 @@ export class RestTransport implements Transport {
       else if (ready.connected) progress.connected = true;
       else ready.onConnected = () => (progress.connected = true);
       req.setTimeout(timeoutMs, () => fail(timeoutFailure(progress, ctx)));
+      let res: http.IncomingMessage | undefined;
+      const chunks: Buffer[] = [];
+      let size = 0;
+      const answered = () => {
+        if (settled) return;
+        settled = true;
+        unlisten();
+        // Answered before its body was all written (a refusal from the headers): the connection
+        // still owes the service the rest, so it is not kept for another request.
+        if (!req.writableEnded) req.destroy();
+        const answer = new HttpAnswer(res!, chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8"));
+        if (afterReset) answer.afterReset = true;
+        resolve(answer);
+      };
       req.on("error", (e) => {
         if (settled || classifying) return;
         if (e instanceof MailsendError) return fail(e);
+        // A refusal heard before the connection broke stands (a service that answers 413 to the
+        // headers and closes while the body is still going): the excerpt is what came of its body.
+        if (res && (res.statusCode ?? 0) >= 300) return answered();
         // A prepared connection waited idle as a kept-alive one does: the service may close it just as the request goes.
         if ((req.reusedSocket || ready) && retries > 0 && !progress.answered && !signal?.aborted && isReset(e)) {
           settled = true;
@@ -579,46 +615,29 @@ export class RestTransport implements Transport {
         classifying = true;
         void failureOf(e, progress, ctx).then(fail);
       });
-      req.on("response", (res) => {
+      req.on("response", (r) => {
+        res = r;
         progress.answered = true;
         ctx.answered?.();
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on("data", (c: Buffer) => {
+        r.on("data", (c: Buffer) => {
           // Keep only the start of a huge error page: enough for an excerpt.
           if (size < 64 * 1024) chunks.push(c);
           size += c.length;
         });
-        res.on("error", (e) => req.emit("error", e));
-        res.on("end", () => {
-          if (settled) return;
-          settled = true;
-          unlisten();
-          const answer = new HttpAnswer(res, chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8"));
-          if (afterReset) answer.afterReset = true;
-          resolve(answer);
-        });
+        r.on("error", (e) => req.emit("error", e));
+        r.on("end", answered);
       });
       // Stopped before it began (the caller's signal, already aborted): nothing is written.
       if (req.destroyed) return;
-      if (plan.text !== undefined) {
+      if (plan.text !== undefined && plan.length <= LARGE_BODY) {
         progress.sent = true;
         req.end(plan.text);
         return;
       }
-      (async () => {
-        try {
-          for await (const chunk of plan.chunks()) {
-            if (settled) return;
-            if (!req.write(chunk)) await new Promise<void>((r) => req.once("drain", r));
-          }
-          if (settled || req.destroyed) return;
-          progress.sent = true;
-          req.end();
-        } catch (e) {
-          fail(e instanceof MailsendError ? e : new MailsendError("file_unreadable", `cannot read an attachment: ${(e as Error).message}`, { cause: e }));
-        }
-      })();
+      writeBody(req, plan, () => settled || progress.answered).then(
+        (whole) => (progress.sent ||= whole),
+        (e) => fail(e instanceof MailsendError ? e : new MailsendError("file_unreadable", `cannot read an attachment: ${(e as Error).message}`, { cause: e })),
+      );
     });
   }
 
@@ -649,10 +668,9 @@ export class RestTransport implements Transport {
   async close(): Promise<void> {
     this.#drop();
     this.#agentMade?.destroy();
-    if (this.#pool) await (await this.#pool).close();
   }
 }
 
-export function create(config: RestConfig, opts: RestOptions = {}): Transport {
+export function create(config: RestConfig, opts: TransportOptions = {}): Transport {
   return new RestTransport(config, opts);
 }

@@ -19,9 +19,9 @@ import { allRecipients } from "../core/message.js";
 import { makeRedactor, REDACTED, shownSmtpUser } from "../core/redact.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
 import { mimeTree, treeLines } from "../compose/tree.js";
-import { trustedCas } from "./ca.js";
+import { trustedCas } from "../net/ca.js";
 import { noStartTlsError, revokedKeyHint, TOO_LARGE_HINT } from "./hints.js";
-import { connectError, speaksHttp, speaksTls, TRUST_HINT } from "./net-errors.js";
+import { connectError, speaksHttp, speaksTls, TRUST_HINT } from "../net/errors.js";
 import { smtpSocket } from "./proxy.js";
 
 type MailOptions = SendMailOptions;

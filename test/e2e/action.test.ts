@@ -13,9 +13,10 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { baseEnv, ROOT } from "../helpers/cli.js";
-import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
+import { parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
-import { HAVE_PYYAML, loadYaml } from "../helpers/yaml.js";
+import { loadYaml } from "../helpers/yaml.js";
+import { lacks, pyyaml } from "../helpers/tools.js";
 
 const ENTRY = join(ROOT, "action", "main.mjs");
 const ACTION_YML = readFileSync(join(ROOT, "action.yml"), "utf8");
@@ -82,13 +83,11 @@ function parseOutputs(text: string): Record<string, string> {
 let t: TestSandbox;
 let tmp: Scratch;
 let runs = 0;
+useSandbox((sb) => (t = sb));
 beforeAll(async () => {
-  t = await inProcessSandbox();
   tmp = scratch("mailsend-action-");
 });
 afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
   tmp?.remove();
 });
 
@@ -286,7 +285,7 @@ describe("a failing step", () => {
   });
 });
 
-describe.skipIf(!HAVE_PYYAML && !process.env.CI)("the workflow of docs/ci.md, run", () => {
+describe.skipIf(lacks(pyyaml))("the workflow of docs/ci.md, run", () => {
   const readme = readFileSync(join(ROOT, "docs", "ci.md"), "utf8");
   const section = readme.slice(readme.indexOf("## The GitHub Action"));
   const yaml = section.slice(section.indexOf("```yaml") + 7, section.indexOf("```", section.indexOf("```yaml") + 7));

@@ -6,7 +6,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { runCli } from "../helpers/cli.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
 const LIMIT = 8;
@@ -16,13 +16,11 @@ const SENDS = 3;
 
 let t: TestSandbox;
 let tmp: Scratch;
+useSandbox((sb) => (t = sb), { rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
 beforeAll(async () => {
   tmp = scratch("mailsend-batch-budget-");
-  t = await inProcessSandbox({ rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
 });
 afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
   tmp?.remove();
 });
 /** Let the sandbox's window empty, so the next test starts with the whole budget. */

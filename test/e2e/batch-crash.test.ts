@@ -11,8 +11,9 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import type { StoredMessage } from "../../src/sandbox/types.js";
 import { baseEnv, BIN, defaultJournal, ROOT, runCli } from "../helpers/cli.js";
-import { inProcessSandbox, until, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { until } from "../helpers/until.js";
 
 const N = 200;
 const LATENCY_MS = 50;
@@ -20,9 +21,9 @@ const LATENCY_MS = 50;
 let t: TestSandbox;
 let tmp: Scratch;
 const running: ResultPromise[] = [];
+useSandbox((sb) => (t = sb), { rateLimit: 1_000_000 });
 beforeAll(async () => {
   tmp = scratch("mailsend-batch-crash-");
-  t = await inProcessSandbox({ rateLimit: 1_000_000 });
 });
 afterEach(async () => {
   // A failed assertion must not leave a batch running.
@@ -33,8 +34,6 @@ afterEach(async () => {
   t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0 };
 });
 afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
   tmp?.remove();
 });
 

@@ -7,18 +7,12 @@ import { execa } from "execa";
 import { spawn, type ChildProcess } from "node:child_process";
 import { appendFileSync, existsSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { baseEnv, BIN, runCli } from "../helpers/cli.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 
 let t: TestSandbox;
-beforeAll(async () => {
-  t = await inProcessSandbox({ rateLimit: 1_000_000 });
-});
-afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
-});
+useSandbox((sb) => (t = sb), { rateLimit: 1_000_000 });
 
 const count = async (prefix: string) => (await t.sb.store.list({ limit: 100_000 })).filter((m) => m.subject.startsWith(prefix)).length;
 

@@ -9,18 +9,16 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { StoredMessage } from "../../src/sandbox/types.js";
 import { runCli } from "../helpers/cli.js";
-import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
+import { inProcessSandbox, parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
 let t: TestSandbox;
 let tmp: Scratch;
+useSandbox((sb) => (t = sb), { rateLimit: 1_000_000 });
 beforeAll(async () => {
   tmp = scratch("mailsend-batch-sheet-");
-  t = await inProcessSandbox({ rateLimit: 1_000_000 });
 });
 afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
   tmp?.remove();
 });
 

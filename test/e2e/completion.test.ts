@@ -6,19 +6,16 @@
  * commands, so a test compares them.
  */
 import { execa } from "execa";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DOCTOR_OPTIONS, SEND_OPTIONS, type OptionSpec } from "../../src/cli/options.js";
 import { runCli } from "../helpers/cli.js";
 import { scratch } from "../helpers/tmp.js";
+import { fish as fishTool, lacks, zsh as zshTool } from "../helpers/tools.js";
 
 const tmp = scratch("mailsend-completion-");
 let bashScript: string;
-
-function installed(shell: string): string | undefined {
-  return ["/bin", "/usr/bin", "/usr/local/bin"].map((d) => join(d, shell)).find((p) => existsSync(p));
-}
 
 beforeAll(async () => {
   const r = await runCli(["completion", "bash"]);
@@ -130,7 +127,7 @@ describe("zsh and fish", () => {
     for (const c of ["'send:send one message'", "'doctor:", "'completion:", "'sandbox keys')", "'--transport:rest or smtp'"]) expect(r.stdout).toContain(c);
     expect(r.stdout).toContain("'send|--transport') REPLY='choice rest smtp auto'");
     expect(r.stdout).toMatch(/'send\|--html-file'[^)]*\) REPLY='file'/);
-    const zsh = installed("zsh");
+    const zsh = zshTool.path;
     if (zsh) {
       const f = tmp.file("_mailsend", r.stdout);
       expect((await execa(zsh, ["-n", f], { reject: false })).exitCode).toBe(0);
@@ -152,7 +149,7 @@ describe("zsh and fish", () => {
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'batch\\' 0' -F");
     // Every function the conditions call is defined.
     for (const fn of ["__mailsend_at", "__mailsend_where", "__mailsend_optarg", "__mailsend_commands"]) expect(r.stdout).toContain(`function ${fn}`);
-    const fish = installed("fish");
+    const fish = fishTool.path;
     if (fish) {
       const f = tmp.file("mailsend.fish", r.stdout);
       expect((await execa(fish, ["--no-execute", f], { reject: false })).exitCode).toBe(0);
@@ -163,7 +160,7 @@ describe("zsh and fish", () => {
   // zsh: compsys's own builtins (_describe, compadd, _files) are stood in for by
   // functions that print what they are given, so what runs is our script's code.
   // fish: `complete -C` asks fish itself what Tab would offer.
-  describe.skipIf(!installed("zsh"))("zsh, run", () => {
+  describe.skipIf(lacks(zshTool))("zsh, run", () => {
     let script: string;
     let driver: string;
     beforeAll(async () => {
@@ -184,14 +181,14 @@ describe("zsh and fish", () => {
       );
     });
     const zcomplete = async (...words: string[]) => {
-      const r = await execa(installed("zsh")!, ["-f", driver, script, ...words], { reject: false });
+      const r = await execa(zshTool.path!, ["-f", driver, script, ...words], { reject: false });
       expect(r.exitCode, r.stderr).toBe(0);
       expect(r.stderr).toBe("");
       return r.stdout.split("\n").filter(Boolean);
     };
 
     it("registers itself with compinit, sourced or from $fpath (the README's two ways)", async () => {
-      const zsh = installed("zsh")!;
+      const zsh = zshTool.path!;
       const fp = join(tmp.dir, "fpath");
       mkdirSync(fp, { recursive: true });
       writeFileSync(join(fp, "_mailsend"), readFileSync(script));
@@ -223,13 +220,13 @@ describe("zsh and fish", () => {
     });
   });
 
-  describe.skipIf(!installed("fish"))("fish, run", () => {
+  describe.skipIf(lacks(fishTool))("fish, run", () => {
     let script: string;
     beforeAll(async () => {
       script = tmp.file("mailsend.fish", (await runCli(["completion", "fish"])).stdout);
     });
     const fcomplete = async (line: string, cwd = tmp.dir) => {
-      const r = await execa(installed("fish")!, ["--no-config", "-c", `source ${script}; complete -C ${JSON.stringify(line)}`], { reject: false, cwd });
+      const r = await execa(fishTool.path!, ["--no-config", "-c", `source ${script}; complete -C ${JSON.stringify(line)}`], { reject: false, cwd });
       expect(r.exitCode, r.stderr).toBe(0);
       expect(r.stderr).toBe("");
       return r.stdout.split("\n").filter(Boolean).map((l) => l.split("\t")[0]!);

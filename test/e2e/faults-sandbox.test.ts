@@ -7,9 +7,9 @@
 import { execa } from "execa";
 import http from "node:http";
 import { createInterface } from "node:readline";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { baseEnv, BIN, ROOT } from "../helpers/cli.js";
-import { childSandbox, inProcessSandbox, sendRequest, type TestSandbox } from "../helpers/sandbox.js";
+import { childSandbox, sendRequest, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
 
 interface Answer {
@@ -34,13 +34,7 @@ function request(port: number, method: string, path: string, headers: Record<str
 
 describe("on loopback: only its own names", () => {
   let t: TestSandbox;
-  beforeAll(async () => {
-    t = await inProcessSandbox();
-  });
-  afterAll(async () => {
-    await t?.stop();
-    t?.scratch.remove();
-  });
+  useSandbox((sb) => (t = sb));
 
   test("a foreign Host (DNS rebinding) is refused on /_sandbox/*, /send and the inbox; nothing changes", async () => {
     const port = t.sb.ports.http;
@@ -66,13 +60,7 @@ describe("on loopback: only its own names", () => {
 
 describe("beyond loopback (--host 0.0.0.0): a token", () => {
   let t: TestSandbox;
-  beforeAll(async () => {
-    t = await inProcessSandbox({ host: "0.0.0.0" });
-  });
-  afterAll(async () => {
-    await t?.stop();
-    t?.scratch.remove();
-  });
+  useSandbox((sb) => (t = sb), { host: "0.0.0.0" });
 
   test("the control API and the inbox need it (Bearer, or a cookie the inbox sets from ?token=); /send needs only the key", async () => {
     const port = t.sb.ports.http;

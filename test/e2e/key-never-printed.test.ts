@@ -278,7 +278,7 @@ describe("a key typed where another value goes", () => {
   });
 
   it("--smtp-host: the connection error that names the host (no lookup made: the classifier and the reporter alone)", async () => {
-    const { connectError } = await import("../../src/transports/net-errors.js");
+    const { connectError } = await import("../../src/net/errors.js");
     const { reportError } = await import("../../src/cli/report.js");
     const { PassThrough } = await import("node:stream");
     for (const k of PASTED) {

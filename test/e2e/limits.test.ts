@@ -4,27 +4,21 @@
  * window, counting what the sandbox stored and refused.
  */
 import { execa } from "execa";
-import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import { keyHash } from "../../src/limits/budget.js";
 import { runCli } from "../helpers/cli.js";
-import { REDIS_SERVER, startRedis, type RedisHandle } from "../helpers/redis.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { startRedis, type RedisHandle } from "../helpers/redis.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
+import { curl, lacks, redisServer } from "../helpers/tools.js";
 
 const LIMIT = 10;
 const WINDOW_S = 4;
 
 let t: TestSandbox;
-beforeAll(async () => {
-  t = await inProcessSandbox({ rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
-});
-afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
-});
+useSandbox((sb) => (t = sb), { rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
 
 /** Wait until the sandbox's window is empty again, so each test starts with the whole budget. */
 async function quiet(): Promise<void> {
@@ -147,7 +141,7 @@ describe("waiting, as --json says it", () => {
   });
 });
 
-describe.skipIf(!spawnSync("curl", ["--version"]).stdout)("refused anyway", () => {
+describe.skipIf(lacks(curl))("refused anyway", () => {
   afterEach(quiet);
 
   test("with curl eating the budget, mailsend gets 429s, waits, and delivers each message exactly once", async () => {
@@ -181,7 +175,7 @@ describe.skipIf(!spawnSync("curl", ["--version"]).stdout)("refused anyway", () =
   });
 });
 
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("redis budget (two machines)", () => {
+describe.skipIf(lacks(redisServer))("redis budget (two machines)", () => {
   let redis: RedisHandle;
   beforeAll(async () => {
     redis = await startRedis();

@@ -12,9 +12,10 @@ import { mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { baseEnv, BIN, runCli, stdoutJson } from "../helpers/cli.js";
-import { REDIS_SERVER, startRedis, type RedisHandle } from "../helpers/redis.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { startRedis, type RedisHandle } from "../helpers/redis.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { lacks, redisServer } from "../helpers/tools.js";
 
 let t: TestSandbox;
 let s: Scratch;
@@ -23,17 +24,16 @@ let sendmail: string;
 let seq = 0;
 
 const PASSWORD = "right-redis-secret-7";
+useSandbox((sb) => (t = sb));
 beforeAll(async () => {
-  t = await inProcessSandbox();
   s = scratch("mailsend-local-refusal-");
   mkdirSync(join(s.dir, "sbin"));
   sendmail = join(s.dir, "sbin", "sendmail");
   symlinkSync(BIN, sendmail);
-  if (REDIS_SERVER) redis = await startRedis({ password: PASSWORD, users: [["lowly", "on", ">lowly-secret-8", "~mailsend:*", "+select", "+ping", "+time", "+hello", "+auth", "+client"]] });
+  if (redisServer.present) redis = await startRedis({ password: PASSWORD, users: [["lowly", "on", ">lowly-secret-8", "~mailsend:*", "+select", "+ping", "+time", "+hello", "+auth", "+client"]] });
 });
 afterAll(async () => {
   await redis?.stop();
-  await t?.stop();
   s?.remove();
 });
 
@@ -50,7 +50,7 @@ const failed = (e: Record<string, string>) => {
 };
 const stored = async (subject: string) => (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject === subject).length;
 
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("the budget's Redis refuses this machine's credentials", () => {
+describe.skipIf(lacks(redisServer))("the budget's Redis refuses this machine's credentials", () => {
   for (const [what, url] of [
     ["a wrong password", () => `redis://:wrong-password-9@127.0.0.1:${redis.port}`],
     ["an ACL user without EVAL", () => `redis://lowly:lowly-secret-8@127.0.0.1:${redis.port}`],

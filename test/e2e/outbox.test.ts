@@ -7,19 +7,14 @@ import { execa } from "execa";
 import { execFileSync } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { newOutboxId, Outbox } from "../../src/outbox/store.js";
 import { baseEnv, BIN, ROOT, runCli, stdoutJson } from "../helpers/cli.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { until } from "../helpers/until.js";
 
 let sb: TestSandbox;
-beforeAll(async () => {
-  sb = await inProcessSandbox();
-});
-afterAll(async () => {
-  await sb.stop();
-  sb.scratch.remove();
-});
+useSandbox((v) => (sb = v));
 
 let n = 0;
 function fresh(): { dir: string; env: Record<string, string> } {
@@ -51,7 +46,7 @@ async function drainAfterLocalFault(dir: string, env: Record<string, string>, id
   writeFileSync(blocker, "");
   const drain = execa(process.execPath, [BIN, "queue", "run", "--drain", "--json"], { env: { ...baseEnv(), ...env, MAILSEND_STATE_DIR: join(blocker, "state"), MAILSEND_RATE_LIMIT: "1000" }, extendEnv: false, reject: false, cwd: ROOT, timeout: 60_000 });
   const box = new Outbox(dir);
-  for (let i = 0; i < 100 && (await box.state(id)).attempts === 0; i++) await new Promise((r) => setTimeout(r, 100));
+  await until(async () => (await box.state(id)).attempts > 0, { what: "the drain's first attempt", timeoutMs: 10_000, everyMs: 100 });
   expect((await box.state(id)).lastError?.exit).toBe(73);
   return { drain, blocker };
 }
@@ -267,7 +262,7 @@ describe("mailsend queue", () => {
       await new Promise((r) => setTimeout(r, 1500));
       expect(await stored("held-then-due")).toHaveLength(0);
       await box.setState(id, { attempts: 1, nextAttemptAt: Date.now() });
-      for (let i = 0; i < 100 && (await stored("held-then-due")).length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+      await until(async () => (await stored("held-then-due")).length > 0, { what: "the message made due to be delivered", timeoutMs: 10_000, everyMs: 100 });
       expect(await stored("held-then-due")).toHaveLength(1);
     } finally {
       runner.kill("SIGTERM");
@@ -283,14 +278,14 @@ describe("mailsend queue", () => {
     try {
       // Deferred by the runner (its next attempt 15-30 s away).
       const box = new Outbox(dir);
-      for (let i = 0; i < 100 && (await box.state(id!)).attempts === 0; i++) await new Promise((r) => setTimeout(r, 100));
+      await until(async () => (await box.state(id!)).attempts > 0, { what: "the runner's first attempt", timeoutMs: 10_000, everyMs: 100 });
       expect((await box.state(id!)).nextAttemptAt).toBeGreaterThan(Date.now() + 10_000);
       (sb.sb.faults.config = { ...sb.sb.faults.config, failRate: 0 });
       const retry = await runCli(["queue", "retry", "--all"], { env });
       expect(retry.exitCode).toBe(0);
       expect(retry.stderr).toContain(`1 message due now; the runner delivering from ${dir} takes it within seconds`);
       const asked = Date.now();
-      for (let i = 0; i < 80 && (await stored("retry-live")).length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+      await until(async () => (await stored("retry-live")).length > 0, { what: "the retried message to be delivered", timeoutMs: 8_000, everyMs: 100 });
       expect(await stored("retry-live")).toHaveLength(1);
       expect(Date.now() - asked).toBeLessThan(8_000);
     } finally {

@@ -68,15 +68,16 @@ afterAll(async () => {
 
 describe("npm pack", () => {
   it("holds only the built files, README, LICENSE and package.json", () => {
-    // The CLI's files are CommonJS: a package.json beside them (and the bin) says so, and
-    // esm-import.cjs is their import() of ES-only packages (scripts/bundle-cjs.mjs).
-    const allowed = /^(package\.json|README\.md|LICENSE|bin\/mailsend\.js|bin\/package\.json|dist\/(cli|chunks)\/package\.json|dist\/chunks\/esm-import\.cjs|dist\/THIRD_PARTY_LICENSES\.txt|dist\/.+\.(js|js\.map|d\.ts))$/;
+    const allowed = /^(package\.json|README\.md|LICENSE|bin\/mailsend\.js|dist\/THIRD_PARTY_LICENSES\.txt|dist\/man\/mailsend(-[a-z]+)?\.[18]|dist\/.+\.(js|js\.map|d\.ts))$/;
     expect(files.filter((f) => !allowed.test(f))).toEqual([]);
-    for (const f of ["LICENSE", "README.md", "bin/mailsend.js", "bin/package.json", "dist/cli/package.json", "dist/chunks/package.json", "dist/cli/code-cache.js", "dist/cli/main.js", "dist/index.js", "dist/types/index.d.ts", "dist/THIRD_PARTY_LICENSES.txt"]) expect(files).toContain(f);
+    for (const f of ["LICENSE", "README.md", "bin/mailsend.js", "dist/cli/main.js", "dist/index.js", "dist/types/index.d.ts", "dist/THIRD_PARTY_LICENSES.txt"]) expect(files).toContain(f);
     // The CLI's chunks and the library's (dist/lib: a build of its own), each with its map.
     expect(files.some((f) => f.startsWith("dist/chunks/"))).toBe(true);
     expect(files.some((f) => f.startsWith("dist/lib/"))).toBe(true);
     expect(files.length).toBeLessThan(300);
+    // The manual pages package.json's "man" names, which npm installs with the package.
+    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { man: string[] };
+    for (const page of pkg.man) expect(files).toContain(page.replace(/^\.\//, ""));
   });
 
   it("ships source maps without the sources", () => {

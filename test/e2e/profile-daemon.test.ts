@@ -13,9 +13,10 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureTls } from "../../src/sandbox/tls.js";
 import { BIN } from "../helpers/cli.js";
-import { REDIS_SERVER, startRedis, type RedisHandle } from "../helpers/redis.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { startRedis, type RedisHandle } from "../helpers/redis.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { lacks, redisServer } from "../helpers/tools.js";
 
 const PASSWORD = "profile-redis-secret-4";
 let t: TestSandbox;
@@ -48,8 +49,8 @@ function budgetKeys(port: number): Promise<string> {
 /** Only what cron gives a job. */
 const daemonEnv = () => ({ PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: home });
 
+useSandbox((sb) => (t = sb));
 beforeAll(async () => {
-  t = await inProcessSandbox();
   s = scratch("mailsend-profile-daemon-");
   home = join(s.dir, "home");
   const conf = join(home, ".config", "mailsend");
@@ -57,7 +58,7 @@ beforeAll(async () => {
   mkdirSync(join(s.dir, "sbin"));
   sendmail = join(s.dir, "sbin", "sendmail");
   symlinkSync(BIN, sendmail);
-  if (REDIS_SERVER) redis = await startRedis({ password: PASSWORD });
+  if (redisServer.present) redis = await startRedis({ password: PASSWORD });
   writeFileSync(join(conf, "key"), `${t.key}\n`, { mode: 0o600 });
   writeFileSync(join(conf, "redis-password"), `${PASSWORD}\n`, { mode: 0o600 });
   copyFileSync(t.env.NODE_EXTRA_CA_CERTS!, join(conf, "ca.pem"));
@@ -78,11 +79,10 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await redis?.stop();
-  await t?.stop();
   s?.remove();
 });
 
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("a daemon's sendmail with nothing but its user's config file", () => {
+describe.skipIf(lacks(redisServer))("a daemon's sendmail with nothing but its user's config file", () => {
   it("sendmail -t goes over SMTP trusting the profile's ca_file, within the budget kept in the profile's Redis", async () => {
     const message = "To: ops@example.com\nSubject: nightly backup done\n\nall good\n";
     const r = await execa(sendmail, ["-t", "-i"], { env: daemonEnv(), extendEnv: false, input: message, reject: false, timeout: 60_000 });

@@ -6,17 +6,13 @@
 import { execa } from "execa";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { baseEnv, BIN } from "../helpers/cli.js";
-import { inProcessSandbox, until, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { until } from "../helpers/until.js";
 
 let t: TestSandbox;
-beforeAll(async () => {
-  t = await inProcessSandbox();
-});
-afterAll(async () => {
-  await t?.stop();
-});
+useSandbox((sb) => (t = sb));
 
 it("SIGTERM during the budget wait: the waiting message stays in queue/ with nothing recorded against it", async () => {
   const state = join(t.scratch.dir, "state-stop");

@@ -8,18 +8,12 @@
 import { spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { BIN, baseEnv } from "../helpers/cli.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 
 let t: TestSandbox;
-beforeAll(async () => {
-  t = await inProcessSandbox({ rateLimit: 1_000_000 });
-});
-afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
-});
+useSandbox((sb) => (t = sb), { rateLimit: 1_000_000 });
 
 /** Runs the CLI with stdout and stderr on pipes whose reading ends are closed at once. */
 function runReaderGone(args: string[]): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {

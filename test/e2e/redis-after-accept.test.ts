@@ -8,23 +8,23 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { runCli } from "../helpers/cli.js";
-import { REDIS_SERVER, startRedis } from "../helpers/redis.js";
-import { inProcessSandbox, until, type TestSandbox } from "../helpers/sandbox.js";
+import { startRedis } from "../helpers/redis.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { lacks, redisServer } from "../helpers/tools.js";
+import { until } from "../helpers/until.js";
 
 let t: TestSandbox;
 let tmp: Scratch;
+useSandbox((sb) => (t = sb), { faults: { latencyMs: 4_000 } });
 beforeAll(async () => {
-  t = await inProcessSandbox({ faults: { latencyMs: 4_000 } });
   tmp = scratch("mailsend-redis-accept-");
 });
 afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
   tmp?.remove();
 });
 
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("Redis stopped after the provider accepted", () => {
+describe.skipIf(lacks(redisServer))("Redis stopped after the provider accepted", () => {
   for (const json of [false, true]) {
     test(`exit 0, the message id, and a warning naming the Redis${json ? " (--json: warnings)" : ""}`, async () => {
       const redis = await startRedis({ password: "accept-secret-1" });

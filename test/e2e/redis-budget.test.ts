@@ -11,9 +11,11 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { ensureTls, type TlsMaterial } from "../../src/sandbox/tls.js";
 import { runCli, type CliResult } from "../helpers/cli.js";
-import { REDIS_SERVER, startRedis, startSentinel, type RedisHandle, type SentinelHandle } from "../helpers/redis.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { startRedis, startSentinel, type RedisHandle, type SentinelHandle } from "../helpers/redis.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { lacks, redisServer } from "../helpers/tools.js";
+import { until } from "../helpers/until.js";
 
 const LIMIT = 10;
 const WINDOW_S = 4;
@@ -23,14 +25,12 @@ const SECRETS = ["acl-secret-1", "master-secret-2", "wrong-secret-3", "url-secre
 let t: TestSandbox;
 let tmp: Scratch;
 let tls: TlsMaterial;
+useSandbox((sb) => (t = sb), { rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
 beforeAll(async () => {
-  t = await inProcessSandbox({ rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
   tmp = scratch("mailsend-redis-e2e-");
   tls = await tmp.tls();
 });
 afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
   tmp?.remove();
 });
 
@@ -102,7 +102,7 @@ async function twoMachines(name: string, extra: Record<string, string>): Promise
   }
 }
 
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("the budget shared through Redis", () => {
+describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
   let plain: RedisHandle;
   let secure: RedisHandle;
   let master: RedisHandle;
@@ -228,7 +228,7 @@ describe.skipIf(!REDIS_SERVER && !process.env.CI)("the budget shared through Red
       const waiting = send("lost 2", e);
       // Once the second process is connected (on a loaded machine its start-up alone can take
       // seconds), and a second more: it has found the window full and waits (~12 s).
-      for (let i = 0; i < 200 && (await connectedClients(r1.port)) < 1; i++) await new Promise((r) => setTimeout(r, 100));
+      await until(async () => (await connectedClients(r1.port)) >= 1, { what: "the second process to connect to Redis", timeoutMs: 20_000, everyMs: 100 });
       await new Promise((r) => setTimeout(r, 1_000));
       await r1.stop();
       const r = await waiting;

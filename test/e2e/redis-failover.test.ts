@@ -11,20 +11,17 @@
 import { execFileSync } from "node:child_process";
 import net from "node:net";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { REDIS_SERVER, startRedis } from "../helpers/redis.js";
+import { describe, expect, test } from "vitest";
+import { startRedis } from "../helpers/redis.js";
 import { startRelayChild } from "../helpers/relay.js";
-import { inProcessSandbox, SmtpDialog, until, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { SmtpDialog } from "../helpers/smtp-dialog.js";
 import { scratch } from "../helpers/tmp.js";
+import { lacks, redisServer } from "../helpers/tools.js";
+import { until } from "../helpers/until.js";
 
 let t: TestSandbox;
-beforeAll(async () => {
-  t = await inProcessSandbox();
-});
-afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
-});
+useSandbox((sb) => (t = sb));
 
 /** The service's DNS name: each new connection goes to `target`, read when it opens. */
 async function forwarder(): Promise<{ port: number; target: number; stop(): Promise<void> }> {
@@ -67,7 +64,7 @@ async function stored(subject: string): Promise<number> {
   return (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject === subject).length;
 }
 
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("the budget's Redis fails over under a running relay", () => {
+describe.skipIf(lacks(redisServer))("the budget's Redis fails over under a running relay", () => {
   test("the take answered READONLY by the demoted primary connects again, reaches the new one, and the mail goes at once", async () => {
     const s = scratch("mailsend-redis-failover-");
     const primary = await startRedis();

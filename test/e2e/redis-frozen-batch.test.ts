@@ -7,21 +7,16 @@
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { runCli } from "../helpers/cli.js";
-import { REDIS_SERVER, startRedis } from "../helpers/redis.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { startRedis } from "../helpers/redis.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { lacks, redisServer } from "../helpers/tools.js";
 
 let t: TestSandbox;
-beforeAll(async () => {
-  t = await inProcessSandbox({ rateLimit: 1_000_000 });
-});
-afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
-});
+useSandbox((sb) => (t = sb), { rateLimit: 1_000_000 });
 
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("a batch whose Redis budget stops answering", () => {
+describe.skipIf(lacks(redisServer))("a batch whose Redis budget stops answering", () => {
   test("stops starting items after a few that could not get a slot, ends 75; a re-run after Redis is back sends the rest once", async () => {
     const redis = await startRedis();
     try {

@@ -6,15 +6,15 @@
  * 300 arrives exactly once. A 6 s window stands for the service's 60 s.
  */
 import { execa } from "execa";
-import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 import { startRelayChild } from "../helpers/relay.js";
-import { inProcessSandbox, until, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
+import { lacks, python3 } from "../helpers/tools.js";
+import { until } from "../helpers/until.js";
 
-const HAVE_PYTHON = spawnSync("python3", ["-c", "import smtplib"]).status === 0;
 const LIMIT = 60;
 const WINDOW_S = 6;
 const CLIENTS = 10;
@@ -41,15 +41,9 @@ s.quit()
 `;
 
 let t: TestSandbox;
-beforeAll(async () => {
-  t = await inProcessSandbox({ rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
-});
-afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
-});
+useSandbox((sb) => (t = sb), { rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
 
-describe.skipIf(!HAVE_PYTHON)("relay burst", () => {
+describe.skipIf(lacks(python3))("relay burst", () => {
   test(`${CLIENTS * EACH} messages from ${CLIENTS} concurrent SMTP clients, limit ${LIMIT} per window: no refusal, no 429, each exactly once`, async () => {
     const s = scratch("mailsend-relay-burst-");
     const script = s.file("client.py", CLIENT);

@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
-import { SmtpDialog } from "../helpers/sandbox.js";
+import { SmtpDialog } from "../helpers/smtp-dialog.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { startRelayChild } from "../helpers/relay.js";
 

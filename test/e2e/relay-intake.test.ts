@@ -8,18 +8,15 @@
  * SMTP clients (Python's smtplib, swaks), the sandbox upstream.
  */
 import { execa } from "execa";
-import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
+import { describe, expect, test, vi } from "vitest";
 import { startRelayChild } from "../helpers/relay.js";
-import { inProcessSandbox, until, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
 vi.setConfig({ testTimeout: 120_000 });
 
-const HAVE_SWAKS = spawnSync("swaks", ["--version"]).status === 0;
-const HAVE_PYTHON = spawnSync("python3", ["-c", "import smtplib"]).status === 0;
 
 /** One connection; for each kind given (text or html) one message; one JSON line per DATA reply. */
 const PY_CLIENT = `
@@ -62,13 +59,7 @@ function files(outbox: string, sub: "queue" | "failed"): string[] {
 }
 
 let t: TestSandbox;
-beforeAll(async () => {
-  t = await inProcessSandbox();
-});
-afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
-});
+useSandbox((sb) => (t = sb));
 
 /** The sandbox over REST only: no SMTP host, MAILSEND_TRANSPORT unset (auto). */
 function restOnlyEnv(s: Scratch): Record<string, string> {
@@ -83,7 +74,7 @@ async function subjects(prefix: string) {
 
 const REFUSAL = /^4\.3\.5 this message cannot go over REST without loss \(a text-only body\), and no SMTP server is configured; configure an SMTP server \(MAILSEND_SMTP_HOST\) for such mail$/;
 
-describe.skipIf(!HAVE_PYTHON)("relay intake: what the delivery settings can never deliver", () => {
+describe.skipIf(lacks(python3))("relay intake: what the delivery settings can never deliver", () => {
   test("REST only: a text-only message gets 451 4.3.5 and nothing is queued; an HTML one in the same session is 250 and delivered over REST", async () => {
     const s = scratch("mailsend-relay-intake-");
     const relay = await startRelayChild(restOnlyEnv(s), ["-v"]);
@@ -111,7 +102,7 @@ describe.skipIf(!HAVE_PYTHON)("relay intake: what the delivery settings can neve
     }
   });
 
-  test.skipIf(!HAVE_SWAKS)("REST only, --no-deliver: swaks's plain-text test message is refused too (the relay's own settings decide)", async () => {
+  test.skipIf(lacks(swaks))("REST only, --no-deliver: swaks's plain-text test message is refused too (the relay's own settings decide)", async () => {
     const s = scratch("mailsend-relay-intake-nd-");
     const relay = await startRelayChild(restOnlyEnv(s), ["--no-deliver"]);
     try {
@@ -188,8 +179,10 @@ for sender, rcpt, msg in msgs:
         print(json.dumps({"code": getattr(e, "smtp_code", 0), "reply": str(e)}), flush=True)
 s.quit()
 `;
+import { lacks, python3, swaks } from "../helpers/tools.js";
+import { until } from "../helpers/until.js";
 
-describe.skipIf(!HAVE_PYTHON)("relay intake: what an MTA adds for local clients", () => {
+describe.skipIf(lacks(python3))("relay intake: what an MTA adds for local clients", () => {
   test("no From (Python's smtplib example) gets the envelope sender's; To: undisclosed-recipients:; and a header-only message are taken; all delivered", async () => {
     const s = scratch("mailsend-relay-intake-stamps-");
     const relay = await startRelayChild({ ...t.env, MAILSEND_STATE_DIR: join(s.dir, "state") });

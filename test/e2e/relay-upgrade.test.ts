@@ -11,19 +11,19 @@ import { createInterface } from "node:readline";
 import nodemailer from "nodemailer";
 import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
 import { baseEnv, ROOT } from "../helpers/cli.js";
-import { inProcessSandbox, until, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { until } from "../helpers/until.js";
 
 vi.setConfig({ testTimeout: 120_000 });
 
 let t: TestSandbox;
 let s: Scratch;
+useSandbox((sb) => (t = sb));
 beforeAll(async () => {
-  t = await inProcessSandbox();
   s = scratch("mailsend-relay-upgrade-");
 });
 afterAll(async () => {
-  await t?.stop();
   s?.remove();
 });
 

@@ -5,21 +5,21 @@
  * smtp-server with STARTTLS + AUTH over SMTP.
  */
 import { execa } from "execa";
-import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
+import { describe, expect, test, vi } from "vitest";
 import { runCli } from "../helpers/cli.js";
 import { startRelayChild } from "../helpers/relay.js";
-import { inProcessSandbox, SmtpDialog, until, type TestSandbox } from "../helpers/sandbox.js";
+import { inProcessSandbox, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { SmtpDialog } from "../helpers/smtp-dialog.js";
 import { headerSection, startSmtpSink } from "../helpers/smtp-sink.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { lacks, python3, swaks as swaksProgram } from "../helpers/tools.js";
+import { until } from "../helpers/until.js";
 
 // Real clients and a relay process per test: on a loaded two-core machine one test can take a while.
 vi.setConfig({ testTimeout: 120_000 });
 
-const HAVE_SWAKS = spawnSync("swaks", ["--version"]).status === 0;
-const HAVE_PYTHON = spawnSync("python3", ["-c", "import smtplib"]).status === 0;
 
 /** swaks against the relay; returns its transcript and exit code. */
 async function swaks(port: number, args: string[]): Promise<{ code: number; out: string }> {
@@ -78,20 +78,14 @@ function queued(outbox: string): string[] {
 }
 
 let t: TestSandbox;
-beforeAll(async () => {
-  t = await inProcessSandbox();
-});
-afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
-});
+useSandbox((sb) => (t = sb));
 
 /** A relay delivering to the in-process sandbox over REST (its own outbox and state dir). */
 function restEnv(s: Scratch, extra: Record<string, string> = {}): Record<string, string> {
   return { ...t.env, MAILSEND_STATE_DIR: join(s.dir, "state"), MAILSEND_TRANSPORT: "rest", ...extra };
 }
 
-describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", () => {
+describe.skipIf(lacks(swaksProgram, python3))("relay to the sandbox over REST", () => {
   test("swaks and smtplib: 250 queued as <id> after the message is on disk; the sandbox gets each once", async () => {
     const s = scratch("mailsend-relay-");
     const relay = await startRelayChild(restEnv(s), ["-v"]);
@@ -335,19 +329,9 @@ describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", (
     const open: SmtpDialog[] = [];
     try {
       open.push(await SmtpDialog.connect(relay.ready.port), await SmtpDialog.connect(relay.ready.port));
-      const net = await import("node:net");
-      const sock = net.connect({ host: "127.0.0.1", port: relay.ready.port });
-      const greeting = await new Promise<string>((resolve, reject) => {
-        let buf = "";
-        sock.on("data", (c) => {
-          buf += c.toString("latin1");
-          if (buf.includes("\n")) resolve(buf);
-        });
-        sock.on("error", reject);
-        setTimeout(() => reject(new Error(`no greeting: ${buf}`)), 10_000);
-      });
-      sock.destroy();
-      expect(greeting).toMatch(/^421 /);
+      const third = await SmtpDialog.connect(relay.ready.port);
+      third.destroy();
+      expect(third.greeting).toMatch(/^421 /);
     } finally {
       for (const d of open) await d.quit();
       await relay.stop();
@@ -356,7 +340,7 @@ describe.skipIf(!HAVE_SWAKS || !HAVE_PYTHON)("relay to the sandbox over REST", (
   });
 });
 
-describe.skipIf(!HAVE_PYTHON)("relay upstream over SMTP (STARTTLS + AUTH)", () => {
+describe.skipIf(lacks(python3))("relay upstream over SMTP (STARTTLS + AUTH)", () => {
   test("a text-only message from smtplib is delivered unchanged to a real smtp-server with TLS and AUTH", async () => {
     const s = scratch("mailsend-relay-smtp-");
     const tls = await s.tls();
@@ -433,7 +417,7 @@ describe("who may connect", () => {
     }
   });
 
-  test.skipIf(!HAVE_SWAKS)("with --auth-file: AUTH is required and checked; off loopback only after STARTTLS", async () => {
+  test.skipIf(lacks(swaksProgram))("with --auth-file: AUTH is required and checked; off loopback only after STARTTLS", async () => {
     const s = scratch("mailsend-relay-auth-");
     const hp = await runCli(["relay", "hash-password", "grafana"], { input: "correct horse battery\n" });
     expect(hp.exitCode, hp.stderr).toBe(0);
@@ -499,7 +483,7 @@ describe("settings delivery needs", () => {
   });
 });
 
-describe.skipIf(!HAVE_SWAKS)("stopping", () => {
+describe.skipIf(lacks(swaksProgram))("stopping", () => {
   test("SIGTERM: no new mail, a delivery in flight finishes, exit 0; what was left is delivered by the next start", async () => {
     const s = scratch("mailsend-relay-stop-");
     // Slow enough that the delivery is still in flight when the SIGTERM comes, late enough that a

@@ -15,7 +15,7 @@ import { baseEnv, BIN, ROOT, runCli, stderrJson, stdoutJson } from "../helpers/c
 import { createdByStart } from "../../src/sandbox/created.js";
 import { sandboxPaths } from "../../src/sandbox/paths.js";
 import { startSandbox } from "../../src/sandbox/server.js";
-import { childSandbox, inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { childSandbox, inProcessSandbox, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
 const send = (subject: string, extra: string[] = []) => ["send", "--json", "-f", "a@example.com", "-t", "b@example.com", "-s", subject, "--text", "hi", ...extra];
@@ -277,13 +277,7 @@ describe("fault injection", () => {
 
   describe("from the control endpoint", () => {
     let t: TestSandbox;
-    beforeAll(async () => {
-      t = await inProcessSandbox();
-    });
-    afterAll(async () => {
-      await t?.stop();
-      t?.scratch.remove();
-    });
+    useSandbox((sb) => (t = sb));
     const faults = async (body: unknown, method = "POST") => {
       const r = await fetch(`${t.sb.urls.baseUrl}/_sandbox/faults`, {
         method,

@@ -7,8 +7,8 @@
 import { execa } from "execa";
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { inProcessSandbox, parseEml, sendRequest, type TestSandbox } from "../helpers/sandbox.js";
+import { describe, expect, it } from "vitest";
+import { parseEml, sendRequest, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 
 function has(tool: string): boolean {
   try {
@@ -20,13 +20,7 @@ function has(tool: string): boolean {
 }
 
 let t: TestSandbox;
-beforeAll(async () => {
-  t = await inProcessSandbox({ maxSize: 512 * 1024 });
-});
-afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
-});
+useSandbox((sb) => (t = sb), { maxSize: 512 * 1024 });
 
 describe.skipIf(!has("curl"))("curl", () => {
   const curl = (args: string[]) =>

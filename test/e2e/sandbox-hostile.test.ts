@@ -7,7 +7,9 @@
  */
 import http from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { inProcessSandbox, post, sendRequest, SmtpDialog, until, type TestSandbox } from "../helpers/sandbox.js";
+import { inProcessSandbox, post, sendRequest, type TestSandbox } from "../helpers/sandbox.js";
+import { SmtpDialog } from "../helpers/smtp-dialog.js";
+import { until } from "../helpers/until.js";
 
 const MAX = 256 * 1024;
 let t: TestSandbox;

@@ -4,9 +4,10 @@
  * sliding-log budget per key covers REST and SMTP together.
  */
 import { readFileSync } from "node:fs";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { runCli, stderrJson, stdoutJson } from "../helpers/cli.js";
-import { addKey, inProcessSandbox, post, revokeKey, sendRequest, SmtpDialog, type TestSandbox } from "../helpers/sandbox.js";
+import { addKey, post, revokeKey, sendRequest, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { SmtpDialog } from "../helpers/smtp-dialog.js";
 
 const sendArgs = (subject: string) => ["send", "--json", "-f", "a@example.com", "-t", "b@example.com", "-s", subject, "--text", "hi"];
 
@@ -21,13 +22,7 @@ function withKey(env: Record<string, string>, key: string): Record<string, strin
 
 describe("keys", () => {
   let t: TestSandbox;
-  beforeAll(async () => {
-    t = await inProcessSandbox();
-  });
-  afterAll(async () => {
-    await t?.stop();
-    t?.scratch.remove();
-  });
+  useSandbox((sb) => (t = sb));
 
   it("keeps only hashes on disk and never lists a key", async () => {
     const { id, key } = await addKey(t.dir, ["--label", "ci"]);
@@ -123,13 +118,7 @@ describe("keys", () => {
 
 describe("one limit per key across REST and SMTP", () => {
   let t: TestSandbox;
-  beforeAll(async () => {
-    t = await inProcessSandbox({ rateLimit: 4 });
-  });
-  afterAll(async () => {
-    await t?.stop();
-    t?.scratch.remove();
-  });
+  useSandbox((sb) => (t = sb), { rateLimit: 4 });
 
   it("with limit 4, the 5th request in the window is refused on either channel, and nothing is stored", async () => {
     const { key } = await addKey(t.dir);
@@ -184,13 +173,7 @@ describe("one limit per key across REST and SMTP", () => {
 
 describe("the default limit of 60", () => {
   let t: TestSandbox;
-  beforeAll(async () => {
-    t = await inProcessSandbox();
-  });
-  afterAll(async () => {
-    await t?.stop();
-    t?.scratch.remove();
-  });
+  useSandbox((sb) => (t = sb));
 
   it("30 over REST and 30 over SMTP pass; the 61st in the minute is refused on both", async () => {
     const h = { Authorization: `Bearer ${t.key}`, "Content-Type": "application/json" };
@@ -217,13 +200,7 @@ describe("the default limit of 60", () => {
 
 describe("the window slides", () => {
   let t: TestSandbox;
-  beforeAll(async () => {
-    t = await inProcessSandbox({ rateLimit: 2, rateWindowMs: 4000 });
-  });
-  afterAll(async () => {
-    await t?.stop();
-    t?.scratch.remove();
-  });
+  useSandbox((sb) => (t = sb), { rateLimit: 2, rateWindowMs: 4000 });
 
   it("a refused request passes once the oldest one has left the window", async () => {
     const h = { Authorization: `Bearer ${t.key}`, "Content-Type": "application/json" };

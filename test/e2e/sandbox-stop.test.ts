@@ -7,7 +7,8 @@
 import { execa } from "execa";
 import { expect, it } from "vitest";
 import { baseEnv, BIN } from "../helpers/cli.js";
-import { inProcessSandbox, until } from "../helpers/sandbox.js";
+import { inProcessSandbox } from "../helpers/sandbox.js";
+import { until } from "../helpers/until.js";
 
 for (const transport of ["smtp", "rest"] as const) {
   it(`${transport}: stopped with the answer held back, the stored message is answered as sent, and stored once`, async () => {

@@ -10,9 +10,10 @@ import { existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { runCli, type CliResult } from "../helpers/cli.js";
-import { REDIS_SERVER, startRedis, type RedisHandle } from "../helpers/redis.js";
+import { startRedis, type RedisHandle } from "../helpers/redis.js";
 import { startRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
+import { lacks, redisServer } from "../helpers/tools.js";
 
 const VALUE = "msk_live_Zq81vPl0Xw4Rt7Yu";
 const MSG = ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi", "--text", "x"];
@@ -192,7 +193,7 @@ describe("~ at the start of a path variable is the home directory", () => {
     expect(r.stderr).toContain(join(home, "no-such-key"));
   });
 
-  describe.skipIf(!REDIS_SERVER && !process.env.CI)("MAILSEND_RATE_LIMIT_PASSWORD_FILE=~/…", () => {
+  describe.skipIf(lacks(redisServer))("MAILSEND_RATE_LIMIT_PASSWORD_FILE=~/…", () => {
     let redis: RedisHandle;
     beforeAll(async () => {
       redis = await startRedis({ password: "tilde-redis-secret" });

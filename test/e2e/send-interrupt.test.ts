@@ -9,19 +9,14 @@
 import { execa } from "execa";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { baseEnv, BIN, ROOT } from "../helpers/cli.js";
-import { inProcessSandbox, until, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { until } from "../helpers/until.js";
 
 let t: TestSandbox;
-beforeAll(async () => {
-  t = await inProcessSandbox();
-});
-afterAll(async () => {
-  // Stopping answers the held-back answers first (Faults.hurry).
-  await t.stop();
-  t.scratch.remove();
-});
+// Stopping answers the held-back answers first (Faults.hurry).
+useSandbox((sb) => (t = sb));
 
 const stored = async (subject: string) => (await t.sb.store.list({ limit: 50 })).filter((m) => m.subject === subject);
 

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { runCli, stdoutJson } from "../helpers/cli.js";
 import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { until } from "../helpers/until.js";
 
 let sb: TestSandbox;
 const outboxes: string[] = [];
@@ -71,11 +72,11 @@ describe("send --queue", () => {
       expect(queued[0]!.stdout).toMatch(/^queued [0-9a-z]{19} \(.*rate limit/);
       // Nobody runs the queue: it drains by itself, within the budget, each message once.
       const stored = async () => (await tight.sb.store.list()).filter((m) => m.subject === "q-burst");
-      for (let i = 0; i < 240 && (await stored()).length < 5; i++) await new Promise((r) => setTimeout(r, 250));
+      await until(async () => (await stored()).length >= 5, { what: "the 5 queued messages to be delivered", timeoutMs: 60_000, everyMs: 250 });
       const got = await stored();
       expect(got).toHaveLength(5);
       expect(new Set(got.map((m) => m.idempotencyKey)).size).toBe(5);
-      for (let i = 0; i < 40 && existsSync(join(dir, "runner.pid")); i++) await new Promise((r) => setTimeout(r, 250));
+      await until(() => !existsSync(join(dir, "runner.pid")), { what: "the background runner to exit", timeoutMs: 10_000, everyMs: 250 });
       expect(existsSync(join(dir, "runner.pid")), "the background runner exits when the outbox is empty").toBe(false);
       expect(readFileSync(join(dir, "runner.log"), "utf8")).toMatch(/sent/);
       expect(tight.sb.stats.rest.rateLimited).toBe(0);

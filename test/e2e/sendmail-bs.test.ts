@@ -10,8 +10,9 @@ import { mkdirSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { baseEnv, BIN } from "../helpers/cli.js";
-import { inProcessSandbox, parseEml, until, type TestSandbox } from "../helpers/sandbox.js";
+import { parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { until } from "../helpers/until.js";
 
 const HAVE_SWAKS = spawnSync("swaks", ["--version"]).status === 0;
 const HAVE_PYTHON = spawnSync("python3", ["-c", "import smtplib"]).status === 0;
@@ -20,15 +21,14 @@ let t: TestSandbox;
 let s: Scratch;
 let sendmail: string;
 
+useSandbox((sb) => (t = sb), { rateLimit: 1_000_000 });
 beforeAll(async () => {
-  t = await inProcessSandbox({ rateLimit: 1_000_000 });
   s = scratch("mailsend-sendmail-bs-");
   mkdirSync(join(s.dir, "sbin"));
   sendmail = join(s.dir, "sbin", "sendmail");
   symlinkSync(BIN, sendmail);
 });
 afterAll(async () => {
-  await t?.stop();
   s?.remove();
 });
 

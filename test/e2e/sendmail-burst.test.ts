@@ -16,6 +16,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { baseEnv, ROOT } from "../helpers/cli.js";
 import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { until } from "../helpers/until.js";
 
 const s: Scratch = scratch("mailsend-sendmail-burst-");
 const sendmail = join(s.dir, "sendmail");
@@ -198,8 +199,7 @@ describe("bursts through sendmail", () => {
     expect(queuedFiles(outbox)).toEqual([]);
     // The runner a caller started logs beside the outbox, and exits once it is empty.
     expect(existsSync(join(outbox, "runner.log"))).toBe(true);
-    const until = Date.now() + 30_000;
-    while (runnerPids().length > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 200));
+    await until(() => runnerPids().length === 0, { what: "the runners to exit", timeoutMs: 30_000, everyMs: 200 });
     expect(runnerPids()).toEqual([]);
   });
 });

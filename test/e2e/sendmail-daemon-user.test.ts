@@ -9,7 +9,7 @@ import { chmodSync, chownSync, cpSync, existsSync, lstatSync, readdirSync, rmSyn
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BIN } from "../helpers/cli.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
 const AS_ROOT = process.getuid?.() === 0;
@@ -17,13 +17,11 @@ const NOBODY = 65534;
 
 let t: TestSandbox;
 let s: Scratch;
+useSandbox((sb) => (t = sb));
 beforeAll(async () => {
-  t = await inProcessSandbox();
   s = scratch("mailsend-daemon-user-");
 });
 afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
   s?.remove();
 });
 

@@ -13,16 +13,17 @@ import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { baseEnv, BIN } from "../helpers/cli.js";
-import { inProcessSandbox, until, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { until } from "../helpers/until.js";
 
 let t: TestSandbox;
 let s: Scratch;
 let sendmail: string;
 let seq = 0;
 
+useSandbox((sb) => (t = sb));
 beforeAll(async () => {
-  t = await inProcessSandbox();
   s = scratch("mailsend-sendmail-stopped-");
   mkdirSync(join(s.dir, "sbin"));
   sendmail = join(s.dir, "sbin", "sendmail");
@@ -32,7 +33,6 @@ afterEach(() => {
   t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0 };
 });
 afterAll(async () => {
-  await t?.stop();
   s?.remove();
 });
 

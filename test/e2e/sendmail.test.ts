@@ -10,9 +10,10 @@ import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { baseEnv, BIN } from "../helpers/cli.js";
-import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
+import { parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { headerSection, startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
+import { bsdMailx, gitSendEmail, lacks, mailAddress, python3, sNail } from "../helpers/tools.js";
 
 let t: TestSandbox;
 let s: Scratch;
@@ -21,8 +22,8 @@ let mailq: string;
 let aliases: string;
 let stateSeq = 0;
 
+useSandbox((sb) => (t = sb));
 beforeAll(async () => {
-  t = await inProcessSandbox();
   s = scratch("mailsend-sendmail-");
   mkdirSync(join(s.dir, "sbin"));
   sendmail = join(s.dir, "sbin", "sendmail");
@@ -32,7 +33,6 @@ beforeAll(async () => {
   aliases = s.file("aliases", "# this host\nroot: ops@example.com\npostmaster: root\nwww-data: web@example.com, root\n");
 });
 afterAll(async () => {
-  await t?.stop();
   s?.remove();
 });
 
@@ -128,7 +128,7 @@ describe("sendmail as real callers use it", { timeout: 90_000 }, () => {
     expect(head).toMatch(/^Message-ID: </m);
   });
 
-  it("PHP mail() style: a Python subprocess piping into sendmail -t -i; Bcc recipients get it, the Bcc header is gone", async () => {
+  it.skipIf(lacks(python3))("PHP mail() style: a Python subprocess piping into sendmail -t -i; Bcc recipients get it, the Bcc header is gone", async () => {
     const script = `
 import subprocess, sys
 msg = "To: php-to@example.com\\r\\nCc: Carl <php-cc@example.com>\\r\\nBcc: php-bcc@example.com\\r\\nFrom: shop@example.com\\r\\nSubject: PHP order 17\\r\\n\\r\\nThank you.\\r\\n.\\r\\nThis line is still the body (-i).\\r\\n"
@@ -143,7 +143,7 @@ sys.stdout.write("rc=%d err=%s" % (p.returncode, p.stderr.decode()))
     expect(email.text).toContain("This line is still the body (-i).");
   });
 
-  it("s-nail: mail -s ... -b ... root user@example.com (it passes -i -- recipients, and -r as -f)", async () => {
+  it.skipIf(lacks(sNail))("s-nail: mail -s ... -b ... root user@example.com (it passes -i -- recipients, and -r as -f)", async () => {
     const r = await run("s-nail", ["-:/", "-S", `mta=${sendmail}`, "-r", "alerts@example.com", "-s", "s-nail alert", "-b", "snail-bcc@example.com", "root", "snail@example.com"], "disk 91% full\n", env());
     expect(r.exitCode, r.stderr).toBe(0);
     const { m, head } = await oneStored("s-nail alert");
@@ -153,7 +153,7 @@ sys.stdout.write("rc=%d err=%s" % (p.returncode, p.stderr.decode()))
     expect(head).not.toMatch(/snail-bcc/);
   });
 
-  it("bsd-mailx: mail -s subject root, with sendmail= in its rc file (it passes -i -t)", async () => {
+  it.skipIf(lacks(bsdMailx))("bsd-mailx: mail -s subject root, with sendmail= in its rc file (it passes -i -t)", async () => {
     const rc = s.file("mailrc", `set sendmail=${sendmail}\n`);
     const r = await run("bsd-mailx", ["-s", "mailx report", "root"], "all good\n", env({ MAILRC: rc }));
     expect(r.exitCode, r.stderr).toBe(0);
@@ -163,7 +163,7 @@ sys.stdout.write("rc=%d err=%s" % (p.returncode, p.stderr.decode()))
     expect(head).toMatch(/^From: Host <host@example\.com>$/m);
   });
 
-  it("git send-email --sendmail-cmd=<the symlink>: a patch to root and a Cc", async () => {
+  it.skipIf(lacks(gitSendEmail, mailAddress))("git send-email --sendmail-cmd=<the symlink>: a patch to root and a Cc", async () => {
     const repo = join(s.dir, "repo");
     const git = (args: string[]) => run("git", ["-c", "user.name=Dev", "-c", "user.email=dev@example.com", ...args], undefined, env(), { cwd: repo });
     mkdirSync(repo);
@@ -349,12 +349,9 @@ describe("against an SMTP server with STARTTLS and AUTH", { timeout: 90_000 }, (
 
 describe("deliver now, else queue (the default, --queue auto)", { timeout: 90_000 }, () => {
   let tight: TestSandbox;
+  useSandbox((sb) => (tight = sb), { rateLimit: 1, rateWindowMs: 60_000 });
   beforeAll(async () => {
     // One message per minute: the second finds the budget used up.
-    tight = await inProcessSandbox({ rateLimit: 1, rateWindowMs: 60_000 });
-  });
-  afterAll(async () => {
-    await tight?.stop();
   });
 
   it("the budget used up: the message is queued, exit 0, one line on stderr; the first one went out silently", async () => {

@@ -14,6 +14,7 @@ import { BIN, ROOT, baseEnv, runCli, stdoutJson, type RunOptions } from "../help
 import { useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { headerSection, parseMessage, startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
 import { scratch } from "../helpers/tmp.js";
+import { lacks, pythonCoverage } from "../helpers/tools.js";
 
 const KEY = "msk_test_e2e_stdin_Zr4Kp9";
 const tmp = scratch();
@@ -73,17 +74,9 @@ const DOCKER_IMAGES = [
 ].join("\n");
 const MARKDOWN = "# Build 42 passed\n\n- **311** tests, 0 failures\n- coverage: 91%\n\n| step | time |\n|------|------|\n| test | 41 s |\n\n> see <https://ci.example.com/42>\n";
 
-/** A real HTML report: coverage.py's, of a two-line program. python3-coverage is installed by .ci/run. */
+/** A real HTML report: coverage.py's, of a two-line program. */
 function coverageReport(): string {
-  const tool = ["/usr/bin/python3-coverage", "python3-coverage"].find((p) => {
-    try {
-      execFileSync(p, ["--version"], { stdio: "ignore" });
-      return true;
-    } catch {
-      return false;
-    }
-  });
-  if (!tool) throw new Error("python3-coverage is missing: this test needs a real HTML report (apt-get install python3-coverage; .ci/run does it)");
+  const tool = pythonCoverage.path!;
   const dir = join(tmp.dir, "cov");
   execFileSync("mkdir", ["-p", dir]);
   const prog = join(dir, "m.py");
@@ -130,7 +123,7 @@ describe("text piped without a body flag is sent as text, as --text-file - would
 });
 
 describe("HTML piped without a body flag stays HTML", () => {
-  it("a coverage.py HTML report, byte for byte", async () => {
+  it.skipIf(lacks(pythonCoverage))("a coverage.py HTML report, byte for byte", async () => {
     const page = coverageReport();
     expect(page.trimStart().toLowerCase().startsWith("<!doctype html>")).toBe(true);
     // --no-embed: its local images (keybd_closed.png, ...) are not beside the test; over REST they could not be inline anyway.

@@ -5,35 +5,30 @@
  * wait must not loop on that, and the send must go out once the slot frees.
  */
 import { execa } from "execa";
-import { existsSync } from "node:fs";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { BIN, baseEnv } from "../helpers/cli.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
+import { lacks, script } from "../helpers/tools.js";
 
-const SCRIPT = ["/usr/bin/script", "/bin/script"].find((p) => existsSync(p));
 const state = scratch("mailsend-tty-");
 let t: TestSandbox;
 
-beforeAll(async () => {
-  t = await inProcessSandbox();
-});
+useSandbox((sb) => (t = sb));
 afterAll(async () => {
-  await t?.stop();
-  t?.scratch.remove();
   state.remove();
 });
 
 const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
-describe.skipIf(!SCRIPT)("on a terminal (script(1))", () => {
+describe.skipIf(lacks(script))("on a terminal (script(1))", () => {
   it("a rate-limit wait on a terminal with no width: one line, no runaway redraw, and the send goes out", async () => {
     const env = { ...baseEnv(), ...t.env, MAILSEND_STATE_DIR: state.dir, MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "8" };
     const send = (subject: string) =>
       [process.execPath, BIN, "send", "-f", "a@example.com", "-t", "b@example.com", "-s", subject, "--text", "x"].map(quote).join(" ");
     // The first send takes the only slot; the second waits for it (up to 8 s: longer than a
     // loaded machine takes to start the second process), on the terminal.
-    const r = await execa(SCRIPT!, ["-qfec", `${send("tty 1")} && ${send("tty 2")}`, "/dev/null"], {
+    const r = await execa(script.path!, ["-qfec", `${send("tty 1")} && ${send("tty 2")}`, "/dev/null"], {
       env,
       extendEnv: false,
       reject: false,

@@ -7,7 +7,6 @@
  * refresh, forms, javascript: links) does nothing. Screenshots go to the
  * test's temp dir (kept with MAILSEND_KEEP_SCREENSHOTS=1).
  */
-import { existsSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -15,10 +14,8 @@ import { chromium, type Browser, type BrowserContext, type Page } from "playwrig
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../helpers/cli.js";
 import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { chromium as chromiumTool, lacks } from "../helpers/tools.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium) console.warn(`web-inbox-browser: skipped, ${CHROMIUM} is not installed (apt-get install chromium; .ci/run does it)`);
 
 /** A server that records every request: any hit means the message HTML reached out. */
 async function startTrap(): Promise<{ port: number; hits: string[]; server: http.Server }> {
@@ -31,7 +28,7 @@ async function startTrap(): Promise<{ port: number; hits: string[]; server: http
   return { port: (server.address() as AddressInfo).port, hits, server };
 }
 
-describe.skipIf(!haveChromium)("web inbox in chromium", () => {
+describe.skipIf(lacks(chromiumTool))("web inbox in chromium", () => {
   let dir: string;
   let browser: Browser;
   let context: BrowserContext;
@@ -72,7 +69,7 @@ describe.skipIf(!haveChromium)("web inbox in chromium", () => {
     base = sandbox.sb.urls.baseUrl;
     trap = await startTrap();
     browser = await chromium.launch({
-      executablePath: CHROMIUM,
+      executablePath: chromiumTool.path,
       args: [
         "--headless",
         "--no-sandbox",

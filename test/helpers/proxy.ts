@@ -13,6 +13,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "./redis.js";
+import { tinyproxy } from "./tools.js";
 
 export interface ProxyLogEntry {
   method: string;
@@ -153,14 +154,14 @@ export async function startTlsFront(backendPort: number, tls: { cert: string; ke
   };
 }
 
-export const TINYPROXY = ["/usr/bin/tinyproxy", "/usr/sbin/tinyproxy", "/usr/local/bin/tinyproxy"].find((p) => existsSync(p));
+export const TINYPROXY = tinyproxy.path;
 
 /**
  * tinyproxy on a free port of 127.0.0.1, every port allowed for CONNECT, its log in `logFile`;
  * with `basicAuth` ("user password", letters and digits only: tinyproxy's syntax) it wants those credentials.
  */
 export async function startTinyproxy(opts: { basicAuth?: string } = {}): Promise<{ url: string; logFile: string; stop(): Promise<void> }> {
-  if (!TINYPROXY) throw new Error("tinyproxy is not installed (.ci/run installs it)");
+  if (!TINYPROXY) throw new Error("tinyproxy is not installed (apt-get install tinyproxy; .ci/tools installs it)");
   for (let attempt = 0; attempt < 5; attempt++) {
     const dir = mkdtempSync(join(tmpdir(), "mailsend-tinyproxy-"));
     const port = await freePort();

@@ -5,6 +5,7 @@
  * decides, per connection (from 0), to close it after that many ms without reading anything.
  */
 import { createServer, type Server, type Socket } from "node:net";
+import { until } from "./until.js";
 
 export interface PeerConnection {
   socket: Socket;
@@ -21,7 +22,7 @@ export interface RawPeer {
   conns: PeerConnection[];
   /** The POST requests every connection carried, in all. */
   posts(): number;
-  /** Until `n` connections came (at most 2 s). */
+  /** Until `n` connections came; fails after 2 s. */
   connected(n: number): Promise<void>;
   close(): Promise<void>;
 }
@@ -59,7 +60,7 @@ export async function startRawPeer(opts: { hangUp?: (index: number) => number | 
     conns,
     posts: () => conns.reduce((n, c) => n + c.bytes.toString("latin1").split("POST /send").length - 1, 0),
     async connected(n) {
-      for (let i = 0; i < 200 && conns.length < n; i++) await new Promise((r) => setTimeout(r, 10));
+      await until(() => conns.length >= n, { what: `${n} connection(s)`, timeoutMs: 2000, everyMs: 10 });
     },
     async close() {
       for (const c of conns) c.socket.destroy();

@@ -3,8 +3,10 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { redisServer } from "./tools.js";
 
-export const REDIS_SERVER = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"].find((p) => existsSync(p));
+/** The redis-server program (tests needing it check lacks(redisServer) first). */
+export const REDIS_SERVER = redisServer.path;
 
 export async function freePort(): Promise<number> {
   const srv = net.createServer();
@@ -75,7 +77,7 @@ function stopChild(child: ChildProcess): Promise<void> {
 
 /** A throw-away redis-server on 127.0.0.1, no persistence. */
 export async function startRedis(opts: RedisServerOptions = {}): Promise<RedisHandle> {
-  if (!REDIS_SERVER) throw new Error("redis-server is not installed (.ci/run installs it)");
+  if (!REDIS_SERVER) throw new Error("redis-server is not installed (apt-get install redis-server; .ci/tools installs it)");
   const configArgs = (port: number) => {
     const a = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "notice"];
     if (opts.tls) {
@@ -125,7 +127,7 @@ export interface SentinelHandle {
  * `name`, on a free port, with its own config file (sentinel rewrites it).
  */
 export async function startSentinel(masterPort: number, name: string, opts: { masterPassword?: string; password?: string } = {}): Promise<SentinelHandle> {
-  if (!REDIS_SERVER) throw new Error("redis-server is not installed (.ci/run installs it)");
+  if (!REDIS_SERVER) throw new Error("redis-server is not installed (apt-get install redis-server; .ci/tools installs it)");
   for (let attempt = 0; attempt < 5; attempt++) {
     const dir = mkdtempSync(join(tmpdir(), "mailsend-sentinel-"));
     const port = await freePort();

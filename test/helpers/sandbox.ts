@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import PostalMime, { type Email } from "postal-mime";
+import { afterAll, beforeAll } from "vitest";
 import { startSandbox, type Sandbox, type SandboxOptions } from "../../src/sandbox/server.js";
 import { baseEnv, BIN, ROOT, runCli } from "./cli.js";
 import { scratch, type Scratch } from "./tmp.js";
@@ -39,6 +40,23 @@ export async function inProcessSandbox(opts: Partial<SandboxOptions> = {}, exist
     envImplicit: { ...sb.env, MAILSEND_SMTP_PORT: String(sb.ports.smtps), MAILSEND_SMTP_TLS: "implicit" },
     stop: () => sb.close(),
   };
+}
+
+/**
+ * A sandbox in this process for the file (or describe) it is called in: started before all, stopped
+ * and its scratch dir removed after all. Its after hook runs after the ones registered later, so what
+ * a test file builds on the sandbox is torn down first.
+ */
+export function useSandbox(set: (t: TestSandbox) => void, opts: Partial<SandboxOptions> = {}): void {
+  let t: TestSandbox | undefined;
+  beforeAll(async () => {
+    t = await inProcessSandbox(opts);
+    set(t);
+  });
+  afterAll(async () => {
+    await t?.stop();
+    t?.scratch.remove();
+  });
 }
 
 export interface ReadyLine {
@@ -135,129 +153,4 @@ export async function post(
 
 export function sendRequest(over: Record<string, unknown> = {}): Record<string, unknown> {
   return { from: "sender@example.com", to: "rcpt@example.com", subject: "Hello", html: "<p>Hello</p>", ...over };
-}
-
-/** A hand-driven SMTP session, for commands out of order and cut connections. */
-export class SmtpDialog {
-  #socket: import("node:net").Socket;
-  #buf = "";
-  #waiters: Array<() => void> = [];
-  closed = false;
-
-  private constructor(socket: import("node:net").Socket) {
-    this.#socket = socket;
-    this.#attach();
-  }
-
-  #attach(): void {
-    this.#socket.setEncoding("latin1");
-    this.#socket.on("data", (d: string) => {
-      this.#buf += d;
-      this.#wake();
-    });
-    this.#socket.on("close", () => {
-      this.closed = true;
-      this.#wake();
-    });
-    this.#socket.on("error", () => {});
-  }
-
-  #wake(): void {
-    const w = this.#waiters;
-    this.#waiters = [];
-    for (const f of w) f();
-  }
-
-  /** The server's 220 line. */
-  greeting = "";
-
-  static async connect(port: number, opts: { implicit?: boolean; ca?: string } = {}): Promise<SmtpDialog> {
-    const net = await import("node:net");
-    const tls = await import("node:tls");
-    const socket = opts.implicit
-      ? tls.connect({ host: "127.0.0.1", port, ca: opts.ca, servername: "localhost" })
-      : net.connect({ host: "127.0.0.1", port });
-    await new Promise<void>((resolve, reject) => {
-      socket.once(opts.implicit ? "secureConnect" : "connect", () => resolve());
-      socket.once("error", reject);
-    });
-    const d = new SmtpDialog(socket);
-    d.greeting = await d.reply();
-    return d;
-  }
-
-  /** The next complete reply ("250-..." lines then "250 ..."); "" when the server closed. */
-  async reply(timeoutMs = 5000): Promise<string> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const m = /^(?:\d{3}-[^\n]*\n)*\d{3}(?: [^\n]*)?\n/.exec(this.#buf);
-      if (m) {
-        this.#buf = this.#buf.slice(m[0].length);
-        return m[0].trimEnd();
-      }
-      if (this.closed) return "";
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no SMTP reply within ${timeoutMs} ms (have ${JSON.stringify(this.#buf)})`);
-      await new Promise<void>((r) => {
-        const t = setTimeout(r, left);
-        this.#waiters.push(() => {
-          clearTimeout(t);
-          r();
-        });
-      });
-    }
-  }
-
-  write(data: string | Buffer): void {
-    this.#socket.write(data);
-  }
-
-  async cmd(line: string): Promise<string> {
-    this.write(`${line}\r\n`);
-    return this.reply();
-  }
-
-  async starttls(ca: string): Promise<void> {
-    const r = await this.cmd("STARTTLS");
-    if (!r.startsWith("220")) throw new Error(`STARTTLS refused: ${r}`);
-    const tls = await import("node:tls");
-    this.#socket.removeAllListeners("data");
-    this.#socket.removeAllListeners("close");
-    const secure = tls.connect({ socket: this.#socket, ca, servername: "localhost" });
-    await new Promise<void>((resolve, reject) => {
-      secure.once("secureConnect", () => resolve());
-      secure.once("error", reject);
-    });
-    this.#socket = secure;
-    this.#attach();
-  }
-
-  async login(user: string, key: string): Promise<string> {
-    const r1 = await this.cmd("AUTH LOGIN");
-    if (!r1.startsWith("334")) return r1;
-    const r2 = await this.cmd(Buffer.from(user).toString("base64"));
-    if (!r2.startsWith("334")) return r2;
-    return this.cmd(Buffer.from(key).toString("base64"));
-  }
-
-  destroy(): void {
-    this.#socket.destroy();
-  }
-
-  async quit(): Promise<void> {
-    if (!this.closed) {
-      this.write("QUIT\r\n");
-      await this.reply().catch(() => "");
-    }
-    this.#socket.destroy();
-  }
-}
-
-/** Wait until `check` is true, polling; bounded. */
-export async function until(check: () => boolean | Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }

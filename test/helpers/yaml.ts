@@ -1,12 +1,11 @@
 /**
  * YAML as a CI system reads it, for the README's workflow recipes: PyYAML
- * (Debian's python3-yaml; .ci/run installs it) rather than a hand-written
+ * (Debian's python3-yaml; .ci/tools installs it) rather than a hand-written
  * reading of the lines, which would miss what YAML itself does to them (a
  * " #" that starts a comment, a ": " that makes a plain line a mapping).
  */
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 
-export const HAVE_PYYAML = spawnSync("python3", ["-c", "import yaml"]).status === 0;
 
 export function loadYaml(text: string): any {
   const json = execFileSync("python3", ["-c", "import json, sys, yaml; print(json.dumps(yaml.safe_load(sys.stdin.read())))"], { input: text, encoding: "utf8" });

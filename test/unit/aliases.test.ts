@@ -3,7 +3,7 @@ import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
-import { expandLocal, isLocalName, loadAliases, machineDomains, parseAliases } from "../../src/input/aliases.js";
+import { expandLocal, isLocalName, loadAliases, machineDomains, parseAliases } from "../../src/sendmail/aliases.js";
 
 const FILE = `# /etc/aliases for this host
 postmaster: root

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { csvRows, encodingName, formatFromContent, formatFromName, jsonArray, jsonLines, rowsOf, type Row } from "../../src/batch/rows.js";
-import { placeholders, render, strayBraces } from "../../src/batch/template.js";
+import { placeholders, render, strayBraces } from "../../src/message/template.js";
 
 /** Feed the text in small pieces, as a stream would, to exercise every split point. */
 async function* chunks(text: string | Buffer, size = 3): AsyncGenerator<Buffer> {

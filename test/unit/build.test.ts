@@ -6,8 +6,8 @@ import { MailsendError } from "../../src/core/errors.js";
 import type { Message } from "../../src/core/message.js";
 import { sendRequestFields } from "../../src/core/request.js";
 import type { TransportName } from "../../src/core/transport.js";
-import { buildMessage, checkRestFit, type MessageFlags } from "../../src/input/build.js";
-import { parseSendRequestFile } from "../../src/input/json.js";
+import { buildMessage, checkRestFit, type MessageFlags } from "../../src/message/build.js";
+import { parseSendRequestFile } from "../../src/message/json.js";
 import { scratch } from "../helpers/tmp.js";
 import { failure } from "../helpers/failure.js";
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Message } from "../../src/core/message.js";
-import { messageFromEml } from "../../src/input/eml.js";
+import { messageFromEml } from "../../src/sendmail/eml.js";
 import { chooseTransport, restLoss } from "../../src/transports/choose.js";
 import { failureOf } from "../helpers/failure.js";
 

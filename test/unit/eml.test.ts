@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { sendRequestFields } from "../../src/core/request.js";
-import { messageFromEml, stripHeader } from "../../src/input/eml.js";
+import { messageFromEml, stripHeader } from "../../src/sendmail/eml.js";
 import { restLoss } from "../../src/transports/choose.js";
 import { failure } from "../helpers/failure.js";
 

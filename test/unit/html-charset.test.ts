@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { htmlText } from "../../src/input/html-charset.js";
+import { htmlText } from "../../src/message/html-charset.js";
 
 describe("htmlText: an HTML body's bytes, by its declaration", () => {
   it("ISO-2022-JP (7-bit, so also valid UTF-8) is read by its declaration and declared utf-8", () => {

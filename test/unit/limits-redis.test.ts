@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { ensureTls, type TlsMaterial } from "../../src/sandbox/tls.js";
 import { redisConfigFrom } from "../../src/limits/redis-config.js";
 import { RedisSlotStore, type RedisStoreOptions } from "../../src/limits/redis-store.js";
-import { REDIS_SERVER, startRedis, startSentinel, type RedisHandle } from "../helpers/redis.js";
+import { startRedis, startSentinel, type RedisHandle } from "../helpers/redis.js";
+import { lacks, redisServer } from "../helpers/tools.js";
 
 const LIMITS = { limit: 5, windowMs: 60_000 };
 
@@ -31,7 +32,7 @@ function clean(e: { message: string; hint?: string }, ...secrets: string[]): voi
 }
 
 // A real redis-server (Debian's package; .ci/run installs it).
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("redis slot store", () => {
+describe.skipIf(lacks(redisServer))("redis slot store", () => {
   let redis: RedisHandle;
   beforeAll(async () => {
     redis = await startRedis();
@@ -256,7 +257,7 @@ describe.skipIf(!REDIS_SERVER && !process.env.CI)("redis slot store", () => {
   });
 });
 
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("redis credentials", () => {
+describe.skipIf(lacks(redisServer))("redis credentials", () => {
   let redis: RedisHandle;
   let dir: string;
   beforeAll(async () => {
@@ -326,7 +327,7 @@ describe.skipIf(!REDIS_SERVER && !process.env.CI)("redis credentials", () => {
   });
 });
 
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("redis over TLS", () => {
+describe.skipIf(lacks(redisServer))("redis over TLS", () => {
   let tls: TlsMaterial;
   let redis: RedisHandle;
   let plain: RedisHandle;
@@ -372,7 +373,7 @@ describe.skipIf(!REDIS_SERVER && !process.env.CI)("redis over TLS", () => {
   });
 });
 
-describe.skipIf(!REDIS_SERVER && !process.env.CI)("redis through Sentinel", () => {
+describe.skipIf(lacks(redisServer))("redis through Sentinel", () => {
   let master: RedisHandle;
   let sentinel: { port: number; stop(): Promise<void> };
   beforeAll(async () => {

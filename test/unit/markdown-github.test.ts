@@ -1,9 +1,9 @@
 import { Readable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { annotation, escapeData, escapeProperty, formatOutputs } from "../../src/cli/github.js";
-import { buildMessage, type MessageFlags } from "../../src/input/build.js";
-import { renderMarkdown, renderMarkdownTemplate } from "../../src/input/markdown.js";
-import { render } from "../../src/batch/template.js";
+import { buildMessage, type MessageFlags } from "../../src/message/build.js";
+import { renderMarkdown, renderMarkdownTemplate } from "../../src/message/markdown.js";
+import { render } from "../../src/message/template.js";
 import { scratch } from "../helpers/tmp.js";
 import { failure } from "../helpers/failure.js";
 

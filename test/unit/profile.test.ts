@@ -4,7 +4,7 @@ import { Readable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
 import { resolveApiKey, resolveTransportConfig } from "../../src/input/config.js";
-import { JsonSyntaxError, parseLocatedJson } from "../../src/input/located-json.js";
+import { JsonSyntaxError, parseLocatedJson } from "../../src/core/located-json.js";
 import {
   checkConfigData,
   configPath,

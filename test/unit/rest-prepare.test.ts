@@ -14,6 +14,7 @@ import { testMessage } from "../helpers/deliver.js";
 import { startRawPeer, type RawPeer } from "../helpers/raw-peer.js";
 import { startRestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
+import { until } from "../helpers/until.js";
 
 const peers: RawPeer[] = [];
 afterEach(async () => {
@@ -119,7 +120,7 @@ describe("RestTransport.prepare", () => {
     t.prepare!(testMessage("never-sent"));
     await p.connected(1);
     await t.close();
-    for (let i = 0; i < 100 && !p.conns[0]!.closedByClient && !p.conns[0]!.socket.destroyed; i++) await settle(10);
+    await until(() => p.conns[0]!.closedByClient || p.conns[0]!.socket.destroyed, { what: "the client to close the idle connection", timeoutMs: 1000, everyMs: 10 });
     expect(p.conns[0]!.closedByClient || p.conns[0]!.socket.destroyed).toBe(true);
     expect(p.conns[0]!.bytes.length).toBe(0);
   });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
-import { parseSendmailArgs } from "../../src/input/sendmail-args.js";
+import { parseSendmailArgs } from "../../src/sendmail/args.js";
 import { errorInSendmailTerms as inSendmailTerms } from "../../src/api/terms.js";
 
 function usageError(argv: string[]): MailsendError {

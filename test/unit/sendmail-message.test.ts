@@ -2,14 +2,14 @@ import { hostname } from "node:os";
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
-import { parseAliases } from "../../src/input/aliases.js";
-import { addMissingStamps, fixupMessage, headerMailbox, mapRelayedLocalNames, maxMessageSize, mentionsThisMachine, readSendmailInput, rewriteLocalNames, type FixupInput } from "../../src/input/sendmail-message.js";
+import { parseAliases } from "../../src/sendmail/aliases.js";
+import { addMissingStamps, prepareLocalSubmission, headerMailbox, mapRelayedLocalNames, maxMessageSize, mentionsThisMachine, readSendmailInput, rewriteLocalNames, type SubmissionInput } from "../../src/sendmail/submission.js";
 
 const aliases = parseAliases("root: ops@example.com\nteam: a@example.com, b@example.com\n", "aliases");
-const base: FixupInput = { readRecipients: false, recipients: [], aliases, now: new Date(Date.UTC(2026, 10, 24, 12, 0, 0)) };
+const base: SubmissionInput = { readRecipients: false, recipients: [], aliases, now: new Date(Date.UTC(2026, 10, 24, 12, 0, 0)) };
 
-function fix(text: string, over: Partial<FixupInput> = {}) {
-  const r = fixupMessage(Buffer.from(text), { ...base, ...over });
+function fix(text: string, over: Partial<SubmissionInput> = {}) {
+  const r = prepareLocalSubmission(Buffer.from(text), { ...base, ...over });
   return { ...r, text: r.raw.toString("utf8") };
 }
 
@@ -227,7 +227,7 @@ describe("header fix-ups", () => {
     expect(err(() => fix("From: a@example.com\nTo: a@@example.com\n\nb\n", { readRecipients: true })).exitCode).toBe(65);
     expect(err(() => fix("From: a@example.com\n\nb\n", { recipients: ["not an address@"] })).exitCode).toBe(65);
     expect(err(() => fix("From: a@example.com\n\nb\n", { envelopeFrom: "bad@@x", recipients: ["x@example.com"] })).exitCode).toBe(65);
-    const bin = err(() => fixupMessage(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0]), { ...base, recipients: ["x@example.com"] }));
+    const bin = err(() => prepareLocalSubmission(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0]), { ...base, recipients: ["x@example.com"] }));
     expect(bin.exitCode).toBe(65);
     expect(bin.message).toContain("PNG");
   });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { binaryKind, classifyStdin } from "../../src/input/stdin-body.js";
+import { binaryKind } from "../../src/core/binary.js";
+import { classifyStdin } from "../../src/message/stdin-body.js";
 
 const kind = (s: string) => classifyStdin(s).type;
 

@@ -9,6 +9,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { contentDisposition, createInboxHandler, hostAllowed } from "../../src/sandbox/web.js";
 import { composeEml, MemoryStore } from "../helpers/memory-store.js";
+import { until } from "../helpers/until.js";
 
 interface Reply {
   status: number;
@@ -363,8 +364,7 @@ describe("events", () => {
     expect(got.data).toMatchObject({ subject: "Live <one>", from: "live@example.com", to: ["x@example.com"] });
     expect(String(got.data.url)).toMatch(/^\/messages\/[A-Za-z0-9_-]+$/);
     got.req.destroy();
-    const deadline = Date.now() + 2000;
-    while (store.subscriberCount > before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    await until(() => store.subscriberCount <= before, { what: "the closed stream's subscription to end", timeoutMs: 2000, everyMs: 10 });
     expect(store.subscriberCount).toBe(before);
   });
 });

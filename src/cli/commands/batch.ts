@@ -21,10 +21,10 @@ import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTrans
 import { smtpUserIsKey, type TransportConfig } from "../../core/config.js";
 import type { TransportName } from "../../core/transport.js";
 import type { Channels } from "../../transports/choose.js";
-import { bodyComposeOf } from "../../input/build.js";
+import { bodyComposeOf } from "../../message/build.js";
 import { ImageCache } from "../../compose/cache.js";
 import { loadSettings } from "../../input/profile.js";
-import { fileError, regularFileSize, utf8, type InputStreams } from "../../input/read.js";
+import { fileError, regularFileSize, utf8, type InputStreams } from "../../core/read.js";
 import { stateDir } from "../../limits/budget.js";
 import { createAutoTransport, createTransport } from "../../transports/index.js";
 import { openBudget, type BudgetCliFlags } from "../budget.js";
@@ -80,7 +80,7 @@ async function bodyTemplates(flags: BatchFlags): Promise<Pick<RowDefaults, "html
   if (flags.markdownFile !== undefined) {
     const clash = [flags.htmlFile !== undefined && "--html-file", flags.textFile !== undefined && "--text-file"].filter(Boolean);
     if (clash.length > 0) throw new MailsendError("usage", `--markdown-file makes the HTML and the text template; it cannot be combined with ${clash.join(", ")}`);
-    const { renderMarkdownTemplate, stripFrontMatter } = await import("../../input/markdown.js");
+    const { renderMarkdownTemplate, stripFrontMatter } = await import("../../message/markdown.js");
     const source = stripFrontMatter((await template(flags.markdownFile, "Markdown template"))!);
     return {
       htmlTemplate: await renderMarkdownTemplate(source, { allowHtml: flags.allowHtml ?? false }),

@@ -17,7 +17,7 @@ import {
   type ConfigFile,
   type ProfileSettings,
 } from "../../input/profile.js";
-import { shownPath } from "../../input/read.js";
+import { shownPath } from "../../core/read.js";
 import type { CliIO } from "../io.js";
 import { reportError } from "../report.js";
 import { looksLikeKey, shownWord } from "../../core/redact.js";

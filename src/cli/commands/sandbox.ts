@@ -17,25 +17,13 @@ import type { CommandContext } from "../command.js";
 import { examples } from "../help-examples.js";
 import { addSandboxOptions, DIR_OPTION, JSON_OPTION, SANDBOX_OPTIONS } from "../sandbox-options.js";
 
-export interface SandboxFlags {
-  dir?: string;
-  host?: string;
-  httpPort?: number;
-  smtpPort?: number;
-  smtpsPort?: number;
-  rateLimit?: number;
-  rateWindowMs?: number;
-  writerThreads?: number;
-  maxSize?: number;
-  smtpUser?: string;
-  failRate?: number;
-  failStatus?: number;
-  failSmtpCode?: number;
-  latency?: number;
-  dropRate?: number;
-  dropWhen?: "before" | "after";
-  json?: boolean;
-}
+/** The flags of `mailsend sandbox`: the library's options by their names, each fault by its own, and --json. */
+export type SandboxFlags = Partial<Omit<SandboxOptions, "faults" | "token">> &
+  Omit<NonNullable<SandboxOptions["faults"]>, "latencyMs"> & {
+    /** --latency: milliseconds added before each answer (the faults' latencyMs). */
+    latency?: number;
+    json?: boolean;
+  };
 
 /** Waits for the signal that ends the sandbox; injectable for tests. */
 export type StopSignal = () => Promise<string>;

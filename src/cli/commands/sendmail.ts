@@ -11,16 +11,16 @@ import type { CliIO } from "../io.js";
 import { colorsFor } from "../io.js";
 import { MailsendError, toMailsendError } from "../../core/errors.js";
 import { reportError } from "../report.js";
-import { parseSendmailArgs, type SendmailArgs } from "../../input/sendmail-args.js";
+import { parseSendmailArgs, type SendmailArgs } from "../../sendmail/args.js";
 // Statically: the build puts all of these in the sendmail front end's own chunks either way
 // (scripts/build.mjs), and an import() would only add a file to open on every call.
 import { VERSION } from "../../core/version.js";
 import { loadSettings } from "../../input/profile.js";
 import { queueModeFrom, submit, submitStoppable } from "../../outbox/submit.js";
 import { Outbox } from "../../outbox/store.js";
-import { fixupMessage, maxMessageSize, mentionsThisMachine, readSendmailInput, relayLocal, type FixupInput } from "../../input/sendmail-message.js";
+import { prepareLocalSubmission, maxMessageSize, mentionsThisMachine, readSendmailInput, relayLocal, type SubmissionInput } from "../../sendmail/submission.js";
 import { parseMailbox1 } from "../../core/address.js";
-import { isLocalName, loadAliases, withProfileAliases, type AliasTable } from "../../input/aliases.js";
+import { isLocalName, loadAliases, withProfileAliases, type AliasTable } from "../../sendmail/aliases.js";
 import { autorunOff } from "../../outbox/spawn.js";
 import { runQueueList, runQueueRun } from "./queue.js";
 
@@ -123,7 +123,7 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
     const { aliases, trouble } = await aliasesFor(env);
     if (trouble && mentionsThisMachine(input, { from: args.from ?? "", to: args.recipients }, (a) => isLocalName(a))) throw trouble;
     const fixed = withAliasesTrouble(trouble, () =>
-      fixupMessage(input, {
+      prepareLocalSubmission(input, {
         ...(args.from !== undefined ? { envelopeFrom: args.from } : {}),
         ...(args.fullName !== undefined ? { fullName: args.fullName } : {}),
         readRecipients: args.readRecipients,
@@ -178,7 +178,7 @@ async function aliasesFor(env: CliIO["env"]): Promise<{ aliases?: AliasTable; tr
 }
 
 /**
- * fixupMessage without the aliases a broken file kept from it: a setting it then misses (no sender:
+ * prepareLocalSubmission without the aliases a broken file kept from it: a setting it then misses (no sender:
  * the invoking user is mapped through that file) is the broken file's, said as such.
  */
 function withAliasesTrouble<T>(trouble: MailsendError | undefined, fix: () => T): T {
@@ -190,8 +190,8 @@ function withAliasesTrouble<T>(trouble: MailsendError | undefined, fix: () => T)
   }
 }
 
-/** What fixupMessage needs of this machine's settings: the default sender, the aliases and who runs this. */
-function senderSettings(env: CliIO["env"], aliases: AliasTable | undefined): Pick<FixupInput, "defaultFrom" | "aliases" | "invokingUser"> {
+/** What prepareLocalSubmission needs of this machine's settings: the default sender, the aliases and who runs this. */
+function senderSettings(env: CliIO["env"], aliases: AliasTable | undefined): Pick<SubmissionInput, "defaultFrom" | "aliases" | "invokingUser"> {
   return { ...(env.MAILSEND_FROM ? { defaultFrom: env.MAILSEND_FROM } : {}), ...(aliases ? { aliases, invokingUser: invokingUser() } : {}) };
 }
 
@@ -244,7 +244,7 @@ async function smtpOnStdio(args: SendmailArgs, io: CliIO, mode: ReturnType<typeo
       async take(raw, envelope) {
         if (trouble && mentionsThisMachine(raw, envelope, (a) => isLocalName(a))) throw trouble;
         const fixed = withAliasesTrouble(trouble, () =>
-          fixupMessage(raw, {
+          prepareLocalSubmission(raw, {
             ...(envelope.from ? { envelopeFrom: envelope.from } : {}),
             readRecipients: false,
             recipients: envelope.to,
@@ -270,7 +270,7 @@ async function smtpOnStdio(args: SendmailArgs, io: CliIO, mode: ReturnType<typeo
 
 /**
  * `mailsend sendmail ...` is handed over before commander (main.ts): its getopt-style options
- * are its own (src/input/sendmail-args.ts). Hidden from the command list and completion:
+ * are its own (src/sendmail/args.ts). Hidden from the command list and completion:
  * programs call it, people type `send` (which it would share a prefix with).
  */
 export function register(program: Command, { io, setExit, argv }: CommandContext): void {

@@ -5,16 +5,16 @@ import { MailsendError } from "../core/errors.js";
 import { checkHeader, checkSingleLine, parseHeaderFlag, type HeaderList } from "../core/headers.js";
 import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
-import { messageFromEml } from "./eml.js";
+import { messageFromEml } from "../sendmail/eml.js";
 import { isUtf8 } from "node:buffer";
 import { declaresLegacyCharset, htmlText } from "./html-charset.js";
 import type { SendRequestFile } from "./json.js";
 import type { ImageCache, Rewrite } from "../compose/index.js";
 import type { InlineImage } from "../compose/images.js";
 import type { EmbeddedStylesheet } from "../compose/styles.js";
-import { readSource, readStdin, regularFileSize, shownPath, utf8, type InputStreams } from "./read.js";
+import { readSource, readStdin, regularFileSize, shownPath, utf8, type InputStreams } from "../core/read.js";
 import { checkBodyBytes, classifyStdin, pipedOrFile, type StdinDecision, type StdinType } from "./stdin-body.js";
-import { randomUuid } from "./uuid.js";
+import { randomUUID as randomUuid } from "node:crypto";
 
 /** The message-shaping options of `mailsend send`, as plain values. */
 export interface MessageFlags {
@@ -162,6 +162,69 @@ async function markdownBody(flags: MessageFlags, io: InputStreams): Promise<{ ht
   return { html: await renderMarkdown(source, { allowHtml: flags.allowHtml ?? false }), text: source };
 }
 
+/** --eml: the message as it is, with no flag that would change it. */
+async function emlMessage(eml: string, flags: MessageFlags, opts: BuildOptions): Promise<Message> {
+  const clash = MESSAGE_FLAGS.filter((k) => {
+    const v = flags[k];
+    return Array.isArray(v) ? v.length > 0 : v !== undefined;
+  });
+  if (clash.length > 0) {
+    throw usage(
+      `--eml sends the message as it is; it cannot be combined with ${clash.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(", ")}`,
+      "Edit the .eml file instead, or build the message from flags.",
+    );
+  }
+  if (flags.stdinType !== undefined) throw usage("--stdin-type applies only to a body piped on stdin without a body flag", "Leave out --stdin-type.");
+  if (!stdinUsed(flags, opts) && mayArriveOnStdin(opts)) opts.onStdinUnused?.("--eml");
+  const raw = await readSource(eml, "EML file", opts);
+  const message = await messageFromEml(raw, eml === "-" ? "stdin" : eml, flags.idempotencyKey);
+  if (opts.transport === "rest") checkRestFit(message);
+  return message;
+}
+
+/** A body piped on stdin with no body flag: HTML or text, as --stdin-type or its content says. */
+async function stdinBody(flags: MessageFlags, opts: BuildOptions): Promise<{ html?: string; text?: string }> {
+  const raw = await readStdinNoticing(opts, STDIN_NOTICE_MS);
+  checkBodyBytes(raw, "stdin", pipedOrFile(opts.stdin));
+  if (raw.length === 0) return {};
+  // HTML in a charset it declares is read by it (a legacy report piped in); anything else must be UTF-8.
+  const piped = flags.stdinType !== "text" && declaresLegacyCharset(raw) ? htmlText(raw, "stdin") : utf8(raw, "stdin");
+  const decision: StdinDecision = flags.stdinType ? { type: flags.stdinType, reason: `--stdin-type ${flags.stdinType}` } : classifyStdin(piped);
+  opts.onStdinBody?.(decision);
+  // Only an HTML body's own declaration is made to say utf-8 (text that quotes a meta is left as written).
+  return decision.type === "html" ? { html: isUtf8(raw) ? htmlText(raw, "stdin") : piped } : { text: piped };
+}
+
+/** The HTML and text bodies: from Markdown, the body flags, the JSON file, or stdin. */
+async function bodies(flags: MessageFlags, opts: BuildOptions, file: SendRequestFile) {
+  const markdown = await markdownBody(flags, opts);
+  let html = markdown?.html ?? (await bodyFrom(flags.html, flags.htmlFile, "html", opts)) ?? file.html;
+  let text = markdown?.text ?? (await bodyFrom(flags.text, flags.textFile, "text", opts));
+  const stdinFree = !opts.stdinTaken && flags.jsonFile !== "-";
+  if (html === undefined && text === undefined && stdinFree && !opts.stdin.isTTY) {
+    ({ html, text } = await stdinBody(flags, opts));
+  } else {
+    if (flags.stdinType !== undefined) {
+      throw usage("--stdin-type applies only to a body piped on stdin without a body flag", "Leave out --stdin-type, or the body flag.");
+    }
+    const from = bodyFlagGiven(flags, html !== undefined && markdown === undefined && flags.html === undefined && flags.htmlFile === undefined);
+    if (!stdinUsed(flags, opts) && from !== undefined && mayArriveOnStdin(opts)) opts.onStdinUnused?.(from);
+  }
+  return { html, text, markdown: markdown !== undefined };
+}
+
+/** The HTML with its --inline images (and CSS inlined), and the parts those images become. */
+async function withInlineParts(html: string | undefined, flags: MessageFlags, opts: BuildOptions): Promise<{ html: string | undefined; inlineParts: Attachment[] }> {
+  if (html !== undefined) {
+    const composed = await composeBody(html, flags, opts);
+    return composed ? { html: composed.html, inlineParts: composed.parts } : { html, inlineParts: [] };
+  }
+  if ((flags.inline ?? []).length > 0) {
+    throw usage("--inline adds an image to an HTML body, but the message has none", "Give the body with --html-file (or --html, --markdown-file).");
+  }
+  return { html, inlineParts: [] };
+}
+
 /** Build and validate the message from flags, a JSON send request, an .eml, or stdin. */
 export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Promise<Message> {
   checkStdinUse(flags, opts.stdinTaken ?? false);
@@ -169,25 +232,7 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
   if (flags.idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(flags.idempotencyKey)) {
     throw usage("--idempotency-key must be 1 to 255 printable ASCII characters without spaces");
   }
-
-  if (flags.eml !== undefined) {
-    const clash = MESSAGE_FLAGS.filter((k) => {
-      const v = flags[k];
-      return Array.isArray(v) ? v.length > 0 : v !== undefined;
-    });
-    if (clash.length > 0) {
-      throw usage(
-        `--eml sends the message as it is; it cannot be combined with ${clash.map((k) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`).join(", ")}`,
-        "Edit the .eml file instead, or build the message from flags.",
-      );
-    }
-    if (flags.stdinType !== undefined) throw usage("--stdin-type applies only to a body piped on stdin without a body flag", "Leave out --stdin-type.");
-    if (!stdinUsed(flags, opts) && mayArriveOnStdin(opts)) opts.onStdinUnused?.("--eml");
-    const raw = await readSource(flags.eml, "EML file", opts);
-    const message = await messageFromEml(raw, flags.eml === "-" ? "stdin" : flags.eml, flags.idempotencyKey);
-    if (opts.transport === "rest") checkRestFit(message);
-    return message;
-  }
+  if (flags.eml !== undefined) return emlMessage(flags.eml, flags, opts);
 
   // zod is loaded only when a JSON send request is given: it is a third of start-up otherwise.
   const file: SendRequestFile = flags.jsonFile
@@ -196,43 +241,9 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
         flags.jsonFile === "-" ? "stdin" : flags.jsonFile,
       )
     : {};
-
-  const markdown = await markdownBody(flags, opts);
-  let html = markdown?.html ?? (await bodyFrom(flags.html, flags.htmlFile, "html", opts)) ?? file.html;
-  let text = markdown?.text ?? (await bodyFrom(flags.text, flags.textFile, "text", opts));
-  const stdinFree = !opts.stdinTaken && flags.jsonFile !== "-";
-  if (html === undefined && text === undefined && stdinFree && !opts.stdin.isTTY) {
-    const raw = await readStdinNoticing(opts, STDIN_NOTICE_MS);
-    checkBodyBytes(raw, "stdin", pipedOrFile(opts.stdin));
-    if (raw.length > 0) {
-      // HTML in a charset it declares is read by it (a legacy report piped in); anything else must be UTF-8.
-      const piped = flags.stdinType !== "text" && declaresLegacyCharset(raw) ? htmlText(raw, "stdin") : utf8(raw, "stdin");
-      const decision: StdinDecision = flags.stdinType
-        ? { type: flags.stdinType, reason: `--stdin-type ${flags.stdinType}` }
-        : classifyStdin(piped);
-      opts.onStdinBody?.(decision);
-      // Only an HTML body's own declaration is made to say utf-8 (text that quotes a meta is left as written).
-      if (decision.type === "html") html = isUtf8(raw) ? htmlText(raw, "stdin") : piped;
-      else text = piped;
-    }
-  } else {
-    if (flags.stdinType !== undefined) {
-      throw usage("--stdin-type applies only to a body piped on stdin without a body flag", "Leave out --stdin-type, or the body flag.");
-    }
-    const from = bodyFlagGiven(flags, html !== undefined && markdown === undefined && flags.html === undefined && flags.htmlFile === undefined);
-    if (!stdinUsed(flags, opts) && from !== undefined && mayArriveOnStdin(opts)) opts.onStdinUnused?.(from);
-  }
-
-  let inlineParts: Attachment[] = [];
-  if (html !== undefined) {
-    const composed = await composeBody(html, flags, opts);
-    if (composed) {
-      html = composed.html;
-      inlineParts = composed.parts;
-    }
-  } else if ((flags.inline ?? []).length > 0) {
-    throw usage("--inline adds an image to an HTML body, but the message has none", "Give the body with --html-file (or --html, --markdown-file).");
-  }
+  const body = await bodies(flags, opts, file);
+  const { html, inlineParts } = await withInlineParts(body.html, flags, opts);
+  const { text } = body;
 
   if (flags.from === undefined && file.from === undefined && opts.defaultFrom !== undefined) {
     // Checked here so that a bad MAILSEND_FROM is named as such, not as --from.
@@ -250,7 +261,6 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
   if (missing.length > 0) {
     throw usage(`missing ${missing.join(", ")}`, "See mailsend send --help for examples.");
   }
-  const fileHeaders: HeaderList = Object.entries(file.headers ?? {});
   const attachments: Attachment[] = (file.attachments ?? []).map((a) => ({
     filename: a.filename,
     source: { kind: "bytes", data: Buffer.from(a.content, "base64") },
@@ -270,10 +280,10 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
       ...(html !== undefined ? { html } : {}),
       ...(text !== undefined ? { text } : {}),
       ...(flags.replyTo ?? file.reply_to ? { replyTo: flags.replyTo ?? file.reply_to } : {}),
-      headers: mergeHeaders(fileHeaders, (flags.header ?? []).map(parseHeaderFlag)),
+      headers: mergeHeaders(Object.entries(file.headers ?? {}), (flags.header ?? []).map(parseHeaderFlag)),
       attachments,
       ...(flags.idempotencyKey ? { idempotencyKey: flags.idempotencyKey } : {}),
-      ...(markdown ? { textIsPlainHtml: true } : {}),
+      ...(body.markdown ? { textIsPlainHtml: true } : {}),
     },
     opts.transport,
   );

@@ -9,7 +9,7 @@
  */
 import type { Token, Tokens } from "marked";
 import { escapeHtml } from "../core/message.js";
-import { PLACEHOLDER_SOURCE } from "../batch/template.js";
+import { PLACEHOLDER_SOURCE } from "./template.js";
 
 export interface MarkdownOptions {
   /** Keep raw HTML (and any link scheme) as written: only for Markdown you trust. */

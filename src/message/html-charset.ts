@@ -8,7 +8,7 @@
  */
 import { isUtf8 } from "node:buffer";
 import { TextDecoder } from "node:util";
-import { utf8 } from "./read.js";
+import { utf8 } from "../core/read.js";
 
 /** Where a browser's prescan looks for the declaration: the first 1024 bytes. */
 const PRESCAN = 1024;

@@ -10,7 +10,7 @@
  * naming it: silently taking `-x` as a recipient would mail the wrong place.
  */
 import { MailsendError } from "../core/errors.js";
-import type { QueueMode } from "../outbox/types.js";
+import type { QueueMode } from "../core/envelope.js";
 
 export type SendmailMode = "deliver" | "list" | "flush" | "help" | "version" | "smtp" | "aliases";
 

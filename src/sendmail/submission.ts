@@ -14,9 +14,9 @@ import { MailsendError } from "../core/errors.js";
 import { DROPPED_ON_SEND } from "../core/headers.js";
 import { MAX_RECIPIENTS } from "../core/message.js";
 import { tooLarge } from "../core/size.js";
-import type { Envelope } from "../outbox/types.js";
+import type { Envelope } from "../core/envelope.js";
 import { atThisMachine, expandLocal, isLocalName, type AliasTable } from "./aliases.js";
-import { binaryKind } from "./stdin-body.js";
+import { binaryKind } from "../core/binary.js";
 
 export type Env = Record<string, string | undefined>;
 
@@ -443,7 +443,7 @@ function newMessageId(sender: string | undefined): string {
 /**
  * What an MTA adds to a message submitted without them (Postfix does for local clients): a Date
  * and a Message-ID, at the top of the header, the rest byte for byte. The relay's intake; the same
- * stamps sendmail's fixupMessage adds. A message that has both (or no header at all) is returned as
+ * stamps sendmail's prepareLocalSubmission adds. A message that has both (or no header at all) is returned as
  * it is.
  */
 export function addMissingStamps(raw: Buffer, sender: string | undefined, now = new Date()): { raw: Buffer; added: string[] } {
@@ -484,7 +484,8 @@ export function cronSecret(value: string): string | undefined {
 /** The header fields that name the recipients of a message sent on again (RFC 5322 3.6.6). */
 const RESENT_RECIPIENTS: readonly string[] = ["resent-to", "resent-cc", "resent-bcc"];
 
-export interface FixupInput {
+/** What sendmail's command line and this machine's settings say of one local submission. */
+export interface SubmissionInput {
   /** -f / -r. */
   envelopeFrom?: string;
   /** -F. */
@@ -501,7 +502,8 @@ export interface FixupInput {
   now?: Date;
 }
 
-export interface Fixed {
+/** The message to queue, its envelope, and what was changed. */
+export interface LocalSubmission {
   raw: Buffer;
   envelope: Envelope;
   /** What was changed, for -v. */
@@ -549,103 +551,81 @@ function addressError(where: string, e: unknown): MailsendError {
   return new MailsendError("invalid_address", `${where}: ${String(e)}`);
 }
 
-/**
- * Turn what a program piped into sendmail into the message to send and its
- * envelope. Throws a MailsendError (64/65/66/78) for input that cannot be
- * sent; nothing is queued then.
- */
-export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
-  if (input.length === 0 || (input.length < 64 * 1024 && input.toString("latin1").trim() === "")) {
-    throw noHeaderNoBody();
-  }
-  const split = splitMessage(input);
-  if (!split.hadHeader) {
-    const binary = binaryKind(input);
-    if (binary !== undefined) {
-      throw new MailsendError("invalid_message", `the input is ${binary} without a message header, not a mail message; nothing was queued`, {
-        hint: "sendmail reads one RFC 5322 message: header lines (From:, To:, Subject:), a blank line, then the body. To mail a file, attach it: mailsend send --attach <file>.",
-      });
-    }
-  }
-  const notes: string[] = [];
-  const { eol } = split;
-  const mapLocal = (local: string) => expandLocal(opts.aliases, local);
-  const isLocal = (address: string) => isLocalName(address, opts.aliases);
-  let fields = split.fields;
+/** What the aliases say of local names, as the steps of a local submission use it. */
+interface LocalNames {
+  mapLocal: (local: string) => string[];
+  isLocal: (address: string) => boolean;
+}
 
-  // The sender: -f, else the message's From, else the configured default.
-  let envelopeFrom: Mailbox | undefined;
-  if (opts.envelopeFrom !== undefined) {
-    const given = opts.envelopeFrom.trim();
-    if (isLocal(given) && LOCAL_NAME.test(given)) {
-      const targets = mapLocal(given);
-      envelopeFrom = { address: targets[0]! };
-      notes.push(`-f ${given} is ${targets[0]} (aliases)`);
-    } else {
-      try {
-        envelopeFrom = parseMailbox1(given, "-f (the envelope sender)");
-      } catch (e) {
-        throw addressError("-f (the envelope sender)", e);
-      }
-    }
+/** The envelope sender -f gives: a local name through the aliases, else an address. */
+function envelopeSender(given: string, local: LocalNames, notes: string[]): Mailbox {
+  const trimmed = given.trim();
+  if (local.isLocal(trimmed) && LOCAL_NAME.test(trimmed)) {
+    const targets = local.mapLocal(trimmed);
+    notes.push(`-f ${trimmed} is ${targets[0]} (aliases)`);
+    return { address: targets[0]! };
   }
+  try {
+    return parseMailbox1(trimmed, "-f (the envelope sender)");
+  } catch (e) {
+    throw addressError("-f (the envelope sender)", e);
+  }
+}
 
-  // A local sender (`From: root`) is one mailbox: its alias when that is one address, else the -f
-  // sender or the configured one.
-  const senderFallback = () => envelopeFrom?.address ?? (opts.defaultFrom ? parseMailbox1(opts.defaultFrom, "MAILSEND_FROM").address : undefined);
-  const rewritten = mapAddressFields(fields, eol, mapLocal, (local) => oneSender(local, mapLocal, senderFallback), isLocal, opts.aliases, notes);
-  fields = rewritten.filter((f) => {
-    const secret = f.name === "x-cron-env" ? cronSecret(fieldValue(f)) : undefined;
-    if (secret !== undefined) notes.push(`X-Cron-Env: left out the one for ${secret} (cron copies the crontab's variables into its mail; that one holds a secret or mailsend's settings)`);
-    return secret === undefined;
-  });
-
-  const values = (name: string) => fields.filter((f) => f.name === name).map((f) => decodeText(fieldValue(f)));
-  const parseField = (name: string, label: string): Mailbox[] => {
+/** The From to add to a message that has none: the -f sender, the configured one, or the user who ran sendmail. */
+function senderToAdd(opts: SubmissionInput, envelopeFrom: Mailbox | undefined, local: LocalNames, notes: string[]): Mailbox {
+  let from: Mailbox | undefined = envelopeFrom;
+  if (!from && opts.defaultFrom) {
     try {
-      // Empty list elements (`To: a@x.com,`) are read past, as RFC 5322 4.4 (obs-addr-list) says.
-      return values(name).flatMap((v) => (v.trim() === "" ? [] : parseAddressList(v, label, true, "skip")));
+      from = parseMailbox1(opts.defaultFrom, "MAILSEND_FROM");
     } catch (e) {
-      throw addressError(label, e);
+      throw new MailsendError("config_invalid", `the default sender (MAILSEND_FROM or the profile's from) is not one address: ${(e as Error).message}`);
     }
-  };
+  }
+  // As Postfix: the user who ran sendmail (atd's `sendmail -i root`, `mail` without -r), here
+  // through the aliases file, the one place that says where a local user's mail goes.
+  if (!from && opts.aliases && opts.invokingUser) {
+    try {
+      const targets = local.mapLocal(opts.invokingUser);
+      if (targets.length === 1) {
+        from = { address: targets[0]! };
+        notes.push(`the sender is ${opts.invokingUser}, who ran sendmail: ${targets[0]} (aliases)`);
+      }
+    } catch {}
+  }
+  if (!from) {
+    throw new MailsendError("config_missing", "the message has no From header and there is no sender to put in it", {
+      hint: "Give it with -f <address> (and -F <name>), or set the default sender: MAILSEND_FROM, or mailsend config set from <address>.",
+    });
+  }
+  // -F's line ends and control characters would end the header early: spaces instead.
+  const fullName = opts.fullName?.replace(/[\u0000-\u001f\u007f]+/g, " ").trim();
+  return fullName ? { name: fullName, address: from.address } : from;
+}
 
+/** The header's mailboxes of one field, parsed as the transports will parse them. */
+function fieldMailboxes(fields: HeaderField[], name: string, label: string): Mailbox[] {
+  try {
+    // Empty list elements (`To: a@x.com,`) are read past, as RFC 5322 4.4 (obs-addr-list) says.
+    return fields
+      .filter((f) => f.name === name)
+      .map((f) => decodeText(fieldValue(f)))
+      .flatMap((v) => (v.trim() === "" ? [] : parseAddressList(v, label, true, "skip")));
+  } catch (e) {
+    throw addressError(label, e);
+  }
+}
+
+/** From, Date and Message-ID where the message lacks them, as an MTA adds them for local clients. */
+function stamps(fields: HeaderField[], opts: SubmissionInput, envelopeFrom: Mailbox | undefined, local: LocalNames, eol: string, notes: string[]) {
   const added: HeaderField[] = [];
   let headerFrom: Mailbox | undefined;
-  const fromValues = values("from");
-  if (fromValues.length === 0) {
-    let from: Mailbox | undefined = envelopeFrom;
-    if (!from && opts.defaultFrom) {
-      try {
-        from = parseMailbox1(opts.defaultFrom, "MAILSEND_FROM");
-      } catch (e) {
-        throw new MailsendError("config_invalid", `the default sender (MAILSEND_FROM or the profile's from) is not one address: ${(e as Error).message}`);
-      }
-    }
-    // As Postfix: the user who ran sendmail (atd's `sendmail -i root`, `mail` without -r), here
-    // through the aliases file, the one place that says where a local user's mail goes.
-    if (!from && opts.aliases && opts.invokingUser) {
-      try {
-        const targets = mapLocal(opts.invokingUser);
-        if (targets.length === 1) {
-          from = { address: targets[0]! };
-          notes.push(`the sender is ${opts.invokingUser}, who ran sendmail: ${targets[0]} (aliases)`);
-        }
-      } catch {}
-    }
-    if (!from) {
-      throw new MailsendError("config_missing", "the message has no From header and there is no sender to put in it", {
-        hint: "Give it with -f <address> (and -F <name>), or set the default sender: MAILSEND_FROM, or mailsend config set from <address>.",
-      });
-    }
-    // -F's line ends and control characters would end the header early: spaces instead.
-    const fullName = opts.fullName?.replace(/[\u0000-\u001f\u007f]+/g, " ").trim();
-    headerFrom = fullName ? { name: fullName, address: from.address } : from;
+  if (!fields.some((f) => f.name === "from")) {
+    headerFrom = senderToAdd(opts, envelopeFrom, local, notes);
     added.push({ name: "from", text: `From: ${encodeText(headerMailbox(headerFrom, eol))}${eol}` });
     notes.push(`added From: ${formatMailbox(headerFrom)}`);
   } else {
-    const list = parseField("from", "From");
-    headerFrom = list[0];
+    headerFrom = fieldMailboxes(fields, "from", "From")[0];
   }
   if (!fields.some((f) => f.name === "date")) {
     const date = rfc5322Date(opts.now ?? new Date());
@@ -657,11 +637,14 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
     added.push({ name: "message-id", text: `Message-ID: ${id}${eol}` });
     notes.push(`added Message-ID: ${id}`);
   }
+  return { added, headerFrom };
+}
 
-  // The recipients: the arguments, and with -t those of the headers.
+/** The recipients: the arguments, and with -t those of the headers; each once, at least one, at most the service's limit. */
+function recipientsOf(fields: HeaderField[], opts: SubmissionInput, local: LocalNames, notes: string[]): string[] {
   const rcpts: string[] = [];
   for (const arg of opts.recipients) {
-    const r = rewriteLocalNames(arg, mapLocal, isLocal);
+    const r = rewriteLocalNames(arg, local.mapLocal, local.isLocal);
     if (r.changed) notes.push(`recipient ${arg} -> ${r.value}`);
     if (r.value === "") continue;
     try {
@@ -678,12 +661,12 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
     const names = resent ? ([["resent-to", "Resent-To"], ["resent-cc", "Resent-Cc"], ["resent-bcc", "Resent-Bcc"]] as const) : ([["to", "To"], ["cc", "Cc"], ["bcc", "Bcc"]] as const);
     if (resent) notes.push("the recipients are those of Resent-To, Resent-Cc and Resent-Bcc (a message sent on again), not To, Cc and Bcc");
     for (const [name, label] of names) {
-      rcpts.push(...parseField(name, label).map((m) => m.address));
+      rcpts.push(...fieldMailboxes(fields, name, label).map((m) => m.address));
     }
   } else {
     // Still check them: the transports parse these headers strictly.
-    parseField("to", "To");
-    parseField("cc", "Cc");
+    fieldMailboxes(fields, "to", "To");
+    fieldMailboxes(fields, "cc", "Cc");
   }
   const seen = new Set<string>();
   const to = rcpts.filter((a) => {
@@ -699,13 +682,60 @@ export function fixupMessage(input: Buffer, opts: FixupInput): Fixed {
       { hint: "For example: sendmail -t < message.eml, or sendmail ops@example.com < message.eml" },
     );
   }
-
   // As too large a message: what the service would refuse in part, after the caller was told it was taken.
   if (to.length > MAX_RECIPIENTS) {
     throw new MailsendError("invalid_message", `${to.length} recipients: the service takes at most ${MAX_RECIPIENTS} per message; nothing was queued`, {
       hint: `Send it in parts of ${MAX_RECIPIENTS} recipients or fewer.`,
     });
   }
+  return to;
+}
+
+/** A binary file (an image, an archive) piped in without a header is no message: refused, not mailed as text. */
+function checkNotBinary(input: Buffer): void {
+  const binary = binaryKind(input);
+  if (binary !== undefined) {
+    throw new MailsendError("invalid_message", `the input is ${binary} without a message header, not a mail message; nothing was queued`, {
+      hint: "sendmail reads one RFC 5322 message: header lines (From:, To:, Subject:), a blank line, then the body. To mail a file, attach it: mailsend send --attach <file>.",
+    });
+  }
+}
+
+/**
+ * Turn what a program piped into sendmail into the message to send and its
+ * envelope, by sendmail's rules for a local submission: local names through
+ * the aliases, the sender and stamps an MTA adds, the recipients of the
+ * arguments or (-t) of the header. Throws a MailsendError (64/65/66/78) for
+ * input that cannot be sent; nothing is queued then.
+ */
+export function prepareLocalSubmission(input: Buffer, opts: SubmissionInput): LocalSubmission {
+  if (input.length === 0 || (input.length < 64 * 1024 && input.toString("latin1").trim() === "")) {
+    throw noHeaderNoBody();
+  }
+  const split = splitMessage(input);
+  if (!split.hadHeader) checkNotBinary(input);
+  const notes: string[] = [];
+  const { eol } = split;
+  const local: LocalNames = {
+    mapLocal: (name: string) => expandLocal(opts.aliases, name),
+    isLocal: (address: string) => isLocalName(address, opts.aliases),
+  };
+
+  // The sender: -f, else the message's From, else the configured default.
+  const envelopeFrom = opts.envelopeFrom !== undefined ? envelopeSender(opts.envelopeFrom, local, notes) : undefined;
+
+  // A local sender (`From: root`) is one mailbox: its alias when that is one address, else the -f
+  // sender or the configured one.
+  const senderFallback = () => envelopeFrom?.address ?? (opts.defaultFrom ? parseMailbox1(opts.defaultFrom, "MAILSEND_FROM").address : undefined);
+  const rewritten = mapAddressFields(split.fields, eol, local.mapLocal, (name) => oneSender(name, local.mapLocal, senderFallback), local.isLocal, opts.aliases, notes);
+  const fields = rewritten.filter((f) => {
+    const secret = f.name === "x-cron-env" ? cronSecret(fieldValue(f)) : undefined;
+    if (secret !== undefined) notes.push(`X-Cron-Env: left out the one for ${secret} (cron copies the crontab's variables into its mail; that one holds a secret or mailsend's settings)`);
+    return secret === undefined;
+  });
+
+  const { added, headerFrom } = stamps(fields, opts, envelopeFrom, local, eol, notes);
+  const to = recipientsOf(fields, opts, local, notes);
 
   // Bcc, Resent-Bcc, a saved message's Return-Path and Content-Length never travel (DROPPED_ON_SEND).
   for (const [name, label, why] of DROPPED_ON_SEND) {

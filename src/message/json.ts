@@ -2,7 +2,7 @@ import { z } from "zod";
 import { MailsendError } from "../core/errors.js";
 import { checkNotIdempotencyHeader } from "../core/headers.js";
 import { attachmentSchema, describeIssues, sendRequestSchema } from "../core/schema.js";
-import { utf8 } from "./read.js";
+import { utf8 } from "../core/read.js";
 
 /**
  * A send request given as a file. Same fields as the wire (spec 2.1), but every

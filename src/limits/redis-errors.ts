@@ -126,7 +126,9 @@ export function redisError(e: unknown, config: RedisConfig, phase: RedisPhase, o
       hint: `${reply === "READONLY" ? "It is a replica: point the URL at the master, or use redis-sentinel:// so mailsend finds it. " : "Try again shortly. "}${chosen}.${nothingSent}`,
     });
   }
-  if (/timed out|timeout/i.test(msg) && phase === "later" && !/connect/i.test(msg)) {
+  // A command's timeout while connecting (AUTH, SELECT) is a server that took the connection and
+  // then stopped answering, as one later: 75 at the bound, not "cannot reach" after more probing.
+  if (/timed out|timeout/i.test(msg) && (phase === "later" || /^Command timed out/.test(msg)) && !/connect/i.test(msg)) {
     return new MailsendError("temporary_failure", `${at} did not answer in time (${msg})`, {
       cause: e,
       hint: `Try again when it answers. ${chosen}.${nothingSent}`,

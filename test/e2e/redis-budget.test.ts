@@ -218,6 +218,40 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
     }
   });
 
+  test("Redis that stops answering as a send connects (DEBUG SLEEP, a password to send): 75 at the 5 s the docs state, nothing sent", async () => {
+    const frozen = await startRedis({ password: "sleepy-secret-5", args: ["--enable-debug-command", "yes"] });
+    const s = scratch("mailsend-redis-asleep-");
+    try {
+      // Asleep for longer than the bound and the probes that once followed it: the exit says which came first.
+      await new Promise<void>((resolve, reject) => {
+        const c = connect(frozen.port, "127.0.0.1", () => c.write("AUTH sleepy-secret-5\r\n"));
+        // Its +OK first (replies wait for the sleep to end), then the sleep, and a moment for it to begin.
+        c.once("data", () => {
+          c.write("DEBUG SLEEP 10\r\n");
+          setTimeout(resolve, 300);
+        });
+        c.on("error", reject);
+        setTimeout(() => c.destroy(), 12_000).unref();
+      });
+      const before = t.sb.store.count;
+      const started = Date.now();
+      const r = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "asleep", "--text", "hi", "--json"], {
+        env: env(s.dir, { MAILSEND_RATE_LIMIT_URL: `redis://:sleepy-secret-5@127.0.0.1:${frozen.port}`, MAILSEND_RETRIES: "0" }),
+        timeoutMs: 30_000,
+      });
+      const took = Date.now() - started;
+      expect(r.exitCode, r.stderr).toBe(75);
+      expect(JSON.parse(r.stderr.trim().split("\n").at(-1)!).error.message).toMatch(new RegExp(`the shared-budget Redis at 127\\.0\\.0\\.1:${frozen.port} did not answer in time`));
+      expect(took).toBeGreaterThanOrEqual(4_900);
+      expect(took).toBeLessThan(9_000);
+      expect(r.stderr).not.toContain("sleepy-secret-5");
+      expect(t.sb.store.count).toBe(before);
+    } finally {
+      await frozen.stop();
+      s.remove();
+    }
+  }, 40_000);
+
   test("Redis stopped while a send waits for its slot: 75, nothing sent, no hang", async () => {
     await quiet();
     const r1 = await startRedis();

@@ -78,7 +78,8 @@ export function hideKeyLikeWords(text: string): string {
   if (!/[\w-]{8}/.test(text)) return text;
   return text.replace(/[^\s"'`()<>[\]{},;]{8,}/g, (word) => {
     const core = word.replace(/^[.:!?=]+|[.:!?]+$/g, "");
-    if (looksLikeKey(core)) return word.replace(core, KEY_NOT_SHOWN);
+    // NAME=value (an environment variable in a hint) is two words; a key's own "=" is only its padding at the end.
+    if (!/=[^=]/.test(core) && looksLikeKey(core)) return word.replace(core, KEY_NOT_SHOWN);
     // host:port: each side a word of its own; in a path, a URL or an address only a key's prefix counts.
     const named = /[@/.]/.test(core);
     return word.replace(/[^:@/.=]+/g, (piece) => (KEY_PREFIXED.test(piece) || (!named && looksLikeKey(piece)) ? KEY_NOT_SHOWN : piece));
@@ -89,10 +90,10 @@ export function hideKeyLikeWords(text: string): string {
  * A bare word that is probably a key pasted onto the command line (`mailsend
  * send -s hi msk_live_…`): a key's prefix, or a long token of letters and
  * digits with nothing of a path, an address or a sentence in it (a commit's
- * hex SHA or a UUID is not one: `-s Build 3f9a…` is a subject to quote).
+ * hex SHA, a UUID or an environment variable's NAME is not one: `-s Build 3f9a…` is a subject to quote).
  */
 export function looksLikeKey(word: string): boolean {
-  return KEY_PREFIXED.test(word) || (word.length >= 24 && /[a-z]/i.test(word) && /\d/.test(word) && /^[\w+=-]+$/.test(word) && !/^[0-9a-f-]+$/i.test(word));
+  return KEY_PREFIXED.test(word) || (word.length >= 24 && /[a-z]/.test(word) && /\d/.test(word) && /^[\w+=-]+$/.test(word) && !/^[0-9a-f-]+$/i.test(word));
 }
 
 /** A word typed where a name or an id goes, as an error may repeat it: only its length when it looks like a key. */

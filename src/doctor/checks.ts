@@ -365,6 +365,8 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
   return { ok: firstFailure === undefined, checks, ...(firstFailure ? { firstFailure } : {}) };
 
   async function checkRestKey(config: RestConfig): Promise<void> {
+    // A budget that cannot be asked (its Redis refusing, a bad limit): no request outside it, as send would make none.
+    if (!store && limits?.limit !== 0) return void skip("rest.key", "not checked: the rate-limit budget could not be asked for a slot (see its check), and the probe is a request like any send");
     const id = slotId();
     let slot = false;
     if (store && limits) {

@@ -171,6 +171,25 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
     }
   });
 
+  test("doctor with the budget's Redis refusing its password: that check fails (77), and the service is not probed outside the budget", async () => {
+    const s = scratch("mailsend-redis-doctor-");
+    try {
+      const before = { ...t.sb.stats.toJSON().rest };
+      const r = await runCli(["doctor", "--json"], { env: env(s.dir, { MAILSEND_RATE_LIMIT_URL: `rediss://budget:wrong-secret-3@127.0.0.1:${secure.port}`, NODE_EXTRA_CA_CERTS: tls.caPath }), timeoutMs: 60_000 });
+      const checks = Object.fromEntries((JSON.parse(r.stdout) as { checks: { name: string; ok: boolean; skipped?: boolean; detail: string; exit?: number }[] }).checks.map((c) => [c.name, c]));
+      expect(r.exitCode, r.stdout).toBe(77);
+      expect(checks.ratelimit).toMatchObject({ ok: false, exit: 77 });
+      expect(checks["rest.connect"]?.ok).toBe(true);
+      expect(checks["rest.key"]).toMatchObject({ skipped: true });
+      expect(checks["rest.key"]!.detail).toMatch(/not checked: the rate-limit budget could not be asked for a slot/);
+      // Not one request reached POST /send: neither refused as the empty probe is, nor anything else.
+      expect(t.sb.stats.toJSON().rest).toEqual(before);
+      expect(r.stdout + r.stderr).not.toContain("wrong-secret-3");
+    } finally {
+      s.remove();
+    }
+  });
+
   test("rediss:// without the CA: 78, the certificate is not trusted", async () => {
     const s = scratch("mailsend-redis-ca-");
     try {

@@ -61,6 +61,7 @@ describe("hideKeyLikeWords: a key a person typed where another value goes", () =
       [`not found: ./${KEY}`, `not found: ./${KEY_NOT_SHOWN}`],
       [`https://${KEY}/send`, `https://${KEY_NOT_SHOWN}/send`],
       [`no profile ${KEY}.`, `no profile ${KEY_NOT_SHOWN}.`],
+      [`--profile=${GENERIC}`, `--profile=${KEY_NOT_SHOWN}`],
     ]) expect(hideKeyLikeWords(text!)).toBe(want);
   });
   it("leaves what is not a key: a long temp dir's name in a path, a UUID, a SHA, a sentence, an address", () => {
@@ -70,6 +71,7 @@ describe("hideKeyLikeWords: a key a person typed where another value goes", () =
       "commit 3f9a0c2d4e5f60718293a4b5c6d7e8f901234567",
       "the outbox file 0mx0fw9jq0y2b515aaf.msg is damaged",
       "missing @ in bob.example.com; user-with-a-long-name-2026@example.com",
+      "MAILSEND_QUEUE_AUTORUN=0 turns that off here; MAILSEND_RATE_LIMIT_PASSWORD_FILE2 too",
     ]) expect(hideKeyLikeWords(text)).toBe(text);
   });
 });

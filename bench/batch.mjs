@@ -12,7 +12,7 @@
 //    batches, and each round's ratio uses its own ceiling;
 //  - peak RSS of `mailsend batch --check` for 100,000 rows, and of real sends
 //    of growing size.
-// Aims (issue 5): REST batch >= 0.6 x ceiling and >= 30 x the shell loop;
+// Aims: REST batch >= 0.6 x ceiling and >= 30 x the shell loop;
 // peak RSS for 100,000 rows under 150 MB.
 // Knobs: BENCH_BATCH_N, BENCH_BATCH_SAMPLE, BENCH_BATCH_REST_C / _SMTP_C
 // (comma lists), BENCH_BATCH_ROUNDS, BENCH_BATCH_MEM_SEND (rows of the

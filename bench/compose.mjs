@@ -1,7 +1,7 @@
 // An HTML report with 20 local images (5 MB in all): time and peak RSS of
 // `send --dry-run` and of a real SMTP send to the sandbox, embedded as inline
 // parts, against the same message with the same files given by --attach.
-// Aim (issue 14): embedding costs at most +50 MB RSS and under 1.5x the time.
+// Aim: embedding costs at most +50 MB RSS and under 1.5x the time.
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

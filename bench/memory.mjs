@@ -1,5 +1,5 @@
 // Peak RSS of `mailsend send` with a 50 MB attachment against a small message,
-// over REST and SMTP, in one run. Target (issue 2): under 64 MB above the
+// over REST and SMTP, in one run. Aim: under 64 MB above the
 // small-message baseline on each transport (the body is streamed, not built).
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";

@@ -5,7 +5,7 @@
 //    budget loads its client (ioredis, a chunk of its own) and connects; aim: <= 15 ms more;
 //  - `mailsend batch` of N messages (messages per second, whole process, best of rounds
 //    interleaved): every message takes and records its slot in Redis; aim: <= 5% slower.
-// On a loaded machine wall time says little (a one-shot send took 3 s at load 25), so the
+// On a loaded machine wall time says little (a one-shot send's time grows with the load), so the
 // processes' CPU time (user + sys, from GNU time, mean of the runs) is shown beside it: what
 // Redis adds in CPU is what it adds in wall time on an idle machine, plus a few local round trips.
 // Knobs: BENCH_RUNS (one-shot runs, default 15), BENCH_REDIS_N (batch size, default 1000),

@@ -1,4 +1,4 @@
-// Issue 16's table: each of mailsend's figures beside the floor it is measured against, both
+// The speed table: each of mailsend's figures beside the floor it is measured against, both
 // measured in the same run, interleaved (ours, floor, ours, floor, ...) so machine noise falls
 // on both alike; medians. Whole processes, wall clock. Run under this Node and, when one is
 // found, Node 24 as well (BENCH_NODE24=/path/to/node, else the binary .ci/run installs into
@@ -183,7 +183,7 @@ async function measure(node, label) {
     };
     // The floors run in the same environment as mailsend: what the sandbox's export lines set
     // is part of the machine, not of mailsend. NODE_EXTRA_CA_CERTS among them makes Node itself
-    // start OpenSSL and read the CA at start-up (~20 ms here), before any code of ours runs.
+    // start OpenSSL and read the CA at start-up, before any code of ours runs.
     const floorEnv = { ...env, BASE_URL: ready.base_url, KEY: key, SMTP_HOST: ready.smtp.host, SMTP_PORT: String(ready.smtp.port), CA_FILE: ready.ca_file };
 
     // Start-up.
@@ -228,7 +228,7 @@ async function measure(node, label) {
     for (let r = -1; r < ROUNDS; r++) {
       const a = join(work, `batch-${label}-${r}.jsonl`);
       writeInput(a, N, `batch ${label} ${r}`);
-      // The budget off, as in bench/batch.mjs and the issue's figures: the floor has none either.
+      // The budget off, as in bench/batch.mjs: the floor has none either.
       const x = await runOnce(node, [BIN, "batch", a, "--transport", "rest", "--concurrency", String(C), "--journal", join(work, `journal-${label}-${r}`), "--quiet"], { env: { ...env, MAILSEND_RATE_LIMIT: "0" } });
       if (x.code !== 0) throw new Error(`batch exited ${x.code}: ${x.stderr.slice(0, 500)}`);
       const b = join(work, `floor-${label}-${r}.jsonl`);

@@ -1,6 +1,5 @@
 // Start-up cost of the CLI against a bare `node -e 0`, measured in one run.
-// Targets (issue 16, which tightened issue 2's 1.3x and 2x): --version within 1.15x,
-// send --dry-run within 1.5x. bench/speed.mjs measures the same two under Node 20 and 24.
+// Aims: --version within 1.15x, send --dry-run within 1.5x. bench/speed.mjs measures the same two under Node 20 and 24.
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { build } from "esbuild";

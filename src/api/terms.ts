@@ -103,7 +103,8 @@ export function inApiTerms(text: string): string {
   s = s.replace(new RegExp(`${FLAG}\\s*\\((?:or )?${VAR}(?:\\s*(?:/|,|or)\\s*${VAR})*\\)`, "g"), "$1");
   s = s.replace(new RegExp(`${FLAG}\\s*(?:/|or)\\s*${VAR}`, "g"), "$1");
   for (const [flag, option] of FLAGS) s = s.replace(new RegExp(`${escape(flag)}(?![a-z-])`, "g"), option);
-  for (const [name, option] of VARIABLES) s = s.replace(new RegExp(`${escape(name)}(?:=[^\\s),;]*)?(?![A-Z_])`, "g"), option);
+  // options.env.MAILSEND_X is already the library's name for where the value came from.
+  for (const [name, option] of VARIABLES) s = s.replace(new RegExp(`(?<!env\\.)${escape(name)}(?:=[^\\s),;]*)?(?![A-Z_])`, "g"), option);
   // A variable with no option of its own is read from options.env.
   s = s.replace(/(?<![\w.])MAILSEND_[A-Z_]+/g, "env.$&");
   // What the rewriting may leave: "baseUrl / baseUrl", "apiKey (or apiKey)".

@@ -7,8 +7,8 @@
  *
  * An "intended" line is in the file (the page cache: a process killed with
  * kill -9 leaves it there) before its send, and is fsynced with the next
- * group, but the send does not wait for that fsync (~8 ms a group here, most
- * of a batch item's time against a near service). Nothing rests on it being
+ * group, but the send does not wait for that fsync (against a near service it
+ * would be most of a batch item's time). Nothing rests on it being
  * durable: an item's key comes from the journal's batch id (fsynced with the
  * header before any send) and its index, and a re-run sends every item
  * without a "done" line the same way, with that key, whether an "intended"
@@ -270,7 +270,7 @@ export class Journal {
       throw localFileError(e, path, "write", "journal");
     }
     j.#fd = fd;
-    // The header's fsync (a new file: ~10 ms on a plain disk) runs while the batch validates its
+    // The header's fsync (slow for a new file on a plain disk) runs while the batch validates its
     // input; no record is written before it has finished (#flush), and durable() says how it went.
     const synced = new Promise<void>((resolve, reject) => fsync(fd, (e) => (e ? reject(localFileError(e, path, "sync", "journal")) : resolve())));
     synced.catch(() => {});

@@ -249,7 +249,7 @@ export function separatorOf(headerLine: string): string {
   return [";", "\t"].reduce((best, c) => (count[c]! > count[best]! ? c : best), ",");
 }
 
-/** Header names that are recipient fields whatever their case ("To", "CC", "BCC"): read otherwise, they were variables, and the row went to fewer people than the sheet says. */
+/** Header names that are recipient fields whatever their case ("To", "CC", "BCC"): read otherwise, they would be variables, and the row would go to fewer people than the sheet says. */
 const RECIPIENT_COLUMNS = new Set(["to", "cc", "bcc"]);
 
 /**

@@ -9,7 +9,7 @@
  */
 import type { Argument, Command, Option } from "commander";
 import { VERSION } from "../core/version.js";
-import { SETTING_NAMES } from "../input/profile.js";
+import { SETTING_NAMES } from "../settings/profile.js";
 
 export const SHELLS = ["bash", "zsh", "fish"] as const;
 export type Shell = (typeof SHELLS)[number];

@@ -97,9 +97,8 @@ function processIO(): CliIO {
 }
 
 /**
- * The process's streams for the commands, each made when first used: making one costs a one-shot
- * send milliseconds (the first about 6 ms, stdin on /dev/null about 3 ms more), and `send -q`
- * that succeeds writes nothing and reads nothing. stdout is written directly while it can be
+ * The process's streams for the commands, each made when first used: making one loads modules a
+ * one-shot send otherwise does without, and `send -q` that succeeds writes nothing and reads nothing. stdout is written directly while it can be
  * (directStdout). stdinIsNull answers one question about stdin without making it (see
  * InputStreams in src/core/read.ts).
  */
@@ -129,8 +128,8 @@ function realStdout(): NodeJS.WriteStream {
 /**
  * stdout for the commands. On a pipe, a file or /dev/null, while nothing but write() has been
  * asked of it, each write goes straight to fd 1 with fs.writeSync (as Node's own stdout writes a
- * file or /dev/null), and process.stdout (a net.Socket on a pipe: the streams and net modules,
- * ~6 ms) is never made: a dry run or a --json result is one or two writes. Anything else asked of it (a listener, a
+ * file or /dev/null), and process.stdout (a net.Socket on a pipe, which loads the streams and net
+ * modules) is never made: a dry run or a --json result is one or two writes. Anything else asked of it (a listener, a
  * property, a terminal, Windows), or a write the descriptor does not take at once (EAGAIN on a
  * non-blocking pipe: the rest of it), and from then on every write goes through process.stdout,
  * so nothing is reordered. Output that cannot be written (EPIPE, ENOSPC) is outputFailed's, as it is there.

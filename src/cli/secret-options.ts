@@ -8,8 +8,8 @@ import { MailsendError } from "../core/errors.js";
 
 /**
  * Options that would carry a secret on the command line, where `ps`, shell
- * history and CI logs keep it. mailsend has none of them on purpose
- * (DESIGN.md section 4); `--api-key-stdin` is the one key option there is.
+ * history and CI logs keep it. mailsend has none of them on purpose;
+ * `--api-key-stdin` is the one key option there is.
  */
 export const SECRET_OPTION = /^--(?:api[-_]?key|apikey|key|token|auth[-_]?token|password|passwd|pass|secret)(?==|$)/i;
 

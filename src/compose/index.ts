@@ -87,7 +87,7 @@ export async function composeHtml(input: string, opts: ComposeOptions): Promise<
     images.set(image.cid, image);
   };
 
-  // The references of the HTML as sent, when they are known without parsing it again (a big report takes a parse ~250 ms).
+  // The references of the HTML as sent, when they are known without parsing it again (parsing a big report again is not cheap).
   let sentRefs: string[] | undefined;
   if (opts.embed && mayReferenceImages(html)) {
     const attrs = findRefAttributes(html);

@@ -39,7 +39,7 @@ export async function textFromHtml(html: string): Promise<string> {
   for (let i = html.indexOf("<tr"); i >= 0 && rows <= ALIGNED_ROWS; i = html.indexOf("<tr", i + 3)) rows++;
   const text = convert(html, {
     wordwrap: 78,
-    // Whole: by default html-to-text cuts its input at 16 MiB characters, and the end of a big report's text part was lost.
+    // Whole: by default html-to-text cuts its input at 16 MiB characters, which would lose the end of a big report's text part.
     limits: { maxInputLength: Number.MAX_SAFE_INTEGER },
     formatters: {
       altText: (elem, _walk, builder) => {

@@ -4,7 +4,7 @@
  * A batch's requests in flight all watch the same signal (its deadline's, or the one that stops
  * every send on a second Ctrl-C). With a listener each, every request would add itself to the
  * signal's own list of listeners and take itself off again, and Node's EventTarget walks that
- * list both times, at --concurrency 32 (issue 16). Here a signal gets one listener of its own,
+ * list both times, a cost that grows with --concurrency. Here a signal gets one listener of its own,
  * the first time it is watched, and its watchers are a Set.
  */
 

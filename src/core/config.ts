@@ -10,7 +10,7 @@ export interface TlsOptions {
   insecure: boolean;
 }
 
-/** A proxy: HTTP for REST (resolved for the base URL: see src/input/proxy.ts), HTTP or SOCKS for SMTP. */
+/** A proxy: HTTP for REST (resolved for the base URL: see src/settings/proxy.ts), HTTP or SOCKS for SMTP. */
 export interface ProxySetting {
   protocol: "http:" | "https:" | "socks4:" | "socks4a:" | "socks5:" | "socks5h:";
   host: string;

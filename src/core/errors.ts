@@ -104,6 +104,11 @@ export interface ErrorDetails {
    * from the service: the message is not at fault, so an outbox keeps it until that is fixed.
    */
   local?: boolean;
+  /**
+   * The setting the error is about, by its name in src/settings/names.ts (baseUrl, smtpPort, ...):
+   * each front end says that name in its own words (a flag, a variable, an option).
+   */
+  setting?: string;
 }
 
 /** A message the server took for some recipients and refused for others (SMTP RCPT). */
@@ -126,6 +131,8 @@ export class MailsendError extends Error {
   readonly partial: PartialDelivery | undefined;
   /** See ErrorDetails.local. */
   readonly local: boolean;
+  /** See ErrorDetails.setting. */
+  readonly setting: string | undefined;
 
   constructor(code: ErrorCode, message: string, details: ErrorDetails = {}) {
     super(message, details.cause === undefined ? undefined : { cause: details.cause });
@@ -136,6 +143,7 @@ export class MailsendError extends Error {
     this.mayHaveBeenSent = details.mayHaveBeenSent ?? false;
     this.partial = details.partial;
     this.local = details.local ?? false;
+    this.setting = details.setting;
   }
 
   get exitClass(): ExitClass {
@@ -182,6 +190,7 @@ export function reworded(e: MailsendError, reword: (text: string) => string): Ma
     ...(e.partial ? { partial: e.partial } : {}),
     mayHaveBeenSent: e.mayHaveBeenSent,
     local: e.local,
+    ...(e.setting !== undefined ? { setting: e.setting } : {}),
   });
   if (e.attempts !== undefined) out.attempts = e.attempts;
   if (e.stack) out.stack = e.stack.replace(e.message, message);

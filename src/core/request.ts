@@ -5,7 +5,7 @@ import type { SendRequest } from "./schema.js";
 
 /**
  * The REST send request for a message, without its attachments (which are
- * streamed). Only the spec's fields, in the spec's order, no nulls.
+ * streamed). Only the fields the service documents, in its order, no nulls.
  */
 export function sendRequestFields(m: Message): Omit<SendRequest, "attachments"> {
   const fields: Omit<SendRequest, "attachments"> = {

@@ -1,5 +1,5 @@
 /**
- * The send request of the spec (section 2.1), as one zod schema shared by
+ * The service's send request (POST /send), as one zod schema shared by
  * the client (for --json-file input) and the sandbox (for POST /send).
  */
 import { z } from "zod";

@@ -13,10 +13,11 @@ import type { RestConfig, SmtpConfig, TransportConfig } from "../core/config.js"
 import { MailsendError, toMailsendError, type ErrorCode } from "../core/errors.js";
 import { makeRedactor } from "../core/redact.js";
 import type { TransportName } from "../core/transport.js";
-import { resolveApiKey, resolveTransportConfig, resolveTransportName, type ConnectionFlags, type Env } from "../input/config.js";
-import { configPath, loadSettings, type ActiveProfile } from "../input/profile.js";
+import { channelConfig, cliLayers, keyOf, notConfigured, transportOf, type ConnectionFlags } from "../settings/resolve.js";
+import { configPath, loadSettings, type ActiveProfile } from "../settings/profile.js";
 import type { InputStreams } from "../core/read.js";
-import { openSlotStore, resolveLimits } from "../limits/budget.js";
+import { openSlotStore } from "../limits/budget.js";
+import { resolveLimits } from "../settings/budget.js";
 import { FileSlotStore } from "../limits/file-store.js";
 import type { RedisConfig } from "../limits/redis-config.js";
 import { RedisSlotStore, type RedisProbe } from "../limits/redis-store.js";
@@ -28,6 +29,7 @@ import { postEmptySend, reachRest, sendUrlOf } from "./rest-probe.js";
 import { lookAtOutbox } from "./outbox-check.js";
 import { probeSmtp } from "./smtp-probe.js";
 import { certificateSummary, trustFailure, type CertificateInfo } from "./tls-info.js";
+import type { Env } from "../core/env.js";
 
 export const CHECK_NAMES = [
   "config.profile",
@@ -53,7 +55,7 @@ export interface CheckResult {
   detail: string;
   /** What to do: always on a failure, sometimes a note on a pass. */
   hint?: string;
-  /** On a failure: the exit code of its class (DESIGN.md section 3). */
+  /** On a failure: the exit code of its class (the sysexits table in core/errors.ts). */
   exit?: number;
   code?: ErrorCode;
   certificate?: CertificateInfo;
@@ -84,7 +86,7 @@ export function keyFingerprint(key: string): string {
   return `sha256:${createHash("sha256").update(key).digest("hex").slice(0, 12)}`;
 }
 
-/** Where resolveApiKey found the key, in its order. */
+/** Where keyOf found the key, in its order. */
 function keySource(flags: ConnectionFlags, env: Env, profile: ActiveProfile | undefined): string {
   if (flags.apiKeyStdin) return "from stdin (--api-key-stdin)";
   if (env.MAILSEND_API_KEY) return "from MAILSEND_API_KEY";
@@ -97,11 +99,6 @@ function transportSource(flags: ConnectionFlags, env: Env): string {
   if (flags.transport) return "--transport";
   if (env.MAILSEND_TRANSPORT) return "MAILSEND_TRANSPORT";
   return "the default";
-}
-
-/** resolveTransportConfig's "nothing set for this transport": optional unless it is the selected one. */
-function notConfigured(e: MailsendError): boolean {
-  return e.code === "config_missing" && /^no (REST base URL|SMTP host)\b/.test(e.message);
 }
 
 /**
@@ -142,34 +139,72 @@ function rateHeaders(headers: Record<string, string | string[] | undefined>): st
   return typeof limit === "string" && typeof remaining === "string" ? `; the service reports ${remaining} of ${limit} requests left in its window` : "";
 }
 
-export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promise<DoctorReport> {
-  let env = opts.env;
-  const checks: CheckResult[] = [];
-  let redact: (s: string) => string = (s) => s;
+/** The checks as they are made: each cleaned of the key and handed to onCheck at once. */
+class Recorder {
+  readonly checks: CheckResult[] = [];
+  redact: (s: string) => string = (s) => s;
 
-  const add = (r: CheckResult): CheckResult => {
+  constructor(private readonly onCheck: ((r: CheckResult) => void) | undefined) {}
+
+  private add(r: CheckResult): CheckResult {
     // Servers echo things back: nothing leaves doctor with the key in it.
-    const clean: CheckResult = { ...r, detail: redact(r.detail), ...(r.hint !== undefined ? { hint: redact(r.hint) } : {}) };
-    checks.push(clean);
-    opts.onCheck?.(clean);
+    const clean: CheckResult = { ...r, detail: this.redact(r.detail), ...(r.hint !== undefined ? { hint: this.redact(r.hint) } : {}) };
+    this.checks.push(clean);
+    this.onCheck?.(clean);
     return clean;
-  };
-  const pass = (name: CheckName, detail: string, extra: Partial<CheckResult> = {}) => add({ name, ok: true, detail, ...extra });
-  const skip = (name: CheckName, detail: string, hint?: string) => add({ name, ok: true, skipped: true, detail, ...(hint ? { hint } : {}) });
-  const fail = (name: CheckName, e: unknown, extra: Partial<CheckResult> = {}) => {
-    const err = toMailsendError(e);
-    return add({
-      name,
-      ok: false,
-      detail: err.message,
-      ...(err.hint ? { hint: err.hint } : {}),
-      exit: err.exitCode,
-      code: err.code,
-      error: err,
-      ...extra,
-    });
-  };
+  }
 
+  pass = (name: CheckName, detail: string, extra: Partial<CheckResult> = {}) => this.add({ name, ok: true, detail, ...extra });
+  skip = (name: CheckName, detail: string, hint?: string) => this.add({ name, ok: true, skipped: true, detail, ...(hint ? { hint } : {}) });
+  fail = (name: CheckName, e: unknown, extra: Partial<CheckResult> = {}) => {
+    const err = toMailsendError(e);
+    return this.add({ name, ok: false, detail: err.message, ...(err.hint ? { hint: err.hint } : {}), exit: err.exitCode, code: err.code, error: err, ...extra });
+  };
+}
+
+/** What the configuration checks found: the settings the later checks use. */
+interface Found {
+  env: Env;
+  profile: ActiveProfile | undefined;
+  key: string | undefined;
+  selected: TransportName | undefined;
+}
+
+type Resolved = TransportConfig | MailsendError | "absent";
+
+export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promise<DoctorReport> {
+  const rec = new Recorder(opts.onCheck);
+  const found = await configChecks(flags, opts, rec);
+  const { env, key } = found;
+  const restResolved = resolveChannel(flags, found, "rest");
+  const rest = restConfigCheck(restResolved, found, rec);
+  const smtpResolved = resolveChannel(flags, found, "smtp");
+  const smtp = smtpConfigCheck(smtpResolved, rest, found, rec);
+  const { store, limits } = await budgetCheck(flags, env, key, rec);
+  const { pass, fail } = rec;
+  // --- the outbox (sendmail, send --queue, the relay) ----------------------
+  try {
+    const look = await lookAtOutbox(env);
+    pass("outbox", look.detail, look.hint ? { hint: look.hint } : {});
+  } catch (e) {
+    fail("outbox", e);
+  }
+
+  try {
+    await restChecks(rest, restResolved, key, rec, store, limits);
+    await smtpChecks(smtp, smtpResolved, key, rec);
+  } finally {
+    await store?.close().catch(() => {});
+  }
+
+  const firstFailure = rec.checks.find((r) => !r.ok);
+  return { ok: firstFailure === undefined, checks: rec.checks, ...(firstFailure ? { firstFailure } : {}) };
+}
+
+/** The profile, the key and the transport. */
+async function configChecks(flags: DoctorFlags, opts: DoctorOptions, rec: Recorder): Promise<Found> {
+  const { pass, skip, fail } = rec;
+  let env = opts.env;
   // --- configuration -------------------------------------------------------
   // flags > environment > profile > defaults, as for send: the profile is layered under the environment.
   let profile: ActiveProfile | undefined;
@@ -185,8 +220,8 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
 
   let key: string | undefined;
   try {
-    key = await resolveApiKey(flags, env, opts, profile);
-    redact = makeRedactor(key, flags.smtpUser ?? env.MAILSEND_SMTP_USER);
+    key = await keyOf(cliLayers(flags, env, profile), opts);
+    rec.redact = makeRedactor(key, flags.smtpUser ?? env.MAILSEND_SMTP_USER);
     pass("config.key", `${keySource(flags, env, profile)}: ${key.length} characters, fingerprint ${keyFingerprint(key)}`);
   } catch (e) {
     fail("config.key", e);
@@ -194,25 +229,30 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
 
   let selected: TransportName | undefined;
   try {
-    selected = resolveTransportName(flags, env);
+    selected = transportOf(cliLayers(flags, env), false) as TransportName;
     pass("config.transport", `${selected} (from ${transportSource(flags, env)}); both transports are checked when both are configured`);
   } catch (e) {
     fail("config.transport", e);
   }
 
-  const resolve = async (t: TransportName): Promise<TransportConfig | MailsendError | "absent"> => {
-    try {
-      const c = await resolveTransportConfig({ ...flags, transport: t }, env, { stdin: opts.stdin, needKey: false, profile });
-      return { ...c, apiKey: key ?? "" };
-    } catch (e) {
-      const err = toMailsendError(e);
-      return notConfigured(err) && selected !== t ? "absent" : err;
-    }
-  };
-  const chosen = (t: TransportName) => (selected === t ? " (the selected transport)" : "");
+  return { env, profile, key, selected };
+}
 
+/** A channel's settings, checked without the key (config.key said what is wrong with it), then given it. */
+function resolveChannel(flags: DoctorFlags, found: Found, t: TransportName): Resolved {
+  try {
+    return { ...channelConfig(cliLayers(flags, found.env, found.profile), t, ""), apiKey: found.key ?? "" };
+  } catch (e) {
+    const err = toMailsendError(e);
+    return notConfigured(err) && found.selected !== t ? "absent" : err;
+  }
+}
+
+const chosen = (found: Found, t: TransportName) => (found.selected === t ? " (the selected transport)" : "");
+
+function restConfigCheck(restResolved: Resolved, found: Found, rec: Recorder): RestConfig | undefined {
+  const { pass, skip, fail } = rec;
   let rest: RestConfig | undefined;
-  const restResolved = await resolve("rest");
   if (restResolved === "absent") {
     skip("config.rest", "REST is not configured", "Optional: set --base-url / MAILSEND_BASE_URL to check the REST endpoint too.");
   } else if (restResolved instanceof MailsendError) {
@@ -234,12 +274,16 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
         : rest.proxyBypass
           ? `, direct (a proxy is set, but ${rest.proxyBypass} exempts this host)`
           : "";
-      pass("config.rest", `POST ${url.href}${chosen("rest")}${via}`, plainRemote ? { hint: "This is plain http:// to another machine: the key crosses the network unencrypted. Use https:// if the service offers it." } : {});
+      pass("config.rest", `POST ${url.href}${chosen(found, "rest")}${via}`, plainRemote ? { hint: "This is plain http:// to another machine: the key crosses the network unencrypted. Use https:// if the service offers it." } : {});
     }
   }
 
+  return rest;
+}
+
+function smtpConfigCheck(smtpResolved: Resolved, rest: RestConfig | undefined, found: Found, rec: Recorder): SmtpConfig | undefined {
+  const { pass, skip, fail } = rec;
   let smtp: SmtpConfig | undefined;
-  const smtpResolved = await resolve("smtp");
   if (smtpResolved === "absent" && rest) {
     // Not a failure (send and send --queue choose for themselves), but a warning.
     skip("config.smtp", "SMTP is not configured: only REST is", REST_ONLY_WARNING);
@@ -252,9 +296,15 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
     const mode = smtp.tls === "implicit" ? "implicit TLS" : "STARTTLS required";
     // A sandbox or a local relay uses other ports; only a remote server on one is worth a word.
     const odd = smtp.port !== 587 && smtp.port !== 465 && !LOOPBACK.test(smtp.host);
-    pass("config.smtp", `${smtp.host}:${smtp.port}, ${mode}, user ${smtp.user}${chosen("smtp")}`, odd ? { hint: `Port ${smtp.port} is not one of the service's submission ports (587 STARTTLS, 465 implicit TLS); fine for a sandbox.` } : {});
+    pass("config.smtp", `${smtp.host}:${smtp.port}, ${mode}, user ${smtp.user}${chosen(found, "smtp")}`, odd ? { hint: `Port ${smtp.port} is not one of the service's submission ports (587 STARTTLS, 465 implicit TLS); fine for a sandbox.` } : {});
   }
 
+  return smtp;
+}
+
+/** The local rate-limit budget: on or off, where it is kept, how much of it is used. */
+async function budgetCheck(flags: DoctorFlags, env: Env, key: string | undefined, rec: Recorder): Promise<{ store: SlotStore | undefined; limits: Limits | undefined }> {
+  const { pass, skip, fail } = rec;
   // --- the local rate-limit budget -----------------------------------------
   let store: SlotStore | undefined;
   let limits: Limits | undefined;
@@ -290,137 +340,132 @@ export async function runDoctor(flags: DoctorFlags, opts: DoctorOptions): Promis
     fail("ratelimit", e);
   }
 
-  // --- the outbox (sendmail, send --queue, the relay) ----------------------
-  try {
-    const look = await lookAtOutbox(env);
-    pass("outbox", look.detail, look.hint ? { hint: look.hint } : {});
-  } catch (e) {
-    fail("outbox", e);
-  }
+  return { store, limits };
+}
 
-  try {
-    // --- REST ---------------------------------------------------------------
-    if (!rest) {
-      const why = restResolved === "absent" ? "REST is not configured" : "not checked: the REST configuration failed";
-      skip("rest.connect", why);
-      skip("rest.key", why);
-    } else {
-      let reached = false;
-      try {
-        const r = await reachRest(rest, rest.timeoutMs);
-        const url = sendUrlOf(rest.baseUrl);
-        const untrusted = url.protocol === "https:" ? trustFailure(r.certificate, url.origin, rest) : undefined;
-        if (untrusted) {
-          fail("rest.connect", untrusted, r.certificate ? { certificate: r.certificate } : {});
-        } else {
-          reached = true;
-          const how = r.certificate ? describeTls(r.certificate, rest.insecure) : "plain HTTP (no TLS)";
-          const note = expiryNote(r.certificate);
-          const reachedHow = !rest.proxy
-            ? `${url.host}${r.address && r.address !== url.hostname ? ` (${r.address})` : ""} reached in ${r.ms} ms`
-            : url.protocol === "https:"
-              ? `${url.host} reached through the proxy ${rest.proxy.label} in ${r.ms} ms`
-              : `the proxy ${rest.proxy.label} reached in ${r.ms} ms (${url.host} answers the key check through it)`;
-          pass("rest.connect", `${reachedHow}, ${how}`, {
-            ...(r.certificate ? { certificate: r.certificate } : {}),
-            ...(note ? { hint: note } : {}),
-          });
-        }
-      } catch (e) {
-        fail("rest.connect", e);
-      }
-      if (!reached) skip("rest.key", "not checked: the endpoint was not reached");
-      else if (!key) skip("rest.key", "not checked: there is no key");
-      else await checkRestKey(rest);
-    }
-
-    // --- SMTP ---------------------------------------------------------------
-    if (!smtp) {
-      const why = smtpResolved === "absent" ? "SMTP is not configured" : "not checked: the SMTP configuration failed";
-      skip("smtp.connect", why);
-      skip("smtp.auth", why);
-    } else {
-      const probe = await probeSmtp(smtp, { auth: key !== undefined });
-      const c = probe.connect.certificate;
-      const mode = smtp.tls === "implicit" ? "implicit TLS" : "STARTTLS";
-      if (probe.connect.ok) {
-        const note = expiryNote(c);
-        pass("smtp.connect", `${smtp.host}:${smtp.port} ${mode} in ${probe.connect.ms} ms, ${c ? describeTls(c, smtp.insecure) : "no certificate"}`, {
-          ...(c ? { certificate: c } : {}),
+async function restChecks(rest: RestConfig | undefined, restResolved: Resolved, key: string | undefined, rec: Recorder, store: SlotStore | undefined, limits: Limits | undefined): Promise<void> {
+  const { pass, skip, fail } = rec;
+  // --- REST ---------------------------------------------------------------
+  if (!rest) {
+    const why = restResolved === "absent" ? "REST is not configured" : "not checked: the REST configuration failed";
+    skip("rest.connect", why);
+    skip("rest.key", why);
+  } else {
+    let reached = false;
+    try {
+      const r = await reachRest(rest, rest.timeoutMs);
+      const url = sendUrlOf(rest.baseUrl);
+      const untrusted = url.protocol === "https:" ? trustFailure(r.certificate, url.origin, rest) : undefined;
+      if (untrusted) {
+        fail("rest.connect", untrusted, r.certificate ? { certificate: r.certificate } : {});
+      } else {
+        reached = true;
+        const how = r.certificate ? describeTls(r.certificate, rest.insecure) : "plain HTTP (no TLS)";
+        const note = expiryNote(r.certificate);
+        const reachedHow = !rest.proxy
+          ? `${url.host}${r.address && r.address !== url.hostname ? ` (${r.address})` : ""} reached in ${r.ms} ms`
+          : url.protocol === "https:"
+            ? `${url.host} reached through the proxy ${rest.proxy.label} in ${r.ms} ms`
+            : `the proxy ${rest.proxy.label} reached in ${r.ms} ms (${url.host} answers the key check through it)`;
+        pass("rest.connect", `${reachedHow}, ${how}`, {
+          ...(r.certificate ? { certificate: r.certificate } : {}),
           ...(note ? { hint: note } : {}),
         });
-      } else {
-        fail("smtp.connect", probe.connect.error, c ? { certificate: c } : {});
-      }
-      if (!probe.connect.ok) skip("smtp.auth", "not checked: no secure SMTP session");
-      else if (!probe.auth) skip("smtp.auth", "not checked: there is no key");
-      else if (probe.auth.ok) pass("smtp.auth", `AUTH ${probe.auth.method} as ${smtp.user} accepted; no mail sent`);
-      else fail("smtp.auth", probe.auth.error);
-    }
-  } finally {
-    await store?.close().catch(() => {});
-  }
-
-  const firstFailure = checks.find((r) => !r.ok);
-  return { ok: firstFailure === undefined, checks, ...(firstFailure ? { firstFailure } : {}) };
-
-  async function checkRestKey(config: RestConfig): Promise<void> {
-    // A budget that cannot be asked (its Redis refusing, a bad limit): no request outside it, as send would make none.
-    if (!store && limits?.limit !== 0) return void skip("rest.key", "not checked: the rate-limit budget could not be asked for a slot (see its check), and the probe is a request like any send");
-    const id = slotId();
-    let slot = false;
-    if (store && limits) {
-      const taken = await store.tryTake(id, limits).catch((e: unknown) => e);
-      if (taken instanceof Error) {
-        // The ratelimit check just worked; a store failing now is reported there on the next run.
-        fail("rest.key", taken);
-        return;
-      }
-      if (!(taken as { ok: boolean }).ok) {
-        const seconds = Math.ceil((taken as { waitMs: number }).waitMs / 1000);
-        fail(
-          "rest.key",
-          new MailsendError("rate_limited", `not checked: the local budget of ${limits.limit} per ${limits.windowMs / 1000} s for this key is used up (the next slot frees in ${seconds} s)`, {
-            retryAfter: seconds,
-            hint: `The REST key check counts as a request, so it waits its turn like mail does: run doctor again in ${seconds} s. The SMTP check uses no slot.`,
-          }),
-        );
-        return;
-      }
-      slot = true;
-    }
-    const limitsNow = limits;
-    const settle = async (reachedService: boolean) => {
-      if (!slot || !store || !limitsNow) return;
-      await (reachedService ? store.complete(id, limitsNow) : store.release(id, limitsNow)).catch(() => {});
-    };
-    const url = sendUrlOf(config.baseUrl);
-    const counted = slot ? "; it counted as one request against the service's limit (one slot of the local budget)" : "; it may count as one request against the service's limit";
-    try {
-      const answer = await postEmptySend(config, config.timeoutMs);
-      await settle(true);
-      if (answer.status === 400 || answer.status === 422) {
-        pass("rest.key", `accepted: POST ${url.pathname} with an empty request was refused as invalid (HTTP ${answer.status}), not for the key; nothing was sent${counted}${rateHeaders(answer.headers)}`);
-      } else if (answer.status >= 200 && answer.status < 300) {
-        fail(
-          "rest.key",
-          new MailsendError("protocol_error", `the service answered HTTP ${answer.status} to an empty send request; it should have refused it as invalid`, {
-            status: answer.status,
-            hint: "Check that --base-url / MAILSEND_BASE_URL points at the mail service.",
-          }),
-        );
-      } else {
-        const byProxy = config.proxy && url.protocol === "http:" ? proxyAnswerError(answer.status, answer.body, config.proxy, url) : undefined;
-        const err = byProxy ?? statusError(answer.status, answer.body, answer.headers, url, redact);
-        if (err.code === "rate_limited") {
-          fail("rest.key", new MailsendError("rate_limited", `not checked: ${err.message}`, { status: answer.status, hint: "The service is limiting this key right now; run doctor again in a minute." }));
-        } else fail("rest.key", err);
       }
     } catch (e) {
-      const err = toMailsendError(e);
-      await settle(!NEVER_REACHED.includes(err.code));
-      fail("rest.key", err);
+      fail("rest.connect", e);
     }
+    if (!reached) skip("rest.key", "not checked: the endpoint was not reached");
+    else if (!key) skip("rest.key", "not checked: there is no key");
+    else await checkRestKey(rest, rec, store, limits);
+  }
+}
+
+async function smtpChecks(smtp: SmtpConfig | undefined, smtpResolved: Resolved, key: string | undefined, rec: Recorder): Promise<void> {
+  const { pass, skip, fail } = rec;
+  // --- SMTP ---------------------------------------------------------------
+  if (!smtp) {
+    const why = smtpResolved === "absent" ? "SMTP is not configured" : "not checked: the SMTP configuration failed";
+    skip("smtp.connect", why);
+    skip("smtp.auth", why);
+  } else {
+    const probe = await probeSmtp(smtp, { auth: key !== undefined });
+    const c = probe.connect.certificate;
+    const mode = smtp.tls === "implicit" ? "implicit TLS" : "STARTTLS";
+    if (probe.connect.ok) {
+      const note = expiryNote(c);
+      pass("smtp.connect", `${smtp.host}:${smtp.port} ${mode} in ${probe.connect.ms} ms, ${c ? describeTls(c, smtp.insecure) : "no certificate"}`, {
+        ...(c ? { certificate: c } : {}),
+        ...(note ? { hint: note } : {}),
+      });
+    } else {
+      fail("smtp.connect", probe.connect.error, c ? { certificate: c } : {});
+    }
+    if (!probe.connect.ok) skip("smtp.auth", "not checked: no secure SMTP session");
+    else if (!probe.auth) skip("smtp.auth", "not checked: there is no key");
+    else if (probe.auth.ok) pass("smtp.auth", `AUTH ${probe.auth.method} as ${smtp.user} accepted; no mail sent`);
+    else fail("smtp.auth", probe.auth.error);
+  }
+}
+
+/** The REST key check: an empty POST /send the service must refuse as invalid, through the budget like any send. */
+async function checkRestKey(config: RestConfig, rec: Recorder, store: SlotStore | undefined, limits: Limits | undefined): Promise<void> {
+  const { pass, fail } = rec;
+  // A budget that cannot be asked (its Redis refusing, a bad limit): no request outside it, as send would make none.
+  if (!store && limits?.limit !== 0) return void rec.skip("rest.key", "not checked: the rate-limit budget could not be asked for a slot (see its check), and the probe is a request like any send");
+  const id = slotId();
+  let slot = false;
+  if (store && limits) {
+    const taken = await store.tryTake(id, limits).catch((e: unknown) => e);
+    if (taken instanceof Error) {
+      // The ratelimit check just worked; a store failing now is reported there on the next run.
+      fail("rest.key", taken);
+      return;
+    }
+    if (!(taken as { ok: boolean }).ok) {
+      const seconds = Math.ceil((taken as { waitMs: number }).waitMs / 1000);
+      fail(
+        "rest.key",
+        new MailsendError("rate_limited", `not checked: the local budget of ${limits.limit} per ${limits.windowMs / 1000} s for this key is used up (the next slot frees in ${seconds} s)`, {
+          retryAfter: seconds,
+          hint: `The REST key check counts as a request, so it waits its turn like mail does: run doctor again in ${seconds} s. The SMTP check uses no slot.`,
+        }),
+      );
+      return;
+    }
+    slot = true;
+  }
+  const limitsNow = limits;
+  const settle = async (reachedService: boolean) => {
+    if (!slot || !store || !limitsNow) return;
+    await (reachedService ? store.complete(id, limitsNow) : store.release(id, limitsNow)).catch(() => {});
+  };
+  const url = sendUrlOf(config.baseUrl);
+  const counted = slot ? "; it counted as one request against the service's limit (one slot of the local budget)" : "; it may count as one request against the service's limit";
+  try {
+    const answer = await postEmptySend(config, config.timeoutMs);
+    await settle(true);
+    if (answer.status === 400 || answer.status === 422) {
+      pass("rest.key", `accepted: POST ${url.pathname} with an empty request was refused as invalid (HTTP ${answer.status}), not for the key; nothing was sent${counted}${rateHeaders(answer.headers)}`);
+    } else if (answer.status >= 200 && answer.status < 300) {
+      fail(
+        "rest.key",
+        new MailsendError("protocol_error", `the service answered HTTP ${answer.status} to an empty send request; it should have refused it as invalid`, {
+          status: answer.status,
+          hint: "Check that --base-url / MAILSEND_BASE_URL points at the mail service.",
+        }),
+      );
+    } else {
+      const byProxy = config.proxy && url.protocol === "http:" ? proxyAnswerError(answer.status, answer.body, config.proxy, url) : undefined;
+      const err = byProxy ?? statusError(answer.status, answer.body, answer.headers, url, rec.redact);
+      if (err.code === "rate_limited") {
+        fail("rest.key", new MailsendError("rate_limited", `not checked: ${err.message}`, { status: answer.status, hint: "The service is limiting this key right now; run doctor again in a minute." }));
+      } else fail("rest.key", err);
+    }
+  } catch (e) {
+    const err = toMailsendError(e);
+    await settle(!NEVER_REACHED.includes(err.code));
+    fail("rest.key", err);
   }
 }
 

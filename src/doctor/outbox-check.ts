@@ -6,7 +6,8 @@
 import { formatAge } from "../core/size.js";
 import { runnerHoldsOutbox } from "../outbox/runner-lock.js";
 import { autorunOff } from "../outbox/spawn.js";
-import { Outbox, strandedMailNote, type Env } from "../outbox/store.js";
+import { Outbox, strandedMailNote } from "../outbox/store.js";
+import type { Env } from "../core/env.js";
 
 export interface OutboxLook {
   detail: string;

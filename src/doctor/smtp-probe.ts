@@ -2,7 +2,7 @@
  * One SMTP session that goes as far as AUTH and then QUITs: it connects,
  * completes STARTTLS (required) or implicit TLS, judges the certificate, and
  * authenticates with the key. No MAIL FROM, so no mail and no request against
- * the service's limit (DESIGN.md section 2: a request is one DATA).
+ * the service's limit (for the limit, a request is one DATA).
  */
 import type { TLSSocket } from "node:tls";
 import SMTPConnection from "nodemailer/lib/smtp-connection";

@@ -12,8 +12,6 @@ import { backoffMs, shouldRetry } from "./retry.js";
 import type { Limits } from "./sliding-log.js";
 import { monotonicMs, type SlotStore } from "./store.js";
 
-/** The default delivery deadline (CLI --deadline, API deadlineMs): a CI step does not hang on a stuck endpoint. */
-export const DEFAULT_DEADLINE_MS = 60_000;
 /** The least time before the deadline a retry must have left to start (or twice the last attempt's). */
 const RETRY_ROOM_MS = 250;
 

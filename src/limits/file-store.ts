@@ -9,11 +9,11 @@
  * with no holder to read is judged by its mtime. The state is a log of changes appended
  * under the lock (see #read), rewritten whole by rename when it has grown.
  *
- * proper-lockfile was weighed: it judges staleness by an mtime it refreshes
- * on a timer (a directory lock, its own retries). Our lock is held for well
- * under a millisecond, so refreshing is moot, and loading it would cost every
- * `mailsend send` its start-up; the link() above gives the one property that
- * was missing (no lock without its content).
+ * Not proper-lockfile: it judges staleness by an mtime it refreshes on a
+ * timer (a directory lock, its own retries). This lock is held only while a
+ * small file is read and appended to, so refreshing is moot, and loading it
+ * would cost every `mailsend send` start-up time; the link() above gives the
+ * property a plain lock file lacks (no lock without its content).
  */
 import { closeSync, ftruncateSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
 import { openOwned } from "../core/owned.js";

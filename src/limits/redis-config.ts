@@ -18,6 +18,7 @@
 import { readFileSync } from "node:fs";
 import { MailsendError } from "../core/errors.js";
 import { expandHome } from "../core/home.js";
+import type { Env } from "../core/env.js";
 
 export interface RedisNode {
   host: string;
@@ -43,8 +44,6 @@ export interface RedisConfig {
   /** Where the password came from, for doctor: "URL", the file's path, or none. */
   passwordSource?: string;
 }
-
-type Env = Record<string, string | undefined>;
 
 export const URL_VARIABLE = "MAILSEND_RATE_LIMIT_URL";
 export const PASSWORD_FILE_VARIABLE = "MAILSEND_RATE_LIMIT_PASSWORD_FILE";

@@ -1,6 +1,6 @@
 /**
- * What went wrong with the budget's Redis, as a MailsendError with the exit
- * code of DESIGN.md section 3 and a hint. Messages name the server by host
+ * What went wrong with the budget's Redis, as a MailsendError with its sysexits
+ * code and a hint. Messages name the server by host
  * and port (never by its URL, never with the password) and say that
  * MAILSEND_RATE_LIMIT_URL chose it.
  */

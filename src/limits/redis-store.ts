@@ -78,7 +78,7 @@ export interface RedisProbe {
   server?: string;
 }
 
-/** Milliseconds since a process.hrtime.bigint() reading (the global `performance` would load perf_hooks, ~1 ms, in every send). */
+/** Milliseconds since a process.hrtime.bigint() reading (the global `performance` would load perf_hooks in every send). */
 function msSince(t0: bigint): number {
   return Number(process.hrtime.bigint() - t0) / 1e6;
 }

@@ -5,7 +5,7 @@ import { attachmentSchema, describeIssues, sendRequestSchema } from "../core/sch
 import { utf8 } from "../core/read.js";
 
 /**
- * A send request given as a file. Same fields as the wire (spec 2.1), but every
+ * A send request given as a file. Same fields as the wire's send request, but every
  * field is optional here because flags may supply or override it, and `from`
  * may carry a display name, which becomes `name`.
  */

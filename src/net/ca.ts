@@ -18,7 +18,7 @@ export function trustedCas(caFile: string): string[] {
     }
   }
   try {
-    // node:tls when needed, not at load: on Node 24 it costs ~40 ms that an http:// send never uses.
+    // node:tls when needed, not at load: an http:// send never needs it.
     return [...process.getBuiltinModule("node:tls").rootCertificates, ...extra, readFileSync(caFile, "utf8")];
   } catch (e) {
     throw new MailsendError("config_invalid", `the CA file ${caFile} (--ca-file, MAILSEND_CA_FILE or a profile's ca_file) cannot be read (${(e as NodeJS.ErrnoException).code ?? e})`);

@@ -8,14 +8,16 @@ import type { TransportConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
 import type { SendResult, Transport, TransportName } from "../core/transport.js";
-import { resolveTransportConfig } from "../input/config.js";
-import { loadSettings } from "../input/profile.js";
-import { resolveLimits, openSlotStore, type Env } from "../limits/budget.js";
+import { allChannels, cliLayers, resolveSettings, type Layers } from "../settings/resolve.js";
+import { loadSettings } from "../settings/profile.js";
+import { openSlotStore } from "../limits/budget.js";
+import { resolveLimits } from "../settings/budget.js";
 import { deliver, type DeliverOptions, type WaitInfo } from "../limits/deliver.js";
 import type { SlotStore } from "../limits/store.js";
 import { createTransport } from "../transports/index.js";
 import { restLossOfRaw } from "./choose.js";
 import { smtpPreference } from "../transports/choose.js";
+import type { Env } from "../core/env.js";
 
 export type Preferred = TransportName | "auto";
 
@@ -88,20 +90,11 @@ export interface ProfileChannels {
 export async function profileChannels(env: Env, profile: string | undefined, needKey: boolean): Promise<ProfileChannels> {
   const settings = loadSettings(profile, env);
   const e = settings.env;
-  const raw = (e.MAILSEND_TRANSPORT ?? "").trim();
-  if (raw !== "" && raw !== "rest" && raw !== "smtp" && raw !== "auto") {
-    throw new MailsendError("config_invalid", `transport must be rest, smtp or auto, got ${JSON.stringify(raw)}`);
-  }
-  const preferred: Preferred = raw === "" ? "auto" : (raw as Preferred);
-  const configs: Partial<Record<TransportName, TransportConfig>> = {};
-  const errors: Partial<Record<TransportName, unknown>> = {};
-  for (const name of ["rest", "smtp"] as const) {
-    try {
-      configs[name] = await resolveTransportConfig({ transport: name }, e, { stdin: noStdin(), needKey, profile: settings.profile });
-    } catch (err) {
-      errors[name] = err;
-    }
-  }
+  // Unset, the outbox delivers under auto: each message over the channel that carries it whole.
+  const layers: Layers = { ...cliLayers({}, e, settings.profile), defaultTransport: "auto" };
+  const resolved = await resolveSettings(layers, { stdin: noStdin(), needKey });
+  const preferred = resolved.transport;
+  const { configs, errors } = allChannels(resolved);
   if (preferred !== "auto" && !configs[preferred]) throw errors[preferred];
   if (!configs.rest && !configs.smtp) throw errors.rest ?? errors.smtp;
   const broken: ProfileChannels["broken"] = {};

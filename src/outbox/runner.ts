@@ -6,7 +6,6 @@
  */
 import { randomInt } from "node:crypto";
 import { MailsendError, exitCodeFor, toMailsendError } from "../core/errors.js";
-import type { Env } from "../limits/budget.js";
 import { abortableSleep } from "../limits/deliver.js";
 import { OutboxSender, waitsInOutbox } from "./deliver.js";
 import { prepareMessage } from "./message.js";
@@ -16,6 +15,7 @@ import { isDamagedFile, Outbox } from "./store.js";
 import type { OutboxState, QueuedMessage } from "./types.js";
 import { preloadDelivery } from "./preload.js";
 import { lockOutbox } from "./runner-lock.js";
+import type { Env } from "../core/env.js";
 
 export const DEFAULT_MAX_AGE_MS = 5 * 24 * 3600_000;
 const DEFAULT_CONCURRENCY = 4;

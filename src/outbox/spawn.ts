@@ -8,9 +8,9 @@ import { spawn } from "node:child_process";
 import { closeSync, realpathSync } from "node:fs";
 import { openOwned } from "../core/owned.js";
 import { join } from "node:path";
-import type { Env } from "../limits/budget.js";
 import { runnerHoldsOutbox } from "./runner-lock.js";
 import { Outbox } from "./store.js";
+import type { Env } from "../core/env.js";
 
 /** The mailsend entry script, whatever name it was called by (a `sendmail` symlink). */
 function entryScript(): string {

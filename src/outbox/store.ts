@@ -22,13 +22,12 @@ import { localFileError, MailsendError } from "../core/errors.js";
 import { mkdirOwned } from "../core/owned.js";
 import { checkDirChain, type ChainDir } from "../core/trusted-dir.js";
 import { expandHome } from "../core/home.js";
-import { otherStateDir, stateDir } from "../limits/budget.js";
+import { otherStateDir, stateDir } from "../settings/state-dir.js";
 import { PackedIds } from "./ids.js";
 import { checkMeta, checkState, NotOutboxMeta } from "./schema.js";
 import type { Envelope } from "../core/envelope.js";
 import type { OutboxMeta, OutboxState, QueuedMessage } from "./types.js";
-
-export type Env = Record<string, string | undefined>;
+import type { Env } from "../core/env.js";
 
 export function outboxDir(env: Env): string {
   return env.MAILSEND_OUTBOX_DIR ? expandHome(env.MAILSEND_OUTBOX_DIR, env) : join(stateDir(env), "outbox");

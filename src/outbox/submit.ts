@@ -9,7 +9,6 @@ import { randomUUID } from "node:crypto";
 import { MailsendError, exitCodeFor, toMailsendError } from "../core/errors.js";
 import { checkWireSize, maxMessageSize } from "../core/size.js";
 import type { SendResult, TransportName } from "../core/transport.js";
-import type { Env } from "../limits/budget.js";
 import { OutboxSender, isTemporary, type Chosen } from "./deliver.js";
 import { prepareMessage } from "./message.js";
 import { retryDelayMs } from "./runner.js";
@@ -18,6 +17,7 @@ import { autorunOff, kickRunner } from "./spawn.js";
 import { Outbox } from "./store.js";
 import type { Envelope, QueueMode } from "../core/envelope.js";
 import type { OutboxMeta } from "./types.js";
+import type { Env } from "../core/env.js";
 
 export type SubmitResult =
   | { status: "sent"; result: SendResult; chosen: Chosen }

@@ -9,13 +9,13 @@
  *
  * Settings the runner could not open at all (no base URL and no SMTP host,
  * an unknown profile, a bad MAILSEND_TRANSPORT) are not judged here: the
- * runner keeps such mail until they are fixed, as before.
+ * runner keeps such mail until they are fixed.
  */
 import { MailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
-import type { Env } from "../limits/budget.js";
 import { restLossOfRaw } from "../outbox/choose.js";
 import { chooseFor, profileChannels, type Preferred } from "../outbox/deliver.js";
+import type { Env } from "../core/env.js";
 
 export interface DeliverySettings {
   preferred: Preferred;

@@ -1,8 +1,8 @@
 /**
- * The service's limit as DESIGN.md reads it: no more than `limit` requests
+ * The service's limit, read strictly: no more than `limit` requests
  * in ANY rolling window (a sliding log), per key, shared by REST and SMTP.
  * A token bucket would allow a burst of `limit` right after a full window;
- * the sliding log never does, which is the strictest reading of the spec.
+ * the sliding log never does, which is the strictest reading of the limit.
  */
 
 export interface RateDecision {

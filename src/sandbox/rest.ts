@@ -1,6 +1,6 @@
 /**
- * POST /send as the spec describes it, with the error answers of DESIGN.md
- * section 2: {"success":false,"error":{"code","message"}} and 400 (naming
+ * POST /send as the service answers it, with the service's error answers:
+ * {"success":false,"error":{"code","message"}} and 400 (naming
  * the field), 401, 403, 413, 415, 429 (+ Retry-After, RateLimit-*).
  *
  * Order of checks: method, key, content type, declared size, idempotent

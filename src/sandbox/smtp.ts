@@ -1,5 +1,5 @@
 /**
- * SMTP submission in the spec's two roles, with smtp-server:
+ * SMTP submission in the service's two roles, with smtp-server:
  *   "starttls" (the 587 role): plain greeting, STARTTLS offered, AUTH refused
  *              until TLS is on (538), MAIL refused until AUTH (530);
  *   "implicit" (the 465 role): TLS from the first byte.

@@ -32,7 +32,7 @@ function stillValid(certPem: string, hosts: readonly string[]): boolean {
     const cert = new NodeX509(certPem);
     const ok = Date.parse(cert.validTo) - Date.now() > 7 * DAY;
     // Node's own matching: its subjectAltName text writes ::1 as 0:0:0:0:0:0:0:1 (a text search
-    // never found it, so a new CA was made on every start), and 127.0.0.1 is not 127.0.0.10.
+    // would never find it, and make a new CA on every start), and 127.0.0.1 is not 127.0.0.10.
     return ok && hosts.every((h) => (isIP(h) ? cert.checkIP(h) : cert.checkHost(h)) !== undefined);
   } catch {
     return false;

@@ -17,8 +17,7 @@ import { readFile } from "node:fs/promises";
 import { homedir, hostname } from "node:os";
 import { dirname, resolve } from "node:path";
 import { MailsendError } from "../core/errors.js";
-
-export type Env = Record<string, string | undefined>;
+import type { Env } from "../core/env.js";
 
 export interface AliasEntry {
   targets: string[];

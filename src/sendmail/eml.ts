@@ -142,8 +142,8 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
     return { filename, source: { kind: "bytes" as const, data: bytes }, contentType: a.mimeType, ...(cid ? { cid } : {}) };
   });
 
-  // The raw message carries its idempotency key like any other SMTP message
-  // (DESIGN.md section 2): the file's own X-Idempotency-Key, unless
+  // The raw message carries its idempotency key like any other SMTP message:
+  // the file's own X-Idempotency-Key, unless
   // --idempotency-key replaces it, else a fresh one.
   const inFile = email.headers.find((h) => h.key === "x-idempotency-key")?.value.trim() || undefined;
   if (inFile !== undefined && !/^[\x21-\x7E]{1,255}$/.test(inFile)) {

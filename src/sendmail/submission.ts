@@ -17,8 +17,7 @@ import { tooLarge } from "../core/size.js";
 import type { Envelope } from "../core/envelope.js";
 import { atThisMachine, expandLocal, isLocalName, type AliasTable } from "./aliases.js";
 import { binaryKind } from "../core/binary.js";
-
-export type Env = Record<string, string | undefined>;
+import type { Env } from "../core/env.js";
 
 export { DEFAULT_MAX_SIZE, maxMessageSize } from "../core/size.js";
 

@@ -1,6 +1,6 @@
 /**
  * `--transport auto`: REST when the REST send request carries the message
- * losslessly, else SMTP (DESIGN.md section 2, "transport choice").
+ * losslessly, else SMTP, which carries any message.
  *
  * Pure functions of the Message, so the CLI's send, the batch runner and the
  * outbox (mail from sendmail/relay: a Message made from a raw RFC 5322

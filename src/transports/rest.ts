@@ -8,7 +8,7 @@
  * body is written in steps that let the answer be read first (#postHttp, writeBody).
  *
  * The JSON body is streamed: attachments are read from disk and base64'd
- * chunk by chunk, with the Content-Length computed up front, so a 50 MB file
+ * chunk by chunk, with the Content-Length computed up front, so a large file
  * never sits in memory as a string.
  */
 import { closeSync, createReadStream, openSync, readSync } from "node:fs";
@@ -100,7 +100,7 @@ function whenConnected(req: http.ClientRequest, tls: boolean, up: () => void): v
     else socket.once(tls ? "secureConnect" : "connect", up);
   });
 }
-/** How long a prepared request is kept for its send (deliver() makes it 150 ms before its slot). */
+/** How long a prepared request is kept for its send (deliver() makes it shortly before its slot). */
 const PREPARED_TTL_MS = 1_000;
 
 /** How many times one request is made again after a kept-alive connection was found closed (#postHttp). */
@@ -332,7 +332,7 @@ export class RestTransport implements Transport {
   readonly #url: URL;
   /** #url as request options, converted once rather than on every request of a batch. */
   #target: http.RequestOptions;
-  /** https:// (read once: a URL's getters cost a batch on Node 20). */
+  /** https:// (read once: a URL's getters are not free, and a batch would read them per request). */
   readonly #tls: boolean;
   /** The Host header: the URL's host, read once too. */
   readonly #host: string;
@@ -388,7 +388,7 @@ export class RestTransport implements Transport {
         this.#proxyHeaders = form.headers;
       }
     } else {
-      // node:https (and node:tls) only for an https:// service: on Node 24 they cost ~40 ms to load.
+      // node:https (and node:tls) only for an https:// service: an http:// send never needs them.
       this.#makeAgent = () => (tls ? new (process.getBuiltinModule("node:https").Agent)(agentOptions) : new (process.getBuiltinModule("node:http").Agent)(agentOptions));
     }
     this.#connections = opts.pool ?? 1;
@@ -641,8 +641,7 @@ export class RestTransport implements Transport {
     });
   }
 
-  /** The module itself, looked up once: the bundle's stand-in for node:http loads it on first use,
-   * and each property read through it after that still costs a batch a little per request. */
+  /** The module, looked up on first use: a dry run or a usage error never loads node:http or node:https. */
   #httpClient(): Pick<typeof http, "request"> {
     return (this.#client ??= this.#tls ? process.getBuiltinModule("node:https") : process.getBuiltinModule("node:http"));
   }
@@ -652,9 +651,9 @@ export class RestTransport implements Transport {
    * starts). The headers go as node:http's raw name/value list, Host first as node:http would make
    * it (the URL's host: its port only when not the scheme's; the service's host through a proxy
    * too): node:http then checks each one as it writes the head, but makes no setHeader() call and
-   * header map per header. With #target cut to what node:http reads, a batch uses ~2% less CPU on
-   * Node 20 and 24 (one core, 61 paired runs). node:http also stores the head at once; it still
-   * goes only with the body (RestTransport.prepare relies on that).
+   * header map per header; #target is cut to what node:http reads, for the same reason. node:http
+   * also stores the head at once; it still goes only with the body (RestTransport.prepare relies on
+   * that).
    */
   #requestOptions(headers: Record<string, string>): http.RequestOptions {
     const options = (this.#options ??= { ...this.#target, method: "POST", agent: this.#agent });

@@ -125,7 +125,7 @@ describe("import { send, sendBatch, createSandbox } from \"mailsend\"", () => {
     const r = await execa(process.execPath, ["--input-type=module", "-e", program], { cwd: ROOT, reject: false, timeout: 60_000, env, extendEnv: false });
     expect(r.stderr).toBe("");
     expect(r.exitCode).toBe(0);
-    // Before this, each run left ratelimit/<hash of the new key>.json here.
+    // A sandbox's throwaway keys leave no ratelimit/<hash of the key>.json behind in the user's state.
     expect(readdirSync(xdgState, { recursive: true })).toEqual([]);
     expect(readdirSync(home, { recursive: true })).toEqual([]);
     expect(JSON.parse(r.stdout)).toEqual({ sent: 2, stored: 5, inDir: true });

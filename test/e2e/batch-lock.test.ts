@@ -1,5 +1,5 @@
 /**
- * One batch at a time per journal: two runs started together (overlapping cron jobs) used to both
+ * One batch at a time per journal: two runs started together (overlapping cron jobs) must not both
  * decide "the input changed, this is a new batch" and send every row twice, with their own keys.
  * The built binary, two processes at once, against the sandbox on 127.0.0.1.
  */

@@ -110,7 +110,7 @@ describe("delivery", () => {
     const one = await eml("jsonl 1");
     expect(one.from).toMatchObject({ name: "CI Bot", address: "ci@example.com" });
     expect(one.replyTo?.[0]?.address).toBe("help@example.com");
-    // REST has only html: the text is escaped and wrapped (DESIGN.md section 2).
+    // REST has only html: the text is escaped and wrapped.
     expect(one.html).toContain("one &lt;raw&gt;");
     const two = await eml("jsonl 2");
     expect(two.from).toMatchObject({ name: "Release Bot", address: "ci@example.com" });

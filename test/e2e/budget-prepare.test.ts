@@ -43,7 +43,7 @@ it("a send waiting for its slot connects before the slot frees and writes its re
   expect(b.bytes.toString("utf8")).toContain("\"subject\":\"second\"");
   // Never early: the slot counts from the first answer (which the server wrote before the client read it).
   expect(b.firstByteAt).toBeGreaterThanOrEqual(a.answeredAt + WINDOW_MS);
-  // Its connection was open before the slot freed (prepared 150 ms ahead), not made after it.
+  // Its connection was open before the slot freed (prepared ahead of it), not made after it.
   expect(b.connectedAt).toBeLessThan(a.answeredAt + WINDOW_MS);
   // Every connection carried at most one request, and none was opened that wrote anything else.
   expect(peer.conns.every((c) => c.bytes.toString("utf8").split("POST /send").length - 1 <= 1)).toBe(true);

@@ -1,5 +1,5 @@
 /**
- * `mailsend batch` with an HTML template that shows local images (issue 14):
+ * `mailsend batch` with an HTML template that shows local images:
  * every row's message carries them inline with the same cids and a text
  * part, each image file is read once for all rows, and over REST each row
  * fails with the reason instead of losing its images.

@@ -1,5 +1,5 @@
 /**
- * HTML reports as they were written (issue 14), the built CLI against the
+ * HTML reports as they were written, the built CLI against the
  * sandbox and a real smtp-server: local images become inline parts with
  * matching cids (each file once), remote and data: references stay as they
  * are, references that lead out of the base directory are refused before
@@ -112,7 +112,7 @@ function leaves(n: MimePart): MimePart[] {
   return n.parts ? n.parts.flatMap(leaves) : [n];
 }
 
-/** The checks of issue 14 on one received message. */
+/** The checks of an embedded report on one received message. */
 async function checkReport(raw: Buffer) {
   const tree = mimeTree(raw);
   // multipart/alternative: text/plain, then multipart/related (the HTML and its images).
@@ -537,7 +537,7 @@ describe("a report's own stylesheets (<link rel=stylesheet>)", () => {
     const r = await viaSink([...MSG, "--html-file", join(dir, "imp", "report.html"), "-v"]);
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stderr).toContain(`* stylesheet theme/colours.css (@import in main.css) -> <style> (${join(dir, "imp", "theme", "colours.css")})`);
-    // The sheets are no longer files the mail names (the image their rule shows still is, said as before).
+    // Inlined, the sheets are not files the mail names (the image their rule shows still is, said as above).
     expect(r.stderr).not.toMatch(/url\([^)]*\.css\) in a <style> block/);
     expect(r.stderr).toContain("url(theme/bad.png) in a <style> block names a file on this machine");
     const html = (await parseEml(sink.messages[0]!.raw)).html!;

@@ -1,5 +1,5 @@
 /**
- * International addresses (issue 14), the built CLI against real
+ * International addresses, the built CLI against real
  * smtp-server instances, one that offers SMTPUTF8 and one that does not,
  * and the sandbox over REST: IDN domains go as punycode everywhere, a
  * non-ASCII local part goes only with SMTPUTF8 (else 65 before a single

@@ -1,5 +1,5 @@
 /**
- * Exit codes that tell the truth (issue 13): a failure before the message was
+ * Exit codes that tell the truth: a failure before the message was
  * handed over is never 76 ("may have been sent"); a partial SMTP recipient
  * refusal is its own status (67), reported per recipient and never resent.
  * The built binary against real smtp-server instances on 127.0.0.1.

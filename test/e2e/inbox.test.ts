@@ -172,7 +172,7 @@ describe("inbox show's header block", () => {
   });
 });
 
-describe("inbox show prints headers as people read them (issue 13)", () => {
+describe("inbox show prints headers as people read them", () => {
   it("RFC 2047 encoded words decoded, never =?UTF-8?...?= ", async () => {
     const subject = "Grüße aus Köln — Q3 📈";
     const r = await runCli(

@@ -1,5 +1,5 @@
 /**
- * Messages that name the mistake (issue 13): what a new user types wrong in
+ * Messages that name the mistake: what a new user types wrong in
  * the first hour, run through the built binary, and the exact word or fix
  * each message names.
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 12: once the provider accepted a message, mailsend says it was sent
+ * Once the provider accepted a message, mailsend says it was sent
  * and exits 0, whatever book-keeping fails afterwards. Here the budget's
  * Redis (a real redis-server) is stopped while the sandbox holds its 200
  * back (latency after the message is stored): recording the slot then fails,

@@ -280,7 +280,7 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
       expect((await send("lost 1", e)).exitCode).toBe(0);
       const waiting = send("lost 2", e);
       // Once the second process is connected (on a loaded machine its start-up alone can take
-      // seconds), and a second more: it has found the window full and waits (~12 s).
+      // seconds), and a second more: it has found the window full and waits out the 12 s window.
       await until(async () => (await connectedClients(r1.port)) >= 1, { what: "the second process to connect to Redis", timeoutMs: 20_000, everyMs: 100 });
       await new Promise((r) => setTimeout(r, 1_000));
       await r1.stop();

@@ -1,8 +1,8 @@
 /**
  * A Redis that stops answering (SIGSTOP: a frozen VM, a swap storm) during a batch: every slot
- * request waits out the store's timeout. Before, each item did so in turn (a 150-row batch ran
- * over two minutes, 10,000 rows would take hours), all failing; now after a few items in a row the
- * batch starts no more, ends 75 and says a re-run sends the rest, which it does once Redis is back.
+ * request waits out the store's timeout. Were each item to do so in turn, a large batch would take
+ * hours, all failing; so after a few items in a row the batch starts no more, ends 75 and says a
+ * re-run sends the rest, which it does once Redis is back.
  * The built binary, a real redis-server, the sandbox on 127.0.0.1.
  */
 import { writeFileSync } from "node:fs";

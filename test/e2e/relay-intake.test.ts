@@ -1,8 +1,8 @@
 /**
  * `mailsend relay` refuses at intake (451 4.3.5, nothing queued) mail its
  * delivery settings can never deliver unchanged: a text-only body when only
- * REST is configured. Before, such a message was answered 250 and then moved
- * to failed/ by the runner, where no sender looks. It is this machine's
+ * REST is configured. A 250 would leave it for the runner to move to
+ * failed/, where no sender looks. It is this machine's
  * settings that are wrong, not the message: 4xx, so the app keeps it until
  * they are fixed (RFC 3463 4.3.5, system incorrectly configured). The built binary, real
  * SMTP clients (Python's smtplib, swaks), the sandbox upstream.

@@ -262,7 +262,7 @@ describe.skipIf(lacks(swaksProgram, python3))("relay to the sandbox over REST", 
       expect(JSON.stringify(got[0]!.to)).not.toContain("localhost");
       expect(relay.events.find((e) => e.event === "queued")).toMatchObject({ from: "app@example.com", to: ["ops@example.com", "dev@example.com", "admin@example.com"] });
 
-      // Reply-To and Sender with local names (they used to make the message 554): a name that is one
+      // Reply-To and Sender with local names (the message is taken, not 554): a name that is one
       // address takes it; one that is several (root) is left out, so replies go to From.
       const r2 = await SmtpDialog.connect(relay.ready.port);
       await r2.cmd("EHLO client.test");

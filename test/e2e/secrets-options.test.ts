@@ -1,5 +1,5 @@
 /**
- * Keys and secrets on the command line (issue 13): --api-key, --key, --token,
+ * Keys and secrets on the command line: --api-key, --key, --token,
  * --password (with a space or "=") are refused with where a key goes, and no
  * error repeats the value of an unknown --opt=value, nor a key pasted as
  * another option's argument; --json and the ::error annotation neither.

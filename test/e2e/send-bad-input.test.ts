@@ -1,7 +1,7 @@
 /**
- * Every bad input of issue 2: the exit code of DESIGN.md section 3, a clear
- * message, and nothing reaching the server (no connection at all to the REST
- * recorder or the SMTP sink).
+ * Every bad input: its sysexits exit code, a clear message, and nothing
+ * reaching the server (no connection at all to the REST recorder or the SMTP
+ * sink).
  */
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -212,9 +212,7 @@ describe("--json errors", () => {
     nothingReached();
   });
 
-  // Known bug in src/cli/program.ts (not ours to edit): showHelpAfterError still writes
-  // "(run with --help for usage)" after the JSON object. When fixed, this starts failing:
-  // turn it into a plain `it`.
+  // commander's "(run with --help for usage)" after the object would make stderr more than JSON.
   it("under --json a commander usage error leaves only the JSON object on stderr", async () => {
     const r = await runCli(["send", ...MB, "--json", "--no-such-flag"], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url } });
     expect(r.stderr.trim().split("\n")).toHaveLength(1);

@@ -2,7 +2,7 @@
  * `send` stopped by Ctrl-C or a SIGTERM (a CI step's timeout): it ends the attempt or the wait at
  * once and says what became of the message, then exits as a shell reports the signal (130, 143).
  * Stopped after the request went out, the message may have been sent: it says so, with the key that
- * makes a resend safe (before, it died silently and a script would resend under a new key). Stopped
+ * makes a resend safe (dying silently, it would leave a script to resend under a new key). Stopped
  * while waiting for a rate-limit slot, nothing was sent, and it says that. The built CLI against
  * the sandbox.
  */

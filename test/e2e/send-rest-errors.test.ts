@@ -1,6 +1,6 @@
 /**
  * The REST service's own errors, and the network's: each maps to its exit
- * code (DESIGN.md section 3) with a one-line explanation and a hint.
+ * code (sysexits) with a one-line explanation and a hint.
  * (Retries are off in the test environment: one answer, one outcome.)
  */
 import { randomBytes } from "node:crypto";

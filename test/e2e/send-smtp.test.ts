@@ -1,6 +1,6 @@
 /**
  * `mailsend send --transport smtp`, the built binary against smtp-server
- * sinks in the two roles of the spec (587 STARTTLS, 465 implicit TLS): what
+ * sinks in the service's two roles (587 STARTTLS, 465 implicit TLS): what
  * the server received, parsed back, and how each server answer maps to an
  * exit code.
  */

@@ -5,8 +5,7 @@
  *  - SIGTERM (a cron job's timeout, systemd stopping a unit): the attempt ends, the message stays
  *    queued, the caller hears "queued as" and exit 0, and it is delivered once.
  *  - kill -9: nothing in the process can act; once its hold has run out, the next sendmail that
- *    sends (and so queues nothing, which used to be the only thing that started a runner) starts
- *    a runner for it.
+ *    sends (and so queues nothing of its own) starts a runner for it.
  */
 import { execa } from "execa";
 import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";

@@ -1,5 +1,5 @@
 /**
- * A body piped to `mailsend send` without a body flag (issue 13): text is
+ * A body piped to `mailsend send` without a body flag: text is
  * sent as text (escaped in <pre> over REST, text/plain over SMTP) exactly as
  * `--text-file -` sends it, HTML stays HTML. Real output of real commands
  * (df -h, git log, a coverage.py HTML report), the built binary, a recording

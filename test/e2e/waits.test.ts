@@ -1,6 +1,6 @@
 /**
- * Time as a user meets it (issue 13): --deadline bounds the attempts and the
- * waits between them (a hung endpoint no longer holds a CI step for
+ * Time as a user meets it: --deadline bounds the attempts and the
+ * waits between them (a hung endpoint cannot hold a CI step for
  * 4 x --timeout); a wait under a second is not "waiting 1 s"; -q still says a
  * long wait for the budget, once. The built binary against local servers.
  */

@@ -1,6 +1,6 @@
 /**
  * A stand-in for the service's SMTP submission server (smtp-server on
- * 127.0.0.1, port 0), in the two roles of the spec:
+ * 127.0.0.1, port 0), in the service's two roles:
  *
  *   mode "starttls": the 587 role. Plain text first, STARTTLS offered, AUTH
  *                    refused until TLS is on (smtp-server's default without

@@ -15,7 +15,7 @@ import { ROOT } from "../helpers/cli.js";
 
 /** The code the API runs (not the CLI's commands, profiles or the sandbox). */
 const DIRS = ["src/core", "src/transports", "src/limits", "src/batch", "src/api"];
-const FILES = ["src/input/config.ts", "src/input/proxy.ts", "src/core/read.ts", "src/sendmail/eml.ts"];
+const FILES = ["src/settings/resolve.ts", "src/settings/proxy.ts", "src/core/read.ts", "src/sendmail/eml.ts"];
 
 /** A flag or a variable, outside a command to run (`mailsend sandbox keys add --save`) and options.env's `env.MAILSEND_...`. */
 const CLI_WORDS_RE = /(?<![\w-])--[a-z][a-z-]+|(?<!env\.)\bMAILSEND_[A-Z_]+|\bNODE_EXTRA_CA_CERTS\b/;

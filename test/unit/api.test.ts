@@ -9,7 +9,7 @@ import { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createSandbox, EXIT, send, sendBatch, type BatchItem, type BatchItemResult, type MailSandbox, type SendOptions } from "../../src/index.js";
 import { resolveConnection } from "../../src/api/options.js";
-import { resolveTransportConfig } from "../../src/input/config.js";
+import { resolveTransportConfig } from "../../src/settings/resolve.js";
 import { parseEml } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
 import { failure } from "../helpers/failure.js";

@@ -1,5 +1,5 @@
 /**
- * How often composing parses the HTML: each parse of a 5 MB coverage page costs ~250 ms of CPU,
+ * How often composing parses the HTML: parsing a large coverage page is costly in CPU,
  * so a message is not parsed again for what an earlier parse already found.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";

@@ -2,9 +2,10 @@ import { Readable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
 import { USER_AGENT } from "../../src/core/version.js";
-import { checkKey, resolveApiKey, resolveTransportConfig, resolveTransportName, type Env } from "../../src/input/config.js";
+import { checkKey, resolveApiKey, resolveTransportConfig, resolveTransportName } from "../../src/settings/resolve.js";
 import { scratch } from "../helpers/tmp.js";
 import { failure } from "../helpers/failure.js";
+import type { Env } from "../../src/core/env.js";
 
 const KEY = "msk_test_unit_4f1c9a";
 const tmp = scratch();

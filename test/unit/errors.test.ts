@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { EXIT, exitCodeFor, localFileError, MailsendError, toMailsendError, type ErrorCode } from "../../src/core/errors.js";
 
-// DESIGN.md section 3, restated here on purpose: a change to the table must be a deliberate one.
+// The sysexits table, restated here on purpose: a change to the table must be a deliberate one.
 const TABLE: Record<ErrorCode, number> = {
   usage: 64,
   invalid_address: 65,
@@ -34,7 +34,7 @@ const TABLE: Record<ErrorCode, number> = {
 };
 
 describe("error code -> exit code", () => {
-  it("uses the sysexits values of DESIGN.md", () => {
+  it("uses the sysexits values", () => {
     expect(EXIT).toEqual({
       ok: 0,
       usage: 64,

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
-import { resolveApiKey, resolveTransportConfig } from "../../src/input/config.js";
+import { resolveApiKey, resolveTransportConfig } from "../../src/settings/resolve.js";
 import { JsonSyntaxError, parseLocatedJson } from "../../src/core/located-json.js";
 import {
   checkConfigData,
@@ -18,8 +18,8 @@ import {
   SETTING_NAMES,
   writeConfigFile,
   type ActiveProfile,
-} from "../../src/input/profile.js";
-import { resolveLimits } from "../../src/limits/budget.js";
+} from "../../src/settings/profile.js";
+import { resolveLimits } from "../../src/settings/budget.js";
 import { scratch } from "../helpers/tmp.js";
 import { failure, failureOf } from "../helpers/failure.js";
 

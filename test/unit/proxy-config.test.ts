@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { checkProxyFlag, proxyFor, smtpProxyFrom } from "../../src/input/proxy.js";
+import { checkProxyFlag, proxyFor, smtpProxyFrom } from "../../src/settings/proxy.js";
 
 const https = new URL("https://api.example.com/send");
 const http = new URL("http://10.1.2.3:8080/send");

@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "vitest";
 import { redactForPrint } from "../../src/core/redact.js";
-import { parseProxyUrl } from "../../src/input/proxy.js";
+import { parseProxyUrl } from "../../src/settings/proxy.js";
 import { proxyFailure, proxyStatusError } from "../../src/transports/proxy.js";
 
 const proxies = [parseProxyUrl("http://proxy.corp:3128", "HTTPS_PROXY"), parseProxyUrl("http://alice:pr0xy-secret@proxy.corp:3128", "--proxy (or MAILSEND_PROXY)")];

@@ -1,6 +1,6 @@
 /**
  * The head of a REST request as it goes on the wire. RestTransport hands node:http its headers
- * as a raw name/value list (cheaper in a batch than an object), so node:http no longer adds Host
+ * as a raw name/value list (cheaper in a batch than an object), so node:http does not add Host
  * itself: the head must still carry every header once, Host as node:http makes it and first (as
  * RFC 9110 asks of a client), and keep the connection alive. A bare TCP peer on 127.0.0.1
  * records the bytes.

@@ -125,7 +125,7 @@ describe("header fix-ups", () => {
     expect(r.envelope).toEqual({ from: "ops@example.com", to: ["ops@example.com", "a@example.com", "b@example.com"] });
   });
 
-  it("Reply-To and Sender with a local name become its alias when that is one address, else it is left out (they used to end the run with 65)", () => {
+  it("Reply-To and Sender with a local name become its alias when that is one address, else it is left out, rather than ending the run with 65", () => {
     const r = fix("From: root\nSender: root@localhost\nReply-To: Ops <root>\nTo: x@example.com\n\nb\n", { readRecipients: true });
     expect(header(r.text, "Sender")).toEqual(["ops@example.com"]);
     expect(header(r.text, "Reply-To")).toEqual(["Ops <ops@example.com>"]);
@@ -136,7 +136,7 @@ describe("header fix-ups", () => {
     expect(team.notes.join("\n")).toContain("Reply-To: left out team");
     expect(team.notes.join("\n")).toContain("Reply-To: left out nobody@localhost");
     // A bare word the aliases file does not list is not taken for a user there, even with default:
-    // (an unquoted "Doe, John" is a malformed name, refused later as before, not sent to the admin).
+    // (an unquoted "Doe, John" is a malformed name, refused later as any is, not sent to the admin).
     const withDefault = parseAliases("root: ops@example.com\ndefault: admin@example.com\n", "aliases");
     const doe = fix("From: a@example.com\nReply-To: Doe, John <john@example.org>\nTo: x@example.com\n\nb\n", { readRecipients: true, aliases: withDefault });
     expect(header(doe.text, "Reply-To")).toEqual(["Doe, John <john@example.org>"]);
@@ -201,7 +201,7 @@ describe("header fix-ups", () => {
     const r = fix("Subject: at job\n\noutput\n", { recipients: ["root"], aliases, invokingUser: "root" });
     expect(header(r.text, "From")).toEqual(["ops@example.com"]);
     expect(r.envelope.from).toBe("ops@example.com");
-    // Several addresses, or no entry: not one sender; the old error stands.
+    // Several addresses, or no entry: not one sender; no sender is configured (config_missing).
     expect(err(() => fix("Subject: x\n\nb\n", { recipients: ["root"], aliases, invokingUser: "www-data" })).code).toBe("config_missing");
     expect(err(() => fix("Subject: x\n\nb\n", { recipients: ["ops@example.com"], invokingUser: "root", aliases: undefined })).code).toBe("config_missing");
   });

@@ -369,7 +369,7 @@ describe("events", () => {
   });
 });
 
-describe("sizes: one unit everywhere (issue 13)", () => {
+describe("sizes: one unit everywhere", () => {
   it("the page script's size() is the server's and the CLI's formatSize", async () => {
     const { INBOX_JS } = await import("../../src/sandbox/web/assets.js");
     const { formatSize } = await import("../../src/core/size.js");

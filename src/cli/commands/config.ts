@@ -16,7 +16,7 @@ import {
   writeConfigFile,
   type ConfigFile,
   type ProfileSettings,
-} from "../../input/profile.js";
+} from "../../settings/profile.js";
 import { shownPath } from "../../core/read.js";
 import type { CliIO } from "../io.js";
 import { reportError } from "../report.js";

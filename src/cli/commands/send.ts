@@ -1,18 +1,21 @@
 import { fstatSync, statSync } from "node:fs";
 import { MailsendError } from "../../core/errors.js";
 import type { Message } from "../../core/message.js";
-import type { SendResult } from "../../core/transport.js";
+import type { TransportConfig } from "../../core/config.js";
+import type { Env } from "../../core/env.js";
+import type { SendResult, TransportName } from "../../core/transport.js";
 import { buildMessage, type BuildOptions, type MessageFlags } from "../../message/build.js";
 import type { StdinDecision } from "../../message/stdin-body.js";
 import type { InputStreams } from "../../core/read.js";
-import { configuredChannels, resolveApiKey, resolveTransportChoice, resolveTransportConfig, type ConnectionFlags } from "../../input/config.js";
+import { SETTINGS, settingName, type Setting, type SettingWords } from "../../settings/names.js";
+import { cliLayers, resolveSettings, type ConnectionFlags } from "../../settings/resolve.js";
 import { checkRestFit } from "../../message/build.js";
 import { blankWithoutScript } from "../../message/html-blank.js";
 import type { Rewrite } from "../../compose/index.js";
 import type { EmbeddedStylesheet } from "../../compose/styles.js";
 import { chooseTransport, type TransportChoice } from "../../transports/choose.js";
 import { formatSize } from "../../core/size.js";
-import { loadSettings } from "../../input/profile.js";
+import { loadSettings } from "../../settings/profile.js";
 import { createTransport } from "../../transports/index.js";
 import { colorsFor, shellWord, type CliIO } from "../io.js";
 import { abortableSleep, deliver } from "../../limits/deliver.js";
@@ -20,7 +23,6 @@ import { openBudget, type BudgetCliFlags } from "../budget.js";
 import { Progress, waitSeconds, waitText } from "../progress.js";
 import { reportError, reportSent, warn } from "../report.js";
 import { writeGitHubOutputs } from "../github.js";
-import { smtpUserIsKey } from "../../core/config.js";
 
 interface OutputFlags {
   dryRun?: boolean;
@@ -30,6 +32,8 @@ interface OutputFlags {
   githubOutput?: boolean;
   profile?: string;
 }
+
+type TransportChoiceName = TransportName | "auto";
 
 type SendFlags = MessageFlags & ConnectionFlags & OutputFlags & BudgetCliFlags & { queue?: string };
 
@@ -62,20 +66,27 @@ function looksLikeFile(value: string): boolean {
 /** Under -q, a wait for the budget longer than this is still said (once). */
 const QUIET_WAIT_MS = 10_000;
 
-/** Connection flags, and the variable each stands for: a queued message cannot take them along. */
-const CONNECTION_FLAGS: ReadonlyArray<[keyof SendFlags, string, string]> = [
-  ["baseUrl", "--base-url", "MAILSEND_BASE_URL"],
-  ["smtpHost", "--smtp-host", "MAILSEND_SMTP_HOST"],
-  ["smtpPort", "--smtp-port", "MAILSEND_SMTP_PORT"],
-  ["smtpTls", "--smtp-tls", "MAILSEND_SMTP_TLS"],
-  ["smtpUser", "--smtp-user", "MAILSEND_SMTP_USER"],
-  ["apiKeyStdin", "--api-key-stdin", "MAILSEND_API_KEY or MAILSEND_API_KEY_FILE"],
-  ["caFile", "--ca-file", "MAILSEND_CA_FILE"],
-  ["insecure", "--insecure", "a profile"],
-  ["timeout", "--timeout", "MAILSEND_TIMEOUT"],
-  ["proxy", "--proxy", "MAILSEND_PROXY"],
-  ["smtpProxy", "--smtp-proxy", "MAILSEND_SMTP_PROXY"],
+/** The connection settings a flag can give: a queued message cannot take them along. */
+const CONNECTION_FLAGS: ReadonlyArray<[keyof SendFlags, Setting]> = [
+  ["baseUrl", "baseUrl"],
+  ["smtpHost", "smtpHost"],
+  ["smtpPort", "smtpPort"],
+  ["smtpTls", "smtpTls"],
+  ["smtpUser", "smtpUser"],
+  ["apiKeyStdin", "apiKey"],
+  ["caFile", "caFile"],
+  ["insecure", "insecure"],
+  ["timeout", "timeout"],
+  ["proxy", "proxy"],
+  ["smtpProxy", "smtpProxy"],
 ];
+
+/** What sets the same as a flag where the outbox reads it: the variable (the key's two), or a profile. */
+function instead(setting: Setting): string {
+  if (setting === "apiKey") return `${SETTINGS.apiKey.env} or ${SETTINGS.apiKeyFile.env}`;
+  const words: SettingWords = SETTINGS[setting];
+  return words.env ?? "a profile";
+}
 
 /**
  * --queue auto|always (or MAILSEND_QUEUE): the outbox delivers with the environment's settings (or
@@ -89,10 +100,10 @@ function queueModeOf(flags: SendFlags, io: CliIO): string {
   if (mode === "never" || flags.dryRun) return mode;
   const given = CONNECTION_FLAGS.filter(([k]) => flags[k] !== undefined && flags[k] !== false);
   if (given.length === 0) return mode;
-  const names = given.map(([, f]) => f).join(", ");
+  const names = given.map(([, setting]) => settingName(setting, "cli", "given")).join(", ");
   if (flags.queue !== undefined) {
     throw new MailsendError("usage", `${names} cannot be used with --queue ${mode}: a queued message is delivered with the environment's settings (or --profile's), not with this command's flags`, {
-      hint: `Set ${given.map(([, , v]) => v).join(", ")} instead (or name a profile with --profile), or leave out --queue to send now.`,
+      hint: `Set ${given.map(([, setting]) => instead(setting)).join(", ")} instead (or name a profile with --profile), or leave out --queue to send now.`,
     });
   }
   sayWarning(flags, io, `MAILSEND_QUEUE=${mode} is not used for this message: ${names} on the command line would not reach the outbox, which delivers with the environment's settings; it is sent now, or fails`);
@@ -147,20 +158,72 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
     // flags > environment > profile > defaults: the profile is layered under the environment here.
     const settings = loadSettings(flags.profile, io.env);
     const queueMode = queueModeOf(flags, io);
-    const transportChoice = resolveTransportChoice(flags, settings.env);
     // The key is read first: with --api-key-stdin it is what stdin holds. With auto, the
     // channel's settings only once the message says which one it needs.
-    const autoKey = transportChoice === "auto" ? (flags.dryRun ? "" : await resolveApiKey(flags, settings.env, streams, settings.profile)) : undefined;
-    let config =
-      transportChoice === "auto" ? undefined : await resolveTransportConfig(flags, settings.env, withStreams({ needKey: !flags.dryRun, profile: settings.profile }));
+    const run = await resolveSettings(cliLayers(flags, settings.env, settings.profile), withStreams({ needKey: !flags.dryRun }));
+    const transportChoice = run.transport;
+    let config = transportChoice === "auto" ? undefined : run.channel(transportChoice);
     const c = flags.verbose ? colorsFor(io.stderr, io.env) : undefined;
     const trace = c ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
-    let stdinBody: StdinDecision | undefined;
-    let inlined: Inlined | undefined;
-    let message = await buildMessage(
+    const built = await composeMessage(flags, io, withStreams, transportChoice, settings.env.MAILSEND_FROM || undefined, trace);
+    stopWatching = built.stopWatching;
+    let message = built.message;
+    const { stdinBody, inlined } = built;
+    let choice: TransportChoice | undefined;
+    if (config === undefined) {
+      choice = chooseTransport(message, run.configured);
+      trace?.(`* --transport auto: ${choice.transport} (${choice.reason})`);
+      config = run.channel(choice.transport);
+      if (choice.transport === "rest") checkRestFit(message);
+    }
+    // Over SMTP, HTML alone gets its text/plain alternative (src/compose/text.ts).
+    if (config.transport === "smtp" && message.html !== undefined && message.text === undefined && !message.raw) {
+      message = await (await import("../../compose/index.js")).withTextAlternative(message);
+      trace?.("* text/plain alternative made from the HTML");
+    }
+    warnings(message, config.transport, flags, io);
+    const transport = await createTransport(config);
+    try {
+      if (flags.dryRun) {
+        await preview(transport, message, io, json, choice, inlined);
+        return 0;
+      }
+      if (queueMode !== "never") return await sendQueued(message, config.transport, queueMode, flags, io, trace);
+      return await sendNow({ transport, message, config, flags, io, env: settings.env, trace, stdinBody, choice });
+    } finally {
+      await transport.close();
+    }
+  } catch (e) {
+    const partial = e instanceof MailsendError ? e.partial : undefined;
+    if (partial && !json && !flags.quiet) {
+      // It did go out, to these: said on stdout as a send is; the refused ones are the error.
+      const out = colorsFor(io.stdout, io.env);
+      io.stdout.write(`${out.yellow("sent")} ${partial.messageId} ${out.dim(`(smtp, to ${partial.accepted.join(", ")} only)`)}\n`);
+    }
+    return reportError(e, io, { json, verbose: flags.verbose ?? false });
+  } finally {
+    stopWatching();
+  }
+}
+
+/** The message from send's flags, with what composing it did (said under -v, shown by --dry-run). */
+async function composeMessage(
+  flags: SendFlags,
+  io: CliIO,
+  withStreams: <T extends object>(o: T) => T & InputStreams,
+  transport: TransportChoiceName,
+  defaultFrom: string | undefined,
+  trace: ((line: string) => void) | undefined,
+): Promise<{ message: Message; stdinBody: StdinDecision | undefined; inlined: Inlined | undefined; stopWatching: () => void }> {
+  let stopWatching = () => {};
+  let stdinBody: StdinDecision | undefined;
+  let inlined: Inlined | undefined;
+  let message: Message;
+  try {
+    message = await buildMessage(
       flags,
       withStreams<Omit<BuildOptions, keyof InputStreams>>({
-        transport: transportChoice,
+        transport,
         onCompose: ({ rewrites, images, stylesheets, remoteStylesheets, warnings }) => {
           for (const w of warnings) sayWarning(flags, io, w);
           inlined = { rewrites, sizes: new Map(images.map((i) => [i.cid, { type: i.contentType, size: i.data.length }])), stylesheets };
@@ -169,7 +232,7 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
           for (const r of rewrites) trace?.(`* inline image ${r.ref} -> cid:${r.cid} (${r.path})`);
         },
         stdinTaken: flags.apiKeyStdin ?? false,
-        defaultFrom: settings.env.MAILSEND_FROM || undefined,
+        defaultFrom,
         onStdinBody: (d) => {
           stdinBody = d;
           const other = d.type === "html" ? "text" : "html";
@@ -192,127 +255,142 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
             }),
       }),
     );
-    let choice: TransportChoice | undefined;
-    if (config === undefined) {
-      choice = chooseTransport(message, configuredChannels(flags, settings.env));
-      trace?.(`* --transport auto: ${choice.transport} (${choice.reason})`);
-      const chosen = await resolveTransportConfig({ ...flags, transport: choice.transport }, settings.env, withStreams({ needKey: false, profile: settings.profile }));
-      config = { ...chosen, apiKey: autoKey ?? "" };
-      // Resolved without the key: the username is checked against it now (over SMTP the key is the password).
-      if (config.transport === "smtp") {
-        const userIsKey = smtpUserIsKey(config.user, config.apiKey, flags.smtpUser !== undefined ? "--smtp-user" : "MAILSEND_SMTP_USER, or the profile's smtp_user");
-        if (userIsKey) throw userIsKey;
-      }
-      if (choice.transport === "rest") checkRestFit(message);
-    }
-    // Over SMTP, HTML alone gets its text/plain alternative (src/compose/text.ts).
-    if (config.transport === "smtp" && message.html !== undefined && message.text === undefined && !message.raw) {
-      message = await (await import("../../compose/index.js")).withTextAlternative(message);
-      trace?.("* text/plain alternative made from the HTML");
-    }
-    warnings(message, config.transport, flags, io);
-    const transport = await createTransport(config);
-    try {
-      if (flags.dryRun) {
-        await preview(transport, message, io, json, choice, inlined);
-        return 0;
-      }
-      if (queueMode !== "never") {
-        const { runSendQueued } = await import("./send-queue.js");
-        return await runSendQueued(message, config.transport, queueMode, { profile: flags.profile, json, quiet: flags.quiet ?? false, ...(trace ? { trace } : {}) }, io);
-      }
-      // Off (-q, --json, -v) it would say nothing: not made, so stderr is not made for it either.
-      const progress = !flags.quiet && !json && !trace ? new Progress(io, true) : undefined;
-      const sending = `sending over ${transport.name}...`;
-      const budget = await openBudget(flags, config.apiKey, settings.env, { ...(config.caFile ? { caFile: config.caFile } : {}), ...(trace ? { trace } : {}) });
-      let result: SendResult | undefined;
-      let quietWaitSaid = false;
-      const lateWarnings: string[] = [];
-      // Ctrl-C or a SIGTERM (a CI step's timeout) ends the attempt or the wait at once, and says
-      // what became of the message (sent or not, or unknown with the key that makes a resend safe),
-      // then exits as a shell reports the signal. A second one does not wait for that.
-      const stop = new AbortController();
-      let stoppedBy: NodeJS.Signals | undefined;
-      const onStop = (sig: NodeJS.Signals) => {
-        if (stoppedBy) {
-          // Not waiting for what the first one is finishing (an answer may be in, its bookkeeping not):
-          // said as unknown, with the key that makes a resend safe, never silently.
-          const text = `stopped (${sig}) before the outcome was known: the message may have been sent`;
-          const hint = `Check before sending again (resending with --idempotency-key ${message.idempotencyKey} is safe: the service drops a repeat).`;
-          io.stderr.write(json ? `${JSON.stringify({ error: { code: "outcome_unknown", message: text, exit: sig === "SIGTERM" ? 143 : 130, hint } })}\n` : `error: ${text}\nhint: ${hint}\n`);
-          process.exit(sig === "SIGTERM" ? 143 : 130);
-        }
-        stoppedBy = sig;
-        stop.abort(new MailsendError("temporary_failure", `interrupted (${sig}) before the message was sent`, { hint: "Nothing was sent; it is safe to try again." }));
-      };
-      process.on("SIGINT", onStop);
-      process.on("SIGTERM", onStop);
-      try {
-        progress?.begin(sending);
-        result = await deliver(transport, message, {
-          signal: stop.signal,
-          ...budget.options,
-          onWait: (w) => {
-            // The spinner or line is off with --json and --verbose; a wait is still said, in that mode's form.
-            // -q says nothing, except once for a long wait for the budget: a silent minute looks like a hang.
-            if (flags.quiet && (w.reason !== "budget" || w.ms <= QUIET_WAIT_MS || quietWaitSaid)) return;
-            if (flags.quiet) quietWaitSaid = true;
-            if (json) {
-              io.stderr.write(`${JSON.stringify({ wait: { reason: w.reason, seconds: waitSeconds(w.ms), attempt: w.attempt, ...(w.error ? { error: w.error.code } : {}) } })}\n`);
-            } else if (trace) {
-              trace(`* ${w.reason === "budget" ? "rate limit for this key reached" : `${w.error?.message ?? "temporary failure"}; retry ${w.attempt - 1}`}; waiting ${waitText(w.ms)}`);
-            } else if (flags.quiet) {
-              io.stderr.write(`mailsend: rate limit for this key reached; waiting ${waitText(w.ms)}\n`);
-            } else progress?.wait(w);
-          },
-          sleep: async (ms, signal) => {
-            await abortableSleep(ms, signal);
-            progress?.resume(sending);
-          },
-          // Said as it happens (also under -q: the message was sent, but something needs a look).
-          onWarning: (text) => sayWarning(flags, io, text),
-          ...(trace ? { trace } : {}),
-        });
-      } catch (e) {
-        if (!stoppedBy) throw e;
-        progress?.stop();
-        return reportError(e, io, { json, verbose: flags.verbose ?? false, exit: stoppedBy === "SIGTERM" ? 143 : 130 });
-      } finally {
-        process.off("SIGINT", onStop);
-        process.off("SIGTERM", onStop);
-        progress?.stop();
-        try {
-          await budget.close();
-        } catch (e) {
-          // After an accepted send, closing the budget's connection is book-keeping: a warning.
-          if (!result) throw e;
-          const text = `the message was sent, but closing the rate-limit budget failed: ${e instanceof Error ? e.message : String(e)}`;
-          lateWarnings.push(text);
-          sayWarning(flags, io, text);
-        }
-      }
-      if (lateWarnings.length) result = { ...result, warnings: [...(result.warnings ?? []), ...lateWarnings] };
-      if (json) io.stdout.write(`${JSON.stringify({ ...resultJson(result, stdinBody), ...(choice ? { reason: choice.reason } : {}) })}\n`);
-      else if (!flags.quiet) reportSent(io, result);
-      if (flags.githubOutput) {
-        const problem = writeGitHubOutputs(io.env, { message_id: result.messageId });
-        if (problem) sayWarning(flags, io, problem);
-      }
-      return 0;
-    } finally {
-      await transport.close();
-    }
   } catch (e) {
-    const partial = e instanceof MailsendError ? e.partial : undefined;
-    if (partial && !json && !flags.quiet) {
-      // It did go out, to these: said on stdout as a send is; the refused ones are the error.
-      const out = colorsFor(io.stdout, io.env);
-      io.stdout.write(`${out.yellow("sent")} ${partial.messageId} ${out.dim(`(smtp, to ${partial.accepted.join(", ")} only)`)}\n`);
-    }
-    return reportError(e, io, { json, verbose: flags.verbose ?? false });
-  } finally {
+    // A watcher started for data that is not read ends with the command, also when it fails.
     stopWatching();
+    throw e;
   }
+  return { message, stdinBody, inlined, stopWatching };
+}
+
+/** What sendNow needs from the run: the message, its transport and settings, and how to speak. */
+interface NowContext {
+  transport: Awaited<ReturnType<typeof createTransport>>;
+  message: Message;
+  config: TransportConfig;
+  flags: SendFlags;
+  io: CliIO;
+  env: Env;
+  trace: ((line: string) => void) | undefined;
+  stdinBody: StdinDecision | undefined;
+  choice: TransportChoice | undefined;
+}
+
+/** The message sent now: through the budget and retries, stopped by Ctrl-C or SIGTERM, and said. */
+async function sendNow(ctx: NowContext): Promise<number> {
+  const { transport, message, config, flags, io, env, trace, stdinBody, choice } = ctx;
+  const json = flags.json ?? false;
+  // Off (-q, --json, -v) it would say nothing: not made, so stderr is not made for it either.
+  const progress = !flags.quiet && !json && !trace ? new Progress(io, true) : undefined;
+  const sending = `sending over ${transport.name}...`;
+  const budget = await openBudget(flags, config.apiKey, env, { ...(config.caFile ? { caFile: config.caFile } : {}), ...(trace ? { trace } : {}) });
+  let result: SendResult | undefined;
+  let quietWaitSaid = false;
+  const lateWarnings: string[] = [];
+  // Ctrl-C or a SIGTERM (a CI step's timeout) ends the attempt or the wait at once, and says
+  // what became of the message (sent or not, or unknown with the key that makes a resend safe),
+  // then exits as a shell reports the signal. A second one does not wait for that.
+  const stop = new AbortController();
+  let stoppedBy: NodeJS.Signals | undefined;
+  const onStop = (sig: NodeJS.Signals) => {
+    if (stoppedBy) {
+      // Not waiting for what the first one is finishing (an answer may be in, its bookkeeping not):
+      // said as unknown, with the key that makes a resend safe, never silently.
+      const text = `stopped (${sig}) before the outcome was known: the message may have been sent`;
+      const hint = `Check before sending again (resending with --idempotency-key ${message.idempotencyKey} is safe: the service drops a repeat).`;
+      io.stderr.write(json ? `${JSON.stringify({ error: { code: "outcome_unknown", message: text, exit: sig === "SIGTERM" ? 143 : 130, hint } })}\n` : `error: ${text}\nhint: ${hint}\n`);
+      process.exit(sig === "SIGTERM" ? 143 : 130);
+    }
+    stoppedBy = sig;
+    stop.abort(new MailsendError("temporary_failure", `interrupted (${sig}) before the message was sent`, { hint: "Nothing was sent; it is safe to try again." }));
+  };
+  process.on("SIGINT", onStop);
+  process.on("SIGTERM", onStop);
+  try {
+    progress?.begin(sending);
+    result = await deliver(transport, message, {
+      signal: stop.signal,
+      ...budget.options,
+      onWait: (w) => {
+        // The spinner or line is off with --json and --verbose; a wait is still said, in that mode's form.
+        // -q says nothing, except once for a long wait for the budget: a silent minute looks like a hang.
+        if (flags.quiet && (w.reason !== "budget" || w.ms <= QUIET_WAIT_MS || quietWaitSaid)) return;
+        if (flags.quiet) quietWaitSaid = true;
+        if (json) {
+          io.stderr.write(`${JSON.stringify({ wait: { reason: w.reason, seconds: waitSeconds(w.ms), attempt: w.attempt, ...(w.error ? { error: w.error.code } : {}) } })}\n`);
+        } else if (trace) {
+          trace(`* ${w.reason === "budget" ? "rate limit for this key reached" : `${w.error?.message ?? "temporary failure"}; retry ${w.attempt - 1}`}; waiting ${waitText(w.ms)}`);
+        } else if (flags.quiet) {
+          io.stderr.write(`mailsend: rate limit for this key reached; waiting ${waitText(w.ms)}\n`);
+        } else progress?.wait(w);
+      },
+      sleep: async (ms, signal) => {
+        await abortableSleep(ms, signal);
+        progress?.resume(sending);
+      },
+      // Said as it happens (also under -q: the message was sent, but something needs a look).
+      onWarning: (text) => sayWarning(flags, io, text),
+      ...(trace ? { trace } : {}),
+    });
+  } catch (e) {
+    if (!stoppedBy) throw e;
+    progress?.stop();
+    return reportError(e, io, { json, verbose: flags.verbose ?? false, exit: stoppedBy === "SIGTERM" ? 143 : 130 });
+  } finally {
+    process.off("SIGINT", onStop);
+    process.off("SIGTERM", onStop);
+    progress?.stop();
+    try {
+      await budget.close();
+    } catch (e) {
+      // After an accepted send, closing the budget's connection is book-keeping: a warning.
+      if (!result) throw e;
+      const text = `the message was sent, but closing the rate-limit budget failed: ${e instanceof Error ? e.message : String(e)}`;
+      lateWarnings.push(text);
+      sayWarning(flags, io, text);
+    }
+  }
+  if (lateWarnings.length) result = { ...result, warnings: [...(result.warnings ?? []), ...lateWarnings] };
+  if (json) io.stdout.write(`${JSON.stringify({ ...resultJson(result, stdinBody), ...(choice ? { reason: choice.reason } : {}) })}\n`);
+  else if (!flags.quiet) {
+    saySent(result, io);
+  }
+  if (flags.githubOutput) {
+    const problem = writeGitHubOutputs(io.env, { message_id: result.messageId });
+    if (problem) sayWarning(flags, io, problem);
+  }
+  return 0;
+}
+
+/** The line a send prints on stdout: what went out, over which transport, to whom. */
+function saySent(result: SendResult, io: CliIO): void {
+  const out = colorsFor(io.stdout, io.env);
+  // A raw .eml without a Message-ID has no id of ours to show: show the server's reply instead.
+  const id = result.messageId || `(no Message-ID; the server said: ${result.smtpResponse ?? "ok"})`;
+  io.stdout.write(`${out.green("sent")} ${id} ${out.dim(`(${result.transport}, to ${result.recipients.join(", ")})`)}\n`);
+}
+
+/**
+ * --queue auto|always: the message goes through the outbox, with the transport send chose and
+ * its own key; sent at once, or queued (a success, exit 0: `mailsend queue` shows it).
+ */
+async function sendQueued(message: Message, transport: TransportName, mode: string, flags: SendFlags, io: CliIO, trace: ((line: string) => void) | undefined): Promise<number> {
+  // The outbox is loaded only by a send that queues.
+  const { queueMessage } = await import("../../outbox/queue-message.js");
+  const { result: r, envelope } = await queueMessage(message, transport, mode, { env: io.env, profile: flags.profile, trace });
+  if (r.status === "sent") {
+    if (flags.json) io.stdout.write(`${JSON.stringify(resultJson(r.result))}\n`);
+    else if (!flags.quiet) saySent(r.result, io);
+    return 0;
+  }
+  if (flags.json) io.stdout.write(`${JSON.stringify({ ok: true, queued: true, id: r.id, reason: r.reason, idempotency_key: message.idempotencyKey, recipients: envelope.to })}\n`);
+  else if (!flags.quiet) {
+    const out = colorsFor(io.stdout, io.env);
+    const { autorunOff } = await import("../../outbox/spawn.js");
+    const who = autorunOff(io.env) ? "`mailsend queue run` (or the relay) delivers it" : "it goes out by itself";
+    io.stdout.write(`${out.yellow("queued")} ${r.id} ${out.dim(`(${r.reason}; mailsend queue shows it, ${who})`)}\n`);
+  }
+  return 0;
 }
 
 /** What composing the HTML did: images that became parts, stylesheets that became <style> blocks. */

@@ -15,7 +15,7 @@ import { parseSendmailArgs, type SendmailArgs } from "../../sendmail/args.js";
 // Statically: the build puts all of these in the sendmail front end's own chunks either way
 // (scripts/build.mjs), and an import() would only add a file to open on every call.
 import { VERSION } from "../../core/version.js";
-import { loadSettings } from "../../input/profile.js";
+import { loadSettings } from "../../settings/profile.js";
 import { queueModeFrom, submit, submitStoppable } from "../../outbox/submit.js";
 import { Outbox } from "../../outbox/store.js";
 import { prepareLocalSubmission, maxMessageSize, mentionsThisMachine, readSendmailInput, relayLocal, type SubmissionInput } from "../../sendmail/submission.js";

@@ -13,8 +13,7 @@
  */
 import type { ProxySetting } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
-
-type Env = Record<string, string | undefined>;
+import type { Env } from "../core/env.js";
 
 /** What was decided for one URL: a proxy, or why none. */
 export interface ProxyChoice {
@@ -30,10 +29,19 @@ function get(env: Env, name: string): string | undefined {
   return v ? v : undefined;
 }
 
-function first(env: Env, names: string[]): { value: string; source: string } | undefined {
+/** How a front end names where a proxy came from: what it was given (a flag, an option), and a variable. */
+export interface ProxyWords {
+  given: string;
+  env: (name: string) => string;
+}
+
+const CLI_PROXY: ProxyWords = { given: "--proxy", env: (name) => name };
+const CLI_SMTP_PROXY: ProxyWords = { given: "--smtp-proxy", env: (name) => name };
+
+function first(env: Env, names: string[], words: ProxyWords): { value: string; source: string } | undefined {
   for (const name of names) {
     const value = get(env, name);
-    if (value) return { value, source: name };
+    if (value) return { value, source: words.env(name) };
   }
   return undefined;
 }
@@ -95,8 +103,8 @@ export function parseProxyUrl(value: string, source: string, kinds: readonly str
 }
 
 /** --smtp-proxy / MAILSEND_SMTP_PROXY: SMTP goes through a proxy only when asked (never HTTPS_PROXY's). */
-export function smtpProxyFrom(flag: string | undefined, env: Env): ProxySetting | undefined {
-  const named = flag !== undefined ? { value: flag.trim(), source: "--smtp-proxy" } : first(env, ["MAILSEND_SMTP_PROXY"]);
+export function smtpProxyFrom(flag: string | undefined, env: Env, words: ProxyWords = CLI_SMTP_PROXY): ProxySetting | undefined {
+  const named = flag !== undefined ? { value: flag.trim(), source: words.given } : first(env, ["MAILSEND_SMTP_PROXY"], words);
   if (!named || !named.value || NONE.has(named.value.toLowerCase())) return undefined;
   return parseProxyUrl(named.value, named.source, SMTP_PROXY);
 }
@@ -173,16 +181,16 @@ function exempts(entry: string, host: string, port: number): boolean {
 }
 
 /** The proxy for requests to `target`, or none. */
-export function proxyFor(target: URL, flag: string | undefined, env: Env): ProxyChoice {
-  const explicit = flag !== undefined ? { value: flag.trim(), source: "--proxy" } : first(env, ["MAILSEND_PROXY"]);
+export function proxyFor(target: URL, flag: string | undefined, env: Env, words: ProxyWords = CLI_PROXY): ProxyChoice {
+  const explicit = flag !== undefined ? { value: flag.trim(), source: words.given } : first(env, ["MAILSEND_PROXY"], words);
   if (explicit && NONE.has(explicit.value.toLowerCase())) return { bypass: `${explicit.source} ${explicit.value}` };
   const named =
     explicit && explicit.value
       ? explicit
-      : first(env, target.protocol === "https:" ? ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] : ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]);
+      : first(env, target.protocol === "https:" ? ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] : ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"], words);
   if (!named) return {};
   const proxy = parseProxyUrl(named.value, named.source);
-  const noProxy = first(env, ["no_proxy", "NO_PROXY"]);
+  const noProxy = first(env, ["no_proxy", "NO_PROXY"], words);
   if (noProxy) {
     const host = target.hostname.replace(/^\[|\]$/g, "").toLowerCase().replace(/\.$/, "");
     const port = Number(target.port || (target.protocol === "https:" ? 443 : 80));

@@ -12,7 +12,7 @@
  *
  * A profile is a layer under the environment: layeredEnv() fills in the
  * MAILSEND_* variables the environment leaves unset, so every reader of
- * those variables (config.ts, the rate limit, the sender) gets
+ * those variables (resolve.ts, the rate limit, the sender) gets
  * flags > environment > profile > defaults without knowing about profiles.
  */
 import { mkdirSync, readFileSync } from "node:fs";
@@ -23,8 +23,7 @@ import { MailsendError } from "../core/errors.js";
 import { homeDir } from "../core/home.js";
 import { parseLocatedJson, JsonSyntaxError, type LocatedJson } from "../core/located-json.js";
 import { shownPath } from "../core/read.js";
-
-export type Env = Record<string, string | undefined>;
+import type { Env } from "../core/env.js";
 
 type Kind = "string" | "url" | "choice" | "int" | "address" | "name" | "envname" | "path" | "redis-url" | "proxy-url";
 

@@ -103,13 +103,22 @@ export interface AddInput {
   gate?: Promise<unknown>;
 }
 
-/** A full disk or a read-only outbox is a temporary failure for the caller (75; the relay says 452). */
+const notQueued = new WeakSet<object>();
+
+/** A full disk or a read-only outbox is a temporary failure for the caller (75; the relay and sendmail -bs say 452 4.3.1). */
 function writeFailure(e: unknown, path: string): MailsendError {
   const local = localFileError(e, path, "write", "outbox file");
-  return new MailsendError("temporary_failure", `${local.message}; the message was NOT queued`, {
+  const err = new MailsendError("temporary_failure", `${local.message}; the message was NOT queued`, {
     cause: e,
     hint: local.hint ?? "Check the outbox directory (mailsend queue --help), then send again.",
   });
+  notQueued.add(err);
+  return err;
+}
+
+/** Whether an error of add() says the outbox could not be written (a full disk, a read-only one). */
+export function isOutboxWriteFailure(e: unknown): boolean {
+  return typeof e === "object" && e !== null && notQueued.has(e);
 }
 
 /** Each damaged-file error, and what is wrong with the file. */

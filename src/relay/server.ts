@@ -22,6 +22,7 @@ import { MAX_RECIPIENTS } from "../core/message.js";
 import { wireSize } from "../core/size.js";
 import type { Envelope } from "../core/envelope.js";
 import type { RelayUsers } from "./auth.js";
+import { isOutboxWriteFailure } from "../outbox/store.js";
 import { SessionGuard } from "./guard.js";
 import { hostPort, isLoopback } from "./listen.js";
 
@@ -106,10 +107,13 @@ function replyText(s: string): string {
   return one.length > 400 ? `${one.slice(0, 397)}...` : one;
 }
 
-/** The SMTP answer for an error of validation or storage. Never 250: what was not stored is not accepted. */
-export function replyFor(e: unknown, stage: "validate" | "store"): { code: number; text: string } {
+/**
+ * The SMTP answer for an error of validation or storage, the relay's and `sendmail -bs`'s alike.
+ * Never 250: what was not stored is not accepted. `stage` "store": the error came from the write.
+ */
+export function replyFor(e: unknown, stage: "validate" | "store" = "validate"): { code: number; text: string } {
   const err = e instanceof MailsendError ? e : undefined;
-  if (stage === "store") {
+  if (isOutboxWriteFailure(e) || (stage === "store" && (!err || err.exitClass === "cantcreat" || err.exitClass === "ioerr"))) {
     // A full disk, a read-only or unwritable outbox: the client keeps the message and tries again.
     const why = err ? replyText(err.message.replace(/; the message was NOT queued$/, "")) : "internal error";
     return { code: 452, text: `4.3.1 Insufficient system storage: the message was not queued (${why})` };

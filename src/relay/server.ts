@@ -113,7 +113,7 @@ function replyText(s: string): string {
  */
 export function replyFor(e: unknown, stage: "validate" | "store" = "validate"): { code: number; text: string } {
   const err = e instanceof MailsendError ? e : undefined;
-  if (isOutboxWriteFailure(e) || (stage === "store" && (!err || err.exitClass === "cantcreat" || err.exitClass === "ioerr"))) {
+  if (isOutboxWriteFailure(e) || (stage === "store" && err?.exitClass !== "config")) {
     // A full disk, a read-only or unwritable outbox: the client keeps the message and tries again.
     const why = err ? replyText(err.message.replace(/; the message was NOT queued$/, "")) : "internal error";
     return { code: 452, text: `4.3.1 Insufficient system storage: the message was not queued (${why})` };

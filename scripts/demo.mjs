@@ -1,7 +1,7 @@
 // `npm run demo`: the first thing to run after install. Starts a sandbox on
 // free ports in a temp dir, sends one message over REST and one over SMTP
 // (with an attachment) using the built CLI exactly as a user would, prints
-// the inbox, stops the sandbox, and removes the temp dir.
+// the inbox, stops the sandbox, removes the temp dir, and says what to run next.
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -67,8 +67,6 @@ try {
   sandbox = startSandbox();
   const ready = await sandbox.ready;
   process.stdout.write(`REST ${ready.base_url}/send, SMTP ${ready.smtp.host}:${ready.smtp.port} (STARTTLS) and :${ready.smtps.port} (TLS), inbox ${ready.inbox_url}\n`);
-  process.stdout.write("The variables that point mailsend at it:\n");
-  for (const [k, v] of Object.entries(ready.env)) process.stdout.write(`  export ${k}=${v}\n`);
   const env = ready.env;
 
   say("2. Send a message over REST (POST /send)");
@@ -90,5 +88,11 @@ try {
     if (!failed) say(`5. Sandbox stopped (exit ${code}); its data dir is removed`);
   }
   rmSync(dir, { recursive: true, force: true });
+}
+// The sandbox above is gone, so its variables would point at nothing: the next step is one that lasts.
+if (!failed) {
+  say("Next: your own sandbox");
+  process.stdout.write("Put mailsend on your PATH (`npm link`, or `npm install -g .`), then run `mailsend sandbox` in a\n");
+  process.stdout.write("terminal of its own: it keeps running and prints the export lines that point mailsend at it.\n");
 }
 process.exitCode = failed ? 1 : 0;

@@ -158,80 +158,89 @@ export async function* jsonLines(input: AsyncIterable<Buffer | string>, encoding
 }
 
 /**
- * The elements of one top-level JSON array, each parsed on its own: a
- * scanner tracks strings and nesting depth to find where each one ends.
+ * The scanner of jsonArray: it tracks strings and nesting depth to find where each element
+ * ends, and where in the array it is.
  */
-export async function* jsonArray(input: AsyncIterable<Buffer | string>, encoding?: string): AsyncGenerator<Row> {
-  let state: "before" | "between" | "in" | "after" = "before";
-  let depth = 0;
-  let inString = false;
-  let escaped = false;
-  let element = "";
-  let line = 1;
-  let elementLine = 1;
-  let index = 0;
-  const finish = (): Row | undefined => {
-    const text = element.trim();
-    element = "";
-    if (!text) return undefined;
-    try {
-      return asObject(JSON.parse(text), index++, elementLine);
-    } catch (e) {
-      return rowError(index++, elementLine, `not valid JSON (${(e as Error).message})`);
-    }
-  };
-  for await (const text of decoded(input, encoding)) {
+class ArrayScanner {
+  state: "before" | "between" | "in" | "after" = "before";
+  #depth = 0;
+  #inString = false;
+  #escaped = false;
+  #element = "";
+  #line = 1;
+  #elementLine = 1;
+  #index = 0;
+
+  /** The rows of the elements that end in `text`, the next piece of the input. */
+  scan(text: string): Row[] {
     const out: Row[] = [];
     for (const ch of text) {
-      if (ch === "\n") line++;
-      if (state === "before") {
-        if (ch === "[") state = "between";
-        else if (!/\s/.test(ch)) throw new MailsendError("invalid_json", `line ${line}: a JSON batch must be one array of send requests`);
-        continue;
-      }
-      if (state === "after") {
-        if (!/\s/.test(ch)) throw new MailsendError("invalid_json", `line ${line}: text after the end of the JSON array`);
-        continue;
-      }
-      if (inString) {
-        element += ch;
-        if (escaped) escaped = false;
-        else if (ch === "\\") escaped = true;
-        else if (ch === '"') inString = false;
-        continue;
-      }
-      if (state === "between") {
-        if (/\s/.test(ch)) continue;
-        if (ch === "]") {
-          state = "after";
-          continue;
-        }
-        state = "in";
-        elementLine = line;
-      }
-      if (ch === '"') inString = true;
-      if (ch === "{" || ch === "[") depth++;
-      if (ch === "}" || ch === "]") {
-        if (depth === 0 && ch === "]") {
-          const row = finish();
-          if (row) out.push(row);
-          state = "after";
-          continue;
-        }
-        depth--;
-      }
-      if (ch === "," && depth === 0) {
-        const row = finish();
-        if (row) out.push(row);
-        else out.push(rowError(index++, line, "empty element"));
-        state = "between";
-        continue;
-      }
-      element += ch;
+      if (ch === "\n") this.#line++;
+      if (this.state === "before") {
+        if (ch === "[") this.state = "between";
+        else if (!/\s/.test(ch)) throw new MailsendError("invalid_json", `line ${this.#line}: a JSON batch must be one array of send requests`);
+      } else if (this.state === "after") {
+        if (!/\s/.test(ch)) throw new MailsendError("invalid_json", `line ${this.#line}: text after the end of the JSON array`);
+      } else this.#inArray(ch, out);
     }
-    yield* out;
+    return out;
   }
-  if (state !== "after") throw new MailsendError("invalid_json", "the JSON array is not closed (missing ])");
+
+  /** A character between the array's "[" and "]": part of an element, or what ends one (or the array). */
+  #inArray(ch: string, out: Row[]): void {
+    if (this.#inString) {
+      this.#element += ch;
+      if (this.#escaped) this.#escaped = false;
+      else if (ch === "\\") this.#escaped = true;
+      else if (ch === '"') this.#inString = false;
+      return;
+    }
+    if (this.state === "between") {
+      if (/\s/.test(ch)) return;
+      if (ch === "]") {
+        this.state = "after";
+        return;
+      }
+      this.state = "in";
+      this.#elementLine = this.#line;
+    }
+    if (ch === '"') this.#inString = true;
+    if (ch === "{" || ch === "[") this.#depth++;
+    if (ch === "}" || ch === "]") {
+      if (this.#depth === 0 && ch === "]") {
+        const row = this.#finish();
+        if (row) out.push(row);
+        this.state = "after";
+        return;
+      }
+      this.#depth--;
+    }
+    if (ch === "," && this.#depth === 0) {
+      out.push(this.#finish() ?? rowError(this.#index++, this.#line, "empty element"));
+      this.state = "between";
+      return;
+    }
+    this.#element += ch;
+  }
+
+  /** The element read so far as a row; none when it is empty. */
+  #finish(): Row | undefined {
+    const text = this.#element.trim();
+    this.#element = "";
+    if (!text) return undefined;
+    try {
+      return asObject(JSON.parse(text), this.#index++, this.#elementLine);
+    } catch (e) {
+      return rowError(this.#index++, this.#elementLine, `not valid JSON (${(e as Error).message})`);
+    }
+  }
+}
+
+/** The elements of one top-level JSON array, each parsed on its own. */
+export async function* jsonArray(input: AsyncIterable<Buffer | string>, encoding?: string): AsyncGenerator<Row> {
+  const scanner = new ArrayScanner();
+  for await (const text of decoded(input, encoding)) yield* scanner.scan(text);
+  if (scanner.state !== "after") throw new MailsendError("invalid_json", "the JSON array is not closed (missing ])");
 }
 
 /**

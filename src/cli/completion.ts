@@ -260,15 +260,10 @@ function zshEntries(entries: Array<[string, string]>): string {
   return entries.map(([name, desc]) => sq(`${name.replace(/:/g, "\\:")}:${desc}`)).join(" ");
 }
 
-function zsh(root: CommandModel): string {
-  const all = walk(root);
+/** The zsh functions that answer from the command tree: subcommands and options with their descriptions, option values, positionals. */
+function zshTables(all: CommandModel[]): string {
   const withSubs = all.filter((m) => m.subcommands.length);
-  return `#compdef mailsend
-${header("zsh", [
-    'Install: mailsend completion zsh > "\${fpath[1]}/_mailsend"  (then restart zsh)',
-    "or add to ~/.zshrc, after compinit: source <(mailsend completion zsh)",
-  ])}
-_mailsend_commands() {
+  return `_mailsend_commands() {
   case "$1" in
 ${withSubs.map((m) => `    ${sq(key(m))}) reply=(${zshEntries(m.subcommands.map((s) => [s.path.at(-1)!, s.description]))}) ;;`).join("\n")}
     *) reply=() ;;
@@ -297,7 +292,11 @@ ${positionalArms(all, "    ").join("\n")}
   esac
 }
 
-_mailsend_values() {
+`;
+}
+
+/** The completion function itself: the same for every command tree, it asks the tables. */
+const ZSH_COMPLETE = `_mailsend_values() {
   case "$1" in
     file) _files ;;
     dir) _files -/ ;;
@@ -355,42 +354,25 @@ else
   compdef _mailsend mailsend
 fi
 `;
+
+function zsh(root: CommandModel): string {
+  return `#compdef mailsend
+${header("zsh", [
+    'Install: mailsend completion zsh > "\${fpath[1]}/_mailsend"  (then restart zsh)',
+    "or add to ~/.zshrc, after compinit: source <(mailsend completion zsh)",
+  ])}
+${zshTables(walk(root))}${ZSH_COMPLETE}`;
 }
 
-function fish(root: CommandModel): string {
-  const all = walk(root);
+/** The fish functions that answer from the command tree: subcommands, and what follows each option. */
+function fishTables(all: CommandModel[]): string {
   const withSubs = all.filter((m) => m.subcommands.length);
-  const lines: string[] = [];
-  const at = (m: CommandModel) => `-n ${fq(`__mailsend_at ${sq(key(m))}`)}`;
-  for (const m of all) {
-    // Subcommands only where one can stand: before any positional word.
-    const first = `-n ${fq(`__mailsend_at ${sq(key(m))} 0`)}`;
-    for (const s of m.subcommands) lines.push(`complete -c mailsend ${first} -a ${fq(s.path.at(-1)!)} -d ${fq(s.description)}`);
-    for (const o of m.options) {
-      const parts = [`complete -c mailsend ${at(m)}`];
-      if (o.short) parts.push(`-s ${o.short.slice(1)}`);
-      if (o.long) parts.push(`-l ${o.long.slice(2)}`);
-      const v = o.value;
-      if (v?.kind === "file") parts.push("-r -F");
-      else if (v?.kind === "dir") parts.push(`-x -a ${fq("(__fish_complete_directories)")}`);
-      else if (v?.kind === "choice") parts.push(`-x -a ${fq(v.choices.join(" "))}`);
-      else if (v) parts.push("-x");
-      parts.push(`-d ${fq(o.description)}`);
-      lines.push(parts.join(" "));
-    }
-    m.positionals.forEach((p, i) => {
-      const here = `-n ${fq(`__mailsend_at ${sq(key(m))} ${i}`)}`;
-      if (p.kind === "file") lines.push(`complete -c mailsend ${here} -F`);
-      else if (p.kind === "choice") lines.push(`complete -c mailsend ${here} -a ${fq(p.choices.join(" "))}`);
-    });
-  }
   const optargCases = all.flatMap((m) =>
     m.options
       .filter((o) => o.value)
       .map((o) => `        case ${flagsOf(o).map((f) => fq(`${key(m)}|${f}`)).join(" ")}\n            echo ${fq(kindWord(o.value))}`),
   );
-  return `${header("fish", ["Install: mkdir -p ~/.config/fish/completions && mailsend completion fish > ~/.config/fish/completions/mailsend.fish"])}
-function __mailsend_commands --argument-names cmdpath
+  return `function __mailsend_commands --argument-names cmdpath
     switch "$cmdpath"
 ${withSubs.map((m) => `        case ${fq(key(m))}\n            printf '%s\\n' ${m.subcommands.map((s) => fq(s.path.at(-1)!)).join(" ")}`).join("\n")}
     end
@@ -405,7 +387,11 @@ ${optargCases.join("\n")}
     end
 end
 
-# The command being typed and how many of its positional words are given ("<path>|<n>"):
+`;
+}
+
+/** The functions that find where on the command line the cursor is, asking the tables; the same for every command tree. */
+const FISH_WHERE = `# The command being typed and how many of its positional words are given ("<path>|<n>"):
 # the words that name a subcommand, skipping options and their values.
 function __mailsend_where
     set -l cmdpath ''
@@ -443,7 +429,41 @@ function __mailsend_at --argument-names want n
 end
 
 complete -c mailsend -f
-${lines.join("\n")}
+`;
+
+/** fish's `complete` lines: each command's subcommands, options (with what their values are) and positionals. */
+function fishCompletions(all: CommandModel[]): string[] {
+  const lines: string[] = [];
+  const at = (m: CommandModel) => `-n ${fq(`__mailsend_at ${sq(key(m))}`)}`;
+  for (const m of all) {
+    // Subcommands only where one can stand: before any positional word.
+    const first = `-n ${fq(`__mailsend_at ${sq(key(m))} 0`)}`;
+    for (const s of m.subcommands) lines.push(`complete -c mailsend ${first} -a ${fq(s.path.at(-1)!)} -d ${fq(s.description)}`);
+    for (const o of m.options) {
+      const parts = [`complete -c mailsend ${at(m)}`];
+      if (o.short) parts.push(`-s ${o.short.slice(1)}`);
+      if (o.long) parts.push(`-l ${o.long.slice(2)}`);
+      const v = o.value;
+      if (v?.kind === "file") parts.push("-r -F");
+      else if (v?.kind === "dir") parts.push(`-x -a ${fq("(__fish_complete_directories)")}`);
+      else if (v?.kind === "choice") parts.push(`-x -a ${fq(v.choices.join(" "))}`);
+      else if (v) parts.push("-x");
+      parts.push(`-d ${fq(o.description)}`);
+      lines.push(parts.join(" "));
+    }
+    m.positionals.forEach((p, i) => {
+      const here = `-n ${fq(`__mailsend_at ${sq(key(m))} ${i}`)}`;
+      if (p.kind === "file") lines.push(`complete -c mailsend ${here} -F`);
+      else if (p.kind === "choice") lines.push(`complete -c mailsend ${here} -a ${fq(p.choices.join(" "))}`);
+    });
+  }
+  return lines;
+}
+
+function fish(root: CommandModel): string {
+  const all = walk(root);
+  return `${header("fish", ["Install: mkdir -p ~/.config/fish/completions && mailsend completion fish > ~/.config/fish/completions/mailsend.fish"])}
+${fishTables(all)}${FISH_WHERE}${fishCompletions(all).join("\n")}
 `;
 }
 

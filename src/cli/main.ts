@@ -38,7 +38,7 @@ function roleOf(path: string | undefined): "sendmail" | "mailq" | "newaliases" |
  * The commands whose work must not stop when their output cannot be written: those that send mail
  * (or take it in to send), and the sandbox, a server others depend on.
  */
-const SENDING = new Set(["send", "batch", "sendmail", "relay", "sandbox"]);
+const SENDING = new Set(["send", "batch", "run", "sendmail", "relay", "sandbox"]);
 let sending = false;
 
 /**

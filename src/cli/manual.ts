@@ -11,6 +11,27 @@ export interface ManualExtra {
 }
 
 export const MANUAL: Readonly<Record<string, ManualExtra>> = {
+  run: {
+    notes: `
+A run fails when the job exits non-zero, is killed by a signal, or is stopped by
+--timeout. With --on change, a job whose state is not known (its first run) is
+"unknown": a failure mails, a success does not mail "recovered". A job's state
+is its last outcome, when its failures began and its last failure mail; the
+mail after a quiet spell says how many failures it stands for.
+
+The mail carries Auto-Submitted: auto-generated and X-Mailsend-Job: <id>. The
+API key in the environment is replaced by [redacted] in the output it carries.
+`,
+    examples: `
+  # A systemd unit's failure (contrib/systemd/mailsend-onfailure@.service)
+  [Unit]
+  OnFailure=mailsend-onfailure@%n.service
+
+  # In CI: the alert out before the machine goes
+  mailsend run --id deploy --to dev@example.com -- ./deploy.sh; status=$?
+  mailsend queue run; exit $status
+`,
+  },
   send: {
     notes: `
 A body piped on stdin without a body flag is HTML when it starts as HTML
@@ -37,6 +58,7 @@ export const FILES: ReadonlyArray<{ path: string; description: string }> = [
   { path: "$XDG_CONFIG_HOME/mailsend/config.json", description: "The config file and its profiles (~/.config/mailsend/config.json; MAILSEND_CONFIG names another). It says where the key is, never the key." },
   { path: "$XDG_STATE_HOME/mailsend/", description: "The state directory (~/.local/state/mailsend; MAILSEND_STATE_DIR names another): the shared rate-limit budget and the journals of batch runs." },
   { path: "$MAILSEND_STATE_DIR/outbox/", description: "The outbox: mail from sendmail, the relay and send --queue until it is delivered; failed/ holds what will not be tried again (MAILSEND_OUTBOX_DIR names another)." },
+  { path: "$MAILSEND_STATE_DIR/run/", description: "The state of each job mailsend run watches (its last outcome and failure mail), named by a hash of its id; in Redis instead when MAILSEND_RATE_LIMIT_URL is set." },
   { path: "$MAILSEND_STATE_DIR/relay-tls/ca.pem", description: "The CA of the certificate the relay makes for --tls-self-signed." },
   { path: "$XDG_DATA_HOME/mailsend/sandbox/", description: "The sandbox's keys, stored messages and TLS files (~/.local/share/mailsend/sandbox; --dir or MAILSEND_SANDBOX_DIR names another)." },
 ];

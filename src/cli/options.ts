@@ -29,6 +29,7 @@ export const GROUP_HEADING = {
   Limits: "Budget and retries",
   Batch: "Batch",
   Relay: "Relay",
+  Run: "When to mail",
   Output: "Output",
 } as const;
 
@@ -285,3 +286,19 @@ export function attributeName(flags: string): string {
   const long = flags.split(/[ ,]+/).find((f) => f.startsWith("--"))!;
   return long.slice(2).replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 }
+
+/** mailsend run: the mail's addressing, when it is sent, and how much of the job's output it carries. */
+export const RUN_OPTIONS: readonly OptionSpec[] = [
+  { group: "Recipients", flags: "-t, --to <address>", description: "who gets the job's mail", repeatable: true },
+  { group: "Message", flags: "-f, --from <address>", description: 'sender, "Name <addr>" or addr', env: "MAILSEND_FROM" },
+  { group: "Message", flags: "-s, --subject <text>", description: "the subject instead of \"[host] <command> failed (exit 3)\"" },
+  { group: "Message", flags: "--profile <name>", description: "the config file's profile to use", env: "MAILSEND_PROFILE" },
+  { group: "Run", flags: "--on <when>", description: "mail on a failure (default), on a change (a failure, then one mail when it recovers), or always", choices: ["failure", "change", "always"] },
+  { group: "Run", flags: "--id <name>", description: "the job's name, whose state decides what is mailed (default: the command line)" },
+  { group: "Run", flags: "--quiet-for <duration>", description: "after a failure mail, more failures of the job within this long mail nothing (default 1h)" },
+  { group: "Run", flags: "--timeout <duration>", description: "stop the job after this long: SIGTERM to its process group, then SIGKILL (default: none)" },
+  { group: "Run", flags: "--kill-after <duration>", description: "how long a job stopped by --timeout has before SIGKILL (default 10s)" },
+  { group: "Output", flags: "--tail <lines>", description: "lines of the output's end in the mail's body (default 50)", int: true },
+  { group: "Output", flags: "--attach-limit <size>", description: "the whole output attached up to this size, else its end (default 1M; 0: no attachment)" },
+  { group: "Output", flags: "-v, --verbose", description: "say on stderr what was mailed" },
+];

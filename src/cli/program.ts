@@ -81,7 +81,7 @@ Examples:
 type Register = (program: Command, ctx: CommandContext) => void;
 
 /** The top-level commands, in the order --help lists them. */
-const COMMANDS = ["send", "batch", "sandbox", "config", "inbox", "sendmail", "queue", "doctor", "relay", "completion"] as const;
+const COMMANDS = ["send", "batch", "run", "sandbox", "config", "inbox", "sendmail", "queue", "doctor", "relay", "completion"] as const;
 type CommandName = (typeof COMMANDS)[number];
 
 /**
@@ -98,6 +98,7 @@ const REGISTRATIONS: Record<CommandName, () => Register | Promise<Register>> = {
   inbox: async () => (await import("./commands/inbox.js")).register,
   sendmail: async () => (await import("./commands/sendmail.js")).register,
   queue: async () => (await import("./commands/queue.js")).register,
+  run: async () => (await import("./commands/run.js")).register,
   doctor: () => registerDoctor,
   relay: async () => (await import("./commands/relay.js")).register,
   completion: async () => (await import("./commands/completion.js")).register,

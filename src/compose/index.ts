@@ -53,6 +53,71 @@ export { ImageCache };
 
 const CID = /^[\x21-\x3b\x3d\x3f-\x7e]{1,200}$/;
 
+/** The inline parts of one message, by Content-ID, and what each reference became: one image per cid, all within MAX_INLINE_BYTES. */
+class InlineParts {
+  readonly images = new Map<string, InlineImage>();
+  readonly rewrites: Rewrite[] = [];
+  #total = 0;
+
+  /** Adds `image` (from `ref`, for messages), once per cid. */
+  add(image: InlineImage, ref: string): void {
+    const had = this.images.get(image.cid);
+    if (had) {
+      if (!had.data.equals(image.data)) {
+        throw new MailsendError("usage", `two different images would have the Content-ID ${JSON.stringify(image.cid)} (${shownPath(had.path)} and ${shownPath(image.path)})`, {
+          hint: `Give each --inline its own cid: --inline ${ref}#another-name.`,
+        });
+      }
+      return;
+    }
+    this.#total += image.data.length;
+    if (this.#total > MAX_INLINE_BYTES) {
+      throw new MailsendError("too_large", `the inline images of this message add up to more than ${MAX_INLINE_BYTES / 1024 / 1024} MiB (at ${JSON.stringify(ref)}); nothing was sent`, {
+        hint: "Link large images from a web server instead, attach them with --attach, or give --no-embed.",
+      });
+    }
+    this.images.set(image.cid, image);
+  }
+}
+
+/**
+ * The HTML's references to local images made cid: parts. Also the references of the HTML as sent,
+ * known here without parsing it again (parsing a big report again is not cheap).
+ */
+async function embedImages(html: string, remoteBase: boolean, fromDir: string, opts: ComposeOptions, parts: InlineParts, cache: ImageCache): Promise<{ html: string; sentRefs: string[] }> {
+  const attrs = findRefAttributes(html);
+  const byRef = new Map<string, string>();
+  for (const ref of attrs.flatMap((a) => a.refs)) {
+    if (byRef.has(ref)) continue;
+    const path = documentPath(ref, remoteBase);
+    if (path === undefined) continue;
+    const real = await resolveInside(ref, path, opts.baseDir, fromDir);
+    const { data, contentType } = await cache.get(ref, real);
+    const cid = contentId(basename(real), data);
+    parts.add({ cid, filename: basename(real), contentType, data, path: real }, ref);
+    byRef.set(ref, cid);
+    parts.rewrites.push({ ref, cid, path: real });
+  }
+  if (byRef.size > 0) html = rewriteRefs(html, attrs, (ref) => (byRef.has(ref) ? `cid:${byRef.get(ref)}` : undefined));
+  return { html, sentRefs: attrs.flatMap((a) => a.refs.map((ref) => (byRef.has(ref) ? `cid:${byRef.get(ref)}` : ref))) };
+}
+
+/** The parts --inline path[#cid] adds by hand. */
+async function addInlineSpecs(specs: readonly string[], parts: InlineParts, cache: ImageCache): Promise<void> {
+  for (const spec of specs) {
+    const { path, cid } = splitInlineSpec(spec, existsSync);
+    if (!CID.test(cid)) {
+      throw new MailsendError("usage", `--inline ${spec}: the Content-ID ${JSON.stringify(cid)} must be printable ASCII without spaces, < or >`, {
+        hint: "Write --inline chart.png#chart and refer to it as <img src=\"cid:chart\">.",
+      });
+    }
+    const real = resolve(path);
+    const { data, contentType } = await cache.get(`--inline ${spec}`, real);
+    parts.add({ cid, filename: basename(real), contentType, data, path: real }, spec);
+    parts.rewrites.push({ ref: `--inline ${spec}`, cid, path: real });
+  }
+}
+
 export async function composeHtml(input: string, opts: ComposeOptions): Promise<Composed> {
   let html = input;
   let stylesheets: EmbeddedStylesheet[] = [];
@@ -63,66 +128,15 @@ export async function composeHtml(input: string, opts: ComposeOptions): Promise<
   // Before --inline-css, so that a linked sheet's rules are copied onto the elements too.
   if (opts.embed && mayLinkStylesheets(html)) ({ html, sheets: stylesheets, left: remoteStylesheets } = await embedStylesheets(html, opts.baseDir, fromDir, base.remote));
   if (opts.inlineCss) html = await (await import("./css.js")).inlineCss(html);
-  const images = new Map<string, InlineImage>();
-  const rewrites: Rewrite[] = [];
-  let total = 0;
+  const parts = new InlineParts();
   const cache = opts.cache ?? new ImageCache();
-
-  const add = (image: InlineImage, ref: string) => {
-    const had = images.get(image.cid);
-    if (had) {
-      if (!had.data.equals(image.data)) {
-        throw new MailsendError("usage", `two different images would have the Content-ID ${JSON.stringify(image.cid)} (${shownPath(had.path)} and ${shownPath(image.path)})`, {
-          hint: `Give each --inline its own cid: --inline ${ref}#another-name.`,
-        });
-      }
-      return;
-    }
-    total += image.data.length;
-    if (total > MAX_INLINE_BYTES) {
-      throw new MailsendError("too_large", `the inline images of this message add up to more than ${MAX_INLINE_BYTES / 1024 / 1024} MiB (at ${JSON.stringify(ref)}); nothing was sent`, {
-        hint: "Link large images from a web server instead, attach them with --attach, or give --no-embed.",
-      });
-    }
-    images.set(image.cid, image);
-  };
-
-  // The references of the HTML as sent, when they are known without parsing it again (parsing a big report again is not cheap).
   let sentRefs: string[] | undefined;
-  if (opts.embed && mayReferenceImages(html)) {
-    const attrs = findRefAttributes(html);
-    const byRef = new Map<string, string>();
-    for (const ref of attrs.flatMap((a) => a.refs)) {
-      if (byRef.has(ref)) continue;
-      const path = documentPath(ref, base.remote);
-      if (path === undefined) continue;
-      const real = await resolveInside(ref, path, opts.baseDir, fromDir);
-      const { data, contentType } = await cache.get(ref, real);
-      const cid = contentId(basename(real), data);
-      add({ cid, filename: basename(real), contentType, data, path: real }, ref);
-      byRef.set(ref, cid);
-      rewrites.push({ ref, cid, path: real });
-    }
-    if (byRef.size > 0) html = rewriteRefs(html, attrs, (ref) => (byRef.has(ref) ? `cid:${byRef.get(ref)}` : undefined));
-    sentRefs = attrs.flatMap((a) => a.refs.map((ref) => (byRef.has(ref) ? `cid:${byRef.get(ref)}` : ref)));
-  }
+  if (opts.embed && mayReferenceImages(html)) ({ html, sentRefs } = await embedImages(html, base.remote, fromDir, opts, parts, cache));
+  await addInlineSpecs(opts.inline, parts, cache);
 
-  for (const spec of opts.inline) {
-    const { path, cid } = splitInlineSpec(spec, existsSync);
-    if (!CID.test(cid)) {
-      throw new MailsendError("usage", `--inline ${spec}: the Content-ID ${JSON.stringify(cid)} must be printable ASCII without spaces, < or >`, {
-        hint: "Write --inline chart.png#chart and refer to it as <img src=\"cid:chart\">.",
-      });
-    }
-    const real = resolve(path);
-    const { data, contentType } = await cache.get(`--inline ${spec}`, real);
-    add({ cid, filename: basename(real), contentType, data, path: real }, spec);
-    rewrites.push({ ref: `--inline ${spec}`, cid, path: real });
-  }
-
-  const warnings = cidMismatches(html, opts.inline, images, sentRefs);
+  const warnings = cidMismatches(html, opts.inline, parts.images, sentRefs);
   if (opts.embed) warnings.push(...leftLocal(html, base.remote));
-  return { html, images: [...images.values()], rewrites, stylesheets, remoteStylesheets, warnings };
+  return { html, images: [...parts.images.values()], rewrites: parts.rewrites, stylesheets, remoteStylesheets, warnings };
 }
 
 const STYLE_BLOCK = /<style\b[^>]*>([\s\S]*?)<\/style\s*>/gi;

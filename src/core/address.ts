@@ -36,9 +36,40 @@ function fail(field: string, input: string, why: string, hint = HINT): never {
   throw new MailsendError("invalid_address", `${field}: ${why} in ${JSON.stringify(input)}`, { hint });
 }
 
+/** Where the comment that opens at `i` ends: just past its ")" (comments nest, and a backslash escapes). */
+function commentEnd(input: string, i: number, field: string): number {
+  let depth = 0;
+  for (; i < input.length; i++) {
+    const d = input[i]!;
+    if (d === "\\") i++;
+    else if (d === "(") depth++;
+    else if (d === ")" && --depth === 0) break;
+  }
+  if (depth !== 0) fail(field, input, "unclosed comment");
+  return i + 1;
+}
+
+/** The quoted string that opens at `i`: its text without quotes and escapes, and the index of its closing quote. */
+function quotedString(input: string, i: number, field: string): { text: string; close: number } {
+  let text = "";
+  let j = i + 1;
+  for (; j < input.length; j++) {
+    const d = input[j]!;
+    if (d === "\\") {
+      j++;
+      if (j >= input.length) break;
+      text += input[j];
+    } else if (d === '"') break;
+    else text += d;
+  }
+  if (j >= input.length) fail(field, input, "unclosed quoted string");
+  return { text, close: j };
+}
+
 function tokenize(input: string, field: string): Token[] {
   const tokens: Token[] = [];
   let i = 0;
+  /** Whether white space or a comment came before the next token. */
   let ws = false;
   while (i < input.length) {
     const c = input[i]!;
@@ -48,59 +79,30 @@ function tokenize(input: string, field: string): Token[] {
       continue;
     }
     if (c === "(") {
-      let depth = 0;
-      for (; i < input.length; i++) {
-        const d = input[i]!;
-        if (d === "\\") i++;
-        else if (d === "(") depth++;
-        else if (d === ")" && --depth === 0) break;
-      }
-      if (depth !== 0) fail(field, input, "unclosed comment");
-      i++;
+      i = commentEnd(input, i, field);
       ws = true;
       continue;
     }
+    let end: number;
     if (c === '"') {
-      let text = "";
-      let j = i + 1;
-      for (; j < input.length; j++) {
-        const d = input[j]!;
-        if (d === "\\") {
-          j++;
-          if (j >= input.length) break;
-          text += input[j];
-        } else if (d === '"') break;
-        else text += d;
-      }
-      if (j >= input.length) fail(field, input, "unclosed quoted string");
-      tokens.push({ kind: "quoted", text, raw: input.slice(i, j + 1), ws });
-      i = j + 1;
-      ws = false;
-      continue;
-    }
-    if (c === "[") {
-      const j = input.indexOf("]", i);
-      if (j < 0) fail(field, input, "unclosed domain literal");
-      tokens.push({ kind: "literal", raw: input.slice(i, j + 1), ws });
-      i = j + 1;
-      ws = false;
-      continue;
-    }
-    if ("<>@,;:.".includes(c)) {
+      const { text, close } = quotedString(input, i, field);
+      end = close + 1;
+      tokens.push({ kind: "quoted", text, raw: input.slice(i, end), ws });
+    } else if (c === "[") {
+      const close = input.indexOf("]", i);
+      if (close < 0) fail(field, input, "unclosed domain literal");
+      end = close + 1;
+      tokens.push({ kind: "literal", raw: input.slice(i, end), ws });
+    } else if ("<>@,;:.".includes(c)) {
+      end = i + 1;
       tokens.push({ kind: "special", text: c, ws });
-      i++;
-      ws = false;
-      continue;
-    }
-    if (ATEXT.test(c)) {
-      let j = i;
-      while (j < input.length && ATEXT.test(input[j]!)) j++;
-      tokens.push({ kind: "atom", text: input.slice(i, j), ws });
-      i = j;
-      ws = false;
-      continue;
-    }
-    fail(field, input, `unexpected character ${JSON.stringify(c)}`);
+    } else if (ATEXT.test(c)) {
+      end = i;
+      while (end < input.length && ATEXT.test(input[end]!)) end++;
+      tokens.push({ kind: "atom", text: input.slice(i, end), ws });
+    } else fail(field, input, `unexpected character ${JSON.stringify(c)}`);
+    i = end;
+    ws = false;
   }
   return tokens;
 }

@@ -27,6 +27,7 @@ import { proxyAnswerError } from "../transports/proxy.js";
 import { statusError } from "../transports/rest.js";
 import { postEmptySend, reachRest, sendUrlOf } from "./rest-probe.js";
 import { lookAtOutbox } from "./outbox-check.js";
+import { SETUP_REPLY } from "../relay/replies.js";
 import { probeSmtp } from "./smtp-probe.js";
 import { certificateSummary, trustFailure, type CertificateInfo } from "./tls-info.js";
 import type { Env } from "../core/env.js";
@@ -110,7 +111,7 @@ export const REST_ONLY_WARNING =
   "Warning: mail from other programs through `mailsend sendmail` or `mailsend relay` goes over REST only when the REST request carries it whole. " +
   "A message with a plain-text body (text only, or a text part beside the HTML), Cc or Bcc, recipients not in its To header, no Subject, " +
   "inline images, an attached message, a calendar part or a header given twice needs SMTP: sendmail refuses it with exit 78, " +
-  "and the relay refuses it at the end of DATA with 554 5.6.0 (nothing is queued). Most cron and system mail is text only. " +
+  `and the relay refuses it at the end of DATA with ${SETUP_REPLY.code} ${SETUP_REPLY.status} (nothing is queued; the app keeps it and tries again). Most cron and system mail is text only. ` +
   "Set --smtp-host / MAILSEND_SMTP_HOST so that such mail goes over SMTP unchanged.";
 
 /** Slot ids of doctor's own requests, recognisable in a state file. */

@@ -130,6 +130,37 @@ export interface KeyAnswer {
   body: string;
 }
 
+/** The options of the probe's request: its own connection (TLS as a send's), through the proxy when there is one. */
+function probeOptions(config: RestConfig, url: URL, headers: Record<string, string>, timeoutMs: number): https.RequestOptions {
+  const secure = url.protocol === "https:";
+  const options: https.RequestOptions = { method: "POST", headers, agent: false, ...(secure ? tlsClientOptions(hostOf(url), config) : {}) };
+  if (secure) options.rejectUnauthorized = !config.insecure;
+  if (config.proxy) {
+    const agentOptions: https.AgentOptions = { keepAlive: false, ...(secure ? { ...tlsClientOptions(hostOf(url), config), rejectUnauthorized: !config.insecure } : {}) };
+    options.agent = proxyAgent(config.proxy, url, agentOptions, { timeoutMs, ...(config.caFile ? { caFile: config.caFile } : {}) });
+    if (!secure) {
+      const form = absoluteForm(config.proxy, url);
+      options.path = form.path;
+      options.headers = { ...headers, ...form.headers };
+    }
+  }
+  return options;
+}
+
+/** A plain-text request dropped without a byte of answer: a TLS port does that, so the port is asked. */
+async function droppedWithoutAnswer(e: Error, url: URL, timeoutMs: number): Promise<MailsendError> {
+  const yes = await speaksTls(hostOf(url), portOf(url), Math.min(timeoutMs, 3000));
+  return yes
+    ? new MailsendError("tls_mismatch", `${url.origin} speaks TLS, but --base-url says http://`, {
+        cause: e,
+        hint: "Use https:// in --base-url / MAILSEND_BASE_URL.",
+      })
+    : new MailsendError("connection_failed", `${url.origin} closed the connection without an answer`, {
+        cause: e,
+        hint: "Check that --base-url / MAILSEND_BASE_URL is the service's address and port.",
+      });
+}
+
 /**
  * POST /send with the key and the body `{}`: a service that checks the key
  * first answers 401/403 for a bad one and 400 for a good one, and sends
@@ -154,17 +185,7 @@ export function postEmptySend(config: RestConfig, timeoutMs: number): Promise<Ke
       req.destroy();
       f();
     };
-    const options: https.RequestOptions = { method: "POST", headers, agent: false, ...(secure ? tlsClientOptions(hostOf(url), config) : {}) };
-    if (secure) options.rejectUnauthorized = !config.insecure;
-    if (config.proxy) {
-      const agentOptions: https.AgentOptions = { keepAlive: false, ...(secure ? { ...tlsClientOptions(hostOf(url), config), rejectUnauthorized: !config.insecure } : {}) };
-      options.agent = proxyAgent(config.proxy, url, agentOptions, { timeoutMs, ...(config.caFile ? { caFile: config.caFile } : {}) });
-      if (!secure) {
-        const form = absoluteForm(config.proxy, url);
-        options.path = form.path;
-        options.headers = { ...headers, ...form.headers };
-      }
-    }
+    const options = probeOptions(config, url, headers, timeoutMs);
     const req = (secure ? https : http).request({ ...urlToHttpOptions(url), ...options }, (res) => {
       const chunks: Buffer[] = [];
       let size = 0;
@@ -181,22 +202,7 @@ export function postEmptySend(config: RestConfig, timeoutMs: number): Promise<Ke
     req.on("error", (e) => {
       if (settled) return;
       if (isReset(e) && !secure) {
-        // A TLS port drops a plain-text request without a byte of answer.
-        void speaksTls(hostOf(url), portOf(url), Math.min(timeoutMs, 3000)).then((yes) =>
-          done(() =>
-            reject(
-              yes
-                ? new MailsendError("tls_mismatch", `${url.origin} speaks TLS, but --base-url says http://`, {
-                    cause: e,
-                    hint: "Use https:// in --base-url / MAILSEND_BASE_URL.",
-                  })
-                : new MailsendError("connection_failed", `${url.origin} closed the connection without an answer`, {
-                    cause: e,
-                    hint: "Check that --base-url / MAILSEND_BASE_URL is the service's address and port.",
-                  }),
-            ),
-          ),
-        );
+        void droppedWithoutAnswer(e, url, timeoutMs).then((failure) => done(() => reject(failure)));
         return;
       }
       done(() => reject(classify(e, url)));
@@ -204,4 +210,3 @@ export function postEmptySend(config: RestConfig, timeoutMs: number): Promise<Ke
     req.end(body);
   });
 }
-

@@ -95,9 +95,7 @@ function login(conn: SMTPConnection, c: SmtpConfig, method: "LOGIN" | "PLAIN"): 
   });
 }
 
-export async function probeSmtp(c: SmtpConfig, opts: { auth: boolean }): Promise<SmtpProbe> {
-  const redact = makeRedactor(c.apiKey || undefined, c.user);
-  const started = Date.now();
+function smtpConnection(c: SmtpConfig): SMTPConnection {
   const conn = new SMTPConnection({
     host: c.host,
     port: c.port,
@@ -113,6 +111,11 @@ export async function probeSmtp(c: SmtpConfig, opts: { auth: boolean }): Promise
   });
   // Every failure is taken from the promises below; an 'error' without a listener would throw.
   conn.on("error", () => {});
+  return conn;
+}
+
+/** Resolves once the server has greeted (and TLS is up); over STARTTLS, a port that speaks TLS at once is said to be one. */
+async function greeted(conn: SMTPConnection, c: SmtpConfig): Promise<void> {
   let probeTimer: NodeJS.Timeout | undefined;
   try {
     await new Promise<void>((resolve, reject) => {
@@ -133,11 +136,37 @@ export async function probeSmtp(c: SmtpConfig, opts: { auth: boolean }): Promise
         }, Math.min(TLS_PROBE_AFTER_MS, c.timeoutMs));
       }
     });
+  } finally {
+    clearTimeout(probeTimer);
+  }
+}
+
+/** Logs in with LOGIN, else (not offered) PLAIN: the outcome, and the mechanism that worked. */
+async function tryLogin(conn: SMTPConnection, c: SmtpConfig, redact: (s: string) => string): Promise<SmtpProbe["auth"]> {
+  try {
+    try {
+      await login(conn, c, "LOGIN");
+      return { ok: true, method: "LOGIN" };
+    } catch (e) {
+      // 504: LOGIN not offered; the session is still good for another mechanism.
+      if ((e as SmtpError).responseCode !== 504) throw e;
+      await login(conn, c, "PLAIN");
+      return { ok: true, method: "PLAIN" };
+    }
+  } catch (e) {
+    return { ok: false, error: classifyAuth(e as SmtpError, c, redact) };
+  }
+}
+
+export async function probeSmtp(c: SmtpConfig, opts: { auth: boolean }): Promise<SmtpProbe> {
+  const redact = makeRedactor(c.apiKey || undefined, c.user);
+  const started = Date.now();
+  const conn = smtpConnection(c);
+  try {
+    await greeted(conn, c);
   } catch (e) {
     conn.close();
     return { connect: { ok: false, error: classifyConnect(e as SmtpError, c, redact) } };
-  } finally {
-    clearTimeout(probeTimer);
   }
 
   const socket = (conn as unknown as { _socket: TLSSocket })._socket;
@@ -153,21 +182,7 @@ export async function probeSmtp(c: SmtpConfig, opts: { auth: boolean }): Promise
     conn.quit();
     return { connect };
   }
-
-  let auth: SmtpProbe["auth"];
-  try {
-    try {
-      await login(conn, c, "LOGIN");
-      auth = { ok: true, method: "LOGIN" };
-    } catch (e) {
-      // 504: LOGIN not offered; the session is still good for another mechanism.
-      if ((e as SmtpError).responseCode !== 504) throw e;
-      await login(conn, c, "PLAIN");
-      auth = { ok: true, method: "PLAIN" };
-    }
-  } catch (e) {
-    auth = { ok: false, error: classifyAuth(e as SmtpError, c, redact) };
-  }
+  const auth = await tryLogin(conn, c, redact);
   conn.quit();
   // QUIT is answered and the connection closed at once; do not wait on a server that lingers.
   setTimeout(() => conn.close(), 1000).unref();

@@ -7,7 +7,7 @@ import { setTimeout as delay } from "node:timers/promises";
 import { MailsendError, toMailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
 import type { SendContext, SendResult, Transport } from "../core/transport.js";
-import { attemptDeadline } from "./deadline.js";
+import { type AttemptDeadline, attemptDeadline } from "./deadline.js";
 import { backoffMs, shouldRetry } from "./retry.js";
 import type { Limits } from "./sliding-log.js";
 import { monotonicMs, type SlotStore } from "./store.js";
@@ -206,118 +206,170 @@ function bookkeepingFailure(e: unknown): string {
   return e instanceof MailsendError ? e.message : e instanceof Error ? e.message : String(e);
 }
 
-export async function deliver(transport: Transport, message: Message, opts: DeliverOptions): Promise<SendResult> {
-  const sleep = opts.sleep ?? abortableSleep;
-  const warnings: string[] = [];
-  const warn = (text: string) => {
-    warnings.push(text);
-    opts.onWarning?.(text);
-  };
-  const storeWarnings = () => {
-    for (const w of opts.store?.takeWarnings?.() ?? []) warn(w);
-  };
-  const waited: Waited = { ms: 0, actualMs: 0 };
-  const idempotent = carriesIdempotencyKey(message);
-  const deadlineMs = opts.deadlineMs || Infinity;
+/** One deliver() call's running state: what its attempts share, and the steps each one takes. */
+class Delivery {
+  readonly warnings: string[] = [];
+  readonly waited: Waited = { ms: 0, actualMs: 0 };
+  readonly idempotent: boolean;
+  readonly deadlineMs: number;
+  readonly sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** Time spent in attempts and in the waits between them: what the deadline bounds. */
-  let spentMs = 0;
+  spentMs = 0;
   /** The first attempt that may have handed the message over: later failures do not undo it. */
-  let doubt: MailsendError | undefined;
+  doubt: MailsendError | undefined;
+
+  constructor(
+    readonly transport: Transport,
+    readonly message: Message,
+    readonly opts: DeliverOptions,
+  ) {
+    this.sleep = opts.sleep ?? abortableSleep;
+    this.idempotent = carriesIdempotencyKey(message);
+    this.deadlineMs = opts.deadlineMs || Infinity;
+  }
+
+  warn(text: string): void {
+    this.warnings.push(text);
+    this.opts.onWarning?.(text);
+  }
+
+  storeWarnings(): void {
+    for (const w of this.opts.store?.takeWarnings?.() ?? []) this.warn(w);
+  }
+
+  /** Book-keeping in the budget: the send's own failure is what to report, so one that fails is said beside it. */
+  async keepBooks(what: string, op: () => Promise<void>): Promise<void> {
+    try {
+      await op();
+    } catch (e) {
+      this.warn(`${what} failed: ${bookkeepingFailure(e)}`);
+    }
+    this.storeWarnings();
+  }
+
+  /** A slot in the shared budget for this attempt, waiting for one if need be; none without a budget. */
+  async slot(attempt: number): Promise<string | undefined> {
+    const { transport, message, opts } = this;
+    try {
+      return opts.store ? await takeSlot(opts.store, opts, attempt, this.waited, transport.prepare ? () => prepareQuietly(transport, message) : undefined) : undefined;
+    } finally {
+      this.storeWarnings();
+    }
+  }
+
+  /**
+   * The attempt's deadline, what is left of the whole. The caller's signal ends the attempt too:
+   * the deadline's signal follows it (no AbortSignal.any, which makes a composite signal with weak
+   * references per attempt).
+   */
+  attemptDeadline(): AttemptDeadline | undefined {
+    return this.deadlineMs < Infinity ? attemptDeadline(Math.max(0, this.deadlineMs - this.spentMs), this.opts.signal) : undefined;
+  }
+
+  /** One send; once accepted, its slot recorded and the result counting this delivery's attempts and waits. */
+  async send(attempt: number, id: string | undefined, deadline: AttemptDeadline | undefined): Promise<SendResult> {
+    const { opts } = this;
+    /** When the service's answer began to arrive, where the transport says (SendContext.answered). */
+    let answeredAt: number | undefined;
+    let result: SendResult;
+    try {
+      // Built field by field: conditional spreads cost a batch a slow object copy per attempt.
+      const ctx: SendContext = {};
+      if (id) ctx.answered = () => (answeredAt ??= monotonicMs());
+      if (opts.trace) ctx.trace = opts.trace;
+      const signal = deadline ? deadline.signal : opts.signal;
+      if (signal) ctx.signal = signal;
+      if (deadline) ctx.deadline = deadline.signal;
+      result = await this.transport.send(this.message, ctx);
+    } finally {
+      deadline?.release();
+    }
+    const answered = answeredAt ?? monotonicMs();
+    // Accepted: from here on nothing is an error. A send reported failed would be sent again.
+    if (id) {
+      try {
+        // The slot counts from the answer, not from when its record got the lock.
+        await opts.store!.complete(id, opts.limits, () => monotonicMs() - answered);
+      } catch (e) {
+        this.warn(`the message was sent, but recording it in the rate-limit budget failed: ${bookkeepingFailure(e)}. Do not send it again; later sends may go out a little early for this one window.`);
+      }
+      this.storeWarnings();
+    }
+    const delivered: SendResult = { ...result, attempts: attempt, waitedMs: this.waited.actualMs };
+    if (this.warnings.length) delivered.warnings = [...(result.warnings ?? []), ...this.warnings];
+    return delivered;
+  }
+
+  /** An attempt's failure as it is to be reported, noting the first doubt it raises. */
+  failure(e: unknown, deadline: AttemptDeadline | undefined, attempt: number): MailsendError {
+    let err = toMailsendError(e);
+    if (deadline?.signal.aborted && !this.opts.signal?.aborted) err = overDeadline(err, this.deadlineMs, attempt);
+    this.doubt ??= doubtOf(err);
+    return err;
+  }
+
+  /** A failed attempt's slot: given back when the service cannot have counted it, else counted. */
+  async settleSlot(id: string, err: MailsendError): Promise<void> {
+    const { opts } = this;
+    // Stopped by the caller before the message was handed over: the service counted nothing either.
+    if (neverReached(err) || (opts.signal?.aborted === true && !mayHaveGone(err))) await this.keepBooks("giving back the rate-limit slot", () => opts.store!.release(id, opts.limits));
+    else await this.keepBooks("recording the attempt in the rate-limit budget", () => opts.store!.complete(id, opts.limits));
+  }
+
+  /** After a failed attempt that started at `started`: waits for the next one, or throws `err` when there is to be none. */
+  async waitToRetry(err: MailsendError, attempt: number, started: number): Promise<void> {
+    const { opts, deadlineMs, waited } = this;
+    const delay = backoffMs(attempt, err);
+    // The service's own "wait for the rate limit" (429, SMTP 421 for rate) is a wait for a slot:
+    // --no-wait refuses it, --max-wait alone bounds it (not --deadline), as for the local budget.
+    const slotWait = err.code === "rate_limited";
+    // Refused for rate: every process of this key holds back, not only this one.
+    if (slotWait && opts.store) await this.keepBooks("recording the service's rate-limit wait", () => opts.store!.block(delay, opts.limits));
+    // Stopped by the caller: no retry, and no wait said for one.
+    if (opts.signal?.aborted || attempt > opts.retries || !shouldRetry(err, this.idempotent)) throw withAttempts(err, attempt);
+    if (slotWait && opts.noWait) throw withAttempts(err, attempt);
+    if (waited.ms + delay > opts.maxWaitMs) throw withAttempts(err, attempt);
+    const tookMs = Date.now() - started;
+    this.spentMs += tookMs;
+    // A retry must have room to finish: one cut at the deadline after its request went out turns
+    // a clean "nothing was sent" into an outcome unknown. Once the outcome is unknown already,
+    // only a retry under the same key can settle it: then any time before the deadline will do.
+    // An attempt that got no answer (a timeout, no connection) says nothing of a round trip's
+    // time, and a retry cut before its request goes out is harmless: the floor alone then.
+    const room = this.doubt ? 0 : err.code === "timeout" || err.code === "connection_failed" ? RETRY_ROOM_MS : Math.max(RETRY_ROOM_MS, 2 * tookMs);
+    if (!slotWait && this.spentMs + delay + room >= deadlineMs) {
+      opts.trace?.(`* no retry: it could not finish before the ${Math.round(deadlineMs / 1000)} s deadline`);
+      throw withAttempts(err, attempt);
+    }
+    opts.onWait?.({ reason: "retry", ms: delay, attempt: attempt + 1, error: err });
+    const before = Date.now();
+    await this.sleep(delay, opts.signal);
+    waited.ms += delay;
+    waited.actualMs += Date.now() - before;
+    if (!slotWait) this.spentMs += Date.now() - before;
+  }
+}
+
+export async function deliver(transport: Transport, message: Message, opts: DeliverOptions): Promise<SendResult> {
+  const run = new Delivery(transport, message, opts);
   try {
     for (let attempt = 1; ; attempt++) {
-      let id: string | undefined;
-      try {
-        id = opts.store ? await takeSlot(opts.store, opts, attempt, waited, transport.prepare ? () => prepareQuietly(transport, message) : undefined) : undefined;
-      } finally {
-        storeWarnings();
-      }
+      const id = await run.slot(attempt);
       const started = Date.now();
-      /** When the service's answer began to arrive, where the transport says (SendContext.answered). */
-      let answeredAt: number | undefined;
-      // The caller's signal ends the attempt too: the deadline's signal follows it (no AbortSignal.any,
-      // which makes a composite signal with weak references per attempt).
-      const deadline = deadlineMs < Infinity ? attemptDeadline(Math.max(0, deadlineMs - spentMs), opts.signal) : undefined;
-      const signal = deadline ? deadline.signal : opts.signal;
+      const deadline = run.attemptDeadline();
       try {
-        let result: SendResult;
-        try {
-          // Built field by field: conditional spreads cost a batch a slow object copy per attempt.
-          const ctx: SendContext = {};
-          if (id) ctx.answered = () => (answeredAt ??= monotonicMs());
-          if (opts.trace) ctx.trace = opts.trace;
-          if (signal) ctx.signal = signal;
-          if (deadline) ctx.deadline = deadline.signal;
-          result = await transport.send(message, ctx);
-        } finally {
-          deadline?.release();
-        }
-        const answered = answeredAt ?? monotonicMs();
-        // Accepted: from here on nothing is an error. A send reported failed would be sent again.
-        if (id) {
-          try {
-            // The slot counts from the answer, not from when its record got the lock.
-            await opts.store!.complete(id, opts.limits, () => monotonicMs() - answered);
-          } catch (e) {
-            warn(`the message was sent, but recording it in the rate-limit budget failed: ${bookkeepingFailure(e)}. Do not send it again; later sends may go out a little early for this one window.`);
-          }
-          storeWarnings();
-        }
-        const delivered: SendResult = { ...result, attempts: attempt, waitedMs: waited.actualMs };
-        if (warnings.length) delivered.warnings = [...(result.warnings ?? []), ...warnings];
-        return delivered;
+        return await run.send(attempt, id, deadline);
       } catch (e) {
-        let err = toMailsendError(e);
-        if (deadline?.signal.aborted && !opts.signal?.aborted) err = overDeadline(err, deadlineMs, attempt);
-        doubt ??= doubtOf(err);
-        // The send's own failure is what to report: a budget that cannot record it is said beside it.
-        const keep = async (what: string, op: () => Promise<void>) => {
-          try {
-            await op();
-          } catch (e2) {
-            warn(`${what} failed: ${bookkeepingFailure(e2)}`);
-          }
-          storeWarnings();
-        };
-        if (id) {
-          // Stopped by the caller before the message was handed over: the service counted nothing either.
-          if (neverReached(err) || (opts.signal?.aborted === true && !mayHaveGone(err))) await keep("giving back the rate-limit slot", () => opts.store!.release(id, opts.limits));
-          else await keep("recording the attempt in the rate-limit budget", () => opts.store!.complete(id, opts.limits));
-        }
-        const delay = backoffMs(attempt, err);
-        // The service's own "wait for the rate limit" (429, SMTP 421 for rate) is a wait for a slot:
-        // --no-wait refuses it, --max-wait alone bounds it (not --deadline), as for the local budget.
-        const slotWait = err.code === "rate_limited";
-        // Refused for rate: every process of this key holds back, not only this one.
-        if (slotWait && opts.store) await keep("recording the service's rate-limit wait", () => opts.store!.block(delay, opts.limits));
-        // Stopped by the caller: no retry, and no wait said for one.
-        if (opts.signal?.aborted || attempt > opts.retries || !shouldRetry(err, idempotent)) throw withAttempts(err, attempt);
-        if (slotWait && opts.noWait) throw withAttempts(err, attempt);
-        if (waited.ms + delay > opts.maxWaitMs) throw withAttempts(err, attempt);
-        const tookMs = Date.now() - started;
-        spentMs += tookMs;
-        // A retry must have room to finish: one cut at the deadline after its request went out turns
-        // a clean "nothing was sent" into an outcome unknown. Once the outcome is unknown already,
-        // only a retry under the same key can settle it: then any time before the deadline will do.
-        // An attempt that got no answer (a timeout, no connection) says nothing of a round trip's
-        // time, and a retry cut before its request goes out is harmless: the floor alone then.
-        const room = doubt ? 0 : err.code === "timeout" || err.code === "connection_failed" ? RETRY_ROOM_MS : Math.max(RETRY_ROOM_MS, 2 * tookMs);
-        if (!slotWait && spentMs + delay + room >= deadlineMs) {
-          opts.trace?.(`* no retry: it could not finish before the ${Math.round(deadlineMs / 1000)} s deadline`);
-          throw withAttempts(err, attempt);
-        }
-        opts.onWait?.({ reason: "retry", ms: delay, attempt: attempt + 1, error: err });
-        const before = Date.now();
-        await sleep(delay, opts.signal);
-        waited.ms += delay;
-        waited.actualMs += Date.now() - before;
-        if (!slotWait) spentMs += Date.now() - before;
+        const err = run.failure(e, deadline, attempt);
+        if (id) await run.settleSlot(id, err);
+        await run.waitToRetry(err, attempt, started);
       } finally {
         deadline?.release();
       }
     }
   } catch (e) {
     // Not ours to change: a caller's own stop (the runner's WaitCut) goes through as it is.
-    if (!doubt || !(e instanceof MailsendError)) throw e;
-    throw stillInDoubt(e, doubt);
+    if (!run.doubt || !(e instanceof MailsendError)) throw e;
+    throw stillInDoubt(e, run.doubt);
   }
 }

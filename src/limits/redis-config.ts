@@ -87,10 +87,15 @@ function readSecretFile(path: string, variable: string, env: Env): string {
   return secret;
 }
 
-/** The Redis of MAILSEND_RATE_LIMIT_URL; undefined when it is not set. */
-export function redisConfigFrom(env: Env, opts: { caFile?: string } = {}): RedisConfig | undefined {
-  const url = env[URL_VARIABLE]?.trim();
-  if (!url) return undefined;
+/** The URL's parts, its scheme one mailsend knows and nothing after the path; `shown` is what of it may be printed. */
+interface UrlParts {
+  scheme: string;
+  authority: string;
+  path: string;
+  shown: string;
+}
+
+function urlParts(url: string): UrlParts {
   const m = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]*)([^?#]*)(\?[^#]*)?(#.*)?$/i.exec(url);
   // Not a URL: nothing of it is printed, since what is a password in it cannot be told.
   if (!m) throw invalid(`${URL_VARIABLE} is not a URL`);
@@ -106,23 +111,23 @@ export function redisConfigFrom(env: Env, opts: { caFile?: string } = {}): Redis
     throw invalid(`${URL_VARIABLE} (${shown}) has its user or password cut: a "/", "?" or "#" in them must be %-encoded`, `Write them as %2F, %3F and %23 (and "@" as %40, "%" as %25), or put the password in a file named by ${PASSWORD_FILE_VARIABLE}.`);
   }
   if (m[4] || m[5]) throw invalid(`${URL_VARIABLE} (${shown}) has a query or fragment, which mailsend does not read`, "TLS is chosen by the scheme (rediss://), the password may come from MAILSEND_RATE_LIMIT_PASSWORD_FILE, the CA from --ca-file or NODE_EXTRA_CA_CERTS.");
+  return { scheme, authority: m[2]!, path: m[3]!, shown };
+}
 
-  const authority = m[2]!;
-  const at = authority.lastIndexOf("@");
-  const userinfo = at < 0 ? undefined : authority.slice(0, at);
-  const hostPart = authority.slice(at + 1);
-  let username: string | undefined;
-  let password: string | undefined;
-  if (userinfo !== undefined) {
-    const colon = userinfo.indexOf(":");
-    username = decode(colon < 0 ? userinfo : userinfo.slice(0, colon), "user name", shown) || undefined;
-    password = colon < 0 ? undefined : decode(userinfo.slice(colon + 1), "password", shown) || undefined;
-    // redis://secret@host: what redis-cli takes as the password alone, unless the password file gives it.
-    if (colon < 0 && username && !env[PASSWORD_FILE_VARIABLE]?.trim()) [username, password] = [undefined, username];
-  }
+/** The user and password of the URL's user info (none without one). */
+function urlCredentials(userinfo: string | undefined, env: Env, shown: string): { username?: string | undefined; password?: string | undefined } {
+  if (userinfo === undefined) return {};
+  const colon = userinfo.indexOf(":");
+  const username = decode(colon < 0 ? userinfo : userinfo.slice(0, colon), "user name", shown) || undefined;
+  const password = colon < 0 ? undefined : decode(userinfo.slice(colon + 1), "password", shown) || undefined;
+  // redis://secret@host: what redis-cli takes as the password alone, unless the password file gives it.
+  if (colon < 0 && username && !env[PASSWORD_FILE_VARIABLE]?.trim()) return { password: username };
+  return { username, password };
+}
 
-  const sentinel = scheme.endsWith("-sentinel");
-  const path = m[3]!.split("/").filter((p) => p !== "");
+/** The master's name (sentinel only) and the database number the URL's path gives. */
+function masterAndDb(pathText: string, sentinel: boolean, shown: string): { masterName: string | undefined; db: number } {
+  const path = pathText.split("/").filter((p) => p !== "");
   let masterName: string | undefined;
   if (sentinel) {
     const first = path.shift();
@@ -130,14 +135,14 @@ export function redisConfigFrom(env: Env, opts: { caFile?: string } = {}): Redis
     if (!masterName) throw invalid(`${URL_VARIABLE} (${shown}) names no master: add it as the path, e.g. redis-sentinel://host:26379/mymaster`);
   }
   if (path.length > 1 || (path[0] !== undefined && !/^\d{1,5}$/.test(path[0]))) {
-    throw invalid(`${URL_VARIABLE} (${shown}) has the path "${m[3]}"; after the host only a database number may follow (${sentinel ? "/mymaster/0" : "/0"})`);
+    throw invalid(`${URL_VARIABLE} (${shown}) has the path "${pathText}"; after the host only a database number may follow (${sentinel ? "/mymaster/0" : "/0"})`);
   }
-  const db = path[0] === undefined ? 0 : Number(path[0]);
+  return { masterName, db: path[0] === undefined ? 0 : Number(path[0]) };
+}
 
-  if (!hostPart) throw invalid(`${URL_VARIABLE} (${shown}) names no host`);
-  const hosts = sentinel ? hostPart.split(",") : [hostPart];
-  const nodes = hosts.map((h) => parseNode(h, sentinel ? 26379 : 6379, shown));
-
+/** The server's password (from the URL or its file, never both, and where it came from) and the sentinels' own. */
+function passwords(fromUrl: string | undefined, env: Env, shown: string): { password?: string | undefined; passwordSource?: string | undefined; sentinelPassword?: string | undefined } {
+  let password = fromUrl;
   let passwordSource: string | undefined = password ? "the URL" : undefined;
   const passwordFile = env[PASSWORD_FILE_VARIABLE]?.trim();
   if (passwordFile) {
@@ -147,6 +152,24 @@ export function redisConfigFrom(env: Env, opts: { caFile?: string } = {}): Redis
   }
   const sentinelFile = env[SENTINEL_PASSWORD_FILE_VARIABLE]?.trim();
   const sentinelPassword = sentinelFile ? readSecretFile(sentinelFile, SENTINEL_PASSWORD_FILE_VARIABLE, env) : undefined;
+  return { password, passwordSource, sentinelPassword };
+}
+
+/** The Redis of MAILSEND_RATE_LIMIT_URL; undefined when it is not set. */
+export function redisConfigFrom(env: Env, opts: { caFile?: string } = {}): RedisConfig | undefined {
+  const url = env[URL_VARIABLE]?.trim();
+  if (!url) return undefined;
+  const { scheme, authority, path, shown } = urlParts(url);
+  const at = authority.lastIndexOf("@");
+  const { username, password: urlPassword } = urlCredentials(at < 0 ? undefined : authority.slice(0, at), env, shown);
+  const hostPart = authority.slice(at + 1);
+  const sentinel = scheme.endsWith("-sentinel");
+  const { masterName, db } = masterAndDb(path, sentinel, shown);
+
+  if (!hostPart) throw invalid(`${URL_VARIABLE} (${shown}) names no host`);
+  const hosts = sentinel ? hostPart.split(",") : [hostPart];
+  const nodes = hosts.map((h) => parseNode(h, sentinel ? 26379 : 6379, shown));
+  const { password, passwordSource, sentinelPassword } = passwords(urlPassword, env, shown);
 
   const tls = scheme.startsWith("rediss");
   const label = `${scheme}://${nodes.map((n) => `${n.host.includes(":") ? `[${n.host}]` : n.host}:${n.port}`).join(",")}${masterName ? `/${masterName}` : ""}${db ? `/${db}` : ""}`;

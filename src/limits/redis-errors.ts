@@ -4,7 +4,7 @@
  * and port (never by its URL, never with the password) and say that
  * MAILSEND_RATE_LIMIT_URL chose it.
  */
-import { MailsendError, toMailsendError } from "../core/errors.js";
+import { type ErrorCode, MailsendError, toMailsendError } from "../core/errors.js";
 import { connect as netConnect } from "node:net";
 import { looksLikeTlsToPlaintext, probe, speaksTls, UNREACHABLE, UNTRUSTED, untrustedHint } from "../net/errors.js";
 import { PASSWORD_FILE_VARIABLE, URL_VARIABLE, type RedisConfig } from "./redis-config.js";
@@ -56,103 +56,148 @@ export function isReadOnly(e: unknown): boolean {
   return replyCodeOf(messageOf(e)) === "READONLY";
 }
 
+/** How messages name the server and end their hints: by host and port, and the setting that chose it. */
+function naming(config: RedisConfig, op: RedisOp): { at: string; chosen: string; nothingSent: string } {
+  return {
+    at: `the shared-budget Redis at ${where(config)}`,
+    chosen: `${URL_VARIABLE} (${config.label}) chose this Redis`,
+    nothingSent: op === "take" ? " Nothing was sent." : "",
+  };
+}
+
+/** A failure as the cases of redisError read it. */
+interface Failure extends ReturnType<typeof naming> {
+  e: unknown;
+  config: RedisConfig;
+  phase: RedisPhase;
+  code: string;
+  msg: string;
+  /** The reply's error code ("WRONGPASS"), inner one for a script's call. */
+  reply: string;
+}
+
+interface Case {
+  when: (f: Failure) => boolean;
+  code: ErrorCode;
+  /** A refusal of this machine's credentials (ErrorDetails.local). */
+  local?: true;
+  message: (f: Failure) => string;
+  hint: (f: Failure) => string;
+}
+
+function passwordPlace(config: RedisConfig): string {
+  if (config.passwordSource === "the URL") return "the URL's user:password@";
+  return config.passwordSource ? PASSWORD_FILE_VARIABLE : `${PASSWORD_FILE_VARIABLE} or the URL`;
+}
+
+/** Why a connection failed, in words: what its errno means, else its own message. */
+function unreachableWhy({ code, msg }: Failure): string {
+  if (code === "ECONNREFUSED") return "connection refused";
+  if (code === "ENOTFOUND" || code === "EAI_AGAIN") return "host not found";
+  return UNREACHABLE.has(code) ? "host unreachable" : msg;
+}
+
+const lostConnection = (f: Failure) => isConnectionLoss(f.e) || /sentinel|timed out|timeout/i.test(f.msg);
+
+/**
+ * The failures the budget's Redis meets, the first that matches wins. Refusals of the credentials
+ * are 77, like a refused key; TLS faults 78, like a service's untrusted certificate or a port/TLS
+ * mismatch.
+ */
+const CASES: Case[] = [
+  {
+    when: (f) => f.reply === "WRONGPASS" || /invalid (?:username-)?password/i.test(f.msg),
+    code: "auth_failed",
+    local: true,
+    message: (f) => `${f.at} refused ${f.config.username ? `the user "${f.config.username}" or its password` : "the password"} (authentication failed)`,
+    hint: (f) => `Check the password (in ${passwordPlace(f.config)})${f.config.username ? " and the ACL user name" : ""}. ${f.chosen}.${f.nothingSent}`,
+  },
+  {
+    when: (f) => f.reply === "NOAUTH",
+    code: "auth_failed",
+    local: true,
+    message: (f) => `${f.at} requires a password and none was given (authentication failed)`,
+    hint: (f) => `Put the password in a file named by ${PASSWORD_FILE_VARIABLE}, or in the URL as redis://[user]:password@host. ${f.chosen}.${f.nothingSent}`,
+  },
+  {
+    when: (f) => /wrong number of arguments for 'auth'/i.test(f.msg),
+    code: "auth_failed",
+    local: true,
+    message: (f) => `${f.at} takes no user name with the password (Redis 5 or older has no ACL users; authentication failed)`,
+    hint: (f) => `Give only the password, with no user name before the ":" of the URL's user:password@. ${f.chosen}.${f.nothingSent}`,
+  },
+  {
+    when: (f) => f.reply === "NOPERM",
+    code: "auth_failed",
+    local: true,
+    message: (f) => `${f.at}: the user ${f.config.username ? `"${f.config.username}" ` : ""}may not run the budget's commands (${f.msg})`,
+    hint: (f) => `Grant the ACL user what the budget needs, e.g. ACL SETUSER ${f.config.username ?? "default"} ${REDIS_ACL}. ${f.chosen}.${f.nothingSent}`,
+  },
+  {
+    when: (f) => UNTRUSTED.has(f.code),
+    code: "tls_untrusted",
+    message: (f) => `the TLS certificate of ${f.at} is not trusted (${f.code})`,
+    hint: (f) =>
+      `${untrustedHint(f.e, "If the server's certificate comes from a private CA, set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS to its PEM file, or pass --ca-file <pem>.", URL_VARIABLE)} ${f.chosen}.${f.nothingSent}`,
+  },
+  {
+    when: (f) => f.config.tls && (looksLikeTlsToPlaintext(f.e) || /ssl|tls|handshake|certificate/i.test(`${f.code} ${f.msg}`)),
+    code: "tls_mismatch",
+    message: (f) => `TLS with ${f.at} failed: ${f.msg}`,
+    hint: (f) => `rediss:// speaks TLS from the first byte; if this port is plain Redis, use redis://. ${f.chosen}.${f.nothingSent}`,
+  },
+  {
+    when: (f) => /Protocol error|unexpected reply|ParserError|Unknown RESP type/i.test(`${f.msg} ${(f.e as Error)?.name ?? ""}`),
+    code: "config_invalid",
+    message: (f) => `${f.at} does not speak the Redis protocol${f.config.tls ? "" : " (or it expects TLS)"}`,
+    hint: (f) => `Check the host and port${f.config.tls ? "" : ", and use rediss:// if the server speaks TLS"}. ${f.chosen}.${f.nothingSent}`,
+  },
+  {
+    when: (f) => /MOVED|CLUSTERDOWN|cluster support disabled/i.test(f.reply),
+    code: "config_invalid",
+    message: (f) => `${f.at} is a Redis Cluster node, which the budget does not use (${f.msg})`,
+    hint: (f) => `Point ${URL_VARIABLE} at a standalone Redis or Valkey (or a master through Sentinel). ${f.chosen}.${f.nothingSent}`,
+  },
+  {
+    when: (f) => /^(?:READONLY|LOADING|BUSY|MASTERDOWN|TRYAGAIN|OOM)$/.test(f.reply),
+    code: "temporary_failure",
+    message: (f) => `${f.at} cannot take the budget's writes right now (${f.msg})`,
+    hint: (f) => `${f.reply === "READONLY" ? "It is a replica: point the URL at the master, or use redis-sentinel:// so mailsend finds it. " : "Try again shortly. "}${f.chosen}.${f.nothingSent}`,
+  },
+  {
+    // A command's timeout while connecting (AUTH, SELECT) is a server that took the connection and
+    // then stopped answering, as one later: 75 at the bound, not "cannot reach" after more probing.
+    when: (f) => /timed out|timeout/i.test(f.msg) && (f.phase === "later" || /^Command timed out/.test(f.msg)) && !/connect/i.test(f.msg),
+    code: "temporary_failure",
+    message: (f) => `${f.at} did not answer in time (${f.msg})`,
+    hint: (f) => `Try again when it answers. ${f.chosen}.${f.nothingSent}`,
+  },
+  {
+    when: (f) => lostConnection(f) && f.phase === "connect",
+    code: "connection_failed",
+    message: (f) => `cannot reach ${f.at}: ${unreachableWhy(f)}`,
+    hint: (f) => `${f.chosen}: check that it runs and that this machine can reach it, or unset ${URL_VARIABLE} to keep the budget per machine.${f.nothingSent}`,
+  },
+  {
+    when: lostConnection,
+    code: "temporary_failure",
+    message: (f) => `lost ${f.at}: ${unreachableWhy(f)}`,
+    hint: (f) => `mailsend fails closed rather than send outside the shared budget; try again when Redis is back. ${f.chosen}.${f.nothingSent}`,
+  },
+];
+
 export function redisError(e: unknown, config: RedisConfig, phase: RedisPhase, op: RedisOp): MailsendError {
   if (e instanceof MailsendError) return e;
-  const at = `the shared-budget Redis at ${where(config)}`;
-  const chosen = `${URL_VARIABLE} (${config.label}) chose this Redis`;
-  const nothingSent = op === "take" ? " Nothing was sent." : "";
-  const code = codeOf(e);
   const msg = messageOf(e);
-  const reply = replyCodeOf(msg);
-
-  // Refusals of the credentials: 77, like a refused key.
-  if (reply === "WRONGPASS" || /invalid (?:username-)?password/i.test(msg)) {
-    return new MailsendError("auth_failed", `${at} refused ${config.username ? `the user "${config.username}" or its password` : "the password"} (authentication failed)`, {
-      cause: e,
-      local: true,
-      hint: `Check the password (in ${config.passwordSource === "the URL" ? "the URL's user:password@" : config.passwordSource ? PASSWORD_FILE_VARIABLE : `${PASSWORD_FILE_VARIABLE} or the URL`})${config.username ? " and the ACL user name" : ""}. ${chosen}.${nothingSent}`,
-    });
-  }
-  if (reply === "NOAUTH") {
-    return new MailsendError("auth_failed", `${at} requires a password and none was given (authentication failed)`, {
-      cause: e,
-      local: true,
-      hint: `Put the password in a file named by ${PASSWORD_FILE_VARIABLE}, or in the URL as redis://[user]:password@host. ${chosen}.${nothingSent}`,
-    });
-  }
-  if (/wrong number of arguments for 'auth'/i.test(msg)) {
-    return new MailsendError("auth_failed", `${at} takes no user name with the password (Redis 5 or older has no ACL users; authentication failed)`, {
-      cause: e,
-      local: true,
-      hint: `Give only the password, with no user name before the ":" of the URL's user:password@. ${chosen}.${nothingSent}`,
-    });
-  }
-  if (reply === "NOPERM") {
-    return new MailsendError("auth_failed", `${at}: the user ${config.username ? `"${config.username}" ` : ""}may not run the budget's commands (${msg})`, {
-      cause: e,
-      local: true,
-      hint: `Grant the ACL user what the budget needs, e.g. ACL SETUSER ${config.username ?? "default"} ${REDIS_ACL}. ${chosen}.${nothingSent}`,
-    });
-  }
-
-  // TLS: 78, like a service's untrusted certificate or a port/TLS mismatch.
-  if (UNTRUSTED.has(code)) {
-    return new MailsendError("tls_untrusted", `the TLS certificate of ${at} is not trusted (${code})`, {
-      cause: e,
-      hint: `${untrustedHint(e, "If the server's certificate comes from a private CA, set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS to its PEM file, or pass --ca-file <pem>.", URL_VARIABLE)} ${chosen}.${nothingSent}`,
-    });
-  }
-  if (config.tls && (looksLikeTlsToPlaintext(e) || /ssl|tls|handshake|certificate/i.test(`${code} ${msg}`))) {
-    return new MailsendError("tls_mismatch", `TLS with ${at} failed: ${msg}`, {
-      cause: e,
-      hint: `rediss:// speaks TLS from the first byte; if this port is plain Redis, use redis://. ${chosen}.${nothingSent}`,
-    });
-  }
-  if (/Protocol error|unexpected reply|ParserError|Unknown RESP type/i.test(`${msg} ${(e as Error)?.name ?? ""}`)) {
-    return new MailsendError("config_invalid", `${at} does not speak the Redis protocol${config.tls ? "" : " (or it expects TLS)"}`, {
-      cause: e,
-      hint: `Check the host and port${config.tls ? "" : ", and use rediss:// if the server speaks TLS"}. ${chosen}.${nothingSent}`,
-    });
-  }
-  if (/MOVED|CLUSTERDOWN|cluster support disabled/i.test(reply)) {
-    return new MailsendError("config_invalid", `${at} is a Redis Cluster node, which the budget does not use (${msg})`, {
-      cause: e,
-      hint: `Point ${URL_VARIABLE} at a standalone Redis or Valkey (or a master through Sentinel). ${chosen}.${nothingSent}`,
-    });
-  }
-  if (/^(?:READONLY|LOADING|BUSY|MASTERDOWN|TRYAGAIN|OOM)$/.test(reply)) {
-    return new MailsendError("temporary_failure", `${at} cannot take the budget's writes right now (${msg})`, {
-      cause: e,
-      hint: `${reply === "READONLY" ? "It is a replica: point the URL at the master, or use redis-sentinel:// so mailsend finds it. " : "Try again shortly. "}${chosen}.${nothingSent}`,
-    });
-  }
-  // A command's timeout while connecting (AUTH, SELECT) is a server that took the connection and
-  // then stopped answering, as one later: 75 at the bound, not "cannot reach" after more probing.
-  if (/timed out|timeout/i.test(msg) && (phase === "later" || /^Command timed out/.test(msg)) && !/connect/i.test(msg)) {
-    return new MailsendError("temporary_failure", `${at} did not answer in time (${msg})`, {
-      cause: e,
-      hint: `Try again when it answers. ${chosen}.${nothingSent}`,
-    });
-  }
-  if (isConnectionLoss(e) || /sentinel|timed out|timeout/i.test(msg)) {
-    const why = code === "ECONNREFUSED" ? "connection refused" : code === "ENOTFOUND" || code === "EAI_AGAIN" ? "host not found" : UNREACHABLE.has(code) ? "host unreachable" : msg;
-    if (phase === "connect") {
-      return new MailsendError("connection_failed", `cannot reach ${at}: ${why}`, {
-        cause: e,
-        hint: `${chosen}: check that it runs and that this machine can reach it, or unset ${URL_VARIABLE} to keep the budget per machine.${nothingSent}`,
-      });
-    }
-    return new MailsendError("temporary_failure", `lost ${at}: ${why}`, {
-      cause: e,
-      hint: `mailsend fails closed rather than send outside the shared budget; try again when Redis is back. ${chosen}.${nothingSent}`,
-    });
-  }
+  const f: Failure = { e, config, phase, code: codeOf(e), msg, reply: replyCodeOf(msg), ...naming(config, op) };
+  const known = CASES.find((c) => c.when(f));
+  if (known) return new MailsendError(known.code, known.message(f), { cause: e, local: known.local, hint: known.hint(f) });
   // Anything else that is not the server's refusal of a command is a bug of ours (70).
   if ((e as Error)?.name !== "ReplyError") return toMailsendError(e);
   // Any other refusal: the server is not a Redis (or Valkey) the budget can use.
-  return new MailsendError("config_invalid", `${at} refused the budget's command: ${msg}`, {
+  return new MailsendError("config_invalid", `${f.at} refused the budget's command: ${msg}`, {
     cause: e,
-    hint: `The budget needs Redis 6.2 or later (or Valkey) with Lua scripting (EVAL). ${chosen}.${nothingSent}`,
+    hint: `The budget needs Redis 6.2 or later (or Valkey) with Lua scripting (EVAL). ${f.chosen}.${f.nothingSent}`,
   });
 }
 
@@ -175,9 +220,7 @@ export async function diagnoseConnect(e: unknown, config: RedisConfig, op: Redis
   const plain = redisError(e, config, "connect", op);
   if (plain.code !== "connection_failed" || config.kind !== "standalone" || UNREACHABLE.has(codeOf(e))) return plain;
   const node = config.nodes[0]!;
-  const at = `the shared-budget Redis at ${where(config)}`;
-  const chosen = `${URL_VARIABLE} (${config.label}) chose this Redis`;
-  const nothingSent = op === "take" ? " Nothing was sent." : "";
+  const { at, chosen, nothingSent } = naming(config, op);
   if (config.tls && (await speaksPlainRedis(node.host, node.port, Math.min(timeoutMs, 2_000)))) {
     return new MailsendError("tls_mismatch", `${at} speaks plain Redis, not TLS`, { cause: e, hint: `Use redis:// for this port (rediss:// is for a TLS port). ${chosen}.${nothingSent}` });
   }

@@ -153,8 +153,7 @@ export class RedisSlotStore implements SlotStore {
     try {
       // A CommonJS module: `default` is module.exports, which is the client class and also
       // carries it as `.default` (the one TypeScript knows), bundled or not.
-      const Redis = (await import("ioredis")).default.default;
-      await quietIoredisDebug();
+      const Redis = (await loadIoredis()).default.default;
       client = new Redis(this.#options());
       // connect() rejects with a bare "Connection is closed."; the cause comes as an event
       // (without a listener ioredis would print it).
@@ -236,6 +235,14 @@ export class RedisSlotStore implements SlotStore {
     return this.#run(op, (c) => c.eval(script, 2, this.#log, this.#blocked, ...args));
   }
 
+  /**
+   * A script on other keys of the same Redis (mailsend run's job states, under mailsend:): the same
+   * connection, timeouts and error words as the budget's own.
+   */
+  evalKeys(op: RedisOp, script: string, keys: readonly string[], args: ReadonlyArray<string | number>): Promise<unknown> {
+    return this.#run(op, (c) => c.eval(script, keys.length, ...keys, ...args));
+  }
+
   async tryTake(id: string, limits: Limits): Promise<TakeOutcome> {
     const r = (await this.#eval("take", TAKE, limits.limit, limits.windowMs, id)) as [number, number];
     return r[0] === 1 ? { ok: true } : { ok: false, waitMs: Number(r[1]) };
@@ -297,4 +304,10 @@ export class RedisSlotStore implements SlotStore {
 async function quietIoredisDebug(): Promise<void> {
   const { default: debug } = await import("debug");
   debug.enable(`${debug.disable()},-ioredis:*`);
+}
+
+/** The Redis client (ioredis) and the switch that keeps its debug log quiet, loaded together. */
+export async function loadIoredis() {
+  const [ioredis] = await Promise.all([import("ioredis"), quietIoredisDebug()]);
+  return ioredis;
 }

@@ -225,6 +225,38 @@ async function withInlineParts(html: string | undefined, flags: MessageFlags, op
   return { html, inlineParts: [] };
 }
 
+/** The JSON send request of --json-file, if one is given. */
+async function jsonRequest(flags: MessageFlags, opts: BuildOptions): Promise<SendRequestFile> {
+  if (!flags.jsonFile) return {};
+  // zod is loaded only when a JSON send request is given: it is a third of start-up otherwise.
+  const { parseSendRequestFile } = await import("./json.js");
+  return parseSendRequestFile(await readSource(flags.jsonFile, "JSON file", opts), flags.jsonFile === "-" ? "stdin" : flags.jsonFile);
+}
+
+/** A usage error naming every part a message lacks, from whichever source. */
+function requireParts(fromText: string | undefined, toValues: readonly string[], subject: string | undefined, hasBody: boolean): void {
+  const missing = [
+    fromText === undefined && "--from",
+    toValues.length === 0 && "--to",
+    subject === undefined && "--subject",
+    !hasBody && "a body (--html, --html-file, --text, --text-file, --markdown-file, or a body piped on stdin)",
+  ].filter(Boolean);
+  if (missing.length > 0) {
+    throw usage(`missing ${missing.join(", ")}`, "See mailsend send --help for examples.");
+  }
+}
+
+/** The attachments in order: the JSON request's, then --attach files, then the HTML's inline parts. */
+async function allAttachments(file: SendRequestFile, flags: MessageFlags, inlineParts: Attachment[]): Promise<Attachment[]> {
+  const attachments: Attachment[] = (file.attachments ?? []).map((a) => ({
+    filename: a.filename,
+    source: { kind: "bytes", data: Buffer.from(a.content, "base64") },
+  }));
+  for (const spec of flags.attach ?? []) attachments.push(await fileAttachment(spec));
+  attachments.push(...inlineParts);
+  return attachments;
+}
+
 /** Build and validate the message from flags, a JSON send request, an .eml, or stdin. */
 export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Promise<Message> {
   checkStdinUse(flags, opts.stdinTaken ?? false);
@@ -234,13 +266,7 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
   }
   if (flags.eml !== undefined) return emlMessage(flags.eml, flags, opts);
 
-  // zod is loaded only when a JSON send request is given: it is a third of start-up otherwise.
-  const file: SendRequestFile = flags.jsonFile
-    ? (await import("./json.js")).parseSendRequestFile(
-        await readSource(flags.jsonFile, "JSON file", opts),
-        flags.jsonFile === "-" ? "stdin" : flags.jsonFile,
-      )
-    : {};
+  const file = await jsonRequest(flags, opts);
   const body = await bodies(flags, opts, file);
   const { html, inlineParts } = await withInlineParts(body.html, flags, opts);
   const { text } = body;
@@ -252,21 +278,8 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
   const fromText = flags.from ?? file.from ?? opts.defaultFrom;
   const toValues = flags.to?.length ? flags.to : file.to !== undefined ? [file.to] : [];
   const subject = flags.subject ?? file.subject;
-  const missing = [
-    fromText === undefined && "--from",
-    toValues.length === 0 && "--to",
-    subject === undefined && "--subject",
-    html === undefined && text === undefined && "a body (--html, --html-file, --text, --text-file, --markdown-file, or a body piped on stdin)",
-  ].filter(Boolean);
-  if (missing.length > 0) {
-    throw usage(`missing ${missing.join(", ")}`, "See mailsend send --help for examples.");
-  }
-  const attachments: Attachment[] = (file.attachments ?? []).map((a) => ({
-    filename: a.filename,
-    source: { kind: "bytes", data: Buffer.from(a.content, "base64") },
-  }));
-  for (const spec of flags.attach ?? []) attachments.push(await fileAttachment(spec));
-  attachments.push(...inlineParts);
+  requireParts(fromText, toValues, subject, html !== undefined || text !== undefined);
+  const attachments = await allAttachments(file, flags, inlineParts);
   const fromBox = parseMailbox1(fromText!, "--from");
   return assembleMessage(
     {

@@ -8,8 +8,26 @@ import { MailsendError } from "../core/errors.js";
  * budget's Redis) must not take away the CAs the environment trusts for another.
  */
 export function trustedCas(caFile: string): string[] {
-  let extra: string[] = [];
+  let file: string;
+  try {
+    file = readFileSync(caFile, "utf8");
+  } catch (e) {
+    throw new MailsendError("config_invalid", `the CA file ${caFile} (--ca-file, MAILSEND_CA_FILE or a profile's ca_file) cannot be read (${(e as NodeJS.ErrnoException).code ?? e})`);
+  }
+  return [...defaultCas(), file];
+}
+
+/**
+ * What Node trusts without a `ca` option. Node 22.15+ says so itself (getCACertificates: its roots,
+ * the system's store where Node uses it, as the single executable does, and NODE_EXTRA_CA_CERTS);
+ * an older Node, its roots and NODE_EXTRA_CA_CERTS's file.
+ */
+function defaultCas(): string[] {
+  // node:tls when needed, not at load: an http:// send never needs it.
+  const tls = process.getBuiltinModule("node:tls") as typeof import("node:tls") & { getCACertificates?: (type: "default") => string[] };
+  if (tls.getCACertificates) return tls.getCACertificates("default");
   const extraFile = process.env.NODE_EXTRA_CA_CERTS;
+  let extra: string[] = [];
   if (extraFile) {
     try {
       extra = [readFileSync(extraFile, "utf8")];
@@ -17,10 +35,5 @@ export function trustedCas(caFile: string): string[] {
       // Node itself warned at start that it could not read it.
     }
   }
-  try {
-    // node:tls when needed, not at load: an http:// send never needs it.
-    return [...process.getBuiltinModule("node:tls").rootCertificates, ...extra, readFileSync(caFile, "utf8")];
-  } catch (e) {
-    throw new MailsendError("config_invalid", `the CA file ${caFile} (--ca-file, MAILSEND_CA_FILE or a profile's ca_file) cannot be read (${(e as NodeJS.ErrnoException).code ?? e})`);
-  }
+  return [...tls.rootCertificates, ...extra];
 }

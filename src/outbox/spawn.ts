@@ -7,16 +7,22 @@
 import { spawn } from "node:child_process";
 import { closeSync, realpathSync } from "node:fs";
 import { openOwned } from "../core/owned.js";
+import { isSingleExecutable } from "../core/sea.js";
 import { join } from "node:path";
 import { runnerHoldsOutbox } from "./runner-lock.js";
 import { Outbox } from "./store.js";
 import type { Env } from "../core/env.js";
 
-/** The mailsend entry script, whatever name it was called by (a `sendmail` symlink). */
-function entryScript(): string {
+/**
+ * The command that runs mailsend again: Node and the entry script, whatever name it was called by
+ * (a `sendmail` symlink); or the single executable itself, started under the name `mailsend` (its
+ * argv[0], which it reads as the name it was called by) even when the file is named sendmail.
+ */
+function selfCommand(): { file: string; args: string[]; argv0?: string } {
+  if (isSingleExecutable()) return { file: process.execPath, args: [], argv0: "mailsend" };
   const argv1 = process.argv[1];
   if (!argv1) throw new Error("no entry script");
-  return realpathSync(argv1);
+  return { file: process.execPath, args: [realpathSync(argv1)] };
 }
 
 export function autorunOff(env: Env): boolean {
@@ -39,7 +45,9 @@ export async function kickRunner(env: Env, outbox: Outbox = Outbox.fromEnv(env))
     } catch {
       // A log it cannot write (another user's, a link): the runner goes all the same, unlogged.
     }
-    const child = spawn(process.execPath, [entryScript(), "queue", "run", "--drain"], {
+    const self = selfCommand();
+    const child = spawn(self.file, [...self.args, "queue", "run", "--drain"], {
+      ...(self.argv0 ? { argv0: self.argv0 } : {}),
       detached: true,
       stdio: fd === undefined ? "ignore" : ["ignore", fd, fd],
       env: { ...env, MAILSEND_OUTBOX_DIR: outbox.dir },

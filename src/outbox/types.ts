@@ -8,7 +8,7 @@ export interface OutboxMeta {
   envelope: Envelope;
   /** The same key on every attempt: the service never delivers the message twice. */
   idempotencyKey: string;
-  source: "sendmail" | "relay" | "send";
+  source: "sendmail" | "relay" | "send" | "run";
   size: number;
   profile?: string;
   transport?: "rest" | "smtp" | "auto";

@@ -1,6 +1,6 @@
 /**
  * The relay's check at the end of DATA: mail its delivery settings can never
- * deliver is refused then (554 5.6.0), never answered 250 and moved to
+ * deliver is refused then (451 4.3.5, relay/replies.ts), never answered 250 and moved to
  * failed/ later, where no sender looks. The settings are the ones the
  * outbox's runner uses for the message (src/outbox/runner.ts): the
  * environment with the --profile recorded with it layered in, its
@@ -37,7 +37,7 @@ export async function deliverySettings(env: Env, profile: string | undefined): P
   }
 }
 
-/** Throws (a 554 5.6.0 for the relay) when these settings can never deliver the message unchanged. */
+/** Throws (a 451 4.3.5 for the relay: a setting of this machine) when these settings can never deliver the message unchanged. */
 export function checkDeliverable(message: Message, s: DeliverySettings): void {
   try {
     chooseFor(message, s.preferred, { rest: s.rest, smtp: s.smtp });

@@ -25,6 +25,7 @@ import type { RelayUsers } from "./auth.js";
 import { isOutboxWriteFailure } from "../outbox/store.js";
 import { SessionGuard } from "./guard.js";
 import { hostPort, isLoopback } from "./listen.js";
+import { SETUP_REPLY } from "./replies.js";
 
 export interface AcceptedInfo {
   id: string;
@@ -124,7 +125,7 @@ export function replyFor(e: unknown, stage: "validate" | "store" = "validate"): 
   if (err.code === "too_large") return { code: 552, text: `5.3.4 ${replyText(err.message)}` };
   // RFC 3463 4.3.5 "system incorrectly configured": the key, the sender, the transports of this
   // machine; 5xx is for what is wrong with the message itself.
-  if (err.exitClass === "config" || err.exitClass === "noperm" || err.local) return { code: 451, text: `4.3.5 ${replyText(err.message)}` };
+  if (err.exitClass === "config" || err.exitClass === "noperm" || err.local) return { code: SETUP_REPLY.code, text: `${SETUP_REPLY.status} ${replyText(err.message)}` };
   return { code: 554, text: `5.6.0 ${replyText(err.message)}` };
 }
 

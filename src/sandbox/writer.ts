@@ -11,6 +11,7 @@
 import fs from "node:fs";
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
+import { isSingleExecutable } from "../core/sea.js";
 import { buildInline, composeBytes, type ComposerOptions } from "./compose.js";
 
 /** The bytes, or the composer options to build them from. */
@@ -137,5 +138,6 @@ export class WorkerWriter implements MessageWriter {
 }
 
 export function createWriter(workers: number): MessageWriter {
-  return workers > 0 ? new WorkerWriter(workers) : inlineWriter;
+  // The single executable has nodemailer inside its one script, not as a file a worker can require.
+  return workers > 0 && !isSingleExecutable() ? new WorkerWriter(workers) : inlineWriter;
 }

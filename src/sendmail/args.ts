@@ -46,70 +46,67 @@ const FLAGS = new Set(["t", "i", "v", "m", "n", "U", "c", "G"]);
 const WITH_VALUE = new Set(["f", "r", "F", "A", "B", "N", "R", "V", "X", "L", "h", "o", "b", "O", "e", "p", "C", "d"]);
 const QUEUE_MODES: readonly QueueMode[] = ["always", "auto", "never"];
 
-export function parseSendmailArgs(argv: readonly string[], invokedAs: "sendmail" | "mailq" | "newaliases" = "sendmail"): SendmailArgs {
-  const out: SendmailArgs = {
-    mode: invokedAs === "mailq" ? "list" : invokedAs === "newaliases" ? "aliases" : "deliver",
-    readRecipients: false,
-    ignoreDots: false,
-    verbose: false,
-    recipients: [],
-    ignored: [],
-  };
-  let modeFrom: string | undefined;
-  const setMode = (mode: SendmailMode, flag: string) => {
-    if (modeFrom !== undefined && out.mode !== mode) throw usage(`${modeFrom} and ${flag} cannot be used together`);
-    out.mode = mode;
-    modeFrom = flag;
+/** One command line being read: where in it, and what it has said so far. */
+class ArgsReader {
+  /** The word being read. */
+  k = 0;
+  /** The option that chose the mode, for a conflict's message. */
+  modeFrom: string | undefined;
+  readonly setMode = (mode: SendmailMode, flag: string): void => {
+    if (this.modeFrom !== undefined && this.out.mode !== mode) throw usage(`${this.modeFrom} and ${flag} cannot be used together`);
+    this.out.mode = mode;
+    this.modeFrom = flag;
   };
 
-  for (let k = 0; k < argv.length; k++) {
-    const word = argv[k]!;
-    if (word === "--") {
-      out.recipients.push(...argv.slice(k + 1));
-      break;
-    }
-    if (word.startsWith("--")) {
-      const eq = word.indexOf("=");
-      const name = eq >= 0 ? word.slice(2, eq) : word.slice(2);
-      const inline = eq >= 0 ? word.slice(eq + 1) : undefined;
-      const value = (): string => {
-        if (inline !== undefined) return inline;
-        const next = argv[k + 1];
-        if (next === undefined) throw usage(`option --${name} needs a value`);
-        k++;
-        return next;
-      };
-      switch (name) {
-        case "queue": {
-          const v = value();
-          if (!(QUEUE_MODES as readonly string[]).includes(v)) throw usage(`--queue must be always, auto or never (got ${JSON.stringify(v)})`);
-          out.queue = v as QueueMode;
-          break;
-        }
-        case "profile":
-          out.profile = value();
-          if (out.profile === "") throw usage("--profile needs a profile's name");
-          break;
-        case "verbose":
-          if (inline !== undefined) throw usage("--verbose takes no value");
-          out.verbose = true;
-          break;
-        case "help":
-          out.mode = "help";
-          return out;
-        case "version":
-          out.mode = "version";
-          return out;
-        default:
-          throw usage(`unknown option --${name}`);
+  constructor(
+    readonly argv: readonly string[],
+    readonly out: SendmailArgs,
+  ) {}
+
+  /** The next word, as the value of `option`: a usage error when there is none. */
+  takeNext(option: string): string {
+    const next = this.argv[this.k + 1];
+    if (next === undefined) throw usage(`option ${option} needs a value`);
+    this.k++;
+    return next;
+  }
+
+  /** A `--name[=value]` option; true when it ends the reading (--help, --version). */
+  longOption(word: string): boolean {
+    const { out } = this;
+    const eq = word.indexOf("=");
+    const name = eq >= 0 ? word.slice(2, eq) : word.slice(2);
+    const inline = eq >= 0 ? word.slice(eq + 1) : undefined;
+    const value = (): string => inline ?? this.takeNext(`--${name}`);
+    switch (name) {
+      case "queue": {
+        const v = value();
+        if (!(QUEUE_MODES as readonly string[]).includes(v)) throw usage(`--queue must be always, auto or never (got ${JSON.stringify(v)})`);
+        out.queue = v as QueueMode;
+        return false;
       }
-      continue;
+      case "profile":
+        out.profile = value();
+        if (out.profile === "") throw usage("--profile needs a profile's name");
+        return false;
+      case "verbose":
+        if (inline !== undefined) throw usage("--verbose takes no value");
+        out.verbose = true;
+        return false;
+      case "help":
+        out.mode = "help";
+        return true;
+      case "version":
+        out.mode = "version";
+        return true;
+      default:
+        throw usage(`unknown option --${name}`);
     }
-    if (!word.startsWith("-") || word === "-") {
-      out.recipients.push(word);
-      continue;
-    }
-    // A cluster of single letters: -ti, -FCronDaemon, -oem, -f addr.
+  }
+
+  /** A cluster of single letters: -ti, -FCronDaemon, -oem, -f addr. */
+  letters(word: string): void {
+    const { out } = this;
     for (let j = 1; j < word.length; j++) {
       const letter = word[j]!;
       if (FLAGS.has(letter)) {
@@ -123,23 +120,40 @@ export function parseSendmailArgs(argv: readonly string[], invokedAs: "sendmail"
         // -q flushes the outbox; -q<interval> (sendmail's daemon mode) does the same once.
         const rest = word.slice(j + 1);
         if (rest) out.ignored.push(`-q${rest} (the interval: it flushes once)`);
-        setMode("flush", "-q");
-        break;
+        this.setMode("flush", "-q");
+        return;
       }
       if (!WITH_VALUE.has(letter)) {
         const shown = j === 1 ? word : `-${letter} (in ${word})`;
         throw usage(`unknown option ${shown}`);
       }
-      let value = word.slice(j + 1);
-      if (value === "") {
-        const next = argv[k + 1];
-        if (next === undefined) throw usage(`option -${letter} needs a value`);
-        value = next;
-        k++;
-      }
-      takeValue(out, letter, value, setMode);
+      const attached = word.slice(j + 1);
+      takeValue(out, letter, attached === "" ? this.takeNext(`-${letter}`) : attached, this.setMode);
+      return;
+    }
+  }
+}
+
+export function parseSendmailArgs(argv: readonly string[], invokedAs: "sendmail" | "mailq" | "newaliases" = "sendmail"): SendmailArgs {
+  const out: SendmailArgs = {
+    mode: invokedAs === "mailq" ? "list" : invokedAs === "newaliases" ? "aliases" : "deliver",
+    readRecipients: false,
+    ignoreDots: false,
+    verbose: false,
+    recipients: [],
+    ignored: [],
+  };
+  const reader = new ArgsReader(argv, out);
+  for (; reader.k < argv.length; reader.k++) {
+    const word = argv[reader.k]!;
+    if (word === "--") {
+      out.recipients.push(...argv.slice(reader.k + 1));
       break;
     }
+    if (word.startsWith("--")) {
+      if (reader.longOption(word)) return out;
+    } else if (!word.startsWith("-") || word === "-") out.recipients.push(word);
+    else reader.letters(word);
   }
   return out;
 }

@@ -4,6 +4,7 @@ import { parseAddressList } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";
 import { checkHeaderName, checkSingleLine, DROPPED_ON_SEND, type HeaderList } from "../core/headers.js";
 import type { Message } from "../core/message.js";
+import type { Attachment, Email } from "postal-mime";
 
 type ParsedHeader = { key: string; originalKey: string; value: string };
 
@@ -95,43 +96,38 @@ function replacementsAdded(raw: Buffer, decoded: readonly string[]): boolean {
   return made > had;
 }
 
-/** Turn an .eml into a Message. Over SMTP the raw bytes (without DROPPED_ON_SEND) are what is sent. */
-export async function messageFromEml(raw: Buffer, source: string, idempotencyKey?: string, opts: { envelopeRecipients?: boolean } = {}): Promise<Message> {
+/** The message parsed (postal-mime, loaded now), once it looks like one: a header line first, and a blank line after the headers. */
+async function parseEml(raw: Buffer, source: string): Promise<{ email: Email; decodeWords: (s: string) => string }> {
   const firstLine = raw.subarray(0, Math.min(raw.length, 1000)).toString("latin1").split(/\r?\n/)[0] ?? "";
   if (!/^[\x21-\x39\x3B-\x7E]+:/.test(firstLine)) invalid(source, "does not start with a header line");
   if (headerEnd(raw) < 0) invalid(source, "no blank line between the headers and the body");
-  const { default: PostalMime, decodeWords } = await import("postal-mime");
-  let email;
+  const { default: PostalMime, decodeWords } = await loadParser();
   try {
     // A forwarded message stays an attachment (not merged into the body), so
     // transports/choose.ts can see it: REST cannot carry it as it is.
-    email = await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer", rfc822Attachments: true });
+    return { email: await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer", rfc822Attachments: true }), decodeWords };
   } catch (e) {
     invalid(source, `cannot be parsed (${(e as Error).message})`);
   }
-  const fromList = mailboxes(email.headers, "From", source, decodeWords);
-  if (fromList.length !== 1) invalid(source, `needs exactly one From address, found ${fromList.length}`);
-  const to = mailboxes(email.headers, "To", source, decodeWords);
-  const cc = mailboxes(email.headers, "Cc", source, decodeWords);
-  const bcc = mailboxes(email.headers, "Bcc", source, decodeWords);
-  // Mail from sendmail or the relay has its recipients in the envelope; the headers may name none.
-  if (to.length + cc.length + bcc.length === 0 && !opts.envelopeRecipients) invalid(source, "has no recipients (To, Cc or Bcc)");
-  const replyTo = mailboxes(email.headers, "Reply-To", source, decodeWords);
-  if (replyTo.length > 1) invalid(source, "more than one Reply-To address is not supported");
-  const subject = email.subject ?? "";
-  checkSingleLine(subject, `${source} Subject`);
+}
 
-  // Every other header travels as `headers` over REST (In-Reply-To, References, List-Unsubscribe,
-  // Auto-Submitted, X-..., as `send --header` would carry them); see NOT_CARRIED for what does not.
+/**
+ * The headers that travel as `headers` over REST (In-Reply-To, References, List-Unsubscribe,
+ * Auto-Submitted, X-..., as `send --header` would carry them); see NOT_CARRIED for what does not.
+ */
+function carriedHeaders(parsed: ParsedHeader[], source: string): HeaderList {
   const headers: HeaderList = [];
-  for (const h of email.headers) {
+  for (const h of parsed) {
     if (NOT_CARRIED.test(h.key)) continue;
     checkHeaderName(h.originalKey, `${source} header`);
     checkSingleLine(h.value, `${source} header ${h.originalKey}`);
     headers.push([h.originalKey, h.value]);
   }
+  return headers;
+}
 
-  const attachments = email.attachments.map((a, i) => {
+function attachmentsOf(parsed: Attachment[], source: string): Message["attachments"] {
+  return parsed.map((a, i) => {
     const data = a.content;
     const bytes =
       typeof data === "string" ? Buffer.from(data, "utf8") : Buffer.from(data instanceof Uint8Array ? data : new Uint8Array(data));
@@ -141,11 +137,15 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
     const cid = a.related && a.contentId ? a.contentId.replace(/^<|>$/g, "") : undefined;
     return { filename, source: { kind: "bytes" as const, data: bytes }, contentType: a.mimeType, ...(cid ? { cid } : {}) };
   });
+}
 
-  // The raw message carries its idempotency key like any other SMTP message:
-  // the file's own X-Idempotency-Key, unless
-  // --idempotency-key replaces it, else a fresh one.
-  const inFile = email.headers.find((h) => h.key === "x-idempotency-key")?.value.trim() || undefined;
+/**
+ * The raw message as it is sent over SMTP, and its idempotency key: the file's own
+ * X-Idempotency-Key, unless --idempotency-key replaces it, else a fresh one. The raw message
+ * carries the key like any other SMTP message, and none of DROPPED_ON_SEND.
+ */
+function rawToSend(raw: Buffer, parsed: ParsedHeader[], source: string, idempotencyKey: string | undefined): { key: string; out: Buffer } {
+  const inFile = parsed.find((h) => h.key === "x-idempotency-key")?.value.trim() || undefined;
   if (inFile !== undefined && !/^[\x21-\x7E]{1,255}$/.test(inFile)) {
     invalid(source, "X-Idempotency-Key must be 1 to 255 printable ASCII characters without spaces");
   }
@@ -157,6 +157,26 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
     const eol = /^[^\n]*\r\n/.test(raw.subarray(0, 1000).toString("latin1")) ? "\r\n" : "\n";
     out = Buffer.concat([Buffer.from(`X-Idempotency-Key: ${key}${eol}`), stripHeader(out, "x-idempotency-key")]);
   }
+  return { key, out };
+}
+
+/** Turn an .eml into a Message. Over SMTP the raw bytes (without DROPPED_ON_SEND) are what is sent. */
+export async function messageFromEml(raw: Buffer, source: string, idempotencyKey?: string, opts: { envelopeRecipients?: boolean } = {}): Promise<Message> {
+  const { email, decodeWords } = await parseEml(raw, source);
+  const fromList = mailboxes(email.headers, "From", source, decodeWords);
+  if (fromList.length !== 1) invalid(source, `needs exactly one From address, found ${fromList.length}`);
+  const to = mailboxes(email.headers, "To", source, decodeWords);
+  const cc = mailboxes(email.headers, "Cc", source, decodeWords);
+  const bcc = mailboxes(email.headers, "Bcc", source, decodeWords);
+  // Mail from sendmail or the relay has its recipients in the envelope; the headers may name none.
+  if (to.length + cc.length + bcc.length === 0 && !opts.envelopeRecipients) invalid(source, "has no recipients (To, Cc or Bcc)");
+  const replyTo = mailboxes(email.headers, "Reply-To", source, decodeWords);
+  if (replyTo.length > 1) invalid(source, "more than one Reply-To address is not supported");
+  const subject = email.subject ?? "";
+  checkSingleLine(subject, `${source} Subject`);
+  const headers = carriedHeaders(email.headers, source);
+  const attachments = attachmentsOf(email.attachments, source);
+  const { key, out } = rawToSend(raw, email.headers, source, idempotencyKey);
 
   const decoded = [subject, email.html ?? "", email.text ?? "", ...headers.map(([, v]) => v), ...[...fromList, ...to, ...cc, ...replyTo].map((m) => m.name ?? "")];
   return {
@@ -175,4 +195,9 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
     ...(replacementsAdded(raw, decoded) ? { undecodable: true } : {}),
     ...(email.headers.some((h) => h.key === "message-id") ? { ownMessageId: true } : {}),
   };
+}
+
+/** The MIME parser (postal-mime), loaded when the first message is read. */
+export function loadParser(): Promise<typeof import("postal-mime")> {
+  return import("postal-mime");
 }

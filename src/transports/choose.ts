@@ -37,7 +37,7 @@ export function restLoss(m: Message): string | undefined {
   if (m.attachments.some((a) => type(a.contentType) === "message/rfc822")) return "an attached message";
   if (m.attachments.some((a) => type(a.contentType) === "text/calendar")) return "a calendar part";
   // REST has only html: a text body would arrive as <pre> HTML, a text part next to HTML not at all.
-  if (m.text !== undefined && m.html === undefined) return "a text-only body";
+  if (m.text !== undefined && m.html === undefined) return m.attachments.length === 0 ? "a text-only body" : `a plain-text body without HTML, beside ${attachmentCount(m.attachments.length)}`;
   // A message from another program with no body at all (only a header): REST would have to make up an HTML one.
   if (m.raw && m.html === undefined) return "no body (REST needs an HTML one)";
   if (m.text !== undefined && !m.textIsPlainHtml) return "a text part";
@@ -49,6 +49,8 @@ export function restLoss(m: Message): string | undefined {
   }
   return undefined;
 }
+
+const attachmentCount = (n: number) => (n === 1 ? "an attachment" : `${n} attachments`);
 
 /**
  * Why a message REST would carry is better sent by SMTP when both are configured: not a loss that

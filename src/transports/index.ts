@@ -14,6 +14,11 @@ const registry = {
   smtp: () => import("./smtp.js"),
 } as const;
 
+/** Loads every transport's code now, for a process that must keep delivering after an upgrade (outbox/preload.ts). */
+export async function loadTransports(): Promise<void> {
+  await Promise.all([registry.smtp(), (await registry.smtp()).loadSmtpConnection()]);
+}
+
 export async function createTransport(config: TransportConfig, opts: TransportOptions = {}): Promise<Transport> {
   if (config.transport === "rest") return (await registry.rest()).create(config, opts);
   return (await registry.smtp()).create(config, opts);

@@ -326,6 +326,102 @@ async function writeBody(req: http.ClientRequest, plan: BodyPlan, stop: () => bo
   return true;
 }
 
+/**
+ * One request's course in RestTransport.#postHttp: how far it got (what a failure means), the start
+ * of its answer's body, and its one outcome, an answer or a failure (or a repeat on another
+ * connection, which #postHttp makes).
+ */
+class Exchange {
+  /** The request may have reached the service only once the connection is up and the whole body has been written to it. */
+  readonly progress: Progress = { connected: false, sent: false, answered: false };
+  settled = false;
+  /** failureOf is judging an error of the request: later errors of it add nothing. */
+  classifying = false;
+  res: http.IncomingMessage | undefined;
+  readonly #chunks: Buffer[] = [];
+  #size = 0;
+  #unlisten: () => void = () => {};
+
+  constructor(
+    readonly req: http.ClientRequest,
+    readonly ctx: PostContext,
+    readonly afterReset: boolean,
+    readonly resolve: (a: HttpAnswer) => void,
+    readonly reject: (e: unknown) => void,
+  ) {}
+
+  /**
+   * Follows the caller's signal, the connection's coming up and the timeout. The signal aborts the
+   * request as node:http's own `signal` option would (an AbortError, judged by failureOf by how far
+   * the request got), watched until the request ends: the option's stream plumbing costs a batch
+   * more per request, and so would a listener each on the signal that a batch's requests share
+   * (core/abort.ts).
+   */
+  watch(tls: boolean, ready: Prepared | undefined): void {
+    const { req, progress, ctx } = this;
+    const onAbort = () => req.destroy(Object.assign(new Error("the request was aborted"), { name: "AbortError", code: "ABORT_ERR" }));
+    this.#unlisten = whenAborted(ctx.signal, onAbort);
+    if (!ready) whenConnected(req, tls, () => (progress.connected = true));
+    else if (ready.connected) progress.connected = true;
+    else ready.onConnected = () => (progress.connected = true);
+    req.setTimeout(ctx.timeoutMs, () => this.fail(timeoutFailure(progress, ctx)));
+  }
+
+  /** Marks the outcome decided and stops following the signal; false when it was decided already. */
+  settle(): boolean {
+    if (this.settled) return false;
+    this.settled = true;
+    this.#unlisten();
+    return true;
+  }
+
+  fail(e: MailsendError): void {
+    if (!this.settle()) return;
+    this.req.destroy();
+    this.reject(this.afterReset ? afterResetFailure(e, this.ctx.url, this.ctx.headers["Idempotency-Key"]) : e);
+  }
+
+  /** The answer has come whole (or a refusal as far as it came). */
+  answered(): void {
+    if (!this.settle()) return;
+    // Answered before its body was all written (a refusal from the headers): the connection
+    // still owes the service the rest, so it is not kept for another request.
+    if (!this.req.writableEnded) this.req.destroy();
+    const chunks = this.#chunks;
+    const answer = new HttpAnswer(this.res!, chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8"));
+    if (this.afterReset) answer.afterReset = true;
+    this.resolve(answer);
+  }
+
+  /** Reads the answer as it comes. */
+  read(r: http.IncomingMessage): void {
+    this.res = r;
+    this.progress.answered = true;
+    this.ctx.answered?.();
+    r.on("data", (c: Buffer) => {
+      // Keep only the start of a huge error page: enough for an excerpt.
+      if (this.#size < 64 * 1024) this.#chunks.push(c);
+      this.#size += c.length;
+    });
+    r.on("error", (e) => this.req.emit("error", e));
+    r.on("end", () => this.answered());
+  }
+
+  /** Writes the body: a small one in one go, a large one or one with attachments in steps (writeBody). */
+  sendBody(plan: BodyPlan): void {
+    const { req, progress } = this;
+    if (plan.text !== undefined && plan.length <= LARGE_BODY) {
+      progress.sent = true;
+      req.end(plan.text);
+      return;
+    }
+    writeBody(req, plan, () => this.settled || progress.answered).then(
+      (whole) => (progress.sent ||= whole),
+      (e) => this.fail(e instanceof MailsendError ? e : new MailsendError("file_unreadable", `cannot read an attachment: ${(e as Error).message}`, { cause: e })),
+    );
+  }
+}
+
 export class RestTransport implements Transport {
   readonly name = "rest" as const;
   readonly #config: RestConfig;
@@ -557,87 +653,30 @@ export class RestTransport implements Transport {
    * then says the outcome is unknown, never that nothing was sent.
    */
   #postHttp(plan: BodyPlan, ctx: PostContext, retries = STALE_RETRIES, afterReset = false, ready?: Prepared): Promise<HttpAnswer> {
-    const { headers, signal, timeoutMs } = ctx;
-    const tls = this.#tls;
-    const client = this.#httpClient();
     return new Promise<HttpAnswer>((resolve, reject) => {
-      // The request may have reached the service only once the connection is
-      // up and the whole body has been written to it.
-      const progress: Progress = { connected: false, sent: false, answered: false };
-      let settled = false;
-      let classifying = false;
-      const fail = (e: MailsendError) => {
-        if (settled) return;
-        settled = true;
-        unlisten();
-        req.destroy();
-        reject(afterReset ? afterResetFailure(e, ctx.url, ctx.headers["Idempotency-Key"]) : e);
-      };
-      const req = ready?.req ?? client.request(this.#requestOptions(headers));
-      // The caller's signal aborts the request as node:http's own `signal` option would (an
-      // AbortError, judged by failureOf by how far the request got), watched until the request
-      // ends: the option's stream plumbing costs a batch more per request, and so would a listener
-      // each on the signal that a batch's requests share (core/abort.ts).
-      const onAbort = () => req.destroy(Object.assign(new Error("the request was aborted"), { name: "AbortError", code: "ABORT_ERR" }));
-      const unlisten = whenAborted(signal, onAbort);
-      if (!ready) whenConnected(req, tls, () => (progress.connected = true));
-      else if (ready.connected) progress.connected = true;
-      else ready.onConnected = () => (progress.connected = true);
-      req.setTimeout(timeoutMs, () => fail(timeoutFailure(progress, ctx)));
-      let res: http.IncomingMessage | undefined;
-      const chunks: Buffer[] = [];
-      let size = 0;
-      const answered = () => {
-        if (settled) return;
-        settled = true;
-        unlisten();
-        // Answered before its body was all written (a refusal from the headers): the connection
-        // still owes the service the rest, so it is not kept for another request.
-        if (!req.writableEnded) req.destroy();
-        const answer = new HttpAnswer(res!, chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8"));
-        if (afterReset) answer.afterReset = true;
-        resolve(answer);
-      };
+      const req = ready?.req ?? this.#httpClient().request(this.#requestOptions(ctx.headers));
+      const x = new Exchange(req, ctx, afterReset, resolve, reject);
+      x.watch(this.#tls, ready);
       req.on("error", (e) => {
-        if (settled || classifying) return;
-        if (e instanceof MailsendError) return fail(e);
+        if (x.settled || x.classifying) return;
+        if (e instanceof MailsendError) return x.fail(e);
         // A refusal heard before the connection broke stands (a service that answers 413 to the
         // headers and closes while the body is still going): the excerpt is what came of its body.
-        if (res && (res.statusCode ?? 0) >= 300) return answered();
+        if (x.res && (x.res.statusCode ?? 0) >= 300) return x.answered();
         // A prepared connection waited idle as a kept-alive one does: the service may close it just as the request goes.
-        if ((req.reusedSocket || ready) && retries > 0 && !progress.answered && !signal?.aborted && isReset(e)) {
-          settled = true;
-          unlisten();
+        if ((req.reusedSocket || ready) && retries > 0 && !x.progress.answered && !ctx.signal?.aborted && isReset(e)) {
+          x.settle();
           req.destroy();
-          this.#postHttp(plan, ctx, retries - 1, afterReset || (progress.connected && progress.sent)).then(resolve, reject);
+          this.#postHttp(plan, ctx, retries - 1, afterReset || (x.progress.connected && x.progress.sent)).then(resolve, reject);
           return;
         }
-        classifying = true;
-        void failureOf(e, progress, ctx).then(fail);
+        x.classifying = true;
+        void failureOf(e, x.progress, ctx).then((f) => x.fail(f));
       });
-      req.on("response", (r) => {
-        res = r;
-        progress.answered = true;
-        ctx.answered?.();
-        r.on("data", (c: Buffer) => {
-          // Keep only the start of a huge error page: enough for an excerpt.
-          if (size < 64 * 1024) chunks.push(c);
-          size += c.length;
-        });
-        r.on("error", (e) => req.emit("error", e));
-        r.on("end", answered);
-      });
+      req.on("response", (r) => x.read(r));
       // Stopped before it began (the caller's signal, already aborted): nothing is written.
       if (req.destroyed) return;
-      if (plan.text !== undefined && plan.length <= LARGE_BODY) {
-        progress.sent = true;
-        req.end(plan.text);
-        return;
-      }
-      writeBody(req, plan, () => settled || progress.answered).then(
-        (whole) => (progress.sent ||= whole),
-        (e) => fail(e instanceof MailsendError ? e : new MailsendError("file_unreadable", `cannot read an attachment: ${(e as Error).message}`, { cause: e })),
-      );
+      x.sendBody(plan);
     });
   }
 

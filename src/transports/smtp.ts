@@ -207,7 +207,7 @@ export class SmtpTransport implements Transport {
   }
 
   async #offersSmtpUtf8(trace?: (l: string) => void): Promise<boolean> {
-    const { default: SMTPConnection } = await import("nodemailer/lib/smtp-connection");
+    const { default: SMTPConnection } = await loadSmtpConnection();
     const { auth: _auth, ...options } = this.#transportOptions("LOGIN", trace);
     const proxy = this.#config.proxy;
     const connection = proxy ? await smtpSocket(proxy, this.#config.host, this.#config.port, this.#config.timeoutMs) : undefined;
@@ -454,14 +454,18 @@ function watchHandOver(t: Transporter): Transporter {
   return t;
 }
 
+/** What -v shows of nodemailer's log: the lines each side sent, not its own remarks about them. */
+const EXCHANGE = new Set(["server", "client", "message"]);
+
 /** nodemailer's bunyan-style logger, into our redacting trace. Message bodies are cut short. */
 function traceLogger(trace: (l: string) => void) {
   let bodyLines = 0;
-  const log = (meta: { tnx?: string }, ...args: unknown[]) => {
-    // The socket mailsend opened and handed to nodemailer is not a proxy, whatever nodemailer calls it.
-    if (meta?.tnx === "proxy") return;
+  const log = (meta: { tnx?: string; outByteCount?: number }, ...args: unknown[]) => {
+    // Its remarks ("Creating transport", "Sending message <its own id>", "User ... authenticated", the socket
+    // mailsend handed it called a proxy) name its internals, not the session; a failure comes back as the error.
+    if (!EXCHANGE.has(meta?.tnx ?? "") || meta.outByteCount !== undefined) return;
     const text = format(...(args as [string]));
-    if (meta?.tnx === "message") {
+    if (meta.tnx === "message") {
       if (bodyLines === 40) trace("  ... (rest of the message not shown)");
       if (bodyLines++ >= 40) return;
     }
@@ -554,4 +558,9 @@ class GreetingWatch {
     clearTimeout(this.#timer);
     this.#stopped.abort();
   }
+}
+
+/** nodemailer's bare connection, used only to ask a server what it offers before sending. */
+export function loadSmtpConnection(): Promise<typeof import("nodemailer/lib/smtp-connection")> {
+  return import("nodemailer/lib/smtp-connection");
 }

@@ -286,6 +286,8 @@ describe("what is not configured", () => {
     expect(hint).toMatch(/relay/);
     expect(hint).toMatch(/plain-text body/);
     expect(hint).toMatch(/exit 78/);
+    // The relay's reply for such mail, as test/e2e/relay-intake.test.ts sees it.
+    expect(hint).toMatch(/the relay refuses it at the end of DATA with 451 4\.3\.5 /);
     expect(hint).toMatch(/MAILSEND_SMTP_HOST/);
     // In the human output too, under the SMTP line, and the run still passes.
     const human = await doctor([], { env: { MAILSEND_SMTP_HOST: undefined, NO_COLOR: "1" } });

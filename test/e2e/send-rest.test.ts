@@ -5,7 +5,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { execa } from "execa";
-import { BIN, baseEnv, runCli, stdoutJson, type RunOptions } from "../helpers/cli.js";
+import { baseEnv, mailsendCommand, runCli, stdoutJson, type RunOptions } from "../helpers/cli.js";
 import { headerNames, startRestRecorder, useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
@@ -106,7 +106,7 @@ describe("the request", () => {
   });
 
   it("a stdin pipe that stays silent gets a notice on stderr; the body that comes later is sent", async () => {
-    const child = execa(process.execPath, [BIN, "send", ...MIN], {
+    const child = execa(...mailsendCommand(["send", ...MIN]), {
       reject: false,
       extendEnv: false,
       env: { ...baseEnv(), MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url },

@@ -9,7 +9,7 @@ import { execa, type Options } from "execa";
 import { existsSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { baseEnv, BIN } from "../helpers/cli.js";
+import { baseEnv, BIN, mailsendCommand } from "../helpers/cli.js";
 import { parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { headerSection, startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
@@ -261,7 +261,7 @@ describe("options", { timeout: 90_000 }, () => {
   });
 
   it("mailsend sendmail (no symlink) behaves the same", async () => {
-    const r = await run(process.execPath, [BIN, "sendmail", "-ti"], "From: a@example.com\nTo: root\nSubject: via subcommand\n\nx\n", env());
+    const r = await run(...mailsendCommand(["sendmail", "-ti"]), "From: a@example.com\nTo: root\nSubject: via subcommand\n\nx\n", env());
     expect(r).toMatchObject({ exitCode: 0, stderr: "" });
     expect((await oneStored("via subcommand")).m.envelope.to).toEqual(["ops@example.com"]);
   });
@@ -374,6 +374,16 @@ describe("deliver now, else queue (the default, --queue auto)", { timeout: 90_00
     const r = await sm(["refused@example.com"], "Subject: wrong key\n\nx\n", { MAILSEND_STATE_DIR: state, MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: "msk_wrong_key_0000000000" });
     expect(r.exitCode, r.stderr).toBe(77);
     expect(r.stderr).not.toContain("msk_wrong_key");
+    expect(outboxFiles(state).filter((f) => f.endsWith(".msg"))).toEqual([]);
+  });
+
+  it("no key: 78, and a hint for sendmail's callers (a key file or a profile's api_key_file), not one to pipe the key", async () => {
+    const state = freshState();
+    const r = await sm(["nokey@example.com"], "Subject: no key\n\nx\n", { MAILSEND_STATE_DIR: state, MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: undefined });
+    expect(r.exitCode, r.stderr).toBe(78);
+    expect(r.stderr).toMatch(/^error: no API key$/m);
+    expect(r.stderr).toMatch(/^hint: sendmail's stdin is the message, .*MAILSEND_API_KEY_FILE.*mailsend config set api_key_file <path>/m);
+    expect(r.stderr).not.toMatch(/pipe it/);
     expect(outboxFiles(state).filter((f) => f.endsWith(".msg"))).toEqual([]);
   });
 });

@@ -12,7 +12,13 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-export const BIN = fileURLToPath(new URL("../../bin/mailsend.js", import.meta.url));
+/** The program under test: bin/mailsend.js, or the executable MAILSEND_BIN names (`npm run test:dist`). */
+export const BIN = process.env.MAILSEND_BIN ? resolve(ROOT, process.env.MAILSEND_BIN) : fileURLToPath(new URL("../../bin/mailsend.js", import.meta.url));
+
+/** The file and arguments that run `mailsend <args>`: this Node with bin/mailsend.js, or MAILSEND_BIN's executable itself. */
+export function mailsendCommand(args: readonly string[]): [string, string[]] {
+  return process.env.MAILSEND_BIN ? [BIN, [...args]] : [process.execPath, [BIN, ...args]];
+}
 
 export interface CliResult {
   exitCode: number;
@@ -66,7 +72,7 @@ export async function runCli(args: readonly string[], opts: RunOptions = {}): Pr
     if (v === undefined) delete env[k];
     else env[k] = v;
   }
-  const r = await execa(process.execPath, [BIN, ...args], {
+  const r = await execa(...mailsendCommand(args), {
     reject: false,
     extendEnv: false,
     env,

@@ -4,7 +4,7 @@
  */
 import { execa, type ResultPromise } from "execa";
 import { createInterface } from "node:readline";
-import { baseEnv, BIN, ROOT } from "./cli.js";
+import { baseEnv, mailsendCommand, ROOT } from "./cli.js";
 
 export interface Ready {
   ready: true;
@@ -28,7 +28,7 @@ export interface RelayChild {
 
 /** `mailsend relay --listen 127.0.0.1:0 --json` as a child process. */
 export async function startRelayChild(env: Record<string, string>, args: string[] = []): Promise<RelayChild> {
-  const child = execa(process.execPath, [BIN, "relay", "--listen", "127.0.0.1:0", "--json", ...args], {
+  const child = execa(...mailsendCommand(["relay", "--listen", "127.0.0.1:0", "--json", ...args]), {
     env: { ...baseEnv(), ...env },
     extendEnv: false,
     cwd: ROOT,

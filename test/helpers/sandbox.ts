@@ -10,7 +10,7 @@ import { createInterface } from "node:readline";
 import PostalMime, { type Email } from "postal-mime";
 import { afterAll, beforeAll } from "vitest";
 import { startSandbox, type Sandbox, type SandboxOptions } from "../../src/sandbox/server.js";
-import { baseEnv, BIN, ROOT, runCli } from "./cli.js";
+import { baseEnv, mailsendCommand, ROOT, runCli } from "./cli.js";
 import { scratch, type Scratch } from "./tmp.js";
 
 export interface TestSandbox {
@@ -82,7 +82,7 @@ export interface ChildSandbox {
 
 /** `mailsend sandbox --json` as a child process, on free ports. */
 export async function childSandbox(dir: string, args: string[] = []): Promise<ChildSandbox> {
-  const child = execa(process.execPath, [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json", ...args], {
+  const child = execa(...mailsendCommand(["sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json", ...args]), {
     env: baseEnv(),
     extendEnv: false,
     cwd: ROOT,

@@ -12,6 +12,7 @@
 import { spawnSync } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { delimiter, join } from "node:path";
+import { fileURLToPath } from "node:url";
 
 export interface Tool {
   /** What the tests run (a program name, or a module name). */
@@ -119,3 +120,12 @@ function gitExec(name: string): boolean {
     return false;
   }
 }
+
+// What `npm run dist` builds the executable and the .deb with, and what checks the units.
+export const dpkgDeb = tool("dpkg-deb", "dpkg");
+export const strip = tool("strip", "binutils");
+export const systemdAnalyze = tool("systemd-analyze", "systemd");
+/** The npm registry's Node 24 that .ci/node24 installs (.ci/run does, before the suite). */
+export const node24 = tool("Node 24 (.ci/node24)", "npm, then run .ci/node24", () =>
+  probe(join(fileURLToPath(new URL("../..", import.meta.url)), ".ci", "node24"), ["--find"]),
+);

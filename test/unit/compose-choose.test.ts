@@ -44,6 +44,7 @@ describe("restLoss", () => {
     expect(restLoss(base({ attachments: [{ filename: "invite.ics", source: bytes, contentType: "text/calendar; method=REQUEST" }] }))).toBe("a calendar part");
     const { html: _, ...noHtml } = base();
     expect(restLoss({ ...noHtml, text: "plain" })).toBe("a text-only body");
+    expect(restLoss({ ...noHtml, text: "plain", attachments: [{ filename: "chart.png", source: bytes, contentType: "image/png" }] })).toBe("a plain-text body without HTML, beside an attachment");
     expect(restLoss(base({ text: "plain" }))).toBe("a text part");
     expect(restLoss(base({ headers: [["X-A", "1"], ["x-a", "2"]] }))).toBe("header x-a given more than once");
   });

@@ -16,6 +16,7 @@ const ROOMS = [
   "api",
   "doctor",
   "relay",
+  "run",
   "batch",
   "outbox",
   "limits",

@@ -4,12 +4,13 @@ import { formatAge, formatSize } from "../../core/size.js";
 import { QueueRunner, DEFAULT_MAX_AGE_MS, type RunnerEvent } from "../../outbox/runner.js";
 import { runnerHoldsOutbox } from "../../outbox/runner-lock.js";
 import { damageOf, Outbox, isOutboxId, strandedMailNote } from "../../outbox/store.js";
+import { CHECK_EXIT, judgeQueue, type CheckThresholds, type QueueCounts } from "../../outbox/check.js";
 import type { OutboxMeta, OutboxState } from "../../outbox/types.js";
 import { colorsFor, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
 import { shownWord } from "../../core/redact.js";
 import type { CommandContext } from "../command.js";
-import { wholeNumber } from "../flags.js";
+import { parseDuration, wholeNumber } from "../flags.js";
 import { examples } from "../help-examples.js";
 
 interface ListFlags {
@@ -145,14 +146,6 @@ interface RunFlags {
   maxAge?: string;
 }
 
-/** 5d, 12h, 30m, 90s, or seconds. */
-export function parseDuration(v: string, what: string): number {
-  const m = /^(\d+)\s*(s|m|h|d|w)?$/.exec(v.trim());
-  if (!m) throw new MailsendError("usage", `${what} must be a duration such as 90s, 30m, 12h, 5d, got ${JSON.stringify(v)}`);
-  const unit = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 }[(m[2] ?? "s") as "s"];
-  return Number(m[1]) * unit * 1000;
-}
-
 function eventLine(e: RunnerEvent, io: CliIO, flags: RunFlags): void {
   const stamp = new Date().toISOString();
   if (flags.json) {
@@ -285,6 +278,90 @@ export async function runQueuePurge(opts: Record<string, unknown>, io: CliIO): P
   }
 }
 
+interface CheckFlags {
+  warningAge?: string;
+  criticalAge?: string;
+  warningCount?: number;
+  criticalCount?: number;
+  json?: boolean;
+}
+
+/** The thresholds, checked: a warning above its critical is a mistake (UNKNOWN, as plugins do). */
+function checkThresholds(f: CheckFlags): CheckThresholds {
+  const t: CheckThresholds = {
+    warningAgeMs: parseDuration(f.warningAge ?? "1h", "--warning-age"),
+    criticalAgeMs: parseDuration(f.criticalAge ?? "4h", "--critical-age"),
+    ...(f.warningCount !== undefined ? { warningCount: f.warningCount } : {}),
+    ...(f.criticalCount !== undefined ? { criticalCount: f.criticalCount } : {}),
+  };
+  if (t.warningAgeMs! > t.criticalAgeMs!) throw new MailsendError("usage", "--warning-age is longer than --critical-age");
+  if (t.warningCount !== undefined && t.criticalCount !== undefined && t.warningCount > t.criticalCount) throw new MailsendError("usage", "--warning-count is above --critical-count");
+  return t;
+}
+
+/** Nagios performance data: 'label'=value[unit];warn;crit;min. */
+function perfData(c: QueueCounts, t: CheckThresholds): string {
+  const n = (v: number | undefined) => (v === undefined ? "" : String(v));
+  const s = (ms: number | undefined) => (ms === undefined ? "" : String(Math.round(ms / 1000)));
+  return `queued=${c.queued};${n(t.warningCount)};${n(t.criticalCount)};0 failed=${c.failed};;;0 oldest=${s(c.oldestMs ?? 0)}s;${s(t.warningAgeMs)};${s(t.criticalAgeMs)};0`;
+}
+
+/** `mailsend queue check`: one status line with performance data, and Nagios's exit code. */
+export async function runQueueCheck(opts: Record<string, unknown>, io: CliIO): Promise<number> {
+  const flags = opts as CheckFlags;
+  let counts: QueueCounts;
+  let thresholds: CheckThresholds;
+  try {
+    thresholds = checkThresholds(flags);
+    const outbox = Outbox.fromEnv(io.env);
+    const queued = await rows(outbox, "queue");
+    const failed = await rows(outbox, "failed");
+    const now = Date.now();
+    const oldest = queued.list.reduce((min, r) => Math.min(min, r.meta.createdAt), Infinity);
+    counts = { queued: queued.list.length, failed: failed.list.length, damaged: queued.unreadable.length + failed.unreadable.length, ...(Number.isFinite(oldest) ? { oldestMs: Math.max(0, now - oldest) } : {}) };
+  } catch (e) {
+    const err = toMailsendError(e);
+    if (flags.json) io.stdout.write(`${JSON.stringify({ status: "UNKNOWN", exit: CHECK_EXIT.UNKNOWN, error: { code: err.code, message: err.message } })}\n`);
+    else io.stdout.write(`QUEUE UNKNOWN - ${plain(err.message, 300)}\n`);
+    return CHECK_EXIT.UNKNOWN;
+  }
+  const { status, reasons } = judgeQueue(counts, thresholds, formatAge);
+  if (flags.json) {
+    const ms = (v: number | undefined) => (v === undefined ? null : Math.round(v / 1000));
+    io.stdout.write(
+      `${JSON.stringify({ status, exit: CHECK_EXIT[status], queued: counts.queued, failed: counts.failed, damaged: counts.damaged, oldest_age_s: ms(counts.oldestMs), reasons, thresholds: { warning_age_s: ms(thresholds.warningAgeMs), critical_age_s: ms(thresholds.criticalAgeMs), warning_count: thresholds.warningCount ?? null, critical_count: thresholds.criticalCount ?? null } })}\n`,
+    );
+  } else {
+    const summary = `${counts.queued} queued, ${counts.failed} failed, oldest ${counts.oldestMs === undefined ? "-" : formatAge(counts.oldestMs)}`;
+    io.stdout.write(`QUEUE ${status} - ${summary}${reasons.length ? ` (${reasons.join("; ")})` : ""} | ${perfData(counts, thresholds)}\n`);
+  }
+  return CHECK_EXIT[status];
+}
+
+function registerCheck(queue: Command, { io, setExit }: CommandContext): void {
+  queue
+    .command("check")
+    .description("a monitoring check (Nagios, Icinga): one status line with performance data; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN")
+    .addHelpText(
+      "after",
+      `
+WARNING when the oldest queued message is older than --warning-age, when
+--warning-count or more are queued, or when failed/ holds a message (mail given
+up: mailsend queue --failed); CRITICAL past --critical-age or --critical-count.
+${examples([
+  "mailsend queue check                     # QUEUE OK - 0 queued, 0 failed, oldest - | queued=0;;;0 ...",
+  "mailsend queue check --warning-age 30m --critical-age 2h --warning-count 100 --critical-count 1000",
+  "mailsend queue check --json | jq .status",
+])}`,
+    )
+    .option("--warning-age <duration>", "WARNING when the oldest queued message is older (default 1h)")
+    .option("--critical-age <duration>", "CRITICAL when it is older (default 4h)")
+    .addOption(new Option("--warning-count <n>", "WARNING when this many or more are queued").argParser(wholeNumber))
+    .addOption(new Option("--critical-count <n>", "CRITICAL when this many or more are queued").argParser(wholeNumber))
+    .option("--json", "print the counts, the status and its reasons as one JSON object")
+    .action(async (_opts: unknown, cmd: Command) => setExit(await runQueueCheck(cmd.optsWithGlobals(), io)));
+}
+
 const QUEUE_HELP = `
 Mail handed to mailsend by sendmail, the relay or send --queue waits here
 ($MAILSEND_STATE_DIR/outbox) until it is delivered, exactly once, within the
@@ -302,6 +379,7 @@ ${examples([
   "mailsend queue retry --all              # everything due now, failed/ included",
   "mailsend queue rm <id>",
   "mailsend queue purge --failed",
+  "mailsend queue check --warning-age 1h    # for Nagios, Icinga: exit 0/1/2/3",
 ]).trimStart()}`;
 
 /** `mailsend queue` (the list) and its sub-commands ls, run, retry, rm and purge. */
@@ -323,6 +401,7 @@ export function register(program: Command, ctx: CommandContext): void {
     .action(async (_opts: unknown, cmd: Command) => setExit(await runQueueList(cmd.optsWithGlobals(), io)));
   registerRun(queue, ctx);
   registerChanges(queue, ctx);
+  registerCheck(queue, ctx);
 }
 
 function registerRun(queue: Command, { io, setExit }: CommandContext): void {

@@ -11,8 +11,11 @@ import type { RelayStart, RelayStartOptions } from "../../relay/start.js";
 import type { CommandContext } from "../command.js";
 import { colorsFor, type CliIO, type Colors } from "../io.js";
 import { RELAY_OPTIONS } from "../options.js";
-import { addOptions } from "../flags.js";
+import { addOptions, parseSize } from "../flags.js";
 import { reportError } from "../report.js";
+
+// The relay's --max-size parser, imported by its tests with the command.
+export { parseSize };
 
 /** What sendmail takes (the service's 10 MiB less room for the headers delivery adds): more would get 250 here and fail later. */
 export const RELAY_DEFAULT_MAX_SIZE = 10 * 1024 * 1024 - 4096;
@@ -53,16 +56,6 @@ function processStopSignal(): Promise<string> {
     process.on("SIGINT", on);
     process.on("SIGTERM", on);
   });
-}
-
-/** "26214400", "25M", "25MB", "512k", "1G" (binary units, as mail servers mean them). */
-export function parseSize(v: string, flag = "--max-size"): number {
-  const m = /^(\d+)\s*([kmg]?)(i?b)?$/i.exec(v.trim());
-  const n = m ? Number(m[1]) * 1024 ** ["", "k", "m", "g"].indexOf(m[2]!.toLowerCase()) : Number.NaN;
-  if (!Number.isSafeInteger(n) || n < 1024) {
-    throw new MailsendError("usage", `${flag} ${JSON.stringify(v)}: expected a size of at least 1024 bytes, e.g. 26214400, 25M or 512k`);
-  }
-  return n;
 }
 
 type Log = (line: string, obj: Record<string, unknown>) => void;

@@ -115,8 +115,12 @@ function sayWarning(flags: SendFlags, io: CliIO, text: string): void {
   else warn(io, text);
 }
 
-function warnings(m: Message, transport: string, flags: SendFlags, io: CliIO): void {
+function warnings(m: Message, transport: string, flags: SendFlags, io: CliIO, body: { stdinText: boolean; smtp: boolean }): void {
   const say = (text: string) => sayWarning(flags, io, text);
+  // `df -h | mailsend send` with REST alone: the text arrives as HTML, the first surprise; -q asked for silence.
+  if (transport === "rest" && body.stdinText && !body.smtp && m.html === undefined && !m.raw && !flags.quiet) {
+    say("the text on stdin goes as HTML (escaped inside <pre>): the REST send request has only an html field. To send text as text, configure SMTP (MAILSEND_SMTP_HOST) and use --transport auto (or MAILSEND_TRANSPORT=auto): text then goes over SMTP as text/plain.");
+  }
   for (const [flag, value] of [["--html", flags.html], ["--text", flags.text]] as const) {
     if (value !== undefined && looksLikeFile(value)) {
       say(`${flag} ${shellWord(value)} sends these words as the body, but a file of that name exists: did you mean ${flag}-file ${shellWord(value)}?`);
@@ -181,7 +185,7 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
       message = await (await import("../../compose/index.js")).withTextAlternative(message);
       trace?.("* text/plain alternative made from the HTML");
     }
-    warnings(message, config.transport, flags, io);
+    warnings(message, config.transport, flags, io, { stdinText: stdinBody?.type === "text" || flags.textFile === "-", smtp: run.configured.smtp });
     const transport = await createTransport(config);
     try {
       if (flags.dryRun) {

@@ -158,8 +158,23 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
   } catch (e) {
     // Said to callers without send's flags: the variables they can set (loaded only for an error).
     const { errorInSendmailTerms } = await import("../../api/terms.js");
-    return reportError(errorInSendmailTerms(toMailsendError(e)), io, { json: false, verbose: args.verbose });
+    return reportError(withSendmailKeyHint(errorInSendmailTerms(toMailsendError(e))), io, { json: false, verbose: args.verbose });
   }
+}
+
+/**
+ * No key: sendmail's stdin is the message, so the key cannot be piped, and the programs that call it
+ * (cron, PHP) seldom pass a shell's variables on: a file, named where that program's user looks.
+ */
+function withSendmailKeyHint(e: MailsendError): MailsendError {
+  if (e.code !== "config_missing" || e.setting !== "apiKey") return e;
+  return new MailsendError(e.code, e.message, {
+    cause: e,
+    setting: e.setting,
+    hint:
+      "sendmail's stdin is the message, so the key comes from a file: set MAILSEND_API_KEY_FILE to a file holding it (readable by the user the calling program runs as), " +
+      "or name it in that user's profile (mailsend config set api_key_file <path>). To try mailsend locally, start `mailsend sandbox`.",
+  });
 }
 
 /**

@@ -17,6 +17,11 @@ const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !
 const isStr = (v: unknown): v is string => typeof v === "string";
 const isTime = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 
+/** Every value of the type, so that one added there must be added here (the compiler says so). */
+const SOURCES: Record<OutboxMeta["source"], true> = { sendmail: true, relay: true, send: true, run: true };
+const TRANSPORTS: Record<NonNullable<OutboxMeta["transport"]>, true> = { rest: true, smtp: true, auto: true };
+const oneOf = (values: object) => (v: unknown) => typeof v === "string" && Object.hasOwn(values, v);
+
 /** Each field: whether it must be there, and the test its value passes. */
 const FIELDS: Record<keyof OutboxMeta, [required: boolean, ok: (v: unknown) => boolean, what: string]> = {
   v: [true, (v) => v === 1, "1"],
@@ -24,10 +29,10 @@ const FIELDS: Record<keyof OutboxMeta, [required: boolean, ok: (v: unknown) => b
   createdAt: [true, isTime, "a time"],
   envelope: [true, (v) => isObj(v) && isStr(v.from) && Array.isArray(v.to) && v.to.every(isStr), "{from, to[]}"],
   idempotencyKey: [true, (v) => isStr(v) && v.length > 0, "a string"],
-  source: [true, (v) => v === "sendmail" || v === "relay" || v === "send", "sendmail, relay or send"],
+  source: [true, oneOf(SOURCES), Object.keys(SOURCES).join(", ")],
   size: [true, isTime, "a byte count"],
   profile: [false, isStr, "a string"],
-  transport: [false, (v) => v === "rest" || v === "smtp" || v === "auto", "rest, smtp or auto"],
+  transport: [false, oneOf(TRANSPORTS), Object.keys(TRANSPORTS).join(", ")],
   subject: [false, isStr, "a string"],
   headerFrom: [false, isStr, "a string"],
   stampedMessageId: [false, (v) => v === true, "true"],

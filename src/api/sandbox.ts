@@ -30,7 +30,7 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<MailS
     if (options.dir !== undefined && typeof options.dir !== "string") throw new MailsendError("usage", "options.dir must be a path");
     const dir = options.dir ?? (tempDir = await mkdtemp(join(tmpdir(), "mailsend-sandbox-")));
     // Loaded only here: a program that only sends never loads the SMTP server.
-    const { startSandbox } = await import("../sandbox/server.js");
+    const [{ startSandbox }, { searchMethods }] = await Promise.all([import("../sandbox/server.js"), import("./sandbox-search.js")]);
     const sb = await startSandbox({
       dir,
       host: options.host ?? "127.0.0.1",
@@ -75,7 +75,7 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<MailS
       async messages(): Promise<SandboxMessage[]> {
         return (await sb.store.list()).map(({ keyId: _keyId, ...m }) => m);
       },
-      raw: (id) => sb.store.raw(id),
+      ...searchMethods(sb.store),
       close: () =>
         (closing ??= (async () => {
           await sb.close();

@@ -301,6 +301,43 @@ export interface SandboxMessage {
   idempotencyKey?: string;
 }
 
+/** An attachment of a message the sandbox received; its bytes when asked for. */
+export interface SandboxAttachment {
+  filename: string;
+  contentType: string;
+  size: number;
+  content(): Buffer;
+}
+
+/** A received message with its parts read: what search(), waitFor() and latest() give. */
+export interface SandboxMail extends Omit<SandboxMessage, "attachments"> {
+  cc: string[];
+  /** The text part, decoded (null when the message has none). */
+  text: string | null;
+  html: string | null;
+  /** Its links, each once: the HTML part's <a href>s first, then the URLs of the text. */
+  links: string[];
+  attachments: SandboxAttachment[];
+}
+
+export interface WaitForOptions {
+  /** Milliseconds, or a duration such as "30s" (default 30 s). */
+  timeout?: number | string;
+  /** Wait until this many messages match; then waitFor() resolves with an array of them. */
+  count?: number;
+}
+
+/**
+ * What waitFor() rejects with at its timeout (code "timeout"): the message says what it waited
+ * for and lists the closest messages it saw (the same recipient, or the same subject).
+ */
+export interface SandboxWaitError extends MailsendError {
+  query: string;
+  count: number;
+  matched: SandboxMessage[];
+  closest: SandboxMessage[];
+}
+
 export interface MailSandbox {
   dir: string;
   /** For `baseUrl`: POST <baseUrl>/send. */
@@ -326,7 +363,22 @@ export interface MailSandbox {
   options(transport?: "rest" | "smtp" | "smtps"): SendOptions;
   /** The messages received, newest first. */
   messages(): Promise<SandboxMessage[]>;
-  /** A received message's .eml bytes. */
+  /**
+   * The messages matching a query, newest first: to:, from:, cc:, subject:, has:attachment,
+   * filename:, after:/before: (a date or a duration such as 10m), is:rest, is:smtp, words and
+   * "quoted phrases" (subject and body), `-` before a term negates it; terms are ANDed.
+   */
+  search(query: string): Promise<SandboxMail[]>;
+  /**
+   * Resolves with the newest message matching `query` as soon as there is one (one stored already
+   * counts); with `count`, with the matching messages (newest first) once there are that many.
+   * Rejects with a SandboxWaitError at the timeout. Reacts to arrival: no polling.
+   */
+  waitFor(query: string, options?: WaitForOptions & { count?: undefined }): Promise<SandboxMail>;
+  waitFor(query: string, options: WaitForOptions & { count: number }): Promise<SandboxMail[]>;
+  /** The newest message, if any. */
+  latest(): Promise<SandboxMail | undefined>;
+  /** A received message's .eml bytes (`"latest"`: the newest message's). */
   raw(id: string): Promise<Buffer | undefined>;
   /** Stop the servers (and remove the data dir if it was a temporary one). */
   close(): Promise<void>;

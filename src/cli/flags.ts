@@ -1,5 +1,6 @@
 /** Turning option tables into commander options, and the value parsers they share. */
 import { Help, InvalidArgumentError, Option, type Command } from "commander";
+import { durationMs } from "../core/duration.js";
 import { MailsendError } from "../core/errors.js";
 import { GROUP_HEADING, type OptionSpec } from "./options.js";
 
@@ -35,10 +36,9 @@ export function optionHelp(option: Option): string {
 
 /** 5d, 12h, 30m, 90s, or seconds. */
 export function parseDuration(v: string, what: string): number {
-  const m = /^(\d+)\s*(s|m|h|d|w)?$/.exec(v.trim());
-  if (!m) throw new MailsendError("usage", `${what} must be a duration such as 90s, 30m, 12h, 5d, got ${JSON.stringify(v)}`);
-  const unit = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 }[(m[2] ?? "s") as "s"];
-  return Number(m[1]) * unit * 1000;
+  const ms = durationMs(v);
+  if (ms === undefined) throw new MailsendError("usage", `${what} must be a duration such as 90s, 30m, 12h, 5d, got ${JSON.stringify(v)}`);
+  return ms;
 }
 
 /** "26214400", "25M", "25MB", "512k", "1G" (binary units, as mail servers mean them). */

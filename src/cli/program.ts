@@ -1,10 +1,10 @@
-import { Command, CommanderError } from "commander";
+import { Command, type CommanderError } from "commander";
 import { EXIT } from "../core/errors.js";
 import { VERSION } from "../core/version.js";
 import type { CliIO } from "./io.js";
 import type { CommandContext } from "./command.js";
 import { addOptions, optionHelp } from "./flags.js";
-import { BATCH_OPTIONS, DOCTOR_OPTIONS, RELAY_OPTIONS, SEND_OPTIONS } from "./options.js";
+import { BATCH_OPTIONS, DOCTOR_OPTIONS, SEND_OPTIONS } from "./options.js";
 import * as HELP from "./help-examples.js";
 import { annotation, inGitHubActions } from "./github.js";
 import { reportError } from "./report.js";

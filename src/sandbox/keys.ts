@@ -9,6 +9,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { dirname } from "node:path";
+import { durationMs } from "../core/duration.js";
 import { MailsendError } from "../core/errors.js";
 import { writeFileAtomic } from "../core/atomic.js";
 
@@ -46,13 +47,11 @@ function newKey(): string {
   return KEY_PREFIX + randomBytes(24).toString("base64url");
 }
 
-const UNITS: Record<string, number> = { s: 1e3, m: 60e3, h: 3600e3, d: 86400e3, w: 7 * 86400e3 };
-
 /** "90s", "15m", "12h", "30d", "2w", or an ISO date / date-time. */
 export function parseExpiry(spec: string, now = Date.now()): Date {
-  const m = /^(\d+)\s*([smhdw])$/.exec(spec.trim());
+  const ms = durationMs(spec, { unit: "required" });
   let at: number;
-  if (m) at = now + Number(m[1]) * UNITS[m[2]!]!;
+  if (ms !== undefined) at = now + ms;
   else if (/^\d{4}-\d{2}-\d{2}/.test(spec.trim())) at = Date.parse(spec.trim());
   else at = Number.NaN;
   if (Number.isNaN(at)) {

@@ -17,6 +17,8 @@ export interface SandboxPaths {
   index: string;
   tls: string;
   lock: string;
+  /** The HTTP base URL of the sandbox running on this dir, while it runs (for `mailsend inbox wait`). */
+  url: string;
 }
 
 export function sandboxPaths(dir: string): SandboxPaths {
@@ -28,6 +30,7 @@ export function sandboxPaths(dir: string): SandboxPaths {
     index: join(dir, "index.jsonl"),
     tls: join(dir, "tls"),
     lock: join(dir, "sandbox.lock"),
+    url: join(dir, "sandbox.url"),
   };
 }
 

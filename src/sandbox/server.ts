@@ -4,7 +4,7 @@
  * web inbox) and two SMTP ports (STARTTLS and implicit TLS), sharing one key
  * store, one rate limiter and one mail store.
  */
-import { accessSync, constants, existsSync, mkdirSync } from "node:fs";
+import { accessSync, constants, existsSync, mkdirSync, rmSync } from "node:fs";
 import http from "node:http";
 import net, { type AddressInfo } from "node:net";
 import { availableParallelism } from "node:os";
@@ -355,6 +355,9 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
     const smtpsPort = await startSmtp(core, "implicit", tls, host, options.smtpsPort ?? 0, cleanups);
     // Run first (cleanups go in reverse): answers held back by latency go out before the servers close.
     cleanups.push(() => core.faults.hurry());
+    // Where other processes (`mailsend inbox wait`) reach this sandbox; gone first on close.
+    writeFileAtomic(paths.url, `http://${urlHost(reach)}:${httpPort}\n`, { mode: 0o644 });
+    cleanups.push(() => rmSync(paths.url, { force: true }));
 
     return sandboxHandle({ paths, reach, tls, core, ports: { http: httpPort, smtp: smtpPort, smtps: smtpsPort }, createdKey, exposed, token, cleanup });
   } catch (e) {

@@ -8,8 +8,9 @@
  *   /messages/:id/html              the message HTML, for the sandboxed iframe
  *   /messages/:id/raw               the .eml as text/plain (?download=1: as a file)
  *   /messages/:id/attachments/:n    attachment n (0-based), as a download
- *   /api/messages[?limit=N]         JSON list
- *   /api/messages/:id               JSON details (parsed)
+ *   /api/messages[?limit=N]         JSON list (?query=Q: the matches; search-api.ts)
+ *   /api/messages/:id               JSON details (parsed); the id `latest` names the newest message anywhere
+ *   /api/wait?query=Q               a long poll for messages that match (search-api.ts)
  *   /events                         server-sent events: one per stored message
  *   /assets/inbox.css, inbox.js     the page's style and script
  *
@@ -21,9 +22,12 @@
  */
 import { formatSize } from "../core/size.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Address, Email } from "postal-mime";
+import type { Address, } from "postal-mime";
 import { INBOX_CSS, INBOX_JS } from "./web/assets.js";
 import type { MessageStore, StoredMessage } from "./types.js";
+import { readParts, type MessageParts, type PartAttachment } from "./content.js";
+import { createSearchApi } from "./search-api.js";
+import { createSearcher, latest, LATEST } from "./search.js";
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<boolean>;
 
@@ -37,13 +41,14 @@ const ROUTES: { re: RegExp; name: RouteName }[] = [
   { re: new RegExp(`^/messages/(${ID})/attachments/(\\d{1,5})$`), name: "attachment" },
   { re: /^\/api\/messages\/?$/, name: "apiList" },
   { re: new RegExp(`^/api/messages/(${ID})$`), name: "apiMessage" },
+  { re: /^\/api\/wait\/?$/, name: "apiWait" },
   { re: /^\/events$/, name: "events" },
   { re: /^\/assets\/inbox\.css$/, name: "css" },
   { re: /^\/assets\/inbox\.js$/, name: "js" },
 ];
-type RouteName = "list" | "message" | "html" | "raw" | "attachment" | "apiList" | "apiMessage" | "events" | "css" | "js";
+type RouteName = "list" | "message" | "html" | "raw" | "attachment" | "apiList" | "apiMessage" | "apiWait" | "events" | "css" | "js";
 /** Paths under these prefixes are the inbox's: a bad id there is a 404 from here, not a fall-through. */
-const OWN_PREFIXES = ["/messages/", "/api/messages", "/assets/"];
+const OWN_PREFIXES = ["/messages/", "/api/messages", "/api/wait", "/assets/"];
 
 const LIST_DEFAULT = 200;
 const LIST_MAX = 1000;
@@ -212,20 +217,12 @@ export function hostAllowed(host: string | undefined): boolean {
 // Parsing (postal-mime, loaded on first use), with a small cache: stored
 // messages never change, and one page view asks for the same message several times.
 
-interface ParsedAttachment {
+interface ParsedAttachment extends PartAttachment {
   index: number;
-  filename: string;
-  contentType: string;
-  size: number;
-  disposition: string | null;
-  contentId: string | null;
-  inline: boolean;
-  content: Buffer;
 }
 
-interface Parsed {
-  email: Email | undefined;
-  error: string | undefined;
+interface Parsed extends Omit<MessageParts, "attachments"> {
+  /** Each with its index (its route) and a name for the download when the message gives none. */
   attachments: ParsedAttachment[];
 }
 
@@ -236,29 +233,8 @@ const PARSE_CACHE_MAX_BYTES = 2 * 1024 * 1024;
 function createParser(store: MessageStore) {
   const cache = new Map<string, Promise<Parsed>>();
   async function parse(raw: Buffer): Promise<Parsed> {
-    const { default: PostalMime } = await import("postal-mime");
-    let email: Email;
-    try {
-      email = await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer" });
-    } catch (e) {
-      return { email: undefined, error: (e as Error).message, attachments: [] };
-    }
-    const attachments = email.attachments.map((a, index): ParsedAttachment => {
-      const c = a.content;
-      const content =
-        typeof c === "string" ? Buffer.from(c, a.encoding === "base64" ? "base64" : "utf8") : Buffer.from(c instanceof Uint8Array ? c : new Uint8Array(c));
-      return {
-        index,
-        filename: a.filename ?? `attachment-${index + 1}`,
-        contentType: a.mimeType,
-        size: content.length,
-        disposition: a.disposition,
-        contentId: a.contentId ?? null,
-        inline: a.related === true || a.disposition === "inline",
-        content,
-      };
-    });
-    return { email, error: undefined, attachments };
+    const p = await readParts(raw);
+    return { ...p, attachments: p.attachments.map((a, index) => ({ ...a, index, filename: a.filename || `attachment-${index + 1}` })) };
   }
   /** undefined when the store has no such message. */
   return async function parsed(id: string): Promise<{ meta: StoredMessage; raw: Buffer; parsed: Parsed } | undefined> {
@@ -524,12 +500,12 @@ function routeMessage(req: IncomingMessage, res: ServerResponse, name: RouteName
     case "message":
       sendPage(req, res, 200, messagePage(meta, raw, p));
       return;
-    case "apiMessage":
-      sendJson(req, res, 200, details(meta, p));
-      return;
     case "html": {
       const body = p.email?.html;
-      if (body === undefined || body === "") return notFound(req, res, "HTML part");
+      if (body === undefined || body === "") {
+        notFound(req, res, "HTML part");
+        return;
+      }
       send(req, res, 200, "text/html; charset=utf-8", frameHtml(body, p.attachments), {
         "Content-Security-Policy": MESSAGE_HTML_CSP,
         "X-Frame-Options": "SAMEORIGIN",
@@ -546,7 +522,10 @@ function routeMessage(req: IncomingMessage, res: ServerResponse, name: RouteName
     }
     case "attachment": {
       const a = p.attachments[Number(m[2])];
-      if (!a) return notFound(req, res, "Attachment");
+      if (!a) {
+        notFound(req, res, "Attachment");
+        return;
+      }
       send(req, res, 200, safeContentType(a.contentType), a.content, {
         "Content-Disposition": contentDisposition(a.filename),
         "Content-Security-Policy": INERT_CSP,
@@ -568,6 +547,8 @@ function matchRoute(path: string): { name: RouteName; m: RegExpExecArray } | und
 export function createInboxHandler(store: MessageStore, opts: { checkHost?: boolean } = {}): Handler {
   const checkHost = opts.checkHost ?? true;
   const parsed = createParser(store);
+  const searcher = createSearcher(store);
+  const searchApi = createSearchApi(searcher, sendJson);
 
   async function route(req: IncomingMessage, res: ServerResponse, name: RouteName, m: RegExpExecArray, query: URLSearchParams): Promise<void> {
     switch (name) {
@@ -580,18 +561,21 @@ export function createInboxHandler(store: MessageStore, opts: { checkHost?: bool
       case "events":
         events(req, res, store);
         return;
-      case "list":
-      case "apiList": {
+      case "apiList":
+      case "apiWait":
+        return searchApi(req, res, name, query);
+      case "list": {
         const requested = Number(query.get("limit") ?? LIST_DEFAULT);
         const limit = Number.isInteger(requested) && requested > 0 ? Math.min(requested, LIST_MAX) : LIST_DEFAULT;
         const messages = await store.list({ limit });
-        if (name === "apiList") sendJson(req, res, 200, { messages: messages.map(summary) });
-        else sendPage(req, res, 200, listPage(messages, messages.length >= limit));
+        sendPage(req, res, 200, listPage(messages, messages.length >= limit));
         return;
       }
     }
-    const found = await parsed(m[1] ?? "");
+    const id = m[1] === LATEST ? ((await latest(store))?.id ?? "") : (m[1] ?? "");
+    const found = await parsed(id);
     if (!found) return notFound(req, res, "Message");
+    if (name === "apiMessage") return sendJson(req, res, 200, { ...details(found.meta, found.parsed), links: found.parsed.links });
     routeMessage(req, res, name, m, query, found);
   }
 

@@ -6,7 +6,7 @@
  */
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { runCli, type CliResult } from "../helpers/cli.js";
+import { runInProcess, type CliResult } from "../helpers/cli.js";
 import { startRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
 import { scratch } from "../helpers/tmp.js";
@@ -65,14 +65,14 @@ function expectNoKey(r: CliResult) {
 const MB = ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi", "--html", "<p>x</p>"];
 
 function rest(extra: string[], env: Record<string, string | undefined> = {}, input?: string) {
-  return runCli(["send", ...MB, ...extra], {
+  return runInProcess(["send", ...MB, ...extra], {
     env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...env },
     ...(input !== undefined ? { input } : {}),
   });
 }
 
 function smtp(sink: SmtpSink, extra: string[], env: Record<string, string | undefined> = {}) {
-  return runCli(
+  return runInProcess(
     ["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--smtp-tls", sink.mode, "--ca-file", caPath, ...MB, ...extra],
     { env: { MAILSEND_API_KEY: KEY, ...env } },
   );
@@ -212,7 +212,7 @@ describe("SMTP", () => {
 
   it("TLS failures, --verbose", async () => {
     expectNoKey(await smtp(starttls, ["--verbose", "--smtp-tls", "implicit"]));
-    const untrusted = await runCli(
+    const untrusted = await runInProcess(
       ["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(starttls.port), "--smtp-tls", "starttls", "--verbose", ...MB],
       { env: { MAILSEND_API_KEY: KEY } },
     );

@@ -9,7 +9,7 @@ import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, st
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { newOutboxId, Outbox } from "../../src/outbox/store.js";
-import { baseEnv, BIN, ROOT, runCli, stdoutJson } from "../helpers/cli.js";
+import { baseEnv, BIN, ROOT, runCli, runInProcess, stdoutJson } from "../helpers/cli.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { until } from "../helpers/until.js";
 
@@ -55,12 +55,12 @@ describe("mailsend queue", () => {
   it("lists the outbox and delivers what is due, then it is empty", async () => {
     const { dir, env } = fresh();
     await seed(dir, ["ls-1", "ls-2", "ls-3"]);
-    const ls = await runCli(["queue", "--json"], { env });
+    const ls = await runInProcess(["queue", "--json"], { env });
     expect(ls.exitCode).toBe(0);
     const rows = stdoutJson(ls);
     expect(rows.map((r: { subject: string }) => r.subject)).toEqual(["ls-1", "ls-2", "ls-3"]);
     expect(rows[0]).toMatchObject({ status: "queued", attempts: 0, recipients: ["dev@example.com"], from: "cron@example.com" });
-    const human = await runCli(["queue"], { env });
+    const human = await runInProcess(["queue"], { env });
     expect(human.stdout).toContain("ls-2");
     expect(human.stdout).toContain("3 messages");
 
@@ -70,8 +70,8 @@ describe("mailsend queue", () => {
     expect(events.filter((e) => e.event === "sent")).toHaveLength(3);
     expect(events.at(-1)).toEqual({ summary: { sent: 3, deferred: 0, failed: 0, left: 0 } });
     expect((await stored("ls-")).length).toBe(3);
-    expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
-    expect((await runCli(["queue"], { env })).stdout).toContain("the outbox is empty");
+    expect(stdoutJson(await runInProcess(["queue", "--json"], { env }))).toEqual([]);
+    expect((await runInProcess(["queue"], { env })).stdout).toContain("the outbox is empty");
   });
 
   it("survives kill -9 of the runner at several moments: each message is delivered exactly once", async () => {
@@ -119,12 +119,12 @@ describe("mailsend queue", () => {
     } finally {
       (sb.sb.faults.config = { ...sb.sb.faults.config, failRate: 0 });
     }
-    const row = stdoutJson(await runCli(["queue", "--json"], { env }))[0];
+    const row = stdoutJson(await runInProcess(["queue", "--json"], { env }))[0];
     expect(row).toMatchObject({ id, attempts: 1, last_error: { code: expect.stringMatching(/service_error|temporary_failure/) } });
     expect(Date.parse(row.next_attempt_at)).toBeGreaterThan(Date.now());
     // Not due yet: a run leaves it alone.
     expect(JSON.parse((await runCli(["queue", "run", "--json"], { env })).stdout.trim()).summary).toMatchObject({ sent: 0, left: 1 });
-    expect((await runCli(["queue", "retry", id!], { env })).exitCode).toBe(0);
+    expect((await runInProcess(["queue", "retry", id!], { env })).exitCode).toBe(0);
     const r2 = await runCli(["queue", "run", "--json"], { env, timeoutMs: 60_000 });
     expect(JSON.parse(r2.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 1, left: 0 });
     expect(await stored("tmp-1")).toHaveLength(1);
@@ -147,7 +147,7 @@ describe("mailsend queue", () => {
     expect(q.exitCode, q.stderr).toBe(0);
     expect(q.stderr).toContain("1 deferred message due now");
     expect(await stored("flush-1")).toHaveLength(1);
-    expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
+    expect(stdoutJson(await runInProcess(["queue", "--json"], { env }))).toEqual([]);
   }, 60_000);
 
   it("moves a permanent refusal to failed/ at once, with the reason; retry and purge", async () => {
@@ -161,13 +161,13 @@ describe("mailsend queue", () => {
       refuse();
       const r = await runCli(["queue", "run"], { env, timeoutMs: 60_000 });
       expect(r.stdout).toMatch(/failed .*moved to failed/);
-      expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
-      const failed = stdoutJson(await runCli(["queue", "--failed", "--json"], { env }));
+      expect(stdoutJson(await runInProcess(["queue", "--json"], { env }))).toEqual([]);
+      const failed = stdoutJson(await runInProcess(["queue", "--failed", "--json"], { env }));
       expect(failed).toHaveLength(1);
       expect(failed[0], JSON.stringify(failed[0])).toMatchObject({ id, status: "failed", last_error: { exit: 65 } });
       // Whatever was refused: retry brings it back, and it goes out.
       accept();
-      expect((await runCli(["queue", "retry", "--all"], { env })).exitCode).toBe(0);
+      expect((await runInProcess(["queue", "retry", "--all"], { env })).exitCode).toBe(0);
       const r2 = await runCli(["queue", "run", "--json"], { env, timeoutMs: 60_000 });
       expect(JSON.parse(r2.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 1, failed: 0, left: 0 });
       // purge removes failed/ only, and says so.
@@ -177,10 +177,10 @@ describe("mailsend queue", () => {
     } finally {
       accept();
     }
-    const purge = await runCli(["queue", "purge", "--failed"], { env });
+    const purge = await runInProcess(["queue", "purge", "--failed"], { env });
     expect(purge.stderr).toContain("removed 1 failed message");
-    expect((await runCli(["queue", "purge"], { env })).exitCode).toBe(64);
-    expect((await runCli(["queue", "rm", "not-an-id"], { env })).exitCode).toBe(64);
+    expect((await runInProcess(["queue", "purge"], { env })).exitCode).toBe(64);
+    expect((await runInProcess(["queue", "rm", "not-an-id"], { env })).exitCode).toBe(64);
   }, 60_000);
 
   it("a damaged file (cut, empty, not ours) is listed as such, never sent cut, and moved to failed/ with the reason", async () => {
@@ -190,7 +190,7 @@ describe("mailsend queue", () => {
     truncateSync(q(cut!), statSync(q(cut!)).size - 6);
     writeFileSync(q(empty!), "");
     writeFileSync(q(junk!), "garbage\n");
-    const list = await runCli(["queue"], { env });
+    const list = await runInProcess(["queue"], { env });
     expect(list.exitCode).toBe(0);
     for (const id of [cut, empty, junk]) expect(list.stderr).toContain(`warning: the outbox file ${q(id!)} is damaged`);
     expect(list.stderr).toMatch(/is damaged \(its message is \d+ bytes, \d+ were queued\)\. /);
@@ -281,7 +281,7 @@ describe("mailsend queue", () => {
       await until(async () => (await box.state(id!)).attempts > 0, { what: "the runner's first attempt", timeoutMs: 10_000, everyMs: 100 });
       expect((await box.state(id!)).nextAttemptAt).toBeGreaterThan(Date.now() + 10_000);
       (sb.sb.faults.config = { ...sb.sb.faults.config, failRate: 0 });
-      const retry = await runCli(["queue", "retry", "--all"], { env });
+      const retry = await runInProcess(["queue", "retry", "--all"], { env });
       expect(retry.exitCode).toBe(0);
       expect(retry.stderr).toContain(`1 message due now; the runner delivering from ${dir} takes it within seconds`);
       const asked = Date.now();
@@ -293,7 +293,7 @@ describe("mailsend queue", () => {
       runner.kill("SIGTERM");
       await runner;
     }
-    expect(JSON.parse((await runCli(["queue", "retry", "--all", "--json"], { env })).stdout)).toEqual({ retried: 0, runner: false });
+    expect(JSON.parse((await runInProcess(["queue", "retry", "--all", "--json"], { env })).stdout)).toEqual({ retried: 0, runner: false });
   }, 60_000);
 
   it("a drain that delivers everything after this machine's fault cleared exits 0, not with the fault's code", async () => {
@@ -302,7 +302,7 @@ describe("mailsend queue", () => {
     const { drain, blocker } = await drainAfterLocalFault(dir, env, id!);
     try {
       rmSync(blocker);
-      expect((await runCli(["queue", "retry", "--all"], { env })).exitCode).toBe(0);
+      expect((await runInProcess(["queue", "retry", "--all"], { env })).exitCode).toBe(0);
       const r = await drain;
       expect(r.exitCode, r.stderr).toBe(0);
       expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 1, left: 0 });
@@ -318,7 +318,7 @@ describe("mailsend queue", () => {
     const [id] = await seed(dir, ["fault-removed"]);
     const { drain } = await drainAfterLocalFault(dir, env, id!);
     try {
-      expect((await runCli(["queue", "rm", id!], { env })).exitCode).toBe(0);
+      expect((await runInProcess(["queue", "rm", id!], { env })).exitCode).toBe(0);
       const r = await drain;
       expect(r.exitCode, r.stderr).toBe(0);
       expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 0, left: 0 });
@@ -418,7 +418,7 @@ describe("a background runner killed with -9", () => {
       expect(await got()).toEqual(["dead-1", "dead-2"]);
       for (let i = 0; i < 80 && existsSync(pidFile); i++) await sleep(250);
       expect(existsSync(pidFile), "the new runner exits once the outbox is empty").toBe(false);
-      expect(stdoutJson(await runCli(["queue", "--json"], { env: quiet }))).toEqual([]);
+      expect(stdoutJson(await runInProcess(["queue", "--json"], { env: quiet }))).toEqual([]);
       expect(await got()).toEqual(["dead-1", "dead-2"]);
     } finally {
       const left = pidNow();

@@ -112,7 +112,5 @@ describe("relay: the outbox cannot be written", () => {
     }
     // A fault of this machine is logged without -v (as JSON lines under --json).
     expect(relay.events.filter((e) => e.event === "refused" && e.code === 452).length).toBeGreaterThanOrEqual(2);
-    {
-    }
   });
 });

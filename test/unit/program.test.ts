@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { buildProgram } from "../../src/cli/program.js";
 
 const io = { stdout: new PassThrough(), stderr: new PassThrough(), stdin: new PassThrough(), env: {} };
-const ALL = ["send", "batch", "sandbox", "config", "inbox", "sendmail", "queue", "doctor", "relay", "completion"];
+const ALL = ["send", "batch", "run", "sandbox", "config", "inbox", "sendmail", "queue", "doctor", "relay", "completion"];
 
 async function defined(argv: string[]): Promise<string[]> {
   const program = await buildProgram({ io, setExit: () => {}, json: false, argv });
@@ -17,7 +17,7 @@ async function defined(argv: string[]): Promise<string[]> {
 
 describe("buildProgram", () => {
   it("defines only the command that runs", async () => {
-    for (const name of ["send", "batch", "sandbox", "config", "inbox", "queue", "doctor", "relay"]) {
+    for (const name of ["send", "batch", "run", "sandbox", "config", "inbox", "queue", "doctor", "relay"]) {
       expect(await defined([name, "--help"])).toEqual([name]);
     }
   });
@@ -30,6 +30,6 @@ describe("buildProgram", () => {
 
   it("gives each registration what the context holds: sub-commands included", async () => {
     const program = await buildProgram({ io, setExit: () => {}, json: false, argv: ["queue"] });
-    expect(program.commands[0]!.commands.map((c) => c.name())).toEqual(["ls", "run", "retry", "rm", "purge"]);
+    expect(program.commands[0]!.commands.map((c) => c.name())).toEqual(["ls", "run", "retry", "rm", "purge", "check"]);
   });
 });

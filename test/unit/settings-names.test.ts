@@ -3,7 +3,7 @@
  * (MailsendError.setting), and its text names it as the front end that asked does.
  */
 import { describe, expect, it } from "vitest";
-import { MailsendError } from "../../src/core/errors.js";
+import type { MailsendError } from "../../src/core/errors.js";
 import { settingName } from "../../src/settings/names.js";
 import { cliLayers, resolveConfig, transportOf } from "../../src/settings/resolve.js";
 import { resolveConnection } from "../../src/api/options.js";

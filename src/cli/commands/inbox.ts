@@ -1,82 +1,57 @@
 /**
  * `mailsend inbox`: the messages a sandbox stored, read straight from its
- * data dir (the sandbox need not be running).
+ * data dir (the sandbox need not be running); `inbox wait` asks the running one.
  */
 import type { Command } from "commander";
 import { MailsendError } from "../../core/errors.js";
 import { formatSize } from "../../core/size.js";
-import { bareMessageId, hasSandboxData, isMessageId, FileMessageStore } from "../../sandbox/store.js";
+import { bareMessageId, isMessageId, type FileMessageStore } from "../../sandbox/store.js";
 import type { StoredMessage } from "../../sandbox/types.js";
-import { colorsFor, shellWord, type CliIO } from "../io.js";
+import { parseQuery } from "../../sandbox/query.js";
+import { createSearcher, latest, LATEST, search, viewOf } from "../../sandbox/search.js";
+import { readParts } from "../../sandbox/content.js";
+import { showPart, type PartFlags } from "./inbox-parts.js";
+import { runInboxWait, type WaitFlags } from "./inbox-wait.js";
+import { listTable, openInbox } from "./inbox-store.js";
+import { colorsFor, type CliIO } from "../io.js";
 import { reportError } from "../report.js";
-import { sandboxDir, table } from "./sandbox.js";
 import { shownWord } from "../../core/redact.js";
 import type { CommandContext } from "../command.js";
 import { examples } from "../help-examples.js";
 import { addSandboxOptions, DIR_OPTION, JSON_OPTION } from "../sandbox-options.js";
 
-interface InboxFlags {
+interface InboxFlags extends PartFlags {
   dir?: string;
   json?: boolean;
   limit?: number;
   raw?: boolean;
+  query?: string;
 }
 
-function cut(s: string, n: number): string {
-  return s.length > n ? `${s.slice(0, n - 1)}…` : s;
-}
-
-/** Where the dir came from, for the message that finds no sandbox there. */
-function dirSource(flags: InboxFlags, env: CliIO["env"]): string {
-  if (flags.dir !== undefined) return "from --dir";
-  if (env.MAILSEND_SANDBOX_DIR) return "from MAILSEND_SANDBOX_DIR";
-  return "the default; MAILSEND_SANDBOX_DIR is not set";
-}
-
-/**
- * The store of the sandbox data dir. A dir where no sandbox ever ran is an
- * error (66), not an empty inbox: it is almost always the wrong dir, and
- * "no messages" would look like lost mail.
- */
-async function open(flags: InboxFlags, io: CliIO): Promise<FileMessageStore> {
-  const dir = sandboxDir(flags, io.env);
-  if (!hasSandboxData(dir)) {
-    throw new MailsendError("file_not_found", `no sandbox data in ${dir} (${dirSource(flags, io.env)})`, {
-      hint: `Start one with \`mailsend sandbox --dir ${shellWord(dir)}\`, or set MAILSEND_SANDBOX_DIR (or --dir) to the data dir of the sandbox you started (its banner prints the export line).`,
-    });
-  }
-  return FileMessageStore.open(dir, { readOnly: true });
-}
 
 export async function runInbox(flags: InboxFlags, io: CliIO): Promise<number> {
   const json = flags.json ?? false;
   try {
-    const store = await open(flags, io);
-    const list = await store.list(flags.limit !== undefined ? { limit: flags.limit } : {});
+    const query = flags.query !== undefined ? parseQuery(flags.query) : undefined;
+    const store = await openInbox(flags, io);
+    const limit = flags.limit !== undefined ? { limit: flags.limit } : {};
+    const searcher = createSearcher(store);
+    const list = query ? await search(searcher, query, limit) : await store.list(limit);
     if (json) {
-      io.stdout.write(`${JSON.stringify(list)}\n`);
+      io.stdout.write(`${JSON.stringify(await Promise.all(list.map((m) => viewOf(searcher, m))))}\n`);
       return 0;
     }
     if (list.length === 0) {
-      io.stderr.write(`no messages in ${store.paths.dir}\n`);
+      io.stderr.write(query ? `no messages match ${JSON.stringify(query.source)} in ${store.paths.dir}\n` : `no messages in ${store.paths.dir}\n`);
       return 0;
     }
-    const rows = list.map((m) => [
-      m.id,
-      m.receivedAt.replace("T", " ").replace(/\.\d+Z$/, "Z"),
-      m.channel,
-      cut(m.from, 32),
-      cut(m.to.join(", "), 40),
-      formatSize(m.size),
-      String(m.attachments.length),
-      cut(m.subject, 50),
-    ]);
-    io.stdout.write(table(rows, ["ID", "RECEIVED", "VIA", "FROM", "TO", "SIZE", "ATT", "SUBJECT"]));
+    io.stdout.write(listTable(list));
     return 0;
   } catch (e) {
     return reportError(e, io, { json });
   }
 }
+
 
 /**
  * A sandbox id, or a Message-ID with or without its angle brackets (what
@@ -94,7 +69,7 @@ function checkId(id: string): void {
 
 /** By sandbox id, else by Message-ID header; when several share a Message-ID, the newest. */
 async function find(store: FileMessageStore, id: string, io: CliIO, json: boolean): Promise<{ m: StoredMessage; raw: Buffer }> {
-  let m = isMessageId(id) ? await store.get(id) : undefined;
+  let m = id === LATEST ? await latest(store) : isMessageId(id) ? await store.get(id) : undefined;
   if (!m) {
     const matches = store.findByMessageId(id);
     m = matches[0];
@@ -105,7 +80,7 @@ async function find(store: FileMessageStore, id: string, io: CliIO, json: boolea
   }
   if (!m) {
     throw new MailsendError("file_not_found", `no message ${shownWord(id)} in ${store.paths.dir}`, {
-      hint: "`mailsend inbox` lists the ids; the Message-ID `mailsend send` printed works too.",
+      hint: id === LATEST ? "The sandbox has stored no message yet." : "`mailsend inbox` lists the ids; the Message-ID `mailsend send` printed works too.",
     });
   }
   const raw = await store.raw(m.id);
@@ -120,17 +95,21 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
   const json = flags.json ?? false;
   try {
     checkId(id);
-    const store = await open(flags, io);
+    const store = await openInbox(flags, io);
     const { m, raw } = await find(store, id, io, json);
     if (flags.raw) {
       io.stdout.write(raw);
       return 0;
     }
-    const { default: PostalMime, decodeWords } = await import("postal-mime");
+    const parts = await readParts(raw);
+    const part = showPart(m, parts, flags, io);
+    if (part !== undefined) return part;
+    const { decodeWords } = await import("postal-mime");
     // RFC 2047 encoded words (=?UTF-8?B?...?=) as the text they stand for; folded lines joined.
     // A decoded control character (an escape sequence) would act on the terminal: shown as U+FFFD instead.
     const shown = (v: string) => decodeWords(v.replace(/\r?\n[ \t]+/g, " ")).replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f]/g, "\ufffd");
-    const email = await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer" });
+    const email = parts.email;
+    if (!email) throw new MailsendError("invalid_eml", `message ${m.id} cannot be read as a message: ${parts.error}`, { hint: "--raw prints it as stored." });
     if (json) {
       io.stdout.write(
         `${JSON.stringify({
@@ -138,6 +117,7 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
           headers: email.headers.map((h) => ({ name: h.originalKey, value: h.value })),
           text: email.text ?? null,
           html: email.html ?? null,
+          links: parts.links,
         })}\n`,
       );
       return 0;
@@ -166,7 +146,20 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
   }
 }
 
-/** `mailsend inbox` and `mailsend inbox show <id>`. */
+const QUERY_OPTION = { flags: "--query <query>", description: "the messages to match: to:, from:, cc:, subject:, has:attachment, filename:, after:, before:, is:rest|smtp, words, \"phrases\", -term" };
+const PART_OPTIONS = [
+  { flags: "--link", description: "print the message's links, one a line (the HTML part's, then the text part's)" },
+  { flags: "--match <regex>", description: "with --link: only the links matching it" },
+  { flags: "--extract <regex>", description: "print the first match in the text (its first group if it has one), e.g. a one-time code" },
+  { flags: "--text", description: "print the text part alone" },
+  { flags: "--html", description: "print the HTML part alone" },
+];
+const WAIT_OPTIONS = [
+  { flags: "--count <n>", description: "wait for this many matching messages (default 1)", parse: "int" as const },
+  { flags: "--timeout <duration>", description: "give up after this long and exit 1, listing the closest messages (default 30s)" },
+];
+
+/** `mailsend inbox`, `mailsend inbox show <id>` and `mailsend inbox wait`. */
 export function register(program: Command, { io, setExit }: CommandContext): void {
   const inbox = program
     .command("inbox")
@@ -176,15 +169,17 @@ export function register(program: Command, { io, setExit }: CommandContext): voi
       examples([
         "mailsend inbox                        # id, received, from, to, size, subject",
         "mailsend inbox --limit 5 --json",
+        "mailsend inbox --query 'to:alice@example.com subject:\"password reset\" after:10m'",
         "mailsend inbox show <id>              # headers, text and attachments of one message",
+        "mailsend inbox wait --query 'to:alice@example.com' --timeout 30s",
       ]),
     );
-  addSandboxOptions(inbox, [DIR_OPTION, { flags: "--limit <n>", description: "newest n only", parse: "int" }, JSON_OPTION]);
+  addSandboxOptions(inbox, [DIR_OPTION, { flags: "--limit <n>", description: "newest n only", parse: "int" }, QUERY_OPTION, JSON_OPTION]);
   inbox.action(async (opts: InboxFlags) => setExit(await runInbox(opts, io)));
   const show = inbox
     .command("show")
     .description("show one stored message")
-    .argument("<id>", "an id from `mailsend inbox`, or the Message-ID an SMTP send printed")
+    .argument("<id>", "an id from `mailsend inbox`, `latest`, or the Message-ID an SMTP send printed")
     .addHelpText(
       "after",
       examples([
@@ -192,8 +187,22 @@ export function register(program: Command, { io, setExit }: CommandContext): voi
         "mailsend inbox show <id> --raw > message.eml     # the stored .eml, byte for byte",
         "mailsend inbox show <id> --json | jq .subject",
         "mailsend inbox show '<6d48a104-...@example.com>'  # by the Message-ID an SMTP send printed",
+        "mailsend inbox show latest --link --match /reset   # the first link first",
+        "mailsend inbox show latest --extract 'code: (\\d{6})'",
       ]),
     );
-  addSandboxOptions(show, [DIR_OPTION, { flags: "--raw", description: "print the .eml exactly as stored" }, JSON_OPTION]);
+  addSandboxOptions(show, [DIR_OPTION, { flags: "--raw", description: "print the .eml exactly as stored" }, ...PART_OPTIONS, JSON_OPTION]);
   show.action(async (id: string, _opts: unknown, cmd: Command) => setExit(await runInboxShow(id, cmd.optsWithGlobals<InboxFlags>(), io)));
+  const wait = inbox
+    .command("wait")
+    .description("wait until messages matching a query arrive at the running sandbox")
+    .addHelpText(
+      "after",
+      examples([
+        "mailsend inbox wait --query 'to:alice@example.com subject:reset'",
+        "mailsend inbox wait --query 'is:smtp has:attachment' --count 3 --timeout 1m --json",
+      ]),
+    );
+  addSandboxOptions(wait, [DIR_OPTION, QUERY_OPTION, ...WAIT_OPTIONS, JSON_OPTION]);
+  wait.action(async (_opts: unknown, cmd: Command) => setExit(await runInboxWait(cmd.optsWithGlobals<WaitFlags>(), io)));
 }

@@ -173,7 +173,9 @@ const CASES: Case[] = [
     hint: (f) => (s) => `${f.reply === "READONLY" ? "It is a replica: point the URL at the master, or use redis-sentinel:// so mailsend finds it. " : "Try again shortly. "}${f.chosen(s)}.${f.nothingSent}`,
   },
   {
-    when: (f) => /timed out|timeout/i.test(f.msg) && f.phase === "later" && !/connect/i.test(f.msg),
+    // A command's timeout while connecting (AUTH, SELECT) is a server that took the connection and
+    // then stopped answering, as one later: 75 at the bound, not "cannot reach" after more probing.
+    when: (f) => /timed out|timeout/i.test(f.msg) && (f.phase === "later" || /^Command timed out/.test(f.msg)) && !/connect/i.test(f.msg),
     code: "temporary_failure",
     message: (f) => `${f.at} did not answer in time (${f.msg})`,
     hint: (f) => (s) => `Try again when it answers. ${f.chosen(s)}.${f.nothingSent}`,

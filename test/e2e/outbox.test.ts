@@ -5,10 +5,10 @@
  */
 import { execa } from "execa";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { Outbox } from "../../src/outbox/store.js";
+import { newOutboxId, Outbox } from "../../src/outbox/store.js";
 import { baseEnv, BIN, ROOT, runCli, runInProcess, stdoutJson } from "../helpers/cli.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { until } from "../helpers/until.js";
@@ -202,6 +202,53 @@ describe("mailsend queue", () => {
     expect((await stored("damaged-")).map((m) => m.subject), run.stdout + run.stderr).toEqual(["damaged-ok"]);
     expect(readdirSync(join(dir, "failed")).filter((f) => f.endsWith(".msg")).sort()).toEqual([cut, empty, junk].map((id) => `${id}.msg`).sort());
   });
+
+  it("a file that is JSON but not a message, a link, a FIFO: listed as damaged beside the rest (exit 0, valid JSON), moved to failed/ unread", async () => {
+    const { dir, env } = fresh();
+    const [good] = await seed(dir, ["schema-ok"]);
+    const q = (id: string) => join(dir, "queue", `${id}.msg`);
+    const [noEnvelope, nul, link, fifo, otherId] = [1, 2, 3, 4, 5].map((i) => newOutboxId(Date.now() + i));
+    writeFileSync(q(noEnvelope!), '{"v":1,"id":"x","size":5}\nhello');
+    writeFileSync(q(nul!), "null\n");
+    const secret = join(dir, "secret.txt");
+    writeFileSync(secret, "TOPSECRET-first-bytes of another file\n");
+    symlinkSync(secret, q(link!));
+    execFileSync("mkfifo", [q(fifo!)]);
+    writeFileSync(q(otherId!), readFileSync(q(good!)));
+    const damaged = [noEnvelope, nul, link, fifo, otherId] as string[];
+    const sendmailBp = await runCli(["sendmail", "-bp"], { env });
+    for (const list of [await runCli(["queue"], { env }), sendmailBp]) {
+      expect(list.exitCode, list.stderr).toBe(0);
+      expect(list.stdout).toContain(good!);
+      for (const id of damaged) expect(list.stdout).toMatch(new RegExp(`^${id}  damaged: `, "m"));
+      expect(list.stdout + list.stderr).not.toContain("TOPSECRET");
+    }
+    expect(sendmailBp.stdout).toMatch(/^-- \d+ Kbytes in 1 Request\.$/m);
+    const json = await runCli(["queue", "--json"], { env });
+    expect(json.exitCode, json.stderr).toBe(0);
+    const rows = stdoutJson(json) as { id: string; status: string; reason?: string }[];
+    expect(rows.map((r) => r.id)).toEqual([good, ...damaged]);
+    expect(Object.fromEntries(rows.slice(1).map((r) => [r.id, r.reason]))).toEqual({
+      [noEnvelope!]: "its metadata has no createdAt",
+      [nul!]: "its first line is not a JSON object",
+      [link!]: "it is a symbolic link, not a message file",
+      [fifo!]: "it is not a plain file",
+      [otherId!]: "its metadata names another message",
+    });
+    const run = await runCli(["queue", "run"], { env, timeoutMs: 60_000 });
+    expect(run.exitCode, run.stderr).toBe(0);
+    expect(run.stdout + run.stderr).not.toContain("TOPSECRET");
+    expect((await stored("schema-")).map((m) => m.subject)).toEqual(["schema-ok"]);
+    expect(readdirSync(join(dir, "failed")).filter((f) => f.endsWith(".msg")).sort()).toEqual(damaged.map((id) => `${id}.msg`).sort());
+    // Moved as it was: the link itself, its target untouched and never copied into a state file.
+    expect(lstatSync(join(dir, "failed", `${link}.msg`)).isSymbolicLink()).toBe(true);
+    expect(readFileSync(secret, "utf8")).toMatch(/^TOPSECRET/);
+    for (const f of readdirSync(join(dir, "failed"))) if (f.endsWith(".state")) expect(readFileSync(join(dir, "failed", f), "utf8")).not.toContain("TOPSECRET");
+    const failed = await runCli(["queue", "--failed", "--json"], { env });
+    expect(failed.exitCode, failed.stderr).toBe(0);
+    expect((stdoutJson(failed) as { status: string }[]).map((r) => r.status)).toEqual(damaged.map(() => "damaged"));
+    expect((await runCli(["queue", "--failed"], { env })).exitCode).toBe(0);
+  }, 90_000);
 
   it("a message its sender held (queued, trying it itself) and then made due sooner is delivered then, not when the hold ends", async () => {
     const { dir, env } = fresh();

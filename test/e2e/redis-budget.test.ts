@@ -176,6 +176,25 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
     }
   });
 
+  test("doctor with the budget's Redis refusing its password: that check fails (77), and the service is not probed outside the budget", async () => {
+    const s = scratch("mailsend-redis-doctor-");
+    try {
+      const before = { ...t.sb.stats.toJSON().rest };
+      const r = await runCli(["doctor", "--json"], { env: env(s.dir, { MAILSEND_RATE_LIMIT_URL: `rediss://budget:wrong-secret-3@127.0.0.1:${secure.port}`, NODE_EXTRA_CA_CERTS: tls.caPath }), timeoutMs: 60_000 });
+      const checks = Object.fromEntries((JSON.parse(r.stdout) as { checks: { name: string; ok: boolean; skipped?: boolean; detail: string; exit?: number }[] }).checks.map((c) => [c.name, c]));
+      expect(r.exitCode, r.stdout).toBe(77);
+      expect(checks.ratelimit).toMatchObject({ ok: false, exit: 77 });
+      expect(checks["rest.connect"]?.ok).toBe(true);
+      expect(checks["rest.key"]).toMatchObject({ skipped: true });
+      expect(checks["rest.key"]!.detail).toMatch(/not checked: the rate-limit budget could not be asked for a slot/);
+      // Not one request reached POST /send: neither refused as the empty probe is, nor anything else.
+      expect(t.sb.stats.toJSON().rest).toEqual(before);
+      expect(r.stdout + r.stderr).not.toContain("wrong-secret-3");
+    } finally {
+      s.remove();
+    }
+  });
+
   test("rediss:// without the CA: 78, the certificate is not trusted", async () => {
     const s = scratch("mailsend-redis-ca-");
     try {
@@ -222,6 +241,40 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
       s.remove();
     }
   });
+
+  test("Redis that stops answering as a send connects (DEBUG SLEEP, a password to send): 75 at the 5 s the docs state, nothing sent", async () => {
+    const frozen = await startRedis({ password: "sleepy-secret-5", args: ["--enable-debug-command", "yes"] });
+    const s = scratch("mailsend-redis-asleep-");
+    try {
+      // Asleep for longer than the bound and the probes that once followed it: the exit says which came first.
+      await new Promise<void>((resolve, reject) => {
+        const c = connect(frozen.port, "127.0.0.1", () => c.write("AUTH sleepy-secret-5\r\n"));
+        // Its +OK first (replies wait for the sleep to end), then the sleep, and a moment for it to begin.
+        c.once("data", () => {
+          c.write("DEBUG SLEEP 10\r\n");
+          setTimeout(resolve, 300);
+        });
+        c.on("error", reject);
+        setTimeout(() => c.destroy(), 12_000).unref();
+      });
+      const before = t.sb.store.count;
+      const started = Date.now();
+      const r = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "asleep", "--text", "hi", "--json"], {
+        env: env(s.dir, { MAILSEND_RATE_LIMIT_URL: `redis://:sleepy-secret-5@127.0.0.1:${frozen.port}`, MAILSEND_RETRIES: "0" }),
+        timeoutMs: 30_000,
+      });
+      const took = Date.now() - started;
+      expect(r.exitCode, r.stderr).toBe(75);
+      expect(JSON.parse(r.stderr.trim().split("\n").at(-1)!).error.message).toMatch(new RegExp(`the shared-budget Redis at 127\\.0\\.0\\.1:${frozen.port} did not answer in time`));
+      expect(took).toBeGreaterThanOrEqual(4_900);
+      expect(took).toBeLessThan(9_000);
+      expect(r.stderr).not.toContain("sleepy-secret-5");
+      expect(t.sb.store.count).toBe(before);
+    } finally {
+      await frozen.stop();
+      s.remove();
+    }
+  }, 40_000);
 
   test("Redis stopped while a send waits for its slot: 75, nothing sent, no hang", async () => {
       const r1 = await startRedis();

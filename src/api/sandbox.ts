@@ -6,25 +6,11 @@ import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { MailsendError, reworded } from "../core/errors.js";
+import { MailsendError } from "../core/errors.js";
 import type { Sandbox } from "../sandbox/server.js";
 import { asMailsendError } from "./send.js";
 import type { searchMethods } from "./sandbox-search.js";
 import type { MailSandbox, SandboxMessage, SandboxOptions, SendOptions } from "./types.js";
-
-/**
- * The sandbox's errors name the flags of `mailsend sandbox` (--dir, --http-port); for
- * createSandbox() they name its options. Not the send options' words: its --smtp-port is
- * `smtpPort` here, where send's is `smtp.port`.
- */
-function inSandboxTerms(text: string): string {
-  return text
-    .replace(/--dir \(or MAILSEND_SANDBOX_DIR\)/g, "options.dir")
-    .replace(/--(http|smtps?)-port(?: <port>)?(?![\w-])/g, (_, k: string) => `options.${k}Port`)
-    .replace(/--(dir|host)(?![\w-])/g, "options.$1")
-    .replace(/--rate-limit(?![\w-])/g, "options.rateLimit")
-    .replace(/--max-size(?![\w-])/g, "options.maxSize");
-}
 
 /** The first key: made on this start, or kept in the data dir's key file from an earlier one. */
 async function firstKey(sb: Sandbox): Promise<string> {
@@ -94,6 +80,6 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<MailS
     return sandboxHandle(sb, apiKey, searchMethods(sb.store), tempDir);
   } catch (e) {
     if (tempDir) await rm(tempDir, { recursive: true, force: true });
-    throw asMailsendError(e instanceof MailsendError ? reworded(e.in("api"), inSandboxTerms) : e);
+    throw asMailsendError(e instanceof MailsendError ? e.in("api") : e);
   }
 }

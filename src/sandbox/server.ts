@@ -94,15 +94,18 @@ interface Listener {
   once(ev: "error", l: (e: NodeJS.ErrnoException) => void): unknown;
 }
 
+/** The library's name for a port flag: http-port is options.httpPort. */
+const optionOf = (flag: string) => flag.replace(/-(\w)/g, (_, c: string) => c.toUpperCase());
+
 function listen(server: Listener, address: () => AddressInfo, port: number, host: string, flag: string): Promise<number> {
   return new Promise((resolve, reject) => {
     server.once("error", (e) => {
       reject(
         e.code === "EADDRINUSE"
           ? new MailsendError("config_invalid", `port ${port} on ${host} is already in use`, {
-              hint: `Choose another with --${flag} <port>, or 0 for any free port.`,
+              hint: (s) => `Choose another with ${s.pick({ cli: `--${flag} <port>`, api: `options.${optionOf(flag)}` })}, or 0 for any free port.`,
             })
-          : new MailsendError("config_invalid", `cannot listen on ${host}:${port} (--${flag}): ${e.message}`, { cause: e }),
+          : new MailsendError("config_invalid", (s) => `cannot listen on ${host}:${port} (${s.pick({ cli: `--${flag}`, api: `options.${optionOf(flag)}` })}): ${e.message}`, { cause: e }),
       );
     });
     server.listen(port, host, () => resolve(address().port));
@@ -129,7 +132,7 @@ function openDataDir(dir: string): string | undefined {
   } catch (e) {
     throw new MailsendError("config_invalid", `cannot use ${dir} as the sandbox data dir (${(e as NodeJS.ErrnoException).code ?? e})`, {
       cause: e,
-      hint: "Give --dir (or MAILSEND_SANDBOX_DIR) a directory you can write to.",
+      hint: (s) => `Give ${s.pick({ cli: "--dir (or MAILSEND_SANDBOX_DIR)", api: "options.dir" })} a directory you can write to.`,
     });
   }
 }

@@ -157,7 +157,7 @@ function sendArguments() {
   if (bool("dry-run", false)) args.push("--dry-run");
 
   // The body goes through stdin: no length limit, not in `ps`, and HTML or text is told apart as a pipe's is.
-  const raw = process.env["INPUT_BODY"];
+  const raw = process.env.INPUT_BODY;
   const body = raw !== undefined && raw.trim() !== "" ? raw : undefined;
   const files = ["html-file", "text-file", "markdown-file"].filter((n) => input(n) !== undefined);
   if (body !== undefined && files.length > 0) {

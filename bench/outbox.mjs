@@ -135,7 +135,7 @@ try {
     );
     console.log(`\nsendmail when it queues (--queue always), whole process, median of ${process.env.BENCH_RUNS ?? 10}\n`);
     table(
-      rows.map((r) => ({ what: r.name, "ms": r.ms.toFixed(0), "RSS MB": r.rssMB.toFixed(0), ratio: (r.ms / rows[0].ms).toFixed(2) + "x" })),
+      rows.map((r) => ({ what: r.name, "ms": r.ms.toFixed(0), "RSS MB": r.rssMB.toFixed(0), ratio: `${(r.ms / rows[0].ms).toFixed(2)}x` })),
       ["what", "ms", "RSS MB", "ratio"],
     );
     console.log("aim: <= 1.5x");

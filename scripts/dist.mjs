@@ -147,9 +147,9 @@ function makeDeb(exe) {
   for (const page of manPages()) put(`usr/share/man/man${page.section}/${page.name}.gz`, gzipSync(readFileSync(page.path), { level: 9 }));
   // `man sendmail` finds the page of the sendmail it is, as with the other MTAs.
   if (existsSync(join(tree, "usr/share/man/man8/mailsend-sendmail.8.gz"))) link("usr/share/man/man8/sendmail.8.gz", "mailsend-sendmail.8.gz");
-  put("usr/share/bash-completion/completions/mailsend", run(exe, ["completion", "bash"]) + "\n");
-  put("usr/share/zsh/vendor-completions/_mailsend", run(exe, ["completion", "zsh"]) + "\n");
-  put("usr/share/fish/vendor_completions.d/mailsend.fish", run(exe, ["completion", "fish"]) + "\n");
+  put("usr/share/bash-completion/completions/mailsend", `${run(exe, ["completion", "bash"])}\n`);
+  put("usr/share/zsh/vendor-completions/_mailsend", `${run(exe, ["completion", "zsh"])}\n`);
+  put("usr/share/fish/vendor_completions.d/mailsend.fish", `${run(exe, ["completion", "fish"])}\n`);
   for (const unit of readdirSync(join(src, "systemd"))) put(`lib/systemd/system/${unit}`, readFileSync(join(src, "systemd", unit)));
   const conffiles = [];
   for (const file of readdirSync(join(src, "etc"))) {
@@ -158,7 +158,7 @@ function makeDeb(exe) {
   }
   put("usr/share/doc/mailsend/copyright", copyright());
   for (const script of ["postinst", "prerm", "postrm"]) put(`DEBIAN/${script}`, readFileSync(join(src, "DEBIAN", script)), 0o755);
-  put("DEBIAN/conffiles", conffiles.join("\n") + "\n");
+  put("DEBIAN/conffiles", `${conffiles.join("\n")}\n`);
   put("DEBIAN/control", control(installedSize(tree)));
   const deb = join(out, `mailsend_${debVersion(pkg.version)}_amd64.deb`);
   execFileSync("dpkg-deb", ["--build", "--root-owner-group", "-Zgzip", tree, deb], { stdio: ["ignore", "ignore", "inherit"] });
@@ -182,7 +182,7 @@ function copyright() {
   ];
   // The licences of the bundled packages, as dist/ ships them (npm run build writes the list).
   if (existsSync(notices)) parts.push(readFileSync(notices, "utf8").trim());
-  return parts.join("\n\n") + "\n";
+  return `${parts.join("\n\n")}\n`;
 }
 
 /** Kibibytes of the tree without DEBIAN/, as dpkg reports it. */

@@ -43,7 +43,7 @@ rmSync(tmp, { force: true });
 function esc(s) {
   return String(s)
     .replace(/\\/g, "\\e")
-    .replace(/(^|[\s(\[|,="'`/])(-+(?:[\w|<\[][\w-]*)?)/g, (_, pre, flag) => pre + flag.replace(/-/g, "\\-"));
+    .replace(/(^|[\s([|,="'`/])(-+(?:[\w|<[][\w-]*)?)/g, (_, pre, flag) => pre + flag.replace(/-/g, "\\-"));
 }
 
 /** Lines of prose; a line must not start with a control character, a blank line is a new paragraph. */
@@ -229,7 +229,7 @@ function commandPage(cmd) {
   out.push(".SH EXIT STATUS", ...exitStatus());
   out.push(".SH EXAMPLES", ...examples.filter((e) => e.trim()).flatMap(example));
   out.push(".SH SEE ALSO", ".BR mailsend (1)");
-  return { file: `${name}.1`, text: out.join("\n") + "\n" };
+  return { file: `${name}.1`, text: `${out.join("\n")}\n` };
 }
 
 function overviewPage(commands) {
@@ -249,7 +249,7 @@ function overviewPage(commands) {
   out.push(".SH ENVIRONMENT", ...envList(program), ...M.EXTRA_ENV.flatMap((e) => [".TP", `.B ${e.name}`, ...prose(sentence(e.description))]));
   out.push(".SH EXIT STATUS", ...prose("mailsend exits with the codes of sysexits.h:"), ...exitStatus(), ".SH FILES", ...files());
   out.push(".SH EXAMPLES", ...example(text.examples), ".SH SEE ALSO", [...commands.map((c) => `.BR \\%${pageName(c)} (1)`), ".BR \\%mailsend-sendmail (8)"].join(",\n"));
-  return { file: "mailsend.1", text: out.join("\n") + "\n" };
+  return { file: "mailsend.1", text: `${out.join("\n")}\n` };
 }
 
 function sendmailPage() {
@@ -274,7 +274,7 @@ function sendmailPage() {
   out.push(".PP", "The others are those of", ".BR mailsend (1).");
   out.push(".SH FILES", ...files(), ".SH EXAMPLES", ...example(p.examples));
   out.push(".SH SEE ALSO", ".BR mailsend (1),", ".BR \\%mailsend-queue (1),", ".BR \\%mailsend-relay (1),", ".BR aliases (5)");
-  return { file: "mailsend-sendmail.8", text: out.join("\n") + "\n" };
+  return { file: "mailsend-sendmail.8", text: `${out.join("\n")}\n` };
 }
 
 const commands = visibleCommands(program);

@@ -16,12 +16,11 @@ import { checkHeader, type HeaderList } from "../core/headers.js";
 import type { Transport } from "../core/transport.js";
 import type { RowDefaults } from "../batch/item.js";
 import type { Journal } from "../batch/journal.js";
-import type { BatchInput, ItemResult } from "../batch/runner.js";
+import type { BatchInput, BatchSummary, ItemResult } from "../batch/runner.js";
 import { createTransport } from "../transports/index.js";
 import { openBudget, resolveConnection, resolveTransportName, type Budget } from "./options.js";
 import { asMailsendError } from "./send.js";
 import type { BatchItem, BatchItemResult, BatchResult, BatchTemplate, SendBatchOptions } from "./types.js";
-import { errorInApiTerms, inApiTerms } from "./terms.js";
 
 const CHUNK = 64 * 1024;
 
@@ -132,13 +131,14 @@ function defaultsOf(t: BatchTemplate | undefined): RowDefaults {
 }
 
 /**
- * A batch sentence in the API's terms: the runner names an item by its row and line in the JSON
- * lines it was handed ("row 2 (line 2)", 1-based), which for sendBatch() are an internal spool;
- * the caller knows the item by its 0-based `index`, so it is written items[1].
+ * A batch sentence in the API's terms (the runner says settings as options already): the runner
+ * names an item by its row and line in the JSON lines it was handed ("row 2 (line 2)", 1-based),
+ * which for sendBatch() are an internal spool; the caller knows the item by its 0-based `index`,
+ * so it is written items[1].
  */
 function inItemTerms(text: string): string {
   const at = (n: string) => `items[${Number(n) - 1}]`;
-  return inApiTerms(text)
+  return text
     .replace(/\b(?:row|item) (\d+) \(line \d+\)/g, (_, n: string) => at(n))
     .replace(/\brow (\d+)'s\b/g, (_, n: string) => `${at(n)}'s`)
     .replace("expected a JSON object (one send request)", "expected a message: an object of JSON values (no BigInt, no cycles)");
@@ -169,6 +169,76 @@ function resultOf(r: ItemResult): BatchItemResult {
   };
 }
 
+/** The shape of the input and the options checked before anything is opened. */
+function checkBatchRequest(items: unknown, options: SendBatchOptions): { check: boolean; concurrency: number } {
+  if (!items || typeof items === "string" || (typeof (items as Iterable<unknown>)[Symbol.iterator] !== "function" && typeof (items as AsyncIterable<unknown>)[Symbol.asyncIterator] !== "function")) {
+    throw new MailsendError("usage", "sendBatch() takes an array, an iterable or an async iterable of messages");
+  }
+  const check = options.check === true;
+  const concurrency = options.concurrency ?? 4;
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new MailsendError("usage", "options.concurrency must be a whole number from 1 to 64");
+  if (options.journal !== undefined && typeof options.journal !== "string") throw new MailsendError("usage", "options.journal must be a file path");
+  return { check, concurrency };
+}
+
+/** The journal at `path` for this input; a failure that is not already a mailsend error is the file's. */
+async function openJournal(path: string, input: string, fresh: boolean): Promise<Journal> {
+  const { Journal } = await import("../batch/journal.js");
+  try {
+    return await Journal.open({ path, input, fresh, resume: false });
+  } catch (e) {
+    if (e instanceof MailsendError) throw e;
+    throw new MailsendError("file_unreadable", `cannot use the journal ${path}: ${(e as Error).message}`, { cause: e });
+  }
+}
+
+/**
+ * The caller's onResult and onWarning as the runner calls them: results in the API's shape (kept
+ * unless collectResults is false), and the first error a callback throws held back, so the batch
+ * still settles before the caller sees it.
+ */
+function callerCallbacks(options: SendBatchOptions) {
+  const results: BatchItemResult[] = [];
+  let callbackError: CallerError | undefined;
+  const keep = options.collectResults !== false;
+  const onResult = (r: ItemResult) => {
+    const result = resultOf(r);
+    if (keep) results.push(result);
+    try {
+      options.onResult?.(result);
+    } catch (e) {
+      callbackError ??= new CallerError(e);
+    }
+  };
+  const onWarning = options.onWarning
+    ? (text: string) => {
+        try {
+          options.onWarning!(inItemTerms(text));
+        } catch (e) {
+          callbackError ??= new CallerError(e);
+        }
+      }
+    : undefined;
+  return { results, onResult, ...(onWarning ? { onWarning } : {}), callbackError: () => callbackError };
+}
+
+/** The runner's summary as sendBatch() reports it; a batch the caller aborted exits as a temporary failure. */
+function summaryOf(summary: BatchSummary, aborted: boolean, journal: Journal | undefined): BatchResult["summary"] {
+  return {
+    total: summary.total,
+    sent: summary.sent,
+    failed: summary.failed,
+    invalid: summary.invalid,
+    skipped: summary.skipped,
+    unknown: summary.unknown,
+    partial: summary.partial,
+    exitCode: aborted ? EXIT.tempfail : summary.exitCode,
+    elapsedMs: summary.elapsedMs,
+    aborted,
+    ...(journal ? { journal: journal.path } : {}),
+  };
+}
+
 /**
  * Send many messages. Resolves, once every item is settled, to a summary and
  * the per-item results (also given to `onResult` as they come); a failed item
@@ -181,89 +251,42 @@ export async function sendBatch(items: Iterable<BatchItem> | AsyncIterable<Batch
   let budget: Budget | undefined;
   let journal: Journal | undefined;
   try {
-    if (!items || typeof items === "string" || (typeof (items as Iterable<unknown>)[Symbol.iterator] !== "function" && typeof (items as AsyncIterable<unknown>)[Symbol.asyncIterator] !== "function")) {
-      throw new MailsendError("usage", "sendBatch() takes an array, an iterable or an async iterable of messages");
-    }
-    const check = options.check === true;
-    const concurrency = options.concurrency ?? 4;
-    if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new MailsendError("usage", "options.concurrency must be a whole number from 1 to 64");
-    if (options.journal !== undefined && typeof options.journal !== "string") throw new MailsendError("usage", "options.journal must be a file path");
+    const { check, concurrency } = checkBatchRequest(items, options);
     const defaults = defaultsOf(options.template);
     const transportName = check ? resolveTransportName(options) : undefined;
     const config = check ? undefined : await resolveConnection(options, { needKey: true });
     const opened = await inputOf(items);
     cleanup = opened.cleanup;
     if (!check && options.journal !== undefined) {
-      const { Journal } = await import("../batch/journal.js");
-      try {
-        journal = await Journal.open({ path: options.journal, input: await opened.fingerprint(), fresh: options.fresh === true, resume: false });
-      } catch (e) {
-        if (e instanceof MailsendError) throw e;
-        throw new MailsendError("file_unreadable", `cannot use the journal ${options.journal}: ${(e as Error).message}`, { cause: e });
-      }
+      journal = await openJournal(options.journal, await opened.fingerprint(), options.fresh === true);
     }
     if (config) {
       budget = openBudget(options, config.apiKey, config.caFile);
       transport = await createTransport(config, { pool: concurrency });
     }
-    const results: BatchItemResult[] = [];
-    let callbackError: CallerError | undefined;
-    const keep = options.collectResults !== false;
+    const { results, callbackError, ...callbacks } = callerCallbacks(options);
     const { runBatch } = await import("../batch/runner.js");
     const summary = await runBatch({
       input: opened.input,
       defaults,
+      front: "api",
       transportName: config?.transport ?? transportName!,
       ...(transport ? { transport } : {}),
       deliver: {
         ...(budget?.options ?? { limits: { limit: 0, windowMs: 60_000 }, retries: 0, maxWaitMs: 0, noWait: true }),
-        ...(options.onWait ? { onWait: (w) => options.onWait!(w.error ? { ...w, error: errorInApiTerms(w.error) } : w) } : {}),
+        ...(options.onWait ? { onWait: (w) => options.onWait!(w.error ? { ...w, error: w.error.in("api") } : w) } : {}),
       },
       concurrency,
       check,
       failFast: options.failFast === true,
       ...(journal ? { journal } : {}),
-      onResult: (r) => {
-        const result = resultOf(r);
-        if (keep) results.push(result);
-        try {
-          options.onResult?.(result);
-        } catch (e) {
-          callbackError ??= new CallerError(e);
-        }
-      },
+      ...callbacks,
       ...(options.signal ? { signal: options.signal } : {}),
-      ...(options.onWarning
-        ? {
-            onWarning: (text: string) => {
-              try {
-                options.onWarning!(inItemTerms(text));
-              } catch (e) {
-                callbackError ??= new CallerError(e);
-              }
-            },
-          }
-        : {}),
     });
     // The caller's own callback threw: that is their error to see, after the batch settled.
-    if (callbackError) throw callbackError;
-    const wasAborted = options.signal?.aborted === true;
-    return {
-      summary: {
-        total: summary.total,
-        sent: summary.sent,
-        failed: summary.failed,
-        invalid: summary.invalid,
-        skipped: summary.skipped,
-        unknown: summary.unknown,
-        partial: summary.partial,
-        exitCode: wasAborted ? EXIT.tempfail : summary.exitCode,
-        elapsedMs: summary.elapsedMs,
-        aborted: wasAborted,
-        ...(journal ? { journal: journal.path } : {}),
-      },
-      results,
-    };
+    const thrown = callbackError();
+    if (thrown) throw thrown;
+    return { summary: summaryOf(summary, options.signal?.aborted === true, journal), results };
   } catch (e) {
     if (e instanceof CallerError) throw e.error;
     throw asMailsendError(e);

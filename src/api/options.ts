@@ -8,7 +8,7 @@ import { DEFAULTS, type TransportConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import type { TransportName } from "../core/transport.js";
 import { budgetOf } from "../settings/budget.js";
-import { SETTINGS } from "../settings/names.js";
+import { SETTINGS } from "../core/setting-names.js";
 import { resolveConfig, transportOf, type Given, type Layers } from "../settings/resolve.js";
 import { openSlotStore } from "../limits/budget.js";
 import type { DeliverOptions } from "../limits/deliver.js";
@@ -93,8 +93,8 @@ export function openBudget(o: DeliveryOptions & { env?: Env }, apiKey: string, c
   const storeEnv: Env = {
     ...platformDirs,
     ...(o.env ?? {}),
-    ...(stateDir ? { [SETTINGS.stateDir.env]: stateDir } : {}),
-    ...(redisUrl ? { [SETTINGS.rateLimitUrl.env]: redisUrl } : {}),
+    ...(stateDir ? { [SETTINGS.stateDir.env!]: stateDir } : {}),
+    ...(redisUrl ? { [SETTINGS.rateLimitUrl.env!]: redisUrl } : {}),
   };
   let store;
   try {

@@ -6,22 +6,57 @@ import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { MailsendError, reworded } from "../core/errors.js";
+import { MailsendError } from "../core/errors.js";
+import type { Sandbox } from "../sandbox/server.js";
 import { asMailsendError } from "./send.js";
+import type { searchMethods } from "./sandbox-search.js";
 import type { MailSandbox, SandboxMessage, SandboxOptions, SendOptions } from "./types.js";
 
-/**
- * The sandbox's errors name the flags of `mailsend sandbox` (--dir, --http-port); for
- * createSandbox() they name its options. Not the send options' words: its --smtp-port is
- * `smtpPort` here, where send's is `smtp.port`.
- */
-function inSandboxTerms(text: string): string {
-  return text
-    .replace(/--dir \(or MAILSEND_SANDBOX_DIR\)/g, "options.dir")
-    .replace(/--(http|smtps?)-port(?: <port>)?(?![\w-])/g, (_, k: string) => `options.${k}Port`)
-    .replace(/--(dir|host)(?![\w-])/g, "options.$1")
-    .replace(/--rate-limit(?![\w-])/g, "options.rateLimit")
-    .replace(/--max-size(?![\w-])/g, "options.maxSize");
+/** The first key: made on this start, or kept in the data dir's key file from an earlier one. */
+async function firstKey(sb: Sandbox): Promise<string> {
+  try {
+    return sb.createdKey?.key ?? (existsSync(sb.paths.apiKeyFile) ? readFileSync(sb.paths.apiKeyFile, "utf8").trim() : sb.keys.add({ label: "api" }).key);
+  } catch (e) {
+    await sb.close();
+    throw e;
+  }
+}
+
+/** The caller's handle on a started sandbox: where to reach it, send options for it, its messages. */
+function sandboxHandle(sb: Sandbox, apiKey: string, search: ReturnType<typeof searchMethods>, tempDir: string | undefined): MailSandbox {
+  const limits = { rateLimit: sb.limiter.limit, rateWindowMs: sb.limiter.windowMs };
+  // The clients' state (the budget's file of this sandbox's key; a child mailsend's outbox) in
+  // the data dir, not the user's state dir: a throw-away sandbox's key is new on every start, so
+  // each test run would leave another budget file behind in ~/.local/state/mailsend.
+  const stateDir = join(sb.dir, "client-state");
+  const smtp = { host: sb.host, port: sb.ports.smtp, tls: "starttls" as const };
+  const smtps = { host: sb.host, port: sb.ports.smtps, tls: "implicit" as const };
+  let closing: Promise<void> | undefined;
+  return {
+    dir: sb.dir,
+    baseUrl: sb.urls.baseUrl,
+    inboxUrl: sb.urls.inbox,
+    smtp,
+    smtps,
+    apiKey,
+    caFile: sb.tls.caPath,
+    env: { ...sb.env, MAILSEND_STATE_DIR: stateDir },
+    options(transport = "rest"): SendOptions {
+      const common = { apiKey, caFile: sb.tls.caPath, stateDir, ...limits };
+      if (transport === "rest") return { transport: "rest", baseUrl: sb.urls.baseUrl, ...common };
+      const s = transport === "smtps" ? smtps : smtp;
+      return { transport: "smtp", smtp: { host: s.host, port: s.port, tls: s.tls }, ...common };
+    },
+    async messages(): Promise<SandboxMessage[]> {
+      return (await sb.store.list()).map(({ keyId: _keyId, ...m }) => m);
+    },
+    ...search,
+    close: () =>
+      (closing ??= (async () => {
+        await sb.close();
+        if (tempDir) await rm(tempDir, { recursive: true, force: true });
+      })()),
+  };
 }
 
 export async function createSandbox(options: SandboxOptions = {}): Promise<MailSandbox> {
@@ -41,49 +76,10 @@ export async function createSandbox(options: SandboxOptions = {}): Promise<MailS
       ...(options.rateWindowMs !== undefined ? { rateWindowMs: options.rateWindowMs } : {}),
       ...(options.maxSize !== undefined ? { maxSize: options.maxSize } : {}),
     });
-    let apiKey: string;
-    try {
-      // The first key: made on this start, or kept in the data dir's key file from an earlier one.
-      apiKey = sb.createdKey?.key ?? (existsSync(sb.paths.apiKeyFile) ? readFileSync(sb.paths.apiKeyFile, "utf8").trim() : sb.keys.add({ label: "api" }).key);
-    } catch (e) {
-      await sb.close();
-      throw e;
-    }
-    const limits = { rateLimit: sb.limiter.limit, rateWindowMs: sb.limiter.windowMs };
-    // The clients' state (the budget's file of this sandbox's key; a child mailsend's outbox) in
-    // the data dir, not the user's state dir: a throw-away sandbox's key is new on every start, so
-    // each test run would leave another budget file behind in ~/.local/state/mailsend.
-    const stateDir = join(sb.dir, "client-state");
-    const smtp = { host: sb.host, port: sb.ports.smtp, tls: "starttls" as const };
-    const smtps = { host: sb.host, port: sb.ports.smtps, tls: "implicit" as const };
-    let closing: Promise<void> | undefined;
-    return {
-      dir: sb.dir,
-      baseUrl: sb.urls.baseUrl,
-      inboxUrl: sb.urls.inbox,
-      smtp,
-      smtps,
-      apiKey,
-      caFile: sb.tls.caPath,
-      env: { ...sb.env, MAILSEND_STATE_DIR: stateDir },
-      options(transport = "rest"): SendOptions {
-        const common = { apiKey, caFile: sb.tls.caPath, stateDir, ...limits };
-        if (transport === "rest") return { transport: "rest", baseUrl: sb.urls.baseUrl, ...common };
-        const s = transport === "smtps" ? smtps : smtp;
-        return { transport: "smtp", smtp: { host: s.host, port: s.port, tls: s.tls }, ...common };
-      },
-      async messages(): Promise<SandboxMessage[]> {
-        return (await sb.store.list()).map(({ keyId: _keyId, ...m }) => m);
-      },
-      ...searchMethods(sb.store),
-      close: () =>
-        (closing ??= (async () => {
-          await sb.close();
-          if (tempDir) await rm(tempDir, { recursive: true, force: true });
-        })()),
-    };
+    const apiKey = await firstKey(sb);
+    return sandboxHandle(sb, apiKey, searchMethods(sb.store), tempDir);
   } catch (e) {
     if (tempDir) await rm(tempDir, { recursive: true, force: true });
-    throw asMailsendError(e instanceof MailsendError ? reworded(e, inSandboxTerms) : e);
+    throw asMailsendError(e instanceof MailsendError ? e.in("api") : e);
   }
 }

@@ -8,19 +8,18 @@ import type { Transport } from "../core/transport.js";
 import { abortableSleep, deliver } from "../limits/deliver.js";
 import { createTransport } from "../transports/index.js";
 import { messageOf } from "./message.js";
-import { errorInApiTerms, inApiTerms } from "./terms.js";
 import { aborted, abortedWaits, openBudget, resolveConnection } from "./options.js";
 import type { MessageInput, SendOptions, SendResult } from "./types.js";
 
 /**
  * Anything that is not a MailsendError is a bug of ours: code "internal", exit 70.
- * A MailsendError leaves the API in its terms (baseUrl, not --base-url).
+ * A MailsendError leaves the API in its terms (baseUrl, not --base-url): it says its settings as options.
  */
 export function asMailsendError(e: unknown): MailsendError {
-  if (e instanceof MailsendError) return errorInApiTerms(e);
+  if (e instanceof MailsendError) return e.in("api");
   // A disk that refused (full, read-only, permission) is the machine's fault, 73/74, as in the CLI.
   const local = toMailsendError(e);
-  if (local.code !== "internal") return errorInApiTerms(local);
+  if (local.code !== "internal") return local.in("api");
   return new MailsendError("internal", `internal error: ${e instanceof Error ? e.message : String(e)}`, {
     cause: e,
     hint: "This is a bug in mailsend; please report it.",
@@ -87,10 +86,10 @@ export async function send(message: MessageInput, options: SendOptions = {}): Pr
               throw s?.aborted ? aborted(s) : e;
             }),
           ...(signal ? { signal } : {}),
-          ...(options.onWait ? { onWait: (w) => options.onWait!(w.error ? { ...w, error: errorInApiTerms(w.error) } : w) } : {}),
-          ...(options.onWarning ? { onWarning: (text: string) => options.onWarning!(inApiTerms(text)) } : {}),
+          ...(options.onWait ? { onWait: (w) => options.onWait!(w.error ? { ...w, error: w.error.in("api") } : w) } : {}),
+          ...(options.onWarning ? { onWarning: options.onWarning } : {}),
           ...(options.trace ? { trace: options.trace } : {}),
-        }).then((r) => (r.warnings ? { ...r, warnings: r.warnings.map(inApiTerms) } : r));
+        });
       } catch (e) {
         throw attempts.verdict(asMailsendError(e));
       } finally {

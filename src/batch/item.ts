@@ -7,7 +7,8 @@
 import { readFile } from "node:fs/promises";
 import { existsSync } from "node:fs";
 import { basename, isAbsolute, join, relative, resolve } from "node:path";
-import { MailsendError } from "../core/errors.js";
+import { MailsendError, said, type Text } from "../core/errors.js";
+import type { Front } from "../core/setting-names.js";
 import { checkHeader, type HeaderList } from "../core/headers.js";
 import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
@@ -58,10 +59,10 @@ function list(v: unknown, field: string): string[] {
 }
 
 /** What a row's own field does to its message, for the warning when a template uses it too. */
-const FIELD_EFFECT: Record<string, string> = {
-  from: "each row's value is the sender address of its message (instead of --from)",
-  name: "each row's value becomes the sender's display name of its message (From: <value> <address>), replacing --name and the name in --from",
-  subject: "each row's value is the subject line of its message (instead of --subject)",
+const FIELD_EFFECT: Record<string, Text> = {
+  from: (s) => `each row's value is the sender address of its message (instead of ${s.flag("from")})`,
+  name: (s) => `each row's value becomes the sender's display name of its message (From: <value> <address>), replacing ${s.flag("name")} and the name in ${s.flag("from")}`,
+  subject: (s) => `each row's value is the subject line of its message (instead of ${s.flag("subject")})`,
   reply_to: "each row's value is the Reply-To address of its message",
   html: "each row's value is the HTML body of its message (instead of the HTML template)",
   text: "each row's value is the text body of its message (instead of the text template)",
@@ -87,8 +88,11 @@ export class FieldClashes {
   readonly #used = new Map<string, string[]>();
   readonly #warned = new Set<string>();
   readonly #what: string;
+  readonly #front: Front;
 
-  constructor(defaults: RowDefaults, format: "jsonl" | "json" | "csv") {
+  /** `front`: whose words the warnings are in (the CLI's flags, the library's options). */
+  constructor(defaults: RowDefaults, format: "jsonl" | "json" | "csv", front: Front = "cli") {
+    this.#front = front;
     this.#what = format === "csv" ? "column" : "field";
     const templates: Array<[string | undefined, string]> = [
       [defaults.subject, defaults.labels?.subject ?? "--subject"],
@@ -123,7 +127,7 @@ export class FieldClashes {
         ? `it also fills ${where}`
         : `${where} gets no value from it (only other ${this.#what}s are template variables), so those rows are invalid`;
       out.push(
-        `${this.#what} "${field}" is the send request's field ${field}: ${FIELD_EFFECT[field]}; ${fills}. ` +
+        `${this.#what} "${field}" is the send request's field ${field}: ${said(FIELD_EFFECT[field]!, this.#front)}; ${fills}. ` +
           `Rename the ${this.#what}${field === "name" ? " (e.g. to first_name)" : ""} if it is only meant for the template.`,
       );
     }

@@ -130,7 +130,7 @@ function guardNewJournal(journalPath: string, earlier: ReadonlyArray<string | un
     const sent = [...plan.states.values()].filter((st) => st.s === "done").length;
     if (sent === 0) continue;
     throw new MailsendError("usage", `the journal ${journalPath} is new, but the journal ${path} records ${sent} item${sent === 1 ? "" : "s"} of this input as sent: a new journal would send every row again`, {
-      hint: `Give --journal ${path} to continue it (it skips what was sent), or --fresh to send everything again.`,
+      hint: (s) => `Give ${s.flag("journal")} ${path} to continue it (it skips what was sent), or ${s.flag("fresh")} to send everything again.`,
     });
   }
 }

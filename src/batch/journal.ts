@@ -161,7 +161,7 @@ export class Journal {
   static plan(opts: OpenOptions): Plan {
     const { path } = opts;
     if (!existsSync(path)) {
-      if (opts.resume) throw new MailsendError("usage", `--resume: there is no journal at ${path}`, { hint: "Give the --journal of the run to resume." });
+      if (opts.resume) throw new MailsendError("usage", (s) => `${s.flag("resume")}: there is no journal at ${path}`, { hint: (s) => `Give the ${s.flag("journal")} of the run to resume.` });
       return { action: "create" };
     }
     // A run that died (or hit a full disk) while writing the header left a file that records
@@ -172,7 +172,7 @@ export class Journal {
       const sent = [...states.values()].filter((s) => s.s === "done").length;
       if (opts.fresh) return { action: "replace", reason: "damaged", finishedAt: statSync(path).mtime, sent, damagedLine };
       throw new MailsendError("local_io_failed", `the journal ${path} is damaged at line ${damagedLine}: it cannot tell which items were sent`, {
-        hint: `--fresh starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent (${sent} are recorded as sent before the damage). To see which went out, look at the earlier run's results file, or the lines with "s":"done" in ${path}. To send only the rest, make an input of the items not yet sent.`,
+        hint: (s) => `${s.flag("fresh")} starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent (${sent} are recorded as sent before the damage). To see which went out, look at the earlier run's results file, or the lines with "s":"done" in ${path}. To send only the rest, make an input of the items not yet sent.`,
       });
     }
     const unfinished = [...states.values()].some((s) => s.s !== "done");
@@ -233,7 +233,7 @@ export class Journal {
     }
     if (plan.action === "refuse") {
       throw new MailsendError("usage", `the journal ${path} belongs to a different input, and some of its items are unfinished`, {
-        hint: "Resume with the original input, pass another --journal, or --fresh to start over (items in doubt may then be sent twice).",
+        hint: (s) => `Resume with the original input, pass another ${s.flag("journal")}, or ${s.flag("fresh")} to start over (items in doubt may then be sent twice).`,
       });
     }
     const j = new Journal(path, plan.header.batch, plan.states);
@@ -333,8 +333,8 @@ export class Journal {
         ours ? `the journal ${path} is damaged at line 1: it cannot tell which items were sent` : `${path} is not a mailsend batch journal`,
         {
           hint: ours
-            ? "--fresh starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent. To see which went out, look at the earlier run's results file."
-            : "Pass another --journal path.",
+            ? (s) => `${s.flag("fresh")} starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent. To see which went out, look at the earlier run's results file.`
+            : (s) => `Pass another ${s.flag("journal")} path.`,
         },
       );
     }

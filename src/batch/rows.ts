@@ -76,9 +76,10 @@ function notUtf8(chunk: Uint8Array, linesBefore: number, textBefore: string): Ma
     where = ` (line ${line}: the byte 0x${chunk[at]!.toString(16).toUpperCase().padStart(2, "0")}${shown ? ` after ${JSON.stringify(shown)}` : ""})`;
   }
   return new MailsendError("invalid_message", `the batch input is not valid UTF-8${where}`, {
-    hint:
+    hint: (s) =>
       'It is likely in a legacy encoding: Excel\'s "CSV (Comma delimited)" writes the Windows code page (ü is the byte 0xFC there). ' +
-      'Save it as "CSV UTF-8 (Comma delimited)" (LibreOffice: Character set "Unicode (UTF-8)"), or name its encoding: --encoding windows-1252. Nothing was sent.',
+      // sendBatch takes items, not a file: only re-saving it applies there.
+      `Save it as "CSV UTF-8 (Comma delimited)" (LibreOffice: Character set "Unicode (UTF-8)")${s.pick({ cli: ", or name its encoding: --encoding windows-1252", api: "" })}. Nothing was sent.`,
   });
 }
 

@@ -6,7 +6,8 @@
  * passes: memory does not grow with the input.
  */
 import { commaSplitNameFix, parseAddressValues } from "../core/address.js";
-import { EXIT, MailsendError, toMailsendError, worstExitClass, type ExitClass } from "../core/errors.js";
+import { EXIT, MailsendError, said, toMailsendError, worstExitClass, type ExitClass, type Text } from "../core/errors.js";
+import type { Front } from "../core/setting-names.js";
 import type { Message } from "../core/message.js";
 import { allRecipients } from "../core/message.js";
 import type { TransportName, Transport } from "../core/transport.js";
@@ -74,6 +75,8 @@ export interface BatchOptions {
    * an item the service accepted (the item stays "sent").
    */
   onWarning?: (text: string) => void;
+  /** Whose words the results' errors and the warnings are in: the CLI's (the default) or the library's. */
+  front?: Front;
   /**
    * Stop: start nothing more (no new item, no retry, no wait for a slot);
    * the sends in flight finish, so a stop does not make items "in doubt".
@@ -146,18 +149,18 @@ function stoppable(t: Transport, stop: AbortSignal | undefined, tries: Tries): T
   };
 }
 
-function errorOf(e: MailsendError): NonNullable<ItemResult["error"]> {
+function errorOf(e: MailsendError, front: Front = "cli"): NonNullable<ItemResult["error"]> {
   // A row that cannot be a message is bad data, whatever the flag-level code would be.
-  const err = e.code === "usage" ? new MailsendError("invalid_message", e.message) : e;
-  return { code: err.code, message: err.message, exit: err.exitCode, class: err.exitClass, ...(e.hint ? { hint: e.hint } : {}) };
+  const err = (e.code === "usage" ? new MailsendError("invalid_message", e.messageWords, e.hintWords ? { hint: e.hintWords } : {}) : e).in(front);
+  return { code: err.code, message: err.message, exit: err.exitCode, class: err.exitClass, ...(err.hint ? { hint: err.hint } : {}) };
 }
 
 /** A CSV cell holding `"Doe, Jane" <jane@example.com>` has its quotes doubled, and the cell quoted. */
-function csvHint(data: Record<string, unknown>, hint: string | undefined): string | undefined {
+function csvHint(data: Record<string, unknown>, hint: Text | undefined): Text | undefined {
   for (const field of ["to", "cc", "bcc", "reply_to", "from"]) {
     const v = data[field];
     const fix = typeof v === "string" ? commaSplitNameFix(v) : undefined;
-    if (fix !== undefined) return `${hint ?? ""} In a CSV cell the quotes are doubled and the cell quoted: "${fix.replace(/"/g, '""')}".`.trim();
+    if (fix !== undefined) return (s) => `${hint === undefined ? "" : said(hint, s.front)} In a CSV cell the quotes are doubled and the cell quoted: "${fix.replace(/"/g, '""')}".`.trim();
   }
   return hint;
 }
@@ -168,8 +171,8 @@ async function build(row: Row, opts: BatchOptions, cache: AttachmentCache, key: 
     return await messageOfRow(row.data!, { defaults: opts.defaults, transport: opts.transportName, ...(opts.channels ? { channels: opts.channels } : {}), cache, idempotencyKey: key });
   } catch (e) {
     const err = toMailsendError(e);
-    const hint = opts.input.format === "csv" && err.code === "invalid_address" ? csvHint(row.data!, err.hint) : err.hint;
-    throw new MailsendError(err.code === "usage" ? "invalid_message" : err.code, `row ${row.index + 1} (line ${row.line}): ${err.message}`, {
+    const hint = opts.input.format === "csv" && err.code === "invalid_address" ? csvHint(row.data!, err.hintWords) : err.hintWords;
+    throw new MailsendError(err.code === "usage" ? "invalid_message" : err.code, (s) => `row ${row.index + 1} (line ${row.line}): ${said(err.messageWords, s.front)}`, {
       ...(hint ? { hint } : {}),
     });
   }
@@ -320,7 +323,7 @@ class BatchRun {
     // Keys the rows give themselves: a repeat would be taken by the service for the
     // same message and answered without sending, so it is a bad row, not a silent loss.
     const givenKeys = new Map<string, number>();
-    const clashes = new FieldClashes(opts.defaults, opts.input.format);
+    const clashes = new FieldClashes(opts.defaults, opts.input.format, opts.front);
     if (opts.onWarning) warnStrayBraces(opts.defaults, opts.onWarning);
     for await (const row of rowsOf(opts.input.format, opts.input.open(), opts.input.encoding)) {
       counts.total++;
@@ -344,7 +347,7 @@ class BatchRun {
         this.invalid.add(row.index);
         counts.invalid++;
         this.classes.add(err.code === "usage" ? "dataerr" : err.exitClass);
-        opts.onResult({ index: row.index, line: row.line, recipients: recipientsOf(row), status: "invalid", error: errorOf(err) });
+        opts.onResult({ index: row.index, line: row.line, recipients: recipientsOf(row), status: "invalid", error: errorOf(err, opts.front) });
       }
     }
     this.progress();
@@ -468,7 +471,7 @@ class BatchRun {
         const err = toMailsendError(e);
         this.counts.failed++;
         this.classes.add(err.exitClass);
-        opts.onResult({ index, line, recipients: message ? addressesOf(message) : recipientsOf(row!), status: "failed", error: errorOf(err) });
+        opts.onResult({ index, line, recipients: message ? addressesOf(message) : recipientsOf(row!), status: "failed", error: errorOf(err, opts.front) });
       } catch (e2) {
         // Nobody awaits an item: what cannot even be reported ends the batch once the rest has settled.
         this.fatal ??= { error: e2 };
@@ -520,7 +523,7 @@ class BatchRun {
       counts.sent++;
       counts.partial++;
       this.classes.add(err.exitClass);
-      opts.onResult({ ...base, recipients: err.partial.accepted, status: "partial", message_id: err.partial.messageId, refused: err.partial.refused, error: errorOf(err) });
+      opts.onResult({ ...base, recipients: err.partial.accepted, status: "partial", message_id: err.partial.messageId, refused: err.partial.refused, error: errorOf(err, opts.front) });
       return;
     }
     // Stopped while waiting to retry: the last attempt's failure is the item's state.
@@ -533,7 +536,7 @@ class BatchRun {
     if (unknown) counts.unknown++;
     else counts.failed++;
     this.classes.add(unknown ? "protocol" : err.exitClass);
-    opts.onResult({ ...base, status: unknown ? "unknown" : "failed", ...(err.attempts ? { attempts: err.attempts } : {}), error: errorOf(err) });
+    opts.onResult({ ...base, status: unknown ? "unknown" : "failed", ...(err.attempts ? { attempts: err.attempts } : {}), error: errorOf(err, opts.front) });
   }
 }
 

@@ -1,4 +1,4 @@
-import type { Command } from "commander";
+
 import type { CliIO } from "./io.js";
 
 /** What a command's registration needs from the program that hosts it. */

@@ -37,7 +37,7 @@ export interface CommandModel {
 
 const FILE_VALUE = /path|file|pem/i;
 
-function valueOf(o: Option): ValueKind | undefined {
+function valueKindOf(o: Option): ValueKind | undefined {
   if (!o.required && !o.optional) return undefined;
   if (o.argChoices?.length) return { kind: "choice", choices: o.argChoices };
   const placeholder = /[<[]([^>\]]*)[>\]]/.exec(o.flags)?.[1] ?? "";
@@ -70,7 +70,7 @@ function short(text: string): string {
 export function commandModel(cmd: Command, path: string[] = []): CommandModel {
   const help = cmd.createHelp();
   const options = help.visibleOptions(cmd).map((o) => {
-    const value = valueOf(o);
+    const value = valueKindOf(o);
     return { ...(o.short ? { short: o.short } : {}), ...(o.long ? { long: o.long } : {}), description: short(o.description), ...(value ? { value } : {}) };
   });
   const subcommands = help
@@ -358,7 +358,7 @@ fi
 function zsh(root: CommandModel): string {
   return `#compdef mailsend
 ${header("zsh", [
-    'Install: mailsend completion zsh > "\${fpath[1]}/_mailsend"  (then restart zsh)',
+    'Install: mailsend completion zsh > "${fpath[1]}/_mailsend"  (then restart zsh)',
     "or add to ~/.zshrc, after compinit: source <(mailsend completion zsh)",
   ])}
 ${zshTables(walk(root))}${ZSH_COMPLETE}`;

@@ -1,13 +1,14 @@
-import { Command, CommanderError } from "commander";
+import { Command, type CommanderError } from "commander";
 import { EXIT } from "../core/errors.js";
 import { VERSION } from "../core/version.js";
 import type { CliIO } from "./io.js";
 import type { CommandContext } from "./command.js";
 import { addOptions, optionHelp } from "./flags.js";
-import { BATCH_OPTIONS, DOCTOR_OPTIONS, RELAY_OPTIONS, SEND_OPTIONS } from "./options.js";
+import { BATCH_OPTIONS, DOCTOR_OPTIONS, SEND_OPTIONS } from "./options.js";
 import * as HELP from "./help-examples.js";
 import { annotation, inGitHubActions } from "./github.js";
 import { reportError } from "./report.js";
+import { redactForPrint } from "../core/redact.js";
 // Statically: the send command is most of what runs, and its code comes in the same chunk as the
 // program (scripts/build.mjs) either way; an import() would only add a file to open.
 import { runSend } from "./commands/send.js";
@@ -142,7 +143,7 @@ function rootProgram({ io, json, argv }: CommandContext): Command {
       writeErr: (s) => io.stderr.write(s),
       outputError: (raw, write) => {
         // Never the value of an unknown --opt=value, nor a key pasted as an option's argument.
-        const s = hideOptionValues(raw);
+        const s = redactForPrint(hideOptionValues(raw));
         const message = s.replace(/^error: /, "").trim();
         // send's -n / --dry-run is the first thing tried on batch, whose dry run is --check.
         const hint = argv[0] === "batch" && /^error: unknown option '(-n|--dry-run)(=|')/.test(s) ? "batch's dry run is --check: it validates every row and sends nothing" : undefined;

@@ -68,11 +68,11 @@ export function strayArgumentError(cmd: Command, argv: readonly string[]): Mails
   let option: Option | undefined;
   let value: string | undefined;
   let spelled: string | undefined;
-  if (prev !== undefined && prev.startsWith("--") && prev.includes("=")) {
+  if (prev?.startsWith("--") && prev.includes("=")) {
     option = optionOf(cmd, prev);
     spelled = prev.slice(0, prev.indexOf("="));
     value = prev.slice(prev.indexOf("=") + 1);
-  } else if (prev !== undefined && !prev.startsWith("-") && before !== undefined && before.startsWith("-")) {
+  } else if (prev !== undefined && !prev.startsWith("-") && before?.startsWith("-")) {
     option = optionOf(cmd, before);
     spelled = before;
     value = prev;

@@ -134,7 +134,7 @@ function setApart(html: string): string {
     if (b.attrs["data-embed"] !== undefined) continue;
     // A sheet for another medium (<style media="print">, a linked print.css): its rules on the elements would apply on
     // screen too (a print sheet's "display: none" hid the menu in the mail). It stays a block of its medium.
-    if (!onScreen(b.attrs["media"])) {
+    if (!onScreen(b.attrs.media)) {
       out += `${html.slice(at, b.tag)}<style data-embed`;
       at = b.tag + "<style".length;
       continue;
@@ -142,7 +142,7 @@ function setApart(html: string): string {
     const { inlinable, kept } = keptApart(html.slice(b.start, b.end));
     if (kept === "") continue;
     const close = html.indexOf(">", b.end) + 1 || html.length;
-    const media = b.attrs["media"] ? ` media="${b.attrs["media"].replace(/&/g, "&amp;").replace(/"/g, "&quot;")}"` : "";
+    const media = b.attrs.media ? ` media="${b.attrs.media.replace(/&/g, "&amp;").replace(/"/g, "&quot;")}"` : "";
     out += `${html.slice(at, b.start)}${inlinable}${html.slice(b.end, close)}<style data-embed${media}>\n${kept}</style>`;
     at = close;
   }

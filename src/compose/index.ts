@@ -12,7 +12,7 @@ import { MailsendError } from "../core/errors.js";
 import type { Attachment, Message } from "../core/message.js";
 import { shownPath } from "../core/read.js";
 import { ImageCache } from "./cache.js";
-import { contentId, documentBase, documentPath, localPath, MAX_INLINE_BYTES, resolveInside, splitInlineSpec, type InlineImage } from "./images.js";
+import { contentId, documentBase, documentPath, MAX_INLINE_BYTES, resolveInside, splitInlineSpec, type InlineImage } from "./images.js";
 import { findBaseHref, findRefAttributes, mayReferenceImages, rewriteRefs } from "./refs.js";
 import { embedStylesheets, mayLinkStylesheets, type EmbeddedStylesheet } from "./styles.js";
 

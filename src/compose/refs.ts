@@ -95,7 +95,7 @@ export function rewriteRefs(html: string, attrs: readonly RefAttribute[], replac
       if (to === undefined) continue;
       value = to;
     }
-    out += html.slice(at, a.start) + `${a.name}="${attrEscape(value)}"`;
+    out += `${html.slice(at, a.start)}${a.name}="${attrEscape(value)}"`;
     at = a.end;
   }
   return out + html.slice(at);

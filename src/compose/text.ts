@@ -24,7 +24,7 @@ function rowsOf(table: Node): Node[] {
 function saysSomething(elem: DomNode): boolean {
   for (const c of elem.children ?? []) {
     if (c.type === "text" && (c.data ?? "").trim() !== "") return true;
-    if (c.type === "tag" && c.name === "img" && (c.attribs?.["alt"] ?? "").trim() !== "") return true;
+    if (c.type === "tag" && c.name === "img" && (c.attribs?.alt ?? "").trim() !== "") return true;
     if (c.type === "tag" && saysSomething(c)) return true;
   }
   return false;
@@ -43,7 +43,7 @@ export async function textFromHtml(html: string): Promise<string> {
     limits: { maxInputLength: Number.MAX_SAFE_INTEGER },
     formatters: {
       altText: (elem, _walk, builder) => {
-        const alt = elem.attribs?.["alt"]?.trim();
+        const alt = elem.attribs?.alt?.trim();
         if (alt) builder.addInline(alt);
       },
       // A big report's tables: a line per row, its cells between " | ".

@@ -193,7 +193,7 @@ function displayName(tokens: Token[], field: string, input: string): string | un
     if (t.kind === "atom") name += (t.ws && name ? " " : "") + t.text;
     else if (t.kind === "quoted") name += (t.ws && name ? " " : "") + t.text;
     // obs-phrase: a "." inside a display name ("J. Doe") is common and harmless.
-    else if (t.kind === "special" && t.text === "." && name) name += (t.ws ? " " : "") + ".";
+    else if (t.kind === "special" && t.text === "." && name) name += `${t.ws ? " " : ""}.`;
     else {
       const what = t.kind === "special" ? t.text : t.raw;
       fail(field, input, `"${what}" in a display name must be inside double quotes`);

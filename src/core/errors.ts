@@ -3,6 +3,15 @@
  * The exit status is derived from the code through EXIT_CLASS, in this one
  * table, so that the CLI, the batch runner and the library agree.
  */
+import { SAY, type Front, type Say, type Words } from "./setting-names.js";
+
+/** A message or hint: plain, or words that name settings (each front end says them its own way). */
+export type Text = string | Words;
+
+/** The text as `front` says it. */
+export function said(text: Text, front: Front = "cli"): string {
+  return typeof text === "string" ? text : text(SAY[front]);
+}
 
 export const EXIT = {
   ok: 0,
@@ -86,7 +95,7 @@ export type ErrorCode = keyof typeof EXIT_CLASS;
 
 export interface ErrorDetails {
   /** What the user can do next; shown on its own line in human mode. */
-  hint?: string;
+  hint?: Text;
   cause?: unknown;
   /** HTTP status or SMTP reply code of the server answer behind the error. */
   status?: number;
@@ -105,7 +114,7 @@ export interface ErrorDetails {
    */
   local?: boolean;
   /**
-   * The setting the error is about, by its name in src/settings/names.ts (baseUrl, smtpPort, ...):
+   * The setting the error is about, by its name in src/core/setting-names.ts (baseUrl, smtpPort, ...):
    * each front end says that name in its own words (a flag, a variable, an option).
    */
   setting?: string;
@@ -133,17 +142,36 @@ export class MailsendError extends Error {
   readonly local: boolean;
   /** See ErrorDetails.setting. */
   readonly setting: string | undefined;
+  /** The message and hint as written, for a front end other than the CLI to say (`in`). */
+  readonly #words: { message: Text; hint: Text | undefined };
 
-  constructor(code: ErrorCode, message: string, details: ErrorDetails = {}) {
-    super(message, details.cause === undefined ? undefined : { cause: details.cause });
+  /** A message or hint given as words is said in the CLI's terms here; `in(front)` says it another way. */
+  constructor(code: ErrorCode, message: Text, details: ErrorDetails = {}) {
+    super(said(message), details.cause === undefined ? undefined : { cause: details.cause });
+    this.#words = { message, hint: details.hint };
     this.code = code;
-    this.hint = details.hint;
+    this.hint = details.hint === undefined ? undefined : said(details.hint);
     this.status = details.status;
     this.retryAfter = details.retryAfter;
     this.mayHaveBeenSent = details.mayHaveBeenSent ?? false;
     this.partial = details.partial;
     this.local = details.local ?? false;
     this.setting = details.setting;
+  }
+
+  /** The message as written (words, when it names a setting), to build another error's message on. */
+  get messageWords(): Text {
+    return this.#words.message;
+  }
+
+  /** The hint as written (see messageWords). */
+  get hintWords(): Text | undefined {
+    return this.#words.hint;
+  }
+
+  /** The same error, its message and hint in `front`'s words (itself when they name no setting). */
+  in(front: Front): MailsendError {
+    return reworded(this, (_, which) => said(which === "message" ? this.#words.message : this.#words.hint!, front));
   }
 
   get exitClass(): ExitClass {
@@ -177,10 +205,10 @@ export class MailsendError extends Error {
   }
 }
 
-/** The same error with its message and hint put in other words (the API's, sendmail's); everything else kept. */
-export function reworded(e: MailsendError, reword: (text: string) => string): MailsendError {
-  const message = reword(e.message);
-  const hint = e.hint === undefined ? undefined : reword(e.hint);
+/** The same error with its message and hint put in other words (the sandbox's); everything else kept. */
+export function reworded(e: MailsendError, reword: (text: string, which: "message" | "hint") => string): MailsendError {
+  const message = reword(e.message, "message");
+  const hint = e.hint === undefined ? undefined : reword(e.hint, "hint");
   if (message === e.message && hint === e.hint) return e;
   const out = new MailsendError(e.code, message, {
     ...(hint !== undefined ? { hint } : {}),
@@ -225,7 +253,11 @@ export function toMailsendError(e: unknown): MailsendError {
   const message = e instanceof Error ? e.message : String(e);
   return new MailsendError("internal", `internal error: ${message}`, {
     cause: e,
-    hint: "This is a bug in mailsend. Run again with --verbose and report the output (it never contains your key).",
+    hint: (s) =>
+      `This is a bug in mailsend. ${s.pick({
+        cli: "Run again with --verbose and report the output (it never contains your key).",
+        api: "Pass a trace function to see the exchange, and report it (it never contains your key).",
+      })}`,
   });
 }
 
@@ -265,9 +297,9 @@ export function localFileError(e: unknown, path: string, action: "write" | "read
     code === "ENOSPC" || code === "EDQUOT"
       ? `Free space on the file system that holds ${path}, then run again.`
       : code === "EROFS"
-        ? `The file system is mounted read-only; point MAILSEND_STATE_DIR at a writable directory.`
+        ? (s: Say) => `The file system is mounted read-only; point ${s.env("stateDir")} at a writable directory.`
         : code === "EACCES" || code === "EPERM"
-          ? `Check the owner and mode of ${path} and its directory, or point MAILSEND_STATE_DIR at a directory you own.`
+          ? (s: Say) => `Check the owner and mode of ${path} and its directory, or point ${s.env("stateDir")} at a directory you own.`
           : undefined;
   return new MailsendError(action === "write" ? "local_write_failed" : "local_io_failed", `cannot ${action} the ${what} ${path}: ${words}`, {
     cause: e,

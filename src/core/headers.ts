@@ -32,7 +32,7 @@ export function checkHeaderName(name: string, where = "header"): void {
   }
   if (RESERVED.has(name.toLowerCase())) {
     throw new MailsendError("invalid_header", `${where}: ${name} cannot be set as a custom header`, {
-      hint: "Use --from, --to, --cc, --bcc, --subject and --reply-to for those.",
+      hint: (s) => `Use ${s.flag("from")}, ${s.flag("to")}, ${s.flag("cc")}, ${s.flag("bcc")}, ${s.flag("subject")} and ${s.flag("replyTo")} for those.`,
     });
   }
 }
@@ -55,7 +55,7 @@ export function checkHeader(name: string, value: string): void {
 export function parseHeaderFlag(spec: string): [string, string] {
   const colon = spec.indexOf(":");
   if (colon <= 0) {
-    throw new MailsendError("usage", `--header ${JSON.stringify(spec)}: expected "Name: value"`);
+    throw new MailsendError("usage", (s) => `${s.flag("header")} ${JSON.stringify(spec)}: expected "Name: value"`);
   }
   const name = spec.slice(0, colon).trim();
   const value = spec.slice(colon + 1).trim();
@@ -72,7 +72,7 @@ export function parseHeaderFlag(spec: string): [string, string] {
 export function checkNotIdempotencyHeader(name: string, where: string): void {
   if (name.toLowerCase() === "x-idempotency-key") {
     throw new MailsendError("usage", `${where}: X-Idempotency-Key is set by mailsend`, {
-      hint: "Give the key with --idempotency-key instead.",
+      hint: (s) => `Give the key with ${s.flag("idempotencyKey")} instead.`,
     });
   }
 }

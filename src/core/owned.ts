@@ -4,14 +4,19 @@
  * not be led by a symbolic link that user planted to write a file of that user's choosing, and
  * what it makes must stay readable by that user, whose runner and sends go on using it.
  */
-import { chownSync, constants, fchownSync, mkdirSync, openSync, statSync } from "node:fs";
+import { chownSync, constants, fchownSync, lstatSync, mkdirSync, openSync } from "node:fs";
 import { dirname } from "node:path";
 
-/** Whom a file root makes in `dir` goes to: the directory's owner when that is another user. */
+/**
+ * Whom a file root makes in `dir` goes to: the directory's owner when that is another user, and
+ * only when the directory is that user's alone. One others can write (a 1777 or 0777 dir), or a
+ * link standing for it, is not a daemon user's state dir: what root writes there stays root's.
+ */
 export function dirOwner(dir: string): { uid: number; gid: number } | undefined {
   if (process.getuid?.() !== 0) return undefined;
   try {
-    const st = statSync(dir);
+    const st = lstatSync(dir);
+    if (!st.isDirectory() || st.mode & 0o022) return undefined;
     return st.uid !== 0 ? { uid: st.uid, gid: st.gid } : undefined;
   } catch {
     return undefined;

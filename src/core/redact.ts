@@ -58,22 +58,47 @@ export function stripUserinfo(text: string): string {
  * doctor) makes; the key itself is kept out by makeRedactor where it is known.
  */
 export function redactForPrint(text: string): string {
-  return stripUserinfo(text);
+  return hideKeyLikeWords(stripUserinfo(text));
+}
+
+/** What a key-like value a person typed where another value goes is shown as, wherever it is repeated. */
+export const KEY_NOT_SHOWN = "(a value that looks like an API key, not shown)";
+
+/** A key's prefix (msk_…, sk_…): strong enough to find one inside a path or a URL. */
+const KEY_PREFIXED = /^(?:msk|sk|pk|rk|ghp|gho|ghs|xox[abp])_[\w-]{8,}$/i;
+
+/**
+ * `text` with every word that looks like a key (looksLikeKey) replaced by KEY_NOT_SHOWN: a key
+ * pasted after the wrong option (-t, --profile, --attach, --smtp-host…) comes back in the error
+ * that quotes it, whoever built that message. A word is what stands between blanks, quotes and
+ * brackets; a prefixed key is found in a host:port, a URL or a path too, where a long plain word
+ * (a temp dir's name) is left alone.
+ */
+export function hideKeyLikeWords(text: string): string {
+  if (!/[\w-]{8}/.test(text)) return text;
+  return text.replace(/[^\s"'`()<>[\]{},;]{8,}/g, (word) => {
+    const core = word.replace(/^[.:!?=]+|[.:!?]+$/g, "");
+    // NAME=value (an environment variable in a hint) is two words; a key's own "=" is only its padding at the end.
+    if (!/=[^=]/.test(core) && looksLikeKey(core)) return word.replace(core, KEY_NOT_SHOWN);
+    // host:port: each side a word of its own; in a path, a URL or an address only a key's prefix counts.
+    const named = /[@/.]/.test(core);
+    return word.replace(/[^:@/.=]+/g, (piece) => (KEY_PREFIXED.test(piece) || (!named && looksLikeKey(piece)) ? KEY_NOT_SHOWN : piece));
+  });
 }
 
 /**
  * A bare word that is probably a key pasted onto the command line (`mailsend
  * send -s hi msk_live_…`): a key's prefix, or a long token of letters and
  * digits with nothing of a path, an address or a sentence in it (a commit's
- * hex SHA is not one: `-s Build 3f9a…` is a subject to quote).
+ * hex SHA, a UUID or an environment variable's NAME is not one: `-s Build 3f9a…` is a subject to quote).
  */
 export function looksLikeKey(word: string): boolean {
-  return /^(?:msk|sk|pk|rk|ghp|gho|ghs|xox[abp])_[\w-]{8,}$/i.test(word) || (word.length >= 24 && /[a-z]/i.test(word) && /\d/.test(word) && /^[\w+=-]+$/.test(word) && !/^[0-9a-f]+$/.test(word));
+  return KEY_PREFIXED.test(word) || (word.length >= 24 && /[a-z]/.test(word) && /\d/.test(word) && /^[\w+=-]+$/.test(word) && !/^[0-9a-f-]+$/i.test(word));
 }
 
 /** A word typed where a name or an id goes, as an error may repeat it: only its length when it looks like a key. */
 export function shownWord(word: string, show: (w: string) => string = (w) => w): string {
-  return looksLikeKey(word) ? `(${word.length} characters, not shown: it looks like a key)` : show(word);
+  return looksLikeKey(word) ? KEY_NOT_SHOWN : show(word);
 }
 
 /**

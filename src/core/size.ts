@@ -39,6 +39,8 @@ export function wireSize(raw: Uint8Array): number {
  * What the service takes (send's --max-size, 10 MiB), less room for the headers delivery adds
  * (X-Idempotency-Key, Date, Message-ID): a larger message would be queued only to fail later.
  */
+const MAX_SIZE = "MAILSEND_MAX_SIZE";
+
 export const DEFAULT_MAX_SIZE = 10 * 1024 * 1024 - 4096;
 
 /** MAILSEND_MAX_SIZE: bytes, or with a K/M suffix (KiB, MiB). */
@@ -47,8 +49,8 @@ export function maxMessageSize(env: Record<string, string | undefined>): number 
   if (!v) return DEFAULT_MAX_SIZE;
   const m = /^(\d+)\s*([kKmM])?i?[bB]?$/.exec(v);
   if (!m) {
-    throw new MailsendError("config_invalid", `MAILSEND_MAX_SIZE must be a size in bytes (or with K or M), got ${JSON.stringify(v.slice(0, 40))}`, {
-      hint: "For example MAILSEND_MAX_SIZE=5M; the default is 10M, what the service takes.",
+    throw new MailsendError("config_invalid", (s) => `${s.env(MAX_SIZE)} must be a size in bytes (or with K or M), got ${JSON.stringify(v.slice(0, 40))}`, {
+      hint: (s) => `For example ${s.env(MAX_SIZE)}=5M; the default is 10M, what the service takes.`,
     });
   }
   const unit = m[2]?.toLowerCase() === "m" ? 1024 * 1024 : m[2]?.toLowerCase() === "k" ? 1024 : 1;
@@ -57,7 +59,7 @@ export function maxMessageSize(env: Record<string, string | undefined>): number 
 
 export function tooLarge(limit: number): MailsendError {
   return new MailsendError("too_large", `the message is larger than the limit of ${formatSize(limit)}; nothing was sent or queued`, {
-    hint: "Send large files as a link instead; MAILSEND_MAX_SIZE changes the limit (the service has its own).",
+    hint: (s) => `Send large files as a link instead; ${s.env(MAX_SIZE)} changes the limit (the service has its own).`,
   });
 }
 

@@ -412,6 +412,8 @@ async function smtpChecks(smtp: SmtpConfig | undefined, smtpResolved: Resolved, 
 /** The REST key check: an empty POST /send the service must refuse as invalid, through the budget like any send. */
 async function checkRestKey(config: RestConfig, rec: Recorder, store: SlotStore | undefined, limits: Limits | undefined): Promise<void> {
   const { pass, fail } = rec;
+  // A budget that cannot be asked (its Redis refusing, a bad limit): no request outside it, as send would make none.
+  if (!store && limits?.limit !== 0) return void rec.skip("rest.key", "not checked: the rate-limit budget could not be asked for a slot (see its check), and the probe is a request like any send");
   const id = slotId();
   let slot = false;
   if (store && limits) {

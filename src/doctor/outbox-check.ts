@@ -6,7 +6,7 @@
 import { formatAge } from "../core/size.js";
 import { runnerHoldsOutbox } from "../outbox/runner-lock.js";
 import { autorunOff } from "../outbox/spawn.js";
-import { Outbox, outboxDir, strandedMailNote } from "../outbox/store.js";
+import { Outbox, strandedMailNote } from "../outbox/store.js";
 import type { Env } from "../core/env.js";
 
 export interface OutboxLook {
@@ -16,7 +16,7 @@ export interface OutboxLook {
 
 /** Reads the outbox of `env` (never makes it); a directory that cannot be read throws its local-file error. */
 export async function lookAtOutbox(env: Env, now = Date.now()): Promise<OutboxLook> {
-  const outbox = new Outbox(outboxDir(env));
+  const outbox = Outbox.fromEnv(env);
   const queued = await outbox.ids("queue");
   const failed = await outbox.count("failed");
   const hints: string[] = [];

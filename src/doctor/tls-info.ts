@@ -7,7 +7,7 @@
  * a connection that failed this judgement.
  */
 import { isIP } from "node:net";
-import { type ConnectionOptions, type PeerCertificate, type TLSSocket } from "node:tls";
+import type { ConnectionOptions, PeerCertificate, TLSSocket } from "node:tls";
 import { MailsendError } from "../core/errors.js";
 import { trustedCas } from "../net/ca.js";
 import { TRUST_HINT } from "../net/errors.js";

@@ -37,5 +37,6 @@ export function openSlotStore(apiKey: string, limits: Limits, env: Env, settings
   const hash = keyHash(apiKey);
   const redis = redisConfigFrom(env, settings);
   if (redis) return new RedisSlotStore(redis, hash, settings.trace ? { trace: settings.trace } : {});
-  return new FileSlotStore({ dir: join(stateDir(env), "ratelimit"), keyHash: hash });
+  const state = stateDir(env);
+  return new FileSlotStore({ dir: join(state, "ratelimit"), within: state, keyHash: hash });
 }

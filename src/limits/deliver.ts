@@ -4,7 +4,7 @@
  * give up or wait and try again with the same idempotency key.
  */
 import { setTimeout as delay } from "node:timers/promises";
-import { MailsendError, toMailsendError } from "../core/errors.js";
+import { MailsendError, said, toMailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
 import type { SendContext, SendResult, Transport } from "../core/transport.js";
 import { type AttemptDeadline, attemptDeadline } from "./deadline.js";
@@ -130,13 +130,13 @@ async function takeSlot(store: SlotStore, opts: DeliverOptions, attempt: number,
     if (opts.noWait) {
       throw new MailsendError("rate_limited", `the rate limit of ${opts.limits.limit} per ${opts.limits.windowMs / 1000} s for this key is used up; the next slot frees in ${seconds} s`, {
         retryAfter: seconds,
-        hint: "Without --no-wait, mailsend waits for the slot.",
+        hint: (s) => `Without ${s.flag("noWait")}, mailsend waits for the slot.`,
       });
     }
     if (waited.ms + r.waitMs > opts.maxWaitMs) {
-      throw new MailsendError("rate_limited", `the rate limit for this key is used up and the next slot frees in ${seconds} s, beyond --max-wait (${Math.round(opts.maxWaitMs / 1000)} s)`, {
+      throw new MailsendError("rate_limited", (s) => `the rate limit for this key is used up and the next slot frees in ${seconds} s, beyond ${s.flag("maxWait")} (${Math.round(opts.maxWaitMs / 1000)} s)`, {
         retryAfter: seconds,
-        hint: `Raise --max-wait (now ${Math.round(opts.maxWaitMs / 1000)} s), or try again in ${seconds} s. Nothing was sent.`,
+        hint: (s) => `Raise ${s.flag("maxWait")} (now ${Math.round(opts.maxWaitMs / 1000)} s), or try again in ${seconds} s. Nothing was sent.`,
       });
     }
     opts.onWait?.({ reason: "budget", ms: r.waitMs, attempt });
@@ -161,11 +161,11 @@ async function takeSlot(store: SlotStore, opts: DeliverOptions, attempt: number,
 function overDeadline(err: MailsendError, deadlineMs: number, attempt: number): MailsendError {
   const s = Math.round(deadlineMs / 1000);
   if (err.mayHaveBeenSent || err.code === "outcome_unknown") {
-    return new MailsendError("outcome_unknown", `${err.message} (stopped at the ${s} s deadline)`, { cause: err, mayHaveBeenSent: true, ...(err.hint ? { hint: err.hint } : {}) });
+    return new MailsendError("outcome_unknown", (say) => `${said(err.messageWords, say.front)} (stopped at the ${s} s deadline)`, { cause: err, mayHaveBeenSent: true, ...(err.hintWords ? { hint: err.hintWords } : {}) });
   }
   return new MailsendError("timeout", `no delivery within the ${s} s deadline (attempt ${attempt} was still running)`, {
     cause: err,
-    hint: "Nothing was sent. The service or the network is slow or stuck; try again later, or raise --deadline.",
+    hint: (say) => `Nothing was sent. The service or the network is slow or stuck; try again later, or raise ${say.flag("deadline")}.`,
   });
 }
 
@@ -194,10 +194,10 @@ const REFUSES_THE_MESSAGE = new Set<string>(["dataerr", "nouser", "usage"]);
  */
 function stillInDoubt(err: MailsendError, doubt: MailsendError | undefined): MailsendError {
   if (!doubt || mayHaveGone(err) || REFUSES_THE_MESSAGE.has(err.exitClass)) return err;
-  const failed = new MailsendError("outcome_unknown", `${doubt.message}; ${err.attempts !== undefined ? `attempt ${err.attempts} failed too` : "then"}: ${err.message}`, {
+  const failed = new MailsendError("outcome_unknown", (s) => `${said(doubt.messageWords, s.front)}; ${err.attempts !== undefined ? `attempt ${err.attempts} failed too` : "then"}: ${said(err.messageWords, s.front)}`, {
     cause: err,
     mayHaveBeenSent: true,
-    ...(doubt.hint ? { hint: doubt.hint } : {}),
+    ...(doubt.hintWords ? { hint: doubt.hintWords } : {}),
   });
   if (err.attempts !== undefined) failed.attempts = err.attempts;
   return failed;

@@ -28,6 +28,8 @@ import type { SlotStore, TakeOutcome } from "./store.js";
 
 export interface FileStoreOptions {
   dir: string;
+  /** The state dir `dir` is in: checked with it (src/core/trusted-dir.ts). */
+  within?: string;
   /** Hash of the key: the key itself is never written anywhere. */
   keyHash: string;
   staleMs?: number;
@@ -65,7 +67,7 @@ export class FileSlotStore implements SlotStore {
   #warnings: string[] = [];
 
   constructor(opts: FileStoreOptions) {
-    ensurePrivateDir(opts.dir, "rate-limit state directory");
+    ensurePrivateDir(opts.dir, "rate-limit state directory", opts.within);
     this.#file = join(opts.dir, `${opts.keyHash}.json`);
     this.#lock = `${this.#file}.lock`;
     this.#staleMs = opts.staleMs ?? 5_000;

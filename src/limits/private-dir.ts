@@ -7,18 +7,24 @@ import { existsSync, mkdirSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { localFileError } from "../core/errors.js";
 import { mkdirOwned } from "../core/owned.js";
+import { checkDirChain } from "../core/trusted-dir.js";
 
 /**
- * Make `dir` (and its missing parents) with mode 0700. Returns a warning when
- * it already existed with access for the group or others.
+ * Make `dir` (and its missing parents) with mode 0700, refusing (78) a `dir` or a `within` (the
+ * state dir it is in) that another user can write. Returns a warning when it already existed with
+ * read access for the group or others.
  */
-export function ensurePrivateDir(dir: string, what = "state directory"): string | undefined {
+export function ensurePrivateDir(dir: string, what = "state directory", within?: string): string | undefined {
+  // Nothing is made or written where another user could write too (src/core/trusted-dir.ts): before, and once made.
+  const chain = [...(within ? [{ path: within, what: "state directory" }] : []), { path: dir, what }];
+  checkDirChain(chain);
   let made: string | undefined;
   try {
     made = mkdirOwned(dir);
   } catch (e) {
     throw localFileError(realCause(dir, e), dir, "write", what);
   }
+  checkDirChain(chain);
   if (made !== undefined || process.platform === "win32") return undefined;
   try {
     const mode = statSync(dir).mode & 0o777;

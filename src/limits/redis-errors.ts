@@ -4,10 +4,19 @@
  * and port (never by its URL, never with the password) and say that
  * MAILSEND_RATE_LIMIT_URL chose it.
  */
-import { type ErrorCode, MailsendError, toMailsendError } from "../core/errors.js";
+import { type ErrorCode, MailsendError, said, type Text, toMailsendError } from "../core/errors.js";
+import type { Say } from "../core/setting-names.js";
 import { connect as netConnect } from "node:net";
 import { looksLikeTlsToPlaintext, probe, speaksTls, UNREACHABLE, UNTRUSTED, untrustedHint } from "../net/errors.js";
-import { PASSWORD_FILE_VARIABLE, URL_VARIABLE, type RedisConfig } from "./redis-config.js";
+import { PASSWORD_FILE_VARIABLE, type RedisConfig } from "./redis-config.js";
+
+/** A Redis certificate from a private CA: the CA settings of the send, which the budget shares. */
+const PRIVATE_CA_HINT: Text = (s) =>
+  `If the server's certificate comes from a private CA, ${s.pick({
+    cli: "set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS to its PEM file, or pass --ca-file <pem>.",
+    api: "set caFile to its PEM file.",
+    sendmail: "set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS to its PEM file.",
+  })}`;
 
 /** What the store was doing: the first connection, or any later step (the server was there before). */
 export type RedisPhase = "connect" | "later";
@@ -57,10 +66,10 @@ export function isReadOnly(e: unknown): boolean {
 }
 
 /** How messages name the server and end their hints: by host and port, and the setting that chose it. */
-function naming(config: RedisConfig, op: RedisOp): { at: string; chosen: string; nothingSent: string } {
+function naming(config: RedisConfig, op: RedisOp): { at: string; chosen: (s: Say) => string; nothingSent: string } {
   return {
     at: `the shared-budget Redis at ${where(config)}`,
-    chosen: `${URL_VARIABLE} (${config.label}) chose this Redis`,
+    chosen: (s) => `${s.env("rateLimitUrl")} (${config.label}) chose this Redis`,
     nothingSent: op === "take" ? " Nothing was sent." : "",
   };
 }
@@ -82,12 +91,12 @@ interface Case {
   /** A refusal of this machine's credentials (ErrorDetails.local). */
   local?: true;
   message: (f: Failure) => string;
-  hint: (f: Failure) => string;
+  hint: (f: Failure) => Text;
 }
 
-function passwordPlace(config: RedisConfig): string {
+function passwordPlace(config: RedisConfig, s: Say): string {
   if (config.passwordSource === "the URL") return "the URL's user:password@";
-  return config.passwordSource ? PASSWORD_FILE_VARIABLE : `${PASSWORD_FILE_VARIABLE} or the URL`;
+  return config.passwordSource ? s.env(PASSWORD_FILE_VARIABLE) : `${s.env(PASSWORD_FILE_VARIABLE)} or the URL`;
 }
 
 /** Why a connection failed, in words: what its errno means, else its own message. */
@@ -110,77 +119,78 @@ const CASES: Case[] = [
     code: "auth_failed",
     local: true,
     message: (f) => `${f.at} refused ${f.config.username ? `the user "${f.config.username}" or its password` : "the password"} (authentication failed)`,
-    hint: (f) => `Check the password (in ${passwordPlace(f.config)})${f.config.username ? " and the ACL user name" : ""}. ${f.chosen}.${f.nothingSent}`,
+    hint: (f) => (s) => `Check the password (in ${passwordPlace(f.config, s)})${f.config.username ? " and the ACL user name" : ""}. ${f.chosen(s)}.${f.nothingSent}`,
   },
   {
     when: (f) => f.reply === "NOAUTH",
     code: "auth_failed",
     local: true,
     message: (f) => `${f.at} requires a password and none was given (authentication failed)`,
-    hint: (f) => `Put the password in a file named by ${PASSWORD_FILE_VARIABLE}, or in the URL as redis://[user]:password@host. ${f.chosen}.${f.nothingSent}`,
+    hint: (f) => (s) => `Put the password in a file named by ${s.env(PASSWORD_FILE_VARIABLE)}, or in the URL as redis://[user]:password@host. ${f.chosen(s)}.${f.nothingSent}`,
   },
   {
     when: (f) => /wrong number of arguments for 'auth'/i.test(f.msg),
     code: "auth_failed",
     local: true,
     message: (f) => `${f.at} takes no user name with the password (Redis 5 or older has no ACL users; authentication failed)`,
-    hint: (f) => `Give only the password, with no user name before the ":" of the URL's user:password@. ${f.chosen}.${f.nothingSent}`,
+    hint: (f) => (s) => `Give only the password, with no user name before the ":" of the URL's user:password@. ${f.chosen(s)}.${f.nothingSent}`,
   },
   {
     when: (f) => f.reply === "NOPERM",
     code: "auth_failed",
     local: true,
     message: (f) => `${f.at}: the user ${f.config.username ? `"${f.config.username}" ` : ""}may not run the budget's commands (${f.msg})`,
-    hint: (f) => `Grant the ACL user what the budget needs, e.g. ACL SETUSER ${f.config.username ?? "default"} ${REDIS_ACL}. ${f.chosen}.${f.nothingSent}`,
+    hint: (f) => (s) => `Grant the ACL user what the budget needs, e.g. ACL SETUSER ${f.config.username ?? "default"} ${REDIS_ACL}. ${f.chosen(s)}.${f.nothingSent}`,
   },
   {
     when: (f) => UNTRUSTED.has(f.code),
     code: "tls_untrusted",
     message: (f) => `the TLS certificate of ${f.at} is not trusted (${f.code})`,
-    hint: (f) =>
-      `${untrustedHint(f.e, "If the server's certificate comes from a private CA, set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS to its PEM file, or pass --ca-file <pem>.", URL_VARIABLE)} ${f.chosen}.${f.nothingSent}`,
+    hint: (f) => (s) => `${said(untrustedHint(f.e, PRIVATE_CA_HINT, (s) => s.env("rateLimitUrl")), s.front)} ${f.chosen(s)}.${f.nothingSent}`,
   },
   {
     when: (f) => f.config.tls && (looksLikeTlsToPlaintext(f.e) || /ssl|tls|handshake|certificate/i.test(`${f.code} ${f.msg}`)),
     code: "tls_mismatch",
     message: (f) => `TLS with ${f.at} failed: ${f.msg}`,
-    hint: (f) => `rediss:// speaks TLS from the first byte; if this port is plain Redis, use redis://. ${f.chosen}.${f.nothingSent}`,
+    hint: (f) => (s) => `rediss:// speaks TLS from the first byte; if this port is plain Redis, use redis://. ${f.chosen(s)}.${f.nothingSent}`,
   },
   {
     when: (f) => /Protocol error|unexpected reply|ParserError|Unknown RESP type/i.test(`${f.msg} ${(f.e as Error)?.name ?? ""}`),
     code: "config_invalid",
     message: (f) => `${f.at} does not speak the Redis protocol${f.config.tls ? "" : " (or it expects TLS)"}`,
-    hint: (f) => `Check the host and port${f.config.tls ? "" : ", and use rediss:// if the server speaks TLS"}. ${f.chosen}.${f.nothingSent}`,
+    hint: (f) => (s) => `Check the host and port${f.config.tls ? "" : ", and use rediss:// if the server speaks TLS"}. ${f.chosen(s)}.${f.nothingSent}`,
   },
   {
     when: (f) => /MOVED|CLUSTERDOWN|cluster support disabled/i.test(f.reply),
     code: "config_invalid",
     message: (f) => `${f.at} is a Redis Cluster node, which the budget does not use (${f.msg})`,
-    hint: (f) => `Point ${URL_VARIABLE} at a standalone Redis or Valkey (or a master through Sentinel). ${f.chosen}.${f.nothingSent}`,
+    hint: (f) => (s) => `Point ${s.env("rateLimitUrl")} at a standalone Redis or Valkey (or a master through Sentinel). ${f.chosen(s)}.${f.nothingSent}`,
   },
   {
     when: (f) => /^(?:READONLY|LOADING|BUSY|MASTERDOWN|TRYAGAIN|OOM)$/.test(f.reply),
     code: "temporary_failure",
     message: (f) => `${f.at} cannot take the budget's writes right now (${f.msg})`,
-    hint: (f) => `${f.reply === "READONLY" ? "It is a replica: point the URL at the master, or use redis-sentinel:// so mailsend finds it. " : "Try again shortly. "}${f.chosen}.${f.nothingSent}`,
+    hint: (f) => (s) => `${f.reply === "READONLY" ? "It is a replica: point the URL at the master, or use redis-sentinel:// so mailsend finds it. " : "Try again shortly. "}${f.chosen(s)}.${f.nothingSent}`,
   },
   {
-    when: (f) => /timed out|timeout/i.test(f.msg) && f.phase === "later" && !/connect/i.test(f.msg),
+    // A command's timeout while connecting (AUTH, SELECT) is a server that took the connection and
+    // then stopped answering, as one later: 75 at the bound, not "cannot reach" after more probing.
+    when: (f) => /timed out|timeout/i.test(f.msg) && (f.phase === "later" || /^Command timed out/.test(f.msg)) && !/connect/i.test(f.msg),
     code: "temporary_failure",
     message: (f) => `${f.at} did not answer in time (${f.msg})`,
-    hint: (f) => `Try again when it answers. ${f.chosen}.${f.nothingSent}`,
+    hint: (f) => (s) => `Try again when it answers. ${f.chosen(s)}.${f.nothingSent}`,
   },
   {
     when: (f) => lostConnection(f) && f.phase === "connect",
     code: "connection_failed",
     message: (f) => `cannot reach ${f.at}: ${unreachableWhy(f)}`,
-    hint: (f) => `${f.chosen}: check that it runs and that this machine can reach it, or unset ${URL_VARIABLE} to keep the budget per machine.${f.nothingSent}`,
+    hint: (f) => (s) => `${f.chosen(s)}: check that it runs and that this machine can reach it, or unset ${s.env("rateLimitUrl")} to keep the budget per machine.${f.nothingSent}`,
   },
   {
     when: lostConnection,
     code: "temporary_failure",
     message: (f) => `lost ${f.at}: ${unreachableWhy(f)}`,
-    hint: (f) => `mailsend fails closed rather than send outside the shared budget; try again when Redis is back. ${f.chosen}.${f.nothingSent}`,
+    hint: (f) => (s) => `mailsend fails closed rather than send outside the shared budget; try again when Redis is back. ${f.chosen(s)}.${f.nothingSent}`,
   },
 ];
 
@@ -195,7 +205,7 @@ export function redisError(e: unknown, config: RedisConfig, phase: RedisPhase, o
   // Any other refusal: the server is not a Redis (or Valkey) the budget can use.
   return new MailsendError("config_invalid", `${f.at} refused the budget's command: ${msg}`, {
     cause: e,
-    hint: `The budget needs Redis 6.2 or later (or Valkey) with Lua scripting (EVAL). ${f.chosen}.${f.nothingSent}`,
+    hint: (s) => `The budget needs Redis 6.2 or later (or Valkey) with Lua scripting (EVAL). ${f.chosen(s)}.${f.nothingSent}`,
   });
 }
 
@@ -220,10 +230,10 @@ export async function diagnoseConnect(e: unknown, config: RedisConfig, op: Redis
   const node = config.nodes[0]!;
   const { at, chosen, nothingSent } = naming(config, op);
   if (config.tls && (await speaksPlainRedis(node.host, node.port, Math.min(timeoutMs, 2_000)))) {
-    return new MailsendError("tls_mismatch", `${at} speaks plain Redis, not TLS`, { cause: e, hint: `Use redis:// for this port (rediss:// is for a TLS port). ${chosen}.${nothingSent}` });
+    return new MailsendError("tls_mismatch", `${at} speaks plain Redis, not TLS`, { cause: e, hint: (s) => `Use redis:// for this port (rediss:// is for a TLS port). ${chosen(s)}.${nothingSent}` });
   }
   if (!config.tls && (await speaksTls(node.host, node.port, Math.min(timeoutMs, 2_000)))) {
-    return new MailsendError("tls_mismatch", `${at} speaks TLS`, { cause: e, hint: `Use rediss:// for this port. ${chosen}.${nothingSent}` });
+    return new MailsendError("tls_mismatch", `${at} speaks TLS`, { cause: e, hint: (s) => `Use rediss:// for this port. ${chosen(s)}.${nothingSent}` });
   }
   return plain;
 }

@@ -202,9 +202,9 @@ function relabelled(buf: Buffer, d: Declaration | undefined, read: (b: Buffer) =
   // An XHTML page (javadoc's, older generators') says it twice: the prolog and the meta. Both change.
   const xml = xmlDeclaration(buf);
   if (xml && xml.start < d.start && xml.encoding !== "utf-8") {
-    return read(buf.subarray(0, xml.start)) + "utf-8" + read(buf.subarray(xml.end, d.start)) + "utf-8" + read(buf.subarray(d.end));
+    return `${read(buf.subarray(0, xml.start))}utf-8${read(buf.subarray(xml.end, d.start))}utf-8${read(buf.subarray(d.end))}`;
   }
-  return read(buf.subarray(0, d.start)) + "utf-8" + read(buf.subarray(d.end));
+  return `${read(buf.subarray(0, d.start))}utf-8${read(buf.subarray(d.end))}`;
 }
 
 /** An HTML body's bytes as text: UTF-8, or the legacy charset the document declares. */

@@ -50,7 +50,7 @@ export function strayBraces(template: string): string[] {
  * column "First Name"), as a spreadsheet's header is written for people.
  */
 export function looseName(name: string): string {
-  return name.normalize("NFC").toLowerCase().trim().replace(/[\s_\-]+/g, "_");
+  return name.normalize("NFC").toLowerCase().trim().replace(/[\s_-]+/g, "_");
 }
 
 function stringOf(v: unknown): string | undefined {
@@ -59,7 +59,7 @@ function stringOf(v: unknown): string | undefined {
 }
 
 /** The variable a placeholder names: spelled as it is, else the one variable spelled loosely the same. */
-function valueOf(vars: Record<string, unknown>, name: string): string | undefined {
+function variableValue(vars: Record<string, unknown>, name: string): string | undefined {
   if (Object.hasOwn(vars, name)) return stringOf(vars[name]);
   const loose = looseName(name);
   const same = Object.keys(vars).filter((k) => looseName(k) === loose);
@@ -70,7 +70,7 @@ export function render(template: string, vars: Record<string, unknown>, mode: Te
   const missing = new Map<string, string>();
   for (const m of template.matchAll(PLACEHOLDER)) {
     if (m[2] !== undefined || missing.has(m[1]!)) continue;
-    const v = valueOf(vars, m[1]!);
+    const v = variableValue(vars, m[1]!);
     if (v === undefined) missing.set(m[1]!, `{{${m[1]}}}`);
     else if (!v.trim()) missing.set(m[1]!, `{{${m[1]}}} (empty)`);
   }
@@ -86,7 +86,7 @@ export function render(template: string, vars: Record<string, unknown>, mode: Te
     });
   }
   return template.replace(PLACEHOLDER, (_, name: string, fallback: string | undefined) => {
-    const v = valueOf(vars, name);
+    const v = variableValue(vars, name);
     const out = v === undefined || !v.trim() ? fallback! : v;
     return mode === "html" ? escapeHtml(out) : out;
   });

@@ -12,7 +12,12 @@ export function trustedCas(caFile: string): string[] {
   try {
     file = readFileSync(caFile, "utf8");
   } catch (e) {
-    throw new MailsendError("config_invalid", `the CA file ${caFile} (--ca-file, MAILSEND_CA_FILE or a profile's ca_file) cannot be read (${(e as NodeJS.ErrnoException).code ?? e})`);
+    const why = (e as NodeJS.ErrnoException).code ?? e;
+    throw new MailsendError(
+      "config_invalid",
+      (s) => `the CA file ${caFile} (${s.pick({ cli: `${s.flag("caFile")}, ${s.env("caFile")} or a profile's ca_file`, api: s.flag("caFile"), sendmail: `${s.env("caFile")} or a profile's ca_file` })}) cannot be read (${why})`,
+      { setting: "caFile" },
+    );
   }
   return [...defaultCas(), file];
 }

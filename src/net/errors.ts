@@ -1,5 +1,5 @@
 import { connect as netConnect, isIP } from "node:net";
-import { MailsendError } from "../core/errors.js";
+import { MailsendError, said, type Text } from "../core/errors.js";
 
 export const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"]);
 
@@ -30,24 +30,24 @@ export function looksLikeTlsToPlaintext(e: unknown): boolean {
 export interface Endpoint {
   /** What to call it in messages: "https://api.example.com" or "smtp.example.com:587". */
   label: string;
-  /** How the user sets it: the flag and env var. */
-  setting: string;
+  /** How the user sets it: the flag and env var (as words, for each front end). */
+  setting: Text;
   /** What to say when TLS meets a plain-text port (or the reverse). */
-  tlsHint: string;
+  tlsHint: Text;
 }
 
 /**
  * Classify a socket-level failure that happened before the request was
  * handed over. Returns undefined when the error is not one of these.
  */
-export function connectError(e: unknown, ep: Endpoint, trustHint: string): MailsendError | undefined {
+export function connectError(e: unknown, ep: Endpoint, trustHint: Text): MailsendError | undefined {
   const code = errCode(e);
   const msg = (e as Error)?.message ?? String(e);
   if (UNREACHABLE.has(code)) {
     const what = code === "ECONNREFUSED" ? "connection refused" : code === "ENOTFOUND" || code === "EAI_AGAIN" ? "host not found" : "host unreachable";
     return new MailsendError("connection_failed", `cannot reach ${ep.label}: ${what}`, {
       cause: e,
-      hint: `Check ${ep.setting}, and that the service (or \`mailsend sandbox\`) is running. Nothing was sent.`,
+      hint: (s) => `Check ${said(ep.setting, s.front)}, and that the service (or \`mailsend sandbox\`) is running. Nothing was sent.`,
     });
   }
   if (UNTRUSTED.has(code)) {
@@ -59,13 +59,13 @@ export function connectError(e: unknown, ep: Endpoint, trustHint: string): Mails
   if (looksLikeTlsToPlaintext(e)) {
     return new MailsendError("tls_mismatch", `${ep.label} did not answer with TLS: the port and the TLS mode do not match`, {
       cause: e,
-      hint: `${ep.tlsHint} Nothing was sent.`,
+      hint: (s) => `${said(ep.tlsHint, s.front)} Nothing was sent.`,
     });
   }
   if (/ssl|tls|handshake|certificate/i.test(`${code} ${msg}`)) {
     return new MailsendError("tls_mismatch", `TLS handshake with ${ep.label} failed: ${msg}`, {
       cause: e,
-      hint: `${ep.tlsHint} Nothing was sent.`,
+      hint: (s) => `${said(ep.tlsHint, s.front)} Nothing was sent.`,
     });
   }
   return undefined;
@@ -81,7 +81,7 @@ export function isReset(e: unknown): boolean {
  * to name (`caHint`); but a certificate for other host names, or an expired
  * one, is not fixed by trusting a CA, and saying so spares the search.
  */
-export function untrustedHint(e: unknown, caHint: string, hostSetting: string): string {
+export function untrustedHint(e: unknown, caHint: Text, hostSetting: Text): Text {
   const code = errCode(e);
   if (code === "ERR_TLS_CERT_ALTNAME_INVALID") {
     const cert = (e as { cert?: { subjectaltname?: string; subject?: { CN?: string } } })?.cert;
@@ -90,14 +90,18 @@ export function untrustedHint(e: unknown, caHint: string, hostSetting: string): 
     const named = typeof host === "string" && host ? host : undefined;
     // A managed service's certificate names its host name: an address copied from a console does not match it.
     const byAddress = named && isIP(named.replace(/^\[|\]$/g, "")) ? ", not its IP address" : "";
-    return `The certificate is for ${names ?? "other host names"}, not for ${named ?? "the host connected to"}: use a name it lists in ${hostSetting}${byAddress}.`;
+    return (s) => `The certificate is for ${names ?? "other host names"}, not for ${named ?? "the host connected to"}: use a name it lists in ${said(hostSetting, s.front)}${byAddress}.`;
   }
   if (code === "CERT_HAS_EXPIRED") return "The server's certificate has expired: tell whoever runs the server.";
   return caHint;
 }
 
-export const TRUST_HINT =
-  "If the server uses a private CA (the sandbox does), pass --ca-file <pem> or set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS. --insecure skips the check (not for production).";
+export const TRUST_HINT: Text = (s) =>
+  `If the server uses a private CA (the sandbox does), ${s.pick({
+    cli: "pass --ca-file <pem> or set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS. --insecure skips the check (not for production).",
+    api: "set caFile to its CA certificate (a PEM file). insecure skips the check (not for production).",
+    sendmail: "set MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS to its PEM file.",
+  })}`;
 
 /**
  * Whether host:port completes a TLS handshake (any certificate): tells a

@@ -14,15 +14,17 @@
  * The API key is never written here; the profile's name and the transport are.
  */
 import { randomBytes } from "node:crypto";
-import { readdirSync } from "node:fs";
-import { mkdir, open, opendir, readdir, readFile, rename, rm, stat, unlink } from "node:fs/promises";
+import { constants, readdirSync } from "node:fs";
+import { lstat, open, opendir, readdir, rename, rm, stat, unlink, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { fsyncDirAsync, writeFileAtomicAsync } from "../core/atomic.js";
 import { localFileError, MailsendError } from "../core/errors.js";
 import { mkdirOwned } from "../core/owned.js";
+import { checkDirChain, type ChainDir } from "../core/trusted-dir.js";
 import { expandHome } from "../core/home.js";
 import { otherStateDir, stateDir } from "../settings/state-dir.js";
 import { PackedIds } from "./ids.js";
+import { checkMeta, checkState, NotOutboxMeta } from "./schema.js";
 import type { Envelope } from "../core/envelope.js";
 import type { OutboxMeta, OutboxState, QueuedMessage } from "./types.js";
 import type { Env } from "../core/env.js";
@@ -101,23 +103,33 @@ export interface AddInput {
   gate?: Promise<unknown>;
 }
 
-/** A full disk or a read-only outbox is a temporary failure for the caller (75; the relay says 452). */
+const notQueued = new WeakSet<object>();
+
+/** A full disk or a read-only outbox is a temporary failure for the caller (75; the relay and sendmail -bs say 452 4.3.1). */
 function writeFailure(e: unknown, path: string): MailsendError {
   const local = localFileError(e, path, "write", "outbox file");
-  return new MailsendError("temporary_failure", `${local.message}; the message was NOT queued`, {
+  const err = new MailsendError("temporary_failure", `${local.message}; the message was NOT queued`, {
     cause: e,
     hint: local.hint ?? "Check the outbox directory (mailsend queue --help), then send again.",
   });
+  notQueued.add(err);
+  return err;
 }
 
-const damaged = new WeakSet<object>();
+/** Whether an error of add() says the outbox could not be written (a full disk, a read-only one). */
+export function isOutboxWriteFailure(e: unknown): boolean {
+  return typeof e === "object" && e !== null && notQueued.has(e);
+}
+
+/** Each damaged-file error, and what is wrong with the file. */
+const damaged = new WeakMap<object, string>();
 
 /** An outbox file that is not what mailsend wrote (a disk fault, a hand copy): it can never be delivered as it is. */
 function damagedFile(path: string, id: string, why: string): MailsendError {
   const e = new MailsendError("local_io_failed", `the outbox file ${path} is damaged (${why})`, {
     hint: `Look at it, then delete it with mailsend queue rm ${id}; the rest of the outbox is unaffected.`,
   });
-  damaged.add(e);
+  damaged.set(e, why);
   return e;
 }
 
@@ -126,34 +138,104 @@ export function isDamagedFile(e: unknown): boolean {
   return typeof e === "object" && e !== null && damaged.has(e);
 }
 
-/** A message file whose length is not the one it was written with. */
-class CutShort extends Error {}
+/** What is wrong with the file, for an error of load() or meta() that says it is damaged. */
+export function damageOf(e: unknown): string | undefined {
+  return typeof e === "object" && e !== null ? damaged.get(e) : undefined;
+}
+
+/** Read-only, never through a symbolic link, never waiting on a FIFO someone put there. */
+const READ_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
+
+/**
+ * Opens a message file for reading, or undefined when it is not there. A link or anything but a
+ * plain file is damaged, found so before a byte of it is read: what it points at is not the
+ * outbox's to show.
+ */
+async function openOutboxFile(path: string, id: string): Promise<FileHandle | undefined> {
+  let fh: FileHandle;
+  try {
+    fh = await open(path, READ_FLAGS);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") return undefined;
+    if (code === "ELOOP") throw damagedFile(path, id, "it is a symbolic link, not a message file");
+    throw localFileError(e, path, "read", "outbox file");
+  }
+  const st = await fh.stat().catch(() => undefined);
+  if (!st?.isFile()) {
+    await fh.close();
+    throw damagedFile(path, id, "it is not a plain file");
+  }
+  return fh;
+}
+
+/** A metadata line, checked (schema.ts), and the message after it of the length it was written with. */
+function parseMeta(line: string, rawLength: number, path: string, id: string): OutboxMeta {
+  let meta: OutboxMeta;
+  try {
+    meta = checkMeta(JSON.parse(line), id);
+  } catch (e) {
+    if (e instanceof SyntaxError || e instanceof NotOutboxMeta) throw damagedFile(path, id, e.message);
+    throw e;
+  }
+  // Written whole (temp file, fsync, rename): a message of another length was cut or changed since.
+  if (meta.size !== rawLength) throw damagedFile(path, id, `its message is ${rawLength} bytes, ${meta.size} were queued`);
+  return meta;
+}
 
 export class Outbox {
   readonly queueDir: string;
   readonly failedDir: string;
   readonly tmpDir: string;
 
-  constructor(readonly dir: string) {
+  /** `stateDir`: the state dir the outbox is in, checked with it (trust()). */
+  constructor(
+    readonly dir: string,
+    private readonly stateDir?: string,
+  ) {
     this.queueDir = join(dir, "queue");
     this.failedDir = join(dir, "failed");
     this.tmpDir = join(dir, "tmp");
   }
 
   static fromEnv(env: Env): Outbox {
-    return new Outbox(outboxDir(env));
+    return new Outbox(outboxDir(env), env.MAILSEND_OUTBOX_DIR ? undefined : stateDir(env));
   }
 
   private dirsMade = false;
+  /** The directories passed trust() and only this user or root can change them: no need to look again. */
+  private trusted = false;
 
   ensureDirs(): void {
-    if (this.dirsMade) return;
-    try {
-      for (const d of [this.dir, this.queueDir, this.failedDir, this.tmpDir]) mkdirOwned(d);
-      this.dirsMade = true;
-    } catch (e) {
-      throw writeFailure(e, this.dir);
+    if (!this.dirsMade) {
+      // Checked before anything is made in them (a state dir others can write), and again once made.
+      this.trust();
+      try {
+        for (const d of [this.dir, this.queueDir, this.failedDir, this.tmpDir]) mkdirOwned(d);
+        this.dirsMade = true;
+      } catch (e) {
+        throw writeFailure(e, this.dir);
+      }
     }
+    this.trust();
+  }
+
+  /**
+   * Throws a config error (78) when another user could write in the state dir, the outbox or its
+   * subdirectories, or one of those is a symbolic link (src/core/trusted-dir.ts): nothing is read
+   * from or written there then. Looked at again before each change while the directories are a
+   * daemon user's (root working in its state dir): that user could swap one for a link meanwhile.
+   */
+  trust(): void {
+    if (this.trusted) return;
+    const chain: ChainDir[] = [
+      ...(this.stateDir ? [{ path: this.stateDir, what: "state directory" }] : []),
+      { path: this.dir, what: "outbox directory" },
+      { path: this.queueDir, what: "outbox directory", noLink: true },
+      { path: this.tmpDir, what: "outbox directory", noLink: true },
+      { path: this.failedDir, what: "outbox directory", noLink: true },
+    ];
+    this.trusted = checkDirChain(chain).ownOnly && this.dirsMade;
   }
 
   /**
@@ -198,6 +280,7 @@ export class Outbox {
 
   /** Ids of queued messages, oldest first. */
   async ids(where: "queue" | "failed" = "queue"): Promise<string[]> {
+    this.trust();
     let names: string[];
     try {
       names = await readdir(where === "queue" ? this.queueDir : this.failedDir);
@@ -245,6 +328,7 @@ export class Outbox {
 
   /** Each name in the directory, streamed (a missing directory has none). */
   private async eachName(where: "queue" | "failed", fn: (name: string) => void): Promise<void> {
+    this.trust();
     let dir;
     try {
       dir = await opendir(where === "queue" ? this.queueDir : this.failedDir, { bufferSize: 256 });
@@ -264,21 +348,16 @@ export class Outbox {
     return { msg: join(d, `${id}.msg`), state: join(d, `${id}.state`) };
   }
 
-  /** The metadata line alone (a list does not read whole messages). */
   /** Whether the message is (still) there. */
   async has(id: string, where: "queue" | "failed" = "queue"): Promise<boolean> {
-    return (await stat(this.paths(id, where).msg).catch(() => undefined)) !== undefined;
+    return (await lstat(this.paths(id, where).msg).catch(() => undefined)) !== undefined;
   }
 
+  /** The metadata line alone (a list does not read whole messages). */
   async meta(id: string, where: "queue" | "failed" = "queue"): Promise<OutboxMeta | undefined> {
     const { msg } = this.paths(id, where);
-    let fh;
-    try {
-      fh = await open(msg, "r");
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-      throw localFileError(e, msg, "read", "outbox file");
-    }
+    const fh = await openOutboxFile(msg, id);
+    if (!fh) return undefined;
     try {
       const buf = Buffer.alloc(16 * 1024);
       let text = "";
@@ -290,16 +369,12 @@ export class Outbox {
         const nl = text.indexOf("\n");
         if (nl >= 0) {
           const line = text.slice(0, nl);
-          const meta = JSON.parse(line) as OutboxMeta;
-          // Written whole: a file of another length was cut or changed since (as load() finds it).
-          const raw = (await fh.stat()).size - Buffer.byteLength(line) - 1;
-          if (typeof meta.size === "number" && meta.size !== raw) throw new CutShort(`its message is ${raw} bytes, ${meta.size} were queued`);
-          return meta;
+          return parseMeta(line, (await fh.stat()).size - Buffer.byteLength(line) - 1, msg, id);
         }
       }
-      throw new Error("no metadata line");
+      throw damagedFile(msg, id, "no metadata line");
     } catch (e) {
-      if (e instanceof SyntaxError || e instanceof CutShort || (e as Error).message === "no metadata line") throw damagedFile(msg, id, (e as Error).message);
+      if (isDamagedFile(e)) throw e;
       throw localFileError(e, msg, "read", "outbox file");
     } finally {
       await fh.close();
@@ -307,42 +382,53 @@ export class Outbox {
   }
 
   async load(id: string, where: "queue" | "failed" = "queue"): Promise<QueuedMessage | undefined> {
+    this.trust();
     const { msg } = this.paths(id, where);
+    const fh = await openOutboxFile(msg, id);
+    if (!fh) return undefined;
     let data: Buffer;
     try {
-      data = await readFile(msg);
+      data = await fh.readFile();
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return undefined;
       throw localFileError(e, msg, "read", "outbox file");
+    } finally {
+      await fh.close();
     }
     const nl = data.indexOf(0x0a);
-    let meta: OutboxMeta;
-    try {
-      if (nl < 0) throw new SyntaxError("no metadata line");
-      meta = JSON.parse(data.subarray(0, nl).toString("utf8")) as OutboxMeta;
-    } catch (e) {
-      throw damagedFile(msg, id, (e as Error).message);
-    }
+    if (nl < 0) throw damagedFile(msg, id, "no metadata line");
     const raw = data.subarray(nl + 1);
-    // Written whole (temp file, fsync, rename): a message of another length was cut or changed since.
-    if (typeof meta.size === "number" && meta.size !== raw.length) throw damagedFile(msg, id, `its message is ${raw.length} bytes, ${meta.size} were queued`);
+    const meta = parseMeta(data.subarray(0, nl).toString("utf8"), raw.length, msg, id);
     return { meta, raw, state: await this.state(id, where) };
   }
 
   async state(id: string, where: "queue" | "failed" = "queue"): Promise<OutboxState> {
     const { state } = this.paths(id, where);
+    let text: string;
     try {
-      const s = JSON.parse(await readFile(state, "utf8")) as OutboxState;
-      return { attempts: Number(s.attempts) || 0, nextAttemptAt: Number(s.nextAttemptAt) || 0, ...(s.lastError ? { lastError: s.lastError } : {}), ...(s.failedAt ? { failedAt: s.failedAt } : {}) };
+      // Not through a link: a state file is mailsend's own, never another file's bytes.
+      const fh = await open(state, READ_FLAGS);
+      try {
+        if (!(await fh.stat()).isFile()) throw Object.assign(new Error("not a plain file"), { code: "EISDIR" });
+        text = await fh.readFile("utf8");
+      } finally {
+        await fh.close();
+      }
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
-      // A missing state: never tried. A torn one (cannot be, it is renamed into place) reads as never tried too.
-      if (code === "ENOENT" || e instanceof SyntaxError) return { attempts: 0, nextAttemptAt: 0 };
+      // A missing state: never tried. One that cannot be read (a link, a directory) keeps its message waiting, said.
+      if (code === "ENOENT") return { attempts: 0, nextAttemptAt: 0 };
       throw localFileError(e, state, "read", "outbox state file");
+    }
+    try {
+      return checkState(JSON.parse(text));
+    } catch {
+      // A torn one (cannot be, it is renamed into place) reads as never tried too.
+      return { attempts: 0, nextAttemptAt: 0 };
     }
   }
 
   async setState(id: string, s: OutboxState, where: "queue" | "failed" = "queue"): Promise<void> {
+    this.trust();
     const { state } = this.paths(id, where);
     try {
       await writeDurably(state, this.tmpDir, [Buffer.from(JSON.stringify(s))]);
@@ -353,6 +439,7 @@ export class Outbox {
 
   /** A delivered message leaves the outbox (the .msg first: without it the rest is nothing). */
   async remove(id: string, where: "queue" | "failed" = "queue"): Promise<boolean> {
+    this.trust();
     const { msg, state } = this.paths(id, where);
     let existed = true;
     try {
@@ -388,6 +475,7 @@ export class Outbox {
    * the runner's schedule says.
    */
   async markRetried(): Promise<void> {
+    this.trust();
     // Made anew (not rewritten): a stamp another user left (root's, 0600) does not stop this one.
     await writeDurably(join(this.dir, "retry.stamp"), this.tmpDir, [Buffer.from(`${Date.now()}\n`)]).catch(() => {});
   }
@@ -435,6 +523,7 @@ export class Outbox {
 
   /** Leftovers of writers that died before their rename: never acknowledged, so never mail. */
   async sweepTmp(olderThanMs = 60 * 60_000): Promise<void> {
+    this.trust();
     let names: string[] = [];
     try {
       names = await readdir(this.tmpDir);
@@ -447,9 +536,5 @@ export class Outbox {
       const st = await stat(p).catch(() => undefined);
       if (st && now - st.mtimeMs > olderThanMs) await rm(p, { force: true }).catch(() => {});
     }
-  }
-
-  async mkdirs(): Promise<void> {
-    for (const d of [this.queueDir, this.failedDir, this.tmpDir]) await mkdir(d, { recursive: true, mode: 0o700 });
   }
 }

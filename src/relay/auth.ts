@@ -70,7 +70,7 @@ export class RelayUsers {
       const h = colon > 0 ? parseHash(t.slice(colon + 1).trim()) : undefined;
       if (!user || /\s/.test(user) || !h) {
         throw new MailsendError("config_invalid", `${path} line ${i + 1} is not "user:scrypt$..." as made by \`mailsend relay hash-password\``, {
-          hint: "Make each line with: printf '%s' 'the password' | mailsend relay hash-password USER >> " + path,
+          hint: `Make each line with: printf '%s' 'the password' | mailsend relay hash-password USER >> ${path}`,
         });
       }
       if (users.has(user)) throw new MailsendError("config_invalid", `${path} line ${i + 1}: the user ${JSON.stringify(user)} is listed twice`);

@@ -12,7 +12,8 @@
  *              not the message's fault, so the client keeps it until that is fixed
  *   452 4.3.1  the outbox cannot be written (disk full, read-only): try later
  *   451 4.3.0  anything else that went wrong here: try later
- *   421        too many clients (--max-clients), or shutting down
+ *   421        too many clients (--max-clients, or one address's share), a third wrong password, or shutting down
+ *   530 5.7.0  MAIL FROM before AUTH, where AUTH is required
  */
 import type { AddressInfo } from "node:net";
 import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp-server";
@@ -21,6 +22,8 @@ import { MAX_RECIPIENTS } from "../core/message.js";
 import { wireSize } from "../core/size.js";
 import type { Envelope } from "../core/envelope.js";
 import type { RelayUsers } from "./auth.js";
+import { isOutboxWriteFailure } from "../outbox/store.js";
+import { SessionGuard } from "./guard.js";
 import { hostPort, isLoopback } from "./listen.js";
 import { SETUP_REPLY } from "./replies.js";
 
@@ -72,6 +75,19 @@ export interface RelayOptions {
    * it alone): logged by the caller, never a password.
    */
   onRefused?(info: { code: number; reply: string; envelope: Envelope; remote: string; error?: MailsendError; rcpt?: string }): void;
+  /**
+   * Connections one client address may hold at once; one more is answered 421. Default: a quarter
+   * of maxClients when listening beyond loopback, none on loopback (this machine's own programs).
+   */
+  maxClientsPerAddress?: number;
+  /** Clients come from a network (what the rules below are for): by default, when `host` is not loopback. */
+  network?: boolean;
+  /** How long a session has to log in when AUTH is required (guard.ts's LOGIN_DEADLINE_MS unless said). */
+  loginDeadlineMs?: number;
+  /** The growth of the delay before a wrong password is answered, per recent failure from the address. */
+  failureDelayStepMs?: number;
+  /** Each wrong password (the address and the user name given, never the password): logged by the caller whatever -v says. */
+  onAuthFailed?(info: { address: string; user: string; closing: boolean }): void;
 }
 
 export interface Relay {
@@ -92,10 +108,13 @@ function replyText(s: string): string {
   return one.length > 400 ? `${one.slice(0, 397)}...` : one;
 }
 
-/** The SMTP answer for an error of validation or storage. Never 250: what was not stored is not accepted. */
-export function replyFor(e: unknown, stage: "validate" | "store"): { code: number; text: string } {
+/**
+ * The SMTP answer for an error of validation or storage, the relay's and `sendmail -bs`'s alike.
+ * Never 250: what was not stored is not accepted. `stage` "store": the error came from the write.
+ */
+export function replyFor(e: unknown, stage: "validate" | "store" = "validate"): { code: number; text: string } {
   const err = e instanceof MailsendError ? e : undefined;
-  if (stage === "store") {
+  if (isOutboxWriteFailure(e) || (stage === "store" && err?.exitClass !== "config")) {
     // A full disk, a read-only or unwritable outbox: the client keeps the message and tries again.
     const why = err ? replyText(err.message.replace(/; the message was NOT queued$/, "")) : "internal error";
     return { code: 452, text: `4.3.1 Insufficient system storage: the message was not queued (${why})` };
@@ -238,8 +257,22 @@ const envelopeOf = (session: SMTPServerSession): Envelope => ({
   to: session.envelope.rcptTo.map((r) => r.address),
 });
 
+/** The policies of guard.ts for these options. */
+function guardFor(opts: RelayOptions): SessionGuard {
+  const network = opts.network ?? !isLoopback(opts.host);
+  const perAddress = opts.maxClientsPerAddress ?? (network ? Math.max(1, Math.floor(opts.maxClients / 4)) : undefined);
+  return new SessionGuard({
+    auth: opts.users !== undefined,
+    authAfterTls: opts.users !== undefined && opts.tls !== undefined && network,
+    ...(perAddress !== undefined ? { perAddress } : {}),
+    ...(opts.loginDeadlineMs !== undefined ? { loginDeadlineMs: opts.loginDeadlineMs } : {}),
+    ...(opts.failureDelayStepMs !== undefined ? { failureDelayStepMs: opts.failureDelayStepMs } : {}),
+    ...(opts.onAuthFailed ? { onAuthFailed: opts.onAuthFailed } : {}),
+  });
+}
+
 /** The server's settings and the handlers of AUTH, RCPT TO and DATA; `inflight` holds each DATA's work. */
-function serverOptions(opts: RelayOptions, inflight: Set<Promise<unknown>>): SMTPServerOptions {
+function serverOptions(opts: RelayOptions, inflight: Set<Promise<unknown>>, guard: SessionGuard): SMTPServerOptions {
   // More than the service takes would be answered 250 here and refused in part later, with the app
   // long gone: a 452 at RCPT tells it now, and SMTP clients send those in a second transaction.
   const maxRecipients = opts.maxRecipients ?? MAX_RECIPIENTS;
@@ -257,7 +290,7 @@ function serverOptions(opts: RelayOptions, inflight: Set<Promise<unknown>>): SMT
     authMethods: ["PLAIN", "LOGIN"],
     authOptional: !opts.users,
     // On loopback the password never leaves the machine; elsewhere AUTH only under TLS.
-    allowInsecureAuth: isLoopback(opts.host),
+    allowInsecureAuth: !(opts.network ?? !isLoopback(opts.host)),
     size: opts.maxSize,
     maxClients: opts.maxClients,
     disableReverseLookup: true,
@@ -265,13 +298,40 @@ function serverOptions(opts: RelayOptions, inflight: Set<Promise<unknown>>): SMT
     closeTimeout: opts.closeTimeoutMs ?? 5000,
     socketTimeout: 5 * 60_000,
 
-    onAuth(auth, _session, cb) {
+    onConnect(session, cb) {
+      const refused = guard.connect(session, disabled);
+      cb(refused ? smtpReply(421, refused) : null);
+    },
+
+    onSecure(_socket, session, cb) {
+      guard.secured(session, disabled);
+      cb();
+    },
+
+    onClose(session) {
+      guard.close(session);
+    },
+
+    onAuth(auth, session, cb) {
       const users = opts.users;
       if (!users) return cb(smtpReply(503, "5.5.1 AUTH not available"));
       users.verify(auth.username, auth.password ?? undefined).then(
-        (ok) => (ok ? cb(null, { user: auth.username }) : cb(smtpReply(535, "5.7.8 Authentication credentials invalid"))),
+        async (ok) => {
+          if (ok) {
+            guard.authenticated(session);
+            return cb(null, { user: auth.username });
+          }
+          const closing = await guard.failed(session, auth.username ?? "");
+          cb(closing ? smtpReply(421, "4.7.0 Too many authentication failures, closing connection") : smtpReply(535, "5.7.8 Authentication credentials invalid"));
+        },
         () => cb(smtpReply(454, "4.7.0 Temporary authentication failure")),
       );
+    },
+
+    onMailFrom(_address, session, cb) {
+      // AUTH hidden until TLS takes it out of what smtp-server asks for: the relay asks itself.
+      if (opts.users && !session.user) return cb(smtpReply(530, "5.7.0 Authentication required"));
+      cb();
     },
 
     onRcptTo(address, session, cb) {
@@ -302,10 +362,12 @@ function serverOptions(opts: RelayOptions, inflight: Set<Promise<unknown>>): SMT
 export async function startRelay(opts: RelayOptions): Promise<Relay> {
   const inflight = new Set<Promise<unknown>>();
   let closing = false;
-  const options = serverOptions(opts, inflight);
+  const guard = guardFor(opts);
+  const options = serverOptions(opts, inflight, guard);
   const server = new SMTPServer(options);
   // A client that misbehaves at the socket level must not take the relay down.
   server.on("error", () => {});
+  guard.watch(server.server);
 
   await listen(server, opts.host, opts.port);
   const addr = server.server.address() as AddressInfo;

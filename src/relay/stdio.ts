@@ -158,7 +158,7 @@ export async function serveStdio(opts: StdioOptions): Promise<void> {
           (id) => cb(null, `2.0.0 Ok: ${id}`),
           (e: unknown) => {
             // A message refused for what it is (554), or a fault of this machine (4xx: the program keeps it).
-            const r = replyFor(e, (e as { code?: string }).code === "local_write_failed" ? "store" : "validate");
+            const r = replyFor(e);
             opts.onRefused?.(`${r.code} ${r.text}`);
             cb(reply(r.code, r.text));
           },

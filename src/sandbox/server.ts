@@ -12,7 +12,7 @@ import { resolve as resolvePath } from "node:path";
 import { MailsendError } from "../core/errors.js";
 import { DEFAULTS } from "../core/config.js";
 import type { SandboxCore } from "./core.js";
-import { createdByStart } from "./created.js";
+import { createdByStart, type CreatedByStart } from "./created.js";
 import { Faults, mergeFaults, NO_FAULTS, type FaultConfig } from "./faults.js";
 import { writeFileAtomic } from "../core/atomic.js";
 import { IdempotencyCache, IDEMPOTENCY_TTL_MS } from "./idempotency.js";
@@ -94,15 +94,18 @@ interface Listener {
   once(ev: "error", l: (e: NodeJS.ErrnoException) => void): unknown;
 }
 
+/** The library's name for a port flag: http-port is options.httpPort. */
+const optionOf = (flag: string) => flag.replace(/-(\w)/g, (_, c: string) => c.toUpperCase());
+
 function listen(server: Listener, address: () => AddressInfo, port: number, host: string, flag: string): Promise<number> {
   return new Promise((resolve, reject) => {
     server.once("error", (e) => {
       reject(
         e.code === "EADDRINUSE"
           ? new MailsendError("config_invalid", `port ${port} on ${host} is already in use`, {
-              hint: `Choose another with --${flag} <port>, or 0 for any free port.`,
+              hint: (s) => `Choose another with ${s.pick({ cli: `--${flag} <port>`, api: `options.${optionOf(flag)}` })}, or 0 for any free port.`,
             })
-          : new MailsendError("config_invalid", `cannot listen on ${host}:${port} (--${flag}): ${e.message}`, { cause: e }),
+          : new MailsendError("config_invalid", (s) => `cannot listen on ${host}:${port} (${s.pick({ cli: `--${flag}`, api: `options.${optionOf(flag)}` })}): ${e.message}`, { cause: e }),
       );
     });
     server.listen(port, host, () => resolve(address().port));
@@ -129,7 +132,7 @@ function openDataDir(dir: string): string | undefined {
   } catch (e) {
     throw new MailsendError("config_invalid", `cannot use ${dir} as the sandbox data dir (${(e as NodeJS.ErrnoException).code ?? e})`, {
       cause: e,
-      hint: "Give --dir (or MAILSEND_SANDBOX_DIR) a directory you can write to.",
+      hint: (s) => `Give ${s.pick({ cli: "--dir (or MAILSEND_SANDBOX_DIR)", api: "options.dir" })} a directory you can write to.`,
     });
   }
 }
@@ -304,6 +307,68 @@ function sandboxHandle(o: {
   };
 }
 
+/**
+ * The data dir's lock, held from before the snapshot of what exists until after a failed start has
+ * taken back what it made: no other start can write in between and have its files taken for ours.
+ * Once taken it is released by the last cleanup (they run in reverse), unless a failed start
+ * called hold() to release it itself after removing what it made.
+ */
+function dirLock(paths: SandboxPaths, created: CreatedByStart, cleanups: Cleanups) {
+  let releaseLock: (() => void) | undefined;
+  let holdLock = false;
+  return {
+    take: () => {
+      const release = acquireLock(paths.lock, paths.dir);
+      releaseLock = release;
+      cleanups.push(() => {
+        if (!holdLock) release();
+      });
+      created.snapshot();
+    },
+    hold: () => {
+      holdLock = true;
+    },
+    release: () => releaseLock?.(),
+  };
+}
+
+/** Opens (or makes) the data dir and takes its lock, checking the ports are free on the way. */
+async function claimDataDir(paths: SandboxPaths, host: string, options: SandboxOptions, created: CreatedByStart, lock: () => void): Promise<void> {
+  // A sandbox already running on this dir is the better message than its ports being in use.
+  const existed = existsSync(paths.dir);
+  if (existed) {
+    openDataDir(paths.dir);
+    lock();
+  }
+  await checkPorts(host, [
+    [options.httpPort, "http-port"],
+    [options.smtpPort, "smtp-port"],
+    [options.smtpsPort, "smtps-port"],
+  ]);
+  if (!existed) {
+    created.madeDir(openDataDir(paths.dir));
+    lock();
+  }
+}
+
+/** The HTTP and both SMTP servers, then the url file other processes find the sandbox by. */
+async function startServers(
+  o: { paths: SandboxPaths; core: SandboxCore; tls: TlsMaterial; host: string; reach: string; token: string | undefined; options: SandboxOptions },
+  cleanups: Cleanups,
+): Promise<Sandbox["ports"]> {
+  const { paths, core, tls, host, reach, token, options } = o;
+  const httpPort = await startHttp(core, host, options.httpPort ?? 0, token, cleanups);
+
+  const smtpPort = await startSmtp(core, "starttls", tls, host, options.smtpPort ?? 0, cleanups);
+  const smtpsPort = await startSmtp(core, "implicit", tls, host, options.smtpsPort ?? 0, cleanups);
+  // Run first (cleanups go in reverse): answers held back by latency go out before the servers close.
+  cleanups.push(() => core.faults.hurry());
+  // Where other processes (`mailsend inbox wait`) reach this sandbox; gone first on close.
+  writeFileAtomic(paths.url, `http://${urlHost(reach)}:${httpPort}\n`, { mode: 0o644 });
+  cleanups.push(() => rmSync(paths.url, { force: true }));
+  return { http: httpPort, smtp: smtpPort, smtps: smtpsPort };
+}
+
 export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
   // Absolute: the export lines and the ready line are used from other shells, in other directories.
   const paths = sandboxPaths(resolvePath(options.dir));
@@ -313,34 +378,9 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
   const cleanup = async () => {
     for (const c of cleanups.reverse()) await c();
   };
-  // Held from before the snapshot of what exists until after a failed start has taken back
-  // what it made: no other start can write in between and have its files taken for ours.
-  let releaseLock: (() => void) | undefined;
-  let holdLock = false;
-  const lock = () => {
-    const release = acquireLock(paths.lock, paths.dir);
-    releaseLock = release;
-    cleanups.push(() => {
-      if (!holdLock) release();
-    });
-    created.snapshot();
-  };
+  const lock = dirLock(paths, created, cleanups);
   try {
-    // A sandbox already running on this dir is the better message than its ports being in use.
-    const existed = existsSync(paths.dir);
-    if (existed) {
-      openDataDir(paths.dir);
-      lock();
-    }
-    await checkPorts(host, [
-      [options.httpPort, "http-port"],
-      [options.smtpPort, "smtp-port"],
-      [options.smtpsPort, "smtps-port"],
-    ]);
-    if (!existed) {
-      created.madeDir(openDataDir(paths.dir));
-      lock();
-    }
+    await claimDataDir(paths, host, options, created, lock.take);
 
     const reach = clientHost(host);
     const tls = await ensureTls(paths.tls, [...new Set(["localhost", "127.0.0.1", "::1", reach])]);
@@ -349,23 +389,15 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
 
     const exposed = !isLoopback(host);
     const token = exposed ? options.token || newToken() : undefined;
-    const httpPort = await startHttp(core, host, options.httpPort ?? 0, token, cleanups);
+    const ports = await startServers({ paths, core, tls, host, reach, token, options }, cleanups);
 
-    const smtpPort = await startSmtp(core, "starttls", tls, host, options.smtpPort ?? 0, cleanups);
-    const smtpsPort = await startSmtp(core, "implicit", tls, host, options.smtpsPort ?? 0, cleanups);
-    // Run first (cleanups go in reverse): answers held back by latency go out before the servers close.
-    cleanups.push(() => core.faults.hurry());
-    // Where other processes (`mailsend inbox wait`) reach this sandbox; gone first on close.
-    writeFileAtomic(paths.url, `http://${urlHost(reach)}:${httpPort}\n`, { mode: 0o644 });
-    cleanups.push(() => rmSync(paths.url, { force: true }));
-
-    return sandboxHandle({ paths, reach, tls, core, ports: { http: httpPort, smtp: smtpPort, smtps: smtpsPort }, createdKey, exposed, token, cleanup });
+    return sandboxHandle({ paths, reach, tls, core, ports, createdKey, exposed, token, cleanup });
   } catch (e) {
     // Everything but the lock first (servers, store), then what this start made, then the lock.
-    holdLock = true;
+    lock.hold();
     await cleanup();
     created.remove();
-    releaseLock?.();
+    lock.release();
     created.removeEmptyDirs();
     throw e;
   }

@@ -75,7 +75,7 @@ export async function generateTls(hosts: readonly string[] = ["localhost", "127.
     ],
   });
   const keyDer = await webcrypto.subtle.exportKey("pkcs8", leafKeys.privateKey as unknown as webcrypto.CryptoKey);
-  return { ca: caCert.toString("pem") + "\n", cert: leaf.toString("pem") + "\n", key: pem("PRIVATE KEY", keyDer) };
+  return { ca: `${caCert.toString("pem")}\n`, cert: `${leaf.toString("pem")}\n`, key: pem("PRIVATE KEY", keyDer) };
 }
 
 /** Load the CA and certificate from `dir`, making them when missing or near expiry. */

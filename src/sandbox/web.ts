@@ -22,7 +22,7 @@
  */
 import { formatSize } from "../core/size.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Address, Email } from "postal-mime";
+import type { Address, } from "postal-mime";
 import { INBOX_CSS, INBOX_JS } from "./web/assets.js";
 import type { MessageStore, StoredMessage } from "./types.js";
 import { readParts, type MessageParts, type PartAttachment } from "./content.js";
@@ -341,11 +341,9 @@ function fieldRows(fields: [string, Html | string | undefined][]): Html[] {
   return fields.filter(([, v]) => v !== undefined && v !== "").map(([k, v]) => html`<tr><th>${k}</th><td>${v}</td></tr>`);
 }
 
-function messagePage(meta: StoredMessage, raw: Buffer, p: Parsed): Html {
-  const id = meta.id;
-  const url = messageUrl(id);
-  const email = p.email;
-  const fields = fieldRows([
+/** The message's own header fields, read from the parsed message where it parsed, else from the store. */
+function messageFields(meta: StoredMessage, email: Parsed["email"]): Html[] {
+  return fieldRows([
     ["From", email?.from ? formatAddress(email.from) : meta.from],
     ["To", email ? formatAddresses(email.to) : meta.to.join(", ")],
     ["Cc", formatAddresses(email?.cc)],
@@ -354,7 +352,11 @@ function messagePage(meta: StoredMessage, raw: Buffer, p: Parsed): Html {
     ["Date", timeTag(email?.date)],
     ["Message-ID", email?.messageId ?? meta.messageId],
   ]);
-  const sandboxFields = fieldRows([
+}
+
+/** What the sandbox recorded about the message on arrival (channel, key, envelope, size). */
+function sandboxFields(meta: StoredMessage): Html[] {
+  return fieldRows([
     ["Received", timeTag(meta.receivedAt)],
     ["Channel", meta.channel],
     ["Key", meta.keyId],
@@ -363,8 +365,33 @@ function messagePage(meta: StoredMessage, raw: Buffer, p: Parsed): Html {
     ["Size", `${formatSize(meta.size)} (${meta.size} bytes)`],
     ["Idempotency-Key", meta.idempotencyKey],
   ]);
-  const headerRows = (email?.headers ?? []).map((h) => html`<tr><th>${h.originalKey}</th><td>${h.value}</td></tr>`);
+}
 
+/** The raw source, shown inline up to RAW_INLINE_MAX, with links to the whole of it. */
+function rawPanel(url: string, raw: Buffer): Html {
+  const rawShown = raw.subarray(0, RAW_INLINE_MAX).toString("utf8");
+  return html`<section class="panel" id="raw"><h3>Raw</h3><p class="note"><a href="${url}/raw">Open as text</a> · <a href="${url}/raw?download=1">Download .eml</a>${
+    raw.length > RAW_INLINE_MAX ? html` · showing the first ${formatSize(RAW_INLINE_MAX)} of ${formatSize(raw.length)}` : ""
+  }</p><pre>${rawShown}</pre></section>`;
+}
+
+function attachmentsPanel(url: string, attachments: Parsed["attachments"]): Html {
+  return html`<section class="panel" id="attachments"><h3>Attachments</h3>${
+    attachments.length
+      ? html`<table><thead><tr><th>File</th><th>Type</th><th>Size</th><th></th></tr></thead><tbody>${attachments.map(
+          (a) =>
+            html`<tr><td><a href="${url}/attachments/${a.index}" download>${a.filename}</a></td><td>${a.contentType}</td><td>${formatSize(a.size)}</td><td class="muted">${
+              a.inline ? "inline" : ""
+            }${a.contentId ? html` ${a.contentId}` : ""}</td></tr>`,
+        )}</tbody></table>`
+      : html`<p class="note">No attachments.</p>`
+  }</section>`;
+}
+
+/** The message page's tabs and their panels: HTML (when there is some), text, raw, attachments, sandbox. */
+function messagePanels(meta: StoredMessage, raw: Buffer, p: Parsed): { tabs: [string, string][]; panels: Html[] } {
+  const url = messageUrl(meta.id);
+  const email = p.email;
   const hasHtml = email?.html !== undefined && email.html !== "";
   const tabs: [string, string][] = [];
   const panels: Html[] = [];
@@ -381,28 +408,19 @@ function messagePage(meta: StoredMessage, raw: Buffer, p: Parsed): Html {
     }</section>`,
   );
   tabs.push(["raw", "Raw"]);
-  const rawShown = raw.subarray(0, RAW_INLINE_MAX).toString("utf8");
-  panels.push(
-    html`<section class="panel" id="raw"><h3>Raw</h3><p class="note"><a href="${url}/raw">Open as text</a> · <a href="${url}/raw?download=1">Download .eml</a>${
-      raw.length > RAW_INLINE_MAX ? html` · showing the first ${formatSize(RAW_INLINE_MAX)} of ${formatSize(raw.length)}` : ""
-    }</p><pre>${rawShown}</pre></section>`,
-  );
+  panels.push(rawPanel(url, raw));
   tabs.push(["attachments", `Attachments (${p.attachments.length})`]);
-  panels.push(
-    html`<section class="panel" id="attachments"><h3>Attachments</h3>${
-      p.attachments.length
-        ? html`<table><thead><tr><th>File</th><th>Type</th><th>Size</th><th></th></tr></thead><tbody>${p.attachments.map(
-            (a) =>
-              html`<tr><td><a href="${url}/attachments/${a.index}" download>${a.filename}</a></td><td>${a.contentType}</td><td>${formatSize(a.size)}</td><td class="muted">${
-                a.inline ? "inline" : ""
-              }${a.contentId ? html` ${a.contentId}` : ""}</td></tr>`,
-          )}</tbody></table>`
-        : html`<p class="note">No attachments.</p>`
-    }</section>`,
-  );
+  panels.push(attachmentsPanel(url, p.attachments));
   tabs.push(["sandbox", "Sandbox"]);
-  panels.push(html`<section class="panel" id="sandbox"><h3>Sandbox</h3><table class="fields">${sandboxFields}</table></section>`);
+  panels.push(html`<section class="panel" id="sandbox"><h3>Sandbox</h3><table class="fields">${sandboxFields(meta)}</table></section>`);
+  return { tabs, panels };
+}
 
+function messagePage(meta: StoredMessage, raw: Buffer, p: Parsed): Html {
+  const email = p.email;
+  const fields = messageFields(meta, email);
+  const headerRows = (email?.headers ?? []).map((h) => html`<tr><th>${h.originalKey}</th><td>${h.value}</td></tr>`);
+  const { tabs, panels } = messagePanels(meta, raw, p);
   const subject = email?.subject ?? meta.subject;
   return layout(
     `${subject || "(no subject)"} · mailsend sandbox`,
@@ -502,7 +520,10 @@ function routeMessage(req: IncomingMessage, res: ServerResponse, name: RouteName
       return;
     case "html": {
       const body = p.email?.html;
-      if (body === undefined || body === "") return notFound(req, res, "HTML part");
+      if (body === undefined || body === "") {
+        notFound(req, res, "HTML part");
+        return;
+      }
       send(req, res, 200, "text/html; charset=utf-8", frameHtml(body, p.attachments), {
         "Content-Security-Policy": MESSAGE_HTML_CSP,
         "X-Frame-Options": "SAMEORIGIN",
@@ -519,7 +540,10 @@ function routeMessage(req: IncomingMessage, res: ServerResponse, name: RouteName
     }
     case "attachment": {
       const a = p.attachments[Number(m[2])];
-      if (!a) return notFound(req, res, "Attachment");
+      if (!a) {
+        notFound(req, res, "Attachment");
+        return;
+      }
       send(req, res, 200, safeContentType(a.contentType), a.content, {
         "Content-Disposition": contentDisposition(a.filename),
         "Content-Security-Policy": INERT_CSP,
@@ -537,14 +561,13 @@ function matchRoute(path: string): { name: RouteName; m: RegExpExecArray } | und
   return undefined;
 }
 
-/** checkHost: false when the server checked Host (and the token) for every route already. */
-export function createInboxHandler(store: MessageStore, opts: { checkHost?: boolean } = {}): Handler {
-  const checkHost = opts.checkHost ?? true;
+/** The answer to each route of the inbox, once a request was matched and allowed. */
+function createRouter(store: MessageStore) {
   const parsed = createParser(store);
   const searcher = createSearcher(store);
   const searchApi = createSearchApi(searcher, sendJson);
 
-  async function route(req: IncomingMessage, res: ServerResponse, name: RouteName, m: RegExpExecArray, query: URLSearchParams): Promise<void> {
+  return async function route(req: IncomingMessage, res: ServerResponse, name: RouteName, m: RegExpExecArray, query: URLSearchParams): Promise<void> {
     switch (name) {
       case "css":
         send(req, res, 200, "text/css; charset=utf-8", INBOX_CSS, { "Cache-Control": "no-cache" });
@@ -571,7 +594,13 @@ export function createInboxHandler(store: MessageStore, opts: { checkHost?: bool
     if (!found) return notFound(req, res, "Message");
     if (name === "apiMessage") return sendJson(req, res, 200, { ...details(found.meta, found.parsed), links: found.parsed.links });
     routeMessage(req, res, name, m, query, found);
-  }
+  };
+}
+
+/** checkHost: false when the server checked Host (and the token) for every route already. */
+export function createInboxHandler(store: MessageStore, opts: { checkHost?: boolean } = {}): Handler {
+  const checkHost = opts.checkHost ?? true;
+  const route = createRouter(store);
 
   return async function handle(req, res) {
     let url: URL;

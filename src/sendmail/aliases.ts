@@ -139,7 +139,7 @@ export function isLocalName(address: string, table?: AliasTable, domains: Readon
   if (isLocalhost(domain)) return true;
   if (!domains.has(domain)) return false;
   if (!domain.includes(".")) return true;
-  return table !== undefined && table.entries.has(localPart(address));
+  return table?.entries.has(localPart(address)) ?? false;
 }
 
 /**

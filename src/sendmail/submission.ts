@@ -17,7 +17,6 @@ import { tooLarge } from "../core/size.js";
 import type { Envelope } from "../core/envelope.js";
 import { atThisMachine, expandLocal, isLocalName, type AliasTable } from "./aliases.js";
 import { binaryKind } from "../core/binary.js";
-import type { Env } from "../core/env.js";
 
 export { DEFAULT_MAX_SIZE, maxMessageSize } from "../core/size.js";
 

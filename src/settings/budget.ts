@@ -7,7 +7,7 @@
 import { DEFAULTS } from "../core/config.js";
 import type { Env } from "../core/env.js";
 import { MailsendError } from "../core/errors.js";
-import { settingName, SETTINGS, type Front, type Setting } from "./names.js";
+import { settingName, SETTINGS, type Front, type Setting } from "../core/setting-names.js";
 
 /** What a front end was given: the CLI's flags in seconds, the library's options in milliseconds. */
 export interface BudgetGiven {
@@ -68,7 +68,7 @@ function duration(front: Front, env: Env, setting: Setting, ms: number | undefin
  * or a share of the limit ("10%"); unset, sliding-log.ts's default (10%, at least one slot).
  */
 function reserveOf(front: Front, env: Env, limit: number): number | undefined {
-  const variable = SETTINGS.rateReserve.env;
+  const variable = SETTINGS.rateReserve.env!;
   const raw = env[variable]?.trim();
   if (raw === undefined || raw === "") return undefined;
   const m = /^(\d+)(%?)$/.exec(raw);

@@ -187,13 +187,13 @@ function invalid(path: string, where: { line: number; column?: number } | undefi
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
-/** Validate a parsed config document; errors name the file and the line. */
-export function checkConfigData(path: string, parsed: LocatedJson): ConfigFile {
-  const data = parsed.value;
-  const at = (obj: object, key: string) => parsed.keyPosition(obj, key);
-  if (!isObject(data)) throw invalid(path, { line: 1 }, "the config file must hold a JSON object", 'Start from: {"profiles": {"default": {}}}');
+/** Where a key sits in the config file, for the error that names it. */
+type KeyAt = (obj: object, key: string) => ReturnType<LocatedJson["keyPosition"]>;
 
-  const keyFields = (obj: Record<string, unknown>) => Object.keys(obj).filter(looksLikeKeyField);
+const keyFields = (obj: Record<string, unknown>) => Object.keys(obj).filter(looksLikeKeyField);
+
+/** The top level holds "profiles" and optionally "profile", never an API key. */
+function checkTopLevel(path: string, data: Record<string, unknown>, at: KeyAt): void {
   const topKeyLike = keyFields(data);
   if (topKeyLike.length > 0) {
     throw invalid(path, at(data, topKeyLike[0]!), `${topKeyLike.join(", ")}: the config file must not hold an API key`, KEY_FIELD_HINT);
@@ -203,46 +203,63 @@ export function checkConfigData(path: string, parsed: LocatedJson): ConfigFile {
     const list = unknownTop.map((k) => `${JSON.stringify(k)} (line ${at(data, k)?.line})`).join(", ");
     throw invalid(path, at(data, unknownTop[0]!), `unknown top-level key${unknownTop.length > 1 ? "s" : ""} ${list}`, 'The file holds "profiles" (an object of named profiles) and optionally "profile" (the name of the default one).');
   }
+}
+
+/** Settings each valid alone that a profile must not hold together (or one without the other). */
+function checkProfileCombinations(path: string, name: string, value: Record<string, unknown>, at: KeyAt): void {
+  // redis://word@host: without a password file the word is the password (as redis-cli reads it),
+  // which a profile must not hold; with one, it is the ACL user name.
+  const userPart = typeof value.rate_limit_url === "string" ? userPartIn(value.rate_limit_url) : undefined;
+  if (userPart && !userPart.includes(":") && value.rate_limit_password_file === undefined) {
+    throw invalid(
+      path,
+      at(value, "rate_limit_url"),
+      `profile "${name}": rate_limit_url has a user part and there is no rate_limit_password_file: alone, that part is read as the Redis password, which a profile must not hold`,
+      "Set rate_limit_password_file (a file holding the password) first: the user part is then the ACL user name. Or remove the user part.",
+    );
+  }
+  if (value.api_key_env !== undefined && value.api_key_file !== undefined) {
+    throw invalid(path, at(value, "api_key_file"), `profile "${name}": give api_key_env or api_key_file, not both`);
+  }
+  if (value.name !== undefined && value.from === undefined) {
+    throw invalid(path, at(value, "name"), `profile "${name}": name is the display name of the profile's from; set from too`);
+  }
+}
+
+/** One named profile: a valid name, known settings with valid values, no API key. */
+function checkProfile(path: string, name: string, value: unknown, pos: ReturnType<KeyAt>, at: KeyAt): ProfileSettings {
+  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(name)) {
+    throw invalid(path, pos, `profile name ${JSON.stringify(name)} must be letters, digits, ".", "_" or "-" (up to 64)`);
+  }
+  if (!isObject(value)) throw invalid(path, pos, `profile "${name}" must be an object`);
+  const keyLike = keyFields(value);
+  if (keyLike.length > 0) {
+    throw invalid(path, at(value, keyLike[0]!), `profile "${name}": ${keyLike.join(", ")}: a profile must not hold an API key`, KEY_FIELD_HINT);
+  }
+  const unknown = Object.keys(value).filter((k) => !isSettingName(k));
+  if (unknown.length > 0) {
+    const list = unknown.map((k) => `${JSON.stringify(k)} (line ${at(value, k)?.line})`).join(", ");
+    throw invalid(path, at(value, unknown[0]!), `profile "${name}": unknown key${unknown.length > 1 ? "s" : ""} ${list}`, `A profile may hold: ${SETTING_NAMES.join(", ")}.`);
+  }
+  for (const [k, v] of Object.entries(value)) {
+    const problem = settingProblem(k as SettingName, v);
+    if (problem) throw invalid(path, at(value, k), `profile "${name}": ${problem}`);
+  }
+  checkProfileCombinations(path, name, value, at);
+  return value as ProfileSettings;
+}
+
+/** Validate a parsed config document; errors name the file and the line. */
+export function checkConfigData(path: string, parsed: LocatedJson): ConfigFile {
+  const data = parsed.value;
+  const at: KeyAt = (obj, key) => parsed.keyPosition(obj, key);
+  if (!isObject(data)) throw invalid(path, { line: 1 }, "the config file must hold a JSON object", 'Start from: {"profiles": {"default": {}}}');
+  checkTopLevel(path, data, at);
   const profilesValue = data.profiles ?? {};
   if (!isObject(profilesValue)) throw invalid(path, at(data, "profiles"), '"profiles" must be an object of named profiles');
   const profiles: Record<string, ProfileSettings> = {};
   for (const [name, value] of Object.entries(profilesValue)) {
-    const pos = at(profilesValue, name);
-    if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(name)) {
-      throw invalid(path, pos, `profile name ${JSON.stringify(name)} must be letters, digits, ".", "_" or "-" (up to 64)`);
-    }
-    if (!isObject(value)) throw invalid(path, pos, `profile "${name}" must be an object`);
-    const keyLike = keyFields(value);
-    if (keyLike.length > 0) {
-      throw invalid(path, at(value, keyLike[0]!), `profile "${name}": ${keyLike.join(", ")}: a profile must not hold an API key`, KEY_FIELD_HINT);
-    }
-    const unknown = Object.keys(value).filter((k) => !isSettingName(k));
-    if (unknown.length > 0) {
-      const list = unknown.map((k) => `${JSON.stringify(k)} (line ${at(value, k)?.line})`).join(", ");
-      throw invalid(path, at(value, unknown[0]!), `profile "${name}": unknown key${unknown.length > 1 ? "s" : ""} ${list}`, `A profile may hold: ${SETTING_NAMES.join(", ")}.`);
-    }
-    for (const [k, v] of Object.entries(value)) {
-      const problem = settingProblem(k as SettingName, v);
-      if (problem) throw invalid(path, at(value, k), `profile "${name}": ${problem}`);
-    }
-    // redis://word@host: without a password file the word is the password (as redis-cli reads it),
-    // which a profile must not hold; with one, it is the ACL user name.
-    const userPart = typeof value.rate_limit_url === "string" ? userPartIn(value.rate_limit_url) : undefined;
-    if (userPart && !userPart.includes(":") && value.rate_limit_password_file === undefined) {
-      throw invalid(
-        path,
-        at(value, "rate_limit_url"),
-        `profile "${name}": rate_limit_url has a user part and there is no rate_limit_password_file: alone, that part is read as the Redis password, which a profile must not hold`,
-        "Set rate_limit_password_file (a file holding the password) first: the user part is then the ACL user name. Or remove the user part.",
-      );
-    }
-    if (value.api_key_env !== undefined && value.api_key_file !== undefined) {
-      throw invalid(path, at(value, "api_key_file"), `profile "${name}": give api_key_env or api_key_file, not both`);
-    }
-    if (value.name !== undefined && value.from === undefined) {
-      throw invalid(path, at(value, "name"), `profile "${name}": name is the display name of the profile's from; set from too`);
-    }
-    profiles[name] = value as ProfileSettings;
+    profiles[name] = checkProfile(path, name, value, at(profilesValue, name), at);
   }
   let defaultProfile: string | undefined;
   if (data.profile !== undefined) {

@@ -105,7 +105,7 @@ export function parseProxyUrl(value: string, source: string, kinds: readonly str
 /** --smtp-proxy / MAILSEND_SMTP_PROXY: SMTP goes through a proxy only when asked (never HTTPS_PROXY's). */
 export function smtpProxyFrom(flag: string | undefined, env: Env, words: ProxyWords = CLI_SMTP_PROXY): ProxySetting | undefined {
   const named = flag !== undefined ? { value: flag.trim(), source: words.given } : first(env, ["MAILSEND_SMTP_PROXY"], words);
-  if (!named || !named.value || NONE.has(named.value.toLowerCase())) return undefined;
+  if (!named?.value || NONE.has(named.value.toLowerCase())) return undefined;
   return parseProxyUrl(named.value, named.source, SMTP_PROXY);
 }
 
@@ -185,7 +185,7 @@ export function proxyFor(target: URL, flag: string | undefined, env: Env, words:
   const explicit = flag !== undefined ? { value: flag.trim(), source: words.given } : first(env, ["MAILSEND_PROXY"], words);
   if (explicit && NONE.has(explicit.value.toLowerCase())) return { bypass: `${explicit.source} ${explicit.value}` };
   const named =
-    explicit && explicit.value
+    explicit?.value
       ? explicit
       : first(env, target.protocol === "https:" ? ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] : ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"], words);
   if (!named) return {};

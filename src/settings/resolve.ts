@@ -7,14 +7,14 @@
  * in the words of the front end that asked (names.ts).
  */
 import { readFile } from "node:fs/promises";
-import { DEFAULTS, smtpUserIsKey, type SmtpTlsMode, type TransportConfig } from "../core/config.js";
+import { DEFAULTS, noChannelError, smtpUserIsKey, type SmtpTlsMode, type TransportConfig } from "../core/config.js";
 import type { Env } from "../core/env.js";
-import { MailsendError, type ErrorCode } from "../core/errors.js";
+import { MailsendError, type ErrorCode, type Text } from "../core/errors.js";
 import { expandHome } from "../core/home.js";
 import type { TransportName } from "../core/transport.js";
 import { USER_AGENT } from "../core/version.js";
 import { fileError, readSource, readStdin, type InputStreams } from "../core/read.js";
-import { settingName, type Front, type Setting, type Source } from "./names.js";
+import { settingName, type Front, type Setting, type Source } from "../core/setting-names.js";
 import { readProfileKey, type ActiveProfile } from "./profile.js";
 import { checkProxyFlag, proxyFor, smtpProxyFrom, type ProxyWords } from "./proxy.js";
 
@@ -47,7 +47,7 @@ export interface Given extends ConnectionFlags {
 
 /** The layers under one front end's reading: what it was given, the environment (with the profile under it). */
 export interface Layers {
-  /** The CLI or the library (sendmail's callers are spoken to in the CLI's words, then in theirs: api/terms.ts). */
+  /** The CLI or the library (sendmail's callers resolve as the CLI does; an error's words are said to them in theirs: MailsendError.in). */
   front: Exclude<Front, "sendmail">;
   given: Given;
   env: Env;
@@ -92,7 +92,7 @@ export function named(l: Layers, setting: Setting, source?: Source): string {
   return settingName(setting, l.front, source);
 }
 
-function settingError(code: ErrorCode, setting: Setting, message: string, hint?: string, cause?: unknown): MailsendError {
+function settingError(code: ErrorCode, setting: Setting, message: string, hint?: Text, cause?: unknown): MailsendError {
   return new MailsendError(code, message, { setting, ...(hint ? { hint } : {}), ...(cause !== undefined ? { cause } : {}) });
 }
 
@@ -164,8 +164,10 @@ async function readKeyFile(l: Layers, file: string, source: Source, io: InputStr
   return checkKey(buf.toString("utf8"), l.front === "cli" ? `${name} (${file})` : name);
 }
 
-const NO_KEY_HINT: Record<Layers["front"], string> = {
-  cli: "Set MAILSEND_API_KEY, or MAILSEND_API_KEY_FILE to a file holding it, or pipe it with --api-key-stdin, or name its variable or file in a profile (mailsend config set api_key_env NAME). To try mailsend locally, start `mailsend sandbox`.",
+const NO_KEY_HINT: Record<Layers["front"], Text> = {
+  // sendmail's callers (which resolve as the CLI does) have no flag to pipe the key with.
+  cli: (s) =>
+    `Set ${s.env("apiKey")}, or ${s.env("apiKeyFile")} to a file holding it, ${s.pick({ cli: `or pipe it with ${s.flag("apiKey")}, `, api: "", sendmail: "" })}or name its variable or file in a profile (mailsend config set api_key_env NAME). To try mailsend locally, start \`mailsend sandbox\`.`,
   api: "Pass options.apiKey or options.apiKeyFile (the environment is read only when you pass options.env).",
 };
 
@@ -208,10 +210,11 @@ export interface ResolveOptions extends Partial<InputStreams> {
   needKey: boolean;
 }
 
-const NO_ADDRESS_HINT: Record<Layers["front"], { rest: string; smtp: string }> = {
+const NO_ADDRESS_HINT: Record<Layers["front"], { rest: Text; smtp: Text }> = {
   cli: {
-    rest: "Set --base-url or MAILSEND_BASE_URL (or base_url in a profile: mailsend config set base_url URL) to the service's address (mailsend POSTs to <base-url>/send). For a local one, run `mailsend sandbox` and paste the export lines it prints.",
-    smtp: "Set --smtp-host or MAILSEND_SMTP_HOST. For a local one, run `mailsend sandbox` and paste the export lines it prints.",
+    rest: (s) =>
+      `Set ${s.either("baseUrl", " or ")} (or base_url in a profile: mailsend config set base_url URL) to the service's address (mailsend POSTs to <base-url>/send). For a local one, run \`mailsend sandbox\` and paste the export lines it prints.`,
+    smtp: (s) => `Set ${s.either("smtpHost", " or ")}. For a local one, run \`mailsend sandbox\` and paste the export lines it prints.`,
   },
   api: {
     rest: 'Pass options.baseUrl (mail is POSTed to <baseUrl>/send), or transport: "smtp" with options.smtp. createSandbox() gives a local one.',
@@ -320,12 +323,7 @@ export async function resolveSettings(l: Layers, opts: ResolveOptions & { needCh
   const transport = transportOf(l, true);
   const configured = configuredChannelsOf(l);
   if (transport === "auto" && opts.needChannel && !configured.rest && !configured.smtp) {
-    throw settingError(
-      "config_missing",
-      "baseUrl",
-      "--transport auto: neither a REST base URL nor an SMTP host is configured",
-      "Set MAILSEND_BASE_URL or MAILSEND_SMTP_HOST (or --base-url / --smtp-host). For a local one, run `mailsend sandbox` and paste the export lines it prints.",
-    );
+    throw noChannelError();
   }
   common(l);
   const apiKey = opts.needKey ? await keyOf(l, streamsOf(opts)) : "";

@@ -6,6 +6,7 @@
  * outbox (mail from sendmail/relay: a Message made from a raw RFC 5322
  * message, `raw` set) decide the same way.
  */
+import { noChannelError } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
@@ -80,14 +81,12 @@ export function chooseTransport(m: Message, channels: Channels): TransportChoice
   if (channels.smtp) return { transport: "smtp", reason: loss ?? "only SMTP is configured" };
   if (channels.rest) {
     if (loss === undefined) return { transport: "rest", reason: "only REST is configured" };
-    throw new MailsendError("config_missing", `--transport auto: this message needs SMTP (${loss}: the REST send request cannot carry it), but no SMTP host is configured`, {
+    throw new MailsendError("config_missing", (s) => `${s.value("transport", "auto")}: this message needs SMTP (${loss}: the REST send request cannot carry it), but no SMTP host is configured`, {
       hint:
         loss === "inline images"
-          ? "Set --smtp-host or MAILSEND_SMTP_HOST, or send the images as links or plain attachments instead (--no-embed). Nothing was sent."
-          : "Set --smtp-host or MAILSEND_SMTP_HOST (the sandbox prints its own), or change the message. Nothing was sent.",
+          ? (s) => `Set ${s.either("smtpHost", " or ")}, or send the images as links or plain attachments instead (${s.flag("noEmbed")}). Nothing was sent.`
+          : (s) => `Set ${s.either("smtpHost", " or ")} (the sandbox prints its own), or change the message. Nothing was sent.`,
     });
   }
-  throw new MailsendError("config_missing", "--transport auto: neither a REST base URL nor an SMTP host is configured", {
-    hint: "Set MAILSEND_BASE_URL or MAILSEND_SMTP_HOST (or --base-url / --smtp-host). For a local one, run `mailsend sandbox` and paste the export lines it prints.",
-  });
+  throw noChannelError();
 }

@@ -4,7 +4,7 @@
  * same advice).
  */
 import { isIP } from "node:net";
-import { MailsendError } from "../core/errors.js";
+import { MailsendError, type Text } from "../core/errors.js";
 
 /** The message is over the service's size limit (REST 413, SMTP 552). */
 export const TOO_LARGE_HINT = "Send smaller or fewer attachments, or a link to the file.";
@@ -18,9 +18,10 @@ export function isLoopback(host: string): boolean {
 }
 
 /** A revoked or expired key (REST 403, SMTP 535 saying so). */
-export function revokedKeyHint(host: string): string {
+export function revokedKeyHint(host: string): Text {
   return isLoopback(host)
-    ? "The key is revoked or expired. On a mailsend sandbox (the endpoint is on this machine), `mailsend sandbox keys add --save` makes a new key and writes it to the sandbox's own key file (`api-key` in its data dir, where its export lines point MAILSEND_API_KEY_FILE); if MAILSEND_API_KEY_FILE names another file, put the new key there (`mailsend sandbox keys add` prints it once). `mailsend sandbox keys list` shows the keys."
+    ? (s) =>
+        `The key is revoked or expired. On a mailsend sandbox (the endpoint is on this machine), \`mailsend sandbox keys add --save\` makes a new key and writes it to the sandbox's own key file (\`api-key\` in its data dir, where its export lines point ${s.env("apiKeyFile")}); if ${s.env("apiKeyFile")} names another file, put the new key there (\`mailsend sandbox keys add\` prints it once). \`mailsend sandbox keys list\` shows the keys.`
     : "The key is revoked or expired: create a new one in the service's dashboard.";
 }
 
@@ -33,6 +34,6 @@ export function noStartTlsError(label: string, reply: string, status: number | u
   return new MailsendError("tls_mismatch", `${label} does not offer STARTTLS${reply ? ` (it answered: ${reply})` : ""}, and mailsend will not send the key in clear text`, {
     cause,
     ...(status !== undefined ? { status } : {}),
-    hint: "Nothing was sent. Use the service's submission port (587 with STARTTLS, or 465 with --smtp-tls implicit); this server may not be the service's submission server.",
+    hint: (s) => `Nothing was sent. Use the service's submission port (587 with STARTTLS, or 465 with ${s.value("smtpTls", "implicit")}); this server may not be the service's submission server.`,
   });
 }

@@ -66,13 +66,13 @@ export function proxyFailure(e: unknown, proxy: ProxySetting, target: string): M
     const why = code === "ECONNREFUSED" ? "connection refused" : code === "ENOTFOUND" || code === "EAI_AGAIN" ? "host not found" : "host unreachable";
     return new MailsendError("connection_failed", `cannot reach ${named(proxy)}: ${why}`, {
       cause: e,
-      hint: `Check ${setting(proxy)}, and that the proxy runs; NO_PROXY (or --proxy none) sends a host direct. Nothing was sent.`,
+      hint: (s) => `Check ${setting(proxy)}, and that the proxy runs; NO_PROXY (or ${s.value("proxy", "none")}) sends a host direct. Nothing was sent.`,
     });
   }
   if (proxy.protocol === "https:" && typeof code === "string" && UNTRUSTED.has(code)) {
     return new MailsendError("tls_untrusted", `the TLS certificate of ${named(proxy)} is not trusted`, {
       cause: e,
-      hint: "Pass its CA with --ca-file or NODE_EXTRA_CA_CERTS, or name the proxy with http://. Nothing was sent.",
+      hint: (s) => `Pass its CA with ${s.pick({ cli: "--ca-file or NODE_EXTRA_CA_CERTS", api: "caFile", sendmail: "MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS" })}, or name the proxy with http://. Nothing was sent.`,
     });
   }
   return undefined;
@@ -80,7 +80,7 @@ export function proxyFailure(e: unknown, proxy: ProxySetting, target: string): M
 
 function timedOut(proxy: ProxySetting, timeoutMs: number): MailsendError {
   return new MailsendError("timeout", `${named(proxy)} did not answer within ${timeoutMs / 1000} s`, {
-    hint: `Check ${setting(proxy)} and the network, or raise --timeout. Nothing was sent.`,
+    hint: (s) => `Check ${setting(proxy)} and the network, or raise ${s.flag("timeout")}. Nothing was sent.`,
   });
 }
 
@@ -257,7 +257,7 @@ export async function smtpSocket(proxy: ProxySetting, host: string, port: number
     if (/timed out|timeout/i.test(message)) throw timedOut(proxy, timeoutMs);
     throw new MailsendError("connection_failed", `${named(proxy)} could not connect to ${target} (${message})`, {
       cause: e,
-      hint: "The proxy answered, the SMTP server behind it did not: check --smtp-host/--smtp-port, or try again later. Nothing was sent.",
+      hint: (s) => `The proxy answered, the SMTP server behind it did not: check ${s.pair("smtpHost", "smtpPort", false, "/")}, or try again later. Nothing was sent.`,
     });
   }
 }

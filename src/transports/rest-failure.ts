@@ -2,7 +2,8 @@
  * What a failed POST /send means for the message (rest.ts), from the error and
  * how far the request got: above all, whether it may have been sent.
  */
-import { MailsendError } from "../core/errors.js";
+import { MailsendError, said } from "../core/errors.js";
+import type { Say, Words } from "../core/setting-names.js";
 import { connectError, isReset, speaksTls, TRUST_HINT } from "../net/errors.js";
 
 /** How far one request got: what decides whether a failure may have sent the message. */
@@ -26,12 +27,12 @@ export interface PostContext {
 
 const handedOver = (p: Progress) => p.connected && p.sent;
 
-function resendHint(ctx: PostContext): string {
+function resendHint(ctx: PostContext): Words {
   return resendHintFor(ctx.headers["Idempotency-Key"]);
 }
 
-function resendHintFor(key: string | undefined): string {
-  return `The message may have been sent. Check before sending again (resending with --idempotency-key ${key} is safe).`;
+function resendHintFor(key: string | undefined): Words {
+  return (s) => `The message may have been sent. Check before sending again (resending with ${s.idempotencyKey(key)} is safe).`;
 }
 
 /**
@@ -47,7 +48,7 @@ export function brokenAfterSent(url: URL, key: string | undefined): MailsendErro
 export function afterResetFailure(e: MailsendError, url: URL, key: string | undefined): MailsendError {
   if (e.mayHaveBeenSent || e.code === "outcome_unknown") return e;
   const doubt = brokenAfterSent(url, key);
-  return new MailsendError("outcome_unknown", `${doubt.message}, and sending it again failed: ${e.message}`, { cause: e, mayHaveBeenSent: true, ...(doubt.hint ? { hint: doubt.hint } : {}) });
+  return new MailsendError("outcome_unknown", (s) => `${doubt.message}, and sending it again failed: ${said(e.messageWords, s.front)}`, { cause: e, mayHaveBeenSent: true, ...(doubt.hintWords ? { hint: doubt.hintWords } : {}) });
 }
 
 /** The --timeout ran out: whether anything was sent depends on how far the request got. */
@@ -59,7 +60,7 @@ export function timeoutFailure(p: Progress, ctx: PostContext): MailsendError {
         hint: resendHint(ctx),
       })
     : new MailsendError("timeout", `${url.origin} did not respond within ${timeoutMs / 1000} s; nothing was sent`, {
-        hint: "Check the network, or raise --timeout.",
+        hint: (s) => `Check the network, or raise ${s.flag("timeout")}.`,
       });
 }
 
@@ -100,14 +101,15 @@ export async function failureOf(e: unknown, p: Progress, ctx: PostContext): Prom
     return new MailsendError("config_invalid", `${url.origin} did not answer with HTTP${notHttp ? ` (it said ${JSON.stringify(notHttp)})` : ""}`, {
       cause: e,
       hint: /^\d{3}[ -]/.test(notHttp)
-        ? "That looks like an SMTP server's greeting: --base-url / MAILSEND_BASE_URL must be the service's HTTP(S) address; for SMTP use --transport smtp with --smtp-host/--smtp-port."
-        : "Check --base-url / MAILSEND_BASE_URL: it must be the service's HTTP(S) address.",
+        ? (s) =>
+            `That looks like an SMTP server's greeting: ${s.either("baseUrl")} must be the service's HTTP(S) address; for SMTP use ${s.value("transport", "smtp")} with ${s.pair("smtpHost", "smtpPort", false, "/")}.`
+        : (s) => `Check ${s.either("baseUrl")}: it must be the service's HTTP(S) address.`,
     });
   }
   const endpoint = {
     label: url.origin,
-    setting: "--base-url / MAILSEND_BASE_URL",
-    tlsHint: "Check the scheme of --base-url / MAILSEND_BASE_URL: https:// for a TLS port, http:// for a plain one.",
+    setting: (s: Say) => s.either("baseUrl"),
+    tlsHint: (s: Say) => `Check the scheme of ${s.either("baseUrl")}: https:// for a TLS port, http:// for a plain one.`,
   };
   const early = connectError(e, endpoint, TRUST_HINT);
   if (early && !handedOver(p)) return early;
@@ -123,9 +125,9 @@ export async function failureOf(e: unknown, p: Progress, ctx: PostContext): Prom
       // like a server that died mid-request. If the port speaks TLS, the request
       // cannot have been understood: that is a scheme mismatch, and nothing was sent.
       return (await speaksTls(url.hostname, Number(url.port || 80), Math.min(timeoutMs, 3000)))
-        ? new MailsendError("tls_mismatch", `${url.origin} speaks TLS, but --base-url says http://`, {
+        ? new MailsendError("tls_mismatch", (s) => `${url.origin} speaks TLS, but ${s.flag("baseUrl")} says http://`, {
             cause: e,
-            hint: "Use https:// in --base-url / MAILSEND_BASE_URL. Nothing was sent.",
+            hint: (s) => `Use https:// in ${s.either("baseUrl")}. Nothing was sent.`,
           })
         : unknown();
     }

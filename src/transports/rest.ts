@@ -205,7 +205,7 @@ export function statusError(status: number, body: string, headers: http.Incoming
   if (status === 401) {
     return new MailsendError("auth_failed", `the service refused the API key (HTTP 401): ${ex}`, {
       status,
-      hint: "Check MAILSEND_API_KEY (or MAILSEND_API_KEY_FILE): the key is wrong or missing.",
+      hint: (s) => `Check ${s.env("apiKey")} (or ${s.env("apiKeyFile")}): the key is wrong or missing.`,
     });
   }
   if (status === 403) {
@@ -217,7 +217,7 @@ export function statusError(status: number, body: string, headers: http.Incoming
   if (status === 404 || status === 405) {
     return new MailsendError("config_invalid", `there is no send endpoint at ${at} (HTTP ${status})`, {
       status,
-      hint: "Check --base-url / MAILSEND_BASE_URL: it is the address before /send.",
+      hint: (s) => `Check ${s.either("baseUrl")}: it is the address before /send.`,
     });
   }
   if (status === 413) {
@@ -453,7 +453,7 @@ export class RestTransport implements Transport {
       this.#url = sendUrl(config.baseUrl);
     } catch {
       throw new MailsendError("config_invalid", `base URL is not a valid URL: ${config.baseUrl}`, {
-        hint: "Set --base-url or MAILSEND_BASE_URL to e.g. https://api.example.com",
+        hint: (s) => `Set ${s.either("baseUrl", " or ")} to e.g. https://api.example.com`,
       });
     }
     if (this.#url.protocol !== "http:" && this.#url.protocol !== "https:") {

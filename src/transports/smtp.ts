@@ -14,6 +14,7 @@ import nodemailer, { type SendMailOptions } from "nodemailer";
 import MailComposer from "nodemailer/lib/mail-composer";
 import type { SmtpConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
+import type { Say } from "../core/setting-names.js";
 import type { Message } from "../core/message.js";
 import { allRecipients } from "../core/message.js";
 import { makeRedactor, REDACTED, shownSmtpUser } from "../core/redact.js";
@@ -276,13 +277,13 @@ export class SmtpTransport implements Transport {
         if (watch?.mismatch === "tls") {
           throw new MailsendError("tls_mismatch", `${this.#label} expects TLS from the first byte, but mailsend is set to STARTTLS`, {
             cause: e,
-            hint: "Use --smtp-tls implicit (MAILSEND_SMTP_TLS=implicit) for this port, or the STARTTLS port (587). Nothing was sent.",
+            hint: (s) => `Use ${s.value("smtpTls", "implicit", true)} for this port, or the STARTTLS port (587). Nothing was sent.`,
           });
         }
         if (watch?.mismatch === "http") {
           throw new MailsendError("config_invalid", `${this.#label} is an HTTP server, not SMTP submission`, {
             cause: e,
-            hint: "Check --smtp-port / MAILSEND_SMTP_PORT (587 or 465; the sandbox prints its own), or use --transport rest for an HTTP address. Nothing was sent.",
+            hint: (s) => `Check ${s.either("smtpPort")} (587 or 465; the sandbox prints its own), or use ${s.value("transport", "rest")} for an HTTP address. Nothing was sent.`,
           });
         }
         if (stop?.aborted && !handedOver) {
@@ -297,7 +298,7 @@ export class SmtpTransport implements Transport {
           throw new MailsendError("outcome_unknown", `${this.#label} gave no answer after the whole message was sent (${this.#redact(e.message)})`, {
             cause: e,
             mayHaveBeenSent: true,
-            hint: `The message may have been sent. Check before sending again (resending with --idempotency-key ${m.idempotencyKey} lets the service drop a duplicate).`,
+            hint: (s) => `The message may have been sent. Check before sending again (resending with ${s.idempotencyKey(m.idempotencyKey)} lets the service drop a duplicate).`,
           });
         }
         throw e;
@@ -347,11 +348,11 @@ export class SmtpTransport implements Transport {
     const code = e.responseCode;
     const endpoint = {
       label: this.#label,
-      setting: "--smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT)",
+      setting: (s: Say) => s.pair("smtpHost", "smtpPort", true),
       tlsHint:
         c.tls === "implicit"
-          ? "This port does not speak TLS from the first byte: it is probably a STARTTLS port (587); use --smtp-tls starttls."
-          : "STARTTLS failed on this port: if it expects TLS from the first byte (465), use --smtp-tls implicit.",
+          ? (s: Say) => `This port does not speak TLS from the first byte: it is probably a STARTTLS port (587); use ${s.value("smtpTls", "starttls")}.`
+          : (s: Say) => `STARTTLS failed on this port: if it expects TLS from the first byte (465), use ${s.value("smtpTls", "implicit")}.`,
     };
     const sys = Object.assign(new Error(e.message), { code: e.originalCode ?? e.code });
     const early = connectError(sys, endpoint, TRUST_HINT);
@@ -359,7 +360,7 @@ export class SmtpTransport implements Transport {
     if (e.code === "ETIMEDOUT" && /greeting/i.test(e.message) && c.tls === "starttls") {
       return new MailsendError("tls_mismatch", `${this.#label} sent no SMTP greeting within ${seconds(Math.min(c.timeoutMs, 10_000))}`, {
         cause: e,
-        hint: "The port may expect implicit TLS: use port 465 or --smtp-tls implicit. Nothing was sent.",
+        hint: (s) => `The port may expect implicit TLS: use port 465 or ${s.value("smtpTls", "implicit")}. Nothing was sent.`,
       });
     }
     if (e.command === "STARTTLS" || (/STARTTLS/i.test(e.message) && !code)) return noStartTlsError(this.#label, reply, code, e);
@@ -369,7 +370,7 @@ export class SmtpTransport implements Transport {
         const revoked = /revoked|expired|disabled/i.test(text);
         return new MailsendError(revoked ? "key_revoked" : "auth_failed", `SMTP authentication failed: ${text}`, {
           status: code,
-          hint: revoked ? revokedKeyHint(c.host) : `Check the API key and the username (${shownSmtpUser(c.user, c.apiKey)}; MAILSEND_SMTP_USER).`,
+          hint: revoked ? revokedKeyHint(c.host) : (s) => `Check the API key and the username (${shownSmtpUser(c.user, c.apiKey)}; ${s.env("smtpUser")}).`,
         });
       }
       if (code >= 400 && code < 500) {
@@ -394,7 +395,7 @@ export class SmtpTransport implements Transport {
         return new MailsendError("protocol_error", `unexpected SMTP reply to the end of the message: ${text}`, { status: code, mayHaveBeenSent: true });
       }
       return new MailsendError("service_error", `unexpected SMTP reply to ${e.command ?? "a command"}: ${text}`, {
-        hint: "Nothing was sent: the server answered before the message was handed over. Check --smtp-host / --smtp-port: this may not be the service's submission server.",
+        hint: (s) => `Nothing was sent: the server answered before the message was handed over. Check ${s.pair("smtpHost", "smtpPort")}: this may not be the service's submission server.`,
       });
     }
     if (e.command === "DATA" || e.code === "ESTREAM") {
@@ -411,12 +412,12 @@ export class SmtpTransport implements Transport {
     if (e.code === "ETIMEDOUT") {
       return new MailsendError("timeout", `${this.#label} did not respond in time (${this.#redact(e.message)}); nothing was sent`, {
         cause: e,
-        hint: "Check the network, or raise --timeout.",
+        hint: (s) => `Check the network, or raise ${s.flag("timeout")}.`,
       });
     }
     return new MailsendError("connection_failed", `SMTP session with ${this.#label} failed: ${this.#redact(e.message)}`, {
       cause: e,
-      hint: "Nothing was sent; check --smtp-host / --smtp-port.",
+      hint: (s) => `Nothing was sent; check ${s.pair("smtpHost", "smtpPort")}.`,
     });
   }
 

@@ -8,7 +8,7 @@ import { utimesSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { StoredMessage } from "../../src/sandbox/types.js";
-import { runCli } from "../helpers/cli.js";
+import { runCli, runInProcess } from "../helpers/cli.js";
 import { inProcessSandbox, parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
@@ -22,7 +22,7 @@ afterAll(async () => {
   tmp?.remove();
 });
 
-const batch = (args: string[], env: Record<string, string | undefined> = {}) => runCli(["batch", ...args], { env: { ...t.env, ...env }, timeoutMs: 30_000 });
+const batch = (args: string[], env: Record<string, string | undefined> = {}) => runInProcess(["batch", ...args], { env: { ...t.env, ...env }, timeoutMs: 30_000 });
 
 async function stored(prefix: string): Promise<StoredMessage[]> {
   return (await t.sb.store.list()).filter((m) => m.subject.startsWith(prefix)).reverse();
@@ -166,7 +166,7 @@ describe("per-row attachments", () => {
     tmp.file("invoice-anna.pdf", "%PDF-1.4 anna");
     const input = tmp.file("att.csv", excelUtf8(["to,first_name,attachments", "anna@example.com,Anna,invoice-anna.pdf"]));
     const args = (extra: string[]) => [input, "-f", "shop@example.com", "-s", "att {{first_name}}", "--text-file", tmp.file("att.txt", "Hi {{first_name}}\n"), "--transport", "smtp", ...extra];
-    const r = await runCli(["batch", ...args([])], { env: t.env, timeoutMs: 30_000 });
+    const r = await runInProcess(["batch", ...args([])], { env: t.env, timeoutMs: 30_000 });
     expect(r.exitCode).toBe(66);
     expect(r.stderr).toMatch(/row 1 \(line 2\): attachment not found: invoice-anna\.pdf/);
     expect(r.stderr).toContain(`${tmp.dir}/invoice-anna.pdf exists: run the command from ${tmp.dir}`);
@@ -197,7 +197,7 @@ describe("progress off a terminal", () => {
     const strict = await inProcessSandbox({ rateLimit: 2, rateWindowMs: 7_000 }, tmp);
     try {
       const input = tmp.file("retry.csv", ["to,first_name", "a@example.com,A", "b@example.com,B", "c@example.com,C", ""].join("\n"));
-      const r = await runCli(["batch", input, "-f", "shop@example.com", "-s", "retry {{first_name}}", "--text-file", tmp.file("retry.txt", "Hi {{first_name}}\n"), "-c", "1"], {
+      const r = await runInProcess(["batch", input, "-f", "shop@example.com", "-s", "retry {{first_name}}", "--text-file", tmp.file("retry.txt", "Hi {{first_name}}\n"), "-c", "1"], {
         env: { ...strict.env, MAILSEND_RATE_LIMIT: "0", MAILSEND_RETRIES: "3" },
         timeoutMs: 30_000,
       });

@@ -10,7 +10,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import type { StoredMessage } from "../../src/sandbox/types.js";
-import { defaultJournal, runCli, type CliResult } from "../helpers/cli.js";
+import { defaultJournal, runInProcess, type CliResult } from "../helpers/cli.js";
 import { parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { until } from "../helpers/until.js";
@@ -40,7 +40,7 @@ interface Result {
 }
 
 const batch = (args: string[], env: Record<string, string | undefined> = {}, input?: string) =>
-  runCli(["batch", ...args], { env: { ...t.env, ...env }, timeoutMs: 30_000, ...(input !== undefined ? { input } : {}) });
+  runInProcess(["batch", ...args], { env: { ...t.env, ...env }, timeoutMs: 30_000, ...(input !== undefined ? { input } : {}) });
 
 function jsonLines(text: string): Result[] {
   return text

@@ -10,7 +10,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DOCTOR_OPTIONS, SEND_OPTIONS, type OptionSpec } from "../../src/cli/options.js";
-import { runCli } from "../helpers/cli.js";
+import { runInProcess } from "../helpers/cli.js";
 import { scratch } from "../helpers/tmp.js";
 import { fish as fishTool, lacks, zsh as zshTool } from "../helpers/tools.js";
 
@@ -18,7 +18,7 @@ const tmp = scratch("mailsend-completion-");
 let bashScript: string;
 
 beforeAll(async () => {
-  const r = await runCli(["completion", "bash"]);
+  const r = await runInProcess(["completion", "bash"]);
   expect(r.exitCode, r.stderr).toBe(0);
   bashScript = tmp.file("mailsend.bash", r.stdout);
 });
@@ -119,7 +119,7 @@ describe("bash", () => {
 
 describe("zsh and fish", () => {
   it("zsh: a #compdef script covering the commands, options and choices", async () => {
-    const r = await runCli(["completion", "zsh"]);
+    const r = await runInProcess(["completion", "zsh"]);
     expect(r.exitCode).toBe(0);
     expect(r.stdout.length).toBeGreaterThan(1000);
     expect(r.stdout.startsWith("#compdef mailsend\n")).toBe(true);
@@ -135,7 +135,7 @@ describe("zsh and fish", () => {
   });
 
   it("fish: complete lines for commands, options, choices and files", async () => {
-    const r = await runCli(["completion", "fish"]);
+    const r = await runInProcess(["completion", "fish"]);
     expect(r.exitCode).toBe(0);
     expect(r.stdout.length).toBeGreaterThan(1000);
     const lines = r.stdout.split("\n");
@@ -164,7 +164,7 @@ describe("zsh and fish", () => {
     let script: string;
     let driver: string;
     beforeAll(async () => {
-      script = tmp.file("_mailsend.zsh", (await runCli(["completion", "zsh"])).stdout);
+      script = tmp.file("_mailsend.zsh", (await runInProcess(["completion", "zsh"])).stdout);
       driver = tmp.file(
         "zdrive.zsh",
         [
@@ -223,7 +223,7 @@ describe("zsh and fish", () => {
   describe.skipIf(lacks(fishTool))("fish, run", () => {
     let script: string;
     beforeAll(async () => {
-      script = tmp.file("mailsend.fish", (await runCli(["completion", "fish"])).stdout);
+      script = tmp.file("mailsend.fish", (await runInProcess(["completion", "fish"])).stdout);
     });
     const fcomplete = async (line: string, cwd = tmp.dir) => {
       const r = await execa(fishTool.path!, ["--no-config", "-c", `source ${script}; complete -C ${JSON.stringify(line)}`], { reject: false, cwd });
@@ -256,7 +256,7 @@ describe("zsh and fish", () => {
   });
 
   it("an unknown shell is a usage error (64)", async () => {
-    const r = await runCli(["completion", "powershell"]);
+    const r = await runInProcess(["completion", "powershell"]);
     expect(r.exitCode).toBe(64);
     expect(r.stderr).toMatch(/bash, zsh, fish/);
   });

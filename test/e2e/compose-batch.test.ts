@@ -7,7 +7,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runCli } from "../helpers/cli.js";
+import { runInProcess } from "../helpers/cli.js";
 import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
 
 let t: TestSandbox;
@@ -46,7 +46,7 @@ describe("batch with an HTML template that shows local images", () => {
     const stored = async () => (await t.sb.store.list()).filter((m) => m.subject.startsWith("plan "));
     t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 300 };
     try {
-      const running = runCli(
+      const running = runInProcess(
         ["batch", join(dir, "rows.csv"), "--transport", "smtp", "-f", "ci@example.com", "-s", "plan {{first}}", "--html-file", join(dir, "mail.html"), "--concurrency", "1", "--json"],
         { env: t.env, timeoutMs: 30_000 },
       );
@@ -79,7 +79,7 @@ describe("batch with an HTML template that shows local images", () => {
 
   it("over REST: each row fails with the reason (inline images need SMTP), nothing is sent", async () => {
     const before = t.sb.store.count;
-    const r = await runCli(["batch", join(dir, "rows.csv"), "-f", "ci@example.com", "-s", "rest {{first}}", "--html-file", join(dir, "mail.html"), "--fresh", "--json"], { env: t.env, timeoutMs: 30_000 });
+    const r = await runInProcess(["batch", join(dir, "rows.csv"), "-f", "ci@example.com", "-s", "rest {{first}}", "--html-file", join(dir, "mail.html"), "--fresh", "--json"], { env: t.env, timeoutMs: 30_000 });
     // A batch reports bad rows as bad message data (65), each with its reason.
     expect(r.exitCode).toBe(65);
     const items = jsonLines(r.stdout);
@@ -90,7 +90,7 @@ describe("batch with an HTML template that shows local images", () => {
     }
     expect(t.sb.store.count).toBe(before);
 
-    const ok = await runCli(["batch", join(dir, "rows.csv"), "-f", "ci@example.com", "-s", "kept {{first}}", "--html-file", join(dir, "mail.html"), "--no-embed", "--fresh", "--json"], { env: t.env, timeoutMs: 30_000 });
+    const ok = await runInProcess(["batch", join(dir, "rows.csv"), "-f", "ci@example.com", "-s", "kept {{first}}", "--html-file", join(dir, "mail.html"), "--no-embed", "--fresh", "--json"], { env: t.env, timeoutMs: 30_000 });
     expect(ok.exitCode, ok.stderr).toBe(0);
     expect(t.sb.store.count).toBe(before + 3);
   });

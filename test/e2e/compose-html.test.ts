@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { deflateSync } from "node:zlib";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { mimeTree, type MimePart } from "../../src/compose/tree.js";
-import { runCli, stderrJson, stdoutJson } from "../helpers/cli.js";
+import { runCli, runInProcess, stderrJson, stdoutJson } from "../helpers/cli.js";
 import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
 import { startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
 import { lacks, pythonCoverage } from "../helpers/tools.js";
@@ -102,7 +102,7 @@ beforeEach(() => sink.reset());
 const MSG = ["-f", "Reports <ci@example.com>", "-t", "dev@example.com", "-s", "Nightly report"];
 
 function viaSink(args: string[]) {
-  return runCli(
+  return runInProcess(
     ["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", join(t.scratch.dir, "tls", "ca.pem"), ...args],
     { env: { MAILSEND_API_KEY: KEY } },
   );
@@ -169,7 +169,7 @@ describe("an HTML report with local images", () => {
 
   it("--transport auto against the sandbox: SMTP because of the inline images, said in --json and -v; stored as built", async () => {
     const before = t.sb.store.count;
-    const r = await runCli(["send", "--transport", "auto", ...MSG, "--html-file", report, "--json"], { env: t.env });
+    const r = await runInProcess(["send", "--transport", "auto", ...MSG, "--html-file", report, "--json"], { env: t.env });
     expect(r.exitCode, r.stderr).toBe(0);
     const out = stdoutJson(r);
     expect(out.transport).toBe("smtp");
@@ -179,14 +179,14 @@ describe("an HTML report with local images", () => {
     expect(m.channel).toBe("smtp");
     await checkReport((await t.sb.store.raw(m.id))!);
 
-    const v = await runCli(["send", "--transport", "auto", ...MSG, "--html-file", report, "-v"], { env: t.env });
+    const v = await runInProcess(["send", "--transport", "auto", ...MSG, "--html-file", report, "-v"], { env: t.env });
     expect(v.exitCode, v.stderr).toBe(0);
     expect(v.stderr).toContain("--transport auto: smtp (inline images)");
     expect(v.stderr).toMatch(/inline image charts\/trend\.png -> cid:trend\.png\.[0-9a-f]{12}@mailsend/);
   });
 
   it("--transport auto sends plain HTML (no local images) over REST, and says why", async () => {
-    const r = await runCli(["send", "--transport", "auto", ...MSG, "--html", `<p>hi <img src="${REMOTE}"></p>`, "--json"], { env: t.env });
+    const r = await runInProcess(["send", "--transport", "auto", ...MSG, "--html", `<p>hi <img src="${REMOTE}"></p>`, "--json"], { env: t.env });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(stdoutJson(r)).toMatchObject({ transport: "rest", reason: "REST carries the whole message" });
     expect((await t.sb.store.list({ limit: 1 }))[0]!.channel).toBe("rest");
@@ -195,7 +195,7 @@ describe("an HTML report with local images", () => {
   it("--transport auto with only REST configured fails clearly when REST would lose the images; nothing sent", async () => {
     const before = t.sb.store.count;
     const env = { ...t.env, MAILSEND_SMTP_HOST: undefined } as unknown as Record<string, string>;
-    const r = await runCli(["send", "--transport", "auto", ...MSG, "--html-file", report, "--json"], { env });
+    const r = await runInProcess(["send", "--transport", "auto", ...MSG, "--html-file", report, "--json"], { env });
     expect(r.exitCode).toBe(78);
     expect(stderrJson(r).error.message).toContain("inline images");
     expect(stderrJson(r).error.hint).toContain("--no-embed");
@@ -204,7 +204,7 @@ describe("an HTML report with local images", () => {
 
   it("--transport rest: a clear error that says to use SMTP or --no-embed; nothing sent", async () => {
     const before = t.sb.store.count;
-    const r = await runCli(["send", "--transport", "rest", ...MSG, "--html-file", report], { env: t.env });
+    const r = await runInProcess(["send", "--transport", "rest", ...MSG, "--html-file", report], { env: t.env });
     expect(r.exitCode).toBe(64);
     expect(r.stderr).toContain("3 inline images");
     expect(r.stderr).toContain("--transport smtp");
@@ -213,7 +213,7 @@ describe("an HTML report with local images", () => {
   });
 
   it("--no-embed sends the references as written (over REST too)", async () => {
-    const r = await runCli(["send", "--transport", "rest", ...MSG, "--html-file", report, "--no-embed", "--json"], { env: t.env });
+    const r = await runInProcess(["send", "--transport", "rest", ...MSG, "--html-file", report, "--no-embed", "--json"], { env: t.env });
     expect(r.exitCode, r.stderr).toBe(0);
     const m = (await t.sb.store.list({ limit: 1 }))[0]!;
     const email = await parseEml((await t.sb.store.raw(m.id))!);
@@ -354,7 +354,7 @@ describe("--transport auto with an .eml", () => {
         "",
       ]),
     );
-    const r = await runCli(["send", "--transport", "auto", "--eml", related, "--json"], { env: t.env });
+    const r = await runInProcess(["send", "--transport", "auto", "--eml", related, "--json"], { env: t.env });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(stdoutJson(r)).toMatchObject({ transport: "smtp", reason: "inline images" });
     const m = (await t.sb.store.list({ limit: 1 }))[0]!;
@@ -363,7 +363,7 @@ describe("--transport auto with an .eml", () => {
 
     const plain = join(t.scratch.dir, "plain.eml");
     writeFileSync(plain, eml(["Content-Type: text/html", "", "<p>just html</p>", ""]));
-    const p = await runCli(["send", "--transport", "auto", "--eml", plain, "--json"], { env: t.env });
+    const p = await runInProcess(["send", "--transport", "auto", "--eml", plain, "--json"], { env: t.env });
     expect(p.exitCode, p.stderr).toBe(0);
     expect(stdoutJson(p)).toMatchObject({ transport: "rest", reason: "REST carries the whole message" });
   });
@@ -614,7 +614,7 @@ describe("HTML in a legacy charset it declares", () => {
 
     // Piped: the same HTML is relabelled; text that only quotes such a meta is sent as written.
     const sinkSend = (input: string) =>
-      runCli(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", join(t.scratch.dir, "tls", "ca.pem"), ...MSG], { env: { MAILSEND_API_KEY: KEY }, input });
+      runInProcess(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", join(t.scratch.dir, "tls", "ca.pem"), ...MSG], { env: { MAILSEND_API_KEY: KEY }, input });
     const pipedHtml = await sinkSend('<html><head><meta charset="iso-8859-1"></head><body><p>Café</p></body></html>\n');
     expect(pipedHtml.exitCode, pipedHtml.stderr).toBe(0);
     expect((await parseEml(sink.messages[3]!.raw)).html).toContain('<meta charset="utf-8">');

@@ -9,7 +9,7 @@ import type { AddressInfo } from "node:net";
 import { format } from "node:util";
 import { SMTPServer } from "smtp-server";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { runCli, stderrJson, stdoutJson } from "../helpers/cli.js";
+import { runInProcess, stderrJson, stdoutJson } from "../helpers/cli.js";
 import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
 import { headerSection } from "../helpers/smtp-sink.js";
 
@@ -111,7 +111,7 @@ beforeEach(() => {
 });
 
 function via(s: Server, args: string[]) {
-  return runCli(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(s.port), "--ca-file", caFile, "--json", ...args], {
+  return runInProcess(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(s.port), "--ca-file", caFile, "--json", ...args], {
     env: { MAILSEND_API_KEY: KEY },
   });
 }
@@ -142,7 +142,7 @@ describe("IDN domains", () => {
   }
 
   it("over REST: punycode in the request, names and subject as UTF-8 JSON", async () => {
-    const r = await runCli(["send", "--transport", "rest", "--json", ...NAMED.slice(0, 4), "--html", "<p>hallo</p>", "-t", "Änne <user@bücher.example>"], { env: t.env });
+    const r = await runInProcess(["send", "--transport", "rest", "--json", ...NAMED.slice(0, 4), "--html", "<p>hallo</p>", "-t", "Änne <user@bücher.example>"], { env: t.env });
     expect(r.exitCode, r.stderr).toBe(0);
     const m = (await t.sb.store.list({ limit: 1 }))[0]!;
     expect(m.channel).toBe("rest");

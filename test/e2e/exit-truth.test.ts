@@ -7,7 +7,7 @@
 import type { AddressInfo } from "node:net";
 import { SMTPServer } from "smtp-server";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { runCli, stderrJson, type RunOptions } from "../helpers/cli.js";
+import { runInProcess, stderrJson, type RunOptions } from "../helpers/cli.js";
 import { startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
 import { scratch } from "../helpers/tmp.js";
 
@@ -45,7 +45,7 @@ afterAll(async () => {
 beforeEach(() => sink.reset());
 
 function smtp(args: string[], opts: RunOptions & { port?: number } = {}) {
-  return runCli(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(opts.port ?? sink.port), "--ca-file", caPath, ...args], {
+  return runInProcess(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(opts.port ?? sink.port), "--ca-file", caPath, ...args], {
     ...opts,
     env: { MAILSEND_API_KEY: KEY, ...opts.env },
   });
@@ -59,7 +59,7 @@ describe("a failure before the hand-over is never 76", () => {
     expect(r.exitCode).toBe(78);
     expect(r.stderr).toMatch(/^error: 127\.0\.0\.1:\d+ does not offer STARTTLS .*will not send the key in clear text$/m);
     expect(r.stderr).toMatch(/^hint: Nothing was sent\. Use the service's submission port/m);
-    const doc = await runCli(["doctor", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(plainPort)], { env: { MAILSEND_API_KEY: KEY } });
+    const doc = await runInProcess(["doctor", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(plainPort)], { env: { MAILSEND_API_KEY: KEY } });
     expect(doc.exitCode).toBe(78);
     expect(doc.stdout).toMatch(/^FAIL SMTP TLS +127\.0\.0\.1:\d+ does not offer STARTTLS/m);
   });
@@ -109,7 +109,7 @@ describe("some recipients refused, the others accepted", () => {
     sink.script({ rcpt: refuse });
     const rows = tmp.file("rows.jsonl", `${JSON.stringify({ to: "a@example.com, gone@example.com", subject: "one", text: "x" })}\n${JSON.stringify({ to: "b@example.com", subject: "two", text: "x" })}\n`);
     const args = ["batch", rows, "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", caPath, "-f", "ci@example.com", "--json"];
-    const r = await runCli(args, { env: { MAILSEND_API_KEY: KEY } });
+    const r = await runInProcess(args, { env: { MAILSEND_API_KEY: KEY } });
     expect(r.exitCode).toBe(67);
     const items = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
     const first = items.find((i) => i.index === 0);
@@ -117,7 +117,7 @@ describe("some recipients refused, the others accepted", () => {
     expect(items.find((i) => i.index === 1)).toMatchObject({ status: "sent" });
     expect(r.stderr).toMatch(/"partial":1/);
     expect(sink.messages).toHaveLength(2);
-    const again = await runCli(args, { env: { MAILSEND_API_KEY: KEY } });
+    const again = await runInProcess(args, { env: { MAILSEND_API_KEY: KEY } });
     expect(again.exitCode).toBe(0);
     expect(sink.messages).toHaveLength(2);
   });

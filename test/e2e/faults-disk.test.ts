@@ -9,7 +9,7 @@ import { execa } from "execa";
 import { spawnSync } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { afterAll, describe, expect, test } from "vitest";
 import { keyHash } from "../../src/limits/budget.js";
 import { baseEnv, BIN, ROOT, runCli } from "../helpers/cli.js";
 import { useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
@@ -189,7 +189,7 @@ describe.skipIf(!mounted)("a full disk (64 KiB tmpfs)", () => {
     }
     last--;
     expect(keys).toBeDefined();
-    const input = tmp.file("page.jsonl", keys!.map((k, i) => JSON.stringify({ to: `r${i}@example.com`, subject: `p${i}`, text: "x", idempotency_key: k })).join("\n") + "\n");
+    const input = tmp.file("page.jsonl", `${keys!.map((k, i) => JSON.stringify({ to: `r${i}@example.com`, subject: `p${i}`, text: "x", idempotency_key: k })).join("\n")}\n`);
     let filler = "";
     rec.script((_req, index) => {
       if (index === last) filler = fill(tiny);
@@ -362,7 +362,7 @@ describe.skipIf(!mounted)("a full disk under the sandbox", () => {
 
 describe("results file", () => {
   test("on /dev/full: every item is sent and reported so (exit 0), the results file's failure is a warning", async () => {
-    const input = tmp.file("two.jsonl", ["a", "b"].map((x) => JSON.stringify({ to: `${x}@example.com`, subject: x, text: x })).join("\n") + "\n");
+    const input = tmp.file("two.jsonl", `${["a", "b"].map((x) => JSON.stringify({ to: `${x}@example.com`, subject: x, text: x })).join("\n")}\n`);
     const r = await runCli(["batch", input, "-f", "ci@example.com", "--results", "/dev/full", "--journal", join(tmp.dir, "devfull.journal"), "--json"], {
       env: env(join(tmp.dir, "b3"), { MAILSEND_RATE_LIMIT: "0" }),
     });

@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync, append
 import { join } from "node:path";
 import { afterAll, describe, expect, test } from "vitest";
 import { keyHash } from "../../src/limits/budget.js";
-import { runCli } from "../helpers/cli.js";
+import { runInProcess } from "../helpers/cli.js";
 import { useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
@@ -20,10 +20,10 @@ afterAll(() => tmp.remove());
 const env = (extra: Record<string, string> = {}) => ({ MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, MAILSEND_STATE_DIR: join(tmp.dir, "state"), ...extra });
 
 function rows(name: string, n: number): string {
-  return tmp.file(name, Array.from({ length: n }, (_, i) => JSON.stringify({ to: `u${i}@example.com`, subject: `${name} ${i}`, text: "x" })).join("\n") + "\n");
+  return tmp.file(name, `${Array.from({ length: n }, (_, i) => JSON.stringify({ to: `u${i}@example.com`, subject: `${name} ${i}`, text: "x" })).join("\n")}\n`);
 }
 
-const batch = (args: string[]) => runCli(["batch", ...args, "-f", "ci@example.com"], { env: env() });
+const batch = (args: string[]) => runInProcess(["batch", ...args, "-f", "ci@example.com"], { env: env() });
 
 describe("batch journal", () => {
   test("a torn last line (a crash mid-write) is cut before the next run appends: every line stays a record", async () => {
@@ -82,7 +82,7 @@ describe("budget state file", () => {
     const file = join(dir, `${keyHash(KEY)}.json`);
     writeFileSync(file, '{"entries":[{"t":17');
     const send = (extra: string[], more: Record<string, string> = {}) =>
-      runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "state", "--text", "hi", ...extra], {
+      runInProcess(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "state", "--text", "hi", ...extra], {
         env: env({ MAILSEND_RATE_LIMIT: "5", MAILSEND_RATE_WINDOW: "2", ...more }),
       });
     const r = await send(["--no-wait"]);

@@ -7,7 +7,7 @@ import { execa } from "execa";
 import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { BIN, baseEnv, runCli, stderrJson, stdoutJson, type RunOptions } from "../helpers/cli.js";
+import { BIN, baseEnv, runInProcess, stderrJson, stdoutJson, type RunOptions } from "../helpers/cli.js";
 import { useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 import { loadYaml } from "../helpers/yaml.js";
@@ -24,7 +24,7 @@ let n = 0;
 const outputFile = (initial = "") => tmp.file(`github-output-${++n}`, initial);
 
 function send(args: string[], opts: RunOptions = {}) {
-  return runCli(["send", ...MSG, ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });
+  return runInProcess(["send", ...MSG, ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });
 }
 
 /** Parse a $GITHUB_OUTPUT file the way the runner does. */
@@ -112,7 +112,7 @@ describe("--github-output", () => {
     rec.script((req) => (req.json?.to === "bad@example.com" ? { status: 400, body: { success: false, error: { code: "invalid", message: "no" } } } : {}));
     const rows = tmp.file("rows.jsonl", ['{"to":"a@example.com"}', '{"to":"b@example.com"}', '{"to":"bad@example.com"}', '{"to":"not an address"}'].join("\n"));
     const file = outputFile();
-    const r = await runCli(["batch", rows, "-f", "ci@example.com", "-s", "x", "--text-file", tmp.file("t.txt", "hi"), "--github-output", "--results", join(tmp.dir, "gh-results.jsonl")], {
+    const r = await runInProcess(["batch", rows, "-f", "ci@example.com", "-s", "x", "--text-file", tmp.file("t.txt", "hi"), "--github-output", "--results", join(tmp.dir, "gh-results.jsonl")], {
       env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, GITHUB_OUTPUT: file },
     });
     expect(r.exitCode).toBe(65);
@@ -125,7 +125,7 @@ describe("::error annotations", () => {
   const ANNOTATION = /^::error title=mailsend::/m;
 
   it("with GITHUB_ACTIONS=true: the normal error output, plus one annotation with the hint, escaped", async () => {
-    const r = await runCli(["send", ...MSG], { env: { GITHUB_ACTIONS: "true", MAILSEND_BASE_URL: rec.url } });
+    const r = await runInProcess(["send", ...MSG], { env: { GITHUB_ACTIONS: "true", MAILSEND_BASE_URL: rec.url } });
     expect(r.exitCode).toBe(78);
     expect(r.stderr).toMatch(/^error: no API key\nhint: /);
     const lines = r.stderr.split("\n").filter((l) => l.startsWith("::"));
@@ -136,7 +136,7 @@ describe("::error annotations", () => {
 
   it("escape %, CR and LF as the runner requires", async () => {
     const config = tmp.file("pct.json", '{"profiles": {"w": {"x%y": 1}}}');
-    const r = await runCli(["send", ...MSG], { env: { GITHUB_ACTIONS: "true", MAILSEND_CONFIG: config } });
+    const r = await runInProcess(["send", ...MSG], { env: { GITHUB_ACTIONS: "true", MAILSEND_CONFIG: config } });
     expect(r.exitCode).toBe(78);
     const line = r.stderr.split("\n").find((l) => l.startsWith("::error"))!;
     expect(line).toContain('unknown key "x%25y" (line 1)%0AA profile may hold');
@@ -151,7 +151,7 @@ describe("::error annotations", () => {
   });
 
   it("under --json: stderr keeps its JSON error line, the annotation is a line of its own", async () => {
-    const r = await runCli(["send", ...MSG, "--json"], { env: { GITHUB_ACTIONS: "true", MAILSEND_BASE_URL: rec.url } });
+    const r = await runInProcess(["send", ...MSG, "--json"], { env: { GITHUB_ACTIONS: "true", MAILSEND_BASE_URL: rec.url } });
     expect(r.exitCode).toBe(78);
     expect(stderrJson(r).error).toMatchObject({ code: "config_missing", exit: 78 });
     expect(r.stderr).toMatch(ANNOTATION);
@@ -159,14 +159,14 @@ describe("::error annotations", () => {
   });
 
   it("for usage errors commander reports too", async () => {
-    const r = await runCli(["send", "--no-such-flag"], { env: { GITHUB_ACTIONS: "true" } });
+    const r = await runInProcess(["send", "--no-such-flag"], { env: { GITHUB_ACTIONS: "true" } });
     expect(r.exitCode).toBe(64);
     expect(r.stderr).toMatch(/^::error title=mailsend::unknown option '--no-such-flag'$/m);
   });
 
   it("for a batch with failed items: one annotation with the summary", async () => {
     const rows = tmp.file("rows-ann.jsonl", '{"to":"a@example.com"}\n{"to":"not an address"}\n');
-    const r = await runCli(["batch", rows, "-f", "ci@example.com", "-s", "x", "--text-file", tmp.file("t2.txt", "hi"), "--results", join(tmp.dir, "ann-results.jsonl")], {
+    const r = await runInProcess(["batch", rows, "-f", "ci@example.com", "-s", "x", "--text-file", tmp.file("t2.txt", "hi"), "--results", join(tmp.dir, "ann-results.jsonl")], {
       env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, GITHUB_ACTIONS: "true" },
     });
     expect(r.exitCode).toBe(65);
@@ -176,7 +176,7 @@ describe("::error annotations", () => {
 
   it("absent without GITHUB_ACTIONS=true", async () => {
     for (const value of [undefined, "false", "1"]) {
-      const r = await runCli(["send", ...MSG], { env: { GITHUB_ACTIONS: value, MAILSEND_BASE_URL: rec.url } });
+      const r = await runInProcess(["send", ...MSG], { env: { GITHUB_ACTIONS: value, MAILSEND_BASE_URL: rec.url } });
       expect(r.exitCode).toBe(78);
       expect(r.stderr).not.toContain("::error");
     }

@@ -4,8 +4,9 @@
  * --dry-run, and error paths, including servers that echo the key back.
  * Checked as itself, in the base64 forms AUTH uses, and as fragments.
  */
+import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { runCli, type CliResult } from "../helpers/cli.js";
+import { runInProcess, type CliResult } from "../helpers/cli.js";
 import { startRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
 import { scratch } from "../helpers/tmp.js";
@@ -64,14 +65,14 @@ function expectNoKey(r: CliResult) {
 const MB = ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi", "--html", "<p>x</p>"];
 
 function rest(extra: string[], env: Record<string, string | undefined> = {}, input?: string) {
-  return runCli(["send", ...MB, ...extra], {
+  return runInProcess(["send", ...MB, ...extra], {
     env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...env },
     ...(input !== undefined ? { input } : {}),
   });
 }
 
 function smtp(sink: SmtpSink, extra: string[], env: Record<string, string | undefined> = {}) {
-  return runCli(
+  return runInProcess(
     ["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--smtp-tls", sink.mode, "--ca-file", caPath, ...MB, ...extra],
     { env: { MAILSEND_API_KEY: KEY, ...env } },
   );
@@ -211,11 +212,92 @@ describe("SMTP", () => {
 
   it("TLS failures, --verbose", async () => {
     expectNoKey(await smtp(starttls, ["--verbose", "--smtp-tls", "implicit"]));
-    const untrusted = await runCli(
+    const untrusted = await runInProcess(
       ["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(starttls.port), "--smtp-tls", "starttls", "--verbose", ...MB],
       { env: { MAILSEND_API_KEY: KEY } },
     );
     expect(untrusted.exitCode).toBe(78);
     expectNoKey(untrusted);
+  });
+});
+
+/**
+ * A key pasted where another value goes (an address, a profile's name, a file, a host, a header):
+ * every error that quotes the value shows it as one phrase instead, through the one redactor the
+ * reporting goes through. The CLI in this process (main's own entry points, run and runSendmail):
+ * a process adds nothing to what is printed.
+ */
+describe("a key typed where another value goes", () => {
+  const PASTED = ["msk_Zq3xY9pL0aBcDeFgHiJkLmNoPq-s", "Zq3xY9pL0aBcDeFgHiJkLmNoPqRsTuVw12"];
+  const SHOWN = "(a value that looks like an API key, not shown)";
+  const MSG = ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi", "--text", "x"];
+
+  async function inProcess(argv: string[], opts: { sendmail?: boolean; input?: string } = {}): Promise<{ code: number; out: string }> {
+    const { PassThrough } = await import("node:stream");
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    let out = "";
+    for (const s of [stdout, stderr]) s.on("data", (d: Buffer) => (out += d.toString()));
+    const stdin = new PassThrough();
+    stdin.end(opts.input ?? "");
+    const env = { NO_COLOR: "1", HOME: tmp.dir, MAILSEND_STATE_DIR: join(tmp.dir, "state"), MAILSEND_CONFIG: join(tmp.dir, "no-config.json"), MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, MAILSEND_RATE_LIMIT: "0", MAILSEND_QUEUE: "never" };
+    const io = { stdout, stderr, stdin, env };
+    const code = opts.sendmail ? await (await import("../../src/cli/commands/sendmail.js")).runSendmail(argv, io) : await (await import("../../src/cli/program.js")).run(argv, io);
+    return { code, out };
+  }
+
+  const cases: Array<[string, (k: string) => string[], { sendmail?: boolean; input?: string; json?: boolean }?]> = [
+    ["an unknown command", (k) => [k]],
+    ["an unknown command, --json", (k) => [k, "--json"], { json: true }],
+    ["-t", (k) => ["send", ...MSG, "-t", k, "--dry-run"]],
+    ["-f", (k) => ["send", ...MSG, "-f", k, "--dry-run"]],
+    ["--cc", (k) => ["send", ...MSG, "--cc", k, "--dry-run"]],
+    ["--reply-to, --json", (k) => ["send", ...MSG, "--reply-to", k, "--dry-run", "--json"], { json: true }],
+    ["--profile", (k) => ["send", ...MSG, "--profile", k]],
+    ["config get", (k) => ["config", "get", k]],
+    ["--attach", (k) => ["send", ...MSG, "--attach", k, "--dry-run"]],
+    ["--html-file", (k) => ["send", ...MSG.slice(0, -2), "--html-file", k]],
+    ["batch <file>", (k) => ["batch", k]],
+    ["--base-url", (k) => ["send", ...MSG, "--base-url", k]],
+    ["-H", (k) => ["send", ...MSG, "-H", k, "--dry-run"]],
+    ["sandbox keys revoke", (k) => ["sandbox", "keys", "revoke", k, "--dir", join(tmp.dir, "sb")]],
+    ["sendmail --profile", (k) => ["--profile", k, "b@example.com"], { sendmail: true, input: "From: a@example.com\nSubject: x\n\nhi\n" }],
+    ["sendmail's local name", (k) => [k], { sendmail: true, input: "From: a@example.com\nSubject: x\n\nhi\n" }],
+  ];
+
+  it.each(cases)("%s", async (_what, argv, opts = {}) => {
+    for (const k of PASTED) {
+      const r = await inProcess(argv(k), opts);
+      expect(r.code, r.out).not.toBe(0);
+      expect(r.code, r.out).not.toBe(70);
+      expect(r.out).not.toContain(k);
+      for (const part of [k.slice(0, 16), k.slice(-16)]) expect(r.out).not.toContain(part);
+      expect(r.out).toContain(SHOWN);
+      if (opts.json) expect(() => JSON.parse(r.out.trim().split("\n").at(-1)!)).not.toThrow();
+    }
+  });
+
+  it("--smtp-host: the connection error that names the host (no lookup made: the classifier and the reporter alone)", async () => {
+    const { connectError } = await import("../../src/net/errors.js");
+    const { reportError } = await import("../../src/cli/report.js");
+    const { PassThrough } = await import("node:stream");
+    for (const k of PASTED) {
+      const e = connectError(Object.assign(new Error(`getaddrinfo ENOTFOUND ${k}`), { code: "ENOTFOUND" }), { label: `${k}:587`, setting: "--smtp-host", tlsHint: "" }, "");
+      let out = "";
+      const stderr = new PassThrough();
+      stderr.on("data", (d: Buffer) => (out += d.toString()));
+      expect(reportError(e, { stdout: new PassThrough(), stderr, stdin: new PassThrough(), env: { NO_COLOR: "1" } }, { json: false })).toBe(69);
+      expect(out).toContain(`cannot reach ${SHOWN}:587`);
+      expect(out).not.toContain(k);
+    }
+  });
+
+  it("what is not a key is still quoted as typed: an address without @, a path, a UUID", async () => {
+    const r = await inProcess(["send", ...MSG, "-t", "bob.example.com", "--dry-run"]);
+    expect(r.out).toContain("bob.example.com");
+    const a = await inProcess(["send", ...MSG, "--attach", "/no/such/mailsend-attachment-name-2026-v2.pdf", "--dry-run"]);
+    expect(a.out).toContain("/no/such/mailsend-attachment-name-2026-v2.pdf");
+    const u = await inProcess(["queue", "retry", "123e4567-e89b-12d3-a456-426614174000"]);
+    expect(u.out).toContain("123e4567-e89b-12d3-a456-426614174000");
   });
 });

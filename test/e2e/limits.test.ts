@@ -6,11 +6,11 @@
 import { execa } from "execa";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { keyHash } from "../../src/limits/budget.js";
 import { runCli } from "../helpers/cli.js";
 import { startRedis, type RedisHandle } from "../helpers/redis.js";
-import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { addKey, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
 import { curl, lacks, redisServer } from "../helpers/tools.js";
 
@@ -20,14 +20,20 @@ const WINDOW_S = 4;
 let t: TestSandbox;
 useSandbox((sb) => (t = sb), { rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
 
-/** Wait until the sandbox's window is empty again, so each test starts with the whole budget. */
-async function quiet(): Promise<void> {
-  await new Promise((r) => setTimeout(r, WINDOW_S * 1000 + 200));
-}
+/**
+ * A key of each test's own: the sandbox and mailsend's budget count per key, so each test starts
+ * with the whole budget without waiting out the window the one before used.
+ */
+let key: string;
+beforeEach(async () => {
+  key = (await addKey(t.dir)).key;
+});
 
 function budgetEnv(stateDir: string, extra: Record<string, string> = {}) {
+  const { MAILSEND_API_KEY_FILE: _file, ...env } = t.env;
   return {
-    ...t.env,
+    ...env,
+    MAILSEND_API_KEY: key,
     MAILSEND_STATE_DIR: stateDir,
     MAILSEND_RATE_LIMIT: String(LIMIT),
     MAILSEND_RATE_WINDOW: String(WINDOW_S),
@@ -44,8 +50,6 @@ async function subjects(): Promise<string[]> {
 }
 
 describe("shared budget", () => {
-  afterEach(quiet);
-
   test("4 processes x 5 messages with a limit of 10 per window: all 20 delivered, zero 429s, paced by the limit", async () => {
     const s = scratch("mailsend-budget-");
     const before = t.sb.stats.toJSON().rest;
@@ -94,13 +98,13 @@ describe("shared budget", () => {
     const pid = child.pid!;
     child.kill("SIGKILL");
     await child.catch(() => {});
-    writeFileSync(join(dir, `${keyHash(t.key)}.json.lock`), `${pid} ${Date.now()}`);
+    writeFileSync(join(dir, `${keyHash(key)}.json.lock`), `${pid} ${Date.now()}`);
     const r = await send("after a killed holder", budgetEnv(s.dir));
     expect(r.exitCode, r.stderr).toBe(0);
     expect((await subjects()).filter((x) => x === "after a killed holder")).toHaveLength(1);
     // The lock was released by the send that broke it. (That a dead holder's lock is
     // broken at once, not after the stale age, is shown in limits-store-retry's unit test.)
-    expect(existsSync(join(dir, `${keyHash(t.key)}.json.lock`))).toBe(false);
+    expect(existsSync(join(dir, `${keyHash(key)}.json.lock`))).toBe(false);
     s.remove();
   });
 
@@ -123,8 +127,6 @@ describe("shared budget", () => {
 });
 
 describe("waiting, as --json says it", () => {
-  afterEach(quiet);
-
   test("a send that waits for the budget says so on stderr as a JSON line, and its result has waited_ms", async () => {
     const s = scratch("mailsend-jsonwait-");
     // A 10 s window: longer than a loaded machine takes to start the second process, so it waits.
@@ -142,8 +144,6 @@ describe("waiting, as --json says it", () => {
 });
 
 describe.skipIf(lacks(curl))("refused anyway", () => {
-  afterEach(quiet);
-
   test("with curl eating the budget, mailsend gets 429s, waits, and delivers each message exactly once", async () => {
     const s = scratch("mailsend-curl-");
     const before = t.sb.stats.toJSON().rest;
@@ -151,7 +151,7 @@ describe.skipIf(lacks(curl))("refused anyway", () => {
     // Async: the sandbox answers from this very process, so a synchronous spawn would deadlock.
     const curls = await Promise.all(
       Array.from({ length: LIMIT }, () =>
-        execa("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", `Authorization: Bearer ${t.key}`, "-H", "Content-Type: application/json", "--data-binary", body, `${t.env.MAILSEND_BASE_URL}/send`]),
+        execa("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", `Authorization: Bearer ${key}`, "-H", "Content-Type: application/json", "--data-binary", body, `${t.env.MAILSEND_BASE_URL}/send`]),
       ),
     );
     expect(curls.map((c) => c.stdout)).toEqual(Array(LIMIT).fill("200"));
@@ -187,7 +187,6 @@ describe.skipIf(lacks(redisServer))("redis budget (two machines)", () => {
   test("two state dirs sharing one redis-server: zero 429s", async () => {
     const a = scratch("mailsend-machine-a-");
     const b = scratch("mailsend-machine-b-");
-    await quiet();
     const before = t.sb.stats.toJSON().rest;
     const machine = async (dir: string, name: string) => {
       const out = [];

@@ -6,7 +6,7 @@
  */
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { runCli, type RunOptions } from "../helpers/cli.js";
+import { runInProcess, type RunOptions } from "../helpers/cli.js";
 import { startRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { headerSection, parseMessage, startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
 import { scratch } from "../helpers/tmp.js";
@@ -58,11 +58,11 @@ const md = () => tmp.file("notes.md", SOURCE);
 const MSG = ["-f", "ci@example.com", "-t", "dev@example.com", "-s", "Build 42"];
 
 function rest(args: string[], opts: RunOptions = {}) {
-  return runCli(["send", ...MSG, ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });
+  return runInProcess(["send", ...MSG, ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });
 }
 
 function smtp(args: string[]) {
-  return runCli(
+  return runInProcess(
     ["send", ...MSG, "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--smtp-tls", "starttls", "--ca-file", caPath, ...args],
     { env: { MAILSEND_API_KEY: KEY } },
   );
@@ -130,7 +130,7 @@ describe("--transport auto", () => {
   });
 
   it("with both configured prefers SMTP, which carries the source as the text part, and says so", async () => {
-    const r = await runCli(
+    const r = await runInProcess(
       ["send", ...MSG, "--markdown-file", md(), "--transport", "auto", "--json", "--base-url", rec.url, "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--smtp-tls", "starttls", "--ca-file", caPath],
       { env: { MAILSEND_API_KEY: KEY } },
     );
@@ -194,7 +194,7 @@ describe("batch --markdown-file", () => {
   it("fills the template per row: values HTML-escaped in the HTML (also in URLs), as they are in the text", async () => {
     const tpl = tmp.file("tpl.md", "Hi **{{name}}**,\n\nyour [plan](https://e.example/p/{{id}}) renews.\n\n<i>raw</i>\n");
     const rows = tmp.file("rows.csv", 'to,name,id\na@example.com,"Ann <admin>",7\nb@example.com,Bob,8\n');
-    const r = await runCli(["batch", rows, "-f", "billing@example.com", "-s", "Renewal", "--markdown-file", tpl, "--results", join(tmp.dir, "md-results.jsonl")], {
+    const r = await runInProcess(["batch", rows, "-f", "billing@example.com", "-s", "Renewal", "--markdown-file", tpl, "--results", join(tmp.dir, "md-results.jsonl")], {
       env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url },
     });
     expect(r.exitCode, r.stderr).toBe(0);
@@ -209,7 +209,7 @@ describe("batch --markdown-file", () => {
   it("a placeholder a row has no value for is that row's error, naming --markdown-file", async () => {
     const tpl = tmp.file("tpl2.md", "Hi {{missing}}\n");
     const rows = tmp.file("rows2.jsonl", '{"to":"a@example.com"}\n');
-    const r = await runCli(["batch", rows, "-f", "billing@example.com", "-s", "x", "--markdown-file", tpl, "--check"], { env: { MAILSEND_BASE_URL: rec.url } });
+    const r = await runInProcess(["batch", rows, "-f", "billing@example.com", "-s", "x", "--markdown-file", tpl, "--check"], { env: { MAILSEND_BASE_URL: rec.url } });
     expect(r.exitCode).toBe(65);
     expect(r.stderr).toMatch(/--markdown-file: no value for \{\{missing\}\}/);
   });
@@ -217,7 +217,7 @@ describe("batch --markdown-file", () => {
   it("with --html-file: usage (64)", async () => {
     const tpl = tmp.file("tpl3.md", "x");
     const rows = tmp.file("rows3.jsonl", '{"to":"a@example.com"}\n');
-    const r = await runCli(["batch", rows, "-f", "b@example.com", "-s", "x", "--markdown-file", tpl, "--html-file", tpl, "--check"], { env: { MAILSEND_BASE_URL: rec.url } });
+    const r = await runInProcess(["batch", rows, "-f", "b@example.com", "-s", "x", "--markdown-file", tpl, "--html-file", tpl, "--check"], { env: { MAILSEND_BASE_URL: rec.url } });
     expect(r.exitCode).toBe(64);
     expect(r.stderr).toMatch(/cannot be combined with --html-file/);
   });

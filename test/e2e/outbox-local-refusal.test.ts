@@ -11,7 +11,7 @@ import { execa } from "execa";
 import { mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { baseEnv, BIN, runCli, stdoutJson } from "../helpers/cli.js";
+import { baseEnv, BIN, runCli, runInProcess, stdoutJson } from "../helpers/cli.js";
 import { startRedis, type RedisHandle } from "../helpers/redis.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
@@ -65,16 +65,16 @@ describe.skipIf(lacks(redisServer))("the budget's Redis refuses this machine's c
       expect(run.stdout).not.toContain('"event":"failed"');
       expect(run.stdout + run.stderr).not.toMatch(/wrong-password-9|lowly-secret-8/);
       expect(failed(e)).toEqual([]);
-      const rows = stdoutJson(await runCli(["queue", "--json"], { env: e }));
+      const rows = stdoutJson(await runInProcess(["queue", "--json"], { env: e }));
       expect(rows).toHaveLength(1);
       expect(rows[0].last_error?.exit).toBe(77);
 
       const fixed = { ...e, MAILSEND_RATE_LIMIT_URL: `redis://:${PASSWORD}@127.0.0.1:${redis.port}` };
-      expect((await runCli(["queue", "retry", "--all"], { env: fixed })).exitCode).toBe(0);
+      expect((await runInProcess(["queue", "retry", "--all"], { env: fixed })).exitCode).toBe(0);
       const again = await runCli(["queue", "run", "--json"], { env: fixed, timeoutMs: 60_000 });
       expect(again.stdout, again.stderr).toContain('"event":"sent"');
       expect(await stored(subject)).toBe(1);
-      expect(stdoutJson(await runCli(["queue", "--json"], { env: fixed }))).toEqual([]);
+      expect(stdoutJson(await runInProcess(["queue", "--json"], { env: fixed }))).toEqual([]);
     }, 90_000);
   }
 
@@ -84,7 +84,7 @@ describe.skipIf(lacks(redisServer))("the budget's Redis refuses this machine's c
     const r = await execa(sendmail, ["-t", "-oi"], { input: `From: cron@example.com\nTo: ops@example.com\nSubject: ${subject}\nContent-Type: text/html\n\n<p>body</p>\n`, env: e, extendEnv: false, reject: false, timeout: 60_000 });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).not.toContain("wrong-password-9");
-    const rows = stdoutJson(await runCli(["queue", "--json"], { env: e }));
+    const rows = stdoutJson(await runInProcess(["queue", "--json"], { env: e }));
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ subject });
     expect(await stored(subject)).toBe(0);
@@ -104,11 +104,11 @@ describe("the service refuses the key of mail already queued", () => {
     expect(run.stdout, run.stderr).toContain('"event":"deferred"');
     expect(run.stdout).not.toContain('"event":"failed"');
     expect(failed(e)).toEqual([]);
-    const rows = stdoutJson(await runCli(["queue", "--json"], { env: e }));
+    const rows = stdoutJson(await runInProcess(["queue", "--json"], { env: e }));
     expect(rows).toHaveLength(1);
     expect(rows[0].last_error?.exit).toBe(77);
 
-    expect((await runCli(["queue", "retry", "--all"], { env: e })).exitCode).toBe(0);
+    expect((await runInProcess(["queue", "retry", "--all"], { env: e })).exitCode).toBe(0);
     const again = await runCli(["queue", "run", "--json"], { env: e, timeoutMs: 60_000 });
     expect(again.stdout, again.stderr).toContain('"event":"sent"');
     expect(await stored(subject)).toBe(1);
@@ -131,11 +131,11 @@ describe("a backlog whose key the service refuses", () => {
     expect(run.stdout.match(/"event":"deferred"/g) ?? [], run.stderr).toHaveLength(12);
     // At most the runner's 4 lanes ask before the first refusal is known; the other 8 never ask.
     expect(t.sb.stats.rest.authFailed - before).toBeLessThanOrEqual(4);
-    const rows = stdoutJson(await runCli(["queue", "--json"], { env: e }));
+    const rows = stdoutJson(await runInProcess(["queue", "--json"], { env: e }));
     expect(rows).toHaveLength(12);
     for (const r of rows) expect(r.last_error?.exit).toBe(77);
 
-    expect((await runCli(["queue", "retry", "--all"], { env: e })).exitCode).toBe(0);
+    expect((await runInProcess(["queue", "retry", "--all"], { env: e })).exitCode).toBe(0);
     const again = await runCli(["queue", "run", "--json"], { env: e, timeoutMs: 60_000 });
     expect(again.stdout.match(/"event":"sent"/g) ?? [], again.stderr).toHaveLength(12);
     expect((await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject.startsWith(prefix))).toHaveLength(12);
@@ -157,8 +157,8 @@ describe("a channel configured wrongly (the SMTP username set to the key)", () =
     expect(run.stdout).not.toContain('"event":"failed"');
     expect(run.stdout + run.stderr).not.toContain(key);
     expect(failed(e)).toEqual([]);
-    expect(stdoutJson(await runCli(["queue", "--json"], { env: e }))[0].last_error?.exit).toBe(78);
-    expect((await runCli(["queue", "retry", "--all"], { env: e })).exitCode).toBe(0);
+    expect(stdoutJson(await runInProcess(["queue", "--json"], { env: e }))[0].last_error?.exit).toBe(78);
+    expect((await runInProcess(["queue", "retry", "--all"], { env: e })).exitCode).toBe(0);
     const again = await runCli(["queue", "run", "--json"], { env: e, timeoutMs: 60_000 });
     expect(again.stdout, again.stderr).toContain('"event":"sent"');
     expect(await stored(subject)).toBe(1);

@@ -5,11 +5,11 @@
  */
 import { execa } from "execa";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { Outbox } from "../../src/outbox/store.js";
-import { baseEnv, BIN, ROOT, runCli, stdoutJson } from "../helpers/cli.js";
+import { newOutboxId, Outbox } from "../../src/outbox/store.js";
+import { baseEnv, BIN, ROOT, runCli, runInProcess, stdoutJson } from "../helpers/cli.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { until } from "../helpers/until.js";
 
@@ -55,12 +55,12 @@ describe("mailsend queue", () => {
   it("lists the outbox and delivers what is due, then it is empty", async () => {
     const { dir, env } = fresh();
     await seed(dir, ["ls-1", "ls-2", "ls-3"]);
-    const ls = await runCli(["queue", "--json"], { env });
+    const ls = await runInProcess(["queue", "--json"], { env });
     expect(ls.exitCode).toBe(0);
     const rows = stdoutJson(ls);
     expect(rows.map((r: { subject: string }) => r.subject)).toEqual(["ls-1", "ls-2", "ls-3"]);
     expect(rows[0]).toMatchObject({ status: "queued", attempts: 0, recipients: ["dev@example.com"], from: "cron@example.com" });
-    const human = await runCli(["queue"], { env });
+    const human = await runInProcess(["queue"], { env });
     expect(human.stdout).toContain("ls-2");
     expect(human.stdout).toContain("3 messages");
 
@@ -70,8 +70,8 @@ describe("mailsend queue", () => {
     expect(events.filter((e) => e.event === "sent")).toHaveLength(3);
     expect(events.at(-1)).toEqual({ summary: { sent: 3, deferred: 0, failed: 0, left: 0 } });
     expect((await stored("ls-")).length).toBe(3);
-    expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
-    expect((await runCli(["queue"], { env })).stdout).toContain("the outbox is empty");
+    expect(stdoutJson(await runInProcess(["queue", "--json"], { env }))).toEqual([]);
+    expect((await runInProcess(["queue"], { env })).stdout).toContain("the outbox is empty");
   });
 
   it("survives kill -9 of the runner at several moments: each message is delivered exactly once", async () => {
@@ -119,12 +119,12 @@ describe("mailsend queue", () => {
     } finally {
       (sb.sb.faults.config = { ...sb.sb.faults.config, failRate: 0 });
     }
-    const row = stdoutJson(await runCli(["queue", "--json"], { env }))[0];
+    const row = stdoutJson(await runInProcess(["queue", "--json"], { env }))[0];
     expect(row).toMatchObject({ id, attempts: 1, last_error: { code: expect.stringMatching(/service_error|temporary_failure/) } });
     expect(Date.parse(row.next_attempt_at)).toBeGreaterThan(Date.now());
     // Not due yet: a run leaves it alone.
     expect(JSON.parse((await runCli(["queue", "run", "--json"], { env })).stdout.trim()).summary).toMatchObject({ sent: 0, left: 1 });
-    expect((await runCli(["queue", "retry", id!], { env })).exitCode).toBe(0);
+    expect((await runInProcess(["queue", "retry", id!], { env })).exitCode).toBe(0);
     const r2 = await runCli(["queue", "run", "--json"], { env, timeoutMs: 60_000 });
     expect(JSON.parse(r2.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 1, left: 0 });
     expect(await stored("tmp-1")).toHaveLength(1);
@@ -147,7 +147,7 @@ describe("mailsend queue", () => {
     expect(q.exitCode, q.stderr).toBe(0);
     expect(q.stderr).toContain("1 deferred message due now");
     expect(await stored("flush-1")).toHaveLength(1);
-    expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
+    expect(stdoutJson(await runInProcess(["queue", "--json"], { env }))).toEqual([]);
   }, 60_000);
 
   it("moves a permanent refusal to failed/ at once, with the reason; retry and purge", async () => {
@@ -161,13 +161,13 @@ describe("mailsend queue", () => {
       refuse();
       const r = await runCli(["queue", "run"], { env, timeoutMs: 60_000 });
       expect(r.stdout).toMatch(/failed .*moved to failed/);
-      expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
-      const failed = stdoutJson(await runCli(["queue", "--failed", "--json"], { env }));
+      expect(stdoutJson(await runInProcess(["queue", "--json"], { env }))).toEqual([]);
+      const failed = stdoutJson(await runInProcess(["queue", "--failed", "--json"], { env }));
       expect(failed).toHaveLength(1);
       expect(failed[0], JSON.stringify(failed[0])).toMatchObject({ id, status: "failed", last_error: { exit: 65 } });
       // Whatever was refused: retry brings it back, and it goes out.
       accept();
-      expect((await runCli(["queue", "retry", "--all"], { env })).exitCode).toBe(0);
+      expect((await runInProcess(["queue", "retry", "--all"], { env })).exitCode).toBe(0);
       const r2 = await runCli(["queue", "run", "--json"], { env, timeoutMs: 60_000 });
       expect(JSON.parse(r2.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 1, failed: 0, left: 0 });
       // purge removes failed/ only, and says so.
@@ -177,10 +177,10 @@ describe("mailsend queue", () => {
     } finally {
       accept();
     }
-    const purge = await runCli(["queue", "purge", "--failed"], { env });
+    const purge = await runInProcess(["queue", "purge", "--failed"], { env });
     expect(purge.stderr).toContain("removed 1 failed message");
-    expect((await runCli(["queue", "purge"], { env })).exitCode).toBe(64);
-    expect((await runCli(["queue", "rm", "not-an-id"], { env })).exitCode).toBe(64);
+    expect((await runInProcess(["queue", "purge"], { env })).exitCode).toBe(64);
+    expect((await runInProcess(["queue", "rm", "not-an-id"], { env })).exitCode).toBe(64);
   }, 60_000);
 
   it("a damaged file (cut, empty, not ours) is listed as such, never sent cut, and moved to failed/ with the reason", async () => {
@@ -190,7 +190,7 @@ describe("mailsend queue", () => {
     truncateSync(q(cut!), statSync(q(cut!)).size - 6);
     writeFileSync(q(empty!), "");
     writeFileSync(q(junk!), "garbage\n");
-    const list = await runCli(["queue"], { env });
+    const list = await runInProcess(["queue"], { env });
     expect(list.exitCode).toBe(0);
     for (const id of [cut, empty, junk]) expect(list.stderr).toContain(`warning: the outbox file ${q(id!)} is damaged`);
     expect(list.stderr).toMatch(/is damaged \(its message is \d+ bytes, \d+ were queued\)\. /);
@@ -202,6 +202,53 @@ describe("mailsend queue", () => {
     expect((await stored("damaged-")).map((m) => m.subject), run.stdout + run.stderr).toEqual(["damaged-ok"]);
     expect(readdirSync(join(dir, "failed")).filter((f) => f.endsWith(".msg")).sort()).toEqual([cut, empty, junk].map((id) => `${id}.msg`).sort());
   });
+
+  it("a file that is JSON but not a message, a link, a FIFO: listed as damaged beside the rest (exit 0, valid JSON), moved to failed/ unread", async () => {
+    const { dir, env } = fresh();
+    const [good] = await seed(dir, ["schema-ok"]);
+    const q = (id: string) => join(dir, "queue", `${id}.msg`);
+    const [noEnvelope, nul, link, fifo, otherId] = [1, 2, 3, 4, 5].map((i) => newOutboxId(Date.now() + i));
+    writeFileSync(q(noEnvelope!), '{"v":1,"id":"x","size":5}\nhello');
+    writeFileSync(q(nul!), "null\n");
+    const secret = join(dir, "secret.txt");
+    writeFileSync(secret, "TOPSECRET-first-bytes of another file\n");
+    symlinkSync(secret, q(link!));
+    execFileSync("mkfifo", [q(fifo!)]);
+    writeFileSync(q(otherId!), readFileSync(q(good!)));
+    const damaged = [noEnvelope, nul, link, fifo, otherId] as string[];
+    const sendmailBp = await runCli(["sendmail", "-bp"], { env });
+    for (const list of [await runCli(["queue"], { env }), sendmailBp]) {
+      expect(list.exitCode, list.stderr).toBe(0);
+      expect(list.stdout).toContain(good!);
+      for (const id of damaged) expect(list.stdout).toMatch(new RegExp(`^${id}  damaged: `, "m"));
+      expect(list.stdout + list.stderr).not.toContain("TOPSECRET");
+    }
+    expect(sendmailBp.stdout).toMatch(/^-- \d+ Kbytes in 1 Request\.$/m);
+    const json = await runCli(["queue", "--json"], { env });
+    expect(json.exitCode, json.stderr).toBe(0);
+    const rows = stdoutJson(json) as { id: string; status: string; reason?: string }[];
+    expect(rows.map((r) => r.id)).toEqual([good, ...damaged]);
+    expect(Object.fromEntries(rows.slice(1).map((r) => [r.id, r.reason]))).toEqual({
+      [noEnvelope!]: "its metadata has no createdAt",
+      [nul!]: "its first line is not a JSON object",
+      [link!]: "it is a symbolic link, not a message file",
+      [fifo!]: "it is not a plain file",
+      [otherId!]: "its metadata names another message",
+    });
+    const run = await runCli(["queue", "run"], { env, timeoutMs: 60_000 });
+    expect(run.exitCode, run.stderr).toBe(0);
+    expect(run.stdout + run.stderr).not.toContain("TOPSECRET");
+    expect((await stored("schema-")).map((m) => m.subject)).toEqual(["schema-ok"]);
+    expect(readdirSync(join(dir, "failed")).filter((f) => f.endsWith(".msg")).sort()).toEqual(damaged.map((id) => `${id}.msg`).sort());
+    // Moved as it was: the link itself, its target untouched and never copied into a state file.
+    expect(lstatSync(join(dir, "failed", `${link}.msg`)).isSymbolicLink()).toBe(true);
+    expect(readFileSync(secret, "utf8")).toMatch(/^TOPSECRET/);
+    for (const f of readdirSync(join(dir, "failed"))) if (f.endsWith(".state")) expect(readFileSync(join(dir, "failed", f), "utf8")).not.toContain("TOPSECRET");
+    const failed = await runCli(["queue", "--failed", "--json"], { env });
+    expect(failed.exitCode, failed.stderr).toBe(0);
+    expect((stdoutJson(failed) as { status: string }[]).map((r) => r.status)).toEqual(damaged.map(() => "damaged"));
+    expect((await runCli(["queue", "--failed"], { env })).exitCode).toBe(0);
+  }, 90_000);
 
   it("a message its sender held (queued, trying it itself) and then made due sooner is delivered then, not when the hold ends", async () => {
     const { dir, env } = fresh();
@@ -234,7 +281,7 @@ describe("mailsend queue", () => {
       await until(async () => (await box.state(id!)).attempts > 0, { what: "the runner's first attempt", timeoutMs: 10_000, everyMs: 100 });
       expect((await box.state(id!)).nextAttemptAt).toBeGreaterThan(Date.now() + 10_000);
       (sb.sb.faults.config = { ...sb.sb.faults.config, failRate: 0 });
-      const retry = await runCli(["queue", "retry", "--all"], { env });
+      const retry = await runInProcess(["queue", "retry", "--all"], { env });
       expect(retry.exitCode).toBe(0);
       expect(retry.stderr).toContain(`1 message due now; the runner delivering from ${dir} takes it within seconds`);
       const asked = Date.now();
@@ -246,7 +293,7 @@ describe("mailsend queue", () => {
       runner.kill("SIGTERM");
       await runner;
     }
-    expect(JSON.parse((await runCli(["queue", "retry", "--all", "--json"], { env })).stdout)).toEqual({ retried: 0, runner: false });
+    expect(JSON.parse((await runInProcess(["queue", "retry", "--all", "--json"], { env })).stdout)).toEqual({ retried: 0, runner: false });
   }, 60_000);
 
   it("a drain that delivers everything after this machine's fault cleared exits 0, not with the fault's code", async () => {
@@ -255,7 +302,7 @@ describe("mailsend queue", () => {
     const { drain, blocker } = await drainAfterLocalFault(dir, env, id!);
     try {
       rmSync(blocker);
-      expect((await runCli(["queue", "retry", "--all"], { env })).exitCode).toBe(0);
+      expect((await runInProcess(["queue", "retry", "--all"], { env })).exitCode).toBe(0);
       const r = await drain;
       expect(r.exitCode, r.stderr).toBe(0);
       expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 1, left: 0 });
@@ -271,7 +318,7 @@ describe("mailsend queue", () => {
     const [id] = await seed(dir, ["fault-removed"]);
     const { drain } = await drainAfterLocalFault(dir, env, id!);
     try {
-      expect((await runCli(["queue", "rm", id!], { env })).exitCode).toBe(0);
+      expect((await runInProcess(["queue", "rm", id!], { env })).exitCode).toBe(0);
       const r = await drain;
       expect(r.exitCode, r.stderr).toBe(0);
       expect(JSON.parse(r.stdout.trim().split("\n").at(-1)!).summary).toMatchObject({ sent: 0, left: 0 });
@@ -371,7 +418,7 @@ describe("a background runner killed with -9", () => {
       expect(await got()).toEqual(["dead-1", "dead-2"]);
       for (let i = 0; i < 80 && existsSync(pidFile); i++) await sleep(250);
       expect(existsSync(pidFile), "the new runner exits once the outbox is empty").toBe(false);
-      expect(stdoutJson(await runCli(["queue", "--json"], { env: quiet }))).toEqual([]);
+      expect(stdoutJson(await runInProcess(["queue", "--json"], { env: quiet }))).toEqual([]);
       expect(await got()).toEqual(["dead-1", "dead-2"]);
     } finally {
       const left = pidNow();

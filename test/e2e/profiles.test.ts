@@ -8,7 +8,7 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { runCli, stderrJson, stdoutJson, type RunOptions } from "../helpers/cli.js";
+import { runInProcess, stderrJson, stdoutJson, type RunOptions } from "../helpers/cli.js";
 import { startRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
@@ -59,7 +59,7 @@ function standard(): string {
 const MSG = ["-t", "to@example.com", "-s", "Hi", "--text", "hello"];
 
 function send(config: string, args: string[], opts: RunOptions = {}) {
-  return runCli(["send", ...args], { ...opts, env: { MAILSEND_CONFIG: config, WORK_MAILSEND_KEY: PROFILE_KEY, ...opts.env } });
+  return runInProcess(["send", ...args], { ...opts, env: { MAILSEND_CONFIG: config, WORK_MAILSEND_KEY: PROFILE_KEY, ...opts.env } });
 }
 
 describe("precedence: flags > environment > profile > defaults", () => {
@@ -130,7 +130,7 @@ describe("precedence: flags > environment > profile > defaults", () => {
 
   it("batch uses the profile too: base URL, sender and key", async () => {
     const input = tmp.file("rows.jsonl", '{"to":"r1@example.com","subject":"one","text":"1"}\n{"to":"r2@example.com","subject":"two","text":"2"}\n');
-    const r = await runCli(["batch", input, "--results", join(tmp.dir, "rows-results.jsonl")], {
+    const r = await runInProcess(["batch", input, "--results", join(tmp.dir, "rows-results.jsonl")], {
       env: { MAILSEND_CONFIG: standard(), WORK_MAILSEND_KEY: PROFILE_KEY },
     });
     expect(r.exitCode, r.stderr).toBe(0);
@@ -149,10 +149,10 @@ describe("precedence: flags > environment > profile > defaults", () => {
     mkdirSync(join(home, ".config", "mailsend"), { recursive: true });
     writeFileSync(join(home, ".config", "mailsend", "config.json"), JSON.stringify({ profiles: { default: { base_url: recEnv.url } } }));
     const base = { MAILSEND_CONFIG: undefined, MAILSEND_API_KEY: ENV_KEY, HOME: home };
-    expect((await runCli(["send", ...MSG, "-f", "x@example.com"], { env: { ...base, XDG_CONFIG_HOME: xdg } })).exitCode).toBe(0);
-    expect((await runCli(["send", ...MSG, "-f", "x@example.com"], { env: { ...base, XDG_CONFIG_HOME: undefined } })).exitCode).toBe(0);
+    expect((await runInProcess(["send", ...MSG, "-f", "x@example.com"], { env: { ...base, XDG_CONFIG_HOME: xdg } })).exitCode).toBe(0);
+    expect((await runInProcess(["send", ...MSG, "-f", "x@example.com"], { env: { ...base, XDG_CONFIG_HOME: undefined } })).exitCode).toBe(0);
     expect([recProfile.requests.length, recEnv.requests.length]).toEqual([1, 1]);
-    const path = await runCli(["config", "path"], { env: { ...base, XDG_CONFIG_HOME: xdg } });
+    const path = await runInProcess(["config", "path"], { env: { ...base, XDG_CONFIG_HOME: xdg } });
     expect(path.stdout).toBe(`${join(xdg, "mailsend", "config.json")}\n`);
   });
 });
@@ -243,7 +243,7 @@ describe("a bad config: exit 78, naming the file", () => {
 
 describe("mailsend config", () => {
   function config(args: string[], path: string, opts: RunOptions = {}) {
-    return runCli(["config", ...args], { ...opts, env: { MAILSEND_CONFIG: path, ...opts.env } });
+    return runInProcess(["config", ...args], { ...opts, env: { MAILSEND_CONFIG: path, ...opts.env } });
   }
 
   it("set creates the directory (0700) and the file (0600) atomically; get and list read it back", async () => {
@@ -300,7 +300,7 @@ describe("mailsend config", () => {
     expect(stdoutJson(await config(["list", "--json"], path))).toMatchObject({ path, exists: true, profile: "work", profiles: { home: { transport: "smtp" } } });
 
     // A profile made with config set works for a send.
-    const sent = await runCli(["send", "-t", "to@example.com", "-s", "Hi", "--text", "x", "--base-url", recFlag.url], {
+    const sent = await runInProcess(["send", "-t", "to@example.com", "-s", "Hi", "--text", "x", "--base-url", recFlag.url], {
       env: { MAILSEND_CONFIG: path, WORK_MAILSEND_KEY: PROFILE_KEY },
     });
     expect(sent.exitCode, sent.stderr).toBe(0);

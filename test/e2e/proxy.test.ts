@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
-import { runCli, type CliResult } from "../helpers/cli.js";
+import { runInProcess, type CliResult } from "../helpers/cli.js";
 import { startProxy, startSocks5, startTinyproxy, startTlsFront, type TestProxy } from "../helpers/proxy.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { lacks, tinyproxy } from "../helpers/tools.js";
@@ -38,7 +38,7 @@ beforeEach(() => {
 const https = () => ({ ...t.env, MAILSEND_BASE_URL: front.url });
 
 async function send(subject: string, env: Record<string, string>, extra: string[] = []): Promise<CliResult> {
-  const r = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "hi", ...extra], { env });
+  const r = await runInProcess(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "hi", ...extra], { env });
   expect(r.stdout + r.stderr).not.toContain(PASSWORD);
   expect(r.stdout + r.stderr).not.toContain(Buffer.from(`alice:${PASSWORD}`).toString("base64"));
   return r;
@@ -105,7 +105,7 @@ describe("REST through an HTTP proxy", () => {
     expect(plain.stderr).toMatch(/the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTP_PROXY\) requires a user and password/);
     // A body over 1 MB, which the proxy refuses before it has all of it: the same 77, tried once.
     const report = t.scratch.file("px-report.html", `<p>${"r".repeat(1_200_000)}</p>`);
-    const large = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "px 407 large", "--html-file", report, "--transport", "rest", "--json"], {
+    const large = await runInProcess(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "px 407 large", "--html-file", report, "--transport", "rest", "--json"], {
       env: { ...t.env, HTTP_PROXY: guarded.url, MAILSEND_RETRIES: "2" },
     });
     expect(large.exitCode, large.stderr).toBe(77);
@@ -134,7 +134,7 @@ describe("REST through an HTTP proxy", () => {
 
   test("a proxy password with a \"/\", \"?\" or \"#\" not %-encoded: 78, and no part of it is printed or used as the host", async () => {
     for (const sep of ["/", "?", "#"]) {
-      const r = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "px cut", "--text", "hi", "--json"], {
+      const r = await runInProcess(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "px cut", "--text", "hi", "--json"], {
         env: { ...https(), HTTPS_PROXY: `http://alice:2024${sep}cutpass@127.0.0.1:${guarded.port}` },
       });
       expect(r.exitCode, r.stderr).toBe(78);
@@ -156,7 +156,7 @@ describe("REST through an HTTP proxy", () => {
     const rows = join(t.scratch.dir, "px-rows.jsonl");
     const lines = [0, 1, 2, 3].map((i) => JSON.stringify({ from: "ci@example.com", to: "dev@example.com", subject: `px batch ${i}`, html: "<p>hi</p>" }));
     t.scratch.file("px-rows.jsonl", `${lines.join("\n")}\n`);
-    const b = await runCli(["batch", rows, "--concurrency", "2", "--journal", join(t.scratch.dir, "px-journal"), "--quiet"], { env: { ...https(), HTTPS_PROXY: proxy.url } });
+    const b = await runInProcess(["batch", rows, "--concurrency", "2", "--journal", join(t.scratch.dir, "px-journal"), "--quiet"], { env: { ...https(), HTTPS_PROXY: proxy.url } });
     expect(b.exitCode, b.stderr).toBe(0);
     expect(proxy.log.length).toBeGreaterThanOrEqual(1);
     expect(proxy.log.every((e) => e.method === "CONNECT" && e.status === 200)).toBe(true);
@@ -169,19 +169,19 @@ describe("REST through an HTTP proxy", () => {
     expect(proxy.log).toEqual([expect.objectContaining({ method: "CONNECT", status: 200 })]);
     // Through the batch's engine, a refusing proxy is named too. (--fresh: a new journal for rows
     // px-journal records as sent is otherwise refused before anything is tried.)
-    const refused = await runCli(["batch", rows, "--concurrency", "2", "--journal", join(t.scratch.dir, "px-journal-2"), "--fresh", "--json"], { env: { ...https(), HTTPS_PROXY: guarded.url } });
+    const refused = await runInProcess(["batch", rows, "--concurrency", "2", "--journal", join(t.scratch.dir, "px-journal-2"), "--fresh", "--json"], { env: { ...https(), HTTPS_PROXY: guarded.url } });
     expect(refused.exitCode).toBe(77);
     expect(refused.stdout + refused.stderr).toMatch(/the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTPS_PROXY\) requires a user and password/);
   });
 
   test("doctor names the proxy for the base URL and reaches the service through it", async () => {
-    const r = await runCli(["doctor", "--json"], { env: { ...https(), HTTPS_PROXY: `http://alice:${PASSWORD}@127.0.0.1:${guarded.port}`, MAILSEND_CONFIG: join(t.scratch.dir, "none.json") } });
+    const r = await runInProcess(["doctor", "--json"], { env: { ...https(), HTTPS_PROXY: `http://alice:${PASSWORD}@127.0.0.1:${guarded.port}`, MAILSEND_CONFIG: join(t.scratch.dir, "none.json") } });
     expect(r.stdout + r.stderr).not.toContain(PASSWORD);
     const checks = Object.fromEntries((JSON.parse(r.stdout).checks as Array<{ name: string; detail: string; ok: boolean }>).map((c) => [c.name, c]));
     expect(checks["config.rest"]!.detail).toMatch(new RegExp(`through the proxy http://127\\.0\\.0\\.1:${guarded.port} \\(from HTTPS_PROXY, as alice; CONNECT\\)`));
     expect(checks["rest.connect"]!.detail).toMatch(/reached through the proxy http:\/\/127\.0\.0\.1:\d+ in \d+ ms, TLSv1\.[23], certificate CN=localhost/);
     expect(checks["rest.key"]!.ok).toBe(true);
-    const direct = await runCli(["doctor", "--json"], { env: { ...https(), HTTPS_PROXY: proxy.url, NO_PROXY: "127.0.0.1", MAILSEND_CONFIG: join(t.scratch.dir, "none.json") } });
+    const direct = await runInProcess(["doctor", "--json"], { env: { ...https(), HTTPS_PROXY: proxy.url, NO_PROXY: "127.0.0.1", MAILSEND_CONFIG: join(t.scratch.dir, "none.json") } });
     expect(JSON.parse(direct.stdout).checks.find((c: { name: string }) => c.name === "config.rest").detail).toMatch(/direct \(a proxy is set, but NO_PROXY \(127\.0\.0\.1\) exempts this host\)/);
   });
 });

@@ -8,11 +8,11 @@
  */
 import { connect } from "node:net";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { ensureTls, type TlsMaterial } from "../../src/sandbox/tls.js";
 import { runCli, type CliResult } from "../helpers/cli.js";
 import { startRedis, startSentinel, type RedisHandle, type SentinelHandle } from "../helpers/redis.js";
-import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { addKey, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { lacks, redisServer } from "../helpers/tools.js";
 import { until } from "../helpers/until.js";
@@ -34,8 +34,18 @@ afterAll(async () => {
   tmp?.remove();
 });
 
+/**
+ * A key of each test's own: the sandbox and the budget count per key, so each test starts with the
+ * whole budget without waiting out the window the one before used.
+ */
+let key: string;
+beforeEach(async () => {
+  key = (await addKey(t.dir)).key;
+});
+
 function env(stateDir: string, extra: Record<string, string> = {}): Record<string, string> {
-  return { ...t.env, MAILSEND_STATE_DIR: stateDir, MAILSEND_RATE_LIMIT: String(LIMIT), MAILSEND_RATE_WINDOW: String(WINDOW_S), MAILSEND_RETRIES: "3", ...extra };
+  const { MAILSEND_API_KEY_FILE: _file, ...sandbox } = t.env;
+  return { ...sandbox, MAILSEND_API_KEY: key, MAILSEND_STATE_DIR: stateDir, MAILSEND_RATE_LIMIT: String(LIMIT), MAILSEND_RATE_WINDOW: String(WINDOW_S), MAILSEND_RETRIES: "3", ...extra };
 }
 
 async function send(subject: string, e: Record<string, string>, extra: string[] = []): Promise<CliResult> {
@@ -66,9 +76,6 @@ async function subjects(prefix: string): Promise<string[]> {
   return (await t.sb.store.list({ limit: 100_000 })).map((m) => m.subject).filter((s) => s.startsWith(prefix));
 }
 
-/** Until the sandbox's window is empty, so a test starts with the whole budget. */
-const quiet = () => new Promise((r) => setTimeout(r, WINDOW_S * 1000 + 200));
-
 /**
  * Two machines, 4 sends each in a row, sharing 4 per 12 s through Redis. Alone,
  * a machine would never wait (4 sends, limit 4): any wait is the other
@@ -77,7 +84,6 @@ const quiet = () => new Promise((r) => setTimeout(r, WINDOW_S * 1000 + 200));
  * Nothing here depends on how fast the machine runs the sends.
  */
 async function twoMachines(name: string, extra: Record<string, string>): Promise<void> {
-  await quiet();
   const a = scratch("mailsend-machine-a-");
   const b = scratch("mailsend-machine-b-");
   try {
@@ -129,8 +135,7 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
   });
 
   test("four processes sharing 3 per window: the one that waits longer than 5 s is sent", async () => {
-    await quiet();
-    const s = scratch("mailsend-redis-wait-");
+      const s = scratch("mailsend-redis-wait-");
     try {
       const e = env(s.dir, { MAILSEND_RATE_LIMIT_URL: plain.url, MAILSEND_RATE_LIMIT: "3", MAILSEND_RATE_WINDOW: "9" });
       const runs = await Promise.all([0, 1, 2, 3].map((p) => send(`wait ${p}`, e)));
@@ -166,6 +171,25 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
       expect(err).toMatchObject({ code: "auth_failed", exit: 77 });
       expect(err.message).toMatch(new RegExp(`Redis at 127\\.0\\.0\\.1:${secure.port} refused the user "budget" or its password \\(authentication failed\\)`));
       expect(t.sb.store.count).toBe(before);
+    } finally {
+      s.remove();
+    }
+  });
+
+  test("doctor with the budget's Redis refusing its password: that check fails (77), and the service is not probed outside the budget", async () => {
+    const s = scratch("mailsend-redis-doctor-");
+    try {
+      const before = { ...t.sb.stats.toJSON().rest };
+      const r = await runCli(["doctor", "--json"], { env: env(s.dir, { MAILSEND_RATE_LIMIT_URL: `rediss://budget:wrong-secret-3@127.0.0.1:${secure.port}`, NODE_EXTRA_CA_CERTS: tls.caPath }), timeoutMs: 60_000 });
+      const checks = Object.fromEntries((JSON.parse(r.stdout) as { checks: { name: string; ok: boolean; skipped?: boolean; detail: string; exit?: number }[] }).checks.map((c) => [c.name, c]));
+      expect(r.exitCode, r.stdout).toBe(77);
+      expect(checks.ratelimit).toMatchObject({ ok: false, exit: 77 });
+      expect(checks["rest.connect"]?.ok).toBe(true);
+      expect(checks["rest.key"]).toMatchObject({ skipped: true });
+      expect(checks["rest.key"]!.detail).toMatch(/not checked: the rate-limit budget could not be asked for a slot/);
+      // Not one request reached POST /send: neither refused as the empty probe is, nor anything else.
+      expect(t.sb.stats.toJSON().rest).toEqual(before);
+      expect(r.stdout + r.stderr).not.toContain("wrong-secret-3");
     } finally {
       s.remove();
     }
@@ -218,9 +242,42 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
     }
   });
 
+  test("Redis that stops answering as a send connects (DEBUG SLEEP, a password to send): 75 at the 5 s the docs state, nothing sent", async () => {
+    const frozen = await startRedis({ password: "sleepy-secret-5", args: ["--enable-debug-command", "yes"] });
+    const s = scratch("mailsend-redis-asleep-");
+    try {
+      // Asleep for longer than the bound and the probes that once followed it: the exit says which came first.
+      await new Promise<void>((resolve, reject) => {
+        const c = connect(frozen.port, "127.0.0.1", () => c.write("AUTH sleepy-secret-5\r\n"));
+        // Its +OK first (replies wait for the sleep to end), then the sleep, and a moment for it to begin.
+        c.once("data", () => {
+          c.write("DEBUG SLEEP 10\r\n");
+          setTimeout(resolve, 300);
+        });
+        c.on("error", reject);
+        setTimeout(() => c.destroy(), 12_000).unref();
+      });
+      const before = t.sb.store.count;
+      const started = Date.now();
+      const r = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "asleep", "--text", "hi", "--json"], {
+        env: env(s.dir, { MAILSEND_RATE_LIMIT_URL: `redis://:sleepy-secret-5@127.0.0.1:${frozen.port}`, MAILSEND_RETRIES: "0" }),
+        timeoutMs: 30_000,
+      });
+      const took = Date.now() - started;
+      expect(r.exitCode, r.stderr).toBe(75);
+      expect(JSON.parse(r.stderr.trim().split("\n").at(-1)!).error.message).toMatch(new RegExp(`the shared-budget Redis at 127\\.0\\.0\\.1:${frozen.port} did not answer in time`));
+      expect(took).toBeGreaterThanOrEqual(4_900);
+      expect(took).toBeLessThan(9_000);
+      expect(r.stderr).not.toContain("sleepy-secret-5");
+      expect(t.sb.store.count).toBe(before);
+    } finally {
+      await frozen.stop();
+      s.remove();
+    }
+  }, 40_000);
+
   test("Redis stopped while a send waits for its slot: 75, nothing sent, no hang", async () => {
-    await quiet();
-    const r1 = await startRedis();
+      const r1 = await startRedis();
     const s = scratch("mailsend-redis-lost-");
     try {
       const e = env(s.dir, { MAILSEND_RATE_LIMIT_URL: r1.url, MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "12" });

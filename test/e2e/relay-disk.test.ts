@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
 import { SmtpDialog } from "../helpers/smtp-dialog.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { startRelayChild } from "../helpers/relay.js";
+import { runCli } from "../helpers/cli.js";
 
 vi.setConfig({ testTimeout: 90_000 });
 
@@ -91,6 +92,14 @@ describe("relay: the outbox cannot be written", () => {
       try {
         const ro = await sendOne(relay.ready.port, "read only", 100);
         expect(ro).toMatch(/^452 4\.3\.1 .*read-only file system/);
+        // sendmail -bs answers the same condition with the same reply, from the same place.
+        const bs = await runCli(["sendmail", "-bs"], {
+          env: { MAILSEND_STATE_DIR: join(s.dir, "state"), MAILSEND_OUTBOX_DIR: outbox, MAILSEND_QUEUE: "always", MAILSEND_QUEUE_AUTORUN: "0", MAILSEND_API_KEY: "msk_unused_key_123456", MAILSEND_BASE_URL: "http://127.0.0.1:9" },
+          input: "EHLO app.example\r\nMAIL FROM:<app@example.com>\r\nRCPT TO:<dev@example.com>\r\nDATA\r\nFrom: app@example.com\r\nTo: dev@example.com\r\nSubject: read only bs\r\nContent-Type: text/html\r\n\r\n<p>hi</p>\r\n.\r\nQUIT\r\n",
+        });
+        const bsReply = bs.stdout.split("\r\n").find((l) => /^4\d\d /.test(l));
+        expect(bsReply, bs.stdout + bs.stderr).toMatch(/^452 4\.3\.1 .*read-only file system/);
+        expect(bsReply!.replace(/\(.*\)$/, "")).toBe(ro.split("\r\n")[0]!.replace(/\(.*\)$/, ""));
       } finally {
         spawnSync("mount", ["-o", "remount,rw", mnt]);
       }
@@ -103,7 +112,5 @@ describe("relay: the outbox cannot be written", () => {
     }
     // A fault of this machine is logged without -v (as JSON lines under --json).
     expect(relay.events.filter((e) => e.event === "refused" && e.code === 452).length).toBeGreaterThanOrEqual(2);
-    {
-    }
   });
 });

@@ -8,7 +8,7 @@ import { execa } from "execa";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, test, vi } from "vitest";
-import { runCli } from "../helpers/cli.js";
+import { runInProcess } from "../helpers/cli.js";
 import { startRelayChild } from "../helpers/relay.js";
 import { inProcessSandbox, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { SmtpDialog } from "../helpers/smtp-dialog.js";
@@ -387,15 +387,15 @@ describe("who may connect", () => {
     const s = scratch("mailsend-relay-open-");
     try {
       const env = { MAILSEND_STATE_DIR: join(s.dir, "state") };
-      const none = await runCli(["relay", "--listen", "0.0.0.0:0"], { env });
+      const none = await runInProcess(["relay", "--listen", "0.0.0.0:0"], { env });
       expect(none.exitCode).toBe(78);
       expect(none.stderr).toMatch(/refusing to listen on 0\.0\.0\.0:0 without --auth-file .* and TLS/);
       expect(none.stderr).toMatch(/not a loopback address/);
-      const users = s.file("users", "ops:" + (await runCli(["relay", "hash-password"], { input: "pw-123456\n" })).stdout.trim() + "\n");
-      const noTls = await runCli(["relay", "--listen", "0.0.0.0:0", "--auth-file", users], { env });
+      const users = s.file("users", `ops:${(await runInProcess(["relay", "hash-password"], { input: "pw-123456\n" })).stdout.trim()}\n`);
+      const noTls = await runInProcess(["relay", "--listen", "0.0.0.0:0", "--auth-file", users], { env });
       expect(noTls.exitCode).toBe(78);
       expect(noTls.stderr).toMatch(/without TLS \(--tls-cert and --tls-key, or --tls-self-signed\)/);
-      const noAuth = await runCli(["relay", "--listen", "[::]:0", "--tls-self-signed"], { env });
+      const noAuth = await runInProcess(["relay", "--listen", "[::]:0", "--tls-self-signed"], { env });
       expect(noAuth.exitCode).toBe(78);
       expect(noAuth.stderr).toMatch(/without --auth-file/);
       expect(existsSync(join(s.dir, "state", "outbox"))).toBe(false);
@@ -408,7 +408,7 @@ describe("who may connect", () => {
     const s = scratch("mailsend-relay-nodir-");
     try {
       const notDir = s.file("state", "a file, not a directory");
-      const r = await runCli(["relay", "--listen", "127.0.0.1:0"], { env: { MAILSEND_STATE_DIR: notDir } });
+      const r = await runInProcess(["relay", "--listen", "127.0.0.1:0"], { env: { MAILSEND_STATE_DIR: notDir } });
       expect(r.exitCode).toBe(73);
       expect(r.stderr).toContain(`the relay cannot start: cannot write the outbox file ${notDir}/outbox`);
       expect(r.stderr).not.toMatch(/NOT queued/);
@@ -419,7 +419,7 @@ describe("who may connect", () => {
 
   test.skipIf(lacks(swaksProgram))("with --auth-file: AUTH is required and checked; off loopback only after STARTTLS", async () => {
     const s = scratch("mailsend-relay-auth-");
-    const hp = await runCli(["relay", "hash-password", "grafana"], { input: "correct horse battery\n" });
+    const hp = await runInProcess(["relay", "hash-password", "grafana"], { input: "correct horse battery\n" });
     expect(hp.exitCode, hp.stderr).toBe(0);
     expect(hp.stdout).toMatch(/^grafana:scrypt\$16384\$8\$1\$[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+\n$/);
     expect(hp.stdout).not.toContain("correct horse");

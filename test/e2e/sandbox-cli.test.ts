@@ -11,7 +11,7 @@ import { createServer, type AddressInfo, type Server } from "node:net";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { baseEnv, BIN, ROOT, runCli, stderrJson, stdoutJson } from "../helpers/cli.js";
+import { baseEnv, BIN, ROOT, runCli, runInProcess, stderrJson, stdoutJson } from "../helpers/cli.js";
 import { createdByStart } from "../../src/sandbox/created.js";
 import { sandboxPaths } from "../../src/sandbox/paths.js";
 import { startSandbox } from "../../src/sandbox/server.js";
@@ -45,8 +45,8 @@ describe("mailsend sandbox --json", () => {
         MAILSEND_API_KEY_FILE: ready.api_key_file,
         MAILSEND_SANDBOX_DIR: dir,
       });
-      expect((await runCli(send("json rest"), { env: ready.env })).exitCode).toBe(0);
-      const smtp = await runCli(send("json smtp", ["--transport", "smtp"]), { env: ready.env });
+      expect((await runInProcess(send("json rest"), { env: ready.env })).exitCode).toBe(0);
+      const smtp = await runInProcess(send("json smtp", ["--transport", "smtp"]), { env: ready.env });
       expect(smtp.exitCode, smtp.stderr).toBe(0);
     } finally {
       expect(await first.stop()).toBe(0);
@@ -56,9 +56,9 @@ describe("mailsend sandbox --json", () => {
     const second = await childSandbox(dir);
     try {
       expect(second.ready.key_created).toBeNull();
-      const inbox = await runCli(["inbox", "--dir", dir, "--json"]);
+      const inbox = await runInProcess(["inbox", "--dir", dir, "--json"]);
       expect((stdoutJson(inbox) as Array<{ subject: string }>).map((m) => m.subject)).toEqual(["json smtp", "json rest"]);
-      expect((await runCli(send("after restart"), { env: second.ready.env })).exitCode).toBe(0);
+      expect((await runInProcess(send("after restart"), { env: second.ready.env })).exitCode).toBe(0);
     } finally {
       expect(await second.stop()).toBe(0);
     }
@@ -108,7 +108,7 @@ describe("mailsend sandbox (human output)", () => {
     expect(first.banner).toContain(key);
     expect(first.banner.split(key).length).toBe(2);
     const env: Record<string, string> = {};
-    for (const m of first.banner.matchAll(/^  export (\w+)=(\S+)$/gm)) env[m[1]!] = m[2]!;
+    for (const m of first.banner.matchAll(/^ {2}export (\w+)=(\S+)$/gm)) env[m[1]!] = m[2]!;
     expect(Object.keys(env)).toEqual([
       "MAILSEND_BASE_URL",
       "MAILSEND_SMTP_HOST",
@@ -119,7 +119,7 @@ describe("mailsend sandbox (human output)", () => {
       "MAILSEND_SANDBOX_DIR",
     ]);
     expect(env.MAILSEND_SANDBOX_DIR).toBe(dir);
-    expect((await runCli(send("pasted env"), { env })).exitCode).toBe(0);
+    expect((await runInProcess(send("pasted env"), { env })).exitCode).toBe(0);
     // `mailsend inbox` in the other shell, with only the pasted lines and no --dir, finds the mail.
     const inbox = await runCli(["inbox", "--json"], { env, cwd: s.dir });
     expect(inbox.exitCode, inbox.stderr).toBe(0);
@@ -198,7 +198,7 @@ describe("a start that fails on a port makes nothing in the data dir", () => {
 
   it("an earlier start's dir is left exactly as it was: keys, CA, messages, no lock", async () => {
     const earlier = await inProcessSandbox({ dir: join(s.dir, "earlier") }, s);
-    expect((await runCli(send("kept"), { env: earlier.env })).exitCode).toBe(0);
+    expect((await runInProcess(send("kept"), { env: earlier.env })).exitCode).toBe(0);
     await earlier.stop();
     const before = snapshot(earlier.dir);
     expect(before.some((l) => l.startsWith("api-key "))).toBe(true);
@@ -262,10 +262,10 @@ describe("fault injection", () => {
     const dir = join(s.dir, "faulty");
     const sb = await childSandbox(dir, ["--fail-rate", "1", "--fail-status", "503", "--fail-smtp-code", "452"]);
     try {
-      const rest = await runCli(send("fails"), { env: sb.ready.env });
+      const rest = await runInProcess(send("fails"), { env: sb.ready.env });
       expect(rest.exitCode).toBe(69);
       expect(stderrJson(rest).error).toMatchObject({ code: "service_error", status: 503 });
-      const smtp = await runCli(send("fails", ["--transport", "smtp"]), { env: sb.ready.env });
+      const smtp = await runInProcess(send("fails", ["--transport", "smtp"]), { env: sb.ready.env });
       expect(smtp.exitCode).toBe(75);
       expect(stderrJson(smtp).error.status).toBe(452);
       const stats = await (await fetch(`${sb.ready.base_url}/_sandbox/stats`)).json();
@@ -300,12 +300,12 @@ describe("fault injection", () => {
     it("a connection dropped after storing: the CLI reports outcome unknown (76); a retry with the same key stores nothing new", async () => {
       await faults({ dropRate: 1, dropWhen: "after" });
       const args = send("dropped", ["--idempotency-key", "drop-1"]);
-      const first = await runCli(args, { env: t.env });
+      const first = await runInProcess(args, { env: t.env });
       expect(first.exitCode).toBe(76);
       expect(stderrJson(first).error.code).toBe("outcome_unknown");
       expect(t.sb.store.count).toBe(1);
       await faults(undefined, "DELETE");
-      const retry = await runCli(args, { env: t.env });
+      const retry = await runInProcess(args, { env: t.env });
       expect(retry.exitCode).toBe(0);
       expect(stdoutJson(retry).message_id).toBe((await t.sb.store.list())[0]!.id);
       expect(t.sb.store.count).toBe(1);
@@ -314,9 +314,9 @@ describe("fault injection", () => {
     it("a connection dropped before storing stores nothing; SMTP too", async () => {
       await faults({ dropRate: 1, dropWhen: "before" });
       const before = t.sb.store.count;
-      const rest = await runCli(send("dropped before"), { env: t.env });
+      const rest = await runInProcess(send("dropped before"), { env: t.env });
       expect(rest.exitCode).not.toBe(0);
-      const smtp = await runCli(send("dropped before", ["--transport", "smtp"]), { env: t.env });
+      const smtp = await runInProcess(send("dropped before", ["--transport", "smtp"]), { env: t.env });
       expect(smtp.exitCode).not.toBe(0);
       expect(t.sb.store.count).toBe(before);
       await faults(undefined, "DELETE");

@@ -232,7 +232,7 @@ describe("SMTP", () => {
     const d = await SmtpDialog.connect(t.sb.ports.smtp);
     const ehlo = await d.cmd("EHLO test");
     expect(ehlo).toContain("STARTTLS");
-    expect(await d.cmd("AUTH PLAIN " + Buffer.from(`\0mailsend\0${t.key}`).toString("base64"))).toMatch(/^538/);
+    expect(await d.cmd(`AUTH PLAIN ${Buffer.from(`\0mailsend\0${t.key}`).toString("base64")}`)).toMatch(/^538/);
     expect(await d.cmd("MAIL FROM:<a@example.com>")).toMatch(/^530/);
     await d.quit();
   });
@@ -241,7 +241,7 @@ describe("SMTP", () => {
     const d = await secured();
     expect(await d.cmd("EHLO again")).toMatch(/AUTH.*LOGIN.*PLAIN|AUTH.*PLAIN.*LOGIN/);
     expect(await d.cmd("MAIL FROM:<a@example.com>")).toMatch(/^530/);
-    expect(await d.cmd("AUTH PLAIN " + Buffer.from(`\0mailsend\0${t.key}`).toString("base64"))).toMatch(/^235/);
+    expect(await d.cmd(`AUTH PLAIN ${Buffer.from(`\0mailsend\0${t.key}`).toString("base64")}`)).toMatch(/^235/);
     await d.quit();
   });
 
@@ -279,7 +279,7 @@ describe("SMTP", () => {
       await d.cmd("MAIL FROM:<a@example.com>");
       await d.cmd("RCPT TO:<b@example.com>");
       expect(await d.cmd("DATA")).toMatch(/^354/);
-      d.write("Subject: cut\r\n\r\n" + "half a message\r\n".repeat(2000));
+      d.write(`Subject: cut\r\n\r\n${"half a message\r\n".repeat(2000)}`);
       await new Promise((r) => setTimeout(r, 100));
       d.destroy();
       await new Promise((r) => setTimeout(r, 200));
@@ -303,8 +303,8 @@ describe("SMTP", () => {
       await d.cmd("MAIL FROM:<a@example.com>");
       await d.cmd("RCPT TO:<b@example.com>");
       await d.cmd("DATA");
-      const line = "x".repeat(998) + "\r\n";
-      d.write("Subject: big\r\n\r\n" + line.repeat(Math.ceil((MAX * 1.5) / line.length)));
+      const line = `${"x".repeat(998)}\r\n`;
+      d.write(`Subject: big\r\n\r\n${line.repeat(Math.ceil((MAX * 1.5) / line.length))}`);
       expect(await d.cmd(".")).toMatch(/^552/);
       await d.quit();
     });

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { runCli, stderrJson, stdoutJson } from "../helpers/cli.js";
+import { runInProcess, stderrJson, stdoutJson } from "../helpers/cli.js";
 import { addKey, post, revokeKey, sendRequest, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { SmtpDialog } from "../helpers/smtp-dialog.js";
 
@@ -29,23 +29,23 @@ describe("keys", () => {
     const onDisk = readFileSync(t.sb.paths.keys, "utf8");
     expect(onDisk).not.toContain(key);
     expect(onDisk).not.toContain(t.key);
-    const list = await runCli(["sandbox", "keys", "list", "--dir", t.dir, "--json"]);
+    const list = await runInProcess(["sandbox", "keys", "list", "--dir", t.dir, "--json"]);
     expect(list.exitCode).toBe(0);
     expect(list.stdout).not.toContain("msk_");
     expect(list.stdout).not.toMatch(/hash/);
     const rows = stdoutJson(list) as Array<{ id: string; label: string; state: string }>;
     expect(rows.find((r) => r.id === id)).toMatchObject({ label: "ci", state: "active" });
-    const human = await runCli(["sandbox", "keys", "list", "--dir", t.dir]);
+    const human = await runInProcess(["sandbox", "keys", "list", "--dir", t.dir]);
     expect(human.stdout).toMatch(/^ID\s+STATE\s+LABEL/);
     expect(human.stdout).not.toContain("msk_");
   });
 
   it("a wrong key: 401 over REST, 535 over SMTP; both exit 77", async () => {
     const bad = "msk_not-a-real-key";
-    const rest = await runCli(sendArgs("bad key"), { env: withKey(t.env, bad) });
+    const rest = await runInProcess(sendArgs("bad key"), { env: withKey(t.env, bad) });
     expect(rest.exitCode).toBe(77);
     expect(stderrJson(rest).error).toMatchObject({ code: "auth_failed", status: 401 });
-    const smtp = await runCli([...sendArgs("bad key"), "--transport", "smtp"], { env: withKey(t.env, bad) });
+    const smtp = await runInProcess([...sendArgs("bad key"), "--transport", "smtp"], { env: withKey(t.env, bad) });
     expect(smtp.exitCode).toBe(77);
     expect(stderrJson(smtp).error).toMatchObject({ code: "auth_failed", status: 535 });
     expect(`${rest.stderr}${smtp.stderr}`).not.toContain(bad);
@@ -54,14 +54,14 @@ describe("keys", () => {
   it("a revoked key is refused on both channels from the next request on", async () => {
     const { id, key } = await addKey(t.dir, ["--label", "to-revoke"]);
     const env = withKey(t.env, key);
-    expect((await runCli(sendArgs("before revoke"), { env })).exitCode).toBe(0);
-    expect((await runCli([...sendArgs("before revoke"), "--transport", "smtp"], { env })).exitCode).toBe(0);
+    expect((await runInProcess(sendArgs("before revoke"), { env })).exitCode).toBe(0);
+    expect((await runInProcess([...sendArgs("before revoke"), "--transport", "smtp"], { env })).exitCode).toBe(0);
     await revokeKey(t.dir, id);
     const count = t.sb.store.count;
-    const rest = await runCli(sendArgs("after revoke"), { env });
+    const rest = await runInProcess(sendArgs("after revoke"), { env });
     expect(rest.exitCode).toBe(77);
     expect(stderrJson(rest).error).toMatchObject({ code: "key_revoked", status: 403 });
-    const smtp = await runCli([...sendArgs("after revoke"), "--transport", "smtp"], { env: withKey(t.envImplicit, key) });
+    const smtp = await runInProcess([...sendArgs("after revoke"), "--transport", "smtp"], { env: withKey(t.envImplicit, key) });
     expect(smtp.exitCode).toBe(77);
     expect(stderrJson(smtp).error).toMatchObject({ code: "key_revoked", status: 535 });
     expect(t.sb.store.count).toBe(count);
@@ -73,12 +73,12 @@ describe("keys", () => {
     const { key } = await addKey(t.dir, ["--expires", "1s"]);
     const env = withKey(t.env, key);
     await new Promise((r) => setTimeout(r, 1100));
-    const rest = await runCli(sendArgs("expired"), { env });
+    const rest = await runInProcess(sendArgs("expired"), { env });
     expect(rest.exitCode).toBe(77);
     expect(stderrJson(rest).error.status).toBe(403);
     const raw = await post(t.sb.urls.baseUrl, JSON.stringify(sendRequest()), { Authorization: `Bearer ${key}`, "Content-Type": "application/json" });
     expect(raw.json.error.code).toBe("key_expired");
-    const smtp = await runCli([...sendArgs("expired"), "--transport", "smtp"], { env });
+    const smtp = await runInProcess([...sendArgs("expired"), "--transport", "smtp"], { env });
     expect(smtp.exitCode).toBe(77);
     expect(stderrJson(smtp).error).toMatchObject({ code: "key_revoked", status: 535 });
     expect(smtp.stderr).toContain("expired");
@@ -102,7 +102,7 @@ describe("keys", () => {
   });
 
   it("keys add: the key alone on stdout (for a pipe); on stderr how to keep it", async () => {
-    const r = await runCli(["sandbox", "keys", "add", "--dir", t.dir, "--label", "piped"]);
+    const r = await runInProcess(["sandbox", "keys", "add", "--dir", t.dir, "--label", "piped"]);
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stdout.trim().split("\n")).toHaveLength(1);
     expect(r.stderr).toMatch(/shown only this once; keep it in a 0600 file and point MAILSEND_API_KEY_FILE at it/);
@@ -110,7 +110,7 @@ describe("keys", () => {
   });
 
   it("keys add rejects a bad --expires", async () => {
-    const r = await runCli(["sandbox", "keys", "add", "--dir", t.dir, "--expires", "yesterday"]);
+    const r = await runInProcess(["sandbox", "keys", "add", "--dir", t.dir, "--expires", "yesterday"]);
     expect(r.exitCode).toBe(64);
     expect(r.stderr).toContain("--expires");
   });
@@ -123,16 +123,16 @@ describe("one limit per key across REST and SMTP", () => {
   it("with limit 4, the 5th request in the window is refused on either channel, and nothing is stored", async () => {
     const { key } = await addKey(t.dir);
     const env = withKey(t.env, key);
-    expect((await runCli(sendArgs("r1"), { env })).exitCode).toBe(0);
-    expect((await runCli([...sendArgs("s1"), "--transport", "smtp"], { env })).exitCode).toBe(0);
-    expect((await runCli(sendArgs("r2"), { env })).exitCode).toBe(0);
-    expect((await runCli([...sendArgs("s2"), "--transport", "smtp"], { env: withKey(t.envImplicit, key) })).exitCode).toBe(0);
+    expect((await runInProcess(sendArgs("r1"), { env })).exitCode).toBe(0);
+    expect((await runInProcess([...sendArgs("s1"), "--transport", "smtp"], { env })).exitCode).toBe(0);
+    expect((await runInProcess(sendArgs("r2"), { env })).exitCode).toBe(0);
+    expect((await runInProcess([...sendArgs("s2"), "--transport", "smtp"], { env: withKey(t.envImplicit, key) })).exitCode).toBe(0);
     const stored = t.sb.store.count;
 
-    const rest = await runCli(sendArgs("r3"), { env });
+    const rest = await runInProcess(sendArgs("r3"), { env });
     expect(rest.exitCode).toBe(75);
     expect(stderrJson(rest).error).toMatchObject({ code: "rate_limited", status: 429 });
-    const smtp = await runCli([...sendArgs("s3"), "--transport", "smtp"], { env });
+    const smtp = await runInProcess([...sendArgs("s3"), "--transport", "smtp"], { env });
     expect(smtp.exitCode).toBe(75);
     expect(stderrJson(smtp).error).toMatchObject({ code: "rate_limited", status: 451 });
     expect(t.sb.store.count).toBe(stored);
@@ -154,18 +154,18 @@ describe("one limit per key across REST and SMTP", () => {
 
   it("other keys have their own budget", async () => {
     const { key } = await addKey(t.dir);
-    expect((await runCli(sendArgs("other key"), { env: withKey(t.env, key) })).exitCode).toBe(0);
+    expect((await runInProcess(sendArgs("other key"), { env: withKey(t.env, key) })).exitCode).toBe(0);
   });
 
   it("an idempotent replay is answered even when the window is full", async () => {
     const { key } = await addKey(t.dir);
     const env = withKey(t.env, key);
     const args = [...sendArgs("replay"), "--idempotency-key", "full-window"];
-    const first = await runCli(args, { env });
+    const first = await runInProcess(args, { env });
     expect(first.exitCode).toBe(0);
-    for (let i = 0; i < 3; i++) expect((await runCli(sendArgs(`fill ${i}`), { env })).exitCode).toBe(0);
-    expect((await runCli(sendArgs("over"), { env })).exitCode).toBe(75);
-    const again = await runCli(args, { env });
+    for (let i = 0; i < 3; i++) expect((await runInProcess(sendArgs(`fill ${i}`), { env })).exitCode).toBe(0);
+    expect((await runInProcess(sendArgs("over"), { env })).exitCode).toBe(75);
+    const again = await runInProcess(args, { env });
     expect(again.exitCode).toBe(0);
     expect(stdoutJson(again).message_id).toBe(stdoutJson(first).message_id);
   });

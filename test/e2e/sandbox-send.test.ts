@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runCli, stdoutJson } from "../helpers/cli.js";
+import { runInProcess, stdoutJson } from "../helpers/cli.js";
 import { inProcessSandbox, parseEml, post, sendRequest, type TestSandbox } from "../helpers/sandbox.js";
 
 let t: TestSandbox;
@@ -32,7 +32,7 @@ function bytes(c: ArrayBuffer | Uint8Array | string): Buffer {
 
 describe("REST through the CLI", () => {
   it("stores the message as sent: recipients, names, reply-to, custom headers, attachments byte for byte", async () => {
-    const r = await runCli(
+    const r = await runInProcess(
       [
         "send", "--json",
         "--from", "Build Bot <bot@example.com>",
@@ -75,8 +75,8 @@ describe("REST through the CLI", () => {
   it("answers message_id per the spec and the same first answer for a repeated Idempotency-Key", async () => {
     const before = t.sb.store.count;
     const args = ["send", "--json", "-f", "a@example.com", "-t", "b@example.com", "-s", "once", "--text", "only once", "--idempotency-key", "rest-idem-7"];
-    const r1 = await runCli(args, { env: t.env });
-    const r2 = await runCli(args, { env: t.env });
+    const r1 = await runInProcess(args, { env: t.env });
+    const r2 = await runInProcess(args, { env: t.env });
     expect([r1.exitCode, r2.exitCode]).toEqual([0, 0]);
     expect(stdoutJson(r2).message_id).toBe(stdoutJson(r1).message_id);
     expect(t.sb.store.count).toBe(before + 1);
@@ -108,7 +108,7 @@ describe("SMTP through the CLI", () => {
   for (const mode of ["starttls", "implicit"] as const) {
     it(`stores what was submitted (${mode}): envelope with bcc, headers without it, attachment bytes`, async () => {
       const env = mode === "starttls" ? t.env : t.envImplicit;
-      const r = await runCli(
+      const r = await runInProcess(
         [
           "send", "--json", "--transport", "smtp",
           "--from", "Ops <ops@example.com>",
@@ -148,8 +148,8 @@ describe("SMTP through the CLI", () => {
   it("X-Idempotency-Key de-duplicates over SMTP, across the two ports", async () => {
     const before = t.sb.store.count;
     const args = ["send", "--transport", "smtp", "-f", "a@example.com", "-t", "b@example.com", "-s", "smtp once", "--text", "x", "--idempotency-key", "smtp-dup"];
-    expect((await runCli(args, { env: t.env })).exitCode).toBe(0);
-    expect((await runCli(args, { env: t.envImplicit })).exitCode).toBe(0);
+    expect((await runInProcess(args, { env: t.env })).exitCode).toBe(0);
+    expect((await runInProcess(args, { env: t.envImplicit })).exitCode).toBe(0);
     expect(t.sb.store.count).toBe(before + 1);
     expect(t.sb.stats.smtp.duplicates).toBeGreaterThanOrEqual(1);
   });
@@ -157,23 +157,23 @@ describe("SMTP through the CLI", () => {
 
 describe("mailsend inbox", () => {
   it("lists stored messages as JSON, newest first, and shows one raw byte for byte", async () => {
-    const r = await runCli(["inbox", "--dir", t.dir, "--json"]);
+    const r = await runInProcess(["inbox", "--dir", t.dir, "--json"]);
     expect(r.exitCode).toBe(0);
     const list = stdoutJson(r) as Array<{ id: string; receivedAt: string }>;
     expect(list.length).toBe(t.sb.store.count);
     const ids = list.map((m) => m.id);
     expect([...ids].sort().reverse()).toEqual(ids);
-    const raw = await runCli(["inbox", "show", ids[0]!, "--raw", "--dir", t.dir]);
+    const raw = await runInProcess(["inbox", "show", ids[0]!, "--raw", "--dir", t.dir]);
     expect(raw.exitCode).toBe(0);
     expect(raw.stdout).toBe((await t.sb.store.raw(ids[0]!))!.toString("utf8"));
   });
 
   it("prints a table, and a readable view of one message", async () => {
-    const r = await runCli(["inbox", "--dir", t.dir]);
+    const r = await runInProcess(["inbox", "--dir", t.dir]);
     expect(r.stdout).toMatch(/^ID\s+RECEIVED\s+VIA\s+FROM\s+TO\s+SIZE\s+ATT\s+SUBJECT/);
     expect(r.stdout).toContain("Build #42");
     const id = (await t.sb.store.list()).find((m) => m.subject === "over starttls")!.id;
-    const show = await runCli(["inbox", "show", id, "--dir", t.dir]);
+    const show = await runInProcess(["inbox", "show", id, "--dir", t.dir]);
     expect(show.exitCode).toBe(0);
     expect(show.stdout).toContain("Subject:");
     expect(show.stdout).toContain("plain body");
@@ -181,7 +181,7 @@ describe("mailsend inbox", () => {
   });
 
   it("an unknown id is missing input (66), not a usage error", async () => {
-    const r = await runCli(["inbox", "show", "nope", "--dir", t.dir]);
+    const r = await runInProcess(["inbox", "show", "nope", "--dir", t.dir]);
     expect(r.exitCode).toBe(66);
     expect(r.stderr).toContain("nope");
   });
@@ -198,7 +198,7 @@ describe("restart", () => {
     expect(await t.sb.store.list()).toEqual(before);
     expect((await t.sb.store.raw(before[0]!.id))!.equals(firstRaw)).toBe(true);
     const args = ["send", "--json", "-f", "a@example.com", "-t", "b@example.com", "-s", "once", "--text", "only once", "--idempotency-key", "rest-idem-7"];
-    const r = await runCli(args, { env: t.env });
+    const r = await runInProcess(args, { env: t.env });
     expect(r.exitCode).toBe(0);
     expect(t.sb.store.count).toBe(before.length);
     expect(before.some((m) => m.id === stdoutJson(r).message_id)).toBe(true);
@@ -219,7 +219,7 @@ describe("restart", () => {
     const indexAfter = readFileSync(t.sb.paths.index, "utf8");
     expect(indexAfter.endsWith("\n")).toBe(true);
     expect(indexBefore.startsWith(indexAfter)).toBe(true);
-    const r = await runCli(["send", "--json", "-f", "a@example.com", "-t", "b@example.com", "-s", "after crash", "--text", "x"], { env: t.env });
+    const r = await runInProcess(["send", "--json", "-f", "a@example.com", "-t", "b@example.com", "-s", "after crash", "--text", "x"], { env: t.env });
     expect(r.exitCode).toBe(0);
     expect(t.sb.store.count).toBe(before.length + 1);
   });

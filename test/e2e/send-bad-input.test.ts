@@ -7,7 +7,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { runCli, stderrJson } from "../helpers/cli.js";
+import { runInProcess, stderrJson } from "../helpers/cli.js";
 import { startRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
 import { scratch } from "../helpers/tmp.js";
@@ -178,7 +178,7 @@ function nothingReached() {
 describe("bad input sends nothing", () => {
   it.each(CASES.map((c) => [c.why, c.exit, c] as const))("%s -> %i", async (_why, exit, c) => {
     const input = c.args.includes("--json-file") && c.args.includes("-") ? "{not json" : c.args.includes("--api-key-stdin") ? "" : undefined;
-    const r = await runCli(argsFor(c), { env: envFor(c), ...(input !== undefined ? { input } : {}) });
+    const r = await runInProcess(argsFor(c), { env: envFor(c), ...(input !== undefined ? { input } : {}) });
     expect(r.exitCode, r.stderr).toBe(exit);
     expect(r.stdout).toBe("");
     expect(r.stderr).toMatch(/^error: /);
@@ -195,7 +195,7 @@ describe("--json errors", () => {
     ["invalid_address", ["-f", "nope", "-t", "b@example.com", "-s", "x", "--html", "x"], 65],
     ["file_not_found", [...MB, "-a", "/nonexistent/x"], 66],
   ] as const)("%s: stderr is exactly one error object, stdout empty", async (code, args, exit) => {
-    const r = await runCli(["send", ...args, "--json"], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url } });
+    const r = await runInProcess(["send", ...args, "--json"], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url } });
     expect(r.exitCode).toBe(exit);
     expect(r.stdout).toBe("");
     expect(r.stderr.trim().split("\n")).toHaveLength(1);
@@ -206,7 +206,7 @@ describe("--json errors", () => {
   });
 
   it("a commander usage error under --json is a JSON object too", async () => {
-    const r = await runCli(["send", ...MB, "--json", "--no-such-flag"], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url } });
+    const r = await runInProcess(["send", ...MB, "--json", "--no-such-flag"], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url } });
     expect(r.exitCode).toBe(64);
     expect(stderrJson(r).error).toMatchObject({ code: "usage", exit: 64 });
     nothingReached();
@@ -214,7 +214,7 @@ describe("--json errors", () => {
 
   // commander's "(run with --help for usage)" after the object would make stderr more than JSON.
   it("under --json a commander usage error leaves only the JSON object on stderr", async () => {
-    const r = await runCli(["send", ...MB, "--json", "--no-such-flag"], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url } });
+    const r = await runInProcess(["send", ...MB, "--json", "--no-such-flag"], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url } });
     expect(r.stderr.trim().split("\n")).toHaveLength(1);
   });
 });

@@ -10,7 +10,7 @@ import http from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { join } from "node:path";
 import { afterAll, afterEach, expect, it } from "vitest";
-import { runCli, stderrJson } from "../helpers/cli.js";
+import { runInProcess, type stderrJson } from "../helpers/cli.js";
 import { scratch } from "../helpers/tmp.js";
 
 const KEY = "msk_test_e2e_doubt_Qw7Lk2Zp";
@@ -57,7 +57,7 @@ async function goesAwayAfter(answered: number): Promise<{ url: string; bodies: s
 
 it("send: the connection drops after the request, the retries find nobody: 76 with the key, not 69 'Nothing was sent'", async () => {
   const svc = await goesAwayAfter(0);
-  const r = await runCli(["send", "-f", "a@example.com", "-t", "b@example.com", "-s", "deploy", "--html", "<p>x</p>", "--idempotency-key", "doubt-key-1", "--json"], {
+  const r = await runInProcess(["send", "-f", "a@example.com", "-t", "b@example.com", "-s", "deploy", "--html", "<p>x</p>", "--idempotency-key", "doubt-key-1", "--json"], {
     env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: svc.url, MAILSEND_RETRIES: "2" },
   });
   expect(svc.bodies).toHaveLength(1);
@@ -73,7 +73,7 @@ it("batch: a kept-alive connection that breaks with the request on it, and a rep
   const svc = await goesAwayAfter(1);
   const input = tmp.file("rows.jsonl", ['{"to":"b@example.com","subject":"one","html":"<p>1</p>"}', '{"to":"c@example.com","subject":"two","html":"<p>2</p>"}', ""].join("\n"));
   const results = join(tmp.dir, "results.jsonl");
-  const r = await runCli(["batch", input, "-f", "a@example.com", "--transport", "rest", "-c", "1", "--results", results, "--journal", join(tmp.dir, "journal")], {
+  const r = await runInProcess(["batch", input, "-f", "a@example.com", "--transport", "rest", "-c", "1", "--results", results, "--journal", join(tmp.dir, "journal")], {
     env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: svc.url },
   });
   expect(svc.bodies).toHaveLength(2);

@@ -5,7 +5,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { runCli, stdoutJson } from "../helpers/cli.js";
+import { runCli, runInProcess, stdoutJson } from "../helpers/cli.js";
 import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { until } from "../helpers/until.js";
 
@@ -55,7 +55,7 @@ describe("send --queue", () => {
     expect(r.exitCode, r.stderr).toBe(0);
     expect(stdoutJson(r)).toMatchObject({ ok: true, transport: "rest" });
     expect(await waitStored("q-now", 1, 1000)).toHaveLength(1);
-    expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
+    expect(stdoutJson(await runInProcess(["queue", "--json"], { env }))).toEqual([]);
   });
 
   it("auto: when the budget is used up it queues (exit 0), and the background runner delivers it by itself, once", async () => {
@@ -93,7 +93,7 @@ describe("send --queue", () => {
     expect(r.exitCode, r.stderr).toBe(0);
     const out = stdoutJson(r);
     expect(out).toMatchObject({ ok: true, queued: true, idempotency_key: "fixed-key-1" });
-    const rows = stdoutJson(await runCli(["queue", "--json"], { env }));
+    const rows = stdoutJson(await runInProcess(["queue", "--json"], { env }));
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ id: out.id, subject: "q-always", recipients: ["ops@example.com"], source: "send" });
     const run = await runCli(["queue", "run", "--json"], { env, timeoutMs: 60_000 });
@@ -108,14 +108,14 @@ describe("send --queue", () => {
     const r = await runCli([...args("q-flags"), "--queue", "always", "--base-url", sb.env.MAILSEND_BASE_URL!], { env });
     expect(r.exitCode, r.stderr).toBe(64);
     expect(r.stderr).toMatch(/--base-url cannot be used with --queue always/);
-    expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
+    expect(stdoutJson(await runInProcess(["queue", "--json"], { env }))).toEqual([]);
 
     const viaEnv = await runCli([...args("q-flags-env"), "--base-url", sb.env.MAILSEND_BASE_URL!, "--json"], { env: { ...env, MAILSEND_QUEUE: "auto" }, timeoutMs: 60_000 });
     expect(viaEnv.exitCode, viaEnv.stderr).toBe(0);
     expect(stdoutJson(viaEnv)).toMatchObject({ ok: true, transport: "rest" });
     expect(viaEnv.stderr).toMatch(/MAILSEND_QUEUE=auto is not used for this message: --base-url/);
     expect(await waitStored("q-flags-env", 1, 5000)).toHaveLength(1);
-    expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
+    expect(stdoutJson(await runInProcess(["queue", "--json"], { env }))).toEqual([]);
   }, 60_000);
 
   it("queued with MAILSEND_QUEUE_AUTORUN=0: the line says who delivers it, not that it goes out by itself", async () => {
@@ -140,6 +140,6 @@ describe("send --queue", () => {
     const bad: Record<string, string | undefined> = { ...env, MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: "msk_notakeyofthissandbox000000000000000" };
     const r = await runCli([...args("q-bad"), "--queue", "auto"], { env: bad, timeoutMs: 60_000 });
     expect(r.exitCode).toBe(77);
-    expect(stdoutJson(await runCli(["queue", "--json"], { env }))).toEqual([]);
+    expect(stdoutJson(await runInProcess(["queue", "--json"], { env }))).toEqual([]);
   }, 60_000);
 });

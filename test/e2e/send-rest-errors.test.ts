@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import { join } from "node:path";
 import { ensureTls } from "../../src/sandbox/tls.js";
-import { runCli, stderrJson } from "../helpers/cli.js";
+import { runCli, runInProcess, stderrJson } from "../helpers/cli.js";
 import { startTlsFront } from "../helpers/proxy.js";
 import { startRestRecorder, useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
@@ -21,7 +21,8 @@ afterAll(() => tmp.remove());
 const MB = ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi", "--html", "<p>x</p>"];
 
 function send(extra: string[] = [], env: Record<string, string | undefined> = {}) {
-  return runCli(["send", ...MB, ...extra], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...env } });
+  // NODE_EXTRA_CA_CERTS is read when Node starts: with it, the CLI runs as a process.
+  return (env.NODE_EXTRA_CA_CERTS ? runCli : runInProcess)(["send", ...MB, ...extra], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...env } });
 }
 
 const sandboxError = (code: string, message: string) => ({ success: false, error: { code, message } });

@@ -5,7 +5,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { execa } from "execa";
-import { baseEnv, mailsendCommand, runCli, stdoutJson, type RunOptions } from "../helpers/cli.js";
+import { baseEnv, mailsendCommand, runCli, runInProcess, stdoutJson, type RunOptions } from "../helpers/cli.js";
 import { headerNames, startRestRecorder, useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
@@ -16,7 +16,7 @@ useRestRecorder((r) => (rec = r));
 afterAll(() => tmp.remove());
 
 function send(args: string[], opts: RunOptions = {}) {
-  return runCli(["send", ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });
+  return runInProcess(["send", ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });
 }
 
 const MIN = ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi"];
@@ -201,7 +201,7 @@ describe("the request", () => {
         "From: =?UTF-8?Q?J=C3=BCrgen?= <j@example.de>",
         'To: "Doe, John" <john@example.com>, b@example.com',
         "Reply-To: help@example.com",
-        "Subject: =?UTF-8?B?" + Buffer.from("Grüße aus Köln").toString("base64") + "?=",
+        `Subject: =?UTF-8?B?${Buffer.from("Grüße aus Köln").toString("base64")}?=`,
         "X-Campaign: eml",
         "Message-ID: <m1@example.de>",
         "MIME-Version: 1.0",
@@ -344,8 +344,9 @@ describe("HTTPS", () => {
   });
   beforeEach(() => srv.reset());
 
+  // NODE_EXTRA_CA_CERTS is read when Node starts: that case runs the CLI as a process.
   const sendTls = (args: string[], env: Record<string, string | undefined> = {}) =>
-    runCli(["send", ...MIN, "--html", "x", ...args], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: srv.url, ...env } });
+    (env.NODE_EXTRA_CA_CERTS ? runCli : runInProcess)(["send", ...MIN, "--html", "x", ...args], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: srv.url, ...env } });
 
   it("--ca-file trusts the private CA", async () => {
     const r = await sendTls(["--ca-file", caPath]);

@@ -9,7 +9,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { decodeWords } from "postal-mime";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { runCli, stdoutJson, type RunOptions } from "../helpers/cli.js";
+import { runCli, runInProcess, stdoutJson, type RunOptions } from "../helpers/cli.js";
 import { headerSection, parseMessage, startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
 import { scratch } from "../helpers/tmp.js";
 
@@ -40,7 +40,8 @@ beforeEach(() => {
 });
 
 function smtp(sink: SmtpSink, args: string[], opts: RunOptions & { mode?: "starttls" | "implicit"; ca?: boolean } = {}) {
-  return runCli(
+  // NODE_EXTRA_CA_CERTS is read when Node starts: with it, the CLI runs as a process.
+  return (opts.env?.NODE_EXTRA_CA_CERTS ? runCli : runInProcess)(
     [
       "send",
       "--transport", "smtp",
@@ -308,7 +309,7 @@ describe("TLS problems are configuration errors (78) with a hint", () => {
     await new Promise<void>((r) => web.listen(0, "127.0.0.1", r));
     try {
       const port = (web.address() as AddressInfo).port;
-      const r = await runCli(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(port), "--smtp-tls", "starttls", ...MIN], {
+      const r = await runInProcess(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(port), "--smtp-tls", "starttls", ...MIN], {
         env: { MAILSEND_API_KEY: KEY },
       });
       expect(r.exitCode, r.stderr).toBe(78);
@@ -426,7 +427,7 @@ describe("server answers -> exit codes", () => {
   it("connection refused (a closed port) -> 69", async () => {
     const closed = await startSmtpSink({ mode: "starttls", tls: await tmp.tls(), key: KEY });
     await closed.close();
-    const r = await runCli(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(closed.port), "--smtp-tls", "starttls", ...MIN], {
+    const r = await runInProcess(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(closed.port), "--smtp-tls", "starttls", ...MIN], {
       env: { MAILSEND_API_KEY: KEY },
     });
     expect(r.exitCode).toBe(69);

@@ -1,13 +1,13 @@
 /**
- * Bursts through `sendmail` with the service's rate limit in the way: 300
- * messages from 10 concurrent callers against a sandbox that takes 60 per
+ * Bursts through `sendmail` with the service's rate limit in the way: 100
+ * messages from 10 concurrent callers against a sandbox that takes 20 per
  * window. Nothing but the callers runs: no `queue run`, no relay, no timer;
  * what the budget does not allow at once is queued, and the runner a caller
  * starts in the background delivers it. Zero refusals reach the callers, zero
  * 429s reach the sandbox, and the sandbox ends with each message exactly once.
- * The window is short (MAILSEND_RATE_WINDOW and the sandbox's own: 15 s) so
- * the budget lets the 300 through in about a minute and a half, not five; a
- * busy machine's 300 process starts may take longer than that themselves.
+ * The window is short (MAILSEND_RATE_WINDOW and the sandbox's own: 8 s) so
+ * the budget lets the 100 through in about forty seconds, not five minutes; a
+ * busy machine's 100 process starts may take longer than that themselves.
  */
 import { execa } from "execa";
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
@@ -134,16 +134,16 @@ function refusals(): number {
 }
 
 describe("bursts through sendmail", () => {
-  it("300 messages from 10 concurrent callers, a limit of 60 per window: none refused, zero 429s, each delivered exactly once", { timeout: 900_000 }, async () => {
-    const WINDOW_S = 15;
-    t = await inProcessSandbox({ rateLimit: 60, rateWindowMs: WINDOW_S * 1000 });
-    const state = join(s.dir, "state-300");
+  it("100 messages from 10 concurrent callers, a limit of 20 per window: none refused, zero 429s, each delivered exactly once", { timeout: 900_000 }, async () => {
+    const WINDOW_S = 8;
+    t = await inProcessSandbox({ rateLimit: 20, rateWindowMs: WINDOW_S * 1000 });
+    const state = join(s.dir, "state-100");
     mkdirSync(state);
-    const outbox = join(s.dir, "outbox-300");
-    const env = callerEnv(state, WINDOW_S, 60, { MAILSEND_OUTBOX_DIR: outbox });
-    // The window's 60 are used up first (one batch, fast), so the callers meet a spent budget
+    const outbox = join(s.dir, "outbox-100");
+    const env = callerEnv(state, WINDOW_S, 20, { MAILSEND_OUTBOX_DIR: outbox });
+    // The window's 20 are used up first (one batch, fast), so the callers meet a spent budget
     // however fast or slow this machine starts their processes: the outbox must take part.
-    const rows = Array.from({ length: 60 }, (_, i) => JSON.stringify({ to: "rcpt@example.com", subject: `prefill ${i}`, text: "x" })).join("\n");
+    const rows = Array.from({ length: 20 }, (_, i) => JSON.stringify({ to: "rcpt@example.com", subject: `prefill ${i}`, text: "x" })).join("\n");
     const prefill = await execa(process.execPath, [join(s.dir, "build", "bin", "mailsend.js"), "batch", "-", "-f", "burst@example.com", "--concurrency", "8", "-q"], {
       reject: false,
       extendEnv: false,
@@ -152,12 +152,12 @@ describe("bursts through sendmail", () => {
       timeout: 120_000,
     });
     expect(prefill.exitCode, String(prefill.stderr)).toBe(0);
-    expect(await storedSubjects("prefill ")).toHaveLength(60);
+    expect(await storedSubjects("prefill ")).toHaveLength(20);
     const runs = await Promise.all(
       Array.from({ length: 10 }, (_, c) =>
         caller(
           env,
-          Array.from({ length: 30 }, (_, m) => `burst300 c${c} m${m}`),
+          Array.from({ length: 10 }, (_, m) => `burst100 c${c} m${m}`),
         ),
       ),
     );
@@ -167,16 +167,16 @@ describe("bursts through sendmail", () => {
     expect(bad.slice(0, 3)).toEqual([]);
     const queued = all.filter((r) => r.stderr.includes("queued as")).length;
 
-    await drained("burst300 ", 300, outbox, 300_000);
-    const got = await storedSubjects("burst300 ");
+    await drained("burst100 ", 100, outbox, 300_000);
+    const got = await storedSubjects("burst100 ");
     const counts = new Map<string, number>();
     for (const x of got) counts.set(x, (counts.get(x) ?? 0) + 1);
     expect([...counts.values()].filter((n) => n !== 1)).toEqual([]);
-    expect(counts.size).toBe(300);
+    expect(counts.size).toBe(100);
     expect(refusals()).toBe(0);
     expect(queuedFiles(outbox)).toEqual([]);
     expect(queued).toBeGreaterThan(0);
-    console.log(`sendmail burst: 300 messages, ${queued} queued by the callers and delivered by the background runner, ${300 - queued} sent at once`);
+    console.log(`sendmail burst: 100 messages, ${queued} queued by the callers and delivered by the background runner, ${100 - queued} sent at once`);
   });
 
   it("nothing but the callers: a burst queued through sendmail drains by itself (no queue run, no relay, no timer)", { timeout: 180_000 }, async () => {

@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { BIN, ROOT, baseEnv, runCli, stdoutJson, type RunOptions } from "../helpers/cli.js";
+import { BIN, ROOT, baseEnv, runInProcess, stdoutJson, type RunOptions } from "../helpers/cli.js";
 import { useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { headerSection, parseMessage, startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
 import { scratch } from "../helpers/tmp.js";
@@ -37,11 +37,11 @@ beforeEach(() => sink.reset());
 const MIN = ["-f", "cron@example.com", "-t", "ops@example.com", "-s", "disk"];
 
 function rest(args: string[], opts: RunOptions = {}) {
-  return runCli(["send", ...MIN, ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });
+  return runInProcess(["send", ...MIN, ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });
 }
 
 function smtp(args: string[], opts: RunOptions = {}) {
-  return runCli(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", caPath, ...MIN, ...args], {
+  return runInProcess(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", caPath, ...MIN, ...args], {
     ...opts,
     env: { MAILSEND_API_KEY: KEY, ...opts.env },
   });

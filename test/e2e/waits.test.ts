@@ -8,7 +8,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import type { AddressInfo } from "node:net";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BIN, baseEnv, runCli, stderrJson, type RunOptions } from "../helpers/cli.js";
+import { BIN, baseEnv, runInProcess, stderrJson, type RunOptions } from "../helpers/cli.js";
 import { useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
@@ -36,7 +36,7 @@ afterAll(async () => {
 const MSG = ["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "x", "--text", "x"];
 
 function send(args: string[], opts: RunOptions = {}) {
-  return runCli([...MSG, ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });
+  return runInProcess([...MSG, ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });
 }
 
 describe("--deadline", () => {
@@ -72,7 +72,7 @@ describe("--deadline", () => {
   });
 
   it("--help prints the worst case, and says which statuses are retried", async () => {
-    const r = await runCli(["send", "--help"]);
+    const r = await runInProcess(["send", "--help"]);
     expect(r.stdout).toMatch(/Worst case with the defaults: 60 s \+ 300 s = 6 min/);
     expect(r.stdout).toMatch(/--deadline <seconds>/);
     expect(r.stdout.replace(/\s+/g, " ")).toMatch(/HTTP 408, 429 and every 5xx \(500 too\)/);

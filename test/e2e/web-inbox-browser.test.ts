@@ -108,7 +108,7 @@ describe.skipIf(lacks(chromiumTool))("web inbox in chromium", () => {
 
   it("shows a message stored a moment ago without a reload", async () => {
     await send(["--from", "Ann Example <ann@example.com>", "--to", "bob@example.com", "--subject", "Earlier message", "--html", "<p>Older.</p>"]);
-    await page.goto(base + "/");
+    await page.goto(`${base}/`);
     await expect.poll(() => page.locator("#status").textContent()).toBe("live");
     await expect.poll(() => page.locator("#rows tr[data-id]").count()).toBe(1);
     // A marker that a reload would wipe.

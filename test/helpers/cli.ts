@@ -6,9 +6,10 @@
  */
 import { execa } from "execa";
 import { createHash } from "node:crypto";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, openSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { Readable, Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -66,12 +67,18 @@ export function baseEnv(): Record<string, string> {
   return env;
 }
 
-export async function runCli(args: readonly string[], opts: RunOptions = {}): Promise<CliResult> {
+/** baseEnv() with a test's own variables over it (undefined removes one). */
+function cliEnv(extra: RunOptions["env"]): Record<string, string> {
   const env: Record<string, string> = baseEnv();
-  for (const [k, v] of Object.entries(opts.env ?? {})) {
+  for (const [k, v] of Object.entries(extra ?? {})) {
     if (v === undefined) delete env[k];
     else env[k] = v;
   }
+  return env;
+}
+
+export async function runCli(args: readonly string[], opts: RunOptions = {}): Promise<CliResult> {
+  const env = cliEnv(opts.env);
   const r = await execa(...mailsendCommand(args), {
     reject: false,
     extendEnv: false,
@@ -88,6 +95,71 @@ export async function runCli(args: readonly string[], opts: RunOptions = {}): Pr
     stderr: String(r.stderr ?? ""),
     timedOut: r.timedOut === true,
   };
+}
+
+/**
+ * The same command line as runCli, run by the program in this process (`run(argv, io)`, from src/
+ * where runCli runs the built dist/) with the same clean environment, given to it as its io.env: for what a process adds nothing to (a usage
+ * error, an exit code for a bad setting, --dry-run output, help). Whatever needs a process stays
+ * with runCli: signals, pipes, NODE_EXTRA_CA_CERTS itself, process.exit, the sendmail
+ * personality, and a working directory of its own (this one runs in the test's, the repo root).
+ * A run still going at the time limit is reported as timed out and left to finish unseen.
+ */
+export async function runInProcess(args: readonly string[], opts: Omit<RunOptions, "cwd"> = {}): Promise<CliResult> {
+  // Against an executable (MAILSEND_BIN), every run is of that executable.
+  if (process.env.MAILSEND_BIN) return runCli(args, opts);
+  const env = cliEnv(opts.env);
+  // Node reads NODE_EXTRA_CA_CERTS only when it starts: here the same CA (a sandbox's) is given as
+  // MAILSEND_CA_FILE. A test of NODE_EXTRA_CA_CERTS itself uses runCli.
+  if (env.NODE_EXTRA_CA_CERTS !== undefined) {
+    if (env.MAILSEND_CA_FILE !== undefined) throw new Error("NODE_EXTRA_CA_CERTS beside MAILSEND_CA_FILE: use runCli");
+    env.MAILSEND_CA_FILE = env.NODE_EXTRA_CA_CERTS;
+    delete env.NODE_EXTRA_CA_CERTS;
+  }
+  // main() hands `mailsend sendmail` to the sendmail personality before the program sees it.
+  if (args[0] === "sendmail") throw new Error("mailsend sendmail is not run by the program: runCli");
+  if (mayStartRunner(args, env)) throw new Error("a queued send starts a background runner from the process's entry script: runCli");
+  const { run } = await import("../../src/cli/program.js");
+  let out = "";
+  let err = "";
+  const stdout = collector((s) => (out += s));
+  const stderr = collector((s) => (err += s));
+  // Without input, stdin is what runCli gives: /dev/null, a device where nothing was ever piped.
+  const stdin = opts.input !== undefined ? Readable.from([Buffer.from(opts.input)]) : Object.assign(Readable.from([]), { fd: devNull() });
+  const io = { stdout, stderr, stdin, env, stdinIsNull: () => opts.input === undefined };
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), opts.timeoutMs ?? 20_000)));
+  try {
+    const code = await Promise.race([run([...args], io), timeout]);
+    return { exitCode: code === "timeout" ? -1 : code, stdout: out, stderr: err, timedOut: code === "timeout" };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Whether the command could queue mail and start `queue run --drain` from process.argv[1] (here, vitest's). */
+function mayStartRunner(args: readonly string[], env: Record<string, string>): boolean {
+  if (/^(0|false|no|off)$/i.test(env.MAILSEND_QUEUE_AUTORUN ?? "")) return false;
+  const i = args.findIndex((a) => a === "--queue" || a.startsWith("--queue="));
+  const flag = i < 0 ? undefined : args[i]!.includes("=") ? args[i]!.split("=")[1] : args[i + 1];
+  return [flag, env.MAILSEND_QUEUE].some((mode) => mode !== undefined && mode.trim() !== "" && mode.trim() !== "never");
+}
+
+let devNullFd: number | undefined;
+function devNull(): number {
+  devNullFd ??= openSync("/dev/null", "r");
+  return devNullFd;
+}
+
+/** A stream that hands each write to `add` as it is made, so nothing is still in flight when the run returns. */
+function collector(add: (s: string) => void): Writable {
+  const decoder = new TextDecoder();
+  return new Writable({
+    write(chunk: Buffer | string, _enc, done) {
+      add(typeof chunk === "string" ? chunk : decoder.decode(chunk, { stream: true }));
+      done();
+    },
+  });
 }
 
 /** Parse stdout as exactly one JSON document (what --json promises). */

@@ -6,7 +6,7 @@
  * a proxy that is not ours, for the happy paths.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import net from "node:net";
@@ -43,7 +43,7 @@ export async function startProxy(opts: TestProxyOptions = {}): Promise<TestProxy
   const log: ProxyLogEntry[] = [];
   const sockets = new Set<net.Socket>();
   const expected = opts.auth ? `Basic ${Buffer.from(opts.auth).toString("base64")}` : undefined;
-  const refusal = (method: string, target: string, authorization: string | undefined): number | undefined => {
+  const refusal = (_method: string, target: string, authorization: string | undefined): number | undefined => {
     if (expected && authorization !== expected) return 407;
     if (opts.deny?.(target)) return 403;
     return undefined;
@@ -167,7 +167,7 @@ export async function startTinyproxy(opts: { basicAuth?: string } = {}): Promise
     const port = await freePort();
     const logFile = join(dir, "tinyproxy.log");
     // No ConnectPort line: CONNECT to every port (the test's services are on ephemeral ones).
-    writeFileSync(join(dir, "tinyproxy.conf"), [`Port ${port}`, "Listen 127.0.0.1", "Timeout 30", "MaxClients 20", "Allow 127.0.0.1", "LogLevel Connect", `LogFile "${logFile}"`, ...(opts.basicAuth ? [`BasicAuth ${opts.basicAuth}`] : [])].join("\n") + "\n");
+    writeFileSync(join(dir, "tinyproxy.conf"), `${[`Port ${port}`, "Listen 127.0.0.1", "Timeout 30", "MaxClients 20", "Allow 127.0.0.1", "LogLevel Connect", `LogFile "${logFile}"`, ...(opts.basicAuth ? [`BasicAuth ${opts.basicAuth}`] : [])].join("\n")}\n`);
     const child: ChildProcess = spawn(TINYPROXY, ["-d", "-c", join(dir, "tinyproxy.conf")], { stdio: "ignore" });
     const up = await waitForPort(port, 5_000);
     if (up) {

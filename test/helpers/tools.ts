@@ -17,8 +17,10 @@ import { fileURLToPath } from "node:url";
 export interface Tool {
   /** What the tests run (a program name, or a module name). */
   name: string;
-  /** The Debian package(s) that bring it, as `apt-get install` takes them. */
+  /** The Debian package(s) that bring it, as `apt-get install` takes them; or how else to get it. */
   pkg: string;
+  /** Not a Debian package: the project's script that fetches it (from the npm registry). */
+  fetchedBy?: string;
   /** The program's full path when found on PATH (undefined for a tool found by a probe). */
   readonly path: string | undefined;
   readonly present: boolean;
@@ -126,6 +128,7 @@ export const dpkgDeb = tool("dpkg-deb", "dpkg");
 export const strip = tool("strip", "binutils");
 export const systemdAnalyze = tool("systemd-analyze", "systemd");
 /** The npm registry's Node 24 that .ci/node24 installs (.ci/run does, before the suite). */
-export const node24 = tool("Node 24 (.ci/node24)", "npm, then run .ci/node24", () =>
-  probe(join(fileURLToPath(new URL("../..", import.meta.url)), ".ci", "node24"), ["--find"]),
+export const node24: Tool = Object.assign(
+  tool("Node 24 (.ci/node24)", "npm, then run .ci/node24", () => probe(join(fileURLToPath(new URL("../..", import.meta.url)), ".ci", "node24"), ["--find"])),
+  { fetchedBy: ".ci/node24" },
 );

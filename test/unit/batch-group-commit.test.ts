@@ -96,7 +96,7 @@ function service(onAccept: (accepted: number) => void = () => {}) {
 }
 
 const N = 60;
-const rows = Array.from({ length: N }, (_, i) => JSON.stringify({ from: "a@example.com", to: `u${i}@example.com`, subject: `item ${i}`, text: "x" })).join("\n") + "\n";
+const rows = `${Array.from({ length: N }, (_, i) => JSON.stringify({ from: "a@example.com", to: `u${i}@example.com`, subject: `item ${i}`, text: "x" })).join("\n")}\n`;
 
 function batch(journal: Journal, transport: Transport, results: ItemResult[], signal?: AbortSignal) {
   return runBatch({

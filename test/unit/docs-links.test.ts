@@ -20,7 +20,7 @@ function proseLines(text: string): string[] {
 }
 
 /** The anchors GitHub makes for a page's headings. */
-export function anchorsOf(text: string): Set<string> {
+function anchorsOf(text: string): Set<string> {
   const seen = new Map<string, number>();
   const anchors = new Set<string>();
   for (const line of proseLines(text)) {

@@ -130,7 +130,7 @@ describe("messageFromEml", () => {
     const raw = crlf([
       "From: =?UTF-8?Q?J=C3=BCrgen?= <j@example.de>",
       "To: b@example.com",
-      "Subject: =?UTF-8?B?" + Buffer.from("Grüße 📧").toString("base64") + "?=",
+      `Subject: =?UTF-8?B?${Buffer.from("Grüße 📧").toString("base64")}?=`,
       "MIME-Version: 1.0",
       'Content-Type: multipart/mixed; boundary="b1"',
       "",

@@ -17,7 +17,9 @@ const tmp = () => {
   dirs.push(d);
   return d;
 };
-afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
 
 describe("file store as a log", () => {
   test("answers exactly as the pure sliding log over 3,000 random operations (a fake clock, two stores on one file)", async () => {

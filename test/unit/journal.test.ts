@@ -14,7 +14,7 @@ function journalFile(created: Date, lines: object[]): string {
   dirs.push(dir);
   const path = join(dir, "j.journal");
   const header = { mailsend_journal: 1, batch: "b1", input: "fp1", created: created.toISOString() };
-  writeFileSync(path, [header, ...lines].map((l) => JSON.stringify(l)).join("\n") + "\n");
+  writeFileSync(path, `${[header, ...lines].map((l) => JSON.stringify(l)).join("\n")}\n`);
   return path;
 }
 
@@ -51,7 +51,7 @@ test("records survive as JSON lines; a torn last line is ignored", async () => {
   await Promise.all([j.record(1, { s: "intended", k: "b1-1" }), j.record(2, { s: "intended", k: "b1-2" })]);
   await j.record(1, { s: "done", k: "b1-1", id: "m1" });
   await j.close();
-  writeFileSync(path, readFileSync(path, "utf8") + '{"i":2,"s":"do');
+  writeFileSync(path, `${readFileSync(path, "utf8")}{"i":2,"s":"do`);
   const { states } = Journal.read(path);
   expect(states.get(1)).toMatchObject({ s: "done", id: "m1" });
   expect(states.get(2)).toMatchObject({ s: "intended" });

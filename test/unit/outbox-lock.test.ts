@@ -11,7 +11,6 @@ import { afterAll, describe, expect, it } from "vitest";
 import { lockOutbox, ownerAlive, runnerHoldsOutbox } from "../../src/outbox/runner-lock.js";
 import { Outbox } from "../../src/outbox/store.js";
 import { scratch } from "../helpers/tmp.js";
-import { until } from "../helpers/until.js";
 
 const tmp = scratch("mailsend-outbox-lock-");
 afterAll(() => tmp.remove());

@@ -139,7 +139,7 @@ describe("the schedule", () => {
     const s = new Schedule();
     const model = new Map<string, number>();
     const busy = new Set<string>();
-    let pool = ids(300, 4_000_000);
+    const pool = ids(300, 4_000_000);
     const relist = () => {
       // What is on disk: the model's messages, minus some removed by a person, plus new arrivals.
       for (const id of [...model.keys()]) if (!busy.has(id) && r(20) === 0) model.delete(id);

@@ -2,7 +2,6 @@ import { readFileSync, statSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
-import { MailsendError } from "../../src/core/errors.js";
 import { resolveApiKey, resolveTransportConfig } from "../../src/settings/resolve.js";
 import { JsonSyntaxError, parseLocatedJson } from "../../src/core/located-json.js";
 import {

@@ -1,7 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
 import { parseSendmailArgs } from "../../src/sendmail/args.js";
-import { errorInSendmailTerms as inSendmailTerms } from "../../src/api/terms.js";
 
 function usageError(argv: string[]): MailsendError {
   try {
@@ -114,20 +113,20 @@ describe("sendmail's command line", () => {
   });
 });
 
-describe("errors said to sendmail's callers (inSendmailTerms)", () => {
+describe("errors said to sendmail's callers (e.in(\"sendmail\"))", () => {
   it("names the variables they can set, never send's flags", () => {
-    const e = inSendmailTerms(
-      new MailsendError("connection_failed", "cannot reach smtp.example.com:587", {
-        hint: "Check --smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT), or use --transport rest for an HTTP address; raise --timeout. Check --base-url / MAILSEND_BASE_URL.",
-        mayHaveBeenSent: false,
-      }),
-    );
-    expect(e.hint).toBe("Check MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT, or use MAILSEND_TRANSPORT=rest for an HTTP address; raise MAILSEND_TIMEOUT. Check MAILSEND_BASE_URL.");
-    expect(e.code).toBe("connection_failed");
-    expect(e.exitCode).toBe(69);
-    expect(inSendmailTerms(new MailsendError("timeout", "Check --smtp-host / --smtp-port: this may not be it")).message).toBe("Check MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT: this may not be it");
+    const e = new MailsendError("connection_failed", "cannot reach smtp.example.com:587", {
+      hint: (s) => `Check ${s.pair("smtpHost", "smtpPort", true)}, or use ${s.value("transport", "rest")} for an HTTP address; raise ${s.flag("timeout")}. Check ${s.either("baseUrl")}.`,
+      mayHaveBeenSent: false,
+    });
+    expect(e.hint).toBe("Check --smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT), or use --transport rest for an HTTP address; raise --timeout. Check --base-url / MAILSEND_BASE_URL.");
+    const said = e.in("sendmail");
+    expect(said.hint).toBe("Check MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT, or use MAILSEND_TRANSPORT=rest for an HTTP address; raise MAILSEND_TIMEOUT. Check MAILSEND_BASE_URL.");
+    expect(said.code).toBe("connection_failed");
+    expect(said.exitCode).toBe(69);
+    expect(new MailsendError("timeout", (s) => `Check ${s.pair("smtpHost", "smtpPort")}: this may not be it`).in("sendmail").message).toBe("Check MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT: this may not be it");
     // A flag sendmail has, or words that only look like one, stay.
     const same = new MailsendError("usage", "-t and -f are sendmail's", { hint: "see --help" });
-    expect(inSendmailTerms(same)).toBe(same);
+    expect(same.in("sendmail")).toBe(same);
   });
 });

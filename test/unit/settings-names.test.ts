@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
-import { settingName } from "../../src/settings/names.js";
+import { settingName } from "../../src/core/setting-names.js";
 import { cliLayers, resolveConfig, transportOf } from "../../src/settings/resolve.js";
 import { resolveConnection } from "../../src/api/options.js";
 import { budgetOf } from "../../src/settings/budget.js";

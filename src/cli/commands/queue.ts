@@ -3,7 +3,7 @@ import { MailsendError, toMailsendError } from "../../core/errors.js";
 import { formatAge, formatSize } from "../../core/size.js";
 import { QueueRunner, DEFAULT_MAX_AGE_MS, type RunnerEvent } from "../../outbox/runner.js";
 import { runnerHoldsOutbox } from "../../outbox/runner-lock.js";
-import { Outbox, isOutboxId, strandedMailNote } from "../../outbox/store.js";
+import { damageOf, Outbox, isOutboxId, strandedMailNote } from "../../outbox/store.js";
 import { CHECK_EXIT, judgeQueue, type CheckThresholds, type QueueCounts } from "../../outbox/check.js";
 import type { OutboxMeta, OutboxState } from "../../outbox/types.js";
 import { colorsFor, type CliIO } from "../io.js";
@@ -39,23 +39,41 @@ interface Row {
   state: OutboxState;
 }
 
-/** The messages, and what could not be listed (a damaged file): said on stderr, never left out silently. */
-async function rows(outbox: Outbox, where: "queue" | "failed"): Promise<{ list: Row[]; unreadable: string[] }> {
-  const out: Row[] = [];
-  const unreadable: string[] = [];
+/** A file of the outbox that could not be read as a message: listed with what is wrong with it. */
+interface Damaged {
+  id: string;
+  reason: string;
+  /** The whole message and its hint, for stderr. */
+  said: string;
+}
+
+/**
+ * The messages, and what could not be listed (a damaged file) in its place among them: said on
+ * stderr too, never left out silently, never an error that hides the others.
+ */
+async function rows(outbox: Outbox, where: "queue" | "failed"): Promise<{ list: Row[]; unreadable: Damaged[]; all: (Row | Damaged)[] }> {
+  const list: Row[] = [];
+  const unreadable: Damaged[] = [];
+  const all: (Row | Damaged)[] = [];
   for (const id of await outbox.ids(where)) {
-    let meta: OutboxMeta | undefined;
     try {
-      meta = await outbox.meta(id, where);
+      const meta = await outbox.meta(id, where);
+      if (!meta) continue;
+      const row = { meta, state: await outbox.state(id, where) };
+      list.push(row);
+      all.push(row);
     } catch (e) {
       const err = toMailsendError(e);
-      unreadable.push(`${err.message}${err.hint ? `${/[.!?]$/.test(err.message) ? "" : "."} ${err.hint}` : ""}`);
-      continue;
+      const d = { id, reason: damageOf(e) ?? err.message, said: `${err.message}${err.hint ? `${/[.!?]$/.test(err.message) ? "" : "."} ${err.hint}` : ""}` };
+      unreadable.push(d);
+      all.push(d);
     }
-    if (!meta) continue;
-    out.push({ meta, state: await outbox.state(id, where) });
   }
-  return { list: out, unreadable };
+  return { list, unreadable, all };
+}
+
+function damagedJson(d: Damaged) {
+  return { id: d.id, status: "damaged", reason: d.reason };
 }
 
 function rowJson(r: Row, where: "queue" | "failed") {
@@ -81,12 +99,12 @@ export async function runQueueList(opts: Record<string, unknown>, io: CliIO): Pr
   try {
     const outbox = Outbox.fromEnv(io.env);
     const where = flags.failed ? "failed" : "queue";
-    const { list, unreadable } = await rows(outbox, where);
-    for (const u of unreadable) io.stderr.write(`warning: ${u}\n`);
+    const { list, unreadable, all } = await rows(outbox, where);
+    for (const u of unreadable) io.stderr.write(`warning: ${u.said}\n`);
     const stranded = strandedMailNote(io.env);
     if (stranded) io.stderr.write(`warning: ${stranded}\n`);
     if (flags.json) {
-      io.stdout.write(`${JSON.stringify(list.map((r) => rowJson(r, where)))}\n`);
+      io.stdout.write(`${JSON.stringify(all.map((r) => ("meta" in r ? rowJson(r, where) : damagedJson(r))))}\n`);
       return 0;
     }
     if (list.length === 0 && unreadable.length === 0) {
@@ -95,7 +113,11 @@ export async function runQueueList(opts: Record<string, unknown>, io: CliIO): Pr
     }
     const c = colorsFor(io.stdout, io.env);
     const now = Date.now();
-    for (const r of list) {
+    for (const r of all) {
+      if (!("meta" in r)) {
+        io.stdout.write(`${c.bold(r.id)}  ${c.red("damaged")}: ${plain(r.reason, 300)}\n`);
+        continue;
+      }
       const next = where === "failed" ? c.red("failed") : when(r.state.nextAttemptAt, now);
       io.stdout.write(
         `${c.bold(r.meta.id)}  ${formatAge(now - r.meta.createdAt).padStart(4)}  ${formatSize(r.meta.size).padStart(9)}  tries ${r.state.attempts}  next ${next}\n` +

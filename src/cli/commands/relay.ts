@@ -241,6 +241,7 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
     const runDone: Promise<{ error?: unknown }> = supervisor ? supervisor.done.then(() => ({}), (e: unknown) => ({ error: e })) : new Promise(() => {});
 
     const { startRelay } = await import("../../relay/server.js");
+    const { loggedUser } = await import("../../relay/guard.js");
     relay = await startRelay({
       host: opts.listen.host,
       port: opts.listen.port,
@@ -254,6 +255,9 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
         if (verbose) logAccepted(log, info);
       },
       onRefused: (info) => logRefused(log, c, info, verbose),
+      // Always, in one fixed form a fail2ban filter matches (docs/sendmail.md); never the password.
+      onAuthFailed: ({ address, user, closing }) =>
+        log(`mailsend relay: authentication failed for user "${loggedUser(user)}" from ${address}${closing ? "; connection closed" : ""}`, { event: "auth_failed", address, user: loggedUser(user), closing }),
     });
     writeReady(io, json, relay, start, opts, runner !== undefined);
     warnTroubles(log, c, start);

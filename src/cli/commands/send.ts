@@ -7,7 +7,7 @@ import type { SendResult, TransportName } from "../../core/transport.js";
 import { buildMessage, type BuildOptions, type MessageFlags } from "../../message/build.js";
 import type { StdinDecision } from "../../message/stdin-body.js";
 import type { InputStreams } from "../../core/read.js";
-import { SETTINGS, settingName, type Setting, type SettingWords } from "../../settings/names.js";
+import { SETTINGS, settingName, type Setting, type SettingWords } from "../../core/setting-names.js";
 import { cliLayers, resolveSettings, type ConnectionFlags } from "../../settings/resolve.js";
 import { checkRestFit } from "../../message/build.js";
 import { blankWithoutScript } from "../../message/html-blank.js";
@@ -21,7 +21,7 @@ import { colorsFor, shellWord, type CliIO } from "../io.js";
 import { abortableSleep, deliver } from "../../limits/deliver.js";
 import { openBudget, type BudgetCliFlags } from "../budget.js";
 import { Progress, waitSeconds, waitText } from "../progress.js";
-import { reportError, reportSent, warn } from "../report.js";
+import { reportError, warn } from "../report.js";
 import { writeGitHubOutputs } from "../github.js";
 
 interface OutputFlags {
@@ -348,6 +348,7 @@ async function sendNow(ctx: NowContext): Promise<number> {
       await budget.close();
     } catch (e) {
       // After an accepted send, closing the budget's connection is book-keeping: a warning.
+      // biome-ignore lint/correctness/noUnsafeFinally: before the service accepted anything, this failure is the outcome.
       if (!result) throw e;
       const text = `the message was sent, but closing the rate-limit budget failed: ${e instanceof Error ? e.message : String(e)}`;
       lateWarnings.push(text);

@@ -117,7 +117,7 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
 
     const mode = queueModeFrom(args.queue, env);
     const maxSize = maxMessageSize(env);
-    if (args.mode === "smtp") return await smtpOnStdio(args, subIO, mode, maxSize, settings.profile?.name, args.verbose ? note : undefined);
+    if (args.mode === "smtp") return await smtpOnStdio(subIO, mode, maxSize, settings.profile?.name, args.verbose ? note : undefined);
     if (io.stdin.isTTY && args.verbose) note('reading the message from the terminal; end it with a line holding "." (or Ctrl-D)');
     const input = await readSendmailInput(io.stdin, { ignoreDots: args.ignoreDots, maxSize });
     const { aliases, trouble } = await aliasesFor(env);
@@ -156,9 +156,8 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
     }
     return 0;
   } catch (e) {
-    // Said to callers without send's flags: the variables they can set (loaded only for an error).
-    const { errorInSendmailTerms } = await import("../../api/terms.js");
-    return reportError(withSendmailKeyHint(errorInSendmailTerms(toMailsendError(e))), io, { json: false, verbose: args.verbose });
+    // Said to callers without send's flags: the variables they can set.
+    return reportError(withSendmailKeyHint(toMailsendError(e).in("sendmail")), io, { json: false, verbose: args.verbose });
   }
 }
 
@@ -225,7 +224,7 @@ function invokingUser(): string | undefined {
  * recipients the session's RCPT TO. The exit code is 0 once the session ended: what was refused
  * was said to the program in the session (554 or 451), as an MTA's sendmail -bs does.
  */
-async function smtpOnStdio(args: SendmailArgs, io: CliIO, mode: ReturnType<typeof queueModeFrom>, maxSize: number, profile: string | undefined, note: ((line: string) => void) | undefined): Promise<number> {
+async function smtpOnStdio(io: CliIO, mode: ReturnType<typeof queueModeFrom>, maxSize: number, profile: string | undefined, note: ((line: string) => void) | undefined): Promise<number> {
   const { serveStdio } = await import("../../relay/stdio.js");
   const env = io.env;
   const { aliases, trouble: broken } = await aliasesFor(env);

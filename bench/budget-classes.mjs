@@ -37,7 +37,12 @@ async function arrivals(baseUrl, prefix) {
 
 /** One run: the batch, and the two urgent sends once it has filled two windows. */
 async function run(label, reserve) {
-  const sb = startSandbox(join(work, `sb-${label}`), ["--rate-limit", String(LIMIT), "--rate-window-ms", String(WINDOW_S * 1000)]);
+  const sb = startSandbox(join(work, `sb-${label}`), [
+    "--rate-limit",
+    String(LIMIT),
+    "--rate-window-ms",
+    String(WINDOW_S * 1000),
+  ]);
   try {
     const ready = await sb.ready;
     const env = {
@@ -50,14 +55,24 @@ async function run(label, reserve) {
       ...(reserve !== undefined ? { MAILSEND_RATE_RESERVE: reserve } : {}),
     };
     const input = join(work, `rows-${label}.jsonl`);
-    writeFileSync(input, Array.from({ length: ROWS }, (_, i) => `${JSON.stringify({ to: `r${i}@example.com`, subject: `${label} batch ${i}`, text: "x" })}\n`).join(""));
+    writeFileSync(
+      input,
+      Array.from(
+        { length: ROWS },
+        (_, i) => `${JSON.stringify({ to: `r${i}@example.com`, subject: `${label} batch ${i}`, text: "x" })}\n`,
+      ).join(""),
+    );
     const stats = async () => (await fetch(`${ready.base_url}/_sandbox/stats`)).json();
     // The library's own lazy loads (the transport) happen here, not in the send measured; its
     // slot leaves the window before the batch starts.
     await send({ from: "alert@example.com", to: "ops@example.com", subject: `warm-up ${label}`, text: "x" }, { env });
     await sleep(WINDOW_S * 1000 + 100);
     const s0 = await stats();
-    const batch = runOnce(process.execPath, [BIN, "batch", input, "-f", "bulk@example.com", "--transport", "rest", "--concurrency", "4", "-q"], { env });
+    const batch = runOnce(
+      process.execPath,
+      [BIN, "batch", input, "-f", "bulk@example.com", "--transport", "rest", "--concurrency", "4", "-q"],
+      { env },
+    );
     // Mid-way: half a window after the batch's third burst, while it waits for its next slots.
     let first;
     for (let i = 0; i < 400 && !first; i++) {
@@ -71,7 +86,11 @@ async function run(label, reserve) {
     // The process send once the measured windows are over (the batch still running): each urgent
     // slot is one bulk does not get in its window, and "used" is to show bulk's share beside one.
     await sleep(Math.max(0, first.t + (WINDOWS + 0.5) * WINDOW_S * 1000 - Date.now()));
-    const cli = await runOnce(process.execPath, [BIN, "send", "-f", "alert@example.com", "-t", "ops@example.com", "-s", `${label} cli`, "--text", "x", "--json"], { env });
+    const cli = await runOnce(
+      process.execPath,
+      [BIN, "send", "-f", "alert@example.com", "-t", "ops@example.com", "-s", `${label} cli`, "--text", "x", "--json"],
+      { env },
+    );
     if (cli.code !== 0) throw new Error(`send exited ${cli.code}: ${cli.stderr.slice(0, 500)}`);
     const b = await batch;
     if (b.code !== 0) throw new Error(`batch exited ${b.code}: ${b.stderr.slice(0, 500)}`);
@@ -82,7 +101,8 @@ async function run(label, reserve) {
     const allowed = WINDOWS * LIMIT;
     const batchUsed = inWindows.filter((a) => a.subject.includes(" batch ")).length / allowed;
     const withReserve = reserve === undefined;
-    if (withReserve && (urgentMs > INTERVAL_MS || batchUsed < 0.88 || s1.rest.rateLimited !== s0.rest.rateLimited)) failed = true;
+    if (withReserve && (urgentMs > INTERVAL_MS || batchUsed < 0.88 || s1.rest.rateLimited !== s0.rest.rateLimited))
+      failed = true;
     rows.push({
       reserve: reserve ?? "default (10%)",
       urgent: `${urgentMs.toFixed(0)} ms`,
@@ -101,8 +121,12 @@ async function run(label, reserve) {
 try {
   await run("reserve", undefined);
   await run("none", "0");
-  console.log(`\nBudget classes: a batch of ${ROWS} at ${LIMIT} per ${WINDOW_S} s, an urgent send 2.5 windows in; used over the first ${WINDOWS} windows`);
-  console.log(`(aim with the reserve: urgent within one slot's interval, ${INTERVAL_MS} ms; batch used >= 0.88; 0 429s)\n`);
+  console.log(
+    `\nBudget classes: a batch of ${ROWS} at ${LIMIT} per ${WINDOW_S} s, an urgent send 2.5 windows in; used over the first ${WINDOWS} windows`,
+  );
+  console.log(
+    `(aim with the reserve: urgent within one slot's interval, ${INTERVAL_MS} ms; batch used >= 0.88; 0 429s)\n`,
+  );
   table(rows, ["reserve", "urgent", "slot interval", "cli send (waited)", "batch used", "all used", "429s", "stored"]);
   if (failed) {
     console.error("\nbudget-classes: an aim was missed with the reserve (see the first row)");

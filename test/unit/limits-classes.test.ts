@@ -2,7 +2,15 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { EMPTY, reserveOf, roomFor, tryTake, type Limits, type LogState, type SlotClass } from "../../src/limits/sliding-log.js";
+import {
+  EMPTY,
+  reserveOf,
+  roomFor,
+  tryTake,
+  type Limits,
+  type LogState,
+  type SlotClass,
+} from "../../src/limits/sliding-log.js";
 import { FileSlotStore } from "../../src/limits/file-store.js";
 import { redisConfigFrom } from "../../src/limits/redis-config.js";
 import { RedisSlotStore } from "../../src/limits/redis-store.js";
@@ -29,7 +37,9 @@ describe("the reserve", () => {
     expect(limitsOf("cli", {}, { MAILSEND_RATE_LIMIT: "50", MAILSEND_RATE_RESERVE: "20%" }).reserve).toBe(10);
     expect(() => limitsOf("cli", {}, { MAILSEND_RATE_RESERVE: "lots" })).toThrow(/MAILSEND_RATE_RESERVE must be/);
     expect(() => limitsOf("cli", {}, { MAILSEND_RATE_RESERVE: "150%" })).toThrow(/MAILSEND_RATE_RESERVE must be/);
-    expect(() => limitsOf("api", {}, { MAILSEND_RATE_RESERVE: "-1" })).toThrow(/options\.env\.MAILSEND_RATE_RESERVE must be/);
+    expect(() => limitsOf("api", {}, { MAILSEND_RATE_RESERVE: "-1" })).toThrow(
+      /options\.env\.MAILSEND_RATE_RESERVE must be/,
+    );
   });
 
   test("queued mail: the first attempt, alerts and notices are urgent; later attempts bulk", () => {
@@ -71,7 +81,7 @@ describe("two classes in the sliding log", () => {
     let s: LogState = EMPTY;
     let now = 0;
     let seed = 7;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const sent: Array<{ t: number; cls: SlotClass }> = [];
     for (let step = 0; step < 4000; step++) {
       now += Math.floor(rand() * 2000);
@@ -136,5 +146,9 @@ describe.skipIf(lacks(redisServer))("two classes in the Redis store", () => {
     await redis?.stop();
   });
   let n = 0;
-  classCases(() => new RedisSlotStore(redisConfigFrom({ MAILSEND_RATE_LIMIT_URL: redis.url })!, `classes${n++}`), { limit: 10, windowMs: 60_000, reserve: 2 });
+  classCases(() => new RedisSlotStore(redisConfigFrom({ MAILSEND_RATE_LIMIT_URL: redis.url })!, `classes${n++}`), {
+    limit: 10,
+    windowMs: 60_000,
+    reserve: 2,
+  });
 });

@@ -333,7 +333,7 @@ export class Outbox {
     const { state } = this.paths(id, where);
     try {
       const s = JSON.parse(await readFile(state, "utf8")) as OutboxState;
-      return { attempts: Number(s.attempts) || 0, nextAttemptAt: Number(s.nextAttemptAt) || 0, ...(s.lastError ? { lastError: s.lastError } : {}), ...(s.failedAt ? { failedAt: s.failedAt } : {}) };
+      return { attempts: Number(s.attempts) || 0, nextAttemptAt: Number(s.nextAttemptAt) || 0, ...(s.lastError ? { lastError: s.lastError } : {}), ...(s.failedAt ? { failedAt: s.failedAt } : {}), ...(s.notices ? { notices: s.notices } : {}) };
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       // A missing state: never tried. A torn one (cannot be, it is renamed into place) reads as never tried too.
@@ -421,7 +421,7 @@ export class Outbox {
     const queued = this.paths(id, "queue");
     const s = (await stat(failed.msg).catch(() => undefined)) ? await this.state(id, "failed") : undefined;
     if (s) {
-      await this.setState(id, { attempts: s.attempts, nextAttemptAt: 0, ...(s.lastError ? { lastError: s.lastError } : {}) }, "queue");
+      await this.setState(id, { attempts: s.attempts, nextAttemptAt: 0, ...(s.lastError ? { lastError: s.lastError } : {}), ...(s.notices ? { notices: s.notices } : {}) }, "queue");
       await rename(failed.msg, queued.msg);
       await rm(failed.state, { force: true });
       await fsyncDirAsync(this.queueDir).catch(() => {});

@@ -34,6 +34,10 @@ export const SETTINGS = {
   maxWait: { flag: "--max-wait", env: "MAILSEND_MAX_WAIT", option: "maxWaitMs" },
   deadline: { flag: "--deadline", env: "MAILSEND_DEADLINE", option: "deadlineMs" },
   stateDir: { env: "MAILSEND_STATE_DIR", option: "stateDir" },
+  // The outbox's notices (settings/notices.ts): read by the runner from the environment and the profile.
+  notices: { env: "MAILSEND_NOTICES" },
+  queueWarnAfter: { env: "MAILSEND_QUEUE_WARN_AFTER" },
+  postmaster: { env: "MAILSEND_POSTMASTER" },
 } as const satisfies Record<string, SettingWords>;
 
 export type Setting = keyof typeof SETTINGS;

@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { MailsendError } from "../../src/core/errors.js";
 import { isAutomatic, planNotice } from "../../src/outbox/notices.js";
 import type { QueuedMessage } from "../../src/outbox/types.js";
+import { noticeSettings } from "../../src/settings/notices.js";
 
 const original = Buffer.from(
   ["From: App <app@example.com>", "To: user@example.net", "Subject: Your invoice é", "Message-ID: <orig.1@example.com>", "", "Hello", ""].join("\n"),
@@ -103,5 +104,24 @@ describe("no notice about automatic mail", () => {
     expect(isAutomatic(queued({ envelope: { from: "", to: ["x@example.com"] } }).meta, original)).toBe(true);
     expect(isAutomatic(queued({ source: "notice" }).meta, original)).toBe(true);
     expect(planNotice("failed", queued({ source: "notice" }), refused, { env, maxAgeMs: 1, attempts: 1 })).toBeUndefined();
+  });
+});
+
+describe("the notice settings", () => {
+  it("read MAILSEND_NOTICES, MAILSEND_QUEUE_WARN_AFTER and MAILSEND_POSTMASTER; a bad value names its variable", () => {
+    expect(noticeSettings({})).toEqual({ mode: "on", warnAfterMs: 4 * 3600_000 });
+    expect(noticeSettings({ MAILSEND_QUEUE_WARN_AFTER: "90m", MAILSEND_POSTMASTER: "Ops <ops@example.com>", MAILSEND_NOTICES: "postmaster" })).toMatchObject({ mode: "postmaster", warnAfterMs: 90 * 60_000, postmaster: { name: "Ops", address: "ops@example.com" } });
+    expect(noticeSettings({ MAILSEND_QUEUE_WARN_AFTER: "0" }).warnAfterMs).toBe(0);
+    const bad = (env: Record<string, string>) => {
+      try {
+        noticeSettings(env);
+      } catch (e) {
+        return e as MailsendError;
+      }
+      throw new Error("expected a failure");
+    };
+    expect(bad({ MAILSEND_QUEUE_WARN_AFTER: "soon" })).toMatchObject({ code: "config_invalid", setting: "queueWarnAfter", message: expect.stringContaining("MAILSEND_QUEUE_WARN_AFTER") });
+    expect(bad({ MAILSEND_POSTMASTER: "not an address" })).toMatchObject({ setting: "postmaster", message: expect.stringContaining("MAILSEND_POSTMASTER") });
+    expect(bad({ MAILSEND_NOTICES: "postmaster" })).toMatchObject({ setting: "notices" });
   });
 });

@@ -37,7 +37,10 @@ export type Setting =
   | "retries"
   | "maxWait"
   | "deadline"
-  | "stateDir";
+  | "stateDir"
+  | "notices"
+  | "queueWarnAfter"
+  | "postmaster";
 
 export const SETTINGS: Readonly<Record<Setting, SettingWords>> = {
   transport: { flag: "--transport", env: "MAILSEND_TRANSPORT", option: "transport" },
@@ -61,6 +64,10 @@ export const SETTINGS: Readonly<Record<Setting, SettingWords>> = {
   maxWait: { flag: "--max-wait", env: "MAILSEND_MAX_WAIT", option: "maxWaitMs" },
   deadline: { flag: "--deadline", env: "MAILSEND_DEADLINE", option: "deadlineMs" },
   stateDir: { env: "MAILSEND_STATE_DIR", option: "stateDir" },
+  // The outbox's notices (settings/notices.ts): read by the runner from the environment and the profile.
+  notices: { env: "MAILSEND_NOTICES" },
+  queueWarnAfter: { env: "MAILSEND_QUEUE_WARN_AFTER" },
+  postmaster: { env: "MAILSEND_POSTMASTER" },
 };
 
 /** Who reads the settings and reports on them: the CLI (flags), the library (options), sendmail's callers (variables only). */

@@ -10,7 +10,7 @@ import type { Envelope } from "../core/envelope.js";
  * transport needs: one From, parseable addresses, at least one recipient;
  * throws a MailsendError (64/65) before anything is queued.
  */
-export async function prepareMessage(raw: Buffer, envelope: Envelope, idempotencyKey?: string, opts: { stampedMessageId?: boolean } = {}): Promise<Message> {
+export async function prepareMessage(raw: Buffer, envelope: Envelope, idempotencyKey?: string, opts: { stampedMessageId?: boolean; nullSender?: boolean } = {}): Promise<Message> {
   if (envelope.to.length === 0) {
     throw new MailsendError("usage", "no recipients: the message names none and none were given", {
       hint: "Give the recipients as arguments, or use -t to take them from the To, Cc and Bcc headers.",
@@ -21,5 +21,6 @@ export async function prepareMessage(raw: Buffer, envelope: Envelope, idempotenc
   const message = await messageFromEml(raw, "the message", idempotencyKey, { envelopeRecipients: true });
   // A Message-ID mailsend added (sendmail, the relay) is not the program's own: nothing refers to it yet.
   if (opts.stampedMessageId) delete message.ownMessageId;
-  return { ...message, envelope: { from: from || message.from.address, to } };
+  // A notice goes with the null sender (MAIL FROM:<>), so that nothing answers it; other mail's empty sender is its From.
+  return { ...message, envelope: { from: from || (opts.nullSender ? "" : message.from.address), to } };
 }

@@ -15,6 +15,7 @@ import { isDamagedFile, Outbox } from "./store.js";
 import type { OutboxState, QueuedMessage } from "./types.js";
 import { preloadDelivery } from "./preload.js";
 import { lockOutbox } from "./runner-lock.js";
+import { chooseNotice, planNotice, queueNotice, type NoticeKind, type PlannedNotice } from "./notices.js";
 import type { Env } from "../core/env.js";
 
 export const DEFAULT_MAX_AGE_MS = 5 * 24 * 3600_000;
@@ -26,7 +27,9 @@ export type RunnerEvent =
   | { type: "sent"; id: string; transport: string; reason: string; messageId: string; recipients: string[]; attempts: number }
   | { type: "deferred"; id: string; error: MailsendError; nextAttemptAt: number; attempts: number }
   | { type: "failed"; id: string; error: MailsendError; attempts: number }
-  | { type: "warning"; id?: string; message: string };
+  | { type: "warning"; id?: string; message: string }
+  /** A notice about message `id` was queued as `noticeId` (outbox/notices.ts). */
+  | { type: "notice"; id: string; noticeId: string; to: string[] };
 
 export interface RunnerOptions {
   env: Env;
@@ -309,7 +312,7 @@ export class QueueRunner {
     } catch (e) {
       // Stopped while waiting for the budget: nothing was tried, nothing to record.
       if (e instanceof WaitCut) return;
-      await this.record(id, queued.meta, attempts, toMailsendError(e), maxAge);
+      await this.record(id, queued, attempts, toMailsendError(e), maxAge);
     }
   }
 
@@ -363,12 +366,13 @@ export class QueueRunner {
   /** One try to send it; once accepted it leaves the outbox. Throws what the try ran into. */
   private async deliver(id: string, { meta, raw }: QueuedMessage, attempts: number): Promise<void> {
     const { onEvent } = this.opts;
-    const message = await prepareMessage(raw, meta.envelope, meta.idempotencyKey, { stampedMessageId: meta.stampedMessageId === true });
+    let message = await prepareMessage(raw, meta.envelope, meta.idempotencyKey, { stampedMessageId: meta.stampedMessageId === true, nullSender: meta.source === "notice" });
     const sender = await this.sender(meta.profile);
     // What `send --queue` queued goes as send chose; mail from other programs as the outbox chooses.
     let chosen;
     try {
-      chosen = meta.source === "send" && (meta.transport === "rest" || meta.transport === "smtp") ? { transport: meta.transport, reason: "as send chose when it queued it" } : sender.choose(message);
+      if (meta.source === "notice") ({ message, chosen } = chooseNotice(sender, message));
+      else chosen = meta.source === "send" && (meta.transport === "rest" || meta.transport === "smtp") ? { transport: meta.transport, reason: "as send chose when it queued it" } : sender.choose(message);
     } catch (e) {
       // A channel it needs is configured wrongly: a setting to fix, it waits (choose says which).
       if ((e as { broken?: boolean }).broken) throw e;
@@ -394,9 +398,10 @@ export class QueueRunner {
   }
 
   /** A failed try: deferred with its next time, or to failed/ (permanent, or too old). */
-  private async record(id: string, meta: QueuedMessage["meta"], attempts: number, err: MailsendError, maxAge: number): Promise<void> {
+  private async record(id: string, queued: QueuedMessage, attempts: number, err: MailsendError, maxAge: number): Promise<void> {
     const { onEvent } = this.opts;
-    const next: OutboxState = { attempts, nextAttemptAt: 0, lastError: errorRecord(err) };
+    const { meta } = queued;
+    const next: OutboxState = { attempts, nextAttemptAt: 0, lastError: errorRecord(err), ...(queued.state.notices ? { notices: queued.state.notices } : {}) };
     // The attempt itself failed on this machine (the budget's state or lock cannot be written): the run's result.
     if ((err.exitClass === "cantcreat" || err.exitClass === "ioerr") && !this.faulted.has(id)) this.faulted.set(id, err);
     const tooOld = Date.now() - meta.createdAt > maxAge;
@@ -404,13 +409,18 @@ export class QueueRunner {
       if (waitsInOutbox(err) && !tooOld && !(err as { permanent?: boolean }).permanent) {
         next.nextAttemptAt = Date.now() + retryDelayMs(attempts, err.retryAfter);
         if ((err.code === "auth_failed" || err.code === "key_revoked") && !err.local) this.keyRefused.set(meta.profile ?? "", { until: next.nextAttemptAt, error: err });
+        const warning = this.noticeFor("delayed", id, queued, err, { attempts, maxAge, next });
         await this.outbox.setState(id, next);
+        if (warning) await this.sendNotice(id, warning);
         this.due.set(id, next.nextAttemptAt);
         this.summary.deferred++;
         onEvent?.({ type: "deferred", id, error: err, nextAttemptAt: next.nextAttemptAt, attempts });
       } else {
-        const final = tooOld && waitsInOutbox(err) ? new MailsendError(err.code, `${err.message} (given up after ${Math.round(maxAge / 3600_000)} h in the outbox)`, { cause: err }) : err;
+        const expired = tooOld && waitsInOutbox(err);
+        const final = expired ? new MailsendError(err.code, `${err.message} (given up after ${Math.round(maxAge / 3600_000)} h in the outbox)`, { cause: err }) : err;
+        const notice = this.noticeFor("failed", id, queued, final, { attempts, maxAge, next, tooOld: expired });
         await this.outbox.fail(id, { ...next, lastError: errorRecord(final), failedAt: Date.now() });
+        if (notice) await this.sendNotice(id, notice);
         this.due.delete(id);
         this.summary.failed++;
         onEvent?.({ type: "failed", id, error: final, attempts });
@@ -422,6 +432,34 @@ export class QueueRunner {
       this.summary.deferred++;
       if (!this.faulted.has(id)) this.faulted.set(id, fault);
       onEvent?.({ type: "warning", id, message: `not delivered (${err.message}), and the attempt could not be recorded: ${fault.message}; it stays queued` });
+    }
+  }
+
+  /**
+   * The notice this failed try calls for, marked in `next` (the state about to be written): the
+   * mark is on disk before the notice is queued, so a crash between the two loses the notice
+   * rather than sending it twice. A bad notice setting is said, and costs the notice only.
+   */
+  private noticeFor(kind: NoticeKind, id: string, queued: QueuedMessage, err: MailsendError, o: { attempts: number; maxAge: number; next: OutboxState; tooOld?: boolean }): PlannedNotice | undefined {
+    let planned: PlannedNotice | undefined;
+    try {
+      planned = planNotice(kind, queued, err, { env: this.opts.env, maxAgeMs: o.maxAge, attempts: o.attempts, ...(o.tooOld ? { tooOld: true } : {}) });
+    } catch (e) {
+      this.opts.onEvent?.({ type: "warning", id, message: `no ${kind === "failed" ? "notice" : "delay warning"} was queued to its sender: ${toMailsendError(e).message}` });
+      return undefined;
+    }
+    if (planned) o.next.notices = { ...o.next.notices, [kind]: Date.now() };
+    return planned;
+  }
+
+  /** Into the outbox, and due in this run; a failure to queue it is said, never the original's fault. */
+  private async sendNotice(id: string, notice: PlannedNotice): Promise<void> {
+    try {
+      const noticeId = await queueNotice(this.outbox, notice);
+      this.due.set(noticeId, Date.now());
+      this.opts.onEvent?.({ type: "notice", id, noticeId, to: notice.envelope.to });
+    } catch (e) {
+      this.opts.onEvent?.({ type: "warning", id, message: `the notice to ${notice.envelope.to.join(", ")} could not be queued: ${toMailsendError(e).message}` });
     }
   }
 }

@@ -18,7 +18,7 @@ const isStr = (v: unknown): v is string => typeof v === "string";
 const isTime = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 
 /** Every value of the type, so that one added there must be added here (the compiler says so). */
-const SOURCES: Record<OutboxMeta["source"], true> = { sendmail: true, relay: true, send: true, run: true };
+const SOURCES: Record<OutboxMeta["source"], true> = { sendmail: true, relay: true, send: true, run: true, notice: true };
 const TRANSPORTS: Record<NonNullable<OutboxMeta["transport"]>, true> = { rest: true, smtp: true, auto: true };
 const oneOf = (values: object) => (v: unknown) => typeof v === "string" && Object.hasOwn(values, v);
 
@@ -68,5 +68,15 @@ export function checkState(value: unknown): OutboxState {
     nextAttemptAt: Number(s.nextAttemptAt) || 0,
     ...(lastError ? { lastError } : {}),
     ...(isTime(s.failedAt) && s.failedAt > 0 ? { failedAt: s.failedAt } : {}),
+    ...(noticesOf(s.notices) ?? {}),
   };
+}
+
+/** Which notices a message has had (failed, delayed: when each was queued); kept so none is sent twice. */
+function noticesOf(value: unknown): { notices: NonNullable<OutboxState["notices"]> } | undefined {
+  if (!isObj(value)) return undefined;
+  const notices: NonNullable<OutboxState["notices"]> = {};
+  if (isTime(value.failed)) notices.failed = value.failed;
+  if (isTime(value.delayed)) notices.delayed = value.delayed;
+  return Object.keys(notices).length ? { notices } : undefined;
 }

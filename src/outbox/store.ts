@@ -509,7 +509,7 @@ export class Outbox {
     const queued = this.paths(id, "queue");
     const s = (await stat(failed.msg).catch(() => undefined)) ? await this.state(id, "failed") : undefined;
     if (s) {
-      await this.setState(id, { attempts: s.attempts, nextAttemptAt: 0, ...(s.lastError ? { lastError: s.lastError } : {}) }, "queue");
+      await this.setState(id, { attempts: s.attempts, nextAttemptAt: 0, ...(s.lastError ? { lastError: s.lastError } : {}), ...(s.notices ? { notices: s.notices } : {}) }, "queue");
       await rename(failed.msg, queued.msg);
       await rm(failed.state, { force: true });
       await fsyncDirAsync(this.queueDir).catch(() => {});

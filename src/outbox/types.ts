@@ -8,7 +8,7 @@ export interface OutboxMeta {
   envelope: Envelope;
   /** The same key on every attempt: the service never delivers the message twice. */
   idempotencyKey: string;
-  source: "sendmail" | "relay" | "send" | "run";
+  source: "sendmail" | "relay" | "send" | "run" | "notice";
   size: number;
   profile?: string;
   transport?: "rest" | "smtp" | "auto";
@@ -33,6 +33,8 @@ export interface OutboxState {
   nextAttemptAt: number;
   lastError?: OutboxError;
   failedAt?: number;
+  /** When a notice of each kind was queued about it (outbox/notices.ts): never a second one. */
+  notices?: { failed?: number; delayed?: number };
 }
 
 export interface QueuedMessage {

@@ -183,7 +183,8 @@ const onMailFrom =
   (side: Side): SMTPServerOptions["onMailFrom"] =>
   (address, session, cb) => {
     try {
-      parseBareAddress(address.address, "MAIL FROM");
+      // The null sender (MAIL FROM:<>) of a delivery notice is taken, as RFC 5321 4.5.5 requires.
+      if (address.address !== "") parseBareAddress(address.address, "MAIL FROM");
     } catch (e) {
       side.refused();
       return cb(reply(553, `5.1.7 Sender address rejected: ${(e as Error).message}`));

@@ -53,6 +53,7 @@ export const PROFILE_SETTINGS = {
   max_wait: { kind: "int", min: 0, max: 86_400, env: "MAILSEND_MAX_WAIT", description: "longest wait in seconds" },
   api_key_env: { kind: "envname", description: "name of the environment variable holding the key" },
   api_key_file: { kind: "path", description: "path of a file holding the key (~ and paths relative to the config file allowed)" },
+  postmaster: { kind: "address", env: "MAILSEND_POSTMASTER", description: "who also gets the outbox's notices of mail it gave up or still retries (MAILSEND_NOTICES)" },
   aliases: { kind: "path", env: "MAILSEND_ALIASES", description: "sendmail: an aliases file (/etc/aliases format) mapping local names such as root to addresses" },
   // What a daemon calling sendmail (cron, PHP-FPM) cannot be given by its environment: the shared
   // budget's Redis, the proxy, a private CA. Never a password: the URLs are refused with one.

@@ -152,6 +152,8 @@ describe("mailsend queue", () => {
 
   it("moves a permanent refusal to failed/ at once, with the reason; retry and purge", async () => {
     const { dir, env } = fresh();
+    // failed/ alone: the notice to the sender (refused too here) is test/e2e/outbox-notices.test.ts's.
+    env.MAILSEND_NOTICES = "off";
     const [id] = await seed(dir, ["perm-1"]);
     // The service refuses the message itself (400): nothing a later try could change. (A refused
     // key is a setting to fix: that waits in the outbox, test/e2e/outbox-local-refusal.test.ts.)

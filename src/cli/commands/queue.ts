@@ -153,6 +153,7 @@ function eventLine(e: RunnerEvent, io: CliIO, flags: RunFlags): void {
     if (e.type === "sent") io.stdout.write(`${JSON.stringify({ ...base, transport: e.transport, reason: e.reason, message_id: e.messageId, recipients: e.recipients, attempts: e.attempts })}\n`);
     else if (e.type === "deferred") io.stdout.write(`${JSON.stringify({ ...base, error: e.error.toJSON(), attempts: e.attempts, next_attempt_at: new Date(e.nextAttemptAt).toISOString() })}\n`);
     else if (e.type === "failed") io.stdout.write(`${JSON.stringify({ ...base, error: e.error.toJSON(), attempts: e.attempts })}\n`);
+    else if (e.type === "notice") io.stdout.write(`${JSON.stringify({ ...base, notice_id: e.noticeId, to: e.to })}\n`);
     else io.stderr.write(`${JSON.stringify({ warning: e.message, ...base })}\n`);
     return;
   }
@@ -161,6 +162,7 @@ function eventLine(e: RunnerEvent, io: CliIO, flags: RunFlags): void {
   // -v says why this transport (the outbox's choice: "REST carries it whole", "a text-only body", ...).
   if (e.type === "sent") io.stdout.write(`${stamp} ${c.green("sent")} ${e.id} ${e.messageId} (${e.transport}${flags.verbose ? `: ${e.reason}` : ""}, to ${e.recipients.join(", ")})\n`);
   else if (e.type === "deferred") io.stdout.write(`${stamp} ${c.yellow("deferred")} ${e.id}: ${e.error.message}; next attempt in ${formatAge(e.nextAttemptAt - Date.now())}\n`);
+  else if (e.type === "notice") io.stdout.write(`${stamp} notice ${e.id}: queued as ${e.noticeId} to ${e.to.join(", ")}\n`);
   else if (e.type === "failed") io.stdout.write(`${stamp} ${c.red("failed")} ${e.id}: ${e.error.message} (moved to failed/; mailsend queue retry ${e.id} to try again)\n`);
   else io.stderr.write(`${stamp} warning: ${e.id ? `${e.id}: ` : ""}${e.message}\n`);
 }

@@ -85,6 +85,8 @@ async function superviseRunner(io: CliIO, verbose: boolean, concurrency: number 
       });
     } else if (ev.type === "failed") {
       log(c.red(`failed ${ev.id} after ${ev.attempts} attempt(s): ${ev.error.message} (kept in the outbox's failed/: mailsend queue --failed)`), { event: "failed", id: ev.id, error: ev.error.toJSON(), attempts: ev.attempts });
+    } else if (ev.type === "notice") {
+      log(`notice about ${ev.id} queued as ${ev.noticeId} to ${ev.to.join(", ")}`, { event: "notice", id: ev.id, notice_id: ev.noticeId, to: ev.to });
     } else {
       log(c.yellow(`warning: ${ev.id ? `${ev.id}: ` : ""}${ev.message}`), { event: "warning", ...(ev.id ? { id: ev.id } : {}), message: ev.message });
     }

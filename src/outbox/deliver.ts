@@ -15,6 +15,7 @@ import { resolveLimits } from "../settings/budget.js";
 import { deliver, type DeliverOptions, type WaitInfo } from "../limits/deliver.js";
 import type { SlotStore } from "../limits/store.js";
 import type { SlotClass } from "../limits/sliding-log.js";
+import type { OutboxMeta } from "./types.js";
 import { createTransport } from "../transports/index.js";
 import { restLossOfRaw } from "./choose.js";
 import { smtpPreference } from "../transports/choose.js";
@@ -107,14 +108,14 @@ export async function profileChannels(env: Env, profile: string | undefined, nee
 }
 
 /** Queued mail that is always urgent: `run`'s alerts and the outbox's own notices. */
-const URGENT_SOURCES: ReadonlySet<string> = new Set(["run", "notice"]);
+const URGENT_SOURCES: ReadonlySet<OutboxMeta["source"]> = new Set(["run", "notice"]);
 
 /**
  * The budget class of a queued message's attempt: its first attempt is urgent (a sendmail or
  * relay caller's mail goes as soon as a slot frees), later ones are bulk (a backlog being
  * drained leaves the reserve to new mail), alerts and notices urgent always.
  */
-export function slotClassOf(source: string, attempt: number): SlotClass {
+export function slotClassOf(source: OutboxMeta["source"], attempt: number): SlotClass {
   return attempt <= 1 || URGENT_SOURCES.has(source) ? "urgent" : "bulk";
 }
 

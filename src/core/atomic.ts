@@ -5,9 +5,10 @@
  * directory's owner when root writes in another user's (src/core/owned.ts). A write that fails
  * removes its temp file and throws the file system's error, for the caller to word (localFileError).
  */
-import { randomBytes } from "node:crypto";
-import { closeSync, fsyncSync, openSync, renameSync, unlinkSync, writeSync } from "node:fs";
-import { open, rename, unlink } from "node:fs/promises";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { randomBytes } = process.getBuiltinModule("node:crypto");
+const { closeSync, fsyncSync, openSync, renameSync, unlinkSync, writeSync } = process.getBuiltinModule("node:fs");
+const { open, rename, unlink } = process.getBuiltinModule("node:fs/promises");
 import { basename, dirname, join } from "node:path";
 import { dirOwner, openOwned } from "./owned.js";
 

@@ -1,4 +1,5 @@
-import { existsSync } from "node:fs";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { existsSync } = process.getBuiltinModule("node:fs");
 import { basename, dirname } from "node:path";
 import { parseAddressList, parseAddressValues, parseMailbox1, type Mailbox } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";
@@ -14,7 +15,7 @@ import type { InlineImage } from "../compose/images.js";
 import type { EmbeddedStylesheet } from "../compose/styles.js";
 import { readSource, readStdin, regularFileSize, shownPath, utf8, type InputStreams } from "../core/read.js";
 import { checkBodyBytes, classifyStdin, pipedOrFile, type StdinDecision, type StdinType } from "./stdin-body.js";
-import { randomUUID as randomUuid } from "node:crypto";
+const { randomUUID: randomUuid } = process.getBuiltinModule("node:crypto");
 
 /** The message-shaping options of `mailsend send`, as plain values. */
 export interface MessageFlags {

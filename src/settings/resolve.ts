@@ -6,7 +6,8 @@
  * profile says where the key is, not what it is. Errors name the setting (MailsendError.setting)
  * in the words of the front end that asked (names.ts).
  */
-import { readFile } from "node:fs/promises";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { readFile } = process.getBuiltinModule("node:fs/promises");
 import { DEFAULTS, noChannelError, smtpUserIsKey, type SmtpTlsMode, type TransportConfig } from "../core/config.js";
 import type { Env } from "../core/env.js";
 import { MailsendError, type ErrorCode, type Text } from "../core/errors.js";

@@ -11,9 +11,10 @@
  * chunk by chunk, with the Content-Length computed up front, so a large file
  * never sits in memory as a string.
  */
-import { closeSync, createReadStream, openSync, readSync } from "node:fs";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { closeSync, createReadStream, openSync, readSync } = process.getBuiltinModule("node:fs");
 import type http from "node:http";
-import { setTimeout as delay } from "node:timers/promises";
+const { setTimeout: delay } = process.getBuiltinModule("node:timers/promises");
 import type { AgentOptions } from "node:https";
 import { urlToHttpOptions } from "node:url";
 import type { RestConfig } from "../core/config.js";

@@ -6,7 +6,6 @@ import { MailsendError } from "../core/errors.js";
 import { checkHeader, checkSingleLine, parseHeaderFlag, type HeaderList } from "../core/headers.js";
 import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
-import { messageFromEml } from "../sendmail/eml.js";
 import { isUtf8 } from "node:buffer";
 import { declaresLegacyCharset, htmlText } from "./html-charset.js";
 import type { SendRequestFile } from "./json.js";
@@ -178,6 +177,8 @@ async function emlMessage(eml: string, flags: MessageFlags, opts: BuildOptions):
   if (flags.stdinType !== undefined) throw usage("--stdin-type applies only to a body piped on stdin without a body flag", "Leave out --stdin-type.");
   if (!stdinUsed(flags, opts) && mayArriveOnStdin(opts)) opts.onStdinUnused?.("--eml");
   const raw = await readSource(eml, "EML file", opts);
+  // The .eml reader only for --eml: other sends never load it.
+  const { messageFromEml } = await import("../sendmail/eml.js");
   const message = await messageFromEml(raw, eml === "-" ? "stdin" : eml, flags.idempotencyKey);
   if (opts.transport === "rest") checkRestFit(message);
   return message;

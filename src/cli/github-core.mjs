@@ -1,8 +1,9 @@
 // GitHub Actions' runner files and workflow commands, shared by the CLI (src/cli/github.ts) and
 // the Action's entry script (action/main.mjs). Plain JavaScript with no dependency: the Action
 // runs it straight from the checkout, before mailsend is installed or built.
-import { randomUUID } from "node:crypto";
-import { appendFileSync } from "node:fs";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { randomUUID } = process.getBuiltinModule("node:crypto");
+const { appendFileSync } = process.getBuiltinModule("node:fs");
 
 /** A workflow command's message: %, CR and LF are escaped, as the runner unescapes them. */
 export function escapeData(s) {

@@ -5,9 +5,11 @@
  * directory's owner when root writes in another user's (src/core/owned.ts). A write that fails
  * removes its temp file and throws the file system's error, for the caller to word (localFileError).
  */
-import { randomBytes } from "node:crypto";
-import { closeSync, fsyncSync, openSync, renameSync, unlinkSync, writeSync } from "node:fs";
-import { open, rename, unlink } from "node:fs/promises";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { randomBytes } = process.getBuiltinModule("node:crypto");
+const { closeSync, fsyncSync, openSync, renameSync, unlinkSync, writeSync } = process.getBuiltinModule("node:fs");
+// fs/promises (and the streams behind it) only when an async write runs.
+const fsp = () => process.getBuiltinModule("node:fs/promises");
 import { basename, dirname, join } from "node:path";
 import { dirOwner, openOwned } from "./owned.js";
 
@@ -52,7 +54,7 @@ export function fsyncDir(dir: string): void {
 
 /** The async fsyncDir: for callers that sync one directory after several writes. */
 export async function fsyncDirAsync(dir: string): Promise<void> {
-  const fh = await open(dir, "r");
+  const fh = await fsp().open(dir, "r");
   try {
     await fh.sync();
   } finally {
@@ -105,7 +107,7 @@ export async function writeFileAtomicAsync(path: string, data: string | Buffer |
   opts.gate?.catch(() => {});
   let fh;
   try {
-    fh = await open(tmp, "wx", opts.mode ?? 0o600);
+    fh = await fsp().open(tmp, "wx", opts.mode ?? 0o600);
     const owner = dirOwner(dirname(path));
     if (owner) await fh.chown(owner.uid, owner.gid);
     for (const c of toBuffers(data)) {
@@ -119,10 +121,10 @@ export async function writeFileAtomicAsync(path: string, data: string | Buffer |
     await fh.close();
     fh = undefined;
     if (opts.gate) await opts.gate;
-    await rename(tmp, path);
+    await fsp().rename(tmp, path);
   } catch (e) {
     await fh?.close().catch(() => {});
-    await unlink(tmp).catch(() => {});
+    await fsp().unlink(tmp).catch(() => {});
     throw e;
   }
   if (durable && (opts.syncDir ?? true)) await fsyncDirAsync(dirname(path));

@@ -14,7 +14,8 @@
  * sandboxes of the library's with one dir) is refused, and a lock holding this process's pid that
  * it did not take is a dead process's (a container's pid 1 of an earlier run).
  */
-import { closeSync, linkSync, openSync, readFileSync, rmSync, statSync, unlinkSync, writeSync } from "node:fs";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { closeSync, linkSync, openSync, readFileSync, rmSync, statSync, unlinkSync, writeSync } = process.getBuiltinModule("node:fs");
 import { resolve } from "node:path";
 import { writeFileAtomic } from "./atomic.js";
 import { localFileError } from "./errors.js";

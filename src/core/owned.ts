@@ -4,7 +4,8 @@
  * not be led by a symbolic link that user planted to write a file of that user's choosing, and
  * what it makes must stay readable by that user, whose runner and sends go on using it.
  */
-import { chownSync, constants, fchownSync, lstatSync, mkdirSync, openSync } from "node:fs";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { chownSync, constants, fchownSync, lstatSync, mkdirSync, openSync } = process.getBuiltinModule("node:fs");
 import { dirname } from "node:path";
 
 /**

@@ -1,6 +1,7 @@
 // Sync calls: a send reads a few small files, one at a time, and node:fs/promises would cost
 // every send its load (with its streams, watchers and readline modules) for nothing.
-import { accessSync, constants, readFileSync, statSync } from "node:fs";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { accessSync, constants, readFileSync, statSync } = process.getBuiltinModule("node:fs");
 import { MailsendError } from "./errors.js";
 
 /** The process streams an input reader may use; injectable for tests. */

@@ -3,7 +3,8 @@
  * the processes of one machine, Redis (MAILSEND_RATE_LIMIT_URL) many.
  */
 import { join } from "node:path";
-import { createHash } from "node:crypto";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { createHash } = process.getBuiltinModule("node:crypto");
 import { FileSlotStore } from "./file-store.js";
 import { redisConfigFrom } from "./redis-config.js";
 import { RedisSlotStore } from "./redis-store.js";

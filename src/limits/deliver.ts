@@ -3,7 +3,6 @@
  * take a slot (waiting if the window is full), send, and on failure either
  * give up or wait and try again with the same idempotency key.
  */
-import { setTimeout as delay } from "node:timers/promises";
 import { MailsendError, said, toMailsendError } from "../core/errors.js";
 import type { Message } from "../core/message.js";
 import type { SendContext, SendResult, Transport } from "../core/transport.js";
@@ -60,7 +59,7 @@ export interface DeliverOptions {
  * the AbortError that wraps it.
  */
 export const abortableSleep = (ms: number, signal?: AbortSignal): Promise<void> =>
-  delay(ms, undefined, signal ? { signal } : {}).catch((e: unknown) => {
+  process.getBuiltinModule("node:timers/promises").setTimeout(ms, undefined, signal ? { signal } : {}).catch((e: unknown) => {
     throw signal?.aborted ? signal.reason : e;
   });
 

@@ -15,7 +15,8 @@
  * would cost every `mailsend send` start-up time; the link() above gives the
  * property a plain lock file lacks (no lock without its content).
  */
-import { closeSync, ftruncateSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } from "node:fs";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { closeSync, ftruncateSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } = process.getBuiltinModule("node:fs");
 import { openOwned } from "../core/owned.js";
 import { writeFileAtomic } from "../core/atomic.js";
 import { processAlive } from "../core/pid.js";

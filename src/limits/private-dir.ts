@@ -3,7 +3,8 @@
  * subjects): made 0700, and a faulty one reported as a fault of this machine
  * (73 with the path and the errno in words), not as a bug.
  */
-import { existsSync, mkdirSync, statSync } from "node:fs";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { existsSync, mkdirSync, statSync } = process.getBuiltinModule("node:fs");
 import { dirname } from "node:path";
 import { localFileError } from "../core/errors.js";
 import { mkdirOwned } from "../core/owned.js";

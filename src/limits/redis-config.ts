@@ -15,7 +15,8 @@
  * dumps). Sentinels that require a password of their own get it from
  * MAILSEND_RATE_LIMIT_SENTINEL_PASSWORD_FILE.
  */
-import { readFileSync } from "node:fs";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { readFileSync } = process.getBuiltinModule("node:fs");
 import { MailsendError, type Text } from "../core/errors.js";
 import { expandHome } from "../core/home.js";
 import type { Env } from "../core/env.js";

@@ -6,7 +6,8 @@
  */
 import { type ErrorCode, MailsendError, said, type Text, toMailsendError } from "../core/errors.js";
 import type { Say } from "../core/setting-names.js";
-import { connect as netConnect } from "node:net";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { connect: netConnect } = process.getBuiltinModule("node:net");
 import { looksLikeTlsToPlaintext, probe, speaksTls, UNREACHABLE, UNTRUSTED, untrustedHint } from "../net/errors.js";
 import { PASSWORD_FILE_VARIABLE, type RedisConfig } from "./redis-config.js";
 

@@ -1,11 +1,11 @@
-import { existsSync } from "node:fs";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { existsSync } = process.getBuiltinModule("node:fs");
 import { basename, dirname } from "node:path";
 import { parseAddressList, parseAddressValues, parseMailbox1, type Mailbox } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";
 import { checkHeader, checkSingleLine, parseHeaderFlag, type HeaderList } from "../core/headers.js";
 import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
-import { messageFromEml } from "../sendmail/eml.js";
 import { isUtf8 } from "node:buffer";
 import { declaresLegacyCharset, htmlText } from "./html-charset.js";
 import type { SendRequestFile } from "./json.js";
@@ -14,7 +14,7 @@ import type { InlineImage } from "../compose/images.js";
 import type { EmbeddedStylesheet } from "../compose/styles.js";
 import { readSource, readStdin, regularFileSize, shownPath, utf8, type InputStreams } from "../core/read.js";
 import { checkBodyBytes, classifyStdin, pipedOrFile, type StdinDecision, type StdinType } from "./stdin-body.js";
-import { randomUUID as randomUuid } from "node:crypto";
+const { randomUUID: randomUuid } = process.getBuiltinModule("node:crypto");
 
 /** The message-shaping options of `mailsend send`, as plain values. */
 export interface MessageFlags {
@@ -177,6 +177,8 @@ async function emlMessage(eml: string, flags: MessageFlags, opts: BuildOptions):
   if (flags.stdinType !== undefined) throw usage("--stdin-type applies only to a body piped on stdin without a body flag", "Leave out --stdin-type.");
   if (!stdinUsed(flags, opts) && mayArriveOnStdin(opts)) opts.onStdinUnused?.("--eml");
   const raw = await readSource(eml, "EML file", opts);
+  // The .eml reader only for --eml: other sends never load it.
+  const { messageFromEml } = await import("../sendmail/eml.js");
   const message = await messageFromEml(raw, eml === "-" ? "stdin" : eml, flags.idempotencyKey);
   if (opts.transport === "rest") checkRestFit(message);
   return message;

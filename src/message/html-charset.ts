@@ -7,7 +7,8 @@
  * declares nothing, or declares UTF-8, is still refused: there is nothing to read it by.
  */
 import { isUtf8 } from "node:buffer";
-import { TextDecoder } from "node:util";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { TextDecoder } = process.getBuiltinModule("node:util");
 import { utf8 } from "../core/read.js";
 
 /** Where a browser's prescan looks for the declaration: the first 1024 bytes. */

@@ -20,7 +20,8 @@
  *       element is one that has none (`<br>`, `<img ...>`, `<meta ...>`).
  *   Everything else is text.
  */
-import { fstatSync } from "node:fs";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { fstatSync } = process.getBuiltinModule("node:fs");
 import { binaryKind } from "../core/binary.js";
 import { MailsendError } from "../core/errors.js";
 

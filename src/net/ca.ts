@@ -1,4 +1,5 @@
-import { readFileSync } from "node:fs";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { readFileSync } = process.getBuiltinModule("node:fs");
 import { MailsendError } from "../core/errors.js";
 
 /**

@@ -1,4 +1,5 @@
-import { connect as netConnect, isIP } from "node:net";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { connect: netConnect, isIP } = process.getBuiltinModule("node:net");
 import { MailsendError, said, type Text } from "../core/errors.js";
 
 export const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"]);

@@ -1,4 +1,5 @@
-import { randomUUID } from "node:crypto";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { randomUUID } = process.getBuiltinModule("node:crypto");
 import type { Mailbox } from "../core/address.js";
 import { parseAddressList } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";

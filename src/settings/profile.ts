@@ -15,7 +15,8 @@
  * those variables (resolve.ts, the rate limit, the sender) gets
  * flags > environment > profile > defaults without knowing about profiles.
  */
-import { mkdirSync, readFileSync } from "node:fs";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { mkdirSync, readFileSync } = process.getBuiltinModule("node:fs");
 import { writeFileAtomic } from "../core/atomic.js";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { formatMailbox, parseMailbox1 } from "../core/address.js";

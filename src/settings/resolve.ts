@@ -6,7 +6,6 @@
  * profile says where the key is, not what it is. Errors name the setting (MailsendError.setting)
  * in the words of the front end that asked (names.ts).
  */
-import { readFile } from "node:fs/promises";
 import { DEFAULTS, noChannelError, smtpUserIsKey, type SmtpTlsMode, type TransportConfig } from "../core/config.js";
 import type { Env } from "../core/env.js";
 import { MailsendError, type ErrorCode, type Text } from "../core/errors.js";
@@ -156,7 +155,7 @@ async function readKeyFile(l: Layers, file: string, source: Source, io: InputStr
   const path = source === "env" ? expandHome(file, l.env) : file;
   let buf: Buffer;
   try {
-    buf = io ? await readSource(path, name, io) : await readFile(path).catch((e: unknown) => Promise.reject(fileError(e, path, name)));
+    buf = io ? await readSource(path, name, io) : await process.getBuiltinModule("node:fs/promises").readFile(path).catch((e: unknown) => Promise.reject(fileError(e, path, name)));
   } catch (e) {
     const m = e as MailsendError;
     throw settingError("config_missing", "apiKeyFile", m.message, `${name} must name a readable file holding the key.`, e);

@@ -3,7 +3,8 @@
  * reads the same whichever way the message went (a 413 and a 552 are the
  * same advice).
  */
-import { isIP } from "node:net";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { isIP } = process.getBuiltinModule("node:net");
 import { MailsendError, type Text } from "../core/errors.js";
 
 /** The message is over the service's size limit (REST 413, SMTP 552). */

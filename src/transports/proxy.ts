@@ -11,7 +11,9 @@
  */
 import type http from "node:http";
 import type https from "node:https";
-import net from "node:net";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { connect: netConnect, isIP } = process.getBuiltinModule("node:net");
+import type net from "node:net";
 import type tls from "node:tls";
 import type { ProxySetting } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
@@ -137,8 +139,8 @@ export function openToProxy(proxy: ProxySetting, opts: TunnelOptions): Promise<n
   return new Promise((resolve, reject) => {
     const secure = proxy.protocol === "https:";
     const socket: net.Socket = secure
-      ? process.getBuiltinModule("node:tls").connect({ host: proxy.host, port: proxy.port, ...(net.isIP(proxy.host) ? {} : { servername: proxy.host }), ...(opts.caFile ? { ca: trustedCas(opts.caFile) } : {}) })
-      : net.connect({ host: proxy.host, port: proxy.port });
+      ? process.getBuiltinModule("node:tls").connect({ host: proxy.host, port: proxy.port, ...(isIP(proxy.host) ? {} : { servername: proxy.host }), ...(opts.caFile ? { ca: trustedCas(opts.caFile) } : {}) })
+      : netConnect({ host: proxy.host, port: proxy.port });
     const timer = setTimeout(() => {
       socket.destroy();
       reject(timedOut(proxy, opts.timeoutMs));

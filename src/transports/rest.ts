@@ -11,9 +11,9 @@
  * chunk by chunk, with the Content-Length computed up front, so a large file
  * never sits in memory as a string.
  */
-import { closeSync, createReadStream, openSync, readSync } from "node:fs";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { closeSync, createReadStream, openSync, readSync } = process.getBuiltinModule("node:fs");
 import type http from "node:http";
-import { setTimeout as delay } from "node:timers/promises";
 import type { AgentOptions } from "node:https";
 import { urlToHttpOptions } from "node:url";
 import type { RestConfig } from "../core/config.js";
@@ -316,7 +316,7 @@ async function writeBody(req: http.ClientRequest, plan: BodyPlan, stop: () => bo
   const chunks = plan.text !== undefined ? slices(plan.text) : plan.chunks();
   let n = 0;
   for await (const chunk of chunks) {
-    if (large && n > 0) await (n === 1 ? delay(HEARING_MS) : polled());
+    if (large && n > 0) await (n === 1 ? process.getBuiltinModule("node:timers/promises").setTimeout(HEARING_MS) : polled());
     if (stop()) return false;
     if (!req.write(chunk)) await writable(req);
     n++;

@@ -6,10 +6,12 @@
  * Nodemailer is handed {name, address} objects and an explicit envelope,
  * never an address string it would parse again.
  */
-import { createHash } from "node:crypto";
-import { connect as netConnect, type Socket } from "node:net";
+// Built-ins by getBuiltinModule, not ES imports: Node would build each module's whole namespace.
+const { createHash } = process.getBuiltinModule("node:crypto");
+const { connect: netConnect } = process.getBuiltinModule("node:net");
+import type { Socket } from "node:net";
 import { PassThrough, pipeline } from "node:stream";
-import { format } from "node:util";
+const { format } = process.getBuiltinModule("node:util");
 import nodemailer, { type SendMailOptions } from "nodemailer";
 import MailComposer from "nodemailer/lib/mail-composer";
 import type { SmtpConfig } from "../core/config.js";

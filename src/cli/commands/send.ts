@@ -1,4 +1,5 @@
-import { fstatSync, statSync } from "node:fs";
+// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+const { fstatSync, statSync } = process.getBuiltinModule("node:fs");
 import { MailsendError } from "../../core/errors.js";
 import type { Message } from "../../core/message.js";
 import type { TransportConfig } from "../../core/config.js";
@@ -18,8 +19,7 @@ import { formatSize } from "../../core/size.js";
 import { loadSettings } from "../../settings/profile.js";
 import { createTransport } from "../../transports/index.js";
 import { colorsFor, shellWord, type CliIO } from "../io.js";
-import { abortableSleep, deliver } from "../../limits/deliver.js";
-import { openBudget, type BudgetCliFlags } from "../budget.js";
+import type { BudgetCliFlags } from "../budget.js";
 import { Progress, waitSeconds, waitText } from "../progress.js";
 import { reportError, warn } from "../report.js";
 import { writeGitHubOutputs } from "../github.js";
@@ -287,6 +287,9 @@ async function sendNow(ctx: NowContext): Promise<number> {
   // Off (-q, --json, -v) it would say nothing: not made, so stderr is not made for it either.
   const progress = !flags.quiet && !json && !trace ? new Progress(io, true) : undefined;
   const sending = `sending over ${transport.name}...`;
+  // The delivery path (budget, retries) is loaded only by a send that goes out now: a dry run or a
+  // queued message never needs it.
+  const [{ abortableSleep, deliver }, { openBudget }] = await Promise.all([import("../../limits/deliver.js"), import("../budget.js")]);
   const budget = await openBudget(flags, config.apiKey, env, { ...(config.caFile ? { caFile: config.caFile } : {}), ...(trace ? { trace } : {}) });
   let result: SendResult | undefined;
   let quietWaitSaid = false;

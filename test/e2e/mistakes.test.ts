@@ -78,7 +78,7 @@ describe("help for a command that does not exist", () => {
     expect(r.exitCode).toBe(64);
     expect(r.stdout).toBe("");
     expect(r.stderr).toMatch(/^error: unknown command 'nosuch'$/m);
-    expect(r.stderr).toMatch(/send, batch, sandbox/);
+    expect(r.stderr).toMatch(/send, batch, run, sandbox/);
   });
 
   it("a near miss gets a suggestion; a real one still prints its help", async () => {

@@ -74,7 +74,8 @@ describe("npm pack", () => {
     // The CLI's chunks and the library's (dist/lib: a build of its own), each with its map.
     expect(files.some((f) => f.startsWith("dist/chunks/"))).toBe(true);
     expect(files.some((f) => f.startsWith("dist/lib/"))).toBe(true);
-    expect(files.length).toBeLessThan(300);
+    // A bound, not a target: the build splits per command and dependency, not per source file.
+    expect(files.length).toBeLessThan(500);
     // The manual pages package.json's "man" names, which npm installs with the package.
     const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { man: string[] };
     for (const page of pkg.man) expect(files).toContain(page.replace(/^\.\//, ""));

@@ -111,8 +111,15 @@ function input(name) {
 function list(name, { commas = true } = {}) {
   const value = input(name);
   if (!value) return [];
-  const lines = value.split(/\r?\n/).map((l) => l.trim()).filter(Boolean);
-  if (lines.length === 1 && commas) return lines[0].split(",").map((p) => p.trim()).filter(Boolean);
+  const lines = value
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter(Boolean);
+  if (lines.length === 1 && commas)
+    return lines[0]
+      .split(",")
+      .map((p) => p.trim())
+      .filter(Boolean);
   return lines;
 }
 
@@ -130,9 +137,12 @@ function sendArguments() {
   for (const name of Object.keys(process.env)) {
     if (SECRET_INPUTS.test(name.toUpperCase())) {
       const given = name.slice("INPUT_".length).toLowerCase();
-      throw new ActionError(`the action has no input "${given}": the API key is never an input (its value was not used and is not shown)`, {
-        hint: "Give it through the step's environment from a secret: env: MAILSEND_API_KEY: ${{ secrets.MAILSEND_API_KEY }} (or MAILSEND_API_KEY_FILE).",
-      });
+      throw new ActionError(
+        `the action has no input "${given}": the API key is never an input (its value was not used and is not shown)`,
+        {
+          hint: "Give it through the step's environment from a secret: env: MAILSEND_API_KEY: ${{ secrets.MAILSEND_API_KEY }} (or MAILSEND_API_KEY_FILE).",
+        },
+      );
     }
   }
   const args = ["send", "--json"];
@@ -161,10 +171,13 @@ function sendArguments() {
   const body = raw !== undefined && raw.trim() !== "" ? raw : undefined;
   const files = ["html-file", "text-file", "markdown-file"].filter((n) => input(n) !== undefined);
   if (body !== undefined && files.length > 0) {
-    throw new ActionError(`give the body as body or as ${files.join(" / ")}, not both`, { hint: "Remove one of them from the step's with:." });
+    throw new ActionError(`give the body as body or as ${files.join(" / ")}, not both`, {
+      hint: "Remove one of them from the step's with:.",
+    });
   }
   const type = input("body-type") ?? "auto";
-  if (!["auto", "html", "text"].includes(type)) throw new ActionError(`the input body-type must be auto, html or text, got "${type}"`);
+  if (!["auto", "html", "text"].includes(type))
+    throw new ActionError(`the input body-type must be auto, html or text, got "${type}"`);
   if (body !== undefined && type !== "auto") args.push("--stdin-type", type);
   return { args, body };
 }
@@ -173,7 +186,8 @@ function sendArguments() {
 
 /** The variables npm and the build get: never the key, the inputs or the runner's tokens. */
 function buildEnv() {
-  const keep = /^(?:PATH|HOME|USERPROFILE|APPDATA|LOCALAPPDATA|SYSTEMROOT|COMSPEC|PATHEXT|TEMP|TMP|TMPDIR|RUNNER_TEMP|LANG|LC_ALL|CI|(?:HTTPS?|ALL|NO)_PROXY|NPM_CONFIG_.*|NODE_EXTRA_CA_CERTS)$/i;
+  const keep =
+    /^(?:PATH|HOME|USERPROFILE|APPDATA|LOCALAPPDATA|SYSTEMROOT|COMSPEC|PATHEXT|TEMP|TMP|TMPDIR|RUNNER_TEMP|LANG|LC_ALL|CI|(?:HTTPS?|ALL|NO)_PROXY|NPM_CONFIG_.*|NODE_EXTRA_CA_CERTS)$/i;
   return Object.fromEntries(Object.entries(process.env).filter(([k]) => keep.test(k)));
 }
 
@@ -187,7 +201,10 @@ function run(cmd, args, opts = {}) {
 
 /** npm beside the Node that runs us (the runner's Node ships it), else npm from PATH. */
 function npm() {
-  const beside = [join(dirname(process.execPath), "..", "lib", "node_modules", "npm", "bin", "npm-cli.js"), join(dirname(process.execPath), "node_modules", "npm", "bin", "npm-cli.js")].find((p) => existsSync(p));
+  const beside = [
+    join(dirname(process.execPath), "..", "lib", "node_modules", "npm", "bin", "npm-cli.js"),
+    join(dirname(process.execPath), "node_modules", "npm", "bin", "npm-cli.js"),
+  ].find((p) => existsSync(p));
   if (beside) return { cmd: process.execPath, pre: [beside], shell: false };
   return { cmd: process.platform === "win32" ? "npm.cmd" : "npm", pre: [], shell: process.platform === "win32" };
 }
@@ -197,12 +214,28 @@ async function build() {
   try {
     const n = npm();
     // Install scripts off: esbuild finds its binary in its platform package without one.
-    const ci = await run(n.cmd, [...n.pre, "ci", "--include=dev", "--ignore-scripts", "--no-audit", "--no-fund"], { shell: n.shell }).catch((e) => {
-      throw new ActionError(`cannot run npm (${e.code ?? e.message})`, { exit: 1, exitClass: "setup", hint: "The action builds mailsend with npm; use a runner with Node.js and npm (actions/setup-node)." });
+    const ci = await run(n.cmd, [...n.pre, "ci", "--include=dev", "--ignore-scripts", "--no-audit", "--no-fund"], {
+      shell: n.shell,
+    }).catch((e) => {
+      throw new ActionError(`cannot run npm (${e.code ?? e.message})`, {
+        exit: 1,
+        exitClass: "setup",
+        hint: "The action builds mailsend with npm; use a runner with Node.js and npm (actions/setup-node).",
+      });
     });
-    if (ci !== 0) throw new ActionError(`npm ci failed (exit ${ci}) in ${ROOT}`, { exit: 1, exitClass: "setup", hint: "See the log above; the runner must reach the npm registry (HTTPS_PROXY and npm_config_registry are passed on)." });
+    if (ci !== 0)
+      throw new ActionError(`npm ci failed (exit ${ci}) in ${ROOT}`, {
+        exit: 1,
+        exitClass: "setup",
+        hint: "See the log above; the runner must reach the npm registry (HTTPS_PROXY and npm_config_registry are passed on).",
+      });
     const b = await run(process.execPath, [join(ROOT, "scripts", "build.mjs")]);
-    if (b !== 0 || !existsSync(BUILT)) throw new ActionError(`building mailsend failed (exit ${b})`, { exit: 1, exitClass: "setup", hint: "See the log above." });
+    if (b !== 0 || !existsSync(BUILT))
+      throw new ActionError(`building mailsend failed (exit ${b})`, {
+        exit: 1,
+        exitClass: "setup",
+        hint: "See the log above.",
+      });
   } finally {
     process.stdout.write("::endgroup::\n");
   }
@@ -213,7 +246,10 @@ async function build() {
 function send(args, body) {
   return new Promise((resolve, reject) => {
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.toUpperCase().startsWith("INPUT_")));
-    const child = spawn(process.execPath, [BIN, ...args], { env, stdio: [body === undefined ? "ignore" : "pipe", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env,
+      stdio: [body === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+    });
     let stdout = "";
     let error;
     let pending = "";
@@ -234,8 +270,7 @@ function send(args, body) {
             ? `mailsend: ${w.error ?? "a failure"}; attempt ${w.attempt} in ${w.seconds} s\n`
             : `mailsend: waiting ${w.seconds} s for a slot of the rate-limit budget\n`,
         );
-      }
-      else process.stderr.write(`${l}\n`);
+      } else process.stderr.write(`${l}\n`);
     };
     child.stdout.setEncoding("utf8").on("data", (d) => (stdout += d));
     child.stderr.setEncoding("utf8").on("data", (d) => {
@@ -260,7 +295,12 @@ function fail(e) {
   const exit = e instanceof ActionError ? e.exit : 70;
   const exitClass = e instanceof ActionError ? e.exitClass : "internal";
   command("error", e.message, e.hint);
-  setOutputs({ "message-id": "", "exit-code": exit, "exit-class": exitClass, "error-code": exitClass === "setup" ? "action_setup" : "action_input" });
+  setOutputs({
+    "message-id": "",
+    "exit-code": exit,
+    "exit-class": exitClass,
+    "error-code": exitClass === "setup" ? "action_setup" : "action_input",
+  });
   summary(`**mailsend**: not sent (${md(e.message)})`);
   process.exitCode = exit;
 }
@@ -289,17 +329,30 @@ async function main() {
       process.stdout.write("mailsend: dry run, nothing was sent\n");
       summary(`**mailsend**: dry run of “${md(subject)}”, nothing was sent`);
     } else {
-      process.stdout.write(`mailsend: sent ${id} over ${result.transport ?? "?"} to ${n} recipient${n === 1 ? "" : "s"}\n`);
-      summary(`**mailsend**: sent “${md(subject)}” to ${n} recipient${n === 1 ? "" : "s"} over ${md(result.transport ?? "?")} (message id \`${md(id)}\`)`);
+      process.stdout.write(
+        `mailsend: sent ${id} over ${result.transport ?? "?"} to ${n} recipient${n === 1 ? "" : "s"}\n`,
+      );
+      summary(
+        `**mailsend**: sent “${md(subject)}” to ${n} recipient${n === 1 ? "" : "s"} over ${md(result.transport ?? "?")} (message id \`${md(id)}\`)`,
+      );
     }
     return;
   }
   const err = r.error ?? { code: "internal", message: `mailsend exited ${r.code}` };
   // The CLI printed the ::error annotation (message and hint); the log gets them as text too.
-  process.stderr.write(`mailsend: ${r.code === 67 ? "sent, but refused for some recipients" : "not sent"}: ${err.message}\n${err.hint ? `hint: ${err.hint}\n` : ""}`);
-  setOutputs({ "message-id": err.message_id ?? "", "exit-code": r.code, "exit-class": CLASSES[r.code] ?? "internal", "error-code": err.code ?? "" });
+  process.stderr.write(
+    `mailsend: ${r.code === 67 ? "sent, but refused for some recipients" : "not sent"}: ${err.message}\n${err.hint ? `hint: ${err.hint}\n` : ""}`,
+  );
+  setOutputs({
+    "message-id": err.message_id ?? "",
+    "exit-code": r.code,
+    "exit-class": CLASSES[r.code] ?? "internal",
+    "error-code": err.code ?? "",
+  });
   // Not the error's text: it may name recipients, and a public repository's summaries are public.
-  summary(`**mailsend**: “${md(subject)}” ${r.code === 67 ? "was refused for some recipients" : "was not sent"}: exit ${r.code} (${md(err.code ?? "")}); the step's log says why`);
+  summary(
+    `**mailsend**: “${md(subject)}” ${r.code === 67 ? "was refused for some recipients" : "was not sent"}: exit ${r.code} (${md(err.code ?? "")}); the step's log says why`,
+  );
   process.exitCode = r.code;
 }
 

@@ -76,7 +76,22 @@ try {
     const prefix = `b${id}`;
     const input = writeInput(`in-${id}.jsonl`, n, prefix);
     const s0 = await stats();
-    const r = await runOnce(process.execPath, [BIN, "batch", input, "--transport", transport, "--concurrency", String(c), "--journal", join(work, `journal-${id}`), "--quiet"], { env });
+    const r = await runOnce(
+      process.execPath,
+      [
+        BIN,
+        "batch",
+        input,
+        "--transport",
+        transport,
+        "--concurrency",
+        String(c),
+        "--journal",
+        join(work, `journal-${id}`),
+        "--quiet",
+      ],
+      { env },
+    );
     if (r.code !== 0) throw new Error(`batch (${transport}, -c ${c}) exited ${r.code}: ${r.stderr.slice(0, 500)}`);
     const s1 = await stats();
     const stored = s1[transport].accepted - s0[transport].accepted;
@@ -104,7 +119,14 @@ try {
         duration: CEILING_SECONDS,
         headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
         body: JSON.stringify(request("ceiling")),
-        requests: [{ setupRequest: (req) => ({ ...req, headers: { ...req.headers, "idempotency-key": `ceiling-${runId}-${connections}-${n++}` } }) }],
+        requests: [
+          {
+            setupRequest: (req) => ({
+              ...req,
+              headers: { ...req.headers, "idempotency-key": `ceiling-${runId}-${connections}-${n++}` },
+            }),
+          },
+        ],
       });
       const s1 = await stats();
       const rate = (s1.rest.accepted - s0.rest.accepted) / r.duration;
@@ -186,10 +208,27 @@ try {
     tls: { ca: readFileSync(ready.ca_file, "utf8") },
   });
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: N }, (_, i) => smtp.sendMail({ from: FROM, to: TO, subject: `pool ${i}`, html: HTML, headers: { "X-Idempotency-Key": `pool-${i}` } })));
+  await Promise.all(
+    Array.from({ length: N }, (_, i) =>
+      smtp.sendMail({
+        from: FROM,
+        to: TO,
+        subject: `pool ${i}`,
+        html: HTML,
+        headers: { "X-Idempotency-Key": `pool-${i}` },
+      }),
+    ),
+  );
   const smtpPool = N / ((performance.now() - t0) / 1000);
   smtp.close();
-  rows.push({ what: `sandbox SMTP: nodemailer pool of ${smtpBestC}, in-process`, messages: N, "wall s": (N / smtpPool).toFixed(2), "messages/s": Math.round(smtpPool), "sending phase msg/s": "-", "peak RSS MB": "-" });
+  rows.push({
+    what: `sandbox SMTP: nodemailer pool of ${smtpBestC}, in-process`,
+    messages: N,
+    "wall s": (N / smtpPool).toFixed(2),
+    "messages/s": Math.round(smtpPool),
+    "sending phase msg/s": "-",
+    "peak RSS MB": "-",
+  });
 
   // (a) The shell loop: one process (start-up, connection, TLS, AUTH) per message.
   const loop = {};
@@ -223,11 +262,31 @@ try {
   console.log("");
   table(
     [
-      { ratio: `REST batch (--concurrency ${restBestC}, the best) / sandbox REST ceiling, whole process`, value: span(whole), aim: ">= 0.6" },
-      { ratio: `REST batch (--concurrency ${restBestC}) / sandbox REST ceiling, sending phase only`, value: span(sending), aim: "-" },
-      { ratio: `REST batch (--concurrency ${restBestC}) / shell loop of send (REST)`, value: `${(restBest / loop.rest).toFixed(0)}x`, aim: ">= 30x" },
-      { ratio: `SMTP batch (--concurrency ${smtpBestC}, the best) / nodemailer pool`, value: (smtpBest / smtpPool).toFixed(2), aim: "-" },
-      { ratio: `SMTP batch (--concurrency ${smtpBestC}) / shell loop of send (SMTP)`, value: `${(smtpBest / loop.smtp).toFixed(0)}x`, aim: "-" },
+      {
+        ratio: `REST batch (--concurrency ${restBestC}, the best) / sandbox REST ceiling, whole process`,
+        value: span(whole),
+        aim: ">= 0.6",
+      },
+      {
+        ratio: `REST batch (--concurrency ${restBestC}) / sandbox REST ceiling, sending phase only`,
+        value: span(sending),
+        aim: "-",
+      },
+      {
+        ratio: `REST batch (--concurrency ${restBestC}) / shell loop of send (REST)`,
+        value: `${(restBest / loop.rest).toFixed(0)}x`,
+        aim: ">= 30x",
+      },
+      {
+        ratio: `SMTP batch (--concurrency ${smtpBestC}, the best) / nodemailer pool`,
+        value: (smtpBest / smtpPool).toFixed(2),
+        aim: "-",
+      },
+      {
+        ratio: `SMTP batch (--concurrency ${smtpBestC}) / shell loop of send (SMTP)`,
+        value: `${(smtpBest / loop.smtp).toFixed(0)}x`,
+        aim: "-",
+      },
     ],
     ["ratio", "value", "aim"],
   );
@@ -237,10 +296,20 @@ try {
   const big = writeInput("big.jsonl", MEM_ROWS, "check");
   const check = await runOnce(process.execPath, [BIN, "batch", big, "--check", "--quiet"], { env });
   if (check.code !== 0) throw new Error(`--check exited ${check.code}: ${check.stderr.slice(0, 500)}`);
-  memRows.push({ what: `mailsend batch --check, ${MEM_ROWS.toLocaleString("en")} rows`, "wall s": (check.ms / 1000).toFixed(1), "peak RSS MB": Math.round(check.rssKB / 1024), aim: "< 150" });
+  memRows.push({
+    what: `mailsend batch --check, ${MEM_ROWS.toLocaleString("en")} rows`,
+    "wall s": (check.ms / 1000).toFixed(1),
+    "peak RSS MB": Math.round(check.rssKB / 1024),
+    aim: "< 150",
+  });
   for (const n of [...new Set([N, MEM_SEND])]) {
     const r = await batch(n, "rest", restBestC);
-    memRows.push({ what: `mailsend batch, REST, ${n.toLocaleString("en")} rows sent, --concurrency ${restBestC}`, "wall s": (r.ms / 1000).toFixed(1), "peak RSS MB": Math.round(r.rssMB), aim: n >= MEM_ROWS ? "< 150" : "-" });
+    memRows.push({
+      what: `mailsend batch, REST, ${n.toLocaleString("en")} rows sent, --concurrency ${restBestC}`,
+      "wall s": (r.ms / 1000).toFixed(1),
+      "peak RSS MB": Math.round(r.rssMB),
+      aim: n >= MEM_ROWS ? "< 150" : "-",
+    });
   }
   console.log("");
   table(memRows, ["what", "wall s", "peak RSS MB", "aim"]);

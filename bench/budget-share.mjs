@@ -34,63 +34,102 @@ const work = mkdtempSync(join(tmpdir(), "mailsend-bench-budget-"));
 const rows = [];
 try {
   for (let round = 0; round < ROUNDS; round++) {
-    for (const node of nodes) for (const [which, bin] of round % 2 ? [...bins].reverse() : bins) {
-      const version = (await runOnce(node, ["--version"])).stdout.trim();
-      const label = `${version}-${which}-${round}`;
-      const load0 = loadavg()[0];
-      const rl = startSandbox(join(work, `sb-${label}`), ["--rate-limit", String(LIMIT), "--rate-window-ms", String(WINDOW_S * 1000)]);
-      try {
-        const ready = await rl.ready;
-        const env = { ...process.env, ...ready.env, NO_COLOR: "1", MAILSEND_STATE_DIR: join(work, `state-${label}`), MAILSEND_RATE_LIMIT: String(LIMIT), MAILSEND_RATE_WINDOW: String(WINDOW_S), MAILSEND_RETRIES: "3" };
-        const stats = async () => (await fetch(`${ready.base_url}/_sandbox/stats`)).json();
-        const s0 = await stats();
-        const prefix = `rl ${label} `;
-        const waited = new Set();
-        await Promise.all(
-          Array.from({ length: PROCESSES }, async (_, p) => {
-            for (let m = 0; m < MESSAGES; m++) {
-              const subject = `${prefix}p${p} m${m}`;
-              const r = await runOnce(node, [bin, "send", "-f", FROM, "-t", TO, "-s", subject, "--text", "x", "--json"], { env });
-              if (r.code !== 0) throw new Error(`budget send exited ${r.code}: ${r.stderr.slice(0, 500)}`);
-              if (JSON.parse(r.stdout).waited_ms > 0) waited.add(subject);
-            }
-          }),
-        );
-        const s1 = await stats();
-        const list = await (await fetch(`${ready.base_url}/api/messages?limit=100000`)).json();
-        const arrivals = (Array.isArray(list) ? list : list.messages)
-          .filter((m) => m.subject.startsWith(prefix))
-          .map((m) => ({ t: Date.parse(m.receivedAt), waited: waited.has(m.subject) }))
-          .sort((a, b) => a.t - b.t);
-        const times = arrivals.map((a) => a.t);
-        const n = PROCESSES * MESSAGES;
-        const W = WINDOW_S * 1000;
-        const ideal = (Math.ceil(n / LIMIT) - 1) * W;
-        const span = times[times.length - 1] - times[0];
-        const lags = times.slice(LIMIT).map((t, i) => t - (times[i] + W)).sort((a, b) => a - b);
-        const waitedLags = arrivals.slice(LIMIT).flatMap((a, i) => (a.waited ? [a.t - (times[i] + W)] : [])).sort((a, b) => a - b);
-        const q = (f, xs = lags) => xs[Math.min(xs.length - 1, Math.floor(xs.length * f))];
-        rows.push({
-          node: version,
-          build: which,
-          span: `${(span / 1000).toFixed(2)} s`,
-          stored: `${times.length}/${n}`,
-          "429s": s1.rest.rateLimited - s0.rest.rateLimited,
-          used: (ideal / span).toFixed(3),
-          "first window": `${times[LIMIT - 1] - times[0]} ms`,
-          beyond: `${span - ideal - (times[LIMIT - 1] - times[0])} ms`,
-          "lag p50/p90/max": `${q(0.5)}/${q(0.9)}/${lags[lags.length - 1]} ms`,
-          "min lag": `${lags[0]} ms`,
-          "waiters' lag p50/p90 (n)": `${q(0.5, waitedLags)}/${q(0.9, waitedLags)} ms (${waitedLags.length})`,
-          load: `${load0.toFixed(1)} -> ${loadavg()[0].toFixed(1)}`,
-        });
-      } finally {
-        await rl.stop();
+    for (const node of nodes)
+      for (const [which, bin] of round % 2 ? [...bins].reverse() : bins) {
+        const version = (await runOnce(node, ["--version"])).stdout.trim();
+        const label = `${version}-${which}-${round}`;
+        const load0 = loadavg()[0];
+        const rl = startSandbox(join(work, `sb-${label}`), [
+          "--rate-limit",
+          String(LIMIT),
+          "--rate-window-ms",
+          String(WINDOW_S * 1000),
+        ]);
+        try {
+          const ready = await rl.ready;
+          const env = {
+            ...process.env,
+            ...ready.env,
+            NO_COLOR: "1",
+            MAILSEND_STATE_DIR: join(work, `state-${label}`),
+            MAILSEND_RATE_LIMIT: String(LIMIT),
+            MAILSEND_RATE_WINDOW: String(WINDOW_S),
+            MAILSEND_RETRIES: "3",
+          };
+          const stats = async () => (await fetch(`${ready.base_url}/_sandbox/stats`)).json();
+          const s0 = await stats();
+          const prefix = `rl ${label} `;
+          const waited = new Set();
+          await Promise.all(
+            Array.from({ length: PROCESSES }, async (_, p) => {
+              for (let m = 0; m < MESSAGES; m++) {
+                const subject = `${prefix}p${p} m${m}`;
+                const r = await runOnce(
+                  node,
+                  [bin, "send", "-f", FROM, "-t", TO, "-s", subject, "--text", "x", "--json"],
+                  { env },
+                );
+                if (r.code !== 0) throw new Error(`budget send exited ${r.code}: ${r.stderr.slice(0, 500)}`);
+                if (JSON.parse(r.stdout).waited_ms > 0) waited.add(subject);
+              }
+            }),
+          );
+          const s1 = await stats();
+          const list = await (await fetch(`${ready.base_url}/api/messages?limit=100000`)).json();
+          const arrivals = (Array.isArray(list) ? list : list.messages)
+            .filter((m) => m.subject.startsWith(prefix))
+            .map((m) => ({ t: Date.parse(m.receivedAt), waited: waited.has(m.subject) }))
+            .sort((a, b) => a.t - b.t);
+          const times = arrivals.map((a) => a.t);
+          const n = PROCESSES * MESSAGES;
+          const W = WINDOW_S * 1000;
+          const ideal = (Math.ceil(n / LIMIT) - 1) * W;
+          const span = times[times.length - 1] - times[0];
+          const lags = times
+            .slice(LIMIT)
+            .map((t, i) => t - (times[i] + W))
+            .sort((a, b) => a - b);
+          const waitedLags = arrivals
+            .slice(LIMIT)
+            .flatMap((a, i) => (a.waited ? [a.t - (times[i] + W)] : []))
+            .sort((a, b) => a - b);
+          const q = (f, xs = lags) => xs[Math.min(xs.length - 1, Math.floor(xs.length * f))];
+          rows.push({
+            node: version,
+            build: which,
+            span: `${(span / 1000).toFixed(2)} s`,
+            stored: `${times.length}/${n}`,
+            "429s": s1.rest.rateLimited - s0.rest.rateLimited,
+            used: (ideal / span).toFixed(3),
+            "first window": `${times[LIMIT - 1] - times[0]} ms`,
+            beyond: `${span - ideal - (times[LIMIT - 1] - times[0])} ms`,
+            "lag p50/p90/max": `${q(0.5)}/${q(0.9)}/${lags[lags.length - 1]} ms`,
+            "min lag": `${lags[0]} ms`,
+            "waiters' lag p50/p90 (n)": `${q(0.5, waitedLags)}/${q(0.9, waitedLags)} ms (${waitedLags.length})`,
+            load: `${load0.toFixed(1)} -> ${loadavg()[0].toFixed(1)}`,
+          });
+        } finally {
+          await rl.stop();
+        }
       }
-    }
   }
-  console.log(`\nBudget: ${PROCESSES} processes x ${MESSAGES} sends, limit ${LIMIT} per ${WINDOW_S} s (ideal span ${((Math.ceil((PROCESSES * MESSAGES) / LIMIT) - 1) * WINDOW_S).toFixed(2)} s; aim >= 0.97, 0 429s)\n`);
-  table(rows, ["node", "build", "span", "stored", "429s", "used", "first window", "beyond", "lag p50/p90/max", "min lag", "waiters' lag p50/p90 (n)", "load"]);
+  console.log(
+    `\nBudget: ${PROCESSES} processes x ${MESSAGES} sends, limit ${LIMIT} per ${WINDOW_S} s (ideal span ${((Math.ceil((PROCESSES * MESSAGES) / LIMIT) - 1) * WINDOW_S).toFixed(2)} s; aim >= 0.97, 0 429s)\n`,
+  );
+  table(rows, [
+    "node",
+    "build",
+    "span",
+    "stored",
+    "429s",
+    "used",
+    "first window",
+    "beyond",
+    "lag p50/p90/max",
+    "min lag",
+    "waiters' lag p50/p90 (n)",
+    "load",
+  ]);
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

@@ -20,11 +20,17 @@ const each = Math.floor((TOTAL_MB * 1024 * 1024) / IMAGES);
 const names = [];
 for (let i = 0; i < IMAGES; i++) {
   const name = `chart-${String(i).padStart(2, "0")}.png`;
-  writeFileSync(join(dir, name), Buffer.concat([Buffer.from("89504e470d0a1a0a0000000d49484452", "hex"), randomBytes(each - 16)]));
+  writeFileSync(
+    join(dir, name),
+    Buffer.concat([Buffer.from("89504e470d0a1a0a0000000d49484452", "hex"), randomBytes(each - 16)]),
+  );
   names.push(name);
 }
-const rows = names.map((n, i) => `<tr><td>suite ${i}</td><td>${100 + i}</td><td><img src="${n}" alt="trend ${i}"></td></tr>`).join("\n");
-const page = (body) => `<!DOCTYPE html><html><head><style>td{padding:4px}</style></head><body><h1>Nightly</h1><table>${body}</table></body></html>`;
+const rows = names
+  .map((n, i) => `<tr><td>suite ${i}</td><td>${100 + i}</td><td><img src="${n}" alt="trend ${i}"></td></tr>`)
+  .join("\n");
+const page = (body) =>
+  `<!DOCTYPE html><html><head><style>td{padding:4px}</style></head><body><h1>Nightly</h1><table>${body}</table></body></html>`;
 writeFileSync(join(dir, "embedded.html"), page(rows));
 writeFileSync(join(dir, "plain.html"), page(rows.replace(/<img [^>]*>/g, "")));
 
@@ -44,10 +50,30 @@ try {
   const msg = ["-f", "ci@example.com", "-t", "dev@example.com", "-s", "Nightly report", "--transport", "smtp"];
   const attach = names.flatMap((n) => ["--attach", join(dir, n)]);
   const cases = [
-    { name: "dry-run, 20 inline images", cmd: process.execPath, args: [BIN, "send", ...msg, "--html-file", join(dir, "embedded.html"), "--dry-run"], env },
-    { name: "dry-run, 20 --attach", cmd: process.execPath, args: [BIN, "send", ...msg, "--html-file", join(dir, "plain.html"), ...attach, "--dry-run"], env },
-    { name: "SMTP send, 20 inline images", cmd: process.execPath, args: [BIN, "send", ...msg, "--html-file", join(dir, "embedded.html")], env },
-    { name: "SMTP send, 20 --attach", cmd: process.execPath, args: [BIN, "send", ...msg, "--html-file", join(dir, "plain.html"), ...attach], env },
+    {
+      name: "dry-run, 20 inline images",
+      cmd: process.execPath,
+      args: [BIN, "send", ...msg, "--html-file", join(dir, "embedded.html"), "--dry-run"],
+      env,
+    },
+    {
+      name: "dry-run, 20 --attach",
+      cmd: process.execPath,
+      args: [BIN, "send", ...msg, "--html-file", join(dir, "plain.html"), ...attach, "--dry-run"],
+      env,
+    },
+    {
+      name: "SMTP send, 20 inline images",
+      cmd: process.execPath,
+      args: [BIN, "send", ...msg, "--html-file", join(dir, "embedded.html")],
+      env,
+    },
+    {
+      name: "SMTP send, 20 --attach",
+      cmd: process.execPath,
+      args: [BIN, "send", ...msg, "--html-file", join(dir, "plain.html"), ...attach],
+      env,
+    },
   ];
   const res = await compare(cases, RUNS);
   const pair = (a, b) => ({
@@ -59,8 +85,13 @@ try {
     "attach MB": b.rssMB.toFixed(1),
     "+RSS MB": (a.rssMB - b.rssMB).toFixed(1),
   });
-  console.log(`${IMAGES} images, ${TOTAL_MB} MB in all; median of ${RUNS} runs, interleaved; aim: time x < 1.5, +RSS <= 50 MB`);
-  table([pair(res[0], res[1]), pair(res[2], res[3])], ["what", "inline ms", "attach ms", "time x", "inline MB", "attach MB", "+RSS MB"]);
+  console.log(
+    `${IMAGES} images, ${TOTAL_MB} MB in all; median of ${RUNS} runs, interleaved; aim: time x < 1.5, +RSS <= 50 MB`,
+  );
+  table(
+    [pair(res[0], res[1]), pair(res[2], res[3])],
+    ["what", "inline ms", "attach ms", "time x", "inline MB", "attach MB", "+RSS MB"],
+  );
 } finally {
   await sb.stop();
   rmSync(work, { recursive: true, force: true });

@@ -12,9 +12,21 @@ if (!existsSync(EXE)) {
   console.log("bench/dist.mjs: no dist-bin/mailsend-linux-x64 (npm run dist builds it); skipped");
   process.exit(0);
 }
-const node = process.env.MAILSEND_NODE24 || execFileSync(join(ROOT, ".ci", "node24"), ["--find"], { encoding: "utf8" }).trim();
+const node =
+  process.env.MAILSEND_NODE24 || execFileSync(join(ROOT, ".ci", "node24"), ["--find"], { encoding: "utf8" }).trim();
 
-const dry = ["send", "--dry-run", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "Build passed", "--text", "ok"];
+const dry = [
+  "send",
+  "--dry-run",
+  "-f",
+  "ci@example.com",
+  "-t",
+  "dev@example.com",
+  "-s",
+  "Build passed",
+  "--text",
+  "ok",
+];
 const env = { ...process.env, MAILSEND_BASE_URL: "https://api.example.com", MAILSEND_API_KEY: "bench", NO_COLOR: "1" };
 const rows = await compare(
   [
@@ -28,7 +40,12 @@ const rows = await compare(
 const base = rows[0].ms;
 console.log(`\nThe single executable, median of ${RUNS} interleaved runs (wall clock, whole process)\n`);
 table(
-  rows.map((r) => ({ command: r.name, ms: r.ms.toFixed(1), "x node -e 0": (r.ms / base).toFixed(2), "peak RSS MB": r.rssMB.toFixed(1) })),
+  rows.map((r) => ({
+    command: r.name,
+    ms: r.ms.toFixed(1),
+    "x node -e 0": (r.ms / base).toFixed(2),
+    "peak RSS MB": r.rssMB.toFixed(1),
+  })),
   ["command", "ms", "x node -e 0", "peak RSS MB"],
 );
 const d = rows[2].ms / base;

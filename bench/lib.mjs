@@ -81,7 +81,10 @@ export function startSandbox(dir, args = []) {
     [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json", ...args],
     // Without the machine's own NODE_EXTRA_CA_CERTS: its ready env then names the sandbox's CA
     // alone, not a bundle with the machine's CAs, which every process measured would load.
-    { stdio: ["ignore", "pipe", "inherit"], env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== "NODE_EXTRA_CA_CERTS")) },
+    {
+      stdio: ["ignore", "pipe", "inherit"],
+      env: Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== "NODE_EXTRA_CA_CERTS")),
+    },
   );
   const ready = new Promise((resolve, reject) => {
     createInterface({ input: child.stdout }).once("line", (l) => resolve(JSON.parse(l)));

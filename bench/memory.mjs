@@ -17,7 +17,15 @@ const work = mkdtempSync(join(tmpdir(), "mailsend-mem-"));
 
 // The sandbox's certificate maker, compiled on the fly (it is TypeScript).
 const tlsModule = join(ROOT, "node_modules", ".mailsend-bench-tls.mjs");
-await build({ entryPoints: [join(ROOT, "src/sandbox/tls.ts")], bundle: true, packages: "external", format: "esm", platform: "node", outfile: tlsModule, logLevel: "error" });
+await build({
+  entryPoints: [join(ROOT, "src/sandbox/tls.ts")],
+  bundle: true,
+  packages: "external",
+  format: "esm",
+  platform: "node",
+  outfile: tlsModule,
+  logLevel: "error",
+});
 const { ensureTls } = await import(tlsModule);
 const tls = await ensureTls(join(work, "tls"));
 
@@ -66,7 +74,11 @@ const msg = ["send", "-f", "bench@example.com", "-t", "sink@example.com", "-s", 
 async function peak(transport, file) {
   const rss = [];
   for (let i = 0; i < RUNS; i++) {
-    const r = await runOnce(process.execPath, [BIN, ...msg, "--transport", transport, "--attach", file, "--timeout", "120"], { env });
+    const r = await runOnce(
+      process.execPath,
+      [BIN, ...msg, "--transport", transport, "--attach", file, "--timeout", "120"],
+      { env },
+    );
     if (r.code !== 0) throw new Error(`${transport} send failed (${r.code}): ${r.stderr}`);
     rss.push(r.rssKB / 1024);
   }

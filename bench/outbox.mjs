@@ -25,7 +25,16 @@ function seed(dir, n, prefix) {
     const id = `${t}${(seq++ % 1296).toString(36).padStart(2, "0")}${(0x10000000 + i).toString(16).slice(-8)}`;
     const subject = `${prefix} ${i}`;
     const raw = `From: bench@example.com\r\nTo: sink@example.com\r\nSubject: ${subject}\r\nMessage-ID: <${id}@example.com>\r\n\r\n<p>${subject}</p>\r\n`;
-    const meta = { v: 1, id, createdAt: Date.now(), envelope: { from: "bench@example.com", to: ["sink@example.com"] }, idempotencyKey: randomUUID(), source: "sendmail", size: raw.length, subject };
+    const meta = {
+      v: 1,
+      id,
+      createdAt: Date.now(),
+      envelope: { from: "bench@example.com", to: ["sink@example.com"] },
+      idempotencyKey: randomUUID(),
+      source: "sendmail",
+      size: raw.length,
+      subject,
+    };
     writeFileSync(join(q, `${id}.msg`), `${JSON.stringify(meta)}\n${raw}`);
   }
 }
@@ -35,14 +44,25 @@ const sb = startSandbox(join(work, "sb"), ["--rate-limit", String(L), "--rate-wi
 try {
   const ready = await sb.ready;
   const key = readFileSync(ready.api_key_file, "utf8").trim();
-  const env = { ...process.env, ...ready.env, NO_COLOR: "1", MAILSEND_API_KEY: key, MAILSEND_STATE_DIR: join(work, "state"), MAILSEND_RATE_LIMIT: String(L), MAILSEND_RATE_WINDOW: String(WINDOW_S), MAILSEND_QUEUE_AUTORUN: "0" };
+  const env = {
+    ...process.env,
+    ...ready.env,
+    NO_COLOR: "1",
+    MAILSEND_API_KEY: key,
+    MAILSEND_STATE_DIR: join(work, "state"),
+    MAILSEND_RATE_LIMIT: String(L),
+    MAILSEND_RATE_WINDOW: String(WINDOW_S),
+    MAILSEND_QUEUE_AUTORUN: "0",
+  };
   delete env.MAILSEND_API_KEY_FILE;
 
   // 1. Drain N at L per window.
   const box = join(work, "outbox-drain");
   seed(box, N, "drain");
   const before = await (await fetch(`${ready.base_url}/_sandbox/stats`)).json();
-  const drain = await runOnce(process.execPath, [BIN, "queue", "run", "--drain", "--json", "--concurrency", "8"], { env: { ...env, MAILSEND_OUTBOX_DIR: box } });
+  const drain = await runOnce(process.execPath, [BIN, "queue", "run", "--drain", "--json", "--concurrency", "8"], {
+    env: { ...env, MAILSEND_OUTBOX_DIR: box },
+  });
   if (drain.code !== 0) throw new Error(`queue run exited ${drain.code}: ${drain.stderr.slice(0, 500)}`);
   const stats = await (await fetch(`${ready.base_url}/_sandbox/stats`)).json();
   const list = await (await fetch(`${ready.base_url}/api/messages?limit=1000000`)).json();
@@ -58,10 +78,15 @@ try {
   const idealSpan = best.at(-1) - times[0];
   const span = times.at(-1) - times[0];
   const share = span === 0 ? 1 : idealSpan / span;
-  const lags = times.slice(L).map((t, i) => t - (times[i] + W)).sort((a, b) => a - b);
+  const lags = times
+    .slice(L)
+    .map((t, i) => t - (times[i] + W))
+    .sort((a, b) => a - b);
   const lagP50 = lags.length ? lags[lags.length >> 1] : 0;
   const lagP90 = lags.length ? lags[Math.floor(lags.length * 0.9)] : 0;
-  console.log(`\nOutbox drain: ${N} queued messages, limit ${L} per ${WINDOW_S} s (the sandbox enforces the same), one runner, 8 in flight\n`);
+  console.log(
+    `\nOutbox drain: ${N} queued messages, limit ${L} per ${WINDOW_S} s (the sandbox enforces the same), one runner, 8 in flight\n`,
+  );
   table(
     [
       {
@@ -77,7 +102,18 @@ try {
         "runner peak RSS MB": (drain.rssKB / 1024).toFixed(0),
       },
     ],
-    ["queued", "stored", "distinct", "429s", "ideal span s", "span s", "budget used", "lag after slot frees p50/p90 ms", "aim", "runner peak RSS MB"],
+    [
+      "queued",
+      "stored",
+      "distinct",
+      "429s",
+      "ideal span s",
+      "span s",
+      "budget used",
+      "lag after slot frees p50/p90 ms",
+      "aim",
+      "runner peak RSS MB",
+    ],
   );
 
   // 2. The runner's memory with BIG queued: it lists and schedules them all, and delivers for a while.
@@ -86,7 +122,13 @@ try {
   // Its own sandbox, without a limit: the first one's budget is used up by the drain.
   const open = startSandbox(join(work, "sb-open"), ["--rate-limit", "10000000"]);
   const openReady = await open.ready;
-  const openEnv = { ...env, ...openReady.env, MAILSEND_API_KEY: readFileSync(openReady.api_key_file, "utf8").trim(), MAILSEND_OUTBOX_DIR: bigBox, MAILSEND_RATE_LIMIT: "0" };
+  const openEnv = {
+    ...env,
+    ...openReady.env,
+    MAILSEND_API_KEY: readFileSync(openReady.api_key_file, "utf8").trim(),
+    MAILSEND_OUTBOX_DIR: bigBox,
+    MAILSEND_RATE_LIMIT: "0",
+  };
   delete openEnv.MAILSEND_API_KEY_FILE;
   const child = spawn(process.execPath, [BIN, "queue", "run", "--quiet"], { env: openEnv, stdio: "ignore" });
   let hwm = 0;
@@ -116,7 +158,16 @@ try {
   const left = (await import("node:fs")).readdirSync(join(bigBox, "queue")).filter((f) => f.endsWith(".msg")).length;
   console.log(`\nOutbox runner with ${BIG} queued messages (30 s of delivery, no rate limit)\n`);
   table(
-    [{ queued: BIG, "delivered in 30 s": BIG - left, "runner CPU s": cpuS.toFixed(1), "peak RSS MB": (hwm / 1024).toFixed(0), aim: "< 150 MB", load: readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ") }],
+    [
+      {
+        queued: BIG,
+        "delivered in 30 s": BIG - left,
+        "runner CPU s": cpuS.toFixed(1),
+        "peak RSS MB": (hwm / 1024).toFixed(0),
+        aim: "< 150 MB",
+        load: readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" "),
+      },
+    ],
     ["queued", "delivered in 30 s", "runner CPU s", "peak RSS MB", "aim", "load"],
   );
 
@@ -133,9 +184,16 @@ try {
       ],
       Number(process.env.BENCH_RUNS ?? 10),
     );
-    console.log(`\nsendmail when it queues (--queue always), whole process, median of ${process.env.BENCH_RUNS ?? 10}\n`);
+    console.log(
+      `\nsendmail when it queues (--queue always), whole process, median of ${process.env.BENCH_RUNS ?? 10}\n`,
+    );
     table(
-      rows.map((r) => ({ what: r.name, "ms": r.ms.toFixed(0), "RSS MB": r.rssMB.toFixed(0), ratio: `${(r.ms / rows[0].ms).toFixed(2)}x` })),
+      rows.map((r) => ({
+        what: r.name,
+        ms: r.ms.toFixed(0),
+        "RSS MB": r.rssMB.toFixed(0),
+        ratio: `${(r.ms / rows[0].ms).toFixed(2)}x`,
+      })),
       ["what", "ms", "RSS MB", "ratio"],
     );
     console.log("aim: <= 1.5x");

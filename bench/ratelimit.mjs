@@ -36,7 +36,11 @@ try {
   const statsBefore = await (await fetch(`${ready.base_url}/_sandbox/stats`)).json();
   const loop = async (p) => {
     for (let m = 0; m < M; m++) {
-      const r = await runOnce(process.execPath, [BIN, "send", "-f", "bench@example.com", "-t", "sink@example.com", "-s", `rl p${p} m${m}`, "--text", "x", "-q"], { env });
+      const r = await runOnce(
+        process.execPath,
+        [BIN, "send", "-f", "bench@example.com", "-t", "sink@example.com", "-s", `rl p${p} m${m}`, "--text", "x", "-q"],
+        { env },
+      );
       if (r.code !== 0) throw new Error(`send failed (${r.code}): ${r.stderr}`);
     }
   };
@@ -51,7 +55,9 @@ try {
   const span = times[times.length - 1] - times[0];
   const utilisation = idealSpan / span;
   const dupes = messages.length - new Set(messages.map((m) => m.subject)).size;
-  console.log(`\nShared budget: ${P} processes x ${M} messages, limit ${L} per ${WINDOW_S} s window (sandbox enforces the same)\n`);
+  console.log(
+    `\nShared budget: ${P} processes x ${M} messages, limit ${L} per ${WINDOW_S} s window (sandbox enforces the same)\n`,
+  );
   table(
     [
       {
@@ -62,7 +68,7 @@ try {
         "first->last s": (span / 1000).toFixed(2),
         "ideal s": (idealSpan / 1000).toFixed(2),
         utilisation: utilisation.toFixed(3),
-        "aim": utilisation >= 0.95 ? ">= 0.95 OK" : ">= 0.95 MISSED",
+        aim: utilisation >= 0.95 ? ">= 0.95 OK" : ">= 0.95 MISSED",
       },
     ],
     ["messages", "stored", "429s seen", "duplicates", "first->last s", "ideal s", "utilisation", "aim"],
@@ -70,7 +76,15 @@ try {
 
   // 2. The cost of a slot when the budget is free, in process (take + complete under the file lock).
   const mod = join(ROOT, "node_modules", ".mailsend-bench-limits.mjs");
-  await build({ entryPoints: [join(ROOT, "src/limits/file-store.ts")], bundle: true, packages: "external", format: "esm", platform: "node", outfile: mod, logLevel: "error" });
+  await build({
+    entryPoints: [join(ROOT, "src/limits/file-store.ts")],
+    bundle: true,
+    packages: "external",
+    format: "esm",
+    platform: "node",
+    outfile: mod,
+    logLevel: "error",
+  });
   const { FileSlotStore } = await import(mod);
   rmSync(mod, { force: true });
   const store = new FileSlotStore({ dir: join(work, "slots"), keyHash: "bench" });
@@ -92,7 +106,11 @@ try {
   const cli = async (limit) => {
     const ms = [];
     for (let i = 0; i < 5; i++) {
-      const r = await runOnce(process.execPath, [BIN, "send", "-f", "a@example.com", "-t", "b@example.com", "-s", "o", "--text", "x", "-q"], { env: { ...fastEnv, MAILSEND_RATE_LIMIT: String(limit), MAILSEND_STATE_DIR: join(work, `state-${limit}`) } });
+      const r = await runOnce(
+        process.execPath,
+        [BIN, "send", "-f", "a@example.com", "-t", "b@example.com", "-s", "o", "--text", "x", "-q"],
+        { env: { ...fastEnv, MAILSEND_RATE_LIMIT: String(limit), MAILSEND_STATE_DIR: join(work, `state-${limit}`) } },
+      );
       if (r.code !== 0) throw new Error(r.stderr);
       ms.push(r.ms);
     }
@@ -110,9 +128,17 @@ try {
   await fast.stop();
   console.log(`\nTaking a slot when the budget is free\n`);
   const rows = [
-    { what: `take + complete, in process (median of ${ITER}, file lock + rename)`, ms: median(per).toFixed(3), "aim < 5 ms": median(per) < 5 ? "OK" : "MISSED" },
+    {
+      what: `take + complete, in process (median of ${ITER}, file lock + rename)`,
+      ms: median(per).toFixed(3),
+      "aim < 5 ms": median(per) < 5 ? "OK" : "MISSED",
+    },
   ];
-  rows.push({ what: `whole \`mailsend send\` with the budget on (${on.toFixed(1)} ms) minus off (${off.toFixed(1)} ms)`, ms: (on - off).toFixed(1), "aim < 5 ms": on - off < 5 ? "OK" : "MISSED (noise: see the in-process row)" });
+  rows.push({
+    what: `whole \`mailsend send\` with the budget on (${on.toFixed(1)} ms) minus off (${off.toFixed(1)} ms)`,
+    ms: (on - off).toFixed(1),
+    "aim < 5 ms": on - off < 5 ? "OK" : "MISSED (noise: see the in-process row)",
+  });
   table(rows, ["what", "ms", "aim < 5 ms"]);
 } finally {
   await sb.stop();

@@ -26,7 +26,10 @@ const C = Number(process.env.BENCH_REDIS_C ?? 16);
 function cpuOnce(args, env) {
   if (!existsSync("/usr/bin/time")) return Promise.resolve(undefined);
   return new Promise((resolve, reject) => {
-    const child = spawn("/usr/bin/time", ["-f", "__CPU__%U %S", process.execPath, BIN, ...args], { env, stdio: ["ignore", "ignore", "pipe"] });
+    const child = spawn("/usr/bin/time", ["-f", "__CPU__%U %S", process.execPath, BIN, ...args], {
+      env,
+      stdio: ["ignore", "ignore", "pipe"],
+    });
     let err = "";
     child.stderr.on("data", (d) => (err += d));
     child.on("error", reject);
@@ -56,7 +59,11 @@ async function freePort() {
 
 async function startRedis() {
   const port = await freePort();
-  const child = spawn(REDIS_SERVER, ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdio: ["ignore", "pipe", "ignore"] });
+  const child = spawn(
+    REDIS_SERVER,
+    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+    { stdio: ["ignore", "pipe", "ignore"] },
+  );
   await new Promise((resolve, reject) => {
     let out = "";
     const t = setTimeout(() => reject(new Error("redis-server did not start within 10 s")), 10_000);
@@ -114,12 +121,19 @@ try {
 
   // 2. A batch of N.
   const lines = [];
-  for (let i = 0; i < N; i++) lines.push(JSON.stringify({ from: "bench@example.com", to: "sink@example.com", subject: `b ${i}`, html: "<p>hi</p>" }));
+  for (let i = 0; i < N; i++)
+    lines.push(
+      JSON.stringify({ from: "bench@example.com", to: "sink@example.com", subject: `b ${i}`, html: "<p>hi</p>" }),
+    );
   const input = join(work, "in.jsonl");
   writeFileSync(input, `${lines.join("\n")}\n`);
   let run = 0;
   const batch = async (env) => {
-    const r = await runOnce(process.execPath, [BIN, "batch", input, "--concurrency", String(C), "--journal", join(work, `journal-${run++}`), "--quiet"], { env });
+    const r = await runOnce(
+      process.execPath,
+      [BIN, "batch", input, "--concurrency", String(C), "--journal", join(work, `journal-${run++}`), "--quiet"],
+      { env },
+    );
     if (r.code !== 0) throw new Error(`batch exited ${r.code}: ${r.stderr.slice(0, 500)}`);
     return N / (r.ms / 1000);
   };
@@ -133,18 +147,56 @@ try {
   const redisRate = median(redisRates);
   const slower = 1 - redisRate / fileRate;
 
-  console.log(`\nThe Redis budget against the file budget (median of ${RUNS} one-shot sends, ${ROUNDS} batches of ${N} at --concurrency ${C})\n`);
+  console.log(
+    `\nThe Redis budget against the file budget (median of ${RUNS} one-shot sends, ${ROUNDS} batches of ${N} at --concurrency ${C})\n`,
+  );
   table(
     [
       { what: "one-shot send, file budget", value: `${file.ms.toFixed(1)} ms`, ratio: "1.00", aim: "", ok: "" },
-      { what: "one-shot send, Redis budget", value: `${viaRedis.ms.toFixed(1)} ms`, ratio: (viaRedis.ms / file.ms).toFixed(2), aim: "", ok: "" },
-      { what: "one-shot: Redis adds", value: `${added.toFixed(1)} ms`, ratio: "", aim: "<= 15 ms", ok: added <= 15 ? "OK" : "MISSED" },
+      {
+        what: "one-shot send, Redis budget",
+        value: `${viaRedis.ms.toFixed(1)} ms`,
+        ratio: (viaRedis.ms / file.ms).toFixed(2),
+        aim: "",
+        ok: "",
+      },
+      {
+        what: "one-shot: Redis adds",
+        value: `${added.toFixed(1)} ms`,
+        ratio: "",
+        aim: "<= 15 ms",
+        ok: added <= 15 ? "OK" : "MISSED",
+      },
       { what: "one-shot CPU, file budget", value: `${cpuFile.toFixed(1)} ms`, ratio: "1.00", aim: "", ok: "" },
-      { what: "one-shot CPU, Redis budget", value: `${cpuRedis.toFixed(1)} ms`, ratio: (cpuRedis / cpuFile).toFixed(2), aim: "", ok: "" },
-      { what: "one-shot CPU: Redis adds", value: `${(cpuRedis - cpuFile).toFixed(1)} ms`, ratio: "", aim: "<= 15 ms", ok: cpuRedis - cpuFile <= 15 ? "OK" : "MISSED" },
+      {
+        what: "one-shot CPU, Redis budget",
+        value: `${cpuRedis.toFixed(1)} ms`,
+        ratio: (cpuRedis / cpuFile).toFixed(2),
+        aim: "",
+        ok: "",
+      },
+      {
+        what: "one-shot CPU: Redis adds",
+        value: `${(cpuRedis - cpuFile).toFixed(1)} ms`,
+        ratio: "",
+        aim: "<= 15 ms",
+        ok: cpuRedis - cpuFile <= 15 ? "OK" : "MISSED",
+      },
       { what: "batch, file budget", value: `${fileRate.toFixed(0)} msg/s`, ratio: "1.00", aim: "", ok: "" },
-      { what: "batch, Redis budget", value: `${redisRate.toFixed(0)} msg/s`, ratio: (redisRate / fileRate).toFixed(2), aim: "", ok: "" },
-      { what: "batch: Redis slower by", value: `${(slower * 100).toFixed(1)}%`, ratio: "", aim: "<= 5%", ok: slower <= 0.05 ? "OK" : "MISSED" },
+      {
+        what: "batch, Redis budget",
+        value: `${redisRate.toFixed(0)} msg/s`,
+        ratio: (redisRate / fileRate).toFixed(2),
+        aim: "",
+        ok: "",
+      },
+      {
+        what: "batch: Redis slower by",
+        value: `${(slower * 100).toFixed(1)}%`,
+        ratio: "",
+        aim: "<= 5%",
+        ok: slower <= 0.05 ? "OK" : "MISSED",
+      },
     ],
     ["what", "value", "ratio", "aim", "ok"],
   );

@@ -85,7 +85,15 @@ function message(i) {
 /** MESSAGES messages over CLIENTS connections at once; resolves to accepted per second. */
 async function drive(port) {
   const clients = Array.from({ length: CLIENTS }, () =>
-    nodemailer.createTransport({ host: "127.0.0.1", port, secure: false, ignoreTLS: true, pool: true, maxConnections: 1, maxMessages: Infinity }),
+    nodemailer.createTransport({
+      host: "127.0.0.1",
+      port,
+      secure: false,
+      ignoreTLS: true,
+      pool: true,
+      maxConnections: 1,
+      maxMessages: Infinity,
+    }),
   );
   // Warm-up: the connections, the JIT, the file system's first allocations.
   await Promise.all(clients.map((c, k) => c.sendMail(message(`warm ${k}`))));
@@ -113,11 +121,20 @@ try {
   for (let r = 0; r < ROUNDS; r++) {
     for (const which of ["floor", "relay"]) {
       const dir = join(work, `${which}-${r}`);
-      const env = { ...process.env, NO_COLOR: "1", MAILSEND_STATE_DIR: join(dir, "state"), MAILSEND_OUTBOX_DIR: join(dir, "outbox"), MAILSEND_CONFIG: join(dir, "none.json") };
+      const env = {
+        ...process.env,
+        NO_COLOR: "1",
+        MAILSEND_STATE_DIR: join(dir, "state"),
+        MAILSEND_OUTBOX_DIR: join(dir, "outbox"),
+        MAILSEND_CONFIG: join(dir, "none.json"),
+      };
       const child =
         which === "floor"
           ? startChild(["--input-type=module", "-e", FLOOR, join(dir, "outbox")], env)
-          : startChild([BIN, "relay", "--listen", "127.0.0.1:0", "--json", "--no-deliver", "--max-clients", String(CLIENTS + 2)], env);
+          : startChild(
+              [BIN, "relay", "--listen", "127.0.0.1:0", "--json", "--no-deliver", "--max-clients", String(CLIENTS + 2)],
+              env,
+            );
       try {
         const { port } = await child.ready;
         rates[which].push(await drive(port));
@@ -133,11 +150,23 @@ try {
 
 const floor = median(rates.floor);
 const relay = median(rates.relay);
-console.log(`${MESSAGES} messages per round, ${CLIENTS} concurrent SMTP clients, ${ROUNDS} rounds, load ${loadavg()[0].toFixed(2)} (medians)`);
+console.log(
+  `${MESSAGES} messages per round, ${CLIENTS} concurrent SMTP clients, ${ROUNDS} rounds, load ${loadavg()[0].toFixed(2)} (medians)`,
+);
 table(
   [
-    { server: "bare smtp-server + fsync (floor)", "msg/s": floor.toFixed(0), rounds: rates.floor.map((x) => x.toFixed(0)).join(" "), ratio: "1.00" },
-    { server: "mailsend relay (validate + outbox)", "msg/s": relay.toFixed(0), rounds: rates.relay.map((x) => x.toFixed(0)).join(" "), ratio: (relay / floor).toFixed(2) },
+    {
+      server: "bare smtp-server + fsync (floor)",
+      "msg/s": floor.toFixed(0),
+      rounds: rates.floor.map((x) => x.toFixed(0)).join(" "),
+      ratio: "1.00",
+    },
+    {
+      server: "mailsend relay (validate + outbox)",
+      "msg/s": relay.toFixed(0),
+      rounds: rates.relay.map((x) => x.toFixed(0)).join(" "),
+      ratio: (relay / floor).toFixed(2),
+    },
   ],
   ["server", "msg/s", "rounds", "ratio"],
 );

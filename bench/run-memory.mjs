@@ -14,7 +14,9 @@ const LINES = (process.env.BENCH_RUN_LINES ?? "1,300000,3000000").split(",").map
 const SEQ = existsSync("/usr/bin/seq") ? "/usr/bin/seq" : undefined;
 
 function job(lines) {
-  const script = SEQ ? `${SEQ} 1 ${lines}; exit 1` : `"${process.execPath}" -e 'for (let i = 1; i <= ${lines}; i++) process.stdout.write(i + "\\n")'; exit 1`;
+  const script = SEQ
+    ? `${SEQ} 1 ${lines}; exit 1`
+    : `"${process.execPath}" -e 'for (let i = 1; i <= ${lines}; i++) process.stdout.write(i + "\\n")'; exit 1`;
   return ["sh", "-c", script];
 }
 
@@ -32,7 +34,9 @@ try {
       MAILSEND_API_KEY: "bench-key-not-used",
     };
     const r = await runOnce(process.execPath, [BIN, "run", "--to", "ops@example.com", "--", ...job(lines)], { env });
-    const queued = existsSync(join(state, "outbox", "queue")) ? readdirSync(join(state, "outbox", "queue")).filter((f) => f.endsWith(".msg")).length : 0;
+    const queued = existsSync(join(state, "outbox", "queue"))
+      ? readdirSync(join(state, "outbox", "queue")).filter((f) => f.endsWith(".msg")).length
+      : 0;
     rows.push({
       lines: lines.toLocaleString("en"),
       output: `${(Buffer.byteLength(r.stdout) / 1024 / 1024).toFixed(1)} MiB`,

@@ -2,7 +2,20 @@
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 
-const scripts = ["startup.mjs", "memory.mjs", "sandbox.mjs", "ratelimit.mjs", "budget-classes.mjs", "redis.mjs", "batch.mjs", "relay.mjs", "outbox.mjs", "compose.mjs", "speed.mjs", "dist.mjs"];
+const scripts = [
+  "startup.mjs",
+  "memory.mjs",
+  "sandbox.mjs",
+  "ratelimit.mjs",
+  "budget-classes.mjs",
+  "redis.mjs",
+  "batch.mjs",
+  "relay.mjs",
+  "outbox.mjs",
+  "compose.mjs",
+  "speed.mjs",
+  "dist.mjs",
+];
 for (const s of scripts) {
   const path = new URL(s, import.meta.url).pathname;
   if (!existsSync(path)) continue;

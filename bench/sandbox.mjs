@@ -38,10 +38,22 @@ const rows = [];
 try {
   const ready = await sb.ready;
   const key = readFileSync(ready.api_key_file, "utf8").trim();
-  const body = JSON.stringify({ from: "bench@example.com", to: "Someone <someone@example.com>", subject: "bench", html: "<p>Hello from the benchmark.</p>" });
+  const body = JSON.stringify({
+    from: "bench@example.com",
+    to: "Someone <someone@example.com>",
+    subject: "bench",
+    html: "<p>Hello from the benchmark.</p>",
+  });
 
   // Warm-up: JIT, the file system's first allocations.
-  await autocannon({ url: `${ready.base_url}/send`, method: "POST", connections: 8, amount: 500, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body });
+  await autocannon({
+    url: `${ready.base_url}/send`,
+    method: "POST",
+    connections: 8,
+    amount: 500,
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body,
+  });
   const s0 = await stats(ready.base_url);
   const c0 = cpuMs(sb.pid);
 
@@ -80,7 +92,12 @@ try {
     auth: { user: "mailsend", pass: key, method: "LOGIN" },
     tls: { ca: readFileSync(ready.ca_file, "utf8"), servername: "localhost" },
   });
-  const mail = (i) => ({ from: "bench@example.com", to: "someone@example.com", subject: `bench ${i}`, text: "Hello from the benchmark." });
+  const mail = (i) => ({
+    from: "bench@example.com",
+    to: "someone@example.com",
+    subject: `bench ${i}`,
+    text: "Hello from the benchmark.",
+  });
   await Promise.all(Array.from({ length: 50 }, (_, i) => transport.sendMail(mail(i))));
   const m0 = await stats(ready.base_url);
   const mc0 = cpuMs(sb.pid);
@@ -119,5 +136,7 @@ try {
   rmSync(dir, { recursive: true, force: true });
 }
 const os = await import("node:os");
-console.log(`Sandbox throughput (every message written and fsync'd before its answer; ${os.cpus().length} CPUs, load average at start ${LOAD.toFixed(2)})`);
+console.log(
+  `Sandbox throughput (every message written and fsync'd before its answer; ${os.cpus().length} CPUs, load average at start ${LOAD.toFixed(2)})`,
+);
 table(rows, ["what", "messages/s", "accepted", "stored", "errors", "p50 ms", "p99 ms", "sandbox CPU µs/msg"]);

@@ -45,7 +45,13 @@ function runOnce(cmd, args, { env = process.env } = {}) {
     child.on("close", (code) => {
       const ms = Number(process.hrtime.bigint() - t0) / 1e6;
       const m = /__CPU__([\d.]+) ([\d.]+)/.exec(stderr);
-      resolve({ ms, cpuMs: m ? (Number(m[1]) + Number(m[2])) * 1000 : undefined, code, stdout, stderr: stderr.replace(/.*__CPU__.*\n?/, "") });
+      resolve({
+        ms,
+        cpuMs: m ? (Number(m[1]) + Number(m[2])) * 1000 : undefined,
+        code,
+        stdout,
+        stderr: stderr.replace(/.*__CPU__.*\n?/, ""),
+      });
     });
   });
 }
@@ -164,8 +170,19 @@ async function measure(node, label) {
   const row = (what, floorName, m, aim, better) => {
     const ratio = m.ours / m.floor;
     const ok = better === "lower" ? ratio <= aim : ratio >= aim;
-    const cpu = m.oursCpu !== undefined && m.floorCpu !== undefined ? `${(better === "lower" ? m.oursCpu / m.floorCpu : m.floorCpu / m.oursCpu).toFixed(2)} (${Math.round(m.oursCpu)} / ${Math.round(m.floorCpu)} ms)` : "-";
-    rows.push({ what, ours: m.oursText ?? `${m.ours.toFixed(1)} ms`, floor: `${floorName}: ${m.floorText ?? `${m.floor.toFixed(1)} ms`}`, ratio: `${ratio.toFixed(2)}${better === "lower" ? "x" : ""}`, aim: `${better === "lower" ? "<=" : ">="} ${aim}${better === "lower" ? "x" : ""}`, "": ok ? "OK" : "MISSED", "CPU ratio (ours / floor)": cpu });
+    const cpu =
+      m.oursCpu !== undefined && m.floorCpu !== undefined
+        ? `${(better === "lower" ? m.oursCpu / m.floorCpu : m.floorCpu / m.oursCpu).toFixed(2)} (${Math.round(m.oursCpu)} / ${Math.round(m.floorCpu)} ms)`
+        : "-";
+    rows.push({
+      what,
+      ours: m.oursText ?? `${m.ours.toFixed(1)} ms`,
+      floor: `${floorName}: ${m.floorText ?? `${m.floor.toFixed(1)} ms`}`,
+      ratio: `${ratio.toFixed(2)}${better === "lower" ? "x" : ""}`,
+      aim: `${better === "lower" ? "<=" : ">="} ${aim}${better === "lower" ? "x" : ""}`,
+      "": ok ? "OK" : "MISSED",
+      "CPU ratio (ours / floor)": cpu,
+    });
   };
   const sbDir = join(work, `sb-${label}`);
   const sb = startSandbox(sbDir, ["--rate-limit", "100000000"]);
@@ -184,67 +201,148 @@ async function measure(node, label) {
     // The floors run in the same environment as mailsend: what the sandbox's export lines set
     // is part of the machine, not of mailsend. NODE_EXTRA_CA_CERTS among them makes Node itself
     // start OpenSSL and read the CA at start-up, before any code of ours runs.
-    const floorEnv = { ...env, BASE_URL: ready.base_url, KEY: key, SMTP_HOST: ready.smtp.host, SMTP_PORT: String(ready.smtp.port), CA_FILE: ready.ca_file };
+    const floorEnv = {
+      ...env,
+      BASE_URL: ready.base_url,
+      KEY: key,
+      SMTP_HOST: ready.smtp.host,
+      SMTP_PORT: String(ready.smtp.port),
+      CA_FILE: ready.ca_file,
+    };
 
     // Start-up.
     if (want("startup")) {
-    const dry = ["send", "--dry-run", "-f", FROM, "-t", TO, "-s", "Build passed", "--text", "ok"];
-    const floor0 = { cmd: node, args: ["-e", "0"], env };
-    row("mailsend --version", "node -e 0", await pair({ cmd: node, args: [BIN, "--version"], env }, floor0), 1.15, "lower");
-    row("mailsend send --dry-run", "node -e 0", await pair({ cmd: node, args: [BIN, ...dry], env }, floor0), 1.5, "lower");
+      const dry = ["send", "--dry-run", "-f", FROM, "-t", TO, "-s", "Build passed", "--text", "ok"];
+      const floor0 = { cmd: node, args: ["-e", "0"], env };
+      row(
+        "mailsend --version",
+        "node -e 0",
+        await pair({ cmd: node, args: [BIN, "--version"], env }, floor0),
+        1.15,
+        "lower",
+      );
+      row(
+        "mailsend send --dry-run",
+        "node -e 0",
+        await pair({ cmd: node, args: [BIN, ...dry], env }, floor0),
+        1.5,
+        "lower",
+      );
     }
 
     // One send each way, against the sandbox.
     if (want("send")) {
-    const subject = (i) => `one ${label} ${i}`;
-    row(
-      "one REST send",
-      "bare node:http POST",
-      await pair(
-        { cmd: node, args: (i) => [BIN, "send", "--transport", "rest", "-f", FROM, "-t", TO, "-s", subject(i), "--html", HTML, "-q"], env },
-        { cmd: node, args: [FLOOR_POST], env: (i) => ({ ...floorEnv, SUBJECT: `floor ${subject(i)}` }) },
-      ),
-      1.3,
-      "lower",
-    );
-    row(
-      "one SMTP send (STARTTLS, AUTH LOGIN)",
-      "bare nodemailer send",
-      await pair(
-        { cmd: node, args: (i) => [BIN, "send", "--transport", "smtp", "-f", FROM, "-t", TO, "-s", subject(i), "--text", "ok", "-q"], env },
-        { cmd: node, args: [FLOOR_SMTP], env: (i) => ({ ...floorEnv, SUBJECT: `floor ${subject(i)}` }) },
-      ),
-      1.1,
-      "lower",
-    );
+      const subject = (i) => `one ${label} ${i}`;
+      row(
+        "one REST send",
+        "bare node:http POST",
+        await pair(
+          {
+            cmd: node,
+            args: (i) => [
+              BIN,
+              "send",
+              "--transport",
+              "rest",
+              "-f",
+              FROM,
+              "-t",
+              TO,
+              "-s",
+              subject(i),
+              "--html",
+              HTML,
+              "-q",
+            ],
+            env,
+          },
+          { cmd: node, args: [FLOOR_POST], env: (i) => ({ ...floorEnv, SUBJECT: `floor ${subject(i)}` }) },
+        ),
+        1.3,
+        "lower",
+      );
+      row(
+        "one SMTP send (STARTTLS, AUTH LOGIN)",
+        "bare nodemailer send",
+        await pair(
+          {
+            cmd: node,
+            args: (i) => [
+              BIN,
+              "send",
+              "--transport",
+              "smtp",
+              "-f",
+              FROM,
+              "-t",
+              TO,
+              "-s",
+              subject(i),
+              "--text",
+              "ok",
+              "-q",
+            ],
+            env,
+          },
+          { cmd: node, args: [FLOOR_SMTP], env: (i) => ({ ...floorEnv, SUBJECT: `floor ${subject(i)}` }) },
+        ),
+        1.1,
+        "lower",
+      );
     }
 
     // Batch: fresh subjects every run (the sandbox answers a repeated Idempotency-Key from its cache).
     if (want("batch")) {
-    const ours = [];
-    const floor = [];
-    const oursCpu = [];
-    const floorCpu = [];
-    for (let r = -1; r < ROUNDS; r++) {
-      const a = join(work, `batch-${label}-${r}.jsonl`);
-      writeInput(a, N, `batch ${label} ${r}`);
-      // The budget off, as in bench/batch.mjs: the floor has none either.
-      const x = await runOnce(node, [BIN, "batch", a, "--transport", "rest", "--concurrency", String(C), "--journal", join(work, `journal-${label}-${r}`), "--quiet"], { env: { ...env, MAILSEND_RATE_LIMIT: "0" } });
-      if (x.code !== 0) throw new Error(`batch exited ${x.code}: ${x.stderr.slice(0, 500)}`);
-      const b = join(work, `floor-${label}-${r}.jsonl`);
-      writeInput(b, N, `floor batch ${label} ${r}`);
-      const y = await runOnce(node, [FLOOR_BATCH], { env: { ...floorEnv, INPUT: b } });
-      if (y.code !== 0) throw new Error(`keep-alive client exited ${y.code}: ${y.stderr.slice(0, 500)}`);
-      if (r >= 0) {
-        ours.push(N / (x.ms / 1000));
-        floor.push(N / (y.ms / 1000));
-        oursCpu.push(x.cpuMs);
-        floorCpu.push(y.cpuMs);
+      const ours = [];
+      const floor = [];
+      const oursCpu = [];
+      const floorCpu = [];
+      for (let r = -1; r < ROUNDS; r++) {
+        const a = join(work, `batch-${label}-${r}.jsonl`);
+        writeInput(a, N, `batch ${label} ${r}`);
+        // The budget off, as in bench/batch.mjs: the floor has none either.
+        const x = await runOnce(
+          node,
+          [
+            BIN,
+            "batch",
+            a,
+            "--transport",
+            "rest",
+            "--concurrency",
+            String(C),
+            "--journal",
+            join(work, `journal-${label}-${r}`),
+            "--quiet",
+          ],
+          { env: { ...env, MAILSEND_RATE_LIMIT: "0" } },
+        );
+        if (x.code !== 0) throw new Error(`batch exited ${x.code}: ${x.stderr.slice(0, 500)}`);
+        const b = join(work, `floor-${label}-${r}.jsonl`);
+        writeInput(b, N, `floor batch ${label} ${r}`);
+        const y = await runOnce(node, [FLOOR_BATCH], { env: { ...floorEnv, INPUT: b } });
+        if (y.code !== 0) throw new Error(`keep-alive client exited ${y.code}: ${y.stderr.slice(0, 500)}`);
+        if (r >= 0) {
+          ours.push(N / (x.ms / 1000));
+          floor.push(N / (y.ms / 1000));
+          oursCpu.push(x.cpuMs);
+          floorCpu.push(y.cpuMs);
+        }
       }
-    }
-    // For the CPU column the batch's rate ratio reads as floor CPU / ours (the same N): higher is better.
-    const rate = { ours: median(ours), floor: median(floor), oursCpu: cpuMedian(oursCpu), floorCpu: cpuMedian(floorCpu) };
-    row(`batch REST, ${N} messages, -c ${C} (rate)`, `bare keep-alive client, ${C} at a time`, { ...rate, oursText: `${Math.round(rate.ours)}/s`, floorText: `${Math.round(rate.floor)}/s` }, 0.85, "higher");
+      // For the CPU column the batch's rate ratio reads as floor CPU / ours (the same N): higher is better.
+      const rate = {
+        ours: median(ours),
+        floor: median(floor),
+        oursCpu: cpuMedian(oursCpu),
+        floorCpu: cpuMedian(floorCpu),
+      };
+      row(
+        `batch REST, ${N} messages, -c ${C} (rate)`,
+        `bare keep-alive client, ${C} at a time`,
+        { ...rate, oursText: `${Math.round(rate.ours)}/s`, floorText: `${Math.round(rate.floor)}/s` },
+        0.85,
+        "higher",
+      );
     }
   } finally {
     await sb.stop();
@@ -256,17 +354,34 @@ async function measure(node, label) {
     return rows;
   }
   const { limit, windowS, processes, messages } = BUDGET;
-  const rl = startSandbox(join(work, `sb-rl-${label}`), ["--rate-limit", String(limit), "--rate-window-ms", String(windowS * 1000)]);
+  const rl = startSandbox(join(work, `sb-rl-${label}`), [
+    "--rate-limit",
+    String(limit),
+    "--rate-window-ms",
+    String(windowS * 1000),
+  ]);
   try {
     const ready = await rl.ready;
-    const env = { ...process.env, ...ready.env, NO_COLOR: "1", MAILSEND_STATE_DIR: join(work, `state-rl-${label}`), MAILSEND_RATE_LIMIT: String(limit), MAILSEND_RATE_WINDOW: String(windowS), MAILSEND_RETRIES: "3" };
+    const env = {
+      ...process.env,
+      ...ready.env,
+      NO_COLOR: "1",
+      MAILSEND_STATE_DIR: join(work, `state-rl-${label}`),
+      MAILSEND_RATE_LIMIT: String(limit),
+      MAILSEND_RATE_WINDOW: String(windowS),
+      MAILSEND_RETRIES: "3",
+    };
     const stats = async () => (await fetch(`${ready.base_url}/_sandbox/stats`)).json();
     const s0 = await stats();
     const prefix = `rl ${label} `;
     await Promise.all(
       Array.from({ length: processes }, async (_, p) => {
         for (let m = 0; m < messages; m++) {
-          const r = await runOnce(node, [BIN, "send", "-f", FROM, "-t", TO, "-s", `${prefix}p${p} m${m}`, "--text", "x", "-q"], { env });
+          const r = await runOnce(
+            node,
+            [BIN, "send", "-f", FROM, "-t", TO, "-s", `${prefix}p${p} m${m}`, "--text", "x", "-q"],
+            { env },
+          );
           if (r.code !== 0) throw new Error(`budget send exited ${r.code}: ${r.stderr.slice(0, 500)}`);
         }
       }),
@@ -356,9 +471,12 @@ try {
     mkdirSync(work, { recursive: true });
     measured.push([name, await measure(node, name.replace(/\W+/g, "-"))]);
   }
-  console.log(`\nMedians of ${RUNS} interleaved runs (batch: ${ROUNDS} rounds), whole processes, wall clock; ${cpus().length} CPUs, load average ${loads.map((l) => l.toFixed(1)).join(" -> ")}\n`);
+  console.log(
+    `\nMedians of ${RUNS} interleaved runs (batch: ${ROUNDS} rounds), whole processes, wall clock; ${cpus().length} CPUs, load average ${loads.map((l) => l.toFixed(1)).join(" -> ")}\n`,
+  );
   sideBySide(measured);
-  if (!n24) console.log("\nNode 24: not found (set BENCH_NODE24, or let .ci/run install it): measured under this Node only.");
+  if (!n24)
+    console.log("\nNode 24: not found (set BENCH_NODE24, or let .ci/run install it): measured under this Node only.");
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

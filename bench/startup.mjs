@@ -29,7 +29,18 @@ try {
   const ubRunner = join(ROOT, "node_modules", ".mailsend-bench-unbundled-bin.mjs");
   writeFileSync(ubRunner, `import { main } from ${JSON.stringify(ub)}; await main();`);
 
-  const dry = ["send", "--dry-run", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "Build passed", "--text", "ok"];
+  const dry = [
+    "send",
+    "--dry-run",
+    "-f",
+    "ci@example.com",
+    "-t",
+    "dev@example.com",
+    "-s",
+    "Build passed",
+    "--text",
+    "ok",
+  ];
   const env = { ...process.env, MAILSEND_BASE_URL: "https://api.example.com", NO_COLOR: "1" };
   const rows = await compare(
     [
@@ -45,7 +56,12 @@ try {
   const base = rows[0].ms;
   console.log(`\nStart-up, median of ${RUNS} interleaved runs (wall clock, whole process)\n`);
   table(
-    rows.map((r) => ({ command: r.name, "ms": r.ms.toFixed(1), "x node -e 0": (r.ms / base).toFixed(2), "peak RSS MB": r.rssMB.toFixed(1) })),
+    rows.map((r) => ({
+      command: r.name,
+      ms: r.ms.toFixed(1),
+      "x node -e 0": (r.ms / base).toFixed(2),
+      "peak RSS MB": r.rssMB.toFixed(1),
+    })),
     ["command", "ms", "x node -e 0", "peak RSS MB"],
   );
   const v = rows[2].ms / base;

@@ -8,7 +8,6 @@ import { external, requireBanner } from "./bundle-options.mjs";
 
 const pkg = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"));
 
-
 // Build beside dist/ and swap it in, so a CLI already running from dist/ (a
 // test in another terminal) is not left without its files halfway.
 const root = new URL("..", import.meta.url).pathname;
@@ -32,7 +31,11 @@ const common = {
   logLevel: "warning",
   metafile: true,
 };
-const cli = await build({ ...common, entryPoints: { "cli/main": "src/cli/main.ts" }, chunkNames: "chunks/[name]-[hash]" });
+const cli = await build({
+  ...common,
+  entryPoints: { "cli/main": "src/cli/main.ts" },
+  chunkNames: "chunks/[name]-[hash]",
+});
 const lib = await build({ ...common, entryPoints: { index: "src/index.ts" }, chunkNames: "lib/[name]-[hash]" });
 const result = { metafile: { inputs: { ...cli.metafile.inputs, ...lib.metafile.inputs } } };
 
@@ -56,7 +59,12 @@ rmSync(old, { recursive: true, force: true });
  */
 async function emitTypes(outDir) {
   const { default: ts } = await import("typescript");
-  const compilerOptions = { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, strict: true };
+  const compilerOptions = {
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    target: ts.ScriptTarget.ES2022,
+    strict: true,
+  };
   const queue = ["src/index.ts"];
   const done = new Set();
   const problems = [];
@@ -100,9 +108,15 @@ function writeThirdPartyNotices(metafile, path) {
     const meta = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"));
     // A package whose tarball leaves its licence out (marked-footnote: MIT, the file is only in its
     // repository) has that file in scripts/licenses/<name>, as its repository has it.
-    const file = [...["LICENSE", "LICENSE.md", "LICENSE.txt", "license", "license.md", "LICENCE"].map((f) => join(dir, f)), join(root, "scripts", "licenses", name.replace("/", "+"))].find((f) => existsSync(f));
+    const file = [
+      ...["LICENSE", "LICENSE.md", "LICENSE.txt", "license", "license.md", "LICENCE"].map((f) => join(dir, f)),
+      join(root, "scripts", "licenses", name.replace("/", "+")),
+    ].find((f) => existsSync(f));
     if (!file) throw new Error(`build: ${name} is bundled into dist/ but has no LICENSE file to ship with it`);
     parts.push(`${name}@${meta.version} (${meta.license})\n\n${readFileSync(file, "utf8").trim()}\n`);
   }
-  writeFileSync(path, `Packages bundled into mailsend's dist/ files, and their licences.\n\n${parts.join(`\n${"-".repeat(72)}\n\n`)}`);
+  writeFileSync(
+    path,
+    `Packages bundled into mailsend's dist/ files, and their licences.\n\n${parts.join(`\n${"-".repeat(72)}\n\n`)}`,
+  );
 }

@@ -6,7 +6,19 @@
 // .ci/node24 finds or installs) with one CommonJS bundle of the whole CLI injected by postject.
 import { build } from "esbuild";
 import { execFileSync } from "node:child_process";
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { gzipSync } from "node:zlib";
 import { join } from "node:path";
 
@@ -19,7 +31,8 @@ const EXE = join(out, "mailsend-linux-x64");
 const MAX_BYTES = 120 * 1024 * 1024;
 const FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
 
-if (process.platform !== "linux" || process.arch !== "x64") fail(`builds the linux-x64 executable only, on linux-x64 (this is ${process.platform}-${process.arch})`);
+if (process.platform !== "linux" || process.arch !== "x64")
+  fail(`builds the linux-x64 executable only, on linux-x64 (this is ${process.platform}-${process.arch})`);
 rmSync(work, { recursive: true, force: true });
 mkdirSync(work, { recursive: true });
 
@@ -47,7 +60,10 @@ function relativeToRoot(path) {
 /** Runs a program, its stdout as text; with `quiet`, undefined when it fails. */
 function run(file, args, quiet = false) {
   try {
-    return execFileSync(file, args, { encoding: "utf8", stdio: ["ignore", "pipe", quiet ? "ignore" : "inherit"] }).trim();
+    return execFileSync(file, args, {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", quiet ? "ignore" : "inherit"],
+    }).trim();
   } catch (e) {
     if (quiet) return undefined;
     throw e;
@@ -93,7 +109,13 @@ function makeExecutable(node, main, dest) {
   const config = join(work, "sea-config.json");
   // --use-system-ca: the executable trusts what the machine trusts (its CA store, where a private
   // CA is added), beside Node's own roots and NODE_EXTRA_CA_CERTS.
-  const seaConfig = { main, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, execArgv: ["--use-system-ca"] };
+  const seaConfig = {
+    main,
+    output: blob,
+    disableExperimentalSEAWarning: true,
+    useCodeCache: true,
+    execArgv: ["--use-system-ca"],
+  };
   writeFileSync(config, JSON.stringify(seaConfig, null, 2));
   execFileSync(node, ["--experimental-sea-config", config], { stdio: ["ignore", "ignore", "inherit"] });
   const tmp = join(work, "mailsend");
@@ -104,7 +126,9 @@ function makeExecutable(node, main, dest) {
   // postject's ELF library warns about each note section it copies as it is: shown only on failure.
   const cli = join(root, "node_modules", "postject", "dist", "cli.js");
   try {
-    execFileSync(process.execPath, [cli, tmp, "NODE_SEA_BLOB", blob, "--sentinel-fuse", FUSE], { stdio: ["ignore", "pipe", "pipe"] });
+    execFileSync(process.execPath, [cli, tmp, "NODE_SEA_BLOB", blob, "--sentinel-fuse", FUSE], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
   } catch (e) {
     fail(`postject failed:\n${e.stdout}${e.stderr}`);
   }
@@ -144,24 +168,30 @@ function makeDeb(exe) {
   link("usr/lib/sendmail", "../sbin/sendmail");
   link("usr/bin/mailq", "mailsend");
   link("usr/bin/newaliases", "mailsend");
-  for (const page of manPages()) put(`usr/share/man/man${page.section}/${page.name}.gz`, gzipSync(readFileSync(page.path), { level: 9 }));
+  for (const page of manPages())
+    put(`usr/share/man/man${page.section}/${page.name}.gz`, gzipSync(readFileSync(page.path), { level: 9 }));
   // `man sendmail` finds the page of the sendmail it is, as with the other MTAs.
-  if (existsSync(join(tree, "usr/share/man/man8/mailsend-sendmail.8.gz"))) link("usr/share/man/man8/sendmail.8.gz", "mailsend-sendmail.8.gz");
+  if (existsSync(join(tree, "usr/share/man/man8/mailsend-sendmail.8.gz")))
+    link("usr/share/man/man8/sendmail.8.gz", "mailsend-sendmail.8.gz");
   put("usr/share/bash-completion/completions/mailsend", `${run(exe, ["completion", "bash"])}\n`);
   put("usr/share/zsh/vendor-completions/_mailsend", `${run(exe, ["completion", "zsh"])}\n`);
   put("usr/share/fish/vendor_completions.d/mailsend.fish", `${run(exe, ["completion", "fish"])}\n`);
-  for (const unit of readdirSync(join(src, "systemd"))) put(`lib/systemd/system/${unit}`, readFileSync(join(src, "systemd", unit)));
+  for (const unit of readdirSync(join(src, "systemd")))
+    put(`lib/systemd/system/${unit}`, readFileSync(join(src, "systemd", unit)));
   const conffiles = [];
   for (const file of readdirSync(join(src, "etc"))) {
     put(`etc/mailsend/${file}`, readFileSync(join(src, "etc", file)));
     conffiles.push(`/etc/mailsend/${file}`);
   }
   put("usr/share/doc/mailsend/copyright", copyright());
-  for (const script of ["postinst", "prerm", "postrm"]) put(`DEBIAN/${script}`, readFileSync(join(src, "DEBIAN", script)), 0o755);
+  for (const script of ["postinst", "prerm", "postrm"])
+    put(`DEBIAN/${script}`, readFileSync(join(src, "DEBIAN", script)), 0o755);
   put("DEBIAN/conffiles", `${conffiles.join("\n")}\n`);
   put("DEBIAN/control", control(installedSize(tree)));
   const deb = join(out, `mailsend_${debVersion(pkg.version)}_amd64.deb`);
-  execFileSync("dpkg-deb", ["--build", "--root-owner-group", "-Zgzip", tree, deb], { stdio: ["ignore", "ignore", "inherit"] });
+  execFileSync("dpkg-deb", ["--build", "--root-owner-group", "-Zgzip", tree, deb], {
+    stdio: ["ignore", "ignore", "inherit"],
+  });
   return deb;
 }
 

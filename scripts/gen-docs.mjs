@@ -35,14 +35,20 @@ function optionTable(title, specs) {
   lines.push("");
 }
 for (const group of [...new Set(SEND_OPTIONS.map((o) => o.group))]) {
-  optionTable(`send: ${group}`, SEND_OPTIONS.filter((x) => x.group === group));
+  optionTable(
+    `send: ${group}`,
+    SEND_OPTIONS.filter((x) => x.group === group),
+  );
 }
 // batch shares send's Connection and Limits options; list only its own.
 optionTable(
   "batch (plus send's Connection and Limits options)",
   BATCH_OPTIONS.filter((o) => o.group !== "Connection" && o.group !== "Limits"),
 );
-optionTable("sandbox", SANDBOX_OPTIONS.filter((o) => !o.hidden));
+optionTable(
+  "sandbox",
+  SANDBOX_OPTIONS.filter((o) => !o.hidden),
+);
 lines.push("**Environment only**", "", "| variable | meaning |", "|---|---|");
 for (const e of EXTRA_ENV) lines.push(`| \`${e.name}\` | ${cell(e.description)} |`);
 lines.push("", "**Exit codes**", "", "| code | meaning |", "|---|---|");

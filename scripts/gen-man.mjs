@@ -60,7 +60,10 @@ function prose(text) {
 
 /** Example lines, as typed: every dash is a minus so that copied commands work. */
 function example(text) {
-  const lines = text.replace(/^\n+|\s+$/g, "").split("\n").map((l) => l.replace(/^ {2}/, ""));
+  const lines = text
+    .replace(/^\n+|\s+$/g, "")
+    .split("\n")
+    .map((l) => l.replace(/^ {2}/, ""));
   return [".PP", ".EX", ...lines.map((l) => `\\&${l.replace(/\\/g, "\\e").replace(/-/g, "\\-")}`), ".EE"];
 }
 
@@ -113,7 +116,9 @@ function helpText(cmd) {
     .filter((p) => p.startsWith("\nExamples:") || !/\bman mailsend-/.test(p))
     .join("\n");
   const at = text.lastIndexOf("\nExamples:\n");
-  return at < 0 ? { prose: text, examples: "" } : { prose: text.slice(0, at), examples: text.slice(at + "\nExamples:\n".length) };
+  return at < 0
+    ? { prose: text, examples: "" }
+    : { prose: text.slice(0, at), examples: text.slice(at + "\nExamples:\n".length) };
 }
 
 const pathOf = (cmd) => {
@@ -139,7 +144,8 @@ function optionItem(opt) {
   const { spec, description, env } = described(opt);
   const parts = [sentence(description)];
   if (opt.argChoices) parts.push(`One of: ${opt.argChoices.join(", ")}.`);
-  if (opt.defaultValue !== undefined && typeof opt.defaultValue !== "boolean") parts.push(`Default: ${opt.defaultValue}.`);
+  if (opt.defaultValue !== undefined && typeof opt.defaultValue !== "boolean")
+    parts.push(`Default: ${opt.defaultValue}.`);
   if (spec?.repeatable) parts.push("May be given more than once.");
   const variable = env ? [`Environment: \\fB${env}\\fR.`] : [];
   return [".TP", flagsTerm(opt.flags), ...prose(parts.join(" ")), ...variable];
@@ -149,7 +155,10 @@ function optionItem(opt) {
 function optionList(cmd, headings = true) {
   const groups = new Map();
   // A sub-command's -h is said once, by its command's.
-  for (const o of cmd.createHelp().visibleOptions(cmd).filter((o) => headings || o.long !== "--help")) {
+  for (const o of cmd
+    .createHelp()
+    .visibleOptions(cmd)
+    .filter((o) => headings || o.long !== "--help")) {
     const g = (o.helpGroupHeading ?? "Options:").replace(/:$/, "");
     if (!groups.has(g)) groups.set(g, []);
     groups.get(g).push(o);
@@ -164,13 +173,22 @@ function optionList(cmd, headings = true) {
 }
 
 function argumentList(cmd) {
-  return cmd.registeredArguments.flatMap((a) => [".TP", `\\fI${esc(a.name())}\\fR`, ...prose(sentence(a.description || a.name()) + (a.argChoices ? ` One of: ${a.argChoices.join(", ")}.` : ""))]);
+  return cmd.registeredArguments.flatMap((a) => [
+    ".TP",
+    `\\fI${esc(a.name())}\\fR`,
+    ...prose(sentence(a.description || a.name()) + (a.argChoices ? ` One of: ${a.argChoices.join(", ")}.` : "")),
+  ]);
 }
 
-const exitStatus = () => Object.entries(M.EXIT).flatMap(([cls, code]) => [".TP", `.B ${code}`, ...prose(sentence(M.EXIT_MEANING[cls]))]);
+const exitStatus = () =>
+  Object.entries(M.EXIT).flatMap(([cls, code]) => [".TP", `.B ${code}`, ...prose(sentence(M.EXIT_MEANING[cls]))]);
 const files = () => M.FILES.flatMap((f) => [".TP", `.I ${esc(f.path)}`, ...prose(f.description)]);
 const pageName = (cmd) => `mailsend-${pathOf(cmd).split(" ")[0]}`;
-const visibleCommands = (cmd) => cmd.createHelp().visibleCommands(cmd).filter((c) => c.name() !== "help");
+const visibleCommands = (cmd) =>
+  cmd
+    .createHelp()
+    .visibleCommands(cmd)
+    .filter((c) => c.name() !== "help");
 
 // ---- the pages ----
 
@@ -198,7 +216,8 @@ function envList(cmd) {
   const walk = (c) => {
     for (const o of c.options) {
       const { env } = described(o);
-      if (env && !seen.has(env) && !M.EXTRA_ENV.some((e) => e.name === env)) seen.set(env, c === cmd ? esc(o.long) : `${esc(o.long)} of mailsend ${esc(pathOf(c))}`);
+      if (env && !seen.has(env) && !M.EXTRA_ENV.some((e) => e.name === env))
+        seen.set(env, c === cmd ? esc(o.long) : `${esc(o.long)} of mailsend ${esc(pathOf(c))}`);
     }
     c.commands.forEach(walk);
   };
@@ -212,7 +231,13 @@ function commandPage(cmd) {
   const text = helpText(cmd);
   const examples = [text.examples, ...(extra.examples ? [extra.examples] : [])];
   const subs = subcommandSections(cmd, examples);
-  const out = [...title(name, 1, "mailsend manual"), ".SH NAME", `${name} \\- ${esc(cmd.description())}`, ".SH SYNOPSIS", synopsis(cmd)];
+  const out = [
+    ...title(name, 1, "mailsend manual"),
+    ".SH NAME",
+    `${name} \\- ${esc(cmd.description())}`,
+    ".SH SYNOPSIS",
+    synopsis(cmd),
+  ];
   const synopses = (c) => visibleCommands(c).flatMap((sub) => [synopsis(sub), ...synopses(sub)]);
   out.push(...synopses(cmd));
   out.push(".SH DESCRIPTION", ...prose(opening(cmd.description())));
@@ -225,7 +250,8 @@ function commandPage(cmd) {
   const said = out.join("\n").replace(/\\f[BIRP]/g, "");
   const named = M.EXTRA_ENV.filter((e) => new RegExp(`\\b${e.name}\\b`).test(said));
   const env = [...envList(cmd), ...named.flatMap((e) => [".TP", `.B ${e.name}`, ...prose(sentence(e.description))])];
-  if (env.length) out.push(".SH ENVIRONMENT", ...env, ".PP", "The variables every command reads are in", ".BR mailsend (1).");
+  if (env.length)
+    out.push(".SH ENVIRONMENT", ...env, ".PP", "The variables every command reads are in", ".BR mailsend (1).");
   out.push(".SH EXIT STATUS", ...exitStatus());
   out.push(".SH EXAMPLES", ...examples.filter((e) => e.trim()).flatMap(example));
   out.push(".SH SEE ALSO", ".BR mailsend (1)");
@@ -234,7 +260,17 @@ function commandPage(cmd) {
 
 function overviewPage(commands) {
   const text = helpText(program);
-  const out = [...title("mailsend", 1, "mailsend manual"), ".SH NAME", `mailsend \\- ${esc(program.description().replace(/\.$/, "").replace(/^./, (c) => c.toLowerCase()))}`, ".SH SYNOPSIS"];
+  const out = [
+    ...title("mailsend", 1, "mailsend manual"),
+    ".SH NAME",
+    `mailsend \\- ${esc(
+      program
+        .description()
+        .replace(/\.$/, "")
+        .replace(/^./, (c) => c.toLowerCase()),
+    )}`,
+    ".SH SYNOPSIS",
+  ];
   const walk = (c) => {
     out.push(synopsis(c));
     visibleCommands(c).forEach(walk);
@@ -243,18 +279,44 @@ function overviewPage(commands) {
   out.push(".B sendmail", "[option...] [recipient...]", ".br");
   out.push(".SH DESCRIPTION", ...prose(sentence(program.description())), ".PP", ...prose(text.prose));
   out.push(".SH COMMANDS");
-  for (const c of commands) out.push(".TP", `.B mailsend ${c.name()}`, ...prose(opening(c.description())), `See`, `.BR \\%${pageName(c)} (1).`);
-  out.push(".TP", ".B mailsend sendmail", "Read one message on stdin and send or queue it, as sendmail does. See", ".BR \\%mailsend-sendmail (8).");
+  for (const c of commands)
+    out.push(".TP", `.B mailsend ${c.name()}`, ...prose(opening(c.description())), `See`, `.BR \\%${pageName(c)} (1).`);
+  out.push(
+    ".TP",
+    ".B mailsend sendmail",
+    "Read one message on stdin and send or queue it, as sendmail does. See",
+    ".BR \\%mailsend-sendmail (8).",
+  );
   out.push(".SH OPTIONS", ...optionList(program));
-  out.push(".SH ENVIRONMENT", ...envList(program), ...M.EXTRA_ENV.flatMap((e) => [".TP", `.B ${e.name}`, ...prose(sentence(e.description))]));
-  out.push(".SH EXIT STATUS", ...prose("mailsend exits with the codes of sysexits.h:"), ...exitStatus(), ".SH FILES", ...files());
-  out.push(".SH EXAMPLES", ...example(text.examples), ".SH SEE ALSO", [...commands.map((c) => `.BR \\%${pageName(c)} (1)`), ".BR \\%mailsend-sendmail (8)"].join(",\n"));
+  out.push(
+    ".SH ENVIRONMENT",
+    ...envList(program),
+    ...M.EXTRA_ENV.flatMap((e) => [".TP", `.B ${e.name}`, ...prose(sentence(e.description))]),
+  );
+  out.push(
+    ".SH EXIT STATUS",
+    ...prose("mailsend exits with the codes of sysexits.h:"),
+    ...exitStatus(),
+    ".SH FILES",
+    ...files(),
+  );
+  out.push(
+    ".SH EXAMPLES",
+    ...example(text.examples),
+    ".SH SEE ALSO",
+    [...commands.map((c) => `.BR \\%${pageName(c)} (1)`), ".BR \\%mailsend-sendmail (8)"].join(",\n"),
+  );
   return { file: "mailsend.1", text: `${out.join("\n")}\n` };
 }
 
 function sendmailPage() {
   const p = M.SENDMAIL_PAGE;
-  const out = [...title("mailsend-sendmail", 8, "System Manager's Manual"), ".SH NAME", "mailsend-sendmail, sendmail, mailq, newaliases \\- mailsend as the machine's sendmail", ".SH SYNOPSIS"];
+  const out = [
+    ...title("mailsend-sendmail", 8, "System Manager's Manual"),
+    ".SH NAME",
+    "mailsend-sendmail, sendmail, mailq, newaliases \\- mailsend as the machine's sendmail",
+    ".SH SYNOPSIS",
+  ];
   for (const m of p.modes) {
     out.push(`.IP "${m.mode}:"`);
     m.synopsis.forEach((s, i) => {
@@ -270,10 +332,34 @@ function sendmailPage() {
     for (const o of g.options) out.push(".TP", flagsTerm(o.flags), ...prose(o.description));
   }
   out.push(".SH EXIT STATUS", ...prose(`The codes of sysexits.h, as sendmail's: ${p.exit}`), ...exitStatus());
-  out.push(".SH ENVIRONMENT", ...["MAILSEND_ALIASES", "MAILSEND_MAX_SIZE", "MAILSEND_QUEUE_AUTORUN", "MAILSEND_FROM", "MAILSEND_PROFILE", "MAILSEND_QUEUE"].flatMap((n) => [".TP", `.B ${n}`, ...prose(sentence(M.EXTRA_ENV.find((e) => e.name === n)?.description ?? `As --${n.slice(9).toLowerCase()} of mailsend send.`))]));
+  out.push(
+    ".SH ENVIRONMENT",
+    ...[
+      "MAILSEND_ALIASES",
+      "MAILSEND_MAX_SIZE",
+      "MAILSEND_QUEUE_AUTORUN",
+      "MAILSEND_FROM",
+      "MAILSEND_PROFILE",
+      "MAILSEND_QUEUE",
+    ].flatMap((n) => [
+      ".TP",
+      `.B ${n}`,
+      ...prose(
+        sentence(
+          M.EXTRA_ENV.find((e) => e.name === n)?.description ?? `As --${n.slice(9).toLowerCase()} of mailsend send.`,
+        ),
+      ),
+    ]),
+  );
   out.push(".PP", "The others are those of", ".BR mailsend (1).");
   out.push(".SH FILES", ...files(), ".SH EXAMPLES", ...example(p.examples));
-  out.push(".SH SEE ALSO", ".BR mailsend (1),", ".BR \\%mailsend-queue (1),", ".BR \\%mailsend-relay (1),", ".BR aliases (5)");
+  out.push(
+    ".SH SEE ALSO",
+    ".BR mailsend (1),",
+    ".BR \\%mailsend-queue (1),",
+    ".BR \\%mailsend-relay (1),",
+    ".BR aliases (5)",
+  );
   return { file: "mailsend-sendmail.8", text: `${out.join("\n")}\n` };
 }
 

@@ -7,7 +7,16 @@
 export { send } from "./api/send.js";
 export { sendBatch } from "./api/batch.js";
 export { createSandbox } from "./api/sandbox.js";
-export { MailsendError, isMailsendError, EXIT, EXIT_MEANING, exitCodeFor, type ErrorCode, type ExitClass, type PartialDelivery } from "./core/errors.js";
+export {
+  MailsendError,
+  isMailsendError,
+  EXIT,
+  EXIT_MEANING,
+  exitCodeFor,
+  type ErrorCode,
+  type ExitClass,
+  type PartialDelivery,
+} from "./core/errors.js";
 export { VERSION } from "./core/version.js";
 export type {
   AttachmentInput,

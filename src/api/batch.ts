@@ -35,7 +35,10 @@ function line(item: unknown): string {
   if (item && typeof item === "object" && !Array.isArray(item) && Array.isArray((item as BatchItem).attachments)) {
     const attachments = (item as BatchItem).attachments!.map((a) =>
       a && typeof a === "object" && "content" in a && a.content instanceof Uint8Array
-        ? { ...a, content: Buffer.from(a.content.buffer, a.content.byteOffset, a.content.byteLength).toString("base64") }
+        ? {
+            ...a,
+            content: Buffer.from(a.content.buffer, a.content.byteOffset, a.content.byteLength).toString("base64"),
+          }
         : a,
     );
     value = { ...item, attachments };
@@ -92,7 +95,11 @@ async function inputOf(
     }
     await Promise.race([new Promise<void>((r, j) => out.end((e?: Error | null) => (e ? j(e) : r()))), failed]);
     const fingerprint = digest(hash);
-    return { input: { format: "jsonl", open: () => createReadStream(path, { highWaterMark: CHUNK }) }, fingerprint: async () => fingerprint, cleanup };
+    return {
+      input: { format: "jsonl", open: () => createReadStream(path, { highWaterMark: CHUNK }) },
+      fingerprint: async () => fingerprint,
+      cleanup,
+    };
   } catch (e) {
     await cleanup();
     throw e;
@@ -104,11 +111,13 @@ function defaultsOf(t: BatchTemplate | undefined): RowDefaults {
   if (!t || typeof t !== "object") throw new MailsendError("usage", "options.template must be an object");
   const s = (k: keyof BatchTemplate) => {
     const v = t[k];
-    if (v !== undefined && typeof v !== "string") throw new MailsendError("usage", `options.template.${k} must be a string`);
+    if (v !== undefined && typeof v !== "string")
+      throw new MailsendError("usage", `options.template.${k} must be a string`);
     return v as string | undefined;
   };
   const headers: HeaderList = Object.entries(t.headers ?? {}).map(([n, v]) => {
-    if (typeof v !== "string") throw new MailsendError("usage", `options.template.headers[${JSON.stringify(n)}] must be a string`);
+    if (typeof v !== "string")
+      throw new MailsendError("usage", `options.template.headers[${JSON.stringify(n)}] must be a string`);
     checkHeader(n, v);
     return [n, v];
   });
@@ -116,7 +125,14 @@ function defaultsOf(t: BatchTemplate | undefined): RowDefaults {
   if (!Array.isArray(attach) || !attach.every((a) => typeof a === "string")) {
     throw new MailsendError("usage", "options.template.attachments must be an array of file paths");
   }
-  const [from, name, replyTo, subject, html, text] = [s("from"), s("name"), s("reply_to"), s("subject"), s("html"), s("text")];
+  const [from, name, replyTo, subject, html, text] = [
+    s("from"),
+    s("name"),
+    s("reply_to"),
+    s("subject"),
+    s("html"),
+    s("text"),
+  ];
   return {
     ...(from !== undefined ? { from } : {}),
     ...(name !== undefined ? { name } : {}),
@@ -141,7 +157,10 @@ function inItemTerms(text: string): string {
   return text
     .replace(/\b(?:row|item) (\d+) \(line \d+\)/g, (_, n: string) => at(n))
     .replace(/\brow (\d+)'s\b/g, (_, n: string) => `${at(n)}'s`)
-    .replace("expected a JSON object (one send request)", "expected a message: an object of JSON values (no BigInt, no cycles)");
+    .replace(
+      "expected a JSON object (one send request)",
+      "expected a message: an object of JSON values (no BigInt, no cycles)",
+    );
 }
 
 function resultOf(r: ItemResult): BatchItemResult {
@@ -171,13 +190,20 @@ function resultOf(r: ItemResult): BatchItemResult {
 
 /** The shape of the input and the options checked before anything is opened. */
 function checkBatchRequest(items: unknown, options: SendBatchOptions): { check: boolean; concurrency: number } {
-  if (!items || typeof items === "string" || (typeof (items as Iterable<unknown>)[Symbol.iterator] !== "function" && typeof (items as AsyncIterable<unknown>)[Symbol.asyncIterator] !== "function")) {
+  if (
+    !items ||
+    typeof items === "string" ||
+    (typeof (items as Iterable<unknown>)[Symbol.iterator] !== "function" &&
+      typeof (items as AsyncIterable<unknown>)[Symbol.asyncIterator] !== "function")
+  ) {
     throw new MailsendError("usage", "sendBatch() takes an array, an iterable or an async iterable of messages");
   }
   const check = options.check === true;
   const concurrency = options.concurrency ?? 4;
-  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64) throw new MailsendError("usage", "options.concurrency must be a whole number from 1 to 64");
-  if (options.journal !== undefined && typeof options.journal !== "string") throw new MailsendError("usage", "options.journal must be a file path");
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 64)
+    throw new MailsendError("usage", "options.concurrency must be a whole number from 1 to 64");
+  if (options.journal !== undefined && typeof options.journal !== "string")
+    throw new MailsendError("usage", "options.journal must be a file path");
   return { check, concurrency };
 }
 
@@ -245,7 +271,10 @@ function summaryOf(summary: BatchSummary, aborted: boolean, journal: Journal | u
  * does not reject. Rejects with a MailsendError only when the batch cannot
  * run at all (no key, bad options, a journal that cannot be used).
  */
-export async function sendBatch(items: Iterable<BatchItem> | AsyncIterable<BatchItem>, options: SendBatchOptions = {}): Promise<BatchResult> {
+export async function sendBatch(
+  items: Iterable<BatchItem> | AsyncIterable<BatchItem>,
+  options: SendBatchOptions = {},
+): Promise<BatchResult> {
   let cleanup = async () => {};
   let transport: Transport | undefined;
   let budget: Budget | undefined;

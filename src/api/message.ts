@@ -11,7 +11,19 @@ import { assembleMessage } from "../message/build.js";
 import { regularFileSize } from "../core/read.js";
 import type { AttachmentInput, MessageInput } from "./types.js";
 
-const FIELDS = new Set(["from", "to", "cc", "bcc", "subject", "html", "text", "name", "reply_to", "headers", "attachments"]);
+const FIELDS = new Set([
+  "from",
+  "to",
+  "cc",
+  "bcc",
+  "subject",
+  "html",
+  "text",
+  "name",
+  "reply_to",
+  "headers",
+  "attachments",
+]);
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 function usage(message: string): MailsendError {
@@ -35,7 +47,8 @@ function addressList(m: Record<string, unknown>, field: string): string[] {
 
 function headersOf(v: unknown): HeaderList {
   if (v === undefined || v === null) return [];
-  if (typeof v !== "object" || Array.isArray(v)) throw usage("message.headers must be an object of header names to values");
+  if (typeof v !== "object" || Array.isArray(v))
+    throw usage("message.headers must be an object of header names to values");
   return Object.entries(v as Record<string, unknown>).map(([name, value]) => {
     if (typeof value !== "string") throw usage(`message.headers[${JSON.stringify(name)}] must be a string`);
     return [name, value];
@@ -46,14 +59,16 @@ async function attachmentOf(a: AttachmentInput, i: number): Promise<Attachment> 
   const where = `message.attachments[${i}]`;
   if (!a || typeof a !== "object") throw usage(`${where} must be {filename, content} or {path, filename?}`);
   const contentType = (a as { contentType?: unknown }).contentType;
-  if (contentType !== undefined && typeof contentType !== "string") throw usage(`${where}.contentType must be a string`);
+  if (contentType !== undefined && typeof contentType !== "string")
+    throw usage(`${where}.contentType must be a string`);
   const extra = contentType ? { contentType } : {};
   let filename = (a as { filename?: unknown }).filename;
   if (filename !== undefined && typeof filename !== "string") throw usage(`${where}.filename must be a string`);
   const checkName = (name: string) => {
     if (!name) throw new MailsendError("invalid_message", `${where}.filename must not be empty`);
     checkSingleLine(name, `${where}.filename`);
-    if (/[/\\]/.test(name)) throw new MailsendError("invalid_message", `${where}.filename must not contain a path separator`);
+    if (/[/\\]/.test(name))
+      throw new MailsendError("invalid_message", `${where}.filename must not contain a path separator`);
   };
   if ("content" in a && a.content !== undefined) {
     if ("path" in a) throw usage(`${where}: give content or path, not both`);
@@ -61,11 +76,16 @@ async function attachmentOf(a: AttachmentInput, i: number): Promise<Attachment> 
     checkName(filename);
     const c = a.content;
     if (typeof c === "string") {
-      if (!BASE64.test(c)) throw new MailsendError("invalid_message", `${where}.content must be base64 (or give a Buffer)`);
+      if (!BASE64.test(c))
+        throw new MailsendError("invalid_message", `${where}.content must be base64 (or give a Buffer)`);
       return { filename, source: { kind: "bytes", data: Buffer.from(c, "base64") }, ...extra };
     }
     if (c instanceof Uint8Array) {
-      return { filename, source: { kind: "bytes", data: Buffer.isBuffer(c) ? c : Buffer.from(c.buffer, c.byteOffset, c.byteLength) }, ...extra };
+      return {
+        filename,
+        source: { kind: "bytes", data: Buffer.isBuffer(c) ? c : Buffer.from(c.buffer, c.byteOffset, c.byteLength) },
+        ...extra,
+      };
     }
     throw usage(`${where}.content must be a Buffer, a Uint8Array or a base64 string`);
   }
@@ -78,7 +98,11 @@ async function attachmentOf(a: AttachmentInput, i: number): Promise<Attachment> 
 }
 
 /** Validate a message given in the API's shape, for this transport. */
-export async function messageOf(input: MessageInput, transport: TransportName, idempotencyKey?: string): Promise<Message> {
+export async function messageOf(
+  input: MessageInput,
+  transport: TransportName,
+  idempotencyKey?: string,
+): Promise<Message> {
   if (!input || typeof input !== "object" || Array.isArray(input)) throw usage("the message must be an object");
   const m = input as unknown as Record<string, unknown>;
   const unknown = Object.keys(m).filter((k) => !FIELDS.has(k) && m[k] !== undefined);
@@ -90,11 +114,17 @@ export async function messageOf(input: MessageInput, transport: TransportName, i
   const subject = optString(m, "subject");
   const html = optString(m, "html");
   const text = optString(m, "text");
-  const missing = [!from && "from", to.length === 0 && "to", !subject && "subject", !html && !text && "html or text"].filter(Boolean);
+  const missing = [
+    !from && "from",
+    to.length === 0 && "to",
+    !subject && "subject",
+    !html && !text && "html or text",
+  ].filter(Boolean);
   if (missing.length > 0) throw usage(`the message is missing ${missing.join(", ")}`);
   const attachments = m.attachments ?? [];
   if (!Array.isArray(attachments)) throw usage("message.attachments must be an array");
-  if (idempotencyKey !== undefined && typeof idempotencyKey !== "string") throw usage("options.idempotencyKey must be a string");
+  if (idempotencyKey !== undefined && typeof idempotencyKey !== "string")
+    throw usage("options.idempotencyKey must be a string");
   const parts = {
     from: from!,
     name: optString(m, "name"),
@@ -110,5 +140,7 @@ export async function messageOf(input: MessageInput, transport: TransportName, i
     ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
   };
   // Errors name the message's fields (reply_to) and options.idempotencyKey, not send's flags.
-  return assembleMessage(parts, transport, (flag) => (flag === "--idempotency-key" ? "options.idempotencyKey" : `message.${flag.replace(/^--/, "").replace(/-/g, "_")}`));
+  return assembleMessage(parts, transport, (flag) =>
+    flag === "--idempotency-key" ? "options.idempotencyKey" : `message.${flag.replace(/^--/, "").replace(/-/g, "_")}`,
+  );
 }

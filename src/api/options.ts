@@ -27,7 +27,8 @@ function str(value: unknown, what: string): string | undefined {
 
 /** The options as the resolver's layers: each option type-checked, options.env read only when given. */
 function layersOf(o: ConnectionOptions): Layers {
-  if (o.env !== undefined && (o.env === null || typeof o.env !== "object")) throw invalid("options.env must be an object of variables");
+  if (o.env !== undefined && (o.env === null || typeof o.env !== "object"))
+    throw invalid("options.env must be an object of variables");
   const smtp = o.smtp ?? {};
   if (typeof smtp !== "object") throw invalid("options.smtp must be an object");
   const s = smtp as Partial<NonNullable<ConnectionOptions["smtp"]>>;
@@ -48,10 +49,17 @@ function layersOf(o: ConnectionOptions): Layers {
     ...defined("smtpProxy", str(s.proxy, "options.smtp.proxy")),
     insecure: o.insecure === true,
   };
-  return { front: "api", given, env: o.env ?? {}, envGiven: o.env !== undefined, defaultTransport: o.smtp && !o.baseUrl ? "smtp" : DEFAULTS.transport };
+  return {
+    front: "api",
+    given,
+    env: o.env ?? {},
+    envGiven: o.env !== undefined,
+    defaultTransport: o.smtp && !o.baseUrl ? "smtp" : DEFAULTS.transport,
+  };
 }
 
-const defined = <K extends string, V>(k: K, v: V | undefined): { [P in K]?: V } => (v === undefined ? {} : ({ [k]: v } as { [P in K]: V }));
+const defined = <K extends string, V>(k: K, v: V | undefined): { [P in K]?: V } =>
+  v === undefined ? {} : ({ [k]: v } as { [P in K]: V });
 
 export function resolveTransportName(o: ConnectionOptions): TransportName {
   return transportOf(layersOf(o), false) as TransportName;
@@ -101,7 +109,10 @@ export function openBudget(o: DeliveryOptions & { env?: Env }, apiKey: string, c
     store = openSlotStore(apiKey, limits, storeEnv, caFile ? { caFile } : {});
   } catch (e) {
     if (e instanceof MailsendError) throw e;
-    throw invalid(`cannot use the rate-limit state dir: ${(e as Error).message}`, "Pass options.stateDir (a writable dir), or rateLimit: 0 to switch the local budget off.");
+    throw invalid(
+      `cannot use the rate-limit state dir: ${(e as Error).message}`,
+      "Pass options.stateDir (a writable dir), or rateLimit: 0 to switch the local budget off.",
+    );
   }
   return {
     options: { ...(store ? { store } : {}), limits, retries, maxWaitMs, noWait, deadlineMs },

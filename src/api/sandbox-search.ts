@@ -26,7 +26,11 @@ async function mailOf(s: Searcher, m: StoredMessage): Promise<SandboxMail> {
 function timeoutMs(t: WaitForOptions["timeout"]): number {
   if (t === undefined) return WAIT_DEFAULT_MS;
   const ms = typeof t === "number" ? t : durationMs(t);
-  if (ms === undefined || !Number.isFinite(ms) || ms < 0) throw new MailsendError("usage", `options.timeout ${JSON.stringify(t)}: expected milliseconds or a duration such as "30s"`);
+  if (ms === undefined || !Number.isFinite(ms) || ms < 0)
+    throw new MailsendError(
+      "usage",
+      `options.timeout ${JSON.stringify(t)}: expected milliseconds or a duration such as "30s"`,
+    );
   return ms;
 }
 

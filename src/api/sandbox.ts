@@ -15,7 +15,12 @@ import type { MailSandbox, SandboxMessage, SandboxOptions, SendOptions } from ".
 /** The first key: made on this start, or kept in the data dir's key file from an earlier one. */
 async function firstKey(sb: Sandbox): Promise<string> {
   try {
-    return sb.createdKey?.key ?? (existsSync(sb.paths.apiKeyFile) ? readFileSync(sb.paths.apiKeyFile, "utf8").trim() : sb.keys.add({ label: "api" }).key);
+    return (
+      sb.createdKey?.key ??
+      (existsSync(sb.paths.apiKeyFile)
+        ? readFileSync(sb.paths.apiKeyFile, "utf8").trim()
+        : sb.keys.add({ label: "api" }).key)
+    );
   } catch (e) {
     await sb.close();
     throw e;
@@ -23,7 +28,12 @@ async function firstKey(sb: Sandbox): Promise<string> {
 }
 
 /** The caller's handle on a started sandbox: where to reach it, send options for it, its messages. */
-function sandboxHandle(sb: Sandbox, apiKey: string, search: ReturnType<typeof searchMethods>, tempDir: string | undefined): MailSandbox {
+function sandboxHandle(
+  sb: Sandbox,
+  apiKey: string,
+  search: ReturnType<typeof searchMethods>,
+  tempDir: string | undefined,
+): MailSandbox {
   const limits = { rateLimit: sb.limiter.limit, rateWindowMs: sb.limiter.windowMs };
   // The clients' state (the budget's file of this sandbox's key; a child mailsend's outbox) in
   // the data dir, not the user's state dir: a throw-away sandbox's key is new on every start, so
@@ -62,10 +72,14 @@ function sandboxHandle(sb: Sandbox, apiKey: string, search: ReturnType<typeof se
 export async function createSandbox(options: SandboxOptions = {}): Promise<MailSandbox> {
   let tempDir: string | undefined;
   try {
-    if (options.dir !== undefined && typeof options.dir !== "string") throw new MailsendError("usage", "options.dir must be a path");
+    if (options.dir !== undefined && typeof options.dir !== "string")
+      throw new MailsendError("usage", "options.dir must be a path");
     const dir = options.dir ?? (tempDir = await mkdtemp(join(tmpdir(), "mailsend-sandbox-")));
     // Loaded only here: a program that only sends never loads the SMTP server.
-    const [{ startSandbox }, { searchMethods }] = await Promise.all([import("../sandbox/server.js"), import("./sandbox-search.js")]);
+    const [{ startSandbox }, { searchMethods }] = await Promise.all([
+      import("../sandbox/server.js"),
+      import("./sandbox-search.js"),
+    ]);
     const sb = await startSandbox({
       dir,
       host: options.host ?? "127.0.0.1",

@@ -86,7 +86,9 @@ export async function send(message: MessageInput, options: SendOptions = {}): Pr
               throw s?.aborted ? aborted(s) : e;
             }),
           ...(signal ? { signal } : {}),
-          ...(options.onWait ? { onWait: (w) => options.onWait!(w.error ? { ...w, error: w.error.in("api") } : w) } : {}),
+          ...(options.onWait
+            ? { onWait: (w) => options.onWait!(w.error ? { ...w, error: w.error.in("api") } : w) }
+            : {}),
           ...(options.onWarning ? { onWarning: options.onWarning } : {}),
           ...(options.trace ? { trace: options.trace } : {}),
         });

@@ -12,7 +12,13 @@ import type { Front } from "../core/setting-names.js";
 import { checkHeader, type HeaderList } from "../core/headers.js";
 import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
-import { assembleMessage, checkRestFit, composeHtmlBody, type BodyCompose, type MessageParts } from "../message/build.js";
+import {
+  assembleMessage,
+  checkRestFit,
+  composeHtmlBody,
+  type BodyCompose,
+  type MessageParts,
+} from "../message/build.js";
 import { chooseTransport, type Channels } from "../transports/choose.js";
 import { regularFileSize } from "../core/read.js";
 import { looseName, placeholders, render } from "../message/template.js";
@@ -39,7 +45,21 @@ export interface RowDefaults {
   inputDir?: string;
 }
 
-const FIELDS = new Set(["from", "to", "cc", "bcc", "subject", "html", "text", "name", "reply_to", "headers", "attachments", "idempotency_key", "vars"]);
+const FIELDS = new Set([
+  "from",
+  "to",
+  "cc",
+  "bcc",
+  "subject",
+  "html",
+  "text",
+  "name",
+  "reply_to",
+  "headers",
+  "attachments",
+  "idempotency_key",
+  "vars",
+]);
 
 function bad(message: string): MailsendError {
   return new MailsendError("invalid_message", message);
@@ -61,7 +81,8 @@ function list(v: unknown, field: string): string[] {
 /** What a row's own field does to its message, for the warning when a template uses it too. */
 const FIELD_EFFECT: Record<string, Text> = {
   from: (s) => `each row's value is the sender address of its message (instead of ${s.flag("from")})`,
-  name: (s) => `each row's value becomes the sender's display name of its message (From: <value> <address>), replacing ${s.flag("name")} and the name in ${s.flag("from")}`,
+  name: (s) =>
+    `each row's value becomes the sender's display name of its message (From: <value> <address>), replacing ${s.flag("name")} and the name in ${s.flag("from")}`,
   subject: (s) => `each row's value is the subject line of its message (instead of ${s.flag("subject")})`,
   reply_to: "each row's value is the Reply-To address of its message",
   html: "each row's value is the HTML body of its message (instead of the HTML template)",
@@ -114,7 +135,10 @@ export class FieldClashes {
   /** The warnings this row gives that no earlier row gave. */
   check(data: Record<string, unknown>): string[] {
     if (this.#used.size === 0) return [];
-    const vars = data.vars && typeof data.vars === "object" && !Array.isArray(data.vars) ? (data.vars as Record<string, unknown>) : {};
+    const vars =
+      data.vars && typeof data.vars === "object" && !Array.isArray(data.vars)
+        ? (data.vars as Record<string, unknown>)
+        : {};
     const out: string[] = [];
     for (const [field, flags] of this.#used) {
       // An empty CSV cell sets nothing (it is read as absent), so it clashes with nothing.
@@ -169,7 +193,8 @@ function headersOf(data: Record<string, unknown>, defaults: HeaderList): HeaderL
       set(k, v);
     }
   } else if (h !== undefined && h !== null && h !== "") throw bad("headers must be an object");
-  for (const [k, v] of Object.entries(data)) if (k.startsWith("header:") && typeof v === "string" && v !== "") set(k.slice(7), v);
+  for (const [k, v] of Object.entries(data))
+    if (k.startsWith("header:") && typeof v === "string" && v !== "") set(k.slice(7), v);
   return out;
 }
 
@@ -184,7 +209,8 @@ export class AttachmentCache {
 
   async get(spec: string): Promise<Attachment> {
     const hash = spec.lastIndexOf("#");
-    const [path, filename] = hash > 0 && hash < spec.length - 1 ? [spec.slice(0, hash), spec.slice(hash + 1)] : [spec, basename(spec)];
+    const [path, filename] =
+      hash > 0 && hash < spec.length - 1 ? [spec.slice(0, hash), spec.slice(hash + 1)] : [spec, basename(spec)];
     const size = await regularFileSize(path, "attachment");
     if (this.#bytes.has(path) || this.#kept + size <= this.budget) {
       if (!this.#bytes.has(path)) {
@@ -210,7 +236,8 @@ async function rowAttachment(cache: AttachmentCache, spec: string, inputDir: str
     return await cache.get(spec);
   } catch (e) {
     const path = spec.lastIndexOf("#") > 0 ? spec.slice(0, spec.lastIndexOf("#")) : spec;
-    if (!(e instanceof MailsendError) || e.code !== "file_not_found" || inputDir === undefined || isAbsolute(path)) throw e;
+    if (!(e instanceof MailsendError) || e.code !== "file_not_found" || inputDir === undefined || isAbsolute(path))
+      throw e;
     const beside = join(inputDir, path);
     if (resolve(beside) === resolve(path) || !existsSync(beside)) throw e;
     throw new MailsendError("file_not_found", e.message, {
@@ -219,14 +246,23 @@ async function rowAttachment(cache: AttachmentCache, spec: string, inputDir: str
   }
 }
 
-async function attachmentsOf(data: Record<string, unknown>, defaults: string[], cache: AttachmentCache, inputDir?: string): Promise<Attachment[]> {
+async function attachmentsOf(
+  data: Record<string, unknown>,
+  defaults: string[],
+  cache: AttachmentCache,
+  inputDir?: string,
+): Promise<Attachment[]> {
   const out: Attachment[] = [];
   for (const spec of defaults) out.push(await cache.get(spec));
   const a = data.attachments;
   if (absent(a)) return out;
   if (typeof a === "string") {
     // CSV: paths separated by ";".
-    for (const p of a.split(";").map((s) => s.trim()).filter(Boolean)) out.push(await rowAttachment(cache, p, inputDir));
+    for (const p of a
+      .split(";")
+      .map((s) => s.trim())
+      .filter(Boolean))
+      out.push(await rowAttachment(cache, p, inputDir));
     return out;
   }
   if (!Array.isArray(a)) throw bad("attachments must be an array");
@@ -239,7 +275,8 @@ async function attachmentsOf(data: Record<string, unknown>, defaults: string[], 
     } else if (item && typeof item === "object" && typeof (item as { content?: unknown }).content === "string") {
       const { content, filename } = item as { content: string; filename?: unknown };
       if (typeof filename !== "string" || !filename) throw bad(`attachments[${i}] needs a filename`);
-      if (!/^[A-Za-z0-9+/]*={0,2}$/.test(content) || content.length % 4 !== 0) throw bad(`attachments[${i}].content must be base64`);
+      if (!/^[A-Za-z0-9+/]*={0,2}$/.test(content) || content.length % 4 !== 0)
+        throw bad(`attachments[${i}].content must be base64`);
       out.push({ filename, source: { kind: "bytes", data: Buffer.from(content, "base64") } });
     } else throw bad(`attachments[${i}] must be a path, {path, filename} or {content, filename}`);
   }
@@ -263,15 +300,33 @@ export async function messageOfRow(data: Record<string, unknown>, ctx: ItemConte
   // Made only when a template is filled: rows that carry their own subject and body need none.
   let vars: Record<string, unknown> | undefined;
   const varsOf = () => (vars ??= variables(data));
-  const subject = str(data.subject, "subject") ?? (d.subject !== undefined ? render(d.subject, varsOf(), "text", d.labels?.subject ?? "--subject") : undefined);
-  const html = str(data.html, "html") ?? (d.htmlTemplate !== undefined ? render(d.htmlTemplate, varsOf(), "html", d.labels?.html ?? d.templateFlag ?? "--html-file") : undefined);
-  const text = str(data.text, "text") ?? (d.textTemplate !== undefined ? render(d.textTemplate, varsOf(), "text", d.labels?.text ?? d.templateFlag ?? "--text-file") : undefined);
+  const subject =
+    str(data.subject, "subject") ??
+    (d.subject !== undefined ? render(d.subject, varsOf(), "text", d.labels?.subject ?? "--subject") : undefined);
+  const html =
+    str(data.html, "html") ??
+    (d.htmlTemplate !== undefined
+      ? render(d.htmlTemplate, varsOf(), "html", d.labels?.html ?? d.templateFlag ?? "--html-file")
+      : undefined);
+  const text =
+    str(data.text, "text") ??
+    (d.textTemplate !== undefined
+      ? render(d.textTemplate, varsOf(), "text", d.labels?.text ?? d.templateFlag ?? "--text-file")
+      : undefined);
   const from = str(data.from, "from") ?? d.from;
   const to = list(data.to, "to");
-  const missing = [!from && "from", to.length === 0 && "to", !subject && "subject", !html && !text && "html or text"].filter(Boolean);
+  const missing = [
+    !from && "from",
+    to.length === 0 && "to",
+    !subject && "subject",
+    !html && !text && "html or text",
+  ].filter(Boolean);
   if (missing.length > 0) {
     // A sheet's address column is often "Email" or "E-mail Address": say which name makes it the recipients.
-    const hint = to.length === 0 && data.to === undefined ? `The recipients' column must be named "to"; this row has: ${Object.keys(data).slice(0, 20).join(", ")}.` : undefined;
+    const hint =
+      to.length === 0 && data.to === undefined
+        ? `The recipients' column must be named "to"; this row has: ${Object.keys(data).slice(0, 20).join(", ")}.`
+        : undefined;
     throw new MailsendError("invalid_message", `missing ${missing.join(", ")}`, hint ? { hint } : {});
   }
   const composed = html !== undefined && d.compose ? await composeHtmlBody(html, d.compose) : undefined;
@@ -286,7 +341,12 @@ export async function messageOfRow(data: Record<string, unknown>, ctx: ItemConte
     ...(text !== undefined ? { text } : {}),
     replyTo: str(data.reply_to, "reply_to") ?? d.replyTo,
     headers: headersOf(data, d.headers ?? []),
-    attachments: [...(d.attach?.length || !absent(data.attachments) ? await attachmentsOf(data, d.attach ?? [], ctx.cache, d.inputDir) : []), ...(composed?.parts ?? [])],
+    attachments: [
+      ...(d.attach?.length || !absent(data.attachments)
+        ? await attachmentsOf(data, d.attach ?? [], ctx.cache, d.inputDir)
+        : []),
+      ...(composed?.parts ?? []),
+    ],
     idempotencyKey: str(data.idempotency_key, "idempotency_key") ?? ctx.idempotencyKey,
     // Both bodies from the Markdown template: the text is the source of the HTML.
     ...(d.textIsPlainHtml && absent(data.html) && absent(data.text) ? { textIsPlainHtml: true } : {}),
@@ -295,7 +355,10 @@ export async function messageOfRow(data: Record<string, unknown>, ctx: ItemConte
   const message = assembleMessage(parts, ctx.transport, (flag) => flag.replace(/^--/, "").replace(/-/g, "_"));
   // auto: the row's channel, as send chooses it; the batch's transport chooses the same again for
   // the message made here (with a text part added for SMTP, which keeps it SMTP's).
-  const transport = ctx.transport === "auto" ? chooseTransport(message, ctx.channels ?? { rest: true, smtp: true }).transport : ctx.transport;
+  const transport =
+    ctx.transport === "auto"
+      ? chooseTransport(message, ctx.channels ?? { rest: true, smtp: true }).transport
+      : ctx.transport;
   if (ctx.transport === "auto" && transport === "rest") checkRestFit(message);
   // Over SMTP an HTML-only row gets its text part, as send's message does.
   if (transport !== "smtp" || !d.compose || message.text !== undefined || message.html === undefined) return message;

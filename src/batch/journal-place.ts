@@ -42,7 +42,8 @@ export async function openBatchJournal(o: JournalPlace): Promise<Journal | undef
   const defaultJournal = join(batchesDir, `${inputHash}.journal`);
   const legacyJournal = o.results ? `${o.results}.journal` : undefined;
   // Only a journal of this input (one a run would continue): another input's is not this batch's.
-  const journalPath = o.journal ?? (legacyJournal && journalAction(legacyJournal, o.fp) === "resume" ? legacyJournal : defaultJournal);
+  const journalPath =
+    o.journal ?? (legacyJournal && journalAction(legacyJournal, o.fp) === "resume" ? legacyJournal : defaultJournal);
   if (journalPath === defaultJournal && !o.check) {
     // Journals hold addresses and subjects: the state dir is private (made 0700; a looser one is said).
     const loose = [ensurePrivateDir(stateDir(o.env)), ensurePrivateDir(batchesDir, "batch journal directory")];
@@ -53,7 +54,8 @@ export async function openBatchJournal(o: JournalPlace): Promise<Journal | undef
   const journalOptions = { path: journalPath, ...o.fp, fresh: o.fresh, resume: o.resume };
   const journal = o.check ? undefined : await Journal.open(journalOptions);
   if (journal) writePointer(lastPointer, journal.path);
-  if (journal?.replaced?.reason === "input_changed" && journal.replaced.sent > 0) o.say(newBatchNotice(journal.replaced, journal.replaced.path, false));
+  if (journal?.replaced?.reason === "input_changed" && journal.replaced.sent > 0)
+    o.say(newBatchNotice(journal.replaced, journal.replaced.path, false));
   if (journal?.replaced?.reason === "damaged") {
     const r = journal.replaced;
     o.say(
@@ -69,7 +71,8 @@ export async function openBatchJournal(o: JournalPlace): Promise<Journal | undef
     } catch {
       plan = undefined;
     }
-    if (plan?.action === "replace" && plan.reason === "input_changed" && plan.sent > 0) o.say(newBatchNotice(plan, `${journalPath}.<time>.old`, true));
+    if (plan?.action === "replace" && plan.reason === "input_changed" && plan.sent > 0)
+      o.say(newBatchNotice(plan, `${journalPath}.<time>.old`, true));
   }
   return journal;
 }
@@ -129,9 +132,14 @@ function guardNewJournal(journalPath: string, earlier: ReadonlyArray<string | un
     if (plan?.action !== "resume") continue;
     const sent = [...plan.states.values()].filter((st) => st.s === "done").length;
     if (sent === 0) continue;
-    throw new MailsendError("usage", `the journal ${journalPath} is new, but the journal ${path} records ${sent} item${sent === 1 ? "" : "s"} of this input as sent: a new journal would send every row again`, {
-      hint: (s) => `Give ${s.flag("journal")} ${path} to continue it (it skips what was sent), or ${s.flag("fresh")} to send everything again.`,
-    });
+    throw new MailsendError(
+      "usage",
+      `the journal ${journalPath} is new, but the journal ${path} records ${sent} item${sent === 1 ? "" : "s"} of this input as sent: a new journal would send every row again`,
+      {
+        hint: (s) =>
+          `Give ${s.flag("journal")} ${path} to continue it (it skips what was sent), or ${s.flag("fresh")} to send everything again.`,
+      },
+    );
   }
 }
 
@@ -150,4 +158,3 @@ function newBatchNotice(r: Pick<Replaced, "finishedAt" | "sent">, keptAt: string
     ? `${last}, so sending it would start a new batch: every row of it would be sent, also any the last run sent; the old journal would be kept as ${keptAt}`
     : `${last}, so this is a new batch: every row of it is sent, also any the last run sent; the old journal is kept at ${keptAt}`;
 }
-

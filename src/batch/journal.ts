@@ -21,7 +21,26 @@
  * main thread; records made while one is running join the next.
  */
 import { createHash, randomUUID } from "node:crypto";
-import { close, closeSync, constants, createReadStream, existsSync, lstatSync, fdatasync, fstatSync, fsync, ftruncateSync, openSync, readFileSync, readSync, renameSync, statSync, truncateSync, unlinkSync, writeSync } from "node:fs";
+import {
+  close,
+  closeSync,
+  constants,
+  createReadStream,
+  existsSync,
+  lstatSync,
+  fdatasync,
+  fstatSync,
+  fsync,
+  ftruncateSync,
+  openSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  statSync,
+  truncateSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
 import { stat } from "node:fs/promises";
 import { localFileError, MailsendError } from "../core/errors.js";
 import { tryLock } from "../core/lock.js";
@@ -63,7 +82,11 @@ export async function legacyFingerprint(path: string | undefined): Promise<strin
   try {
     const head = Buffer.alloc(Math.min(st.size, 64 * 1024));
     const n = head.length ? readSync(fd, head, 0, head.length, 0) : 0;
-    return createHash("sha256").update(`${st.size}:${Math.floor(st.mtimeMs)}:`).update(head.subarray(0, n)).digest("hex").slice(0, 32);
+    return createHash("sha256")
+      .update(`${st.size}:${Math.floor(st.mtimeMs)}:`)
+      .update(head.subarray(0, n))
+      .digest("hex")
+      .slice(0, 32);
   } finally {
     closeSync(fd);
   }
@@ -141,7 +164,14 @@ export class Journal {
   #size = 0;
   #queue: string[] = [];
   /** The records in #queue wait for this: one promise for all that the next write and fdatasync cover. */
-  #group: { promise: Promise<void>; resolve: () => void; reject: (e: Error) => void; written?: { promise: Promise<void>; resolve: () => void; reject: (e: Error) => void } } | undefined;
+  #group:
+    | {
+        promise: Promise<void>;
+        resolve: () => void;
+        reject: (e: Error) => void;
+        written?: { promise: Promise<void>; resolve: () => void; reject: (e: Error) => void };
+      }
+    | undefined;
   #flushing: Promise<void> | undefined;
   /** A new journal's header fsync, started by #create. */
   #headerSynced: Promise<void> | undefined;
@@ -161,7 +191,10 @@ export class Journal {
   static plan(opts: OpenOptions): Plan {
     const { path } = opts;
     if (!existsSync(path)) {
-      if (opts.resume) throw new MailsendError("usage", (s) => `${s.flag("resume")}: there is no journal at ${path}`, { hint: (s) => `Give the ${s.flag("journal")} of the run to resume.` });
+      if (opts.resume)
+        throw new MailsendError("usage", (s) => `${s.flag("resume")}: there is no journal at ${path}`, {
+          hint: (s) => `Give the ${s.flag("journal")} of the run to resume.`,
+        });
       return { action: "create" };
     }
     // A run that died (or hit a full disk) while writing the header left a file that records
@@ -170,13 +203,20 @@ export class Journal {
     const { header, states, damagedLine } = Journal.read(path, { fresh: opts.fresh });
     if (damagedLine !== undefined) {
       const sent = [...states.values()].filter((s) => s.s === "done").length;
-      if (opts.fresh) return { action: "replace", reason: "damaged", finishedAt: statSync(path).mtime, sent, damagedLine };
-      throw new MailsendError("local_io_failed", `the journal ${path} is damaged at line ${damagedLine}: it cannot tell which items were sent`, {
-        hint: (s) => `${s.flag("fresh")} starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent (${sent} are recorded as sent before the damage). To see which went out, look at the earlier run's results file, or the lines with "s":"done" in ${path}. To send only the rest, make an input of the items not yet sent.`,
-      });
+      if (opts.fresh)
+        return { action: "replace", reason: "damaged", finishedAt: statSync(path).mtime, sent, damagedLine };
+      throw new MailsendError(
+        "local_io_failed",
+        `the journal ${path} is damaged at line ${damagedLine}: it cannot tell which items were sent`,
+        {
+          hint: (s) =>
+            `${s.flag("fresh")} starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent (${sent} are recorded as sent before the damage). To see which went out, look at the earlier run's results file, or the lines with "s":"done" in ${path}. To send only the rest, make an input of the items not yet sent.`,
+        },
+      );
     }
     const unfinished = [...states.values()].some((s) => s.s !== "done");
-    const sameInput = header.input === opts.input || opts.input === null || (!!opts.legacyInput && header.input === opts.legacyInput);
+    const sameInput =
+      header.input === opts.input || opts.input === null || (!!opts.legacyInput && header.input === opts.legacyInput);
     // A finished run older than the service's 24 h idempotency window is history, not
     // something to resume: the same input tomorrow (a nightly job) is a new batch.
     const stale = !unfinished && Date.now() - Date.parse(header.created) > FINISHED_JOURNAL_TTL_MS;
@@ -228,13 +268,24 @@ export class Journal {
         throw localFileError(e, path, "write", "journal");
       }
       const j = await Journal.#create(path, opts.input);
-      j.replaced = { reason: plan.reason, path: old, finishedAt: plan.finishedAt, sent: plan.sent, ...(plan.damagedLine !== undefined ? { damagedLine: plan.damagedLine } : {}) };
+      j.replaced = {
+        reason: plan.reason,
+        path: old,
+        finishedAt: plan.finishedAt,
+        sent: plan.sent,
+        ...(plan.damagedLine !== undefined ? { damagedLine: plan.damagedLine } : {}),
+      };
       return j;
     }
     if (plan.action === "refuse") {
-      throw new MailsendError("usage", `the journal ${path} belongs to a different input, and some of its items are unfinished`, {
-        hint: (s) => `Resume with the original input, pass another ${s.flag("journal")}, or ${s.flag("fresh")} to start over (items in doubt may then be sent twice).`,
-      });
+      throw new MailsendError(
+        "usage",
+        `the journal ${path} belongs to a different input, and some of its items are unfinished`,
+        {
+          hint: (s) =>
+            `Resume with the original input, pass another ${s.flag("journal")}, or ${s.flag("fresh")} to start over (items in doubt may then be sent twice).`,
+        },
+      );
     }
     const j = new Journal(path, plan.header.batch, plan.states);
     try {
@@ -272,7 +323,9 @@ export class Journal {
     j.#fd = fd;
     // The header's fsync (slow for a new file on a plain disk) runs while the batch validates its
     // input; no record is written before it has finished (#flush), and durable() says how it went.
-    const synced = new Promise<void>((resolve, reject) => fsync(fd, (e) => (e ? reject(localFileError(e, path, "sync", "journal")) : resolve())));
+    const synced = new Promise<void>((resolve, reject) =>
+      fsync(fd, (e) => (e ? reject(localFileError(e, path, "sync", "journal")) : resolve())),
+    );
     synced.catch(() => {});
     j.#headerSynced = synced;
     return j;
@@ -327,13 +380,23 @@ export class Journal {
       if (header.mailsend_journal !== 1 || typeof header.batch !== "string") throw new Error("not a journal");
     } catch {
       const ours = buf.subarray(0, 32).toString("latin1").startsWith('{"mailsend_journal"');
-      if (ours && opts.fresh) return { header: { mailsend_journal: 1, batch: "", input: null, created: "" }, states: new Map(), wholeBytes, torn, damagedLine: 1 };
+      if (ours && opts.fresh)
+        return {
+          header: { mailsend_journal: 1, batch: "", input: null, created: "" },
+          states: new Map(),
+          wholeBytes,
+          torn,
+          damagedLine: 1,
+        };
       throw new MailsendError(
         ours ? "local_io_failed" : "usage",
-        ours ? `the journal ${path} is damaged at line 1: it cannot tell which items were sent` : `${path} is not a mailsend batch journal`,
+        ours
+          ? `the journal ${path} is damaged at line 1: it cannot tell which items were sent`
+          : `${path} is not a mailsend batch journal`,
         {
           hint: ours
-            ? (s) => `${s.flag("fresh")} starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent. To see which went out, look at the earlier run's results file.`
+            ? (s) =>
+                `${s.flag("fresh")} starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent. To see which went out, look at the earlier run's results file.`
             : (s) => `Pass another ${s.flag("journal")} path.`,
         },
       );
@@ -459,14 +522,23 @@ function lockJournal(path: string): () => void {
   const lock = `${path}.lock`;
   let broken = 0;
   for (let attempt = 0; ; attempt++) {
-    if (attempt > 20) throw new MailsendError("temporary_failure", `the journal lock ${lock} keeps changing; another batch is starting with the journal ${path}`, { hint: "Run one batch at a time with one journal." });
+    if (attempt > 20)
+      throw new MailsendError(
+        "temporary_failure",
+        `the journal lock ${lock} keeps changing; another batch is starting with the journal ${path}`,
+        { hint: "Run one batch at a time with one journal." },
+      );
     const a = tryLock(lock, { what: "journal lock", releaseOnExit: true });
     if ("release" in a) return a.release;
     // A stale lock that keeps coming back: some other run keeps leaving it, and this one stops.
     if ("retry" in a && (a.retry === "gone" || ++broken <= 3)) continue;
     const pid = "holder" in a ? a.holder.pid : undefined;
-    throw new MailsendError("temporary_failure", `another batch${pid !== undefined ? ` (pid ${pid})` : ""} is running with the journal ${path}; nothing was sent by this one`, {
-      hint: `Wait for it to finish, then run this again: it resumes or skips what the other sent. If no batch is running, remove ${lock}.`,
-    });
+    throw new MailsendError(
+      "temporary_failure",
+      `another batch${pid !== undefined ? ` (pid ${pid})` : ""} is running with the journal ${path}; nothing was sent by this one`,
+      {
+        hint: `Wait for it to finish, then run this again: it resumes or skips what the other sent. If no batch is running, remove ${lock}.`,
+      },
+    );
   }
 }

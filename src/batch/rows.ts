@@ -71,7 +71,9 @@ function notUtf8(chunk: Uint8Array, linesBefore: number, textBefore: string): Ma
     for (let i = 0; i < at; i++) if (chunk[i] === 0x0a) line++;
     // The text of that line up to the byte, as far as it decodes: enough to find it in the sheet.
     const lineStart = chunk.lastIndexOf(0x0a, at - 1) + 1;
-    const before = (lineStart === 0 ? textBefore.slice(textBefore.lastIndexOf("\n") + 1) : "") + new TextDecoder().decode(chunk.subarray(lineStart, at));
+    const before =
+      (lineStart === 0 ? textBefore.slice(textBefore.lastIndexOf("\n") + 1) : "") +
+      new TextDecoder().decode(chunk.subarray(lineStart, at));
     const shown = before.replace(/\r/g, "").slice(-40);
     where = ` (line ${line}: the byte 0x${chunk[at]!.toString(16).toUpperCase().padStart(2, "0")}${shown ? ` after ${JSON.stringify(shown)}` : ""})`;
   }
@@ -107,8 +109,13 @@ async function* decoded(input: AsyncIterable<Buffer | string>, encoding?: string
       return decoder.decode(bytes, { stream: !last });
     } catch (e) {
       if (!(e instanceof TypeError)) throw e;
-      if (decoder.encoding !== "utf-8") throw new MailsendError("invalid_message", `the batch input is not valid ${decoder.encoding}${encoding ? "" : " (its byte order mark says it is)"}`);
-      if (last && bytes.length === 0) throw new MailsendError("invalid_message", "the batch input is not valid UTF-8 (it ends inside a character)");
+      if (decoder.encoding !== "utf-8")
+        throw new MailsendError(
+          "invalid_message",
+          `the batch input is not valid ${decoder.encoding}${encoding ? "" : " (its byte order mark says it is)"}`,
+        );
+      if (last && bytes.length === 0)
+        throw new MailsendError("invalid_message", "the batch input is not valid UTF-8 (it ends inside a character)");
       throw notUtf8(bytes, lines, tail);
     }
   };
@@ -179,9 +186,14 @@ class ArrayScanner {
       if (ch === "\n") this.#line++;
       if (this.state === "before") {
         if (ch === "[") this.state = "between";
-        else if (!/\s/.test(ch)) throw new MailsendError("invalid_json", `line ${this.#line}: a JSON batch must be one array of send requests`);
+        else if (!/\s/.test(ch))
+          throw new MailsendError(
+            "invalid_json",
+            `line ${this.#line}: a JSON batch must be one array of send requests`,
+          );
       } else if (this.state === "after") {
-        if (!/\s/.test(ch)) throw new MailsendError("invalid_json", `line ${this.#line}: text after the end of the JSON array`);
+        if (!/\s/.test(ch))
+          throw new MailsendError("invalid_json", `line ${this.#line}: text after the end of the JSON array`);
       } else this.#inArray(ch, out);
     }
     return out;
@@ -289,16 +301,24 @@ function csvTable(): (cells: string[], line: number) => Row | undefined {
       const dup = header.find((h, i) => h && header!.indexOf(h) !== i);
       if (dup !== undefined) {
         const spelled = [...new Set(r.map((c) => c.trim()).filter((_, i) => header![i] === dup))];
-        throw new MailsendError("invalid_message", `CSV header has the column "${dup}" twice${spelled.length > 1 ? ` (as ${spelled.map((x) => JSON.stringify(x)).join(" and ")})` : ""}`);
+        throw new MailsendError(
+          "invalid_message",
+          `CSV header has the column "${dup}" twice${spelled.length > 1 ? ` (as ${spelled.map((x) => JSON.stringify(x)).join(" and ")})` : ""}`,
+        );
       }
       return undefined;
     }
     // A row may stop before trailing unnamed columns, or go on after the header with empty cells.
-    if (r.length <= named[named.length - 1]!) return rowError(line, `${r.length} fields, the header has ${header.length}`);
+    if (r.length <= named[named.length - 1]!)
+      return rowError(line, `${r.length} fields, the header has ${header.length}`);
     const stray = r.findIndex((c, i) => (i >= header!.length || !header![i]) && c.trim() !== "");
     if (stray >= header.length) return rowError(line, `${r.length} fields, the header has ${header.length}`);
     if (stray >= 0) {
-      return rowError(line, `column ${stray + 1} has the value ${JSON.stringify(r[stray]!.slice(0, 40))}, but no name in the header`, "Give the column a name in the header row (it is then a template variable), or clear its cells.");
+      return rowError(
+        line,
+        `column ${stray + 1} has the value ${JSON.stringify(r[stray]!.slice(0, 40))}, but no name in the header`,
+        "Give the column a name in the header row (it is then a template variable), or clear its cells.",
+      );
     }
     return { index: index++, line, data: Object.fromEntries(named.map((i) => [header![i]!, r[i]!])) };
   };
@@ -356,7 +376,9 @@ export async function* csvRows(input: AsyncIterable<Buffer | string>, encoding?:
   const write = (text: string, last = false) => {
     const all = cr + text;
     cr = !last && all.endsWith("\r") ? "\r" : "";
-    return new Promise<void>((resolve, reject) => parser!.write(cr ? all.slice(0, -1) : all, (e) => (e ? reject(e) : resolve())));
+    return new Promise<void>((resolve, reject) =>
+      parser!.write(cr ? all.slice(0, -1) : all, (e) => (e ? reject(e) : resolve())),
+    );
   };
   let head = "";
   try {
@@ -384,8 +406,10 @@ export async function* csvRows(input: AsyncIterable<Buffer | string>, encoding?:
 /** csv-parse's failure in our words (the record it is in starts at `line`); any other error as it is. */
 function csvError(e: unknown, line: number): unknown {
   const code = (e as { code?: unknown } | null)?.code;
-  if (code === "CSV_QUOTE_NOT_CLOSED") return new MailsendError("invalid_message", `line ${line}: a quoted CSV field is not closed`);
-  if (typeof code === "string" && code.startsWith("CSV_")) return new MailsendError("invalid_message", `line ${line}: the CSV cannot be read (${(e as Error).message})`);
+  if (code === "CSV_QUOTE_NOT_CLOSED")
+    return new MailsendError("invalid_message", `line ${line}: a quoted CSV field is not closed`);
+  if (typeof code === "string" && code.startsWith("CSV_"))
+    return new MailsendError("invalid_message", `line ${line}: the CSV cannot be read (${(e as Error).message})`);
   return e;
 }
 

@@ -6,7 +6,15 @@
  * passes: memory does not grow with the input.
  */
 import { commaSplitNameFix, parseAddressValues } from "../core/address.js";
-import { EXIT, MailsendError, said, toMailsendError, worstExitClass, type ExitClass, type Text } from "../core/errors.js";
+import {
+  EXIT,
+  MailsendError,
+  said,
+  toMailsendError,
+  worstExitClass,
+  type ExitClass,
+  type Text,
+} from "../core/errors.js";
 import type { Front } from "../core/setting-names.js";
 import type { Message } from "../core/message.js";
 import { allRecipients } from "../core/message.js";
@@ -151,8 +159,18 @@ function stoppable(t: Transport, stop: AbortSignal | undefined, tries: Tries): T
 
 function errorOf(e: MailsendError, front: Front = "cli"): NonNullable<ItemResult["error"]> {
   // A row that cannot be a message is bad data, whatever the flag-level code would be.
-  const err = (e.code === "usage" ? new MailsendError("invalid_message", e.messageWords, e.hintWords ? { hint: e.hintWords } : {}) : e).in(front);
-  return { code: err.code, message: err.message, exit: err.exitCode, class: err.exitClass, ...(err.hint ? { hint: err.hint } : {}) };
+  const err = (
+    e.code === "usage"
+      ? new MailsendError("invalid_message", e.messageWords, e.hintWords ? { hint: e.hintWords } : {})
+      : e
+  ).in(front);
+  return {
+    code: err.code,
+    message: err.message,
+    exit: err.exitCode,
+    class: err.exitClass,
+    ...(err.hint ? { hint: err.hint } : {}),
+  };
 }
 
 /** A CSV cell holding `"Doe, Jane" <jane@example.com>` has its quotes doubled, and the cell quoted. */
@@ -160,7 +178,9 @@ function csvHint(data: Record<string, unknown>, hint: Text | undefined): Text | 
   for (const field of ["to", "cc", "bcc", "reply_to", "from"]) {
     const v = data[field];
     const fix = typeof v === "string" ? commaSplitNameFix(v) : undefined;
-    if (fix !== undefined) return (s) => `${hint === undefined ? "" : said(hint, s.front)} In a CSV cell the quotes are doubled and the cell quoted: "${fix.replace(/"/g, '""')}".`.trim();
+    if (fix !== undefined)
+      return (s) =>
+        `${hint === undefined ? "" : said(hint, s.front)} In a CSV cell the quotes are doubled and the cell quoted: "${fix.replace(/"/g, '""')}".`.trim();
   }
   return hint;
 }
@@ -168,13 +188,24 @@ function csvHint(data: Record<string, unknown>, hint: Text | undefined): Text | 
 async function build(row: Row, opts: BatchOptions, cache: AttachmentCache, key: string): Promise<Message> {
   if (row.error) throw row.error;
   try {
-    return await messageOfRow(row.data!, { defaults: opts.defaults, transport: opts.transportName, ...(opts.channels ? { channels: opts.channels } : {}), cache, idempotencyKey: key });
+    return await messageOfRow(row.data!, {
+      defaults: opts.defaults,
+      transport: opts.transportName,
+      ...(opts.channels ? { channels: opts.channels } : {}),
+      cache,
+      idempotencyKey: key,
+    });
   } catch (e) {
     const err = toMailsendError(e);
-    const hint = opts.input.format === "csv" && err.code === "invalid_address" ? csvHint(row.data!, err.hintWords) : err.hintWords;
-    throw new MailsendError(err.code === "usage" ? "invalid_message" : err.code, (s) => `row ${row.index + 1} (line ${row.line}): ${said(err.messageWords, s.front)}`, {
-      ...(hint ? { hint } : {}),
-    });
+    const hint =
+      opts.input.format === "csv" && err.code === "invalid_address" ? csvHint(row.data!, err.hintWords) : err.hintWords;
+    throw new MailsendError(
+      err.code === "usage" ? "invalid_message" : err.code,
+      (s) => `row ${row.index + 1} (line ${row.line}): ${said(err.messageWords, s.front)}`,
+      {
+        ...(hint ? { hint } : {}),
+      },
+    );
   }
 }
 
@@ -262,11 +293,14 @@ function warnStrayBraces(d: RowDefaults, warn: (text: string) => void): void {
   const templates = new Map<string, string>();
   if (d.subject !== undefined) templates.set(d.labels?.subject ?? "--subject", d.subject);
   if (d.textTemplate !== undefined) templates.set(d.labels?.text ?? d.templateFlag ?? "--text-file", d.textTemplate);
-  if (d.htmlTemplate !== undefined && !templates.has(d.labels?.html ?? d.templateFlag ?? "--html-file")) templates.set(d.labels?.html ?? d.templateFlag ?? "--html-file", d.htmlTemplate);
+  if (d.htmlTemplate !== undefined && !templates.has(d.labels?.html ?? d.templateFlag ?? "--html-file"))
+    templates.set(d.labels?.html ?? d.templateFlag ?? "--html-file", d.htmlTemplate);
   for (const [label, template] of templates) {
     const stray = strayBraces(template);
     if (stray.length > 0) {
-      warn(`${label} has braces that are no placeholder, sent as written to every recipient: ${stray.map((x) => JSON.stringify(x)).join(", ")}. A placeholder is {{column}} or {{column|default}}: letters, digits, spaces, _ . - in double braces.`);
+      warn(
+        `${label} has braces that are no placeholder, sent as written to every recipient: ${stray.map((x) => JSON.stringify(x)).join(", ")}. A placeholder is {{column}} or {{column|default}}: letters, digits, spaces, _ . - in double braces.`,
+      );
     }
   }
 }
@@ -312,7 +346,12 @@ class BatchRun {
   }
 
   summary(): BatchSummary {
-    return { ...this.counts, exitCode: EXIT[worstExitClass(this.classes)], elapsedMs: Date.now() - this.started, ...(this.stoppedBy ? { stopped: this.stoppedBy } : {}) };
+    return {
+      ...this.counts,
+      exitCode: EXIT[worstExitClass(this.classes)],
+      elapsedMs: Date.now() - this.started,
+      ...(this.stoppedBy ? { stopped: this.stoppedBy } : {}),
+    };
   }
 
   /** Pass 1: validate everything; list the bad rows first. */
@@ -336,7 +375,9 @@ class BatchRun {
             throw new MailsendError(
               "invalid_message",
               `row ${row.index + 1} (line ${row.line}): idempotency_key ${JSON.stringify(message.idempotencyKey)} is also row ${first + 1}'s; the service would take this message for that one and not send it`,
-              { hint: "Give each row its own idempotency_key, or leave the column out and mailsend makes one per row." },
+              {
+                hint: "Give each row its own idempotency_key, or leave the column out and mailsend makes one per row.",
+              },
             );
           }
           givenKeys.set(message.idempotencyKey, row.index);
@@ -347,7 +388,13 @@ class BatchRun {
         this.invalid.add(row.index);
         counts.invalid++;
         this.classes.add(err.code === "usage" ? "dataerr" : err.exitClass);
-        opts.onResult({ index: row.index, line: row.line, recipients: recipientsOf(row), status: "invalid", error: errorOf(err, opts.front) });
+        opts.onResult({
+          index: row.index,
+          line: row.line,
+          recipients: recipientsOf(row),
+          status: "invalid",
+          error: errorOf(err, opts.front),
+        });
       }
     }
     this.progress();
@@ -471,7 +518,13 @@ class BatchRun {
         const err = toMailsendError(e);
         this.counts.failed++;
         this.classes.add(err.exitClass);
-        opts.onResult({ index, line, recipients: message ? addressesOf(message) : recipientsOf(row!), status: "failed", error: errorOf(err, opts.front) });
+        opts.onResult({
+          index,
+          line,
+          recipients: message ? addressesOf(message) : recipientsOf(row!),
+          status: "failed",
+          error: errorOf(err, opts.front),
+        });
       } catch (e2) {
         // Nobody awaits an item: what cannot even be reported ends the batch once the rest has settled.
         this.fatal ??= { error: e2 };
@@ -496,16 +549,30 @@ class BatchRun {
     }
   }
 
-  private async endSent(item: Item, r: Awaited<ReturnType<typeof deliver>>, warn: (text: string) => void): Promise<void> {
+  private async endSent(
+    item: Item,
+    r: Awaited<ReturnType<typeof deliver>>,
+    warn: (text: string) => void,
+  ): Promise<void> {
     const { index, line, key, recipients } = item;
     try {
       await this.opts.journal?.record(index, { s: "done", k: key, id: r.messageId });
     } catch (e) {
       // It was sent: a journal that cannot say so is a warning, never a failed item (a script would resend it).
-      warn(`sent (${r.messageId}), but the journal could not record it: ${e instanceof Error ? e.message : String(e)}. A rerun resends it with the same idempotency key, which the service de-duplicates for 24 h.`);
+      warn(
+        `sent (${r.messageId}), but the journal could not record it: ${e instanceof Error ? e.message : String(e)}. A rerun resends it with the same idempotency key, which the service de-duplicates for 24 h.`,
+      );
     }
     this.counts.sent++;
-    const result: ItemResult = { index, line, recipients, idempotency_key: key, status: "sent", message_id: r.messageId, attempts: r.attempts };
+    const result: ItemResult = {
+      index,
+      line,
+      recipients,
+      idempotency_key: key,
+      status: "sent",
+      message_id: r.messageId,
+      attempts: r.attempts,
+    };
     if (item.warnings) result.warnings = item.warnings;
     this.opts.onResult(result);
   }
@@ -523,7 +590,14 @@ class BatchRun {
       counts.sent++;
       counts.partial++;
       this.classes.add(err.exitClass);
-      opts.onResult({ ...base, recipients: err.partial.accepted, status: "partial", message_id: err.partial.messageId, refused: err.partial.refused, error: errorOf(err, opts.front) });
+      opts.onResult({
+        ...base,
+        recipients: err.partial.accepted,
+        status: "partial",
+        message_id: err.partial.messageId,
+        refused: err.partial.refused,
+        error: errorOf(err, opts.front),
+      });
       return;
     }
     // Stopped while waiting to retry: the last attempt's failure is the item's state.
@@ -532,11 +606,19 @@ class BatchRun {
     if (!inDoubt(err) && tried?.doubt) err = tried.doubt;
     if (tried) err.attempts = tried.attempts;
     const unknown = inDoubt(err);
-    await opts.journal?.record(index, unknown ? { s: "unknown", k: key, code: err.code } : { s: "failed", k: key, code: err.code, exit: err.exitCode });
+    await opts.journal?.record(
+      index,
+      unknown ? { s: "unknown", k: key, code: err.code } : { s: "failed", k: key, code: err.code, exit: err.exitCode },
+    );
     if (unknown) counts.unknown++;
     else counts.failed++;
     this.classes.add(unknown ? "protocol" : err.exitClass);
-    opts.onResult({ ...base, status: unknown ? "unknown" : "failed", ...(err.attempts ? { attempts: err.attempts } : {}), error: errorOf(err, opts.front) });
+    opts.onResult({
+      ...base,
+      status: unknown ? "unknown" : "failed",
+      ...(err.attempts ? { attempts: err.attempts } : {}),
+      error: errorOf(err, opts.front),
+    });
   }
 }
 

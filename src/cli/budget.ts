@@ -16,6 +16,13 @@ export interface BudgetCliFlags {
 export async function openBudget(flags: BudgetCliFlags, apiKey: string, env: Env, settings: StoreSettings = {}) {
   const { limits, retries, maxWaitMs, noWait, deadlineMs } = budgetOf("cli", flags, env);
   const store = openSlotStore(apiKey, limits, env, settings);
-  const options: Omit<DeliverOptions, "onWait" | "sleep"> = { ...(store ? { store } : {}), limits, retries, maxWaitMs, noWait, deadlineMs };
+  const options: Omit<DeliverOptions, "onWait" | "sleep"> = {
+    ...(store ? { store } : {}),
+    limits,
+    retries,
+    maxWaitMs,
+    noWait,
+    deadlineMs,
+  };
   return { options, close: async () => store?.close() };
 }

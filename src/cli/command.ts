@@ -1,4 +1,3 @@
-
 import type { CliIO } from "./io.js";
 
 /** What a command's registration needs from the program that hosts it. */

@@ -31,7 +31,13 @@ const style = (open: number, close: number) => {
   const off = `\u001b[${close}m`;
   return (text: string) => `${on}${text.split(off).join(off + on)}${off}`;
 };
-const ON: Colors = { bold: style(1, 22), dim: style(2, 22), red: style(31, 39), green: style(32, 39), yellow: style(33, 39) };
+const ON: Colors = {
+  bold: style(1, 22),
+  dim: style(2, 22),
+  red: style(31, 39),
+  green: style(32, 39),
+  yellow: style(33, 39),
+};
 const plain = (text: string) => text;
 const OFF: Colors = { bold: plain, dim: plain, red: plain, green: plain, yellow: plain };
 

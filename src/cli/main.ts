@@ -30,7 +30,10 @@ export async function main(argv = process.argv.slice(2), invokedAs = process.arg
 
 /** The role of the name the program was started under (basename, before any symlink is resolved), as msmtp and Postfix do. */
 function roleOf(path: string | undefined): "sendmail" | "mailq" | "newaliases" | undefined {
-  const base = path?.split(/[\\/]/).pop()?.replace(/\.(js|mjs|cjs|exe|cmd)$/i, "");
+  const base = path
+    ?.split(/[\\/]/)
+    .pop()
+    ?.replace(/\.(js|mjs|cjs|exe|cmd)$/i, "");
   return base === "sendmail" || base === "mailq" || base === "newaliases" ? base : undefined;
 }
 
@@ -144,7 +147,11 @@ function directStdout(): CliIO["stdout"] {
     real ??= realStdout();
     return real;
   };
-  const write = (chunk: string | Uint8Array, encoding?: BufferEncoding | ((e?: Error | null) => void), cb?: (e?: Error | null) => void): boolean => {
+  const write = (
+    chunk: string | Uint8Array,
+    encoding?: BufferEncoding | ((e?: Error | null) => void),
+    cb?: (e?: Error | null) => void,
+  ): boolean => {
     if (typeof encoding === "function") {
       cb = encoding;
       encoding = undefined;

@@ -55,12 +55,35 @@ with the same idempotency key, so the service sends the message once.
 
 /** The files mailsend reads and writes, for FILES. */
 export const FILES: ReadonlyArray<{ path: string; description: string }> = [
-  { path: "$XDG_CONFIG_HOME/mailsend/config.json", description: "The config file and its profiles (~/.config/mailsend/config.json; MAILSEND_CONFIG names another). It says where the key is, never the key." },
-  { path: "$XDG_STATE_HOME/mailsend/", description: "The state directory (~/.local/state/mailsend; MAILSEND_STATE_DIR names another): the shared rate-limit budget and the journals of batch runs." },
-  { path: "$MAILSEND_STATE_DIR/outbox/", description: "The outbox: mail from sendmail, the relay and send --queue until it is delivered; failed/ holds what will not be tried again (MAILSEND_OUTBOX_DIR names another)." },
-  { path: "$MAILSEND_STATE_DIR/run/", description: "The state of each job mailsend run watches (its last outcome and failure mail), named by a hash of its id; in Redis instead when MAILSEND_RATE_LIMIT_URL is set." },
-  { path: "$MAILSEND_STATE_DIR/relay-tls/ca.pem", description: "The CA of the certificate the relay makes for --tls-self-signed." },
-  { path: "$XDG_DATA_HOME/mailsend/sandbox/", description: "The sandbox's keys, stored messages and TLS files (~/.local/share/mailsend/sandbox; --dir or MAILSEND_SANDBOX_DIR names another)." },
+  {
+    path: "$XDG_CONFIG_HOME/mailsend/config.json",
+    description:
+      "The config file and its profiles (~/.config/mailsend/config.json; MAILSEND_CONFIG names another). It says where the key is, never the key.",
+  },
+  {
+    path: "$XDG_STATE_HOME/mailsend/",
+    description:
+      "The state directory (~/.local/state/mailsend; MAILSEND_STATE_DIR names another): the shared rate-limit budget and the journals of batch runs.",
+  },
+  {
+    path: "$MAILSEND_STATE_DIR/outbox/",
+    description:
+      "The outbox: mail from sendmail, the relay and send --queue until it is delivered; failed/ holds what will not be tried again (MAILSEND_OUTBOX_DIR names another).",
+  },
+  {
+    path: "$MAILSEND_STATE_DIR/run/",
+    description:
+      "The state of each job mailsend run watches (its last outcome and failure mail), named by a hash of its id; in Redis instead when MAILSEND_RATE_LIMIT_URL is set.",
+  },
+  {
+    path: "$MAILSEND_STATE_DIR/relay-tls/ca.pem",
+    description: "The CA of the certificate the relay makes for --tls-self-signed.",
+  },
+  {
+    path: "$XDG_DATA_HOME/mailsend/sandbox/",
+    description:
+      "The sandbox's keys, stored messages and TLS files (~/.local/share/mailsend/sandbox; --dir or MAILSEND_SANDBOX_DIR names another).",
+  },
 ];
 
 /** One option of the sendmail personality, as its page lists it. */
@@ -78,7 +101,14 @@ export const SENDMAIL_PAGE: {
   examples: string;
 } = {
   modes: [
-    { mode: "Sending (the default)", synopsis: ["sendmail [option...] [--] recipient...", "sendmail [option...] -t [recipient...]", "mailsend sendmail [option...] [recipient...]"] },
+    {
+      mode: "Sending (the default)",
+      synopsis: [
+        "sendmail [option...] [--] recipient...",
+        "sendmail [option...] -t [recipient...]",
+        "mailsend sendmail [option...] [recipient...]",
+      ],
+    },
     { mode: "Listing the outbox", synopsis: ["mailq", "sendmail -bp"] },
     { mode: "Delivering what is queued", synopsis: ["sendmail -q"] },
     { mode: "An SMTP session on stdin and stdout", synopsis: ["sendmail -bs"] },
@@ -111,36 +141,69 @@ default profile of the config file of the user they run as.
     {
       purpose: "Recipients and sender",
       options: [
-        { flags: "-t", description: "Take the recipients from the To, Cc and Bcc headers, as well as from the arguments." },
-        { flags: "-f <address>, -r <address>", description: "The envelope sender, and the From header when the message has none. An empty sender or <> (a bounce's) is ignored: the default sender is used." },
+        {
+          flags: "-t",
+          description: "Take the recipients from the To, Cc and Bcc headers, as well as from the arguments.",
+        },
+        {
+          flags: "-f <address>, -r <address>",
+          description:
+            "The envelope sender, and the From header when the message has none. An empty sender or <> (a bounce's) is ignored: the default sender is used.",
+        },
         { flags: "-F <name>", description: "The sender's full name, for a From header the message lacks." },
       ],
     },
     {
       purpose: "Reading the message",
-      options: [{ flags: "-i, -oi", description: 'A line with a lone "." does not end the message; stdin\'s end does.' }],
+      options: [
+        { flags: "-i, -oi", description: 'A line with a lone "." does not end the message; stdin\'s end does.' },
+      ],
     },
     {
       purpose: "Choosing the mode",
       options: [
         { flags: "-bm", description: "Deliver the message read on stdin (the default)." },
-        { flags: "-bs", description: "One SMTP session on stdin and stdout, as Symfony Mailer and Laravel use: each message is answered 250 once it is sent or in the outbox. No AUTH and no TLS: the caller is a local program." },
+        {
+          flags: "-bs",
+          description:
+            "One SMTP session on stdin and stdout, as Symfony Mailer and Laravel use: each message is answered 250 once it is sent or in the outbox. No AUTH and no TLS: the caller is a local program.",
+        },
         { flags: "-bp", description: "List the outbox, as mailq does (the same list as mailsend queue)." },
-        { flags: "-bi", description: "Check the aliases file, as newaliases does: there is no database to rebuild, the file is read as it is at each use." },
-        { flags: "-q", description: "Deliver what is queued now, deferred mail too, as Postfix's sendmail -q does (mailsend queue run keeps each message's retry time)." },
+        {
+          flags: "-bi",
+          description:
+            "Check the aliases file, as newaliases does: there is no database to rebuild, the file is read as it is at each use.",
+        },
+        {
+          flags: "-q",
+          description:
+            "Deliver what is queued now, deferred mail too, as Postfix's sendmail -q does (mailsend queue run keeps each message's retry time).",
+        },
       ],
     },
     {
       purpose: "Delivery and settings",
       options: [
-        { flags: "--queue always|auto|never", description: "auto (the default): deliver at once, else keep it in the outbox; always: only queue it; never: deliver now or fail, as mailsend send does. Environment: MAILSEND_QUEUE." },
-        { flags: "--profile <name>", description: "The profile of the config file to use (else MAILSEND_PROFILE, the file's default, or the one named default)." },
+        {
+          flags: "--queue always|auto|never",
+          description:
+            "auto (the default): deliver at once, else keep it in the outbox; always: only queue it; never: deliver now or fail, as mailsend send does. Environment: MAILSEND_QUEUE.",
+        },
+        {
+          flags: "--profile <name>",
+          description:
+            "The profile of the config file to use (else MAILSEND_PROFILE, the file's default, or the one named default).",
+        },
       ],
     },
     {
       purpose: "Output and information",
       options: [
-        { flags: "-v", description: "Say what was done: the headers added, the transport, where the message went, and the options ignored." },
+        {
+          flags: "-v",
+          description:
+            "Say what was done: the headers added, the transport, where the message went, and the options ignored.",
+        },
         { flags: "--help", description: "Print the options and exit." },
         { flags: "--version", description: "Print the version and exit." },
       ],
@@ -150,7 +213,8 @@ default profile of the config file of the user they run as.
       options: [
         {
           flags: "-B <type>, -o<x>, -Am, -Ac, -N <dsn>, -R <ret>, -V <envid>, -L <tag>, -h <n>, -m, -n, -U, -c, -G",
-          description: "Options of sendmail that tune its own delivery (-oem, -odi, -odb and the like), accepted so that callers work, and ignored; -v names each one.",
+          description:
+            "Options of sendmail that tune its own delivery (-oem, -odi, -odb and the like), accepted so that callers work, and ignored; -v names each one.",
         },
       ],
     },

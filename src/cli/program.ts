@@ -81,7 +81,19 @@ Examples:
 type Register = (program: Command, ctx: CommandContext) => void;
 
 /** The top-level commands, in the order --help lists them. */
-const COMMANDS = ["send", "batch", "run", "sandbox", "config", "inbox", "sendmail", "queue", "doctor", "relay", "completion"] as const;
+const COMMANDS = [
+  "send",
+  "batch",
+  "run",
+  "sandbox",
+  "config",
+  "inbox",
+  "sendmail",
+  "queue",
+  "doctor",
+  "relay",
+  "completion",
+] as const;
 type CommandName = (typeof COMMANDS)[number];
 
 /**
@@ -146,9 +158,14 @@ function rootProgram({ io, json, argv }: CommandContext): Command {
         const s = redactForPrint(hideOptionValues(raw));
         const message = s.replace(/^error: /, "").trim();
         // send's -n / --dry-run is the first thing tried on batch, whose dry run is --check.
-        const hint = argv[0] === "batch" && /^error: unknown option '(-n|--dry-run)(=|')/.test(s) ? "batch's dry run is --check: it validates every row and sends nothing" : undefined;
+        const hint =
+          argv[0] === "batch" && /^error: unknown option '(-n|--dry-run)(=|')/.test(s)
+            ? "batch's dry run is --check: it validates every row and sends nothing"
+            : undefined;
         if (json) {
-          io.stderr.write(`${JSON.stringify({ error: { code: "usage", message, exit: EXIT.usage, ...(hint ? { hint } : {}) } })}\n`);
+          io.stderr.write(
+            `${JSON.stringify({ error: { code: "usage", message, exit: EXIT.usage, ...(hint ? { hint } : {}) } })}\n`,
+          );
         } else write(hint ? `${s.trimEnd()}\nhint: ${hint}\n` : s);
         if (inGitHubActions(io.env)) io.stderr.write(annotation("error", message));
       },
@@ -163,10 +180,7 @@ function rootProgram({ io, json, argv }: CommandContext): Command {
 }
 
 function registerSend(program: Command, { io, setExit }: CommandContext): void {
-  const send = program
-    .command("send")
-    .description("send one message")
-    .addHelpText("after", SEND_EXAMPLES);
+  const send = program.command("send").description("send one message").addHelpText("after", SEND_EXAMPLES);
   addOptions(send, SEND_OPTIONS);
   send.action(async (opts: Record<string, unknown>) => {
     setExit(await runSend(opts, io));

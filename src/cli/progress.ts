@@ -60,7 +60,12 @@ export class Progress {
     if (this.#spinner || this.#stopped) return;
     const { default: ora } = await import("ora");
     if (this.#stopped) return;
-    this.#spinner = ora({ text: this.#text, stream: this.#io.stderr, discardStdin: false, color: !this.#io.env.NO_COLOR ? "cyan" : false }).start() as Spinner;
+    this.#spinner = ora({
+      text: this.#text,
+      stream: this.#io.stderr,
+      discardStdin: false,
+      color: !this.#io.env.NO_COLOR ? "cyan" : false,
+    }).start() as Spinner;
   }
 
   #setText(text: string): void {

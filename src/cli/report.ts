@@ -15,7 +15,9 @@ export function reportError(e: unknown, io: CliIO, opts: { json: boolean; verbos
   const hint = err.hint === undefined ? undefined : redactForPrint(err.hint);
   if (opts.json) {
     // `exit`: what the process exits with (a signal's 130 or 143 where the caller says so).
-    io.stderr.write(`${JSON.stringify({ error: { ...err.toJSON(), message, ...(hint ? { hint } : {}), ...(opts.exit !== undefined ? { exit: opts.exit } : {}) } })}\n`);
+    io.stderr.write(
+      `${JSON.stringify({ error: { ...err.toJSON(), message, ...(hint ? { hint } : {}), ...(opts.exit !== undefined ? { exit: opts.exit } : {}) } })}\n`,
+    );
   } else {
     const c = colorsFor(io.stderr, io.env);
     io.stderr.write(`${c.red("error:")} ${message}\n`);
@@ -35,7 +37,9 @@ export function reportSent(io: CliIO, result: SendResult): void {
   const out = colorsFor(io.stdout, io.env);
   // A raw .eml without a Message-ID has no id of ours to show: show the server's reply instead.
   const id = result.messageId || `(no Message-ID; the server said: ${result.smtpResponse ?? "ok"})`;
-  io.stdout.write(`${out.green("sent")} ${id} ${out.dim(`(${result.transport}, to ${result.recipients.join(", ")})`)}\n`);
+  io.stdout.write(
+    `${out.green("sent")} ${id} ${out.dim(`(${result.transport}, to ${result.recipients.join(", ")})`)}\n`,
+  );
 }
 
 export function warn(io: CliIO, message: string): void {

@@ -14,7 +14,8 @@ import { MailsendError } from "../core/errors.js";
 export const SECRET_OPTION = /^--(?:api[-_]?key|apikey|key|token|auth[-_]?token|password|passwd|pass|secret)(?==|$)/i;
 
 /** Where a key goes instead. */
-export const KEY_HINT = "Put the API key in the environment (MAILSEND_API_KEY, e.g. from a CI secret), or in a file named by MAILSEND_API_KEY_FILE, or pipe it with --api-key-stdin.";
+export const KEY_HINT =
+  "Put the API key in the environment (MAILSEND_API_KEY, e.g. from a CI secret), or in a file named by MAILSEND_API_KEY_FILE, or pipe it with --api-key-stdin.";
 
 /** Whether a word is one of SECRET_OPTION's options (with or without `=value`). */
 export function isSecretOption(word: string): boolean {
@@ -32,11 +33,17 @@ export function secretOptionError(argv: readonly string[]): MailsendError | unde
   if (word === undefined) return undefined;
   const flag = word.includes("=") ? word.slice(0, word.indexOf("=")) : word;
   const password = /pass/i.test(flag);
-  return new MailsendError("usage", `${flag} is not an option: mailsend never takes a key${password ? " or password" : ""} on the command line, where ps, shell history and CI logs would keep it (the value was not used and is not shown)`, {
-    hint:
-      KEY_HINT +
-      (password ? " Over SMTP the key is the password. A Redis password goes in a file named by MAILSEND_RATE_LIMIT_PASSWORD_FILE." : ""),
-  });
+  return new MailsendError(
+    "usage",
+    `${flag} is not an option: mailsend never takes a key${password ? " or password" : ""} on the command line, where ps, shell history and CI logs would keep it (the value was not used and is not shown)`,
+    {
+      hint:
+        KEY_HINT +
+        (password
+          ? " Over SMTP the key is the password. A Redis password goes in a file named by MAILSEND_RATE_LIMIT_PASSWORD_FILE."
+          : ""),
+    },
+  );
 }
 
 /**
@@ -48,7 +55,9 @@ export function secretOptionError(argv: readonly string[]): MailsendError | unde
 export function hideOptionValues(message: string): string {
   return message
     .replace(/'(--?[^'=\s]+)=[^']*'/g, "'$1=…' (the value is not shown)")
-    .replace(/argument '([^']*)' is invalid/g, (whole, value: string) => (looksSecret(value) ? `argument (${value.length} characters, not shown) is invalid` : whole));
+    .replace(/argument '([^']*)' is invalid/g, (whole, value: string) =>
+      looksSecret(value) ? `argument (${value.length} characters, not shown) is invalid` : whole,
+    );
 }
 
 /** A value that could be a key: 16+ characters without spaces, or a known key prefix. */

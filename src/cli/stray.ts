@@ -18,12 +18,15 @@ function optionOf(cmd: Command, token: string): Option | undefined {
 
 /** Edit distance with adjacent transpositions ("sned" is one edit from "send"), for "did you mean". */
 function distance(a: string, b: string): number {
-  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) =>
+    Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)),
+  );
   for (let i = 1; i <= a.length; i++) {
     for (let j = 1; j <= b.length; j++) {
       const cost = a[i - 1] === b[j - 1] ? 0 : 1;
       d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i]![j] = Math.min(d[i]![j]!, d[i - 2]![j - 2]! + 1);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        d[i]![j] = Math.min(d[i]![j]!, d[i - 2]![j - 2]! + 1);
     }
   }
   return d[a.length]![b.length]!;
@@ -59,7 +62,11 @@ export function strayArgumentError(cmd: Command, argv: readonly string[]): Mails
   }
   // A key pasted onto the command line is not repeated (it would go on into CI logs).
   if (extras.some(looksLikeKey)) {
-    return new MailsendError("usage", `unexpected argument (${extras.find(looksLikeKey)!.length} characters, not shown: it looks like a key): ${path} takes no key on the command line`, { hint: KEY_HINT });
+    return new MailsendError(
+      "usage",
+      `unexpected argument (${extras.find(looksLikeKey)!.length} characters, not shown: it looks like a key): ${path} takes no key on the command line`,
+      { hint: KEY_HINT },
+    );
   }
   // Where the word stands: right after an option's value, it is the rest of that value.
   const at = argv.lastIndexOf(stray);
@@ -81,20 +88,29 @@ export function strayArgumentError(cmd: Command, argv: readonly string[]): Mails
   if (option && takesValue && value !== undefined && spelled !== undefined) {
     // The run of words after the value up to the next option: the rest of it.
     const rest: string[] = [];
-    for (let i = at; i < argv.length && !argv[i]!.startsWith("-") && extras.includes(argv[i]!); i++) rest.push(argv[i]!);
+    for (let i = at; i < argv.length && !argv[i]!.startsWith("-") && extras.includes(argv[i]!); i++)
+      rest.push(argv[i]!);
     const name = option.attributeName();
     if (RECIPIENT_OPTIONS.has(name) && [value, ...rest].every((w) => w.includes("@"))) {
-      return new MailsendError("usage", `unexpected argument "${stray}" after ${spelled} ${value}: separate recipients with commas`, {
-        hint: `${spelled} takes one value: ${spelled} ${shellWord([value, ...rest].join(", "))} (or repeat it: ${[value, ...rest].map((w) => `${spelled} ${shellWord(w)}`).join(" ")}).`,
-      });
+      return new MailsendError(
+        "usage",
+        `unexpected argument "${stray}" after ${spelled} ${value}: separate recipients with commas`,
+        {
+          hint: `${spelled} takes one value: ${spelled} ${shellWord([value, ...rest].join(", "))} (or repeat it: ${[value, ...rest].map((w) => `${spelled} ${shellWord(w)}`).join(" ")}).`,
+        },
+      );
     }
     return new MailsendError("usage", `unexpected argument "${stray}" after ${spelled} ${value}`, {
       hint: `A value with spaces must be quoted: ${spelled} ${shellWord([value, ...rest].join(" "))}`,
     });
   }
-  return new MailsendError("usage", `unexpected argument "${stray}": ${path} ${expected === 0 ? "takes no arguments" : `takes ${expected} argument${expected === 1 ? "" : "s"}`}`, {
-    hint: `Quote a value that contains spaces; see ${path} --help.`,
-  });
+  return new MailsendError(
+    "usage",
+    `unexpected argument "${stray}": ${path} ${expected === 0 ? "takes no arguments" : `takes ${expected} argument${expected === 1 ? "" : "s"}`}`,
+    {
+      hint: `Quote a value that contains spaces; see ${path} --help.`,
+    },
+  );
 }
 
 function commandPath(cmd: Command): string {

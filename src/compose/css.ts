@@ -12,7 +12,19 @@ import { Parser } from "htmlparser2";
  * its CSS parser garbles @layer's (".b: undefined;"). They stay as written, for the clients
  * that read <style>.
  */
-const KEPT_AT_RULES = new Set(["supports", "layer", "container", "page", "scope", "starting-style", "property", "counter-style", "font-feature-values", "document", "-moz-document"]);
+const KEPT_AT_RULES = new Set([
+  "supports",
+  "layer",
+  "container",
+  "page",
+  "scope",
+  "starting-style",
+  "property",
+  "counter-style",
+  "font-feature-values",
+  "document",
+  "-moz-document",
+]);
 
 /** A selector with a pseudo-element: no element to copy it onto (juice drops the rule). */
 const PSEUDO_ELEMENT = /::|:(?:before|after|first-line|first-letter)\b/i;
@@ -74,7 +86,8 @@ export function keptApart(css: string): { inlinable: string; kept: string } {
     let j = i;
     // A quoted string in it (an attribute selector's value, an @import's address) is skipped whole; it
     // went to the first "}" further on, so a[title="x"] took the next @supports block into its prelude.
-    while (j < css.length && css[j] !== "{" && css[j] !== ";") j = css[j] === '"' || css[j] === "'" ? skipString(css, j) : j + 1;
+    while (j < css.length && css[j] !== "{" && css[j] !== ";")
+      j = css[j] === '"' || css[j] === "'" ? skipString(css, j) : j + 1;
     if (j >= css.length || css[j] === ";") {
       const word = /^@([-\w]+)/.exec(css.slice(i, j))?.[1]?.toLowerCase();
       if (word === "import" && leading) {
@@ -120,7 +133,12 @@ function setApart(html: string): string {
       },
       onclosetag(name, isImplied) {
         if (name !== "style" || !open) return;
-        blocks.push({ tag: open.tag, start: open.start, end: isImplied ? html.length : parser.startIndex, attrs: open.attrs });
+        blocks.push({
+          tag: open.tag,
+          start: open.start,
+          end: isImplied ? html.length : parser.startIndex,
+          attrs: open.attrs,
+        });
         open = undefined;
       },
     },

@@ -46,7 +46,8 @@ export function localPath(ref: string, what = "image"): string | undefined {
     } catch {
       throw refused(ref, "is not a valid file: URL", undefined, what);
     }
-    if (url.hostname !== "" && url.hostname !== "localhost") throw refused(ref, `names another host (${url.hostname})`, undefined, what);
+    if (url.hostname !== "" && url.hostname !== "localhost")
+      throw refused(ref, `names another host (${url.hostname})`, undefined, what);
     try {
       return fileURLToPath(url);
     } catch (e) {
@@ -71,7 +72,11 @@ export function localPath(ref: string, what = "image"): string | undefined {
  * addresses on that server, which a browser would fetch from there and a mail client too, so
  * they are no local files (`remote`), whatever exists here.
  */
-export function documentBase(html: string, dir: string, findBase: (html: string) => string | undefined): { dir: string; remote: boolean } {
+export function documentBase(
+  html: string,
+  dir: string,
+  findBase: (html: string) => string | undefined,
+): { dir: string; remote: boolean } {
   if (!/<base[\s/>]/i.test(html)) return { dir, remote: false };
   const href = findBase(html)?.trim();
   if (!href) return { dir, remote: false };
@@ -113,21 +118,36 @@ const OUTSIDE_HINT = (baseDir: string) =>
  * Where a local reference points: relative to `fromDir` (the HTML file's
  * directory), checked to stay under baseDir (as written and through symlinks).
  */
-export async function resolveInside(ref: string, path: string, baseDir: string, fromDir = baseDir, what = "image"): Promise<string> {
+export async function resolveInside(
+  ref: string,
+  path: string,
+  baseDir: string,
+  fromDir = baseDir,
+  what = "image",
+): Promise<string> {
   const base = resolve(baseDir);
   const target = resolve(fromDir, path);
   if (!inside(base, target)) {
-    throw refused(ref, `resolves to ${shownPath(target)}, outside the base directory ${shownPath(base)}`, OUTSIDE_HINT(base), what);
+    throw refused(
+      ref,
+      `resolves to ${shownPath(target)}, outside the base directory ${shownPath(base)}`,
+      OUTSIDE_HINT(base),
+      what,
+    );
   }
   let real: string;
   try {
     real = await realpath(target);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code === "ENOENT" || (e as NodeJS.ErrnoException).code === "ENOTDIR") {
-      throw new MailsendError("file_not_found", `${what} ${JSON.stringify(ref)} not found: looked for ${shownPath(target)}; nothing was sent`, {
-        cause: e,
-        hint: "Check the path in the HTML (relative to the HTML file's directory, or to --base-dir), or give --no-embed to send the reference as it is.",
-      });
+      throw new MailsendError(
+        "file_not_found",
+        `${what} ${JSON.stringify(ref)} not found: looked for ${shownPath(target)}; nothing was sent`,
+        {
+          cause: e,
+          hint: "Check the path in the HTML (relative to the HTML file's directory, or to --base-dir), or give --no-embed to send the reference as it is.",
+        },
+      );
     }
     throw fileError(e, target, `${what} ${JSON.stringify(ref)}`);
   }
@@ -138,7 +158,12 @@ export async function resolveInside(ref: string, path: string, baseDir: string, 
     throw fileError(e, base, "base directory");
   }
   if (!inside(realBase, real)) {
-    throw refused(ref, `is a symlink that leads outside the base directory ${shownPath(base)} (to ${shownPath(real)})`, OUTSIDE_HINT(base), what);
+    throw refused(
+      ref,
+      `is a symlink that leads outside the base directory ${shownPath(base)} (to ${shownPath(real)})`,
+      OUTSIDE_HINT(base),
+      what,
+    );
   }
   // Before anything opens it: opening a FIFO waits for a writer that may never come; a directory is no file.
   let st;
@@ -158,7 +183,11 @@ export async function resolveInside(ref: string, path: string, baseDir: string, 
  */
 export function contentId(filename: string, data: Buffer): string {
   // No "%", "#" or "?": the src is a URL (RFC 2392), where cid:a%20b means "a b" and cid:a#b means "a": the part would not be found.
-  const safe = filename.replace(/[^A-Za-z0-9!$&'*+\-/=^_`{|}~.]/g, "_").replace(/\.{2,}/g, ".").replace(/^\.+|\.+$/g, "") || "image";
+  const safe =
+    filename
+      .replace(/[^A-Za-z0-9!$&'*+\-/=^_`{|}~.]/g, "_")
+      .replace(/\.{2,}/g, ".")
+      .replace(/^\.+|\.+$/g, "") || "image";
   const digest = createHash("sha256").update(data).digest("hex").slice(0, 12);
   return `${safe.slice(0, 40)}.${digest}@mailsend`;
 }
@@ -167,7 +196,11 @@ export function contentId(filename: string, data: Buffer): string {
  * Read an image file whole (it is base64-encoded into the message anyway),
  * refusing it before reading when it would take the message over `budget`.
  */
-export async function readImage(ref: string, path: string, budget: number): Promise<{ data: Buffer; contentType: string }> {
+export async function readImage(
+  ref: string,
+  path: string,
+  budget: number,
+): Promise<{ data: Buffer; contentType: string }> {
   let data: Buffer;
   const handle = await open(path, "r").catch((e: unknown) => {
     throw fileError(e, path, `image ${JSON.stringify(ref)}`);
@@ -176,9 +209,13 @@ export async function readImage(ref: string, path: string, budget: number): Prom
     const st = await handle.stat();
     if (!st.isFile()) throw refused(ref, `is not a regular file (${shownPath(path)})`);
     if (st.size > budget) {
-      throw new MailsendError("too_large", `image ${JSON.stringify(ref)} (${formatSize(st.size)}) takes the inline images over ${formatSize(MAX_INLINE_BYTES)}; nothing was sent`, {
-        hint: "Link large images from a web server instead, attach them with --attach, or give --no-embed.",
-      });
+      throw new MailsendError(
+        "too_large",
+        `image ${JSON.stringify(ref)} (${formatSize(st.size)}) takes the inline images over ${formatSize(MAX_INLINE_BYTES)}; nothing was sent`,
+        {
+          hint: "Link large images from a web server instead, attach them with --attach, or give --no-embed.",
+        },
+      );
     }
     data = await handle.readFile();
   } catch (e) {
@@ -188,7 +225,11 @@ export async function readImage(ref: string, path: string, budget: number): Prom
   }
   const contentType = sniffImage(data);
   if (!contentType) {
-    throw refused(ref, `is ${describeBytes(data)}, not an image (${shownPath(path)})`, "Only images are embedded (PNG, JPEG, GIF, WebP, BMP, AVIF, told by their bytes); give --no-embed to leave the reference as it is.");
+    throw refused(
+      ref,
+      `is ${describeBytes(data)}, not an image (${shownPath(path)})`,
+      "Only images are embedded (PNG, JPEG, GIF, WebP, BMP, AVIF, told by their bytes); give --no-embed to leave the reference as it is.",
+    );
   }
   return { data, contentType };
 }

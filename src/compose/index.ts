@@ -12,7 +12,15 @@ import { MailsendError } from "../core/errors.js";
 import type { Attachment, Message } from "../core/message.js";
 import { shownPath } from "../core/read.js";
 import { ImageCache } from "./cache.js";
-import { contentId, documentBase, documentPath, MAX_INLINE_BYTES, resolveInside, splitInlineSpec, type InlineImage } from "./images.js";
+import {
+  contentId,
+  documentBase,
+  documentPath,
+  MAX_INLINE_BYTES,
+  resolveInside,
+  splitInlineSpec,
+  type InlineImage,
+} from "./images.js";
 import { findBaseHref, findRefAttributes, mayReferenceImages, rewriteRefs } from "./refs.js";
 import { embedStylesheets, mayLinkStylesheets, type EmbeddedStylesheet } from "./styles.js";
 
@@ -64,17 +72,25 @@ class InlineParts {
     const had = this.images.get(image.cid);
     if (had) {
       if (!had.data.equals(image.data)) {
-        throw new MailsendError("usage", `two different images would have the Content-ID ${JSON.stringify(image.cid)} (${shownPath(had.path)} and ${shownPath(image.path)})`, {
-          hint: `Give each --inline its own cid: --inline ${ref}#another-name.`,
-        });
+        throw new MailsendError(
+          "usage",
+          `two different images would have the Content-ID ${JSON.stringify(image.cid)} (${shownPath(had.path)} and ${shownPath(image.path)})`,
+          {
+            hint: `Give each --inline its own cid: --inline ${ref}#another-name.`,
+          },
+        );
       }
       return;
     }
     this.#total += image.data.length;
     if (this.#total > MAX_INLINE_BYTES) {
-      throw new MailsendError("too_large", `the inline images of this message add up to more than ${MAX_INLINE_BYTES / 1024 / 1024} MiB (at ${JSON.stringify(ref)}); nothing was sent`, {
-        hint: "Link large images from a web server instead, attach them with --attach, or give --no-embed.",
-      });
+      throw new MailsendError(
+        "too_large",
+        `the inline images of this message add up to more than ${MAX_INLINE_BYTES / 1024 / 1024} MiB (at ${JSON.stringify(ref)}); nothing was sent`,
+        {
+          hint: "Link large images from a web server instead, attach them with --attach, or give --no-embed.",
+        },
+      );
     }
     this.images.set(image.cid, image);
   }
@@ -84,7 +100,14 @@ class InlineParts {
  * The HTML's references to local images made cid: parts. Also the references of the HTML as sent,
  * known here without parsing it again (parsing a big report again is not cheap).
  */
-async function embedImages(html: string, remoteBase: boolean, fromDir: string, opts: ComposeOptions, parts: InlineParts, cache: ImageCache): Promise<{ html: string; sentRefs: string[] }> {
+async function embedImages(
+  html: string,
+  remoteBase: boolean,
+  fromDir: string,
+  opts: ComposeOptions,
+  parts: InlineParts,
+  cache: ImageCache,
+): Promise<{ html: string; sentRefs: string[] }> {
   const attrs = findRefAttributes(html);
   const byRef = new Map<string, string>();
   for (const ref of attrs.flatMap((a) => a.refs)) {
@@ -99,7 +122,10 @@ async function embedImages(html: string, remoteBase: boolean, fromDir: string, o
     parts.rewrites.push({ ref, cid, path: real });
   }
   if (byRef.size > 0) html = rewriteRefs(html, attrs, (ref) => (byRef.has(ref) ? `cid:${byRef.get(ref)}` : undefined));
-  return { html, sentRefs: attrs.flatMap((a) => a.refs.map((ref) => (byRef.has(ref) ? `cid:${byRef.get(ref)}` : ref))) };
+  return {
+    html,
+    sentRefs: attrs.flatMap((a) => a.refs.map((ref) => (byRef.has(ref) ? `cid:${byRef.get(ref)}` : ref))),
+  };
 }
 
 /** The parts --inline path[#cid] adds by hand. */
@@ -107,9 +133,13 @@ async function addInlineSpecs(specs: readonly string[], parts: InlineParts, cach
   for (const spec of specs) {
     const { path, cid } = splitInlineSpec(spec, existsSync);
     if (!CID.test(cid)) {
-      throw new MailsendError("usage", `--inline ${spec}: the Content-ID ${JSON.stringify(cid)} must be printable ASCII without spaces, < or >`, {
-        hint: "Write --inline chart.png#chart and refer to it as <img src=\"cid:chart\">.",
-      });
+      throw new MailsendError(
+        "usage",
+        `--inline ${spec}: the Content-ID ${JSON.stringify(cid)} must be printable ASCII without spaces, < or >`,
+        {
+          hint: 'Write --inline chart.png#chart and refer to it as <img src="cid:chart">.',
+        },
+      );
     }
     const real = resolve(path);
     const { data, contentType } = await cache.get(`--inline ${spec}`, real);
@@ -123,20 +153,35 @@ export async function composeHtml(input: string, opts: ComposeOptions): Promise<
   let stylesheets: EmbeddedStylesheet[] = [];
   let remoteStylesheets: string[] = [];
   // <base href> decides what the page's relative references mean, as it does in a browser.
-  const base = opts.embed ? documentBase(html, resolve(opts.fromDir ?? opts.baseDir), findBaseHref) : { dir: resolve(opts.fromDir ?? opts.baseDir), remote: false };
+  const base = opts.embed
+    ? documentBase(html, resolve(opts.fromDir ?? opts.baseDir), findBaseHref)
+    : { dir: resolve(opts.fromDir ?? opts.baseDir), remote: false };
   const fromDir = base.dir;
   // Before --inline-css, so that a linked sheet's rules are copied onto the elements too.
-  if (opts.embed && mayLinkStylesheets(html)) ({ html, sheets: stylesheets, left: remoteStylesheets } = await embedStylesheets(html, opts.baseDir, fromDir, base.remote));
+  if (opts.embed && mayLinkStylesheets(html))
+    ({
+      html,
+      sheets: stylesheets,
+      left: remoteStylesheets,
+    } = await embedStylesheets(html, opts.baseDir, fromDir, base.remote));
   if (opts.inlineCss) html = await (await import("./css.js")).inlineCss(html);
   const parts = new InlineParts();
   const cache = opts.cache ?? new ImageCache();
   let sentRefs: string[] | undefined;
-  if (opts.embed && mayReferenceImages(html)) ({ html, sentRefs } = await embedImages(html, base.remote, fromDir, opts, parts, cache));
+  if (opts.embed && mayReferenceImages(html))
+    ({ html, sentRefs } = await embedImages(html, base.remote, fromDir, opts, parts, cache));
   await addInlineSpecs(opts.inline, parts, cache);
 
   const warnings = cidMismatches(html, opts.inline, parts.images, sentRefs);
   if (opts.embed) warnings.push(...leftLocal(html, base.remote));
-  return { html, images: [...parts.images.values()], rewrites: parts.rewrites, stylesheets, remoteStylesheets, warnings };
+  return {
+    html,
+    images: [...parts.images.values()],
+    rewrites: parts.rewrites,
+    stylesheets,
+    remoteStylesheets,
+    warnings,
+  };
 }
 
 const STYLE_BLOCK = /<style\b[^>]*>([\s\S]*?)<\/style\s*>/gi;
@@ -170,7 +215,11 @@ function leftLocal(html: string, remoteBase: boolean): string[] {
     for (const block of html.matchAll(STYLE_BLOCK)) {
       for (const m of (block[1] ?? "").matchAll(CSS_URL)) {
         const ref = (m[1] ?? m[2] ?? m[3] ?? "").trim();
-        if (isLocalRef(ref, remoteBase)) say(`url ${ref}`, `url(${ref}) in a <style> block names a file on this machine, which no mail client can load: --inline-css copies the rule onto the elements, where the image is embedded`);
+        if (isLocalRef(ref, remoteBase))
+          say(
+            `url ${ref}`,
+            `url(${ref}) in a <style> block names a file on this machine, which no mail client can load: --inline-css copies the rule onto the elements, where the image is embedded`,
+          );
       }
     }
   }
@@ -178,7 +227,11 @@ function leftLocal(html: string, remoteBase: boolean): string[] {
     for (const m of html.matchAll(SRCSET)) {
       for (const candidate of (m[1] ?? m[2] ?? m[3] ?? "").split(",")) {
         const ref = candidate.trim().split(/\s+/)[0] ?? "";
-        if (isLocalRef(ref, remoteBase)) say(`srcset ${ref}`, `srcset names ${ref}, a file on this machine that is not embedded: clients that use srcset (Apple Mail) show a broken image; give the image in src alone`);
+        if (isLocalRef(ref, remoteBase))
+          say(
+            `srcset ${ref}`,
+            `srcset names ${ref}, a file on this machine that is not embedded: clients that use srcset (Apple Mail) show a broken image; give the image in src alone`,
+          );
       }
     }
   }
@@ -190,7 +243,12 @@ function leftLocal(html: string, remoteBase: boolean): string[] {
  * attachment), and a cid: of the HTML no part has (a broken image). Content-IDs compare as given;
  * a cid: URL's %-escapes are decoded (RFC 2392).
  */
-function cidMismatches(html: string, inline: readonly string[], images: ReadonlyMap<string, InlineImage>, refs?: readonly string[]): string[] {
+function cidMismatches(
+  html: string,
+  inline: readonly string[],
+  images: ReadonlyMap<string, InlineImage>,
+  refs?: readonly string[],
+): string[] {
   if (inline.length === 0 && !/cid:/i.test(html)) return [];
   const used = new Set<string>();
   for (const ref of refs ?? findRefAttributes(html).flatMap((a) => a.refs)) {
@@ -204,17 +262,28 @@ function cidMismatches(html: string, inline: readonly string[], images: Readonly
   const out: string[] = [];
   for (const spec of inline) {
     const { cid } = splitInlineSpec(spec, existsSync);
-    if (!used.has(cid)) out.push(`--inline ${spec}: the HTML has no <img src="cid:${cid}">, so no image shows this part (most clients list it as an attachment)`);
+    if (!used.has(cid))
+      out.push(
+        `--inline ${spec}: the HTML has no <img src="cid:${cid}">, so no image shows this part (most clients list it as an attachment)`,
+      );
   }
   for (const cid of used) {
-    if (!images.has(cid)) out.push(`the HTML refers to cid:${cid}, which no part of this message has: it shows as a broken image (--inline <file>#${cid} adds the part)`);
+    if (!images.has(cid))
+      out.push(
+        `the HTML refers to cid:${cid}, which no part of this message has: it shows as a broken image (--inline <file>#${cid} adds the part)`,
+      );
   }
   return out;
 }
 
 /** Inline images as the Message's attachments with a cid (SMTP puts them in multipart/related). */
 export function inlineAttachments(images: readonly InlineImage[]): Attachment[] {
-  return images.map((i) => ({ filename: i.filename, source: { kind: "bytes", data: i.data }, contentType: i.contentType, cid: i.cid }));
+  return images.map((i) => ({
+    filename: i.filename,
+    source: { kind: "bytes", data: i.data },
+    contentType: i.contentType,
+    cid: i.cid,
+  }));
 }
 
 /**

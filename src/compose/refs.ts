@@ -76,7 +76,11 @@ export const attrEscape = (s: string) => s.replace(/&/g, "&amp;").replace(/"/g, 
  * The HTML with the references `replace` maps (to cid:...) rewritten; an
  * attribute with nothing to rewrite is left byte for byte as it was.
  */
-export function rewriteRefs(html: string, attrs: readonly RefAttribute[], replace: (ref: string) => string | undefined): string {
+export function rewriteRefs(
+  html: string,
+  attrs: readonly RefAttribute[],
+  replace: (ref: string) => string | undefined,
+): string {
   let out = "";
   let at = 0;
   for (const a of attrs) {

@@ -10,9 +10,19 @@ export function sniffImage(b: Buffer): string | undefined {
     const head = b.subarray(0, 6).toString("latin1");
     if (head === "GIF87a" || head === "GIF89a") return "image/gif";
   }
-  if (b.length >= 12 && b.subarray(0, 4).toString("latin1") === "RIFF" && b.subarray(8, 12).toString("latin1") === "WEBP") return "image/webp";
+  if (
+    b.length >= 12 &&
+    b.subarray(0, 4).toString("latin1") === "RIFF" &&
+    b.subarray(8, 12).toString("latin1") === "WEBP"
+  )
+    return "image/webp";
   if (b.length >= 26 && b[0] === 0x42 && b[1] === 0x4d && b.readUInt32LE(14) >= 12) return "image/bmp";
-  if (b.length >= 12 && b.subarray(4, 8).toString("latin1") === "ftyp" && /^avi[fs]$/.test(b.subarray(8, 12).toString("latin1"))) return "image/avif";
+  if (
+    b.length >= 12 &&
+    b.subarray(4, 8).toString("latin1") === "ftyp" &&
+    /^avi[fs]$/.test(b.subarray(8, 12).toString("latin1"))
+  )
+    return "image/avif";
   return undefined;
 }
 
@@ -20,7 +30,8 @@ export function sniffImage(b: Buffer): string | undefined {
 export function describeBytes(b: Buffer): string {
   if (b.length === 0) return "an empty file";
   const head = b.subarray(0, 512).toString("latin1");
-  if (/^\s*(<\?xml[^>]*>\s*)?<svg[\s>]/i.test(head)) return "an SVG document (not embedded: clients block it, and it can carry script)";
+  if (/^\s*(<\?xml[^>]*>\s*)?<svg[\s>]/i.test(head))
+    return "an SVG document (not embedded: clients block it, and it can carry script)";
   if (head.startsWith("%PDF")) return "a PDF document";
   // eslint-disable-next-line no-control-regex
   if (!/[\x00-\x08\x0e-\x1f]/.test(head)) return "text";

@@ -70,7 +70,12 @@ export function findStylesheets(html: string): { links: StylesheetLink[]; styles
         if (name === "style") styleAt = parser.endIndex + 1;
         if (name !== "link" || !appliedStylesheet(attrs.rel) || !attrs.href?.trim()) return;
         const media = attrs.media?.trim();
-        links.push({ href: attrs.href.trim(), start: parser.startIndex, end: parser.endIndex + 1, ...(media && media.toLowerCase() !== "all" ? { media } : {}) });
+        links.push({
+          href: attrs.href.trim(),
+          start: parser.startIndex,
+          end: parser.endIndex + 1,
+          ...(media && media.toLowerCase() !== "all" ? { media } : {}),
+        });
       },
       onclosetag(name, isImplied) {
         if (name !== "style" || styleAt < 0) return;
@@ -133,7 +138,8 @@ function statementEnd(css: string, at: number): number {
   return css.length;
 }
 
-const IMPORT_ADDRESS = /^@import\s*(?:url\(\s*(?:"([^"]*)"|'([^']*)'|([^)'"\s]*))\s*\)|"([^"]*)"|'([^']*)')\s*([\s\S]*?)\s*;?$/i;
+const IMPORT_ADDRESS =
+  /^@import\s*(?:url\(\s*(?:"([^"]*)"|'([^']*)'|([^)'"\s]*))\s*\)|"([^"]*)"|'([^']*)')\s*([\s\S]*?)\s*;?$/i;
 
 /**
  * The `@import` rules a browser applies: those at the head of the sheet, before any other rule
@@ -164,7 +170,13 @@ function leadingImports(css: string): ImportRule[] {
     if (end < 0) break;
     if (word === "@import") {
       const m = IMPORT_ADDRESS.exec(css.slice(i, end));
-      if (m) found.push({ start: i, end, ref: (m[1] ?? m[2] ?? m[3] ?? m[4] ?? m[5] ?? "").trim(), conditions: (m[6] ?? "").trim() });
+      if (m)
+        found.push({
+          start: i,
+          end,
+          ref: (m[1] ?? m[2] ?? m[3] ?? m[4] ?? m[5] ?? "").trim(),
+          conditions: (m[6] ?? "").trim(),
+        });
     }
     i = end;
   }
@@ -192,7 +204,6 @@ function underConditions(css: string, conditions: string): string {
   if (layer !== undefined) out = `@layer${layer ? ` ${layer}` : ""} {\n${out}}\n`;
   return out;
 }
-
 
 /** url(...) in CSS: unquoted, or in single or double quotes. */
 const CSS_URL = /url\(\s*(?:"([^"]*)"|'([^']*)'|([^)'"\s]*))\s*\)/gi;
@@ -241,7 +252,13 @@ interface SheetReader {
 }
 
 /** A local sheet's file, checked as an image is, counted against the message's budget; undefined for one of `skip`. */
-async function readSheet(r: SheetReader, ref: string, path: string, fromDir: string, skip?: ReadonlySet<string>): Promise<{ css: string; real: string } | undefined> {
+async function readSheet(
+  r: SheetReader,
+  ref: string,
+  path: string,
+  fromDir: string,
+  skip?: ReadonlySet<string>,
+): Promise<{ css: string; real: string } | undefined> {
   const target = resolve(fromDir, path);
   let file = r.files.get(target);
   if (!file) {
@@ -254,19 +271,29 @@ async function readSheet(r: SheetReader, ref: string, path: string, fromDir: str
   // <style> block, a link to .env or ~/.ssh/id_rsa as readily as one to a sheet. A browser too
   // applies a file as a stylesheet only when its type is text/css, which a local file's .css gives.
   if (!/\.css$/i.test(path)) {
-    throw new MailsendError("invalid_message", `stylesheet reference ${JSON.stringify(ref)} names ${shownPath(real)}, which is not a .css file; nothing was sent`, {
-      hint: "Only .css files are embedded as stylesheets, so that a page cannot mail another file inside a <style> block. Give the sheet a .css name, or --no-embed to leave the reference as it is.",
-    });
+    throw new MailsendError(
+      "invalid_message",
+      `stylesheet reference ${JSON.stringify(ref)} names ${shownPath(real)}, which is not a .css file; nothing was sent`,
+      {
+        hint: "Only .css files are embedded as stylesheets, so that a page cannot mail another file inside a <style> block. Give the sheet a .css name, or --no-embed to leave the reference as it is.",
+      },
+    );
   }
   if (skip?.has(real)) return undefined;
   r.total += size;
   if (r.total > MAX_STYLESHEET_BYTES) {
-    throw new MailsendError("too_large", `the stylesheets of this message add up to more than ${MAX_STYLESHEET_BYTES / 1024 / 1024} MiB (at ${JSON.stringify(ref)}, ${shownPath(real)}); nothing was sent`, {
-      hint: "Give --no-embed to send the <link> elements as they are (clients will not load them).",
-    });
+    throw new MailsendError(
+      "too_large",
+      `the stylesheets of this message add up to more than ${MAX_STYLESHEET_BYTES / 1024 / 1024} MiB (at ${JSON.stringify(ref)}, ${shownPath(real)}); nothing was sent`,
+      {
+        hint: "Give --no-embed to send the <link> elements as they are (clients will not load them).",
+      },
+    );
   }
   // A @charset is only valid as a sheet's first bytes, and means nothing in a <style> block (the HTML is text already).
-  file.css ??= (await readFile(real, "utf8")).replace(/^\uFEFF/, "").replace(/^@charset\s+("[^"]*"|'[^']*')\s*;[ \t]*\r?\n?/i, "");
+  file.css ??= (await readFile(real, "utf8"))
+    .replace(/^\uFEFF/, "")
+    .replace(/^@charset\s+("[^"]*"|'[^']*')\s*;[ \t]*\r?\n?/i, "");
   r.sheets.push({ ref, path: real, bytes: size });
   return { css: file.css, real };
 }
@@ -301,7 +328,13 @@ async function sheetText(
     const read = within.size >= MAX_IMPORT_DEPTH ? undefined : await readSheet(r, imp.ref, path, sheetDir, within);
     if (read === undefined) continue;
     r.sheets[r.sheets.length - 1]!.importedBy = by;
-    const inner = await sheetText(r, read.css, dirname(resolve(sheetDir, path)), imp.ref, new Set([...within, read.real]));
+    const inner = await sheetText(
+      r,
+      read.css,
+      dirname(resolve(sheetDir, path)),
+      imp.ref,
+      new Set([...within, read.real]),
+    );
     if (imp.conditions === "") {
       head.push(...inner.head);
       body += inner.body.endsWith("\n") ? inner.body : `${inner.body}\n`;

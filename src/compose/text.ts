@@ -15,7 +15,8 @@ function rowsOf(table: Node): Node[] {
   for (const c of table.children ?? []) {
     if (c.type !== "tag") continue;
     if (c.name === "tr") out.push(c);
-    else if (c.name === "thead" || c.name === "tbody" || c.name === "tfoot") for (const r of c.children ?? []) if (r.type === "tag" && r.name === "tr") out.push(r);
+    else if (c.name === "thead" || c.name === "tbody" || c.name === "tfoot")
+      for (const r of c.children ?? []) if (r.type === "tag" && r.name === "tr") out.push(r);
   }
   return out;
 }
@@ -64,7 +65,9 @@ export async function textFromHtml(html: string): Promise<string> {
     },
     selectors: [
       // Every table, not only those named in options: a report's tables are its content.
-      rows > ALIGNED_ROWS ? { selector: "table", format: "rowsTable" } : { selector: "table", format: "dataTable", options: { uppercaseHeaderCells: false, maxColumnWidth: 40 } },
+      rows > ALIGNED_ROWS
+        ? { selector: "table", format: "rowsTable" }
+        : { selector: "table", format: "dataTable", options: { uppercaseHeaderCells: false, maxColumnWidth: 40 } },
       // A link whose text is its address is said once; links to a place on the page or to a part not at all.
       // A link with nothing to show (a report's hidden prev/next links, `<a href="m_py.html"/>`) is left out when its address
       // is relative: html-to-text would write the bare address, glued to the next one ("m_py.htmlm_py.html").
@@ -75,7 +78,8 @@ export async function textFromHtml(html: string): Promise<string> {
           noAnchorUrl: true,
           linkBrackets: ["[", "]"],
           // html-to-text 9 passes the element third (its types name only two).
-          pathRewrite: (href: string, ...rest: unknown[]) => (/^[A-Za-z][A-Za-z0-9+.-]*:|^\/\//.test(href) || !rest[1] || saysSomething(rest[1] as DomNode) ? href : ""),
+          pathRewrite: (href: string, ...rest: unknown[]) =>
+            /^[A-Za-z][A-Za-z0-9+.-]*:|^\/\//.test(href) || !rest[1] || saysSomething(rest[1] as DomNode) ? href : "",
         },
       },
       // cid: and file addresses mean nothing in a text part; the alt text is what the image says.

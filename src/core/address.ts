@@ -204,9 +204,21 @@ function displayName(tokens: Token[], field: string, input: string): string | un
 
 function parseMailbox(tokens: Token[], field: string, input: string): Mailbox {
   // `a@x.com; b@y.com` (Outlook's separator) is not a group: no ":" before the ";".
-  if (tokens.some((t) => t.kind === "special" && t.text === ";") && !tokens.some((t) => t.kind === "special" && t.text === ":")) {
-    const fixed = input.split(";").map((p) => p.trim()).filter(Boolean).join(", ");
-    fail(field, input, "separate recipients with commas, not semicolons", `Write ${JSON.stringify(fixed)}, or give each recipient its own ${field}.`);
+  if (
+    tokens.some((t) => t.kind === "special" && t.text === ";") &&
+    !tokens.some((t) => t.kind === "special" && t.text === ":")
+  ) {
+    const fixed = input
+      .split(";")
+      .map((p) => p.trim())
+      .filter(Boolean)
+      .join(", ");
+    fail(
+      field,
+      input,
+      "separate recipients with commas, not semicolons",
+      `Write ${JSON.stringify(fixed)}, or give each recipient its own ${field}.`,
+    );
   }
   if (tokens.some((t) => t.kind === "special" && (t.text === ":" || t.text === ";"))) {
     // What is left of ":" and ";" after the groups were opened: inside <...> (a source route), or a stray one.
@@ -253,7 +265,12 @@ export type EmptyElements = "refuse" | "skip" | "trailing";
  * Parse an address list. `field` names the flag or field in error messages.
  * Throws MailsendError("invalid_address") on anything outside the grammar.
  */
-export function parseAddressList(input: string, field = "address", groups = true, empty: EmptyElements = "refuse"): Mailbox[] {
+export function parseAddressList(
+  input: string,
+  field = "address",
+  groups = true,
+  empty: EmptyElements = "refuse",
+): Mailbox[] {
   if (PLAIN_ADDRESS.test(input) && input.length <= 254 && input.lastIndexOf("@") <= 64) return [{ address: input }];
   if (CONTROL.test(input)) {
     fail(field, input, "control character (CR, LF or similar)");
@@ -261,7 +278,8 @@ export function parseAddressList(input: string, field = "address", groups = true
   const tokens = tokenize(input, field);
   if (tokens.length === 0) fail(field, input, "no address");
   let parts = groups ? openGroups(tokens, field, input, empty === "skip") : splitTopLevel(tokens);
-  if (!groups && tokens.some((t) => isSpecial(t, ":")) && tokens.some((t) => isSpecial(t, ";"))) fail(field, input, "a group (name: a@x, b@y;) is not allowed here: one address");
+  if (!groups && tokens.some((t) => isSpecial(t, ":")) && tokens.some((t) => isSpecial(t, ";")))
+    fail(field, input, "a group (name: a@x, b@y;) is not allowed here: one address");
   if (empty !== "refuse" && parts.length > 0) {
     // (No parts at all: only empty groups, `undisclosed-recipients:;`, which stand for nobody.)
     if (parts.every((p) => p.length === 0)) fail(field, input, "no address");
@@ -272,7 +290,12 @@ export function parseAddressList(input: string, field = "address", groups = true
     if (part.length === 0) fail(field, input, k === 0 ? "list starts with a comma" : "empty element between commas");
     const example = nameSplitByComma(part, parts[k + 1]);
     if (example !== undefined) {
-      fail(field, input, "missing @", `The comma separates recipients, so the text before it was read as an address: put a display name that has a comma in double quotes, as in ${example}.`);
+      fail(
+        field,
+        input,
+        "missing @",
+        `The comma separates recipients, so the text before it was read as an address: put a display name that has a comma in double quotes, as in ${example}.`,
+      );
     }
     return parseMailbox(part, field, input);
   });
@@ -306,7 +329,13 @@ function openGroups(tokens: Token[], field: string, input: string, emptyOk = fal
       }
       continue;
     }
-    if (top && t.text === ":" && members === undefined && cur.length > 0 && cur.every((x) => x.kind === "atom" || x.kind === "quoted" || isSpecial(x, "."))) {
+    if (
+      top &&
+      t.text === ":" &&
+      members === undefined &&
+      cur.length > 0 &&
+      cur.every((x) => x.kind === "atom" || x.kind === "quoted" || isSpecial(x, "."))
+    ) {
       cur.length = 0;
       members = 0;
       continue;
@@ -397,7 +426,11 @@ export function parseBareAddress(input: string, field: string): string {
 }
 
 /** Parse each value (a repeatable flag), each of which may itself be a list. */
-export function parseAddressValues(values: readonly string[], field: string, empty: EmptyElements = "refuse"): Mailbox[] {
+export function parseAddressValues(
+  values: readonly string[],
+  field: string,
+  empty: EmptyElements = "refuse",
+): Mailbox[] {
   return values.flatMap((v) => parseAddressList(v, field, true, empty));
 }
 

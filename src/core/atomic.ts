@@ -67,7 +67,11 @@ function toBuffers(data: string | Buffer | readonly Buffer[]): readonly Buffer[]
 }
 
 /** Replace `path` with `data` (see the top of this file); with `durable` (the default), on disk before it returns. */
-export function writeFileAtomic(path: string, data: string | Buffer | readonly Buffer[], opts: AtomicOptions = {}): void {
+export function writeFileAtomic(
+  path: string,
+  data: string | Buffer | readonly Buffer[],
+  opts: AtomicOptions = {},
+): void {
   const durable = opts.durable ?? true;
   const tmp = tempName(path, opts.tmpDir);
   try {
@@ -100,7 +104,11 @@ export interface AtomicAsyncOptions extends AtomicOptions {
 }
 
 /** The async writeFileAtomic, off the main thread: for a server writing while it answers others. */
-export async function writeFileAtomicAsync(path: string, data: string | Buffer | readonly Buffer[], opts: AtomicAsyncOptions = {}): Promise<void> {
+export async function writeFileAtomicAsync(
+  path: string,
+  data: string | Buffer | readonly Buffer[],
+  opts: AtomicAsyncOptions = {},
+): Promise<void> {
   const durable = opts.durable ?? true;
   const tmp = tempName(path, opts.tmpDir);
   // Awaited only once the data is written: a refusal before then is not left unhandled meanwhile.
@@ -124,7 +132,9 @@ export async function writeFileAtomicAsync(path: string, data: string | Buffer |
     await fsp().rename(tmp, path);
   } catch (e) {
     await fh?.close().catch(() => {});
-    await fsp().unlink(tmp).catch(() => {});
+    await fsp()
+      .unlink(tmp)
+      .catch(() => {});
     throw e;
   }
   if (durable && (opts.syncDir ?? true)) await fsyncDirAsync(dirname(path));

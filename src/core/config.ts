@@ -50,9 +50,7 @@ export interface SmtpConfig extends TlsOptions {
   proxy?: ProxySetting;
 }
 
-export type TransportConfig =
-  | ({ transport: "rest" } & RestConfig)
-  | ({ transport: "smtp" } & SmtpConfig);
+export type TransportConfig = ({ transport: "rest" } & RestConfig) | ({ transport: "smtp" } & SmtpConfig);
 
 export const DEFAULTS = {
   transport: "rest" as TransportName,
@@ -69,20 +67,28 @@ export const DEFAULTS = {
  */
 export function smtpUserIsKey(user: string, apiKey: string | undefined, where: string): MailsendError | undefined {
   if (!apiKey || user !== apiKey) return undefined;
-  return new MailsendError("config_invalid", `the SMTP username is the API key itself (${where}): over SMTP the key is the password, and the username is the service's fixed name`, {
-    hint: `Unset it (the default username, "mailsend", is the service's), or set it to the username the service gives. If the key was typed on a command line, remove it from your shell history.`,
-  });
+  return new MailsendError(
+    "config_invalid",
+    `the SMTP username is the API key itself (${where}): over SMTP the key is the password, and the username is the service's fixed name`,
+    {
+      hint: `Unset it (the default username, "mailsend", is the service's), or set it to the username the service gives. If the key was typed on a command line, remove it from your shell history.`,
+    },
+  );
 }
 
 /** `--transport auto` with neither channel configured: the resolver finds it up front, the chooser per message. */
 export function noChannelError(): MailsendError {
-  return new MailsendError("config_missing", (s) => `${s.value("transport", "auto")}: neither a REST base URL nor an SMTP host is configured`, {
-    setting: "baseUrl",
-    hint: (s) =>
-      `Set ${s.pick({
-        cli: `${s.env("baseUrl")} or ${s.env("smtpHost")} (or ${s.pair("baseUrl", "smtpHost")})`,
-        api: `${s.env("baseUrl")} or ${s.env("smtpHost")}`,
-        sendmail: `${s.env("baseUrl")} or ${s.env("smtpHost")}`,
-      })}. For a local one, run \`mailsend sandbox\` and paste the export lines it prints.`,
-  });
+  return new MailsendError(
+    "config_missing",
+    (s) => `${s.value("transport", "auto")}: neither a REST base URL nor an SMTP host is configured`,
+    {
+      setting: "baseUrl",
+      hint: (s) =>
+        `Set ${s.pick({
+          cli: `${s.env("baseUrl")} or ${s.env("smtpHost")} (or ${s.pair("baseUrl", "smtpHost")})`,
+          api: `${s.env("baseUrl")} or ${s.env("smtpHost")}`,
+          sendmail: `${s.env("baseUrl")} or ${s.env("smtpHost")}`,
+        })}. For a local one, run \`mailsend sandbox\` and paste the export lines it prints.`,
+    },
+  );
 }

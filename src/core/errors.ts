@@ -35,15 +35,21 @@ export type ExitClass = keyof typeof EXIT;
 export const EXIT_MEANING: Record<ExitClass, string> = {
   ok: "sent",
   usage: "usage: unknown flag, missing --to/--from/--subject/body, cc/bcc over REST",
-  dataerr: "bad message data: invalid address, header with CR/LF, bad JSON/EML; or the server refused the message (400, 413, SMTP 550/552/554)",
-  nouser: "some recipients were refused (SMTP RCPT), the message went to the others: the output names the refused ones; resend only to those, after checking them",
-  noinput: "an input is missing, unreadable or empty: an attachment or body file, a body piped on stdin that was empty, a sandbox data dir, a stored message",
+  dataerr:
+    "bad message data: invalid address, header with CR/LF, bad JSON/EML; or the server refused the message (400, 413, SMTP 550/552/554)",
+  nouser:
+    "some recipients were refused (SMTP RCPT), the message went to the others: the output names the refused ones; resend only to those, after checking them",
+  noinput:
+    "an input is missing, unreadable or empty: an attachment or body file, a body piped on stdin that was empty, a sandbox data dir, a stored message",
   unavailable: "service unavailable: connection refused, DNS failure, 5xx",
   software: "internal error (a bug in mailsend)",
-  cantcreat: "a local file cannot be created or written: the state dir, outbox, journal or results file (disk full, read-only, permission)",
-  ioerr: "a local file could not be read or synced (an I/O error of this machine), or a batch journal is damaged (see --fresh)",
+  cantcreat:
+    "a local file cannot be created or written: the state dir, outbox, journal or results file (disk full, read-only, permission)",
+  ioerr:
+    "a local file could not be read or synced (an I/O error of this machine), or a batch journal is damaged (see --fresh)",
   tempfail: "temporary failure, safe to retry later: rate limited (429), SMTP 4xx, timeout before sending",
-  protocol: "unexpected answer, or outcome unknown: the connection broke after the message was handed over; check before resending",
+  protocol:
+    "unexpected answer, or outcome unknown: the connection broke after the message was handed over; check before resending",
   noperm: "the key was refused: wrong (401, SMTP 535), revoked or expired (403); Redis or proxy credentials refused",
   config: "configuration: no API key, no base URL/SMTP host, port/TLS mismatch, untrusted certificate",
 };
@@ -53,7 +59,20 @@ export const EXIT_MEANING: Record<ExitClass, string> = {
  * these that occurred: what needs a person's attention before what only
  * needs another try.
  */
-const SEVERITY: readonly ExitClass[] = ["software", "config", "noperm", "protocol", "cantcreat", "ioerr", "unavailable", "noinput", "dataerr", "nouser", "usage", "tempfail"];
+const SEVERITY: readonly ExitClass[] = [
+  "software",
+  "config",
+  "noperm",
+  "protocol",
+  "cantcreat",
+  "ioerr",
+  "unavailable",
+  "noinput",
+  "dataerr",
+  "nouser",
+  "usage",
+  "tempfail",
+];
 
 export function worstExitClass(classes: Iterable<ExitClass>): ExitClass {
   const seen = new Set(classes);
@@ -200,7 +219,9 @@ export class MailsendError extends Error {
       ...(this.hint ? { hint: this.hint } : {}),
       ...(this.status !== undefined ? { status: this.status } : {}),
       ...(this.attempts !== undefined ? { attempts: this.attempts } : {}),
-      ...(this.partial ? { message_id: this.partial.messageId, accepted: this.partial.accepted, refused: this.partial.refused } : {}),
+      ...(this.partial
+        ? { message_id: this.partial.messageId, accepted: this.partial.accepted, refused: this.partial.refused }
+        : {}),
     };
   }
 }
@@ -240,15 +261,25 @@ const LOCAL_FAULTS = new Set(["ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "E
 export function toMailsendError(e: unknown): MailsendError {
   if (isMailsendError(e)) return e;
   const errno = e as NodeJS.ErrnoException | undefined;
-  if (errno && typeof errno.code === "string" && LOCAL_FAULTS.has(errno.code) && (typeof errno.path === "string" || ["ENOSPC", "EDQUOT", "EROFS", "EIO"].includes(errno.code))) {
-    const reading = errno.code === "EIO" || errno.syscall === "read" || errno.syscall === "fsync" || errno.syscall === "fdatasync";
+  if (
+    errno &&
+    typeof errno.code === "string" &&
+    LOCAL_FAULTS.has(errno.code) &&
+    (typeof errno.path === "string" || ["ENOSPC", "EDQUOT", "EROFS", "EIO"].includes(errno.code))
+  ) {
+    const reading =
+      errno.code === "EIO" || errno.syscall === "read" || errno.syscall === "fsync" || errno.syscall === "fdatasync";
     const action = reading ? (errno.syscall === "read" ? "read" : "sync") : "write";
     if (errno.path !== undefined) return localFileError(e, errno.path, action);
     // A write to an open file names no path: what failed is still this machine's disk.
-    return new MailsendError(action === "write" ? "local_write_failed" : "local_io_failed", `cannot ${action} a local file: ${errnoWords(errno.code)}`, {
-      cause: e,
-      hint: "A disk of this machine refused (the state dir, the temp dir or an output file): free space or fix it, then run again.",
-    });
+    return new MailsendError(
+      action === "write" ? "local_write_failed" : "local_io_failed",
+      `cannot ${action} a local file: ${errnoWords(errno.code)}`,
+      {
+        cause: e,
+        hint: "A disk of this machine refused (the state dir, the temp dir or an output file): free space or fix it, then run again.",
+      },
+    );
   }
   const message = e instanceof Error ? e.message : String(e);
   return new MailsendError("internal", `internal error: ${message}`, {
@@ -290,7 +321,12 @@ export function errnoWords(code: string | undefined): string {
  * A fault of this machine while writing (73) or reading/syncing (74) a local
  * file: the path, the errno in words and what to do. Never "internal" (70).
  */
-export function localFileError(e: unknown, path: string, action: "write" | "read" | "sync", what = "file"): MailsendError {
+export function localFileError(
+  e: unknown,
+  path: string,
+  action: "write" | "read" | "sync",
+  what = "file",
+): MailsendError {
   const code = (e as NodeJS.ErrnoException | undefined)?.code;
   const words = errnoWords(code);
   const hint =
@@ -299,10 +335,15 @@ export function localFileError(e: unknown, path: string, action: "write" | "read
       : code === "EROFS"
         ? (s: Say) => `The file system is mounted read-only; point ${s.env("stateDir")} at a writable directory.`
         : code === "EACCES" || code === "EPERM"
-          ? (s: Say) => `Check the owner and mode of ${path} and its directory, or point ${s.env("stateDir")} at a directory you own.`
+          ? (s: Say) =>
+              `Check the owner and mode of ${path} and its directory, or point ${s.env("stateDir")} at a directory you own.`
           : undefined;
-  return new MailsendError(action === "write" ? "local_write_failed" : "local_io_failed", `cannot ${action} the ${what} ${path}: ${words}`, {
-    cause: e,
-    ...(hint ? { hint } : {}),
-  });
+  return new MailsendError(
+    action === "write" ? "local_write_failed" : "local_io_failed",
+    `cannot ${action} the ${what} ${path}: ${words}`,
+    {
+      cause: e,
+      ...(hint ? { hint } : {}),
+    },
+  );
 }

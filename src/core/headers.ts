@@ -7,20 +7,18 @@ const FIELD_NAME = /^[\x21-\x39\x3B-\x7E]+$/;
  * Headers a custom header may not set: the ones the send request already
  * carries as fields, and the MIME structure, which the service builds.
  */
-const RESERVED = new Set(
-  [
-    "from",
-    "to",
-    "cc",
-    "bcc",
-    "subject",
-    "reply-to",
-    "sender",
-    "content-type",
-    "content-transfer-encoding",
-    "mime-version",
-  ],
-);
+const RESERVED = new Set([
+  "from",
+  "to",
+  "cc",
+  "bcc",
+  "subject",
+  "reply-to",
+  "sender",
+  "content-type",
+  "content-transfer-encoding",
+  "mime-version",
+]);
 
 export type HeaderList = Array<[name: string, value: string]>;
 
@@ -32,7 +30,8 @@ export function checkHeaderName(name: string, where = "header"): void {
   }
   if (RESERVED.has(name.toLowerCase())) {
     throw new MailsendError("invalid_header", `${where}: ${name} cannot be set as a custom header`, {
-      hint: (s) => `Use ${s.flag("from")}, ${s.flag("to")}, ${s.flag("cc")}, ${s.flag("bcc")}, ${s.flag("subject")} and ${s.flag("replyTo")} for those.`,
+      hint: (s) =>
+        `Use ${s.flag("from")}, ${s.flag("to")}, ${s.flag("cc")}, ${s.flag("bcc")}, ${s.flag("subject")} and ${s.flag("replyTo")} for those.`,
     });
   }
 }

@@ -32,7 +32,9 @@ export interface LocatedJson {
 
 function describeChar(c: string): string {
   const code = c.codePointAt(0)!;
-  return code < 0x20 || code === 0x7f ? `control character U+${code.toString(16).toUpperCase().padStart(4, "0")}` : JSON.stringify(c);
+  return code < 0x20 || code === 0x7f
+    ? `control character U+${code.toString(16).toUpperCase().padStart(4, "0")}`
+    : JSON.stringify(c);
 }
 
 function positionOf(text: string, offset: number): Position {
@@ -55,16 +57,30 @@ type Open = { obj: Record<string, unknown>; key?: string } | { arr: unknown[] };
  * to point: inside a string, at the character that is wrong. `inObject`: the innermost open
  * value is an object; `topLevel`: no object or array is open.
  */
-function reasonOf(text: string, code: ParseErrorCode, offset: number, length: number, { inObject, topLevel }: { inObject: boolean; topLevel: boolean }): [string, number] {
+function reasonOf(
+  text: string,
+  code: ParseErrorCode,
+  offset: number,
+  length: number,
+  { inObject, topLevel }: { inObject: boolean; topLevel: boolean },
+): [string, number] {
   const found = (at: number) => (at >= text.length ? "the end of the file" : describeChar(text[at]!));
   const token = text.slice(offset, offset + length);
-  const inArray = (at: number): [string, number] => [`expected "," or "]" after an array element, found ${found(at)}`, at];
-  const inObj = (at: number): [string, number] => [`expected "," or "}" after a property value, found ${found(at)}`, at];
-  const afterValue = (at: number): [string, number] => (topLevel ? [`unexpected ${found(at)} after the end of the JSON value`, at] : inObject ? inObj(at) : inArray(at));
+  const inArray = (at: number): [string, number] => [
+    `expected "," or "]" after an array element, found ${found(at)}`,
+    at,
+  ];
+  const inObj = (at: number): [string, number] => [
+    `expected "," or "}" after a property value, found ${found(at)}`,
+    at,
+  ];
+  const afterValue = (at: number): [string, number] =>
+    topLevel ? [`unexpected ${found(at)} after the end of the JSON value`, at] : inObject ? inObj(at) : inArray(at);
   // Something no token of JSON starts with (a comment, a bare word): what was due there, by what precedes it.
   const expected = (at: number): [string, number] => {
     const before = text.slice(0, at).trimEnd().at(-1);
-    if (inObject && (before === "{" || before === ",")) return [`expected a property name in double quotes, found ${found(at)}`, at];
+    if (inObject && (before === "{" || before === ","))
+      return [`expected a property name in double quotes, found ${found(at)}`, at];
     if (before !== undefined && !"[:,".includes(before)) return afterValue(at);
     if (text[at] === "'") return ["strings must be in double quotes", at];
     return [`expected a value, found ${found(at)}`, at];
@@ -74,7 +90,8 @@ function reasonOf(text: string, code: ParseErrorCode, offset: number, length: nu
       if (text[offset] === "}") return ["trailing comma before }", offset];
       return [`expected a property name in double quotes, found ${found(offset)}`, offset];
     case "ValueExpected":
-      if (text[offset] === "]" && text.slice(0, offset).trimEnd().endsWith(",")) return ["trailing comma before ]", offset];
+      if (text[offset] === "]" && text.slice(0, offset).trimEnd().endsWith(","))
+        return ["trailing comma before ]", offset];
       return expected(offset);
     case "ColonExpected":
       return [`expected ":" after the property name, found ${found(offset)}`, offset];
@@ -87,7 +104,11 @@ function reasonOf(text: string, code: ParseErrorCode, offset: number, length: nu
       return afterValue(offset);
     case "UnexpectedEndOfString":
       // A string ends at a line break or at the end of the file.
-      if (offset + length < text.length) return [`${describeChar(text[offset + length]!)} inside a string (write it as an escape, e.g. \\n)`, offset + length];
+      if (offset + length < text.length)
+        return [
+          `${describeChar(text[offset + length]!)} inside a string (write it as an escape, e.g. \\n)`,
+          offset + length,
+        ];
       return ["unterminated string", offset];
     case "InvalidCharacter": {
       const at = offset + token.search(/[\u0000-\u001f]/);
@@ -95,7 +116,10 @@ function reasonOf(text: string, code: ParseErrorCode, offset: number, length: nu
     }
     case "InvalidEscapeCharacter":
     case "InvalidUnicode":
-      return ["invalid escape in a string", offset + Math.max(0, token.search(/\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4}))/))];
+      return [
+        "invalid escape in a string",
+        offset + Math.max(0, token.search(/\\(?:[^"\\/bfnrtu]|u(?![0-9a-fA-F]{4}))/)),
+      ];
     case "InvalidNumberFormat":
     case "UnexpectedEndOfNumber": {
       // "1." or "1e": the number is what precedes the character that cannot go on with it.
@@ -150,7 +174,10 @@ export function parseLocatedJson(input: string): LocatedJson {
       onLiteralValue: (v) => put(v),
       onError: (code, offset, length) => {
         const top = open.at(-1);
-        const [reason, at] = reasonOf(text, code, offset, length, { inObject: top !== undefined && "obj" in top, topLevel: top === undefined });
+        const [reason, at] = reasonOf(text, code, offset, length, {
+          inObject: top !== undefined && "obj" in top,
+          topLevel: top === undefined,
+        });
         fail(reason, at);
       },
     },

@@ -15,7 +15,8 @@
  * it did not take is a dead process's (a container's pid 1 of an earlier run).
  */
 // A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
-const { closeSync, linkSync, openSync, readFileSync, rmSync, statSync, unlinkSync, writeSync } = process.getBuiltinModule("node:fs");
+const { closeSync, linkSync, openSync, readFileSync, rmSync, statSync, unlinkSync, writeSync } =
+  process.getBuiltinModule("node:fs");
 import { resolve } from "node:path";
 import { writeFileAtomic } from "./atomic.js";
 import { localFileError } from "./errors.js";
@@ -195,11 +196,20 @@ export interface RefreshedLockOptions {
 }
 
 /** One attempt: the lock and what gives it back, or whether the holder of the one in the way runs (undefined: no pid to read). */
-export async function tryRefreshedLock(o: RefreshedLockOptions): Promise<{ release: () => Promise<void> } | { holderRuns: boolean | undefined }> {
+export async function tryRefreshedLock(
+  o: RefreshedLockOptions,
+): Promise<{ release: () => Promise<void> } | { holderRuns: boolean | undefined }> {
   const { default: lockfile } = await import("proper-lockfile");
   let release: () => Promise<void>;
   try {
-    release = await lockfile.lock(o.guarded, { lockfilePath: o.lock, realpath: false, stale: o.staleMs, update: o.updateMs, retries: 0, onCompromised: o.onCompromised });
+    release = await lockfile.lock(o.guarded, {
+      lockfilePath: o.lock,
+      realpath: false,
+      stale: o.staleMs,
+      update: o.updateMs,
+      retries: 0,
+      onCompromised: o.onCompromised,
+    });
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== "ELOCKED") throw e;
     return { holderRuns: holderFileRuns(o.holderFile) };
@@ -214,7 +224,8 @@ export async function tryRefreshedLock(o: RefreshedLockOptions): Promise<{ relea
     release: async () => {
       // The pid goes first (if still ours): once the lock is released another holder may write its own.
       try {
-        if (Number.parseInt(readFileSync(o.holderFile, "utf8"), 10) === process.pid) rmSync(o.holderFile, { force: true });
+        if (Number.parseInt(readFileSync(o.holderFile, "utf8"), 10) === process.pid)
+          rmSync(o.holderFile, { force: true });
       } catch {}
       await release();
     },

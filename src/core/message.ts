@@ -2,9 +2,7 @@ import type { Mailbox } from "./address.js";
 import type { HeaderList } from "./headers.js";
 
 /** Where an attachment's bytes come from. Files are streamed, never read whole. */
-export type AttachmentSource =
-  | { kind: "file"; path: string; size: number }
-  | { kind: "bytes"; data: Buffer };
+export type AttachmentSource = { kind: "file"; path: string; size: number } | { kind: "bytes"; data: Buffer };
 
 export interface Attachment {
   filename: string;

@@ -82,7 +82,9 @@ export function hideKeyLikeWords(text: string): string {
     if (!/=[^=]/.test(core) && looksLikeKey(core)) return word.replace(core, KEY_NOT_SHOWN);
     // host:port: each side a word of its own; in a path, a URL or an address only a key's prefix counts.
     const named = /[@/.]/.test(core);
-    return word.replace(/[^:@/.=]+/g, (piece) => (KEY_PREFIXED.test(piece) || (!named && looksLikeKey(piece)) ? KEY_NOT_SHOWN : piece));
+    return word.replace(/[^:@/.=]+/g, (piece) =>
+      KEY_PREFIXED.test(piece) || (!named && looksLikeKey(piece)) ? KEY_NOT_SHOWN : piece,
+    );
   });
 }
 
@@ -93,7 +95,14 @@ export function hideKeyLikeWords(text: string): string {
  * hex SHA, a UUID or an environment variable's NAME is not one: `-s Build 3f9a…` is a subject to quote).
  */
 export function looksLikeKey(word: string): boolean {
-  return KEY_PREFIXED.test(word) || (word.length >= 24 && /[a-z]/.test(word) && /\d/.test(word) && /^[\w+=-]+$/.test(word) && !/^[0-9a-f-]+$/i.test(word));
+  return (
+    KEY_PREFIXED.test(word) ||
+    (word.length >= 24 &&
+      /[a-z]/.test(word) &&
+      /\d/.test(word) &&
+      /^[\w+=-]+$/.test(word) &&
+      !/^[0-9a-f-]+$/i.test(word))
+  );
 }
 
 /** A word typed where a name or an id goes, as an error may repeat it: only its length when it looks like a key. */
@@ -106,5 +115,7 @@ export function shownWord(word: string, show: (w: string) => string = (w) => w):
  * is the key (a username copied from the password line) or looks like one; then only its length.
  */
 export function shownSmtpUser(user: string, apiKey?: string): string {
-  return (apiKey !== undefined && apiKey !== "" && user === apiKey) || looksLikeKey(user) ? `${REDACTED} (${user.length} characters: it looks like a key)` : user;
+  return (apiKey !== undefined && apiKey !== "" && user === apiKey) || looksLikeKey(user)
+    ? `${REDACTED} (${user.length} characters: it looks like a key)`
+    : user;
 }

@@ -34,10 +34,19 @@ export const sendRequestSchema = z.strictObject({
   from: z.string().superRefine(via((v) => void parseBareAddress(v, "from"))),
   // The service's own field: addresses, never a group (mailsend opens groups into their members).
   to: z.string().superRefine(via((v) => void parseAddressList(v, "to", false))),
-  subject: z.string().min(1, "subject must not be empty").superRefine(via((v) => checkSingleLine(v, "subject"))),
+  subject: z
+    .string()
+    .min(1, "subject must not be empty")
+    .superRefine(via((v) => checkSingleLine(v, "subject"))),
   html: z.string().min(1, "html must not be empty"),
-  name: z.string().superRefine(via((v) => checkSingleLine(v, "name"))).optional(),
-  reply_to: z.string().superRefine(via((v) => void parseMailbox1(v, "reply_to"))).optional(),
+  name: z
+    .string()
+    .superRefine(via((v) => checkSingleLine(v, "name")))
+    .optional(),
+  reply_to: z
+    .string()
+    .superRefine(via((v) => void parseMailbox1(v, "reply_to")))
+    .optional(),
   attachments: z.array(attachmentSchema).optional(),
   headers: z
     .record(z.string(), z.string())

@@ -83,7 +83,8 @@ export type Source = "given" | "env";
  */
 export function settingName(setting: Setting, front: Front, source?: Source): string {
   const w: SettingWords = SETTINGS[setting];
-  if (front === "api") return source === "env" || w.option === undefined ? `options.env.${w.env}` : `options.${w.option}`;
+  if (front === "api")
+    return source === "env" || w.option === undefined ? `options.env.${w.env}` : `options.${w.option}`;
   if (front === "sendmail" || source === "env" || w.flag === undefined) return w.env ?? w.flag!;
   if (source === "given" || w.env === undefined) return w.flag;
   return `${w.flag} / ${w.env}`;
@@ -159,7 +160,8 @@ export interface Say {
 export type Words = (say: Say) => string;
 
 const isSetting = (name: string): name is Setting => Object.hasOwn(SETTINGS, name);
-const words = (name: Setting | Field): { flag?: string; env?: string; option?: string } => (isSetting(name) ? SETTINGS[name] : FIELDS[name as Field]);
+const words = (name: Setting | Field): { flag?: string; env?: string; option?: string } =>
+  isSetting(name) ? SETTINGS[name] : FIELDS[name as Field];
 
 function sayer(front: Front): Say {
   const option = (name: Setting | Field) => words(name).option ?? name;
@@ -182,15 +184,19 @@ function sayer(front: Front): Say {
       return w.env === undefined ? w.flag : `${w.flag}${join}${w.env}`;
     },
     pair: (a, b, withVariables = false, join = " / ") => {
-      if (front === "cli") return `${say.flag(a)}${join}${say.flag(b)}${withVariables ? ` (${say.env(a)}${join}${say.env(b)})` : ""}`;
+      if (front === "cli")
+        return `${say.flag(a)}${join}${say.flag(b)}${withVariables ? ` (${say.env(a)}${join}${say.env(b)})` : ""}`;
       return `${say.flag(a)}${join}${say.flag(b)}`;
     },
     value: (setting, value, withVariable = false) => {
       const w: SettingWords = SETTINGS[setting];
       if (front === "api") return `${w.option}: "${value}"`;
-      return front === "sendmail" ? `${w.env}=${value}` : `${w.flag} ${value}${withVariable ? ` (${w.env}=${value})` : ""}`;
+      return front === "sendmail"
+        ? `${w.env}=${value}`
+        : `${w.flag} ${value}${withVariable ? ` (${w.env}=${value})` : ""}`;
     },
-    idempotencyKey: (key) => (front === "sendmail" ? `the header X-Idempotency-Key: ${key}` : `${say.flag("idempotencyKey")} ${key}`),
+    idempotencyKey: (key) =>
+      front === "sendmail" ? `the header X-Idempotency-Key: ${key}` : `${say.flag("idempotencyKey")} ${key}`,
     pick: (p) => (front === "api" ? p.api : front === "sendmail" ? (p.sendmail ?? p.cli) : p.cli),
   };
   return say;

@@ -49,18 +49,27 @@ export function maxMessageSize(env: Record<string, string | undefined>): number 
   if (!v) return DEFAULT_MAX_SIZE;
   const m = /^(\d+)\s*([kKmM])?i?[bB]?$/.exec(v);
   if (!m) {
-    throw new MailsendError("config_invalid", (s) => `${s.env(MAX_SIZE)} must be a size in bytes (or with K or M), got ${JSON.stringify(v.slice(0, 40))}`, {
-      hint: (s) => `For example ${s.env(MAX_SIZE)}=5M; the default is 10M, what the service takes.`,
-    });
+    throw new MailsendError(
+      "config_invalid",
+      (s) => `${s.env(MAX_SIZE)} must be a size in bytes (or with K or M), got ${JSON.stringify(v.slice(0, 40))}`,
+      {
+        hint: (s) => `For example ${s.env(MAX_SIZE)}=5M; the default is 10M, what the service takes.`,
+      },
+    );
   }
   const unit = m[2]?.toLowerCase() === "m" ? 1024 * 1024 : m[2]?.toLowerCase() === "k" ? 1024 : 1;
   return Number(m[1]) * unit;
 }
 
 export function tooLarge(limit: number): MailsendError {
-  return new MailsendError("too_large", `the message is larger than the limit of ${formatSize(limit)}; nothing was sent or queued`, {
-    hint: (s) => `Send large files as a link instead; ${s.env(MAX_SIZE)} changes the limit (the service has its own).`,
-  });
+  return new MailsendError(
+    "too_large",
+    `the message is larger than the limit of ${formatSize(limit)}; nothing was sent or queued`,
+    {
+      hint: (s) =>
+        `Send large files as a link instead; ${s.env(MAX_SIZE)} changes the limit (the service has its own).`,
+    },
+  );
 }
 
 /** Refuses (too_large, exit 65) a message whose size on the wire (wireSize) is over `limit`. */

@@ -47,7 +47,12 @@ export function checkDirChain(chain: readonly ChainDir[]): ChainVerdict {
     try {
       st = lstatSync(d.path);
       if (st.isSymbolicLink()) {
-        if (d.noLink) throw refuse(d, "is a symbolic link", `Replace it with a directory of its own: rm ${quote(d.path)} && mkdir -m 700 ${quote(d.path)}`);
+        if (d.noLink)
+          throw refuse(
+            d,
+            "is a symbolic link",
+            `Replace it with a directory of its own: rm ${quote(d.path)} && mkdir -m 700 ${quote(d.path)}`,
+          );
         st = statSync(d.path);
       }
     } catch (e) {
@@ -61,10 +66,18 @@ export function checkDirChain(chain: readonly ChainDir[]): ChainVerdict {
     if (me === 0 && daemon === undefined) daemon = st.uid;
     const mine = st.uid === me || st.uid === 0;
     if (!mine && st.uid !== daemon) {
-      throw refuse(d, `is owned by uid ${st.uid}, not this user (uid ${me})`, `Give it to this user: chown ${me} ${quote(d.path)} && chmod 700 ${quote(d.path)}`);
+      throw refuse(
+        d,
+        `is owned by uid ${st.uid}, not this user (uid ${me})`,
+        `Give it to this user: chown ${me} ${quote(d.path)} && chmod 700 ${quote(d.path)}`,
+      );
     }
     if (st.mode & 0o022) {
-      throw refuse(d, `can be written by ${st.mode & 0o002 ? "any user" : "its group"} (mode ${octal(st.mode)}, owner uid ${st.uid})`, `Take that away: chmod go-w ${quote(d.path)} (chmod 700 keeps it private too)`);
+      throw refuse(
+        d,
+        `can be written by ${st.mode & 0o002 ? "any user" : "its group"} (mode ${octal(st.mode)}, owner uid ${st.uid})`,
+        `Take that away: chmod go-w ${quote(d.path)} (chmod 700 keeps it private too)`,
+      );
     }
     if (!mine) ownOnly = false;
   }

@@ -13,7 +13,14 @@ import type { RestConfig, SmtpConfig, TransportConfig } from "../core/config.js"
 import { MailsendError, toMailsendError, type ErrorCode } from "../core/errors.js";
 import { makeRedactor } from "../core/redact.js";
 import type { TransportName } from "../core/transport.js";
-import { channelConfig, cliLayers, keyOf, notConfigured, transportOf, type ConnectionFlags } from "../settings/resolve.js";
+import {
+  channelConfig,
+  cliLayers,
+  keyOf,
+  notConfigured,
+  transportOf,
+  type ConnectionFlags,
+} from "../settings/resolve.js";
 import { configPath, loadSettings, type ActiveProfile } from "../settings/profile.js";
 import type { InputStreams } from "../core/read.js";
 import { openSlotStore } from "../limits/budget.js";
@@ -120,7 +127,14 @@ function slotId(): string {
 }
 
 /** Failures that happened before the request reached the service: its slot was not used. */
-const NEVER_REACHED: readonly ErrorCode[] = ["connection_failed", "timeout", "tls_mismatch", "tls_untrusted", "config_invalid", "config_missing"];
+const NEVER_REACHED: readonly ErrorCode[] = [
+  "connection_failed",
+  "timeout",
+  "tls_mismatch",
+  "tls_untrusted",
+  "config_invalid",
+  "config_missing",
+];
 
 const LOOPBACK = /^(localhost|127(\.\d{1,3}){3}|\[?::1\]?)$/i;
 
@@ -131,13 +145,17 @@ function describeTls(c: CertificateInfo, insecure: boolean): string {
 
 function expiryNote(c: CertificateInfo | undefined): string | undefined {
   if (!c || c.daysLeft >= 21) return undefined;
-  return c.daysLeft < 0 ? "The certificate has expired." : `The certificate expires in ${c.daysLeft} days: make sure it is renewed.`;
+  return c.daysLeft < 0
+    ? "The certificate has expired."
+    : `The certificate expires in ${c.daysLeft} days: make sure it is renewed.`;
 }
 
 function rateHeaders(headers: Record<string, string | string[] | undefined>): string {
   const limit = headers["ratelimit-limit"];
   const remaining = headers["ratelimit-remaining"];
-  return typeof limit === "string" && typeof remaining === "string" ? `; the service reports ${remaining} of ${limit} requests left in its window` : "";
+  return typeof limit === "string" && typeof remaining === "string"
+    ? `; the service reports ${remaining} of ${limit} requests left in its window`
+    : "";
 }
 
 /** The checks as they are made: each cleaned of the key and handed to onCheck at once. */
@@ -149,17 +167,32 @@ class Recorder {
 
   private add(r: CheckResult): CheckResult {
     // Servers echo things back: nothing leaves doctor with the key in it.
-    const clean: CheckResult = { ...r, detail: this.redact(r.detail), ...(r.hint !== undefined ? { hint: this.redact(r.hint) } : {}) };
+    const clean: CheckResult = {
+      ...r,
+      detail: this.redact(r.detail),
+      ...(r.hint !== undefined ? { hint: this.redact(r.hint) } : {}),
+    };
     this.checks.push(clean);
     this.onCheck?.(clean);
     return clean;
   }
 
-  pass = (name: CheckName, detail: string, extra: Partial<CheckResult> = {}) => this.add({ name, ok: true, detail, ...extra });
-  skip = (name: CheckName, detail: string, hint?: string) => this.add({ name, ok: true, skipped: true, detail, ...(hint ? { hint } : {}) });
+  pass = (name: CheckName, detail: string, extra: Partial<CheckResult> = {}) =>
+    this.add({ name, ok: true, detail, ...extra });
+  skip = (name: CheckName, detail: string, hint?: string) =>
+    this.add({ name, ok: true, skipped: true, detail, ...(hint ? { hint } : {}) });
   fail = (name: CheckName, e: unknown, extra: Partial<CheckResult> = {}) => {
     const err = toMailsendError(e);
-    return this.add({ name, ok: false, detail: err.message, ...(err.hint ? { hint: err.hint } : {}), exit: err.exitCode, code: err.code, error: err, ...extra });
+    return this.add({
+      name,
+      ok: false,
+      detail: err.message,
+      ...(err.hint ? { hint: err.hint } : {}),
+      exit: err.exitCode,
+      code: err.code,
+      error: err,
+      ...extra,
+    });
   };
 }
 
@@ -223,7 +256,10 @@ async function configChecks(flags: DoctorFlags, opts: DoctorOptions, rec: Record
   try {
     key = await keyOf(cliLayers(flags, env, profile), opts);
     rec.redact = makeRedactor(key, flags.smtpUser ?? env.MAILSEND_SMTP_USER);
-    pass("config.key", `${keySource(flags, env, profile)}: ${key.length} characters, fingerprint ${keyFingerprint(key)}`);
+    pass(
+      "config.key",
+      `${keySource(flags, env, profile)}: ${key.length} characters, fingerprint ${keyFingerprint(key)}`,
+    );
   } catch (e) {
     fail("config.key", e);
   }
@@ -231,7 +267,10 @@ async function configChecks(flags: DoctorFlags, opts: DoctorOptions, rec: Record
   let selected: TransportName | undefined;
   try {
     selected = transportOf(cliLayers(flags, env), false) as TransportName;
-    pass("config.transport", `${selected} (from ${transportSource(flags, env)}); both transports are checked when both are configured`);
+    pass(
+      "config.transport",
+      `${selected} (from ${transportSource(flags, env)}); both transports are checked when both are configured`,
+    );
   } catch (e) {
     fail("config.transport", e);
   }
@@ -255,7 +294,11 @@ function restConfigCheck(restResolved: Resolved, found: Found, rec: Recorder): R
   const { pass, skip, fail } = rec;
   let rest: RestConfig | undefined;
   if (restResolved === "absent") {
-    skip("config.rest", "REST is not configured", "Optional: set --base-url / MAILSEND_BASE_URL to check the REST endpoint too.");
+    skip(
+      "config.rest",
+      "REST is not configured",
+      "Optional: set --base-url / MAILSEND_BASE_URL to check the REST endpoint too.",
+    );
   } else if (restResolved instanceof MailsendError) {
     fail("config.rest", restResolved);
   } else if (restResolved.transport === "rest") {
@@ -263,10 +306,20 @@ function restConfigCheck(restResolved: Resolved, found: Found, rec: Recorder): R
     try {
       url = sendUrlOf(restResolved.baseUrl);
     } catch {
-      fail("config.rest", new MailsendError("config_invalid", `the base URL is not a valid URL: ${restResolved.baseUrl}`, { hint: "Set --base-url or MAILSEND_BASE_URL to e.g. https://api.example.com" }));
+      fail(
+        "config.rest",
+        new MailsendError("config_invalid", `the base URL is not a valid URL: ${restResolved.baseUrl}`, {
+          hint: "Set --base-url or MAILSEND_BASE_URL to e.g. https://api.example.com",
+        }),
+      );
     }
     if (url && url.protocol !== "http:" && url.protocol !== "https:") {
-      fail("config.rest", new MailsendError("config_invalid", `the base URL must start with http:// or https://, not ${url.protocol}`, { hint: "Set --base-url or MAILSEND_BASE_URL to e.g. https://api.example.com" }));
+      fail(
+        "config.rest",
+        new MailsendError("config_invalid", `the base URL must start with http:// or https://, not ${url.protocol}`, {
+          hint: "Set --base-url or MAILSEND_BASE_URL to e.g. https://api.example.com",
+        }),
+      );
     } else if (url) {
       rest = restResolved;
       const plainRemote = url.protocol === "http:" && !LOOPBACK.test(url.hostname);
@@ -275,21 +328,38 @@ function restConfigCheck(restResolved: Resolved, found: Found, rec: Recorder): R
         : rest.proxyBypass
           ? `, direct (a proxy is set, but ${rest.proxyBypass} exempts this host)`
           : "";
-      pass("config.rest", `POST ${url.href}${chosen(found, "rest")}${via}`, plainRemote ? { hint: "This is plain http:// to another machine: the key crosses the network unencrypted. Use https:// if the service offers it." } : {});
+      pass(
+        "config.rest",
+        `POST ${url.href}${chosen(found, "rest")}${via}`,
+        plainRemote
+          ? {
+              hint: "This is plain http:// to another machine: the key crosses the network unencrypted. Use https:// if the service offers it.",
+            }
+          : {},
+      );
     }
   }
 
   return rest;
 }
 
-function smtpConfigCheck(smtpResolved: Resolved, rest: RestConfig | undefined, found: Found, rec: Recorder): SmtpConfig | undefined {
+function smtpConfigCheck(
+  smtpResolved: Resolved,
+  rest: RestConfig | undefined,
+  found: Found,
+  rec: Recorder,
+): SmtpConfig | undefined {
   const { pass, skip, fail } = rec;
   let smtp: SmtpConfig | undefined;
   if (smtpResolved === "absent" && rest) {
     // Not a failure (send and send --queue choose for themselves), but a warning.
     skip("config.smtp", "SMTP is not configured: only REST is", REST_ONLY_WARNING);
   } else if (smtpResolved === "absent") {
-    skip("config.smtp", "SMTP is not configured", "Optional: set --smtp-host / MAILSEND_SMTP_HOST to check SMTP submission too.");
+    skip(
+      "config.smtp",
+      "SMTP is not configured",
+      "Optional: set --smtp-host / MAILSEND_SMTP_HOST to check SMTP submission too.",
+    );
   } else if (smtpResolved instanceof MailsendError) {
     fail("config.smtp", smtpResolved);
   } else if (smtpResolved.transport === "smtp") {
@@ -297,14 +367,27 @@ function smtpConfigCheck(smtpResolved: Resolved, rest: RestConfig | undefined, f
     const mode = smtp.tls === "implicit" ? "implicit TLS" : "STARTTLS required";
     // A sandbox or a local relay uses other ports; only a remote server on one is worth a word.
     const odd = smtp.port !== 587 && smtp.port !== 465 && !LOOPBACK.test(smtp.host);
-    pass("config.smtp", `${smtp.host}:${smtp.port}, ${mode}, user ${smtp.user}${chosen(found, "smtp")}`, odd ? { hint: `Port ${smtp.port} is not one of the service's submission ports (587 STARTTLS, 465 implicit TLS); fine for a sandbox.` } : {});
+    pass(
+      "config.smtp",
+      `${smtp.host}:${smtp.port}, ${mode}, user ${smtp.user}${chosen(found, "smtp")}`,
+      odd
+        ? {
+            hint: `Port ${smtp.port} is not one of the service's submission ports (587 STARTTLS, 465 implicit TLS); fine for a sandbox.`,
+          }
+        : {},
+    );
   }
 
   return smtp;
 }
 
 /** The local rate-limit budget: on or off, where it is kept, how much of it is used. */
-async function budgetCheck(flags: DoctorFlags, env: Env, key: string | undefined, rec: Recorder): Promise<{ store: SlotStore | undefined; limits: Limits | undefined }> {
+async function budgetCheck(
+  flags: DoctorFlags,
+  env: Env,
+  key: string | undefined,
+  rec: Recorder,
+): Promise<{ store: SlotStore | undefined; limits: Limits | undefined }> {
   const { pass, skip, fail } = rec;
   // --- the local rate-limit budget -----------------------------------------
   let store: SlotStore | undefined;
@@ -312,7 +395,10 @@ async function budgetCheck(flags: DoctorFlags, env: Env, key: string | undefined
   try {
     limits = resolveLimits({ ...(flags.rateLimit !== undefined ? { rateLimit: flags.rateLimit } : {}) }, env);
     if (limits.limit === 0) {
-      skip("ratelimit", "the local budget is off (--rate-limit 0 / MAILSEND_RATE_LIMIT=0): mailsend does not pace itself");
+      skip(
+        "ratelimit",
+        "the local budget is off (--rate-limit 0 / MAILSEND_RATE_LIMIT=0): mailsend does not pace itself",
+      );
     } else if (!key) {
       skip("ratelimit", "not checked: the budget is kept per key, and there is no key");
     } else {
@@ -328,10 +414,20 @@ async function budgetCheck(flags: DoctorFlags, env: Env, key: string | undefined
             ? `shared through Redis at ${opened.config.label} (MAILSEND_RATE_LIMIT_URL): ${describeRedis(opened.config, redis)}`
             : `per machine, in ${opened instanceof FileSlotStore ? opened.path : "the state dir"}`;
         const hints = [
-          ...(used >= limits.limit ? ["The budget is used up: the next send waits for a slot (or fails at once with --no-wait)."] : []),
-          ...(opened instanceof RedisSlotStore && opened.passwordUnneeded ? [`The Redis server requires no password, but one was given (from ${opened.config.passwordSource}); it is not used.`] : []),
+          ...(used >= limits.limit
+            ? ["The budget is used up: the next send waits for a slot (or fails at once with --no-wait)."]
+            : []),
+          ...(opened instanceof RedisSlotStore && opened.passwordUnneeded
+            ? [
+                `The Redis server requires no password, but one was given (from ${opened.config.passwordSource}); it is not used.`,
+              ]
+            : []),
         ];
-        pass("ratelimit", `${used}/${limits.limit} slots used in the last ${limits.windowMs / 1000} s for this key; ${where}`, hints.length ? { hint: hints.join(" ") } : {});
+        pass(
+          "ratelimit",
+          `${used}/${limits.limit} slots used in the last ${limits.windowMs / 1000} s for this key; ${where}`,
+          hints.length ? { hint: hints.join(" ") } : {},
+        );
       } catch (e) {
         await opened.close().catch(() => {});
         throw e;
@@ -344,7 +440,14 @@ async function budgetCheck(flags: DoctorFlags, env: Env, key: string | undefined
   return { store, limits };
 }
 
-async function restChecks(rest: RestConfig | undefined, restResolved: Resolved, key: string | undefined, rec: Recorder, store: SlotStore | undefined, limits: Limits | undefined): Promise<void> {
+async function restChecks(
+  rest: RestConfig | undefined,
+  restResolved: Resolved,
+  key: string | undefined,
+  rec: Recorder,
+  store: SlotStore | undefined,
+  limits: Limits | undefined,
+): Promise<void> {
   const { pass, skip, fail } = rec;
   // --- REST ---------------------------------------------------------------
   if (!rest) {
@@ -382,7 +485,12 @@ async function restChecks(rest: RestConfig | undefined, restResolved: Resolved, 
   }
 }
 
-async function smtpChecks(smtp: SmtpConfig | undefined, smtpResolved: Resolved, key: string | undefined, rec: Recorder): Promise<void> {
+async function smtpChecks(
+  smtp: SmtpConfig | undefined,
+  smtpResolved: Resolved,
+  key: string | undefined,
+  rec: Recorder,
+): Promise<void> {
   const { pass, skip, fail } = rec;
   // --- SMTP ---------------------------------------------------------------
   if (!smtp) {
@@ -395,10 +503,14 @@ async function smtpChecks(smtp: SmtpConfig | undefined, smtpResolved: Resolved, 
     const mode = smtp.tls === "implicit" ? "implicit TLS" : "STARTTLS";
     if (probe.connect.ok) {
       const note = expiryNote(c);
-      pass("smtp.connect", `${smtp.host}:${smtp.port} ${mode} in ${probe.connect.ms} ms, ${c ? describeTls(c, smtp.insecure) : "no certificate"}`, {
-        ...(c ? { certificate: c } : {}),
-        ...(note ? { hint: note } : {}),
-      });
+      pass(
+        "smtp.connect",
+        `${smtp.host}:${smtp.port} ${mode} in ${probe.connect.ms} ms, ${c ? describeTls(c, smtp.insecure) : "no certificate"}`,
+        {
+          ...(c ? { certificate: c } : {}),
+          ...(note ? { hint: note } : {}),
+        },
+      );
     } else {
       fail("smtp.connect", probe.connect.error, c ? { certificate: c } : {});
     }
@@ -410,10 +522,19 @@ async function smtpChecks(smtp: SmtpConfig | undefined, smtpResolved: Resolved, 
 }
 
 /** The REST key check: an empty POST /send the service must refuse as invalid, through the budget like any send. */
-async function checkRestKey(config: RestConfig, rec: Recorder, store: SlotStore | undefined, limits: Limits | undefined): Promise<void> {
+async function checkRestKey(
+  config: RestConfig,
+  rec: Recorder,
+  store: SlotStore | undefined,
+  limits: Limits | undefined,
+): Promise<void> {
   const { pass, fail } = rec;
   // A budget that cannot be asked (its Redis refusing, a bad limit): no request outside it, as send would make none.
-  if (!store && limits?.limit !== 0) return void rec.skip("rest.key", "not checked: the rate-limit budget could not be asked for a slot (see its check), and the probe is a request like any send");
+  if (!store && limits?.limit !== 0)
+    return void rec.skip(
+      "rest.key",
+      "not checked: the rate-limit budget could not be asked for a slot (see its check), and the probe is a request like any send",
+    );
   const id = slotId();
   let slot = false;
   if (store && limits) {
@@ -427,10 +548,14 @@ async function checkRestKey(config: RestConfig, rec: Recorder, store: SlotStore 
       const seconds = Math.ceil((taken as { waitMs: number }).waitMs / 1000);
       fail(
         "rest.key",
-        new MailsendError("rate_limited", `not checked: the local budget of ${limits.limit} per ${limits.windowMs / 1000} s for this key is used up (the next slot frees in ${seconds} s)`, {
-          retryAfter: seconds,
-          hint: `The REST key check counts as a request, so it waits its turn like mail does: run doctor again in ${seconds} s. The SMTP check uses no slot.`,
-        }),
+        new MailsendError(
+          "rate_limited",
+          `not checked: the local budget of ${limits.limit} per ${limits.windowMs / 1000} s for this key is used up (the next slot frees in ${seconds} s)`,
+          {
+            retryAfter: seconds,
+            hint: `The REST key check counts as a request, so it waits its turn like mail does: run doctor again in ${seconds} s. The SMTP check uses no slot.`,
+          },
+        ),
       );
       return;
     }
@@ -442,25 +567,43 @@ async function checkRestKey(config: RestConfig, rec: Recorder, store: SlotStore 
     await (reachedService ? store.complete(id, limitsNow) : store.release(id, limitsNow)).catch(() => {});
   };
   const url = sendUrlOf(config.baseUrl);
-  const counted = slot ? "; it counted as one request against the service's limit (one slot of the local budget)" : "; it may count as one request against the service's limit";
+  const counted = slot
+    ? "; it counted as one request against the service's limit (one slot of the local budget)"
+    : "; it may count as one request against the service's limit";
   try {
     const answer = await postEmptySend(config, config.timeoutMs);
     await settle(true);
     if (answer.status === 400 || answer.status === 422) {
-      pass("rest.key", `accepted: POST ${url.pathname} with an empty request was refused as invalid (HTTP ${answer.status}), not for the key; nothing was sent${counted}${rateHeaders(answer.headers)}`);
+      pass(
+        "rest.key",
+        `accepted: POST ${url.pathname} with an empty request was refused as invalid (HTTP ${answer.status}), not for the key; nothing was sent${counted}${rateHeaders(answer.headers)}`,
+      );
     } else if (answer.status >= 200 && answer.status < 300) {
       fail(
         "rest.key",
-        new MailsendError("protocol_error", `the service answered HTTP ${answer.status} to an empty send request; it should have refused it as invalid`, {
-          status: answer.status,
-          hint: "Check that --base-url / MAILSEND_BASE_URL points at the mail service.",
-        }),
+        new MailsendError(
+          "protocol_error",
+          `the service answered HTTP ${answer.status} to an empty send request; it should have refused it as invalid`,
+          {
+            status: answer.status,
+            hint: "Check that --base-url / MAILSEND_BASE_URL points at the mail service.",
+          },
+        ),
       );
     } else {
-      const byProxy = config.proxy && url.protocol === "http:" ? proxyAnswerError(answer.status, answer.body, config.proxy, url) : undefined;
+      const byProxy =
+        config.proxy && url.protocol === "http:"
+          ? proxyAnswerError(answer.status, answer.body, config.proxy, url)
+          : undefined;
       const err = byProxy ?? statusError(answer.status, answer.body, answer.headers, url, rec.redact);
       if (err.code === "rate_limited") {
-        fail("rest.key", new MailsendError("rate_limited", `not checked: ${err.message}`, { status: answer.status, hint: "The service is limiting this key right now; run doctor again in a minute." }));
+        fail(
+          "rest.key",
+          new MailsendError("rate_limited", `not checked: ${err.message}`, {
+            status: answer.status,
+            hint: "The service is limiting this key right now; run doctor again in a minute.",
+          }),
+        );
       } else fail("rest.key", err);
     }
   } catch (e) {
@@ -472,7 +615,9 @@ async function checkRestKey(config: RestConfig, rec: Recorder, store: SlotStore 
 
 /** How the budget's Redis was reached: never its password, only where the password came from. */
 function describeRedis(config: RedisConfig, p: RedisProbe): string {
-  const who = config.password ? `authenticated as ${config.username ?? "default"} (password from ${config.passwordSource})` : "no password";
+  const who = config.password
+    ? `authenticated as ${config.username ?? "default"} (password from ${config.passwordSource})`
+    : "no password";
   const tls = p.tlsProtocol ? `${p.tlsProtocol}, certificate verified` : "plain TCP (no TLS)";
   const master = p.master ? `, master ${config.masterName} at ${p.master}` : "";
   return `reachable in ${Math.round(p.connectMs)} ms${master}, ${who}, ${tls}, round trip ${p.rttMs.toFixed(1)} ms${p.server ? `, ${p.server}` : ""}`;

@@ -31,7 +31,9 @@ export async function lookAtOutbox(env: Env, now = Date.now()): Promise<OutboxLo
       ...(state?.lastError ? [`attempt ${state.attempts}: ${state.lastError.message}`] : []),
       ...(state && state.nextAttemptAt > now ? [`next in ${formatAge(state.nextAttemptAt - now)}`] : []),
     ];
-    const oldest = meta ? `, the oldest ${formatAge(now - meta.createdAt)} ago${about.length ? ` (${about.join("; ")})` : ""}` : "";
+    const oldest = meta
+      ? `, the oldest ${formatAge(now - meta.createdAt)} ago${about.length ? ` (${about.join("; ")})` : ""}`
+      : "";
     parts.push(`${queued.length} message${queued.length === 1 ? "" : "s"} queued${oldest}`);
     if (!runnerHoldsOutbox(outbox, now)) {
       hints.push(
@@ -42,7 +44,9 @@ export async function lookAtOutbox(env: Env, now = Date.now()): Promise<OutboxLo
   }
   if (failed > 0) {
     parts.push(`${failed} failed`);
-    hints.push("`mailsend queue --failed` lists the failed ones and why; `mailsend queue retry --all` tries them again.");
+    hints.push(
+      "`mailsend queue --failed` lists the failed ones and why; `mailsend queue retry --all` tries them again.",
+    );
   }
   const stranded = strandedMailNote(env);
   if (stranded) hints.push(`${stranded[0]!.toUpperCase()}${stranded.slice(1)}.`);

@@ -46,7 +46,10 @@ function classify(e: unknown, url: URL): MailsendError {
   }
   return (
     connectError(e, endpoint(url), TRUST_HINT) ??
-    new MailsendError("connection_failed", `cannot reach ${url.origin}: ${(e as Error).message}`, { cause: e, hint: "Check --base-url / MAILSEND_BASE_URL and the network." })
+    new MailsendError("connection_failed", `cannot reach ${url.origin}: ${(e as Error).message}`, {
+      cause: e,
+      hint: "Check --base-url / MAILSEND_BASE_URL and the network.",
+    })
   );
 }
 
@@ -76,7 +79,13 @@ async function reachThroughProxy(config: RestConfig, url: URL, timeoutMs: number
     const socket = tls.connect({ socket: raw, ...tlsClientOptions(host, config) });
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(new MailsendError("timeout", `${url.origin} did not finish the TLS handshake through the proxy within ${timeoutMs / 1000} s`, { hint: "Check the network, or raise --timeout." }));
+      reject(
+        new MailsendError(
+          "timeout",
+          `${url.origin} did not finish the TLS handshake through the proxy within ${timeoutMs / 1000} s`,
+          { hint: "Check the network, or raise --timeout." },
+        ),
+      );
     }, timeoutMs);
     socket.once("secureConnect", () => {
       clearTimeout(timer);
@@ -104,10 +113,16 @@ export function reachRest(config: RestConfig, timeoutMs: number): Promise<Reach>
   const started = Date.now();
   return new Promise((resolve, reject) => {
     const secure = url.protocol === "https:";
-    const socket: net.Socket = secure ? tls.connect({ host, port, ...tlsClientOptions(host, config) }) : net.connect({ host, port });
+    const socket: net.Socket = secure
+      ? tls.connect({ host, port, ...tlsClientOptions(host, config) })
+      : net.connect({ host, port });
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(new MailsendError("timeout", `${url.origin} did not accept a connection within ${timeoutMs / 1000} s`, { hint: "Check the network, or raise --timeout." }));
+      reject(
+        new MailsendError("timeout", `${url.origin} did not accept a connection within ${timeoutMs / 1000} s`, {
+          hint: "Check the network, or raise --timeout.",
+        }),
+      );
     }, timeoutMs);
     socket.once(secure ? "secureConnect" : "connect", () => {
       clearTimeout(timer);
@@ -131,13 +146,29 @@ export interface KeyAnswer {
 }
 
 /** The options of the probe's request: its own connection (TLS as a send's), through the proxy when there is one. */
-function probeOptions(config: RestConfig, url: URL, headers: Record<string, string>, timeoutMs: number): https.RequestOptions {
+function probeOptions(
+  config: RestConfig,
+  url: URL,
+  headers: Record<string, string>,
+  timeoutMs: number,
+): https.RequestOptions {
   const secure = url.protocol === "https:";
-  const options: https.RequestOptions = { method: "POST", headers, agent: false, ...(secure ? tlsClientOptions(hostOf(url), config) : {}) };
+  const options: https.RequestOptions = {
+    method: "POST",
+    headers,
+    agent: false,
+    ...(secure ? tlsClientOptions(hostOf(url), config) : {}),
+  };
   if (secure) options.rejectUnauthorized = !config.insecure;
   if (config.proxy) {
-    const agentOptions: https.AgentOptions = { keepAlive: false, ...(secure ? { ...tlsClientOptions(hostOf(url), config), rejectUnauthorized: !config.insecure } : {}) };
-    options.agent = proxyAgent(config.proxy, url, agentOptions, { timeoutMs, ...(config.caFile ? { caFile: config.caFile } : {}) });
+    const agentOptions: https.AgentOptions = {
+      keepAlive: false,
+      ...(secure ? { ...tlsClientOptions(hostOf(url), config), rejectUnauthorized: !config.insecure } : {}),
+    };
+    options.agent = proxyAgent(config.proxy, url, agentOptions, {
+      timeoutMs,
+      ...(config.caFile ? { caFile: config.caFile } : {}),
+    });
     if (!secure) {
       const form = absoluteForm(config.proxy, url);
       options.path = form.path;
@@ -193,11 +224,21 @@ export function postEmptySend(config: RestConfig, timeoutMs: number): Promise<Ke
         if (size < 16 * 1024) chunks.push(c);
         size += c.length;
       });
-      res.on("end", () => done(() => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") })));
+      res.on("end", () =>
+        done(() =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") }),
+        ),
+      );
       res.on("error", (e) => done(() => reject(classify(e, url))));
     });
     req.setTimeout(timeoutMs, () =>
-      done(() => reject(new MailsendError("timeout", `${url.origin} did not answer within ${timeoutMs / 1000} s`, { hint: "Check the network, or raise --timeout." }))),
+      done(() =>
+        reject(
+          new MailsendError("timeout", `${url.origin} did not answer within ${timeoutMs / 1000} s`, {
+            hint: "Check the network, or raise --timeout.",
+          }),
+        ),
+      ),
     );
     req.on("error", (e) => {
       if (settled) return;

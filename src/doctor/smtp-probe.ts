@@ -38,22 +38,37 @@ function tlsHint(c: SmtpConfig): string {
 
 function classifyConnect(e: SmtpError, c: SmtpConfig, redact: (s: string) => string): MailsendError {
   if (e instanceof MailsendError) return e;
-  const endpoint = { label: label(c), setting: "--smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT)", tlsHint: tlsHint(c) };
+  const endpoint = {
+    label: label(c),
+    setting: "--smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT)",
+    tlsHint: tlsHint(c),
+  };
   const sys = Object.assign(new Error(e.message), { code: e.originalCode ?? e.code });
   const early = connectError(sys, endpoint, TRUST_HINT);
   if (early && !e.responseCode) return early;
   const reply = e.response ? redact(e.response.replace(/\s+/g, " ").trim()) : "";
-  if (e.command === "STARTTLS" || (/STARTTLS/i.test(e.message) && e.responseCode === undefined)) return noStartTlsError(label(c), reply, e.responseCode, e);
+  if (e.command === "STARTTLS" || (/STARTTLS/i.test(e.message) && e.responseCode === undefined))
+    return noStartTlsError(label(c), reply, e.responseCode, e);
   if (e.responseCode !== undefined) {
     return e.responseCode >= 400 && e.responseCode < 500
-      ? new MailsendError("temporary_failure", `${label(c)} turned the session away for now: ${reply}`, { status: e.responseCode, hint: "Try again later." })
-      : new MailsendError("service_error", `${label(c)} refused the session: ${reply}`, { status: e.responseCode, hint: "Check --smtp-host / --smtp-port: this may not be the service's submission server." });
+      ? new MailsendError("temporary_failure", `${label(c)} turned the session away for now: ${reply}`, {
+          status: e.responseCode,
+          hint: "Try again later.",
+        })
+      : new MailsendError("service_error", `${label(c)} refused the session: ${reply}`, {
+          status: e.responseCode,
+          hint: "Check --smtp-host / --smtp-port: this may not be the service's submission server.",
+        });
   }
   if (e.code === "ETIMEDOUT") {
-    return new MailsendError("timeout", `${label(c)} did not complete the SMTP greeting and TLS in time (${redact(e.message)})`, {
-      cause: e,
-      hint: `${tlsHint(c)} Otherwise check the network, or raise --timeout.`,
-    });
+    return new MailsendError(
+      "timeout",
+      `${label(c)} did not complete the SMTP greeting and TLS in time (${redact(e.message)})`,
+      {
+        cause: e,
+        hint: `${tlsHint(c)} Otherwise check the network, or raise --timeout.`,
+      },
+    );
   }
   return new MailsendError("connection_failed", `SMTP session with ${label(c)} failed: ${redact(e.message)}`, {
     cause: e,
@@ -68,14 +83,24 @@ function classifyAuth(e: SmtpError, c: SmtpConfig, redact: (s: string) => string
     const revoked = /revoked|expired|disabled/i.test(reply);
     return new MailsendError(revoked ? "key_revoked" : "auth_failed", `SMTP authentication failed: ${reply}`, {
       status: code,
-      hint: revoked ? revokedKeyHint(c.host) : `Check the API key and the username (${shownSmtpUser(c.user, c.apiKey)}; MAILSEND_SMTP_USER).`,
+      hint: revoked
+        ? revokedKeyHint(c.host)
+        : `Check the API key and the username (${shownSmtpUser(c.user, c.apiKey)}; MAILSEND_SMTP_USER).`,
     });
   }
   if (code !== undefined && code >= 400 && code < 500) {
-    return new MailsendError("temporary_failure", `the SMTP server deferred authentication: ${reply}`, { status: code, hint: "Try again later." });
+    return new MailsendError("temporary_failure", `the SMTP server deferred authentication: ${reply}`, {
+      status: code,
+      hint: "Try again later.",
+    });
   }
-  if (code !== undefined) return new MailsendError("protocol_error", `unexpected SMTP reply to ${e.command ?? "AUTH"}: ${reply}`, { status: code });
-  return new MailsendError("connection_failed", `the SMTP session with ${label(c)} broke during AUTH: ${reply}`, { cause: e });
+  if (code !== undefined)
+    return new MailsendError("protocol_error", `unexpected SMTP reply to ${e.command ?? "AUTH"}: ${reply}`, {
+      status: code,
+    });
+  return new MailsendError("connection_failed", `the SMTP session with ${label(c)} broke during AUTH: ${reply}`, {
+    cause: e,
+  });
 }
 
 function login(conn: SMTPConnection, c: SmtpConfig, method: "LOGIN" | "PLAIN"): Promise<void> {
@@ -83,7 +108,8 @@ function login(conn: SMTPConnection, c: SmtpConfig, method: "LOGIN" | "PLAIN"): 
     // `method` is read by SMTPConnection though its types leave it out.
     const auth = { user: c.user, pass: c.apiKey, method } as unknown as SMTPConnection.AuthenticationType;
     // A connection that drops mid-AUTH may never call back: its close ends the wait.
-    const gone = (e?: Error) => reject(e ?? Object.assign(new Error("the server closed the connection during AUTH"), { code: "ECONNECTION" }));
+    const gone = (e?: Error) =>
+      reject(e ?? Object.assign(new Error("the server closed the connection during AUTH"), { code: "ECONNECTION" }));
     conn.once("error", gone);
     conn.once("end", gone);
     conn.login(auth, (err) => {
@@ -120,20 +146,33 @@ async function greeted(conn: SMTPConnection, c: SmtpConfig): Promise<void> {
   try {
     await new Promise<void>((resolve, reject) => {
       conn.once("error", reject);
-      conn.once("end", () => reject(Object.assign(new Error("the server closed the connection during the greeting or TLS"), { code: "ECONNECTION" })));
+      conn.once("end", () =>
+        reject(
+          Object.assign(new Error("the server closed the connection during the greeting or TLS"), {
+            code: "ECONNECTION",
+          }),
+        ),
+      );
       conn.connect((err) => (err ? reject(err) : resolve()));
       if (c.tls === "starttls") {
         // A STARTTLS client on an implicit-TLS port waits for a greeting that never comes.
-        probeTimer = setTimeout(() => {
-          void speaksTls(c.host, c.port, 2000).then((yes) => {
-            if (!yes) return;
-            reject(
-              new MailsendError("tls_mismatch", `${label(c)} expects TLS from the first byte, but mailsend is set to STARTTLS`, {
-                hint: "Use --smtp-tls implicit (MAILSEND_SMTP_TLS=implicit) for this port, or the STARTTLS port (587).",
-              }),
-            );
-          });
-        }, Math.min(TLS_PROBE_AFTER_MS, c.timeoutMs));
+        probeTimer = setTimeout(
+          () => {
+            void speaksTls(c.host, c.port, 2000).then((yes) => {
+              if (!yes) return;
+              reject(
+                new MailsendError(
+                  "tls_mismatch",
+                  `${label(c)} expects TLS from the first byte, but mailsend is set to STARTTLS`,
+                  {
+                    hint: "Use --smtp-tls implicit (MAILSEND_SMTP_TLS=implicit) for this port, or the STARTTLS port (587).",
+                  },
+                ),
+              );
+            });
+          },
+          Math.min(TLS_PROBE_AFTER_MS, c.timeoutMs),
+        );
       }
     });
   } finally {
@@ -142,7 +181,11 @@ async function greeted(conn: SMTPConnection, c: SmtpConfig): Promise<void> {
 }
 
 /** Logs in with LOGIN, else (not offered) PLAIN: the outcome, and the mechanism that worked. */
-async function tryLogin(conn: SMTPConnection, c: SmtpConfig, redact: (s: string) => string): Promise<SmtpProbe["auth"]> {
+async function tryLogin(
+  conn: SMTPConnection,
+  c: SmtpConfig,
+  redact: (s: string) => string,
+): Promise<SmtpProbe["auth"]> {
   try {
     try {
       await login(conn, c, "LOGIN");

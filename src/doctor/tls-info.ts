@@ -60,7 +60,14 @@ export function describeCertificate(socket: TLSSocket, now = Date.now()): Certif
     daysLeft: Number.isNaN(validTo) ? 0 : Math.floor((validTo - now) / 86_400_000),
     ...(socket.getProtocol() ? { protocol: socket.getProtocol()! } : {}),
     trusted: socket.authorized,
-    ...(socket.authorized ? {} : { trustError: authError instanceof Error ? ((authError as NodeJS.ErrnoException).code ?? authError.message) : String(authError ?? "unknown") }),
+    ...(socket.authorized
+      ? {}
+      : {
+          trustError:
+            authError instanceof Error
+              ? ((authError as NodeJS.ErrnoException).code ?? authError.message)
+              : String(authError ?? "unknown"),
+        }),
   };
 }
 
@@ -81,17 +88,25 @@ export function tlsClientOptions(host: string, settings: TlsSettings): Connectio
   };
 }
 
-
 /** Undefined when the certificate may be used (trusted, or --insecure); else the error to report. */
-export function trustFailure(c: CertificateInfo | undefined, label: string, settings: TlsSettings): MailsendError | undefined {
+export function trustFailure(
+  c: CertificateInfo | undefined,
+  label: string,
+  settings: TlsSettings,
+): MailsendError | undefined {
   if (settings.insecure) return undefined;
   if (!c) return new MailsendError("tls_untrusted", `${label} presented no certificate`, { hint: TRUST_HINT });
   if (c.trusted) return undefined;
-  return new MailsendError("tls_untrusted", `the TLS certificate of ${label} is not trusted (${c.trustError}): ${c.subject}, issued by ${c.issuer}`, {
-    hint: c.trustError === "ERR_TLS_CERT_ALTNAME_INVALID"
-      ? `The certificate is for ${c.altNames ?? c.subject}, not for this host name: check the host you configured.`
-      : c.trustError === "CERT_HAS_EXPIRED"
-        ? "The server's certificate has expired: tell the service's operators."
-        : TRUST_HINT,
-  });
+  return new MailsendError(
+    "tls_untrusted",
+    `the TLS certificate of ${label} is not trusted (${c.trustError}): ${c.subject}, issued by ${c.issuer}`,
+    {
+      hint:
+        c.trustError === "ERR_TLS_CERT_ALTNAME_INVALID"
+          ? `The certificate is for ${c.altNames ?? c.subject}, not for this host name: check the host you configured.`
+          : c.trustError === "CERT_HAS_EXPIRED"
+            ? "The server's certificate has expired: tell the service's operators."
+            : TRUST_HINT,
+    },
+  );
 }

@@ -33,7 +33,12 @@ export interface StoreSettings {
  * is checked now, the client loaded and connected on the first operation),
  * else in a file of the state dir.
  */
-export function openSlotStore(apiKey: string, limits: Limits, env: Env, settings: StoreSettings = {}): SlotStore | undefined {
+export function openSlotStore(
+  apiKey: string,
+  limits: Limits,
+  env: Env,
+  settings: StoreSettings = {},
+): SlotStore | undefined {
   if (limits.limit === 0) return undefined;
   const hash = keyHash(apiKey);
   const redis = redisConfigFrom(env, settings);

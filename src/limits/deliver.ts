@@ -59,20 +59,36 @@ export interface DeliverOptions {
  * the AbortError that wraps it.
  */
 export const abortableSleep = (ms: number, signal?: AbortSignal): Promise<void> =>
-  process.getBuiltinModule("node:timers/promises").setTimeout(ms, undefined, signal ? { signal } : {}).catch((e: unknown) => {
-    throw signal?.aborted ? signal.reason : e;
-  });
+  process
+    .getBuiltinModule("node:timers/promises")
+    .setTimeout(ms, undefined, signal ? { signal } : {})
+    .catch((e: unknown) => {
+      throw signal?.aborted ? signal.reason : e;
+    });
 
 /** Errors raised before anything reached the service: the slot was not used. */
 function neverReached(e: MailsendError): boolean {
   if (e.mayHaveBeenSent) return false;
-  return ["connection_failed", "timeout", "tls_mismatch", "tls_untrusted", "config_invalid", "config_missing", "file_unreadable", "file_not_found"].includes(e.code);
+  return [
+    "connection_failed",
+    "timeout",
+    "tls_mismatch",
+    "tls_untrusted",
+    "config_invalid",
+    "config_missing",
+    "file_unreadable",
+    "file_not_found",
+  ].includes(e.code);
 }
 
 /** Whether a resend of this message would be recognised as the same message by the service. */
 export function carriesIdempotencyKey(m: Message): boolean {
   if (!m.raw) return true;
-  const head = m.raw.subarray(0, Math.min(m.raw.length, 64 * 1024)).toString("latin1").split(/\r?\n\r?\n/)[0] ?? "";
+  const head =
+    m.raw
+      .subarray(0, Math.min(m.raw.length, 64 * 1024))
+      .toString("latin1")
+      .split(/\r?\n\r?\n/)[0] ?? "";
   return /^x-idempotency-key:/im.test(head);
 }
 
@@ -113,7 +129,13 @@ function prepareQuietly(transport: Transport, message: Message): void {
 /** How long before its slot frees a waiting send is made ready (Transport.prepare): a connection's set-up, with room. */
 const PREPARE_LEAD_MS = 150;
 
-async function takeSlot(store: SlotStore, opts: DeliverOptions, attempt: number, waited: Waited, prepare?: () => void): Promise<string> {
+async function takeSlot(
+  store: SlotStore,
+  opts: DeliverOptions,
+  attempt: number,
+  waited: Waited,
+  prepare?: () => void,
+): Promise<string> {
   const sleep = opts.sleep ?? abortableSleep;
   const id = slotId();
   for (let round = 0; round < 10_000; round++) {
@@ -127,16 +149,26 @@ async function takeSlot(store: SlotStore, opts: DeliverOptions, attempt: number,
     if (r.ok) return id;
     const seconds = Math.ceil(r.waitMs / 1000);
     if (opts.noWait) {
-      throw new MailsendError("rate_limited", `the rate limit of ${opts.limits.limit} per ${opts.limits.windowMs / 1000} s for this key is used up; the next slot frees in ${seconds} s`, {
-        retryAfter: seconds,
-        hint: (s) => `Without ${s.flag("noWait")}, mailsend waits for the slot.`,
-      });
+      throw new MailsendError(
+        "rate_limited",
+        `the rate limit of ${opts.limits.limit} per ${opts.limits.windowMs / 1000} s for this key is used up; the next slot frees in ${seconds} s`,
+        {
+          retryAfter: seconds,
+          hint: (s) => `Without ${s.flag("noWait")}, mailsend waits for the slot.`,
+        },
+      );
     }
     if (waited.ms + r.waitMs > opts.maxWaitMs) {
-      throw new MailsendError("rate_limited", (s) => `the rate limit for this key is used up and the next slot frees in ${seconds} s, beyond ${s.flag("maxWait")} (${Math.round(opts.maxWaitMs / 1000)} s)`, {
-        retryAfter: seconds,
-        hint: (s) => `Raise ${s.flag("maxWait")} (now ${Math.round(opts.maxWaitMs / 1000)} s), or try again in ${seconds} s. Nothing was sent.`,
-      });
+      throw new MailsendError(
+        "rate_limited",
+        (s) =>
+          `the rate limit for this key is used up and the next slot frees in ${seconds} s, beyond ${s.flag("maxWait")} (${Math.round(opts.maxWaitMs / 1000)} s)`,
+        {
+          retryAfter: seconds,
+          hint: (s) =>
+            `Raise ${s.flag("maxWait")} (now ${Math.round(opts.maxWaitMs / 1000)} s), or try again in ${seconds} s. Nothing was sent.`,
+        },
+      );
     }
     opts.onWait?.({ reason: "budget", ms: r.waitMs, attempt });
     const before = Date.now();
@@ -160,11 +192,16 @@ async function takeSlot(store: SlotStore, opts: DeliverOptions, attempt: number,
 function overDeadline(err: MailsendError, deadlineMs: number, attempt: number): MailsendError {
   const s = Math.round(deadlineMs / 1000);
   if (err.mayHaveBeenSent || err.code === "outcome_unknown") {
-    return new MailsendError("outcome_unknown", (say) => `${said(err.messageWords, say.front)} (stopped at the ${s} s deadline)`, { cause: err, mayHaveBeenSent: true, ...(err.hintWords ? { hint: err.hintWords } : {}) });
+    return new MailsendError(
+      "outcome_unknown",
+      (say) => `${said(err.messageWords, say.front)} (stopped at the ${s} s deadline)`,
+      { cause: err, mayHaveBeenSent: true, ...(err.hintWords ? { hint: err.hintWords } : {}) },
+    );
   }
   return new MailsendError("timeout", `no delivery within the ${s} s deadline (attempt ${attempt} was still running)`, {
     cause: err,
-    hint: (say) => `Nothing was sent. The service or the network is slow or stuck; try again later, or raise ${say.flag("deadline")}.`,
+    hint: (say) =>
+      `Nothing was sent. The service or the network is slow or stuck; try again later, or raise ${say.flag("deadline")}.`,
   });
 }
 
@@ -193,11 +230,16 @@ const REFUSES_THE_MESSAGE = new Set<string>(["dataerr", "nouser", "usage"]);
  */
 function stillInDoubt(err: MailsendError, doubt: MailsendError | undefined): MailsendError {
   if (!doubt || mayHaveGone(err) || REFUSES_THE_MESSAGE.has(err.exitClass)) return err;
-  const failed = new MailsendError("outcome_unknown", (s) => `${said(doubt.messageWords, s.front)}; ${err.attempts !== undefined ? `attempt ${err.attempts} failed too` : "then"}: ${said(err.messageWords, s.front)}`, {
-    cause: err,
-    mayHaveBeenSent: true,
-    ...(doubt.hintWords ? { hint: doubt.hintWords } : {}),
-  });
+  const failed = new MailsendError(
+    "outcome_unknown",
+    (s) =>
+      `${said(doubt.messageWords, s.front)}; ${err.attempts !== undefined ? `attempt ${err.attempts} failed too` : "then"}: ${said(err.messageWords, s.front)}`,
+    {
+      cause: err,
+      mayHaveBeenSent: true,
+      ...(doubt.hintWords ? { hint: doubt.hintWords } : {}),
+    },
+  );
   if (err.attempts !== undefined) failed.attempts = err.attempts;
   return failed;
 }
@@ -252,7 +294,15 @@ class Delivery {
   async slot(attempt: number): Promise<string | undefined> {
     const { transport, message, opts } = this;
     try {
-      return opts.store ? await takeSlot(opts.store, opts, attempt, this.waited, transport.prepare ? () => prepareQuietly(transport, message) : undefined) : undefined;
+      return opts.store
+        ? await takeSlot(
+            opts.store,
+            opts,
+            attempt,
+            this.waited,
+            transport.prepare ? () => prepareQuietly(transport, message) : undefined,
+          )
+        : undefined;
     } finally {
       this.storeWarnings();
     }
@@ -264,7 +314,9 @@ class Delivery {
    * references per attempt).
    */
   attemptDeadline(): AttemptDeadline | undefined {
-    return this.deadlineMs < Infinity ? attemptDeadline(Math.max(0, this.deadlineMs - this.spentMs), this.opts.signal) : undefined;
+    return this.deadlineMs < Infinity
+      ? attemptDeadline(Math.max(0, this.deadlineMs - this.spentMs), this.opts.signal)
+      : undefined;
   }
 
   /** One send; once accepted, its slot recorded and the result counting this delivery's attempts and waits. */
@@ -292,7 +344,9 @@ class Delivery {
         // The slot counts from the answer, not from when its record got the lock.
         await opts.store!.complete(id, opts.limits, () => monotonicMs() - answered);
       } catch (e) {
-        this.warn(`the message was sent, but recording it in the rate-limit budget failed: ${bookkeepingFailure(e)}. Do not send it again; later sends may go out a little early for this one window.`);
+        this.warn(
+          `the message was sent, but recording it in the rate-limit budget failed: ${bookkeepingFailure(e)}. Do not send it again; later sends may go out a little early for this one window.`,
+        );
       }
       this.storeWarnings();
     }
@@ -313,8 +367,12 @@ class Delivery {
   async settleSlot(id: string, err: MailsendError): Promise<void> {
     const { opts } = this;
     // Stopped by the caller before the message was handed over: the service counted nothing either.
-    if (neverReached(err) || (opts.signal?.aborted === true && !mayHaveGone(err))) await this.keepBooks("giving back the rate-limit slot", () => opts.store!.release(id, opts.limits));
-    else await this.keepBooks("recording the attempt in the rate-limit budget", () => opts.store!.complete(id, opts.limits));
+    if (neverReached(err) || (opts.signal?.aborted === true && !mayHaveGone(err)))
+      await this.keepBooks("giving back the rate-limit slot", () => opts.store!.release(id, opts.limits));
+    else
+      await this.keepBooks("recording the attempt in the rate-limit budget", () =>
+        opts.store!.complete(id, opts.limits),
+      );
   }
 
   /** After a failed attempt that started at `started`: waits for the next one, or throws `err` when there is to be none. */
@@ -325,9 +383,11 @@ class Delivery {
     // --no-wait refuses it, --max-wait alone bounds it (not --deadline), as for the local budget.
     const slotWait = err.code === "rate_limited";
     // Refused for rate: every process of this key holds back, not only this one.
-    if (slotWait && opts.store) await this.keepBooks("recording the service's rate-limit wait", () => opts.store!.block(delay, opts.limits));
+    if (slotWait && opts.store)
+      await this.keepBooks("recording the service's rate-limit wait", () => opts.store!.block(delay, opts.limits));
     // Stopped by the caller: no retry, and no wait said for one.
-    if (opts.signal?.aborted || attempt > opts.retries || !shouldRetry(err, this.idempotent)) throw withAttempts(err, attempt);
+    if (opts.signal?.aborted || attempt > opts.retries || !shouldRetry(err, this.idempotent))
+      throw withAttempts(err, attempt);
     if (slotWait && opts.noWait) throw withAttempts(err, attempt);
     if (waited.ms + delay > opts.maxWaitMs) throw withAttempts(err, attempt);
     const tookMs = Date.now() - started;
@@ -337,7 +397,11 @@ class Delivery {
     // only a retry under the same key can settle it: then any time before the deadline will do.
     // An attempt that got no answer (a timeout, no connection) says nothing of a round trip's
     // time, and a retry cut before its request goes out is harmless: the floor alone then.
-    const room = this.doubt ? 0 : err.code === "timeout" || err.code === "connection_failed" ? RETRY_ROOM_MS : Math.max(RETRY_ROOM_MS, 2 * tookMs);
+    const room = this.doubt
+      ? 0
+      : err.code === "timeout" || err.code === "connection_failed"
+        ? RETRY_ROOM_MS
+        : Math.max(RETRY_ROOM_MS, 2 * tookMs);
     if (!slotWait && this.spentMs + delay + room >= deadlineMs) {
       opts.trace?.(`* no retry: it could not finish before the ${Math.round(deadlineMs / 1000)} s deadline`);
       throw withAttempts(err, attempt);

@@ -16,7 +16,8 @@
  * property a plain lock file lacks (no lock without its content).
  */
 // A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
-const { closeSync, ftruncateSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } = process.getBuiltinModule("node:fs");
+const { closeSync, ftruncateSync, readdirSync, readFileSync, renameSync, unlinkSync, writeSync } =
+  process.getBuiltinModule("node:fs");
 import { openOwned } from "../core/owned.js";
 import { writeFileAtomic } from "../core/atomic.js";
 import { processAlive } from "../core/pid.js";
@@ -24,7 +25,18 @@ import { tryLock } from "../core/lock.js";
 import { join } from "node:path";
 import { localFileError, MailsendError } from "../core/errors.js";
 import { ensurePrivateDir } from "./private-dir.js";
-import { answeredAt, block, complete, EMPTY, release, tryTake, used, type Limits, type LogState, type SlotClass } from "./sliding-log.js";
+import {
+  answeredAt,
+  block,
+  complete,
+  EMPTY,
+  release,
+  tryTake,
+  used,
+  type Limits,
+  type LogState,
+  type SlotClass,
+} from "./sliding-log.js";
 import type { SlotStore, TakeOutcome } from "./store.js";
 
 export interface FileStoreOptions {
@@ -53,7 +65,12 @@ function testPause(point: string): void {
 }
 
 /** The folded state, and how the file holding it looks (for the next write: append or rewrite). */
-type Read = ({ damaged: false } | { damaged: true; why: string }) & { state: LogState; lines: number; bytes: number; clean: boolean };
+type Read = ({ damaged: false } | { damaged: true; why: string }) & {
+  state: LogState;
+  lines: number;
+  bytes: number;
+  clean: boolean;
+};
 
 function writeAll(fd: number, data: Buffer): void {
   for (let off = 0; off < data.length; ) off += writeSync(fd, data, off);
@@ -103,7 +120,12 @@ export class FileSlotStore implements SlotStore {
 
   /** What gives the lock back, or undefined while another holds it (a stale one is broken here, for the next try). */
   #tryLock(): (() => void) | undefined {
-    const a = tryLock(this.#lock, { what: "rate-limit lock", staleMs: this.#staleMs, writingMs: this.#staleMs, beforeWrite: () => testPause("lock-write") });
+    const a = tryLock(this.#lock, {
+      what: "rate-limit lock",
+      staleMs: this.#staleMs,
+      writingMs: this.#staleMs,
+      beforeWrite: () => testPause("lock-write"),
+    });
     return "release" in a ? a.release : undefined;
   }
 
@@ -119,7 +141,8 @@ export class FileSlotStore implements SlotStore {
     try {
       text = readFileSync(this.#file, "utf8");
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return { state: EMPTY, damaged: false, lines: 0, bytes: 0, clean: false };
+      if ((e as NodeJS.ErrnoException).code === "ENOENT")
+        return { state: EMPTY, damaged: false, lines: 0, bytes: 0, clean: false };
       throw localFileError(e, this.#file, "read", "rate-limit state");
     }
     const bytes = Buffer.byteLength(text);
@@ -146,7 +169,14 @@ export class FileSlotStore implements SlotStore {
       const entries = [...byId].map(([id, t]) => ({ id, t }));
       return { state: { entries, blockedUntil }, damaged: false, lines: lines.length, bytes, clean };
     } catch (e) {
-      return { state: EMPTY, damaged: true, why: text.length === 0 ? "it is empty" : (e as Error).message, lines: 0, bytes: 0, clean: false };
+      return {
+        state: EMPTY,
+        damaged: true,
+        why: text.length === 0 ? "it is empty" : (e as Error).message,
+        lines: 0,
+        bytes: 0,
+        clean: false,
+      };
     }
   }
 
@@ -207,9 +237,13 @@ export class FileSlotStore implements SlotStore {
     let unlock: (() => void) | undefined;
     while (!(unlock = this.#tryLock())) {
       if (this.#now() > deadline || spins++ > 100_000) {
-        throw new MailsendError("temporary_failure", `the rate-limit state ${this.#file} stayed locked for ${this.#lockTimeoutMs / 1000} s`, {
-          hint: `If no other mailsend is running, remove ${this.#lock}.`,
-        });
+        throw new MailsendError(
+          "temporary_failure",
+          `the rate-limit state ${this.#file} stayed locked for ${this.#lockTimeoutMs / 1000} s`,
+          {
+            hint: `If no other mailsend is running, remove ${this.#lock}.`,
+          },
+        );
       }
       await sleep(1 + Math.random() * 4);
     }
@@ -252,7 +286,10 @@ export class FileSlotStore implements SlotStore {
   }
 
   complete(id: string, limits: Limits, elapsedMs?: () => number): Promise<void> {
-    return this.#update(limits, (s) => ({ state: complete(s, answeredAt(this.#now, elapsedMs), id), result: undefined }));
+    return this.#update(limits, (s) => ({
+      state: complete(s, answeredAt(this.#now, elapsedMs), id),
+      result: undefined,
+    }));
   }
 
   release(id: string, limits: Limits): Promise<void> {

@@ -44,7 +44,8 @@ export function ensurePrivateDir(dir: string, what = "state directory", within?:
 function realCause(dir: string, e: unknown): unknown {
   if ((e as NodeJS.ErrnoException).code !== "ENOENT") return e;
   let missing = dir;
-  for (let i = 0; i < 64 && !existsSync(dirname(missing)) && dirname(missing) !== missing; i++) missing = dirname(missing);
+  for (let i = 0; i < 64 && !existsSync(dirname(missing)) && dirname(missing) !== missing; i++)
+    missing = dirname(missing);
   try {
     mkdirSync(missing, { mode: 0o700 });
   } catch (first) {

@@ -50,9 +50,13 @@ export const URL_VARIABLE = "MAILSEND_RATE_LIMIT_URL";
 export const PASSWORD_FILE_VARIABLE = "MAILSEND_RATE_LIMIT_PASSWORD_FILE";
 export const SENTINEL_PASSWORD_FILE_VARIABLE = "MAILSEND_RATE_LIMIT_SENTINEL_PASSWORD_FILE";
 
-const FORMS = "redis://[user:password@]host[:port][/db], rediss://… for TLS, or redis-sentinel://host1:26379,host2:26379/mymaster[/db]";
+const FORMS =
+  "redis://[user:password@]host[:port][/db], rediss://… for TLS, or redis-sentinel://host1:26379,host2:26379/mymaster[/db]";
 
-function invalid(message: Text, hint: Text = (s) => `Expected ${FORMS}. Or unset ${s.env("rateLimitUrl")} to keep the budget per machine.`): MailsendError {
+function invalid(
+  message: Text,
+  hint: Text = (s) => `Expected ${FORMS}. Or unset ${s.env("rateLimitUrl")} to keep the budget per machine.`,
+): MailsendError {
   return new MailsendError("config_invalid", message, { hint });
 }
 
@@ -68,7 +72,8 @@ function parseNode(text: string, defaultPort: number, shown: string): RedisNode 
   const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]/]+))(?::(\d{1,5}))?$/.exec(text);
   if (!m) throw invalid((s) => `${s.env("rateLimitUrl")} (${shown}) has no valid host:port in "${text}"`);
   const port = m[3] === undefined ? defaultPort : Number(m[3]);
-  if (port < 1 || port > 65535) throw invalid((s) => `${s.env("rateLimitUrl")} (${shown}) has port ${m[3]}, outside 1-65535`);
+  if (port < 1 || port > 65535)
+    throw invalid((s) => `${s.env("rateLimitUrl")} (${shown}) has port ${m[3]}, outside 1-65535`);
   return { host: (m[1] ?? m[2])!, port };
 }
 
@@ -78,13 +83,20 @@ function readSecretFile(path: string, variable: string, env: Env): string {
     text = readFileSync(expandHome(path, env), "utf8");
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw new MailsendError("config_invalid", (s) => `${s.env(variable)} names ${path}, which cannot be read (${code ?? (e as Error).message})`, {
-      hint: (s) => `Point ${s.env(variable)} at a readable file holding only the password.`,
-    });
+    throw new MailsendError(
+      "config_invalid",
+      (s) => `${s.env(variable)} names ${path}, which cannot be read (${code ?? (e as Error).message})`,
+      {
+        hint: (s) => `Point ${s.env(variable)} at a readable file holding only the password.`,
+      },
+    );
   }
   // One line, as a secret file written by echo or a secrets manager holds it.
   const secret = text.replace(/\r?\n$/, "");
-  if (!secret) throw new MailsendError("config_invalid", (s) => `${s.env(variable)} names ${path}, which is empty`, { hint: (s) => `Write the password into ${path}, or unset ${s.env(variable)}.` });
+  if (!secret)
+    throw new MailsendError("config_invalid", (s) => `${s.env(variable)} names ${path}, which is empty`, {
+      hint: (s) => `Write the password into ${path}, or unset ${s.env(variable)}.`,
+    });
   return secret;
 }
 
@@ -105,18 +117,36 @@ function urlParts(url: string): UrlParts {
   const shown = `${m[1]}://${url.slice(url.lastIndexOf("@") + 1 || m[1]!.length + 3)}`;
   const scheme = m[1]!.toLowerCase().replace("+", "-");
   const schemes = ["redis", "rediss", "redis-sentinel", "rediss-sentinel"];
-  if (!schemes.includes(scheme)) throw invalid((s) => `${s.env("rateLimitUrl")} must start with redis://, rediss://, redis-sentinel:// or rediss-sentinel://, not ${m[1]}://`);
+  if (!schemes.includes(scheme))
+    throw invalid(
+      (s) =>
+        `${s.env("rateLimitUrl")} must start with redis://, rediss://, redis-sentinel:// or rediss-sentinel://, not ${m[1]}://`,
+    );
   // An "@" after the authority: a password with "/", "?" or "#" written as is, which cut the URL
   // there. Nothing after the host is repeated: it holds the rest of that password.
   if (`${m[3]}${m[4] ?? ""}${m[5] ?? ""}`.includes("@")) {
-    throw invalid((s) => `${s.env("rateLimitUrl")} (${shown}) has its user or password cut: a "/", "?" or "#" in them must be %-encoded`, (s) => `Write them as %2F, %3F and %23 (and "@" as %40, "%" as %25), or put the password in a file named by ${s.env(PASSWORD_FILE_VARIABLE)}.`);
+    throw invalid(
+      (s) =>
+        `${s.env("rateLimitUrl")} (${shown}) has its user or password cut: a "/", "?" or "#" in them must be %-encoded`,
+      (s) =>
+        `Write them as %2F, %3F and %23 (and "@" as %40, "%" as %25), or put the password in a file named by ${s.env(PASSWORD_FILE_VARIABLE)}.`,
+    );
   }
-  if (m[4] || m[5]) throw invalid((s) => `${s.env("rateLimitUrl")} (${shown}) has a query or fragment, which mailsend does not read`, (s) => `TLS is chosen by the scheme (rediss://), the password may come from ${s.env(PASSWORD_FILE_VARIABLE)}, the CA from ${s.pick({ cli: "--ca-file or NODE_EXTRA_CA_CERTS", api: "caFile", sendmail: "MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS" })}.`);
+  if (m[4] || m[5])
+    throw invalid(
+      (s) => `${s.env("rateLimitUrl")} (${shown}) has a query or fragment, which mailsend does not read`,
+      (s) =>
+        `TLS is chosen by the scheme (rediss://), the password may come from ${s.env(PASSWORD_FILE_VARIABLE)}, the CA from ${s.pick({ cli: "--ca-file or NODE_EXTRA_CA_CERTS", api: "caFile", sendmail: "MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS" })}.`,
+    );
   return { scheme, authority: m[2]!, path: m[3]!, shown };
 }
 
 /** The user and password of the URL's user info (none without one). */
-function urlCredentials(userinfo: string | undefined, env: Env, shown: string): { username?: string | undefined; password?: string | undefined } {
+function urlCredentials(
+  userinfo: string | undefined,
+  env: Env,
+  shown: string,
+): { username?: string | undefined; password?: string | undefined } {
   if (userinfo === undefined) return {};
   const colon = userinfo.indexOf(":");
   const username = decode(colon < 0 ? userinfo : userinfo.slice(0, colon), "user name", shown) || undefined;
@@ -127,32 +157,53 @@ function urlCredentials(userinfo: string | undefined, env: Env, shown: string): 
 }
 
 /** The master's name (sentinel only) and the database number the URL's path gives. */
-function masterAndDb(pathText: string, sentinel: boolean, shown: string): { masterName: string | undefined; db: number } {
+function masterAndDb(
+  pathText: string,
+  sentinel: boolean,
+  shown: string,
+): { masterName: string | undefined; db: number } {
   const path = pathText.split("/").filter((p) => p !== "");
   let masterName: string | undefined;
   if (sentinel) {
     const first = path.shift();
     masterName = first === undefined ? undefined : decode(first, "master name", shown);
-    if (!masterName) throw invalid((s) => `${s.env("rateLimitUrl")} (${shown}) names no master: add it as the path, e.g. redis-sentinel://host:26379/mymaster`);
+    if (!masterName)
+      throw invalid(
+        (s) =>
+          `${s.env("rateLimitUrl")} (${shown}) names no master: add it as the path, e.g. redis-sentinel://host:26379/mymaster`,
+      );
   }
   if (path.length > 1 || (path[0] !== undefined && !/^\d{1,5}$/.test(path[0]))) {
-    throw invalid((s) => `${s.env("rateLimitUrl")} (${shown}) has the path "${pathText}"; after the host only a database number may follow (${sentinel ? "/mymaster/0" : "/0"})`);
+    throw invalid(
+      (s) =>
+        `${s.env("rateLimitUrl")} (${shown}) has the path "${pathText}"; after the host only a database number may follow (${sentinel ? "/mymaster/0" : "/0"})`,
+    );
   }
   return { masterName, db: path[0] === undefined ? 0 : Number(path[0]) };
 }
 
 /** The server's password (from the URL or its file, never both, and where it came from) and the sentinels' own. */
-function passwords(fromUrl: string | undefined, env: Env, shown: string): { password?: string | undefined; passwordSource?: string | undefined; sentinelPassword?: string | undefined } {
+function passwords(
+  fromUrl: string | undefined,
+  env: Env,
+  shown: string,
+): { password?: string | undefined; passwordSource?: string | undefined; sentinelPassword?: string | undefined } {
   let password = fromUrl;
   let passwordSource: string | undefined = password ? "the URL" : undefined;
   const passwordFile = env[PASSWORD_FILE_VARIABLE]?.trim();
   if (passwordFile) {
-    if (password) throw invalid((s) => `both ${s.env("rateLimitUrl")} and ${s.env(PASSWORD_FILE_VARIABLE)} give a Redis password`, (s) => `Keep one: take the password out of the URL (${shown}), or unset ${s.env(PASSWORD_FILE_VARIABLE)}.`);
+    if (password)
+      throw invalid(
+        (s) => `both ${s.env("rateLimitUrl")} and ${s.env(PASSWORD_FILE_VARIABLE)} give a Redis password`,
+        (s) => `Keep one: take the password out of the URL (${shown}), or unset ${s.env(PASSWORD_FILE_VARIABLE)}.`,
+      );
     password = readSecretFile(passwordFile, PASSWORD_FILE_VARIABLE, env);
     passwordSource = passwordFile;
   }
   const sentinelFile = env[SENTINEL_PASSWORD_FILE_VARIABLE]?.trim();
-  const sentinelPassword = sentinelFile ? readSecretFile(sentinelFile, SENTINEL_PASSWORD_FILE_VARIABLE, env) : undefined;
+  const sentinelPassword = sentinelFile
+    ? readSecretFile(sentinelFile, SENTINEL_PASSWORD_FILE_VARIABLE, env)
+    : undefined;
   return { password, passwordSource, sentinelPassword };
 }
 

@@ -171,16 +171,24 @@ export class RedisSlotStore implements SlotStore {
       if (this.#trace) {
         const stream = streamOf(client);
         const how = stream?.getProtocol?.() ? `${stream.getProtocol!()}, certificate verified` : "plain TCP";
-        const master = this.config.kind === "sentinel" && stream?.remoteAddress ? `, master ${this.config.masterName} at ${stream.remoteAddress}:${stream.remotePort}` : "";
-        this.#trace(`* budget: ${this.#connected ? "connected again to" : "shared through"} Redis ${this.config.label} (${how}${master}) in ${Math.round(this.#connectMs)} ms`);
-        if (this.passwordUnneeded) this.#trace("* budget: the Redis server requires no password, but one was given; it was not used");
+        const master =
+          this.config.kind === "sentinel" && stream?.remoteAddress
+            ? `, master ${this.config.masterName} at ${stream.remoteAddress}:${stream.remotePort}`
+            : "";
+        this.#trace(
+          `* budget: ${this.#connected ? "connected again to" : "shared through"} Redis ${this.config.label} (${how}${master}) in ${Math.round(this.#connectMs)} ms`,
+        );
+        if (this.passwordUnneeded)
+          this.#trace("* budget: the Redis server requires no password, but one was given; it was not used");
       }
       this.#connected = true;
       return client;
     } catch (e) {
       client?.disconnect();
       const cause = reported ?? e;
-      throw phase === "connect" ? await diagnoseConnect(cause, this.config, op, this.#timeoutMs) : redisError(cause, this.config, phase, op);
+      throw phase === "connect"
+        ? await diagnoseConnect(cause, this.config, op, this.#timeoutMs)
+        : redisError(cause, this.config, phase, op);
     }
   }
 
@@ -229,7 +237,12 @@ export class RedisSlotStore implements SlotStore {
           if (this.#pending === pending) this.#pending = undefined;
           continue;
         }
-        throw redisError(/Connection is closed/.test((e as Error)?.message) && this.#lastError ? this.#lastError : e, this.config, "later", op);
+        throw redisError(
+          /Connection is closed/.test((e as Error)?.message) && this.#lastError ? this.#lastError : e,
+          this.config,
+          "later",
+          op,
+        );
       }
     }
   }
@@ -242,7 +255,12 @@ export class RedisSlotStore implements SlotStore {
    * A script on other keys of the same Redis (mailsend run's job states, under mailsend:): the same
    * connection, timeouts and error words as the budget's own.
    */
-  evalKeys(op: RedisOp, script: string, keys: readonly string[], args: ReadonlyArray<string | number>): Promise<unknown> {
+  evalKeys(
+    op: RedisOp,
+    script: string,
+    keys: readonly string[],
+    args: ReadonlyArray<string | number>,
+  ): Promise<unknown> {
     return this.#run(op, (c) => c.eval(script, keys.length, ...keys, ...args));
   }
 
@@ -254,7 +272,9 @@ export class RedisSlotStore implements SlotStore {
 
   async complete(id: string, _limits?: Limits, elapsedMs?: () => number): Promise<void> {
     // Redis's clock, not ours: the answer's time is sent as how long ago it was.
-    await this.#run("record", (c) => c.eval(COMPLETE, 2, this.#log, this.#blocked, id, Math.max(0, Math.floor(elapsedMs?.() ?? 0))));
+    await this.#run("record", (c) =>
+      c.eval(COMPLETE, 2, this.#log, this.#blocked, id, Math.max(0, Math.floor(elapsedMs?.() ?? 0))),
+    );
   }
 
   async release(id: string, _limits?: Limits): Promise<void> {
@@ -277,7 +297,10 @@ export class RedisSlotStore implements SlotStore {
       const rttMs = msSince(t0);
       const stream = streamOf(c);
       const tlsProtocol = stream?.getProtocol?.() ?? undefined;
-      const master = this.config.kind === "sentinel" && stream?.remoteAddress ? `${stream.remoteAddress}:${stream.remotePort}` : undefined;
+      const master =
+        this.config.kind === "sentinel" && stream?.remoteAddress
+          ? `${stream.remoteAddress}:${stream.remotePort}`
+          : undefined;
       // INFO may be refused to a restricted ACL user: the version is a nicety.
       const info = await c.info("server").catch(() => "");
       const name = /^server_name:(\S+)/m.exec(info)?.[1] ?? (/^valkey_version:/m.test(info) ? "valkey" : "redis");

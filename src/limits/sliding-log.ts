@@ -75,7 +75,13 @@ export function prune(state: LogState, now: number, { windowMs }: Limits): LogSt
 
 export type TakeResult = { ok: true; state: LogState } | { ok: false; waitMs: number; state: LogState };
 
-export function tryTake(state: LogState, now: number, limits: Limits, id: string, cls: SlotClass = "urgent"): TakeResult {
+export function tryTake(
+  state: LogState,
+  now: number,
+  limits: Limits,
+  id: string,
+  cls: SlotClass = "urgent",
+): TakeResult {
   const s = prune(state, now, limits);
   if (s.blockedUntil > 0) return { ok: false, waitMs: s.blockedUntil - now, state: s };
   const room = roomFor(limits, cls);

@@ -66,7 +66,13 @@ export interface BuildOptions extends InputStreams {
   /** Told how a body piped on stdin was read (html or text) and why. */
   onStdinBody?: (decision: StdinDecision) => void;
   /** Told which image references of the HTML became which inline parts (--dry-run, -v). */
-  onCompose?: (composed: { rewrites: Rewrite[]; images: InlineImage[]; stylesheets: EmbeddedStylesheet[]; remoteStylesheets: string[]; warnings: string[] }) => void;
+  onCompose?: (composed: {
+    rewrites: Rewrite[];
+    images: InlineImage[];
+    stylesheets: EmbeddedStylesheet[];
+    remoteStylesheets: string[];
+    warnings: string[];
+  }) => void;
   /** A batch shares one, so each image file is read once for all its rows. */
   imageCache?: ImageCache;
   /**
@@ -143,12 +149,31 @@ async function bodyFrom(
   return flag === "html" ? htmlText(buf, file === "-" ? "stdin" : file) : utf8(buf, file === "-" ? "stdin" : file);
 }
 
-const MESSAGE_FLAGS = ["from", "to", "cc", "bcc", "subject", "html", "htmlFile", "text", "textFile", "markdownFile", "name", "replyTo", "attach", "header", "jsonFile"] as const;
+const MESSAGE_FLAGS = [
+  "from",
+  "to",
+  "cc",
+  "bcc",
+  "subject",
+  "html",
+  "htmlFile",
+  "text",
+  "textFile",
+  "markdownFile",
+  "name",
+  "replyTo",
+  "attach",
+  "header",
+  "jsonFile",
+] as const;
 
 const flagName = (k: string) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 
 /** --markdown-file makes both bodies: the HTML from the rendering, the text from the source. */
-async function markdownBody(flags: MessageFlags, io: InputStreams): Promise<{ html: string; text: string } | undefined> {
+async function markdownBody(
+  flags: MessageFlags,
+  io: InputStreams,
+): Promise<{ html: string; text: string } | undefined> {
   if (flags.markdownFile === undefined) return undefined;
   const clash = (["html", "htmlFile", "text", "textFile"] as const).filter((k) => flags[k] !== undefined);
   if (clash.length > 0) {
@@ -158,7 +183,12 @@ async function markdownBody(flags: MessageFlags, io: InputStreams): Promise<{ ht
     );
   }
   const { renderMarkdown, stripFrontMatter } = await import("./markdown.js");
-  const source = stripFrontMatter(utf8(await readSource(flags.markdownFile, "Markdown file", io), flags.markdownFile === "-" ? "stdin" : flags.markdownFile));
+  const source = stripFrontMatter(
+    utf8(
+      await readSource(flags.markdownFile, "Markdown file", io),
+      flags.markdownFile === "-" ? "stdin" : flags.markdownFile,
+    ),
+  );
   return { html: await renderMarkdown(source, { allowHtml: flags.allowHtml ?? false }), text: source };
 }
 
@@ -174,7 +204,8 @@ async function emlMessage(eml: string, flags: MessageFlags, opts: BuildOptions):
       "Edit the .eml file instead, or build the message from flags.",
     );
   }
-  if (flags.stdinType !== undefined) throw usage("--stdin-type applies only to a body piped on stdin without a body flag", "Leave out --stdin-type.");
+  if (flags.stdinType !== undefined)
+    throw usage("--stdin-type applies only to a body piped on stdin without a body flag", "Leave out --stdin-type.");
   if (!stdinUsed(flags, opts) && mayArriveOnStdin(opts)) opts.onStdinUnused?.("--eml");
   const raw = await readSource(eml, "EML file", opts);
   // The .eml reader only for --eml: other sends never load it.
@@ -191,7 +222,9 @@ async function stdinBody(flags: MessageFlags, opts: BuildOptions): Promise<{ htm
   if (raw.length === 0) return {};
   // HTML in a charset it declares is read by it (a legacy report piped in); anything else must be UTF-8.
   const piped = flags.stdinType !== "text" && declaresLegacyCharset(raw) ? htmlText(raw, "stdin") : utf8(raw, "stdin");
-  const decision: StdinDecision = flags.stdinType ? { type: flags.stdinType, reason: `--stdin-type ${flags.stdinType}` } : classifyStdin(piped);
+  const decision: StdinDecision = flags.stdinType
+    ? { type: flags.stdinType, reason: `--stdin-type ${flags.stdinType}` }
+    : classifyStdin(piped);
   opts.onStdinBody?.(decision);
   // Only an HTML body's own declaration is made to say utf-8 (text that quotes a meta is left as written).
   return decision.type === "html" ? { html: isUtf8(raw) ? htmlText(raw, "stdin") : piped } : { text: piped };
@@ -207,22 +240,35 @@ async function bodies(flags: MessageFlags, opts: BuildOptions, file: SendRequest
     ({ html, text } = await stdinBody(flags, opts));
   } else {
     if (flags.stdinType !== undefined) {
-      throw usage("--stdin-type applies only to a body piped on stdin without a body flag", "Leave out --stdin-type, or the body flag.");
+      throw usage(
+        "--stdin-type applies only to a body piped on stdin without a body flag",
+        "Leave out --stdin-type, or the body flag.",
+      );
     }
-    const from = bodyFlagGiven(flags, html !== undefined && markdown === undefined && flags.html === undefined && flags.htmlFile === undefined);
+    const from = bodyFlagGiven(
+      flags,
+      html !== undefined && markdown === undefined && flags.html === undefined && flags.htmlFile === undefined,
+    );
     if (!stdinUsed(flags, opts) && from !== undefined && mayArriveOnStdin(opts)) opts.onStdinUnused?.(from);
   }
   return { html, text, markdown: markdown !== undefined };
 }
 
 /** The HTML with its --inline images (and CSS inlined), and the parts those images become. */
-async function withInlineParts(html: string | undefined, flags: MessageFlags, opts: BuildOptions): Promise<{ html: string | undefined; inlineParts: Attachment[] }> {
+async function withInlineParts(
+  html: string | undefined,
+  flags: MessageFlags,
+  opts: BuildOptions,
+): Promise<{ html: string | undefined; inlineParts: Attachment[] }> {
   if (html !== undefined) {
     const composed = await composeBody(html, flags, opts);
     return composed ? { html: composed.html, inlineParts: composed.parts } : { html, inlineParts: [] };
   }
   if ((flags.inline ?? []).length > 0) {
-    throw usage("--inline adds an image to an HTML body, but the message has none", "Give the body with --html-file (or --html, --markdown-file).");
+    throw usage(
+      "--inline adds an image to an HTML body, but the message has none",
+      "Give the body with --html-file (or --html, --markdown-file).",
+    );
   }
   return { html, inlineParts: [] };
 }
@@ -232,11 +278,19 @@ async function jsonRequest(flags: MessageFlags, opts: BuildOptions): Promise<Sen
   if (!flags.jsonFile) return {};
   // zod is loaded only when a JSON send request is given: it is a third of start-up otherwise.
   const { parseSendRequestFile } = await import("./json.js");
-  return parseSendRequestFile(await readSource(flags.jsonFile, "JSON file", opts), flags.jsonFile === "-" ? "stdin" : flags.jsonFile);
+  return parseSendRequestFile(
+    await readSource(flags.jsonFile, "JSON file", opts),
+    flags.jsonFile === "-" ? "stdin" : flags.jsonFile,
+  );
 }
 
 /** A usage error naming every part a message lacks, from whichever source. */
-function requireParts(fromText: string | undefined, toValues: readonly string[], subject: string | undefined, hasBody: boolean): void {
+function requireParts(
+  fromText: string | undefined,
+  toValues: readonly string[],
+  subject: string | undefined,
+  hasBody: boolean,
+): void {
   const missing = [
     fromText === undefined && "--from",
     toValues.length === 0 && "--to",
@@ -249,7 +303,11 @@ function requireParts(fromText: string | undefined, toValues: readonly string[],
 }
 
 /** The attachments in order: the JSON request's, then --attach files, then the HTML's inline parts. */
-async function allAttachments(file: SendRequestFile, flags: MessageFlags, inlineParts: Attachment[]): Promise<Attachment[]> {
+async function allAttachments(
+  file: SendRequestFile,
+  flags: MessageFlags,
+  inlineParts: Attachment[],
+): Promise<Attachment[]> {
   const attachments: Attachment[] = (file.attachments ?? []).map((a) => ({
     filename: a.filename,
     source: { kind: "bytes", data: Buffer.from(a.content, "base64") },
@@ -294,7 +352,7 @@ export async function buildMessage(flags: MessageFlags, opts: BuildOptions): Pro
       subject: subject!,
       ...(html !== undefined ? { html } : {}),
       ...(text !== undefined ? { text } : {}),
-      ...(flags.replyTo ?? file.reply_to ? { replyTo: flags.replyTo ?? file.reply_to } : {}),
+      ...((flags.replyTo ?? file.reply_to) ? { replyTo: flags.replyTo ?? file.reply_to } : {}),
       headers: mergeHeaders(Object.entries(file.headers ?? {}), (flags.header ?? []).map(parseHeaderFlag)),
       attachments,
       ...(flags.idempotencyKey ? { idempotencyKey: flags.idempotencyKey } : {}),
@@ -324,7 +382,11 @@ export interface MessageParts {
 }
 
 /** Validate the parts and make the Message: one path for every way a message is given. */
-export function assembleMessage(p: MessageParts, transport: TransportName | "auto", field: (flag: string) => string = (f) => f): Message {
+export function assembleMessage(
+  p: MessageParts,
+  transport: TransportName | "auto",
+  field: (flag: string) => string = (f) => f,
+): Message {
   if (!p.subject) throw usage(`${field("--subject")} must not be empty`);
   if (!p.html && !p.text) throw usage("the body is empty");
   const fromBox = parseMailbox1(p.from, field("--from"));
@@ -339,9 +401,13 @@ export function assembleMessage(p: MessageParts, transport: TransportName | "aut
   const bcc = parseAddressValues(p.bcc, field("--bcc"), "trailing");
   // Only empty groups (undisclosed-recipients:;): given, but naming nobody.
   if (to.length + cc.length + bcc.length === 0 && p.to.length + p.cc.length + p.bcc.length > 0) {
-    throw new MailsendError("invalid_address", `${field("--to")} names no recipient: ${JSON.stringify(p.to.join(", "))} is an empty group`, {
-      hint: "An empty group (undisclosed-recipients:;) is for a message whose recipients are all Bcc: give them with --bcc.",
-    });
+    throw new MailsendError(
+      "invalid_address",
+      `${field("--to")} names no recipient: ${JSON.stringify(p.to.join(", "))} is an empty group`,
+      {
+        hint: "An empty group (undisclosed-recipients:;) is for a message whose recipients are all Bcc: give them with --bcc.",
+      },
+    );
   }
   const replyTo = p.replyTo === undefined ? undefined : parseMailbox1(p.replyTo, field("--reply-to"));
   for (const [n, v] of p.headers) checkHeader(n, v);
@@ -369,7 +435,10 @@ export function assembleMessage(p: MessageParts, transport: TransportName | "aut
 /** What the REST send request cannot express is refused, never dropped. */
 export function checkRestFit(m: Message): void {
   if (m.cc.length > 0 || m.bcc.length > 0) {
-    throw usage("cc and bcc are not part of the REST send request", "Use --transport smtp to send with Cc or Bcc, or put everyone in --to.");
+    throw usage(
+      "cc and bcc are not part of the REST send request",
+      "Use --transport smtp to send with Cc or Bcc, or put everyone in --to.",
+    );
   }
   const inline = m.attachments.filter((a) => a.cid !== undefined);
   if (inline.length > 0) {
@@ -379,12 +448,16 @@ export function checkRestFit(m: Message): void {
     );
   }
   if (!m.subject) throw new MailsendError("invalid_message", "the REST send request needs a subject");
-  if (m.html === undefined && m.text === undefined) throw new MailsendError("invalid_message", "the message has no body");
+  if (m.html === undefined && m.text === undefined)
+    throw new MailsendError("invalid_message", "the message has no body");
   const seen = new Set<string>();
   for (const [n] of m.headers) {
     const k = n.toLowerCase();
     if (seen.has(k)) {
-      throw new MailsendError("invalid_header", `header ${n} is given more than once; the REST send request holds one value per header`);
+      throw new MailsendError(
+        "invalid_header",
+        `header ${n} is given more than once; the REST send request holds one value per header`,
+      );
     }
     seen.add(k);
   }
@@ -410,7 +483,10 @@ function mayArriveOnStdin(opts: BuildOptions): boolean {
 
 /** Whether something else reads stdin: the key, or a "-" input. */
 function stdinUsed(flags: MessageFlags, opts: BuildOptions): boolean {
-  return (opts.stdinTaken ?? false) || (["htmlFile", "textFile", "markdownFile", "jsonFile", "eml"] as const).some((k) => flags[k] === "-");
+  return (
+    (opts.stdinTaken ?? false) ||
+    (["htmlFile", "textFile", "markdownFile", "jsonFile", "eml"] as const).some((k) => flags[k] === "-")
+  );
 }
 
 /** Read stdin whole; if neither data nor its end arrives within afterMs, say so once. */
@@ -454,7 +530,16 @@ export async function composeHtmlBody(
   html: string,
   c: BodyCompose,
 ): Promise<
-  { html: string; parts: Attachment[]; rewrites: Rewrite[]; images: InlineImage[]; stylesheets: EmbeddedStylesheet[]; remoteStylesheets: string[]; warnings: string[] } | undefined
+  | {
+      html: string;
+      parts: Attachment[];
+      rewrites: Rewrite[];
+      images: InlineImage[];
+      stylesheets: EmbeddedStylesheet[];
+      remoteStylesheets: string[];
+      warnings: string[];
+    }
+  | undefined
 > {
   const inline = c.inline ?? [];
   if (!c.inlineCss && inline.length === 0 && !(c.embed && MAY_REFERENCE.test(html))) return undefined;
@@ -479,7 +564,12 @@ export async function composeHtmlBody(
 }
 
 /** The BodyCompose of `--base-dir`, `--no-embed`, `--inline`, `--inline-css` and where the HTML came from. */
-export function bodyComposeOf(flags: Pick<MessageFlags, "baseDir" | "embed" | "inline" | "inlineCss" | "htmlFile" | "markdownFile" | "html" | "jsonFile">): BodyCompose {
+export function bodyComposeOf(
+  flags: Pick<
+    MessageFlags,
+    "baseDir" | "embed" | "inline" | "inlineCss" | "htmlFile" | "markdownFile" | "html" | "jsonFile"
+  >,
+): BodyCompose {
   const fromDir = htmlDirOf(flags);
   return {
     baseDir: flags.baseDir ?? fromDir ?? process.cwd(),
@@ -490,8 +580,15 @@ export function bodyComposeOf(flags: Pick<MessageFlags, "baseDir" | "embed" | "i
   };
 }
 
-async function composeBody(html: string, flags: MessageFlags, opts: BuildOptions): Promise<{ html: string; parts: Attachment[] } | undefined> {
-  const composed = await composeHtmlBody(html, { ...bodyComposeOf(flags), ...(opts.imageCache ? { cache: opts.imageCache } : {}) });
+async function composeBody(
+  html: string,
+  flags: MessageFlags,
+  opts: BuildOptions,
+): Promise<{ html: string; parts: Attachment[] } | undefined> {
+  const composed = await composeHtmlBody(html, {
+    ...bodyComposeOf(flags),
+    ...(opts.imageCache ? { cache: opts.imageCache } : {}),
+  });
   if (composed) opts.onCompose?.(composed);
   return composed;
 }
@@ -504,6 +601,7 @@ async function composeBody(html: string, flags: MessageFlags, opts: BuildOptions
 function htmlDirOf(flags: Pick<MessageFlags, "htmlFile" | "markdownFile" | "html" | "jsonFile">): string | undefined {
   const file = [flags.htmlFile, flags.markdownFile].find((f) => f !== undefined && f !== "-");
   if (file !== undefined) return dirname(file);
-  if (flags.html === undefined && flags.jsonFile !== undefined && flags.jsonFile !== "-") return dirname(flags.jsonFile);
+  if (flags.html === undefined && flags.jsonFile !== undefined && flags.jsonFile !== "-")
+    return dirname(flags.jsonFile);
   return undefined;
 }

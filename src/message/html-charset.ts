@@ -185,11 +185,13 @@ function legacyDeclaration(buf: Buffer): Declaration | undefined {
 }
 
 /** windows-1252's 0x80-0x9F (WHATWG index; the five it leaves undefined stay C1 controls, as browsers read them). */
-const CP1252_HIGH = "\u20ac\u0081\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\u008d\u017d\u008f\u0090\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u009d\u017e\u0178";
+const CP1252_HIGH =
+  "\u20ac\u0081\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\u008d\u017d\u008f\u0090\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u009d\u017e\u0178";
 
 function decode(encoding: string, buf: Buffer): string {
   // Node before 23 decodes windows-1252 (the label iso-8859-1 means too) as Latin-1: "€" and the quotes came out as C1 controls.
-  if (encoding === "windows-1252") return buf.toString("latin1").replace(/[\u0080-\u009f]/g, (c) => CP1252_HIGH[c.charCodeAt(0) - 0x80]!);
+  if (encoding === "windows-1252")
+    return buf.toString("latin1").replace(/[\u0080-\u009f]/g, (c) => CP1252_HIGH[c.charCodeAt(0) - 0x80]!);
   return new TextDecoder(encoding, { fatal: true }).decode(buf);
 }
 

@@ -39,7 +39,10 @@ export function stripFrontMatter(source: string): string {
     const line = lines[i]!.replace(/\r$/, "");
     if (toml ? line.trimEnd() === "+++" : /^(?:---|\.\.\.)\s*$/.test(line)) {
       if (i === 0) return source;
-      return lines.slice(i + 1).join("\n").replace(/^\s*\n/, "");
+      return lines
+        .slice(i + 1)
+        .join("\n")
+        .replace(/^\s*\n/, "");
     }
     if (!(toml ? TOML_LINE : YAML_LINE).test(line)) return source;
   }
@@ -136,7 +139,8 @@ export async function renderMarkdown(source: string, opts: MarkdownOptions): Pro
   return marked.parse(source, { async: false }).replace(FOOTNOTES_HEADING, "$1");
 }
 
-const FOOTNOTES_HEADING = /(<section class="footnotes" data-footnotes>\n)<h2 id="footnote-label" class="sr-only">Footnotes<\/h2>\n/;
+const FOOTNOTES_HEADING =
+  /(<section class="footnotes" data-footnotes>\n)<h2 id="footnote-label" class="sr-only">Footnotes<\/h2>\n/;
 
 /**
  * A Markdown template (batch): rendered once, its {{placeholders}} kept as
@@ -149,8 +153,10 @@ export async function renderMarkdownTemplate(source: string, opts: MarkdownOptio
   const nonce = Math.random().toString(36).slice(2, 8).toUpperCase();
   const token = (i: number) => `MAILSENDVAR${nonce}X${i}X`;
   // Each placeholder comes back with its default, if it has one ({{name|there}}).
-  const shielded = source.replace(new RegExp(PLACEHOLDER_SOURCE, "gu"), (_, name: string, fallback: string | undefined) =>
-    token(names.push(`{{${name}${fallback !== undefined ? `|${fallback}` : ""}}}`) - 1),
+  const shielded = source.replace(
+    new RegExp(PLACEHOLDER_SOURCE, "gu"),
+    (_, name: string, fallback: string | undefined) =>
+      token(names.push(`{{${name}${fallback !== undefined ? `|${fallback}` : ""}}}`) - 1),
   );
   const html = await renderMarkdown(shielded, opts);
   return html.replace(new RegExp(`MAILSENDVAR${nonce}X(\\d+)X`, "g"), (_, i: string) => names[Number(i)]!);

@@ -75,7 +75,10 @@ export function classifyStdin(body: string): StdinDecision {
   const tag = /^<([a-zA-Z][a-zA-Z0-9]*)(?=[\s/>])/.exec(start);
   const name = tag?.[1]?.toLowerCase();
   const asText = (reason: string): StdinDecision => ({ type: "text", reason });
-  if (name === undefined) return asText("it does not start with HTML markup (<!DOCTYPE html>, <html> or an element such as <p>, <table>, <div>)");
+  if (name === undefined)
+    return asText(
+      "it does not start with HTML markup (<!DOCTYPE html>, <html> or an element such as <p>, <table>, <div>)",
+    );
   if (!HTML_ELEMENTS.has(name)) return asText(`it starts with <${tag![1]}>, which is not an HTML element`);
   const close = start.indexOf(">");
   if (close < 0 || close > TAG_WITHIN) return asText(`its start <${tag![1]} is not a complete tag`);

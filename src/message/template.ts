@@ -39,7 +39,9 @@ export function strayBraces(template: string): string[] {
     if (m.index < shownTo) continue;
     const from = Math.max(0, m.index - 15);
     shownTo = Math.min(template.length, m.index + 30);
-    out.push(`${from > 0 ? "..." : ""}${template.slice(from, shownTo).replace(/\s+/g, " ")}${shownTo < template.length ? "..." : ""}`);
+    out.push(
+      `${from > 0 ? "..." : ""}${template.slice(from, shownTo).replace(/\s+/g, " ")}${shownTo < template.length ? "..." : ""}`,
+    );
   }
   return out;
 }
@@ -50,7 +52,11 @@ export function strayBraces(template: string): string[] {
  * column "First Name"), as a spreadsheet's header is written for people.
  */
 export function looseName(name: string): string {
-  return name.normalize("NFC").toLowerCase().trim().replace(/[\s_-]+/g, "_");
+  return name
+    .normalize("NFC")
+    .toLowerCase()
+    .trim()
+    .replace(/[\s_-]+/g, "_");
 }
 
 function stringOf(v: unknown): string | undefined {
@@ -76,7 +82,10 @@ export function render(template: string, vars: Record<string, unknown>, mode: Te
   }
   if (missing.size > 0) {
     const names = Object.keys(vars);
-    const have = names.length > 0 ? ` This row's variables: ${names.slice(0, 20).join(", ")}${names.length > 20 ? ", ..." : ""}.` : "";
+    const have =
+      names.length > 0
+        ? ` This row's variables: ${names.slice(0, 20).join(", ")}${names.length > 20 ? ", ..." : ""}.`
+        : "";
     const empty = [...missing.values()].some((m) => m.endsWith("(empty)"));
     const name = [...missing.keys()][0];
     throw new MailsendError("invalid_message", `${what}: no value for ${[...missing.values()].join(", ")}`, {

@@ -16,7 +16,8 @@ export function trustedCas(caFile: string): string[] {
     const why = (e as NodeJS.ErrnoException).code ?? e;
     throw new MailsendError(
       "config_invalid",
-      (s) => `the CA file ${caFile} (${s.pick({ cli: `${s.flag("caFile")}, ${s.env("caFile")} or a profile's ca_file`, api: s.flag("caFile"), sendmail: `${s.env("caFile")} or a profile's ca_file` })}) cannot be read (${why})`,
+      (s) =>
+        `the CA file ${caFile} (${s.pick({ cli: `${s.flag("caFile")}, ${s.env("caFile")} or a profile's ca_file`, api: s.flag("caFile"), sendmail: `${s.env("caFile")} or a profile's ca_file` })}) cannot be read (${why})`,
       { setting: "caFile" },
     );
   }
@@ -30,7 +31,9 @@ export function trustedCas(caFile: string): string[] {
  */
 function defaultCas(): string[] {
   // node:tls when needed, not at load: an http:// send never needs it.
-  const tls = process.getBuiltinModule("node:tls") as typeof import("node:tls") & { getCACertificates?: (type: "default") => string[] };
+  const tls = process.getBuiltinModule("node:tls") as typeof import("node:tls") & {
+    getCACertificates?: (type: "default") => string[];
+  };
   if (tls.getCACertificates) return tls.getCACertificates("default");
   const extraFile = process.env.NODE_EXTRA_CA_CERTS;
   let extra: string[] = [];

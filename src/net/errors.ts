@@ -2,7 +2,14 @@
 const { connect: netConnect, isIP } = process.getBuiltinModule("node:net");
 import { MailsendError, said, type Text } from "../core/errors.js";
 
-export const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"]);
+export const UNREACHABLE = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EADDRNOTAVAIL",
+]);
 
 export const UNTRUSTED = new Set([
   "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
@@ -45,10 +52,16 @@ export function connectError(e: unknown, ep: Endpoint, trustHint: Text): Mailsen
   const code = errCode(e);
   const msg = (e as Error)?.message ?? String(e);
   if (UNREACHABLE.has(code)) {
-    const what = code === "ECONNREFUSED" ? "connection refused" : code === "ENOTFOUND" || code === "EAI_AGAIN" ? "host not found" : "host unreachable";
+    const what =
+      code === "ECONNREFUSED"
+        ? "connection refused"
+        : code === "ENOTFOUND" || code === "EAI_AGAIN"
+          ? "host not found"
+          : "host unreachable";
     return new MailsendError("connection_failed", `cannot reach ${ep.label}: ${what}`, {
       cause: e,
-      hint: (s) => `Check ${said(ep.setting, s.front)}, and that the service (or \`mailsend sandbox\`) is running. Nothing was sent.`,
+      hint: (s) =>
+        `Check ${said(ep.setting, s.front)}, and that the service (or \`mailsend sandbox\`) is running. Nothing was sent.`,
     });
   }
   if (UNTRUSTED.has(code)) {
@@ -58,10 +71,14 @@ export function connectError(e: unknown, ep: Endpoint, trustHint: Text): Mailsen
     });
   }
   if (looksLikeTlsToPlaintext(e)) {
-    return new MailsendError("tls_mismatch", `${ep.label} did not answer with TLS: the port and the TLS mode do not match`, {
-      cause: e,
-      hint: (s) => `${said(ep.tlsHint, s.front)} Nothing was sent.`,
-    });
+    return new MailsendError(
+      "tls_mismatch",
+      `${ep.label} did not answer with TLS: the port and the TLS mode do not match`,
+      {
+        cause: e,
+        hint: (s) => `${said(ep.tlsHint, s.front)} Nothing was sent.`,
+      },
+    );
   }
   if (/ssl|tls|handshake|certificate/i.test(`${code} ${msg}`)) {
     return new MailsendError("tls_mismatch", `TLS handshake with ${ep.label} failed: ${msg}`, {
@@ -91,7 +108,8 @@ export function untrustedHint(e: unknown, caHint: Text, hostSetting: Text): Text
     const named = typeof host === "string" && host ? host : undefined;
     // A managed service's certificate names its host name: an address copied from a console does not match it.
     const byAddress = named && isIP(named.replace(/^\[|\]$/g, "")) ? ", not its IP address" : "";
-    return (s) => `The certificate is for ${names ?? "other host names"}, not for ${named ?? "the host connected to"}: use a name it lists in ${said(hostSetting, s.front)}${byAddress}.`;
+    return (s) =>
+      `The certificate is for ${names ?? "other host names"}, not for ${named ?? "the host connected to"}: use a name it lists in ${said(hostSetting, s.front)}${byAddress}.`;
   }
   if (code === "CERT_HAS_EXPIRED") return "The server's certificate has expired: tell whoever runs the server.";
   return caHint;
@@ -110,26 +128,38 @@ export const TRUST_HINT: Text = (s) =>
  * other mode hears nothing.
  */
 export function speaksTls(host: string, port: number, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
-  return probe(timeoutMs, signal, (bare, answer) => {
-    // node:tls only here, when a failure is being explained: a send that succeeds never loads it.
-    const socket = process.getBuiltinModule("node:tls").connect({ host: bare, port, rejectUnauthorized: false, ...(isIP(bare) ? {} : { servername: bare }) });
-    socket.once("secureConnect", () => answer(true));
-    return socket;
-  }, host);
+  return probe(
+    timeoutMs,
+    signal,
+    (bare, answer) => {
+      // node:tls only here, when a failure is being explained: a send that succeeds never loads it.
+      const socket = process
+        .getBuiltinModule("node:tls")
+        .connect({ host: bare, port, rejectUnauthorized: false, ...(isIP(bare) ? {} : { servername: bare }) });
+      socket.once("secureConnect", () => answer(true));
+      return socket;
+    },
+    host,
+  );
 }
 
 /** Whether host:port answers a plain HTTP request with an HTTP status line: an HTTP port where SMTP was expected. */
 export function speaksHttp(host: string, port: number, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
-  return probe(timeoutMs, signal, (bare, answer) => {
-    const socket = netConnect({ host: bare, port });
-    let got = Buffer.alloc(0);
-    socket.once("connect", () => socket.write(`HEAD / HTTP/1.0\r\nHost: ${bare}\r\n\r\n`));
-    socket.on("data", (d: Buffer) => {
-      got = Buffer.concat([got, d]);
-      if (got.length >= 5) answer(got.subarray(0, 5).toString("latin1") === "HTTP/");
-    });
-    return socket;
-  }, host);
+  return probe(
+    timeoutMs,
+    signal,
+    (bare, answer) => {
+      const socket = netConnect({ host: bare, port });
+      let got = Buffer.alloc(0);
+      socket.once("connect", () => socket.write(`HEAD / HTTP/1.0\r\nHost: ${bare}\r\n\r\n`));
+      socket.on("data", (d: Buffer) => {
+        got = Buffer.concat([got, d]);
+        if (got.length >= 5) answer(got.subarray(0, 5).toString("latin1") === "HTTP/");
+      });
+      return socket;
+    },
+    host,
+  );
 }
 
 /**

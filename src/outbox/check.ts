@@ -36,10 +36,14 @@ export function judgeQueue(c: QueueCounts, t: CheckThresholds, age: (ms: number)
   const critical: string[] = [];
   const warning: string[] = [];
   const oldest = c.oldestMs;
-  if (oldest !== undefined && t.criticalAgeMs !== undefined && oldest >= t.criticalAgeMs) critical.push(`oldest ${age(oldest)} >= ${age(t.criticalAgeMs)}`);
-  else if (oldest !== undefined && t.warningAgeMs !== undefined && oldest >= t.warningAgeMs) warning.push(`oldest ${age(oldest)} >= ${age(t.warningAgeMs)}`);
-  if (t.criticalCount !== undefined && c.queued >= t.criticalCount) critical.push(`${c.queued} queued >= ${t.criticalCount}`);
-  else if (t.warningCount !== undefined && c.queued >= t.warningCount) warning.push(`${c.queued} queued >= ${t.warningCount}`);
+  if (oldest !== undefined && t.criticalAgeMs !== undefined && oldest >= t.criticalAgeMs)
+    critical.push(`oldest ${age(oldest)} >= ${age(t.criticalAgeMs)}`);
+  else if (oldest !== undefined && t.warningAgeMs !== undefined && oldest >= t.warningAgeMs)
+    warning.push(`oldest ${age(oldest)} >= ${age(t.warningAgeMs)}`);
+  if (t.criticalCount !== undefined && c.queued >= t.criticalCount)
+    critical.push(`${c.queued} queued >= ${t.criticalCount}`);
+  else if (t.warningCount !== undefined && c.queued >= t.warningCount)
+    warning.push(`${c.queued} queued >= ${t.warningCount}`);
   if (c.failed > 0) warning.push(`${c.failed} failed (mailsend queue --failed)`);
   if (c.damaged > 0) warning.push(`${c.damaged} damaged file${c.damaged === 1 ? "" : "s"}`);
   if (critical.length > 0) return { status: "CRITICAL", reasons: [...critical, ...warning] };

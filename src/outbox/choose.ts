@@ -17,7 +17,8 @@ export function restLossOfRaw(m: Message): string | undefined {
   if (m.envelope) {
     const visible = new Set(m.to.map((r) => r.address.toLowerCase()));
     const hidden = m.envelope.to.filter((r) => !visible.has(r.toLowerCase()));
-    if (hidden.length > 0) return `recipients not in the To header (${hidden.length === 1 ? hidden[0] : `${hidden.length} of them`}: Bcc or envelope only)`;
+    if (hidden.length > 0)
+      return `recipients not in the To header (${hidden.length === 1 ? hidden[0] : `${hidden.length} of them`}: Bcc or envelope only)`;
     const wanted = new Set(m.envelope.to.map((r) => r.toLowerCase()));
     if ([...visible].some((r) => !wanted.has(r))) return "To addresses that do not get this copy";
   }

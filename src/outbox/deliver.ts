@@ -45,15 +45,24 @@ export function chooseFor(message: Message, preferred: Preferred, available: { r
   if (preference !== undefined) return { transport: "smtp", reason: preference };
   if (!loss && available.rest) return { transport: "rest", reason: "REST carries it whole" };
   if (available.smtp) return { transport: "smtp", reason: loss ? loss : "only SMTP is configured" };
-  throw new MailsendError("config_missing", `this message cannot go over REST without loss (${loss}), and no SMTP server is configured`, {
-    hint: "Set MAILSEND_SMTP_HOST (and MAILSEND_SMTP_PORT) so that such messages go over SMTP unchanged; nothing was changed or sent.",
-  });
+  throw new MailsendError(
+    "config_missing",
+    `this message cannot go over REST without loss (${loss}), and no SMTP server is configured`,
+    {
+      hint: "Set MAILSEND_SMTP_HOST (and MAILSEND_SMTP_PORT) so that such messages go over SMTP unchanged; nothing was changed or sent.",
+    },
+  );
 }
 
 /** Over REST the envelope's recipients are the `to`; the headers' Cc/Bcc were checked away by chooseFor. */
 function forTransport(message: Message, transport: TransportName): Message {
   if (transport === "smtp" || !message.envelope) return message;
-  return { ...message, to: message.envelope.to.map((address) => message.to.find((t) => t.address.toLowerCase() === address.toLowerCase()) ?? { address }) };
+  return {
+    ...message,
+    to: message.envelope.to.map(
+      (address) => message.to.find((t) => t.address.toLowerCase() === address.toLowerCase()) ?? { address },
+    ),
+  };
 }
 
 export interface SenderOptions {
@@ -89,7 +98,11 @@ export interface ProfileChannels {
  * the preferred channel (or both) not configured. `needKey`: read the key (the relay's check
  * does not need it).
  */
-export async function profileChannels(env: Env, profile: string | undefined, needKey: boolean): Promise<ProfileChannels> {
+export async function profileChannels(
+  env: Env,
+  profile: string | undefined,
+  needKey: boolean,
+): Promise<ProfileChannels> {
   const settings = loadSettings(profile, env);
   const e = settings.env;
   // Unset, the outbox delivers under auto: each message over the channel that carries it whole.
@@ -139,7 +152,10 @@ export class OutboxSender {
     const { env: e, preferred, configs, broken } = await profileChannels(env, profile, true);
     const any = (configs.rest ?? configs.smtp)!;
     const limits = resolveLimits({}, e);
-    const store = openSlotStore(any.apiKey, limits, e, { ...(any.caFile ? { caFile: any.caFile } : {}), ...(opts.trace ? { trace: opts.trace } : {}) });
+    const store = openSlotStore(any.apiKey, limits, e, {
+      ...(any.caFile ? { caFile: any.caFile } : {}),
+      ...(opts.trace ? { trace: opts.trace } : {}),
+    });
     return new OutboxSender(configs, broken, preferred, store, limits, opts);
   }
 
@@ -150,7 +166,10 @@ export class OutboxSender {
    */
   choose(message: Message): Chosen {
     try {
-      return chooseFor(message, this.preferred, { rest: this.configs.rest !== undefined, smtp: this.configs.smtp !== undefined });
+      return chooseFor(message, this.preferred, {
+        rest: this.configs.rest !== undefined,
+        smtp: this.configs.smtp !== undefined,
+      });
     } catch (e) {
       const broken = this.broken.smtp ?? this.broken.rest;
       if (broken) throw Object.assign(broken, { broken: true });
@@ -162,14 +181,27 @@ export class OutboxSender {
     let t = this.transports.get(name);
     if (!t) {
       const config = this.configs[name];
-      if (!config) throw new MailsendError("config_missing", `no ${name === "rest" ? "REST base URL" : "SMTP host"} is configured`);
+      if (!config)
+        throw new MailsendError(
+          "config_missing",
+          `no ${name === "rest" ? "REST base URL" : "SMTP host"} is configured`,
+        );
       t = createTransport(config, this.opts.pool ? { pool: this.opts.pool } : {});
       this.transports.set(name, t);
     }
     return t;
   }
 
-  async send(message: Message, chosen: Chosen, extra: { onWait?: (w: WaitInfo) => void; signal?: AbortSignal; sleep?: DeliverOptions["sleep"]; slotClass?: SlotClass } = {}): Promise<SendResult> {
+  async send(
+    message: Message,
+    chosen: Chosen,
+    extra: {
+      onWait?: (w: WaitInfo) => void;
+      signal?: AbortSignal;
+      sleep?: DeliverOptions["sleep"];
+      slotClass?: SlotClass;
+    } = {},
+  ): Promise<SendResult> {
     const transport = await this.transport(chosen.transport);
     return deliver(transport, forTransport(message, chosen.transport), {
       ...(this.store ? { store: this.store } : {}),

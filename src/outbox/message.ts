@@ -10,7 +10,12 @@ import type { Envelope } from "../core/envelope.js";
  * transport needs: one From, parseable addresses, at least one recipient;
  * throws a MailsendError (64/65) before anything is queued.
  */
-export async function prepareMessage(raw: Buffer, envelope: Envelope, idempotencyKey?: string, opts: { stampedMessageId?: boolean; nullSender?: boolean } = {}): Promise<Message> {
+export async function prepareMessage(
+  raw: Buffer,
+  envelope: Envelope,
+  idempotencyKey?: string,
+  opts: { stampedMessageId?: boolean; nullSender?: boolean } = {},
+): Promise<Message> {
   if (envelope.to.length === 0) {
     throw new MailsendError("usage", "no recipients: the message names none and none were given", {
       hint: "Give the recipients as arguments, or use -t to take them from the To, Cc and Bcc headers.",

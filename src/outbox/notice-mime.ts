@@ -57,8 +57,16 @@ function readable(f: NoticeFacts): string {
   const subject = f.originalSubject !== undefined ? `"${oneLine(f.originalSubject)}"` : "(no subject)";
   const head =
     f.kind === "failed"
-      ? [`This is the mail system at ${f.host}.`, "", `Your message ${subject} could not be delivered to the recipients below, and will not be tried again.`]
-      : [`This is the mail system at ${f.host}.`, "", `Your message ${subject} has not been delivered yet to the recipients below. This is a warning only: it is still being tried, and you need not send it again.`];
+      ? [
+          `This is the mail system at ${f.host}.`,
+          "",
+          `Your message ${subject} could not be delivered to the recipients below, and will not be tried again.`,
+        ]
+      : [
+          `This is the mail system at ${f.host}.`,
+          "",
+          `Your message ${subject} has not been delivered yet to the recipients below. This is a warning only: it is still being tried, and you need not send it again.`,
+        ];
   const tail = [
     "",
     `Recipients:`,
@@ -77,7 +85,11 @@ function readable(f: NoticeFacts): string {
 }
 
 function deliveryStatus(f: NoticeFacts): string {
-  const message = [`Reporting-MTA: dns; ${f.host}`, `X-Mailsend-Queue-ID: ${f.outboxId}`, `Arrival-Date: ${date(f.queuedAt)}`];
+  const message = [
+    `Reporting-MTA: dns; ${f.host}`,
+    `X-Mailsend-Queue-ID: ${f.outboxId}`,
+    `Arrival-Date: ${date(f.queuedAt)}`,
+  ];
   const perRecipient = f.recipients.map((r) =>
     [
       `Final-Recipient: rfc822; ${r.address}`,
@@ -93,15 +105,27 @@ function deliveryStatus(f: NoticeFacts): string {
 
 /** A mailbox for a header written by hand: a display name that is not ASCII is left out rather than encoded. */
 function headerMailbox(m: Mailbox): string {
-  return formatMailbox(m.name && ascii(m.name) ? { name: oneLine(m.name), address: m.address } : { address: m.address });
+  return formatMailbox(
+    m.name && ascii(m.name) ? { name: oneLine(m.name), address: m.address } : { address: m.address },
+  );
 }
 
 /** The notice, as the bytes the outbox queues. */
 export function noticeMime(f: NoticeFacts): Buffer {
   const boundary = `=_mailsend_report_${randomBytes(12).toString("hex")}`;
   const text = readable(f).replace(/\r?\n/g, CRLF);
-  const textPart = ascii(text) ? [`Content-Type: text/plain; charset=utf-8`, `Content-Transfer-Encoding: 7bit`, "", text] : [`Content-Type: text/plain; charset=utf-8`, `Content-Transfer-Encoding: base64`, "", base64Lines(Buffer.from(text, "utf8"))];
-  const original = f.originalHeader.toString("latin1").replace(/\r?\n/g, CRLF).replace(/(\r\n)*$/, CRLF);
+  const textPart = ascii(text)
+    ? [`Content-Type: text/plain; charset=utf-8`, `Content-Transfer-Encoding: 7bit`, "", text]
+    : [
+        `Content-Type: text/plain; charset=utf-8`,
+        `Content-Transfer-Encoding: base64`,
+        "",
+        base64Lines(Buffer.from(text, "utf8")),
+      ];
+  const original = f.originalHeader
+    .toString("latin1")
+    .replace(/\r?\n/g, CRLF)
+    .replace(/(\r\n)*$/, CRLF);
   const subject = f.kind === "failed" ? "Undelivered Mail Returned to Sender" : "Delayed Mail (still being retried)";
   const header = [
     `From: ${headerMailbox(f.from)}`,
@@ -131,5 +155,9 @@ export function noticeMime(f: NoticeFacts): Buffer {
     "",
   ].join(CRLF);
   // The original's header goes byte for byte (latin1 both ways), whatever its charset.
-  return Buffer.concat([Buffer.from(before, "utf8"), Buffer.from(original, "latin1"), Buffer.from(`${CRLF}--${boundary}--${CRLF}`, "utf8")]);
+  return Buffer.concat([
+    Buffer.from(before, "utf8"),
+    Buffer.from(original, "latin1"),
+    Buffer.from(`${CRLF}--${boundary}--${CRLF}`, "utf8"),
+  ]);
 }

@@ -71,7 +71,8 @@ function diagnosticOf(text: string): string {
 function recipientsOf(queued: QueuedMessage, err: MailsendError, status: string): NoticeRecipient[] {
   // Refused in part: the others have it; the notice names only those that do not.
   const refused = err.partial?.refused;
-  if (refused && refused.length > 0) return refused.map((r) => ({ address: r.address, status, diagnostic: diagnosticOf(r.reply || err.message) }));
+  if (refused && refused.length > 0)
+    return refused.map((r) => ({ address: r.address, status, diagnostic: diagnosticOf(r.reply || err.message) }));
   return queued.meta.envelope.to.map((address) => ({ address, status, diagnostic: diagnosticOf(err.message) }));
 }
 
@@ -98,13 +99,19 @@ export interface NoticeContext {
  * sent one of this kind, for a delay: not queued long enough). Throws a config error for a bad
  * notice setting.
  */
-export function planNotice(kind: NoticeKind, queued: QueuedMessage, err: MailsendError, ctx: NoticeContext): PlannedNotice | undefined {
+export function planNotice(
+  kind: NoticeKind,
+  queued: QueuedMessage,
+  err: MailsendError,
+  ctx: NoticeContext,
+): PlannedNotice | undefined {
   const { meta, raw, state } = queued;
   if (state.notices?.[kind] !== undefined || isAutomatic(meta, raw)) return undefined;
   const settings = noticeSettings(loadSettings(meta.profile, ctx.env).env);
   if (settings.mode === "off") return undefined;
   const now = ctx.now ?? Date.now();
-  if (kind === "delayed" && (settings.warnAfterMs <= 0 || now - meta.createdAt < settings.warnAfterMs)) return undefined;
+  if (kind === "delayed" && (settings.warnAfterMs <= 0 || now - meta.createdAt < settings.warnAfterMs))
+    return undefined;
   const sender = parseMailbox1(meta.envelope.from, "envelope sender");
   const to: Mailbox[] = settings.mode === "postmaster" ? [] : [sender];
   const pm = settings.postmaster;
@@ -153,7 +160,16 @@ function tryMailbox(s: string): Mailbox | undefined {
 
 /** Into the outbox, due now; returns its id. */
 export function queueNotice(outbox: Outbox, n: PlannedNotice): Promise<string> {
-  return outbox.add({ raw: n.raw, envelope: n.envelope, idempotencyKey: n.idempotencyKey, source: "notice", ...(n.profile ? { profile: n.profile } : {}), subject: n.subject, headerFrom: n.headerFrom, stampedMessageId: true });
+  return outbox.add({
+    raw: n.raw,
+    envelope: n.envelope,
+    idempotencyKey: n.idempotencyKey,
+    source: "notice",
+    ...(n.profile ? { profile: n.profile } : {}),
+    subject: n.subject,
+    headerFrom: n.headerFrom,
+    stampedMessageId: true,
+  });
 }
 
 /**
@@ -169,6 +185,9 @@ export function chooseNotice(sender: OutboxSender, message: Message): { message:
     const html = `<!DOCTYPE html>\n<html><body><pre style="font-family: monospace; white-space: pre-wrap">${escapeHtml(message.text ?? "")}</pre></body></html>\n`;
     const { raw: _raw, text: _text, ...rest } = message;
     const plain: Message = { ...rest, html, attachments: [], headers: [["Auto-Submitted", "auto-replied"]] };
-    return { message: plain, chosen: { ...sender.choose(plain), reason: "REST only: the notice's readable part, as HTML" } };
+    return {
+      message: plain,
+      chosen: { ...sender.choose(plain), reason: "REST only: the notice's readable part, as HTML" },
+    };
   }
 }

@@ -38,11 +38,22 @@ export interface LockTiming {
  * is dead (its pid gone) is waited for, until proper-lockfile judges it stale
  * (bounded: its mtime no longer moves), then taken.
  */
-export async function lockOutbox(outbox: Outbox, onCompromised: () => void, timing: LockTiming = {}): Promise<Release | undefined> {
+export async function lockOutbox(
+  outbox: Outbox,
+  onCompromised: () => void,
+  timing: LockTiming = {},
+): Promise<Release | undefined> {
   outbox.ensureDirs();
   const staleMs = Math.max(2000, timing.staleMs ?? STALE_MS);
   const poll = Math.max(10, timing.pollMs ?? DEAD_POLL_MS);
-  const lock = { guarded: outbox.dir, lock: lockPath(outbox), holderFile: ownerPath(outbox), staleMs, updateMs: Math.min(UPDATE_MS, staleMs / 5), onCompromised };
+  const lock = {
+    guarded: outbox.dir,
+    lock: lockPath(outbox),
+    holderFile: ownerPath(outbox),
+    staleMs,
+    updateMs: Math.min(UPDATE_MS, staleMs / 5),
+    onCompromised,
+  };
   // A dead holder's lock is stale STALE_MS after its last refresh, at most STALE_MS from now;
   // past that (and a margin) whoever holds it is not the dead runner: leave it to them.
   const giveUpAt = Date.now() + staleMs + 4 * poll;

@@ -24,7 +24,15 @@ const DEFAULT_CONCURRENCY = 4;
 const POLL_MS = 1000;
 
 export type RunnerEvent =
-  | { type: "sent"; id: string; transport: string; reason: string; messageId: string; recipients: string[]; attempts: number }
+  | {
+      type: "sent";
+      id: string;
+      transport: string;
+      reason: string;
+      messageId: string;
+      recipients: string[];
+      attempts: number;
+    }
   | { type: "deferred"; id: string; error: MailsendError; nextAttemptAt: number; attempts: number }
   | { type: "failed"; id: string; error: MailsendError; attempts: number }
   | { type: "warning"; id?: string; message: string }
@@ -173,7 +181,8 @@ export class QueueRunner {
   /** Whether queue/ holds a message this runner does not know of (added since its last listing). */
   private async arrivedUnseen(): Promise<boolean> {
     const { ids } = await this.outbox.listing();
-    for (let j = 0; j < ids.n; j++) if (!this.due.knows(ids.hi[j]!, ids.lo[j]!) && !this.unremoved.has(ids.idAt(j))) return true;
+    for (let j = 0; j < ids.n; j++)
+      if (!this.due.knows(ids.hi[j]!, ids.lo[j]!) && !this.unremoved.has(ids.idAt(j))) return true;
     return false;
   }
 
@@ -211,7 +220,8 @@ export class QueueRunner {
     }
     // Nothing awaited from here on: what the deliveries recorded meanwhile is not overwritten.
     this.due.replace(ids, listedAt, (id) => this.inFlight.has(id));
-    for (const [id, when] of moved) if ((retried || this.heldElsewhere.has(id)) && !this.inFlight.has(id)) this.due.set(id, when);
+    for (const [id, when] of moved)
+      if ((retried || this.heldElsewhere.has(id)) && !this.inFlight.has(id)) this.due.set(id, when);
     for (const id of this.unremoved) this.due.delete(id);
     this.lastScan = Date.now();
     // A big outbox is listed less often: at most a tenth of the time goes to listing it.
@@ -327,7 +337,12 @@ export class QueueRunner {
       if (isDamagedFile(e)) {
         // It can never go as it is: failed/, with the reason, where `mailsend queue --failed` shows it; never sent cut.
         try {
-          await this.outbox.fail(id, { attempts: 0, nextAttemptAt: 0, lastError: errorRecord(err), failedAt: Date.now() });
+          await this.outbox.fail(id, {
+            attempts: 0,
+            nextAttemptAt: 0,
+            lastError: errorRecord(err),
+            failedAt: Date.now(),
+          });
           this.due.delete(id);
           this.summary.failed++;
           onEvent?.({ type: "failed", id, error: err, attempts: 0 });
@@ -359,20 +374,33 @@ export class QueueRunner {
     } catch {}
     this.due.set(id, refused.until);
     this.summary.deferred++;
-    this.opts.onEvent?.({ type: "deferred", id, error: refused.error, nextAttemptAt: refused.until, attempts: state.attempts });
+    this.opts.onEvent?.({
+      type: "deferred",
+      id,
+      error: refused.error,
+      nextAttemptAt: refused.until,
+      attempts: state.attempts,
+    });
     return true;
   }
 
   /** One try to send it; once accepted it leaves the outbox. Throws what the try ran into. */
   private async deliver(id: string, { meta, raw }: QueuedMessage, attempts: number): Promise<void> {
     const { onEvent } = this.opts;
-    let message = await prepareMessage(raw, meta.envelope, meta.idempotencyKey, { stampedMessageId: meta.stampedMessageId === true, nullSender: meta.source === "notice" });
+    let message = await prepareMessage(raw, meta.envelope, meta.idempotencyKey, {
+      stampedMessageId: meta.stampedMessageId === true,
+      nullSender: meta.source === "notice",
+    });
     const sender = await this.sender(meta.profile);
     // What `send --queue` queued goes as send chose; mail from other programs as the outbox chooses.
     let chosen;
     try {
       if (meta.source === "notice") ({ message, chosen } = chooseNotice(sender, message));
-      else chosen = meta.source === "send" && (meta.transport === "rest" || meta.transport === "smtp") ? { transport: meta.transport, reason: "as send chose when it queued it" } : sender.choose(message);
+      else
+        chosen =
+          meta.source === "send" && (meta.transport === "rest" || meta.transport === "smtp")
+            ? { transport: meta.transport, reason: "as send chose when it queued it" }
+            : sender.choose(message);
     } catch (e) {
       // A channel it needs is configured wrongly: a setting to fix, it waits (choose says which).
       if ((e as { broken?: boolean }).broken) throw e;
@@ -392,23 +420,48 @@ export class QueueRunner {
       await this.outbox.remove(id);
     } catch (e) {
       this.unremoved.add(id);
-      onEvent?.({ type: "warning", id, message: `sent, but could not be removed from the outbox (${toMailsendError(e).message}); a later run resends it under the same idempotency key, which the service drops as a repeat` });
+      onEvent?.({
+        type: "warning",
+        id,
+        message: `sent, but could not be removed from the outbox (${toMailsendError(e).message}); a later run resends it under the same idempotency key, which the service drops as a repeat`,
+      });
     }
-    onEvent?.({ type: "sent", id, transport: result.transport, reason: chosen.reason, messageId: result.messageId, recipients: result.recipients, attempts });
+    onEvent?.({
+      type: "sent",
+      id,
+      transport: result.transport,
+      reason: chosen.reason,
+      messageId: result.messageId,
+      recipients: result.recipients,
+      attempts,
+    });
   }
 
   /** A failed try: deferred with its next time, or to failed/ (permanent, or too old). */
-  private async record(id: string, queued: QueuedMessage, attempts: number, err: MailsendError, maxAge: number): Promise<void> {
+  private async record(
+    id: string,
+    queued: QueuedMessage,
+    attempts: number,
+    err: MailsendError,
+    maxAge: number,
+  ): Promise<void> {
     const { onEvent } = this.opts;
     const { meta } = queued;
-    const next: OutboxState = { attempts, nextAttemptAt: 0, lastError: errorRecord(err), ...(queued.state.notices ? { notices: queued.state.notices } : {}) };
+    const next: OutboxState = {
+      attempts,
+      nextAttemptAt: 0,
+      lastError: errorRecord(err),
+      ...(queued.state.notices ? { notices: queued.state.notices } : {}),
+    };
     // The attempt itself failed on this machine (the budget's state or lock cannot be written): the run's result.
-    if ((err.exitClass === "cantcreat" || err.exitClass === "ioerr") && !this.faulted.has(id)) this.faulted.set(id, err);
+    if ((err.exitClass === "cantcreat" || err.exitClass === "ioerr") && !this.faulted.has(id))
+      this.faulted.set(id, err);
     const tooOld = Date.now() - meta.createdAt > maxAge;
     try {
       if (waitsInOutbox(err) && !tooOld && !(err as { permanent?: boolean }).permanent) {
         next.nextAttemptAt = Date.now() + retryDelayMs(attempts, err.retryAfter);
-        if ((err.code === "auth_failed" || err.code === "key_revoked") && !err.local) this.keyRefused.set(meta.profile ?? "", { until: next.nextAttemptAt, error: err });
+        if ((err.code === "auth_failed" || err.code === "key_revoked") && !err.local)
+          this.keyRefused.set(meta.profile ?? "", { until: next.nextAttemptAt, error: err });
         const warning = this.noticeFor("delayed", id, queued, err, { attempts, maxAge, next });
         await this.outbox.setState(id, next);
         if (warning) await this.sendNotice(id, warning);
@@ -417,7 +470,13 @@ export class QueueRunner {
         onEvent?.({ type: "deferred", id, error: err, nextAttemptAt: next.nextAttemptAt, attempts });
       } else {
         const expired = tooOld && waitsInOutbox(err);
-        const final = expired ? new MailsendError(err.code, `${err.message} (given up after ${Math.round(maxAge / 3600_000)} h in the outbox)`, { cause: err }) : err;
+        const final = expired
+          ? new MailsendError(
+              err.code,
+              `${err.message} (given up after ${Math.round(maxAge / 3600_000)} h in the outbox)`,
+              { cause: err },
+            )
+          : err;
         const notice = this.noticeFor("failed", id, queued, final, { attempts, maxAge, next, tooOld: expired });
         await this.outbox.fail(id, { ...next, lastError: errorRecord(final), failedAt: Date.now() });
         if (notice) await this.sendNotice(id, notice);
@@ -431,7 +490,11 @@ export class QueueRunner {
       const fault = toMailsendError(bookkeeping);
       this.summary.deferred++;
       if (!this.faulted.has(id)) this.faulted.set(id, fault);
-      onEvent?.({ type: "warning", id, message: `not delivered (${err.message}), and the attempt could not be recorded: ${fault.message}; it stays queued` });
+      onEvent?.({
+        type: "warning",
+        id,
+        message: `not delivered (${err.message}), and the attempt could not be recorded: ${fault.message}; it stays queued`,
+      });
     }
   }
 
@@ -440,12 +503,27 @@ export class QueueRunner {
    * mark is on disk before the notice is queued, so a crash between the two loses the notice
    * rather than sending it twice. A bad notice setting is said, and costs the notice only.
    */
-  private noticeFor(kind: NoticeKind, id: string, queued: QueuedMessage, err: MailsendError, o: { attempts: number; maxAge: number; next: OutboxState; tooOld?: boolean }): PlannedNotice | undefined {
+  private noticeFor(
+    kind: NoticeKind,
+    id: string,
+    queued: QueuedMessage,
+    err: MailsendError,
+    o: { attempts: number; maxAge: number; next: OutboxState; tooOld?: boolean },
+  ): PlannedNotice | undefined {
     let planned: PlannedNotice | undefined;
     try {
-      planned = planNotice(kind, queued, err, { env: this.opts.env, maxAgeMs: o.maxAge, attempts: o.attempts, ...(o.tooOld ? { tooOld: true } : {}) });
+      planned = planNotice(kind, queued, err, {
+        env: this.opts.env,
+        maxAgeMs: o.maxAge,
+        attempts: o.attempts,
+        ...(o.tooOld ? { tooOld: true } : {}),
+      });
     } catch (e) {
-      this.opts.onEvent?.({ type: "warning", id, message: `no ${kind === "failed" ? "notice" : "delay warning"} was queued to its sender: ${toMailsendError(e).message}` });
+      this.opts.onEvent?.({
+        type: "warning",
+        id,
+        message: `no ${kind === "failed" ? "notice" : "delay warning"} was queued to its sender: ${toMailsendError(e).message}`,
+      });
       return undefined;
     }
     if (planned) o.next.notices = { ...o.next.notices, [kind]: Date.now() };
@@ -459,7 +537,11 @@ export class QueueRunner {
       this.due.set(noticeId, Date.now());
       this.opts.onEvent?.({ type: "notice", id, noticeId, to: notice.envelope.to });
     } catch (e) {
-      this.opts.onEvent?.({ type: "warning", id, message: `the notice to ${notice.envelope.to.join(", ")} could not be queued: ${toMailsendError(e).message}` });
+      this.opts.onEvent?.({
+        type: "warning",
+        id,
+        message: `the notice to ${notice.envelope.to.join(", ")} could not be queued: ${toMailsendError(e).message}`,
+      });
     }
   }
 }

@@ -18,7 +18,13 @@ const isStr = (v: unknown): v is string => typeof v === "string";
 const isTime = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= 0;
 
 /** Every value of the type, so that one added there must be added here (the compiler says so). */
-const SOURCES: Record<OutboxMeta["source"], true> = { sendmail: true, relay: true, send: true, run: true, notice: true };
+const SOURCES: Record<OutboxMeta["source"], true> = {
+  sendmail: true,
+  relay: true,
+  send: true,
+  run: true,
+  notice: true,
+};
 const TRANSPORTS: Record<NonNullable<OutboxMeta["transport"]>, true> = { rest: true, smtp: true, auto: true };
 const oneOf = (values: object) => (v: unknown) => typeof v === "string" && Object.hasOwn(values, v);
 
@@ -53,7 +59,12 @@ export function checkMeta(value: unknown, id: string): OutboxMeta {
 
 function checkError(v: unknown): OutboxError | undefined {
   if (!isObj(v) || !isStr(v.message)) return undefined;
-  return { code: isStr(v.code) ? v.code : "unknown", message: v.message, exit: Number(v.exit) || 75, at: Number(v.at) || 0 };
+  return {
+    code: isStr(v.code) ? v.code : "unknown",
+    message: v.message,
+    exit: Number(v.exit) || 75,
+    at: Number(v.at) || 0,
+  };
 }
 
 /**

@@ -179,7 +179,8 @@ function parseMeta(line: string, rawLength: number, path: string, id: string): O
     throw e;
   }
   // Written whole (temp file, fsync, rename): a message of another length was cut or changed since.
-  if (meta.size !== rawLength) throw damagedFile(path, id, `its message is ${rawLength} bytes, ${meta.size} were queued`);
+  if (meta.size !== rawLength)
+    throw damagedFile(path, id, `its message is ${rawLength} bytes, ${meta.size} were queued`);
   return meta;
 }
 
@@ -263,7 +264,9 @@ export class Outbox {
     try {
       if (input.holdUntil) {
         // The hold is written first: a runner that lists queue/ never sees the message without it.
-        await writeDurably(join(this.queueDir, `${id}.state`), this.tmpDir, [Buffer.from(JSON.stringify({ attempts: 0, nextAttemptAt: input.holdUntil } satisfies OutboxState))]);
+        await writeDurably(join(this.queueDir, `${id}.state`), this.tmpDir, [
+          Buffer.from(JSON.stringify({ attempts: 0, nextAttemptAt: input.holdUntil } satisfies OutboxState)),
+        ]);
       }
       await writeDurably(target, this.tmpDir, [Buffer.from(`${JSON.stringify(meta)}\n`), input.raw], input.gate);
       await fsyncDirAsync(this.queueDir);
@@ -509,7 +512,16 @@ export class Outbox {
     const queued = this.paths(id, "queue");
     const s = (await stat(failed.msg).catch(() => undefined)) ? await this.state(id, "failed") : undefined;
     if (s) {
-      await this.setState(id, { attempts: s.attempts, nextAttemptAt: 0, ...(s.lastError ? { lastError: s.lastError } : {}), ...(s.notices ? { notices: s.notices } : {}) }, "queue");
+      await this.setState(
+        id,
+        {
+          attempts: s.attempts,
+          nextAttemptAt: 0,
+          ...(s.lastError ? { lastError: s.lastError } : {}),
+          ...(s.notices ? { notices: s.notices } : {}),
+        },
+        "queue",
+      );
       await rename(failed.msg, queued.msg);
       await rm(failed.state, { force: true });
       await fsyncDirAsync(this.queueDir).catch(() => {});

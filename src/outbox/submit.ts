@@ -54,7 +54,11 @@ export interface SubmitOptions {
  * queued and a runner started, not killed with it in the outbox under a hold nobody will end.
  * The signals are given back when it returns.
  */
-export async function submitStoppable(raw: Buffer, envelope: Envelope, opts: Omit<SubmitOptions, "signal">): Promise<SubmitResult> {
+export async function submitStoppable(
+  raw: Buffer,
+  envelope: Envelope,
+  opts: Omit<SubmitOptions, "signal">,
+): Promise<SubmitResult> {
   const controller = new AbortController();
   const signals = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
   const onSignal = () => controller.abort(new MailsendError("temporary_failure", "interrupted by a signal"));
@@ -111,7 +115,9 @@ export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOption
     ...(opts.trace ? { trace: opts.trace } : {}),
   });
   try {
-    const chosen = opts.transport ? { transport: opts.transport, reason: `--transport ${opts.transport}` } : sender.choose(message);
+    const chosen = opts.transport
+      ? { transport: opts.transport, reason: `--transport ${opts.transport}` }
+      : sender.choose(message);
     opts.trace?.(`* over ${chosen.transport}: ${chosen.reason}`);
     const stoppable = opts.signal ? { signal: opts.signal } : {};
     if (opts.mode === "never") return { status: "sent", result: await sender.send(message, chosen, stoppable), chosen };
@@ -151,11 +157,19 @@ export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOption
         throw err;
       }
       await outbox
-        .setState(id, { attempts: 1, nextAttemptAt: Date.now() + (err.code === "rate_limited" ? (err.retryAfter ?? 1) * 1000 : retryDelayMs(1, err.retryAfter)), lastError: { code: err.code, message: err.message, exit: exitCodeFor(err.code), at: Date.now() } })
+        .setState(id, {
+          attempts: 1,
+          nextAttemptAt:
+            Date.now() + (err.code === "rate_limited" ? (err.retryAfter ?? 1) * 1000 : retryDelayMs(1, err.retryAfter)),
+          lastError: { code: err.code, message: err.message, exit: exitCodeFor(err.code), at: Date.now() },
+        })
         .catch(() => {});
       const log = await kickRunner(opts.env, outbox);
       // Said to callers that know nothing of send's flags (sendmail, cron): what happened, in its own words.
-      const reason = err.code === "rate_limited" ? `the rate limit for this key is reached${err.retryAfter !== undefined ? `; the next slot frees in ${err.retryAfter} s` : ""}` : err.message;
+      const reason =
+        err.code === "rate_limited"
+          ? `the rate limit for this key is reached${err.retryAfter !== undefined ? `; the next slot frees in ${err.retryAfter} s` : ""}`
+          : err.message;
       return { status: "queued", id, reason, ...(log ? { log } : {}) };
     }
   } finally {

@@ -25,7 +25,9 @@ interface ScryptHash {
 function derive(password: string, salt: Buffer, n: number, r: number, p: number, keylen: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     // maxmem: N=2^20 would need 1 GiB; 128 * N * r * 2 leaves room for what we write (and a little more).
-    scrypt(password.normalize("NFC"), salt, keylen, { N: n, r, p, maxmem: 256 * n * r + 1024 * 1024 }, (e, key) => (e ? reject(e) : resolve(key)));
+    scrypt(password.normalize("NFC"), salt, keylen, { N: n, r, p, maxmem: 256 * n * r + 1024 * 1024 }, (e, key) =>
+      e ? reject(e) : resolve(key),
+    );
   });
 }
 
@@ -69,11 +71,19 @@ export class RelayUsers {
       const user = colon > 0 ? t.slice(0, colon).trim() : "";
       const h = colon > 0 ? parseHash(t.slice(colon + 1).trim()) : undefined;
       if (!user || /\s/.test(user) || !h) {
-        throw new MailsendError("config_invalid", `${path} line ${i + 1} is not "user:scrypt$..." as made by \`mailsend relay hash-password\``, {
-          hint: `Make each line with: printf '%s' 'the password' | mailsend relay hash-password USER >> ${path}`,
-        });
+        throw new MailsendError(
+          "config_invalid",
+          `${path} line ${i + 1} is not "user:scrypt$..." as made by \`mailsend relay hash-password\``,
+          {
+            hint: `Make each line with: printf '%s' 'the password' | mailsend relay hash-password USER >> ${path}`,
+          },
+        );
       }
-      if (users.has(user)) throw new MailsendError("config_invalid", `${path} line ${i + 1}: the user ${JSON.stringify(user)} is listed twice`);
+      if (users.has(user))
+        throw new MailsendError(
+          "config_invalid",
+          `${path} line ${i + 1}: the user ${JSON.stringify(user)} is listed twice`,
+        );
       users.set(user, h);
     });
     if (users.size === 0) {

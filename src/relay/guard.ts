@@ -58,7 +58,8 @@ export class SessionGuard {
   connect(session: SMTPServerSession, disabled: readonly string[]): string | undefined {
     const address = plainAddress(session.remoteAddress);
     const n = this.#perAddress.get(address) ?? 0;
-    if (this.#opts.perAddress !== undefined && n >= this.#opts.perAddress) return `4.7.0 Too many connections from ${address}, try again in a moment`;
+    if (this.#opts.perAddress !== undefined && n >= this.#opts.perAddress)
+      return `4.7.0 Too many connections from ${address}, try again in a moment`;
     this.#perAddress.set(address, n + 1);
     this.#counted.add(session.id);
     if (this.#opts.authAfterTls) session.disabledCommands = [...disabled, "AUTH"];

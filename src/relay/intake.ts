@@ -45,8 +45,14 @@ export function checkDeliverable(message: Message, s: DeliverySettings): void {
     if (!(e instanceof MailsendError)) throw e;
     const loss = restLossOfRaw(message) ?? e.message;
     const why = s.preferred === "rest" ? "the transport is rest (MAILSEND_TRANSPORT)" : "no SMTP server is configured";
-    const fix = s.preferred === "rest" ? "configure an SMTP server (MAILSEND_SMTP_HOST) and MAILSEND_TRANSPORT=auto for such mail" : "configure an SMTP server (MAILSEND_SMTP_HOST) for such mail";
-    throw new MailsendError(e.code, `this message cannot go over REST without loss (${loss}), and ${why}; ${fix}`, { cause: e, local: e.local });
+    const fix =
+      s.preferred === "rest"
+        ? "configure an SMTP server (MAILSEND_SMTP_HOST) and MAILSEND_TRANSPORT=auto for such mail"
+        : "configure an SMTP server (MAILSEND_SMTP_HOST) for such mail";
+    throw new MailsendError(e.code, `this message cannot go over REST without loss (${loss}), and ${why}; ${fix}`, {
+      cause: e,
+      local: e.local,
+    });
   }
 }
 

@@ -12,7 +12,9 @@ export const DEFAULT_LISTEN: ListenAddress = { host: "127.0.0.1", port: 2525 };
 /** "127.0.0.1:2525", "[::1]:2525", "localhost:2525", "0.0.0.0:25"; a bare port means 127.0.0.1. */
 export function parseListen(spec: string): ListenAddress {
   const bad = (why: string) =>
-    new MailsendError("usage", `--listen ${JSON.stringify(spec)}: ${why}`, { hint: "Give host:port, e.g. --listen 127.0.0.1:2525 or --listen [::1]:2525." });
+    new MailsendError("usage", `--listen ${JSON.stringify(spec)}: ${why}`, {
+      hint: "Give host:port, e.g. --listen 127.0.0.1:2525 or --listen [::1]:2525.",
+    });
   let host: string;
   let port: string;
   const v6 = /^\[([^\]]+)\]:(\d+)$/.exec(spec);

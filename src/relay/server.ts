@@ -74,7 +74,14 @@ export interface RelayOptions {
    * A message refused after DATA, or a recipient at its RCPT TO (`rcpt`, the envelope's `to` being
    * it alone): logged by the caller, never a password.
    */
-  onRefused?(info: { code: number; reply: string; envelope: Envelope; remote: string; error?: MailsendError; rcpt?: string }): void;
+  onRefused?(info: {
+    code: number;
+    reply: string;
+    envelope: Envelope;
+    remote: string;
+    error?: MailsendError;
+    rcpt?: string;
+  }): void;
   /**
    * Connections one client address may hold at once; one more is answered 421. Default: a quarter
    * of maxClients when listening beyond loopback, none on loopback (this machine's own programs).
@@ -119,13 +126,24 @@ export function replyFor(e: unknown, stage: "validate" | "store" = "validate"): 
     const why = err ? replyText(err.message.replace(/; the message was NOT queued$/, "")) : "internal error";
     return { code: 452, text: `4.3.1 Insufficient system storage: the message was not queued (${why})` };
   }
-  if (!err || err.code === "internal" || err.exitClass === "tempfail" || err.exitClass === "unavailable" || err.exitClass === "cantcreat" || err.exitClass === "ioerr") {
-    return { code: 451, text: `4.3.0 Temporary local problem, try again later${err && err.code !== "internal" ? ` (${replyText(err.message)})` : ""}` };
+  if (
+    !err ||
+    err.code === "internal" ||
+    err.exitClass === "tempfail" ||
+    err.exitClass === "unavailable" ||
+    err.exitClass === "cantcreat" ||
+    err.exitClass === "ioerr"
+  ) {
+    return {
+      code: 451,
+      text: `4.3.0 Temporary local problem, try again later${err && err.code !== "internal" ? ` (${replyText(err.message)})` : ""}`,
+    };
   }
   if (err.code === "too_large") return { code: 552, text: `5.3.4 ${replyText(err.message)}` };
   // RFC 3463 4.3.5 "system incorrectly configured": the key, the sender, the transports of this
   // machine; 5xx is for what is wrong with the message itself.
-  if (err.exitClass === "config" || err.exitClass === "noperm" || err.local) return { code: SETUP_REPLY.code, text: `${SETUP_REPLY.status} ${replyText(err.message)}` };
+  if (err.exitClass === "config" || err.exitClass === "noperm" || err.local)
+    return { code: SETUP_REPLY.code, text: `${SETUP_REPLY.status} ${replyText(err.message)}` };
   return { code: 554, text: `5.6.0 ${replyText(err.message)}` };
 }
 
@@ -137,7 +155,8 @@ export function replyFor(e: unknown, stage: "validate" | "store" = "validate"): 
  */
 export function rcptReplyFor(e: unknown, address: string): Error {
   const err = e instanceof MailsendError ? e : undefined;
-  if (err?.code === "invalid_address") return smtpReply(553, `5.1.3 <${replyText(address)}>: ${replyText(err.message)}`);
+  if (err?.code === "invalid_address")
+    return smtpReply(553, `5.1.3 <${replyText(address)}>: ${replyText(err.message)}`);
   if (err && !err.local && (err.exitClass === "config" || err.exitClass === "dataerr" || err.exitClass === "usage")) {
     return smtpReply(550, `5.1.1 <${replyText(address)}>: ${replyText(err.message)}`);
   }
@@ -150,7 +169,11 @@ export function rcptReplyFor(e: unknown, address: string): Error {
  * ends, as it goes on): the bytes, "too_big", or
  * "cut" when the client went away mid-DATA (nothing was accepted, so nothing is kept).
  */
-export function readData(stream: NodeJS.ReadableStream & { sizeExceeded?: boolean }, maxSize: number, done: (got: Buffer | "too_big" | "cut") => void): void {
+export function readData(
+  stream: NodeJS.ReadableStream & { sizeExceeded?: boolean },
+  maxSize: number,
+  done: (got: Buffer | "too_big" | "cut") => void,
+): void {
   const chunks: Buffer[] = [];
   let size = 0;
   let broken = false;
@@ -172,10 +195,15 @@ export function readData(stream: NodeJS.ReadableStream & { sizeExceeded?: boolea
 }
 
 /** The reply to a recipient beyond `max`: 452 4.5.3, which SMTP clients answer with another transaction. */
-export const tooManyRecipients = (max: number) => smtpReply(452, `4.5.3 Too many recipients (at most ${max} per message)`);
+export const tooManyRecipients = (max: number) =>
+  smtpReply(452, `4.5.3 Too many recipients (at most ${max} per message)`);
 
 /** A recipient through the caller's check: the reply to give (undefined: taken), said to onRefused too. */
-async function checkRecipient(opts: RelayOptions, address: string, session: SMTPServerSession): Promise<Error | undefined> {
+async function checkRecipient(
+  opts: RelayOptions,
+  address: string,
+  session: SMTPServerSession,
+): Promise<Error | undefined> {
   try {
     await opts.checkRecipient!(address);
     return undefined;
@@ -184,7 +212,14 @@ async function checkRecipient(opts: RelayOptions, address: string, session: SMTP
     // Said where the relay logs, too: a 451 here (no aliases file, a broken one) is this
     // machine's to fix, and an MTA in front only keeps retrying.
     const envelope = { from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "", to: [address] };
-    opts.onRefused?.({ code: reply.responseCode, reply: reply.message, envelope, remote: `${session.remoteAddress}:${session.remotePort}`, rcpt: address, ...(e instanceof MailsendError ? { error: e } : {}) });
+    opts.onRefused?.({
+      code: reply.responseCode,
+      reply: reply.message,
+      envelope,
+      remote: `${session.remoteAddress}:${session.remotePort}`,
+      rcpt: address,
+      ...(e instanceof MailsendError ? { error: e } : {}),
+    });
     return reply;
   }
 }
@@ -220,13 +255,25 @@ async function takeMessage(
     const id = await opts.store(raw, envelope, gate);
     cb(null, `2.0.0 queued as ${id}`);
     try {
-      opts.onAccepted?.({ id, envelope, size, remote, ...(typeof session.user === "string" ? { user: session.user } : {}) });
+      opts.onAccepted?.({
+        id,
+        envelope,
+        size,
+        remote,
+        ...(typeof session.user === "string" ? { user: session.user } : {}),
+      });
     } catch {
       // Logging or waking the runner failed: the message is stored and answered; the next wake-up finds it.
     }
   } catch (e) {
     const r = replyFor(e, refusal && refusal.error === e ? "validate" : "store");
-    opts.onRefused?.({ code: r.code, reply: r.text, envelope, remote, ...(e instanceof MailsendError ? { error: e } : {}) });
+    opts.onRefused?.({
+      code: r.code,
+      reply: r.text,
+      envelope,
+      remote,
+      ...(e instanceof MailsendError ? { error: e } : {}),
+    });
     cb(smtpReply(r.code, r.text));
   }
 }
@@ -237,11 +284,23 @@ function listen(server: SMTPServer, host: string, port: number): Promise<void> {
     const fail = (e: NodeJS.ErrnoException) => {
       const where = hostPort(host, port);
       if (e.code === "EADDRINUSE") {
-        reject(new MailsendError("config_invalid", `cannot listen on ${where}: the address is already in use`, { hint: "Another relay (or mail server) runs there; stop it or choose another --listen." }));
+        reject(
+          new MailsendError("config_invalid", `cannot listen on ${where}: the address is already in use`, {
+            hint: "Another relay (or mail server) runs there; stop it or choose another --listen.",
+          }),
+        );
       } else if (e.code === "EACCES") {
-        reject(new MailsendError("config_invalid", `cannot listen on ${where}: permission denied`, { hint: "Ports below 1024 need root or CAP_NET_BIND_SERVICE; the default 2525 does not." }));
+        reject(
+          new MailsendError("config_invalid", `cannot listen on ${where}: permission denied`, {
+            hint: "Ports below 1024 need root or CAP_NET_BIND_SERVICE; the default 2525 does not.",
+          }),
+        );
       } else if (e.code === "EADDRNOTAVAIL" || e.code === "ENOTFOUND" || e.code === "EAI_AGAIN") {
-        reject(new MailsendError("config_invalid", `cannot listen on ${where}: no such address on this machine`, { hint: "Give an address of one of this machine's interfaces, e.g. --listen 127.0.0.1:2525." }));
+        reject(
+          new MailsendError("config_invalid", `cannot listen on ${where}: no such address on this machine`, {
+            hint: "Give an address of one of this machine's interfaces, e.g. --listen 127.0.0.1:2525.",
+          }),
+        );
       } else reject(new MailsendError("config_invalid", `cannot listen on ${where}: ${e.message}`));
     };
     server.server.once("error", fail);
@@ -322,7 +381,11 @@ function serverOptions(opts: RelayOptions, inflight: Set<Promise<unknown>>, guar
             return cb(null, { user: auth.username });
           }
           const closing = await guard.failed(session, auth.username ?? "");
-          cb(closing ? smtpReply(421, "4.7.0 Too many authentication failures, closing connection") : smtpReply(535, "5.7.8 Authentication credentials invalid"));
+          cb(
+            closing
+              ? smtpReply(421, "4.7.0 Too many authentication failures, closing connection")
+              : smtpReply(535, "5.7.8 Authentication credentials invalid"),
+          );
         },
         () => cb(smtpReply(454, "4.7.0 Temporary authentication failure")),
       );
@@ -356,7 +419,6 @@ function serverOptions(opts: RelayOptions, inflight: Set<Promise<unknown>>, guar
       });
     },
   };
-
 }
 
 export async function startRelay(opts: RelayOptions): Promise<Relay> {
@@ -394,13 +456,19 @@ export function summaryHeaders(raw: Buffer): { subject?: string; headerFrom?: st
   const lf = raw.indexOf("\n\n");
   const ends = [crlf, lf].filter((i) => i >= 0);
   const end = ends.length ? Math.min(...ends) : Math.min(raw.length, 64 * 1024);
-  const head = raw.subarray(0, Math.min(end, 256 * 1024)).toString("utf8").replace(/\r?\n[ \t]+/g, " ");
+  const head = raw
+    .subarray(0, Math.min(end, 256 * 1024))
+    .toString("utf8")
+    .replace(/\r?\n[ \t]+/g, " ");
   const out: { subject?: string; headerFrom?: string } = {};
   for (const line of head.split(/\r?\n/)) {
     const colon = line.indexOf(":");
     if (colon <= 0) continue;
     const name = line.slice(0, colon).trim().toLowerCase();
-    const value = line.slice(colon + 1).trim().slice(0, 998);
+    const value = line
+      .slice(colon + 1)
+      .trim()
+      .slice(0, 998);
     if (name === "subject" && out.subject === undefined) out.subject = value;
     else if (name === "from" && out.headerFrom === undefined) out.headerFrom = value;
   }

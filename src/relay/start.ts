@@ -9,7 +9,14 @@ import { isIP } from "node:net";
 import { join } from "node:path";
 import { parseMailbox1 } from "../core/address.js";
 import { MailsendError, localFileError } from "../core/errors.js";
-import { atThisMachine, expandLocal, isLocalName, loadAliases, withProfileAliases, type AliasTable } from "../sendmail/aliases.js";
+import {
+  atThisMachine,
+  expandLocal,
+  isLocalName,
+  loadAliases,
+  withProfileAliases,
+  type AliasTable,
+} from "../sendmail/aliases.js";
 import { loadSettings } from "../settings/profile.js";
 import { addMissingStamps, mapRelayedLocalNames, mentionsThisMachine, relayLocal } from "../sendmail/submission.js";
 import { stateDir } from "../settings/state-dir.js";
@@ -52,10 +59,15 @@ export interface RelayStart {
 }
 
 /** Off loopback, other machines could send mail with this machine's key: only with users and TLS. */
-export function checkExposure(opts: Pick<RelayStartOptions, "listen" | "authFile" | "tlsCert" | "tlsSelfSigned">): void {
+export function checkExposure(
+  opts: Pick<RelayStartOptions, "listen" | "authFile" | "tlsCert" | "tlsSelfSigned">,
+): void {
   const wantsTls = opts.tlsCert !== undefined || opts.tlsSelfSigned === true;
   if (isLoopback(opts.listen.host) || (opts.authFile !== undefined && wantsTls)) return;
-  const missing = [opts.authFile === undefined ? "--auth-file (who may send)" : "", !wantsTls ? "TLS (--tls-cert and --tls-key, or --tls-self-signed)" : ""].filter(Boolean);
+  const missing = [
+    opts.authFile === undefined ? "--auth-file (who may send)" : "",
+    !wantsTls ? "TLS (--tls-cert and --tls-key, or --tls-self-signed)" : "",
+  ].filter(Boolean);
   throw new MailsendError(
     "config_invalid",
     `refusing to listen on ${hostPort(opts.listen.host, opts.listen.port)} without ${missing.join(" and ")}: it is not a loopback address, so other machines could send mail with your key`,
@@ -78,7 +90,12 @@ async function readPem(path: string, what: string): Promise<string> {
 /** The given certificate, or one made (and kept) for the listening address. */
 async function relayTls(opts: RelayStartOptions): Promise<Pick<RelayStart, "tls" | "caFile">> {
   if (opts.tlsCert !== undefined && opts.tlsKey !== undefined) {
-    return { tls: { cert: await readPem(opts.tlsCert, "TLS certificate file"), key: await readPem(opts.tlsKey, "TLS key file") } };
+    return {
+      tls: {
+        cert: await readPem(opts.tlsCert, "TLS certificate file"),
+        key: await readPem(opts.tlsKey, "TLS key file"),
+      },
+    };
   }
   if (!opts.tlsSelfSigned) return {};
   const { ensureTls } = await import("../sandbox/tls.js");
@@ -123,12 +140,16 @@ async function checkLocalRecipient(address: string, aliasesNow: () => Promise<Al
       // its relayhost: cron's mail to root@<this host>) keeps the mail until one is set. 550
       // bounced it, and the bounce to root with it. A name an existing file does not map
       // stays 550, as Postfix answers a user it does not know.
-      if (!aliases && e instanceof MailsendError) throw new MailsendError(e.code, e.message, { ...(e.hint ? { hint: e.hint } : {}), local: true });
+      if (!aliases && e instanceof MailsendError)
+        throw new MailsendError(e.code, e.message, { ...(e.hint ? { hint: e.hint } : {}), local: true });
       throw e;
     }
   } else if (isLocalName(address)) {
     // At localhost or the dot-less machine name, yet no user name (jörg@localhost): nowhere to go.
-    throw new MailsendError("invalid_address", `"${address}" is at this machine but is not a user name the aliases file could map`);
+    throw new MailsendError(
+      "invalid_address",
+      `"${address}" is at this machine but is not a user name the aliases file could map`,
+    );
   }
 }
 
@@ -152,7 +173,11 @@ async function localNames(opts: RelayStartOptions, stampedIds: WeakSet<Buffer>) 
     try {
       return await loadAliases(localEnv);
     } catch (e) {
-      throw new MailsendError("temporary_failure", `local names cannot be mapped now: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+      throw new MailsendError(
+        "temporary_failure",
+        `local names cannot be mapped now: ${e instanceof Error ? e.message : String(e)}`,
+        { cause: e },
+      );
     }
   };
   let aliasesTrouble: string | undefined;
@@ -170,7 +195,10 @@ async function localNames(opts: RelayStartOptions, stampedIds: WeakSet<Buffer>) 
             return undefined;
           })
         : undefined;
-      const mapped = mapRelayedLocalNames(raw, envelope, { ...(aliases ? { aliases } : {}), ...(localEnv.MAILSEND_FROM ? { defaultFrom: localEnv.MAILSEND_FROM } : {}) });
+      const mapped = mapRelayedLocalNames(raw, envelope, {
+        ...(aliases ? { aliases } : {}),
+        ...(localEnv.MAILSEND_FROM ? { defaultFrom: localEnv.MAILSEND_FROM } : {}),
+      });
       for (const n of mapped.notes) opts.onMapped?.(n);
       const stamped = addMissingStamps(mapped.raw, mapped.envelope.from);
       if (stamped.added.some((l) => /^Message-ID:/i.test(l))) stampedIds.add(stamped.raw);

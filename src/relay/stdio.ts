@@ -184,7 +184,13 @@ export async function serveStdio(opts: StdioOptions): Promise<void> {
       // the server quiet for a moment (it answers each piped command as it gets to it).
       for (let i = 0; i < 600_000 && !socket.destroyed; i++) {
         await new Promise((r) => setTimeout(r, 20));
-        if (inflight.size === 0 && socket.writableLength === 0 && socket.readableLength === 0 && Date.now() - socket.lastWriteAt >= QUIET_MS) break;
+        if (
+          inflight.size === 0 &&
+          socket.writableLength === 0 &&
+          socket.readableLength === 0 &&
+          Date.now() - socket.lastWriteAt >= QUIET_MS
+        )
+          break;
       }
       if (!socket.destroyed) socket.destroy();
     })();

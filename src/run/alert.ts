@@ -42,7 +42,13 @@ export interface Decision {
 }
 
 /** What this run's outcome mails (if anything), and the state after it. */
-export function decide(prev: JobState | undefined, failed: boolean, on: OnWhat, quietForMs: number, now: number): Decision {
+export function decide(
+  prev: JobState | undefined,
+  failed: boolean,
+  on: OnWhat,
+  quietForMs: number,
+  now: number,
+): Decision {
   return failed ? onFailure(prev, quietForMs, now) : onSuccess(prev, on, now);
 }
 
@@ -55,11 +61,40 @@ function onFailure(prev: JobState | undefined, quietForMs: number, now: number):
   const quiet = prev?.lastFailureMail !== undefined && Math.abs(now - prev.lastFailureMail) < quietForMs;
   const unmailed = prev?.unmailed ?? 0;
   if (quiet) {
-    const next: JobState = { ...prev, v: 1, status: "failed", since, streak, streakMailed: continuing && prev.streakMailed, unmailed: unmailed + 1, unmailedSince: prev.unmailedSince ?? now, lastRun: now };
+    const next: JobState = {
+      ...prev,
+      v: 1,
+      status: "failed",
+      since,
+      streak,
+      streakMailed: continuing && prev.streakMailed,
+      unmailed: unmailed + 1,
+      unmailedSince: prev.unmailedSince ?? now,
+      lastRun: now,
+    };
     return { next };
   }
-  const mail: AlertMail = { kind: "failed", unmailed, ...(prev?.unmailedSince !== undefined && unmailed > 0 ? { unmailedSince: prev.unmailedSince } : {}), streakSince: since, streak, previous: prev?.status ?? "unknown" };
-  return { mail, next: { v: 1, status: "failed", since, streak, streakMailed: true, lastFailureMail: now, unmailed: 0, lastRun: now } };
+  const mail: AlertMail = {
+    kind: "failed",
+    unmailed,
+    ...(prev?.unmailedSince !== undefined && unmailed > 0 ? { unmailedSince: prev.unmailedSince } : {}),
+    streakSince: since,
+    streak,
+    previous: prev?.status ?? "unknown",
+  };
+  return {
+    mail,
+    next: {
+      v: 1,
+      status: "failed",
+      since,
+      streak,
+      streakMailed: true,
+      lastFailureMail: now,
+      unmailed: 0,
+      lastRun: now,
+    },
+  };
 }
 
 function onSuccess(prev: JobState | undefined, on: OnWhat, now: number): Decision {
@@ -80,7 +115,10 @@ function onSuccess(prev: JobState | undefined, on: OnWhat, now: number): Decisio
   // "Recovered" is news only to whoever was told of the failure; it stands for the whole streak.
   if (wasFailing && prev.streakMailed && on !== "failure") {
     const { unmailedSince: _, ...rest } = next;
-    return { mail: { kind: "recovered", unmailed: 0, streakSince: prev.since, streak: prev.streak, previous }, next: { ...rest, unmailed: 0 } };
+    return {
+      mail: { kind: "recovered", unmailed: 0, streakSince: prev.since, streak: prev.streak, previous },
+      next: { ...rest, unmailed: 0 },
+    };
   }
   if (on === "always") return { mail: { kind: "ok", unmailed: 0, streak: 0, previous }, next };
   return { next };

@@ -52,7 +52,10 @@ export function signalStatus(signal: NodeJS.Signals): number {
 export function runChild(o: ChildOptions): Promise<ChildOutcome> {
   const startedAt = Date.now();
   return new Promise((resolve) => {
-    const state: { timedOut: boolean; killed: boolean; forwarded?: NodeJS.Signals } = { timedOut: false, killed: false };
+    const state: { timedOut: boolean; killed: boolean; forwarded?: NodeJS.Signals } = {
+      timedOut: false,
+      killed: false,
+    };
     let pid: number | undefined;
     const group = (sig: NodeJS.Signals) => killGroup(pid, sig);
     const onSignal = (sig: NodeJS.Signals) => {
@@ -75,10 +78,20 @@ export function runChild(o: ChildOptions): Promise<ChildOutcome> {
       // A job stopped by us or by a signal leaves nothing running in its group.
       if (state.timedOut || state.forwarded) group("SIGKILL");
       const { forwarded } = state;
-      resolve({ ...outcome, timedOut: state.timedOut, killed: state.killed, ...(forwarded ? { forwarded } : {}), startedAt, endedAt: Date.now() });
+      resolve({
+        ...outcome,
+        timedOut: state.timedOut,
+        killed: state.killed,
+        ...(forwarded ? { forwarded } : {}),
+        startedAt,
+        endedAt: Date.now(),
+      });
     };
     child.once("error", (e: NodeJS.ErrnoException) => {
-      finish({ status: e.code === "ENOENT" ? 127 : 126, startError: `${o.command}: ${e.code === "ENOENT" ? "command not found" : e.message}` });
+      finish({
+        status: e.code === "ENOENT" ? 127 : 126,
+        startError: `${o.command}: ${e.code === "ENOENT" ? "command not found" : e.message}`,
+      });
     });
     child.once("exit", (code, signal) => {
       // The output still in the pipes is read first, within a bound: a child left in the background may hold them open.
@@ -95,7 +108,11 @@ export function runChild(o: ChildOptions): Promise<ChildOutcome> {
 }
 
 /** --timeout: SIGTERM to the group, then SIGKILL after the grace period. */
-function stopAfter(o: ChildOptions, state: { timedOut: boolean; killed: boolean }, group: (sig: NodeJS.Signals) => void): NodeJS.Timeout[] {
+function stopAfter(
+  o: ChildOptions,
+  state: { timedOut: boolean; killed: boolean },
+  group: (sig: NodeJS.Signals) => void,
+): NodeJS.Timeout[] {
   if (o.timeoutMs <= 0) return [];
   const timers: NodeJS.Timeout[] = [];
   timers.push(
@@ -126,7 +143,11 @@ function killGroup(pid: number | undefined, sig: NodeJS.Signals): void {
  * One of the job's streams to ours, as it comes, and to the keeper. When ours is slow (a pipe
  * to a slow reader) the job's is paused: its output waits in the job, not in this process.
  */
-function pass(from: Readable | null, to: Writable, keep: (chunk: Buffer) => void): { done: Promise<void>; stop: () => void } {
+function pass(
+  from: Readable | null,
+  to: Writable,
+  keep: (chunk: Buffer) => void,
+): { done: Promise<void>; stop: () => void } {
   if (!from) return { done: Promise.resolve(), stop: () => {} };
   const done = new Promise<void>((resolve) => {
     from.once("close", () => resolve());

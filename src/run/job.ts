@@ -63,10 +63,16 @@ const TAIL_BYTES = 64 * 1024;
 /** The addressing of the mail, checked before the job runs: a mistake there is said at once, not after a night's job. */
 function addressing(o: RunJobOptions, env: Env): { from: Mailbox; to: Mailbox[]; env: Env; profile?: string } {
   const settings = loadSettings(o.profile, env);
-  if (o.to.length === 0) throw new MailsendError("usage", "mailsend run needs --to: who gets the job's mail", { hint: "mailsend run --to ops@example.com -- /usr/local/bin/backup.sh" });
+  if (o.to.length === 0)
+    throw new MailsendError("usage", "mailsend run needs --to: who gets the job's mail", {
+      hint: "mailsend run --to ops@example.com -- /usr/local/bin/backup.sh",
+    });
   const to = parseAddressValues(o.to, "--to");
   const fromText = o.from ?? (settings.env.MAILSEND_FROM || undefined);
-  if (!fromText) throw new MailsendError("config_missing", "no sender for the job's mail", { hint: "Give --from <address>, or set MAILSEND_FROM (or the profile's from: mailsend config set from <address>)." });
+  if (!fromText)
+    throw new MailsendError("config_missing", "no sender for the job's mail", {
+      hint: "Give --from <address>, or set MAILSEND_FROM (or the profile's from: mailsend config set from <address>).",
+    });
   const from = parseMailbox1(fromText, o.from !== undefined ? "--from" : "MAILSEND_FROM");
   return { from, to, env: settings.env, ...(settings.profile ? { profile: settings.profile.name } : {}) };
 }
@@ -102,7 +108,12 @@ export async function runJob(o: RunJobOptions, io: RunIO): Promise<RunJobResult>
       const d = decide(prev, outcome.status !== 0, o.on, o.quietForMs, Date.now());
       if (!d.mail) return { next: d.next, result: undefined };
       const facts = alertFacts(o, id, outcome, output, io.env);
-      const message = alertMessage(facts, d.mail, { from: mailTo.from, to: mailTo.to, ...(o.subject !== undefined ? { subject: o.subject } : {}), idempotencyKey: randomUUID() });
+      const message = alertMessage(facts, d.mail, {
+        from: mailTo.from,
+        to: mailTo.to,
+        ...(o.subject !== undefined ? { subject: o.subject } : {}),
+        idempotencyKey: randomUUID(),
+      });
       const q = await queueAlert(message, mailTo.env, mailTo.profile);
       result.warnings.push(...q.warnings);
       return { next: d.next, result: { id: q.id, subject: message.subject, kind: d.mail.kind } };
@@ -128,5 +139,17 @@ function withoutKey(output: KeptOutput, key: string | undefined): KeptOutput {
 function alertFacts(o: RunJobOptions, id: string, outcome: ChildOutcome, output: KeptOutput, env: Env): AlertFacts {
   const user = currentUser();
   const ci = ciRun(env);
-  return { id, named: o.id !== undefined, command: o.command, commandLine: o.commandLine, host: hostname() || "localhost", ...(user ? { user } : {}), outcome, output, timeoutMs: o.timeoutMs, quietForMs: o.quietForMs, ...(ci ? { ci } : {}) };
+  return {
+    id,
+    named: o.id !== undefined,
+    command: o.command,
+    commandLine: o.commandLine,
+    host: hostname() || "localhost",
+    ...(user ? { user } : {}),
+    outcome,
+    output,
+    timeoutMs: o.timeoutMs,
+    quietForMs: o.quietForMs,
+    ...(ci ? { ci } : {}),
+  };
 }

@@ -54,7 +54,12 @@ function oneLine(s: string, max: number): string {
 
 export function alertSubject(f: AlertFacts, mail: AlertMail): string {
   const name = f.named ? f.id : basename(f.command);
-  const what = mail.kind === "failed" ? `failed (${statusWords(f.outcome, f.timeoutMs)})` : mail.kind === "recovered" ? "recovered" : "succeeded";
+  const what =
+    mail.kind === "failed"
+      ? `failed (${statusWords(f.outcome, f.timeoutMs)})`
+      : mail.kind === "recovered"
+        ? "recovered"
+        : "succeeded";
   return oneLine(`[${f.host}] ${name} ${what}`, 200);
 }
 
@@ -82,12 +87,23 @@ export function alertMessage(f: AlertFacts, mail: AlertMail, a: AlertAddressing)
 function outputAttachment(o: KeptOutput): Attachment | undefined {
   // Nothing kept (--attach-limit 0), or the body shows it all.
   if (o.kept.length === 0 || (o.cutBytes === 0 && o.tailLines >= o.totalLines)) return undefined;
-  const note = o.cutBytes > 0 ? Buffer.from(`[mailsend: the first ${formatSize(o.cutBytes)} of ${formatSize(o.totalBytes)} were cut; what follows is the end]\n`) : Buffer.alloc(0);
-  return { filename: "output.txt", contentType: "text/plain; charset=utf-8", source: { kind: "bytes", data: Buffer.concat([note, o.kept]) } };
+  const note =
+    o.cutBytes > 0
+      ? Buffer.from(
+          `[mailsend: the first ${formatSize(o.cutBytes)} of ${formatSize(o.totalBytes)} were cut; what follows is the end]\n`,
+        )
+      : Buffer.alloc(0);
+  return {
+    filename: "output.txt",
+    contentType: "text/plain; charset=utf-8",
+    source: { kind: "bytes", data: Buffer.concat([note, o.kept]) },
+  };
 }
 
 function row(name: string, value: string | undefined): string {
-  return value === undefined ? "" : `<tr><th align="left" valign="top">${escapeHtml(name)}</th><td>${escapeHtml(value)}</td></tr>\n`;
+  return value === undefined
+    ? ""
+    : `<tr><th align="left" valign="top">${escapeHtml(name)}</th><td>${escapeHtml(value)}</td></tr>\n`;
 }
 
 function alertHtml(f: AlertFacts, mail: AlertMail, attached: boolean): string {
@@ -103,8 +119,12 @@ function alertHtml(f: AlertFacts, mail: AlertMail, attached: boolean): string {
     row("Duration", duration(o.endedAt - o.startedAt)) +
     row("Exit status", status) +
     (o.forwarded ? row("Signal", `${o.forwarded} was sent to mailsend run and passed on to the job`) : "") +
-    (o.timedOut ? row("Timeout", `stopped after ${formatAge(f.timeoutMs)} with SIGTERM${o.killed ? ", then SIGKILL" : ""}`) : "") +
-    (f.ci ? row("CI", f.ci.system) + row("CI run", f.ci.url) + row("Commit", f.ci.commit) + row("Branch", f.ci.branch) : "");
+    (o.timedOut
+      ? row("Timeout", `stopped after ${formatAge(f.timeoutMs)} with SIGTERM${o.killed ? ", then SIGKILL" : ""}`)
+      : "") +
+    (f.ci
+      ? row("CI", f.ci.system) + row("CI run", f.ci.url) + row("Commit", f.ci.commit) + row("Branch", f.ci.branch)
+      : "");
   return `<!DOCTYPE html>
 <html><body>
 <p>${escapeHtml(headline(f, mail))}</p>
@@ -126,17 +146,27 @@ function history(mail: AlertMail, quietForMs: number): string {
   const lines: string[] = [];
   const at = (ms: number | undefined) => (ms === undefined ? "" : new Date(ms).toISOString());
   if (mail.kind === "failed" && mail.unmailed > 0) {
-    lines.push(`This mail stands for ${mail.unmailed + 1} failures since ${at(mail.unmailedSince)}: ${mail.unmailed} of them were not mailed (one mail per ${formatAge(quietForMs)}, --quiet-for).`);
+    lines.push(
+      `This mail stands for ${mail.unmailed + 1} failures since ${at(mail.unmailedSince)}: ${mail.unmailed} of them were not mailed (one mail per ${formatAge(quietForMs)}, --quiet-for).`,
+    );
   }
-  if (mail.kind === "failed" && mail.streak > 1) lines.push(`Failing since ${at(mail.streakSince)}: ${mail.streak} failed runs in a row.`);
-  if (mail.kind === "failed" && mail.previous === "unknown") lines.push("Previous state: unknown (no earlier run of this job is known).");
-  if (mail.kind === "recovered") lines.push(`It had failed since ${at(mail.streakSince)} (${mail.streak} failed run${mail.streak === 1 ? "" : "s"}).`);
+  if (mail.kind === "failed" && mail.streak > 1)
+    lines.push(`Failing since ${at(mail.streakSince)}: ${mail.streak} failed runs in a row.`);
+  if (mail.kind === "failed" && mail.previous === "unknown")
+    lines.push("Previous state: unknown (no earlier run of this job is known).");
+  if (mail.kind === "recovered")
+    lines.push(
+      `It had failed since ${at(mail.streakSince)} (${mail.streak} failed run${mail.streak === 1 ? "" : "s"}).`,
+    );
   return lines.map((l) => `<p>${escapeHtml(l)}</p>\n`).join("");
 }
 
 function outputHtml(o: KeptOutput, attached: boolean): string {
   if (o.totalBytes === 0) return "<p>No output.</p>\n";
-  const shown = o.tailLines >= o.totalLines ? `Output (${o.totalLines} line${o.totalLines === 1 ? "" : "s"}):` : `Output: the last ${o.tailLines} of ${o.totalLines} lines${attached ? (o.cutBytes > 0 ? `; the last ${formatSize(o.kept.length)} of ${formatSize(o.totalBytes)} attached as output.txt` : "; all of it attached as output.txt") : ""}.`;
+  const shown =
+    o.tailLines >= o.totalLines
+      ? `Output (${o.totalLines} line${o.totalLines === 1 ? "" : "s"}):`
+      : `Output: the last ${o.tailLines} of ${o.totalLines} lines${attached ? (o.cutBytes > 0 ? `; the last ${formatSize(o.kept.length)} of ${formatSize(o.totalBytes)} attached as output.txt` : "; all of it attached as output.txt") : ""}.`;
   return `<p>${escapeHtml(shown)}</p>\n<pre style="font-family: monospace; white-space: pre-wrap">${escapeHtml(o.tail)}</pre>\n`;
 }
 

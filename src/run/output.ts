@@ -34,18 +34,30 @@ export class OutputKeeper {
     this.#chunks.push(chunk);
     this.#size += chunk.length;
     // Whole chunks go once the rest still holds maxBytes: the bound is maxBytes and one chunk.
-    while (this.#chunks.length > 1 && this.#size - this.#chunks[0]!.length >= this.maxBytes) this.#size -= this.#chunks.shift()!.length;
+    while (this.#chunks.length > 1 && this.#size - this.#chunks[0]!.length >= this.maxBytes)
+      this.#size -= this.#chunks.shift()!.length;
   }
 
   /** The last `lines` lines (at most `bytes` of them), and the last `keepBytes` of the output, cut at a line's start. */
   result(lines: number, bytes: number, keepBytes = this.maxBytes): KeptOutput {
     const all = Buffer.concat(this.#chunks, this.#size);
-    const tail = lastLines(all.length > this.maxBytes ? fromLineStart(all.subarray(all.length - this.maxBytes)) : all, lines, bytes);
+    const tail = lastLines(
+      all.length > this.maxBytes ? fromLineStart(all.subarray(all.length - this.maxBytes)) : all,
+      lines,
+      bytes,
+    );
     const limit = Math.min(keepBytes, this.maxBytes);
     let kept: Buffer = all.length > limit ? all.subarray(all.length - limit) : all;
     if (kept.length < this.#total) kept = limit === 0 ? kept : fromLineStart(kept);
     const totalLines = this.#lines + (this.#endsInNewline || this.#total === 0 ? 0 : 1);
-    return { tail: tail.text, tailLines: tail.lines, kept, cutBytes: this.#total - kept.length, totalBytes: this.#total, totalLines };
+    return {
+      tail: tail.text,
+      tailLines: tail.lines,
+      kept,
+      cutBytes: this.#total - kept.length,
+      totalBytes: this.#total,
+      totalLines,
+    };
   }
 }
 

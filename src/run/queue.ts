@@ -12,7 +12,11 @@ import { rawOfMessage } from "../outbox/from-message.js";
 import { kickRunner } from "../outbox/spawn.js";
 import { Outbox } from "../outbox/store.js";
 
-export async function queueAlert(message: Message, env: Env, profile: string | undefined): Promise<{ id: string; warnings: string[] }> {
+export async function queueAlert(
+  message: Message,
+  env: Env,
+  profile: string | undefined,
+): Promise<{ id: string; warnings: string[] }> {
   const { raw, envelope } = await rawOfMessage(message);
   const outbox = Outbox.fromEnv(env);
   const id = await outbox.add({
@@ -31,7 +35,9 @@ export async function queueAlert(message: Message, env: Env, profile: string | u
     await profileChannels(env, profile, true);
   } catch (e) {
     const err = toMailsendError(e);
-    warnings.push(`the job's mail is queued as ${id} but cannot leave until this is fixed: ${err.message}${err.hint ? ` (${err.hint})` : ""}`);
+    warnings.push(
+      `the job's mail is queued as ${id} but cannot leave until this is fixed: ${err.message}${err.hint ? ` (${err.hint})` : ""}`,
+    );
   }
   await kickRunner(env, outbox);
   return { id, warnings };

@@ -40,7 +40,11 @@ function parse(text: unknown): JobState | undefined {
   }
 }
 
-export async function withRedisJobState<T>(config: RedisConfig, hash: string, update: (prev: JobState | undefined) => Promise<{ next: JobState; result: T }>): Promise<T> {
+export async function withRedisJobState<T>(
+  config: RedisConfig,
+  hash: string,
+  update: (prev: JobState | undefined) => Promise<{ next: JobState; result: T }>,
+): Promise<T> {
   const store = new RedisSlotStore(config, hash);
   const keys = [`mailsend:run:${hash}`, `mailsend:run:${hash}:lock`];
   const token = randomUUID();
@@ -52,7 +56,10 @@ export async function withRedisJobState<T>(config: RedisConfig, hash: string, up
         prev = parse(r[1]);
         break;
       }
-      if (waited >= LOCK_WAIT_MS) throw new MailsendError("temporary_failure", `the job's lock in Redis (${keys[1]}) stays held`, { hint: "Another mailsend run of this job is deciding its mail; the lock expires by itself within 15 s." });
+      if (waited >= LOCK_WAIT_MS)
+        throw new MailsendError("temporary_failure", `the job's lock in Redis (${keys[1]}) stays held`, {
+          hint: "Another mailsend run of this job is deciding its mail; the lock expires by itself within 15 s.",
+        });
       await new Promise((r) => setTimeout(r, 25));
     }
     let out: { next: JobState; result: T };

@@ -45,7 +45,11 @@ function readState(path: string): JobState | undefined {
  * Runs `update` on the job's state under its lock and writes what it returns. The lock is held
  * for as long as a decision and the queueing of one mail take, well under a second.
  */
-export async function withJobState<T>(env: Env, id: string, update: (prev: JobState | undefined) => Promise<{ next: JobState; result: T }>): Promise<T> {
+export async function withJobState<T>(
+  env: Env,
+  id: string,
+  update: (prev: JobState | undefined) => Promise<{ next: JobState; result: T }>,
+): Promise<T> {
   // Where the budget is shared (Redis), so are the jobs' states: a job run on many machines alerts once.
   const redis = redisConfigFrom(env, env.MAILSEND_CA_FILE ? { caFile: env.MAILSEND_CA_FILE } : {});
   if (redis) {
@@ -79,5 +83,7 @@ async function lockJob(path: string): Promise<() => void> {
     if ("retry" in a) continue;
     await new Promise((r) => setTimeout(r, 10 + Math.random() * 20));
   }
-  throw new MailsendError("temporary_failure", `the job lock ${path} stays held`, { hint: `Another mailsend run of this job is deciding its mail; if none runs, remove ${path}.` });
+  throw new MailsendError("temporary_failure", `the job lock ${path} stays held`, {
+    hint: `Another mailsend run of this job is deciding its mail; if none runs, remove ${path}.`,
+  });
 }

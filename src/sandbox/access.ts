@@ -53,16 +53,32 @@ export interface AccessOptions {
  * The check every request passes first. Returns true when it answered the
  * request itself (refused it, or set the token cookie and redirected).
  */
-export function createAccessGate(opts: AccessOptions): (req: IncomingMessage, res: ServerResponse, path: string) => boolean {
+export function createAccessGate(
+  opts: AccessOptions,
+): (req: IncomingMessage, res: ServerResponse, path: string) => boolean {
   const own = opts.host.toLowerCase().replace(/^\[|\]$/g, "");
   const hostOk = (header: string | undefined): boolean => {
     if (hostAllowed(header)) return true;
-    const name = (header ?? "").toLowerCase().replace(/:\d+$/, "").replace(/^\[|\]$/g, "");
+    const name = (header ?? "")
+      .toLowerCase()
+      .replace(/:\d+$/, "")
+      .replace(/^\[|\]$/g, "");
     return own !== "0.0.0.0" && own !== "::" && own !== "" && name === own;
   };
-  const refuse = (res: ServerResponse, status: number, code: string, message: string, extra: Record<string, string> = {}) => {
+  const refuse = (
+    res: ServerResponse,
+    status: number,
+    code: string,
+    message: string,
+    extra: Record<string, string> = {},
+  ) => {
     const body = JSON.stringify({ success: false, error: { code, message } });
-    res.writeHead(status, { "Content-Type": "application/json; charset=utf-8", "Content-Length": Buffer.byteLength(body), "Cache-Control": "no-store", ...extra });
+    res.writeHead(status, {
+      "Content-Type": "application/json; charset=utf-8",
+      "Content-Length": Buffer.byteLength(body),
+      "Cache-Control": "no-store",
+      ...extra,
+    });
     res.end(body);
   };
   return (req, res, path) => {
@@ -70,13 +86,23 @@ export function createAccessGate(opts: AccessOptions): (req: IncomingMessage, re
     if (token && path !== "/send") {
       const auth = req.headers.authorization ?? "";
       const bearer = /^Bearer\s+(\S+)$/i.exec(auth)?.[1];
-      if (bearer !== undefined ? same(bearer, token) : (() => {
-        const c = cookieValue(req.headers.cookie, TOKEN_COOKIE);
-        return c !== undefined && same(c, token);
-      })()) return false;
+      if (
+        bearer !== undefined
+          ? same(bearer, token)
+          : (() => {
+              const c = cookieValue(req.headers.cookie, TOKEN_COOKIE);
+              return c !== undefined && same(c, token);
+            })()
+      )
+        return false;
       // The browser's way in: the inbox opened once with ?token=..., which becomes a cookie.
       const given = new URL(req.url ?? "/", "http://sandbox").searchParams.get("token");
-      if (given !== null && (req.method === "GET" || req.method === "HEAD") && !path.startsWith("/_sandbox/") && same(given, token)) {
+      if (
+        given !== null &&
+        (req.method === "GET" || req.method === "HEAD") &&
+        !path.startsWith("/_sandbox/") &&
+        same(given, token)
+      ) {
         const clean = new URL(req.url ?? "/", "http://sandbox");
         clean.searchParams.delete("token");
         res.writeHead(303, {
@@ -88,16 +114,27 @@ export function createAccessGate(opts: AccessOptions): (req: IncomingMessage, re
         res.end();
         return true;
       }
-      refuse(res, 401, "token_required", "this sandbox listens beyond loopback: its control API and inbox need the token it printed at start (Authorization: Bearer <token>, or open the inbox once with ?token=<token>)", {
-        "WWW-Authenticate": 'Bearer realm="mailsend sandbox"',
-      });
+      refuse(
+        res,
+        401,
+        "token_required",
+        "this sandbox listens beyond loopback: its control API and inbox need the token it printed at start (Authorization: Bearer <token>, or open the inbox once with ?token=<token>)",
+        {
+          "WWW-Authenticate": 'Bearer realm="mailsend sandbox"',
+        },
+      );
       return true;
     }
     // With the token (or on /send, which needs a key) a foreign Host is no rebinding risk:
     // a page cannot know either. Without one, only the sandbox's own names are answered.
     if (token) return false;
     if (hostOk(req.headers.host)) return false;
-    refuse(res, 403, "host_not_allowed", "the sandbox answers only to localhost, IP addresses, single-label host names and its --host (DNS rebinding protection)");
+    refuse(
+      res,
+      403,
+      "host_not_allowed",
+      "the sandbox answers only to localhost, IP addresses, single-label host names and its --host (DNS rebinding protection)",
+    );
     return true;
   };
 }

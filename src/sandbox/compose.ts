@@ -107,7 +107,10 @@ export function composeBytes(
 ): Promise<Buffer> {
   const tree = new Composer({ ...options, date: new Date(options.date) }).compile();
   const direct =
-    typeof tree.stream === "function" && !tree.newline && (tree._transforms ?? []).length === 0 && (tree._processFuncs ?? []).length === 0;
+    typeof tree.stream === "function" &&
+    !tree.newline &&
+    (tree._transforms ?? []).length === 0 &&
+    (tree._processFuncs ?? []).length === 0;
   if (!direct) return tree.build();
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];

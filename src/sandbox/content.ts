@@ -42,7 +42,8 @@ const TEXT_URL = /\bhttps?:\/\/[^\s<>"'`]+/gi;
 function trimUrl(u: string): string {
   let url = u.replace(/[.,;:!?]+$/, "");
   // A closing bracket belongs to the URL only when the URL opened one.
-  while (/[)\]]$/.test(url) && count(url, url.endsWith(")") ? "(" : "[") < count(url, url.slice(-1))) url = url.slice(0, -1).replace(/[.,;:!?]+$/, "");
+  while (/[)\]]$/.test(url) && count(url, url.endsWith(")") ? "(" : "[") < count(url, url.slice(-1)))
+    url = url.slice(0, -1).replace(/[.,;:!?]+$/, "");
   return url;
 }
 
@@ -93,16 +94,35 @@ export async function readParts(raw: Buffer): Promise<MessageParts> {
   try {
     email = await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer" });
   } catch (e) {
-    return { email: undefined, error: (e as Error).message, cc: [], text: null, html: null, links: [], htmlText: "", attachments: [] };
+    return {
+      email: undefined,
+      error: (e as Error).message,
+      cc: [],
+      text: null,
+      html: null,
+      links: [],
+      htmlText: "",
+      attachments: [],
+    };
   }
   const html = email.html ?? null;
   const fromHtml = html ? await readHtml(html) : { links: [], text: "" };
   const text = email.text ?? null;
-  const cc = (email.cc ?? []).flatMap((a) => (a.group ? a.group : [a])).map((a) => (a.name ? `${a.name} <${a.address}>` : (a.address ?? "")));
+  const cc = (email.cc ?? [])
+    .flatMap((a) => (a.group ? a.group : [a]))
+    .map((a) => (a.name ? `${a.name} <${a.address}>` : (a.address ?? "")));
   const attachments = email.attachments.map((a) => {
     const content = attachmentBytes(a);
     const inline = a.related === true || a.disposition === "inline";
-    return { filename: a.filename ?? "", contentType: a.mimeType, size: content.length, disposition: a.disposition, contentId: a.contentId ?? null, inline, content };
+    return {
+      filename: a.filename ?? "",
+      contentType: a.mimeType,
+      size: content.length,
+      disposition: a.disposition,
+      contentId: a.contentId ?? null,
+      inline,
+      content,
+    };
   });
   // Then the bare URLs written in the HTML's text: a text body the service wrapped in <pre>.
   const links = [...new Set([...fromHtml.links, ...(text ? textLinks(text) : []), ...textLinks(fromHtml.text)])];

@@ -52,15 +52,18 @@ export function mergeFaults(base: FaultConfig, patch: Record<string, unknown>): 
         out[k] = v;
         break;
       case "failStatus":
-        if (typeof v !== "number" || !Number.isInteger(v) || v < 400 || v > 599) throw bad("failStatus must be an HTTP status from 400 to 599");
+        if (typeof v !== "number" || !Number.isInteger(v) || v < 400 || v > 599)
+          throw bad("failStatus must be an HTTP status from 400 to 599");
         out.failStatus = v;
         break;
       case "failSmtpCode":
-        if (typeof v !== "number" || !Number.isInteger(v) || v < 400 || v > 599) throw bad("failSmtpCode must be an SMTP code from 400 to 599");
+        if (typeof v !== "number" || !Number.isInteger(v) || v < 400 || v > 599)
+          throw bad("failSmtpCode must be an SMTP code from 400 to 599");
         out.failSmtpCode = v;
         break;
       case "latencyMs":
-        if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > 600_000) throw bad("latencyMs must be a whole number of milliseconds up to 600000");
+        if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > 600_000)
+          throw bad("latencyMs must be a whole number of milliseconds up to 600000");
         out.latencyMs = v;
         break;
       case "dropWhen":

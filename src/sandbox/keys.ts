@@ -55,7 +55,10 @@ export function parseExpiry(spec: string, now = Date.now()): Date {
   else if (/^\d{4}-\d{2}-\d{2}/.test(spec.trim())) at = Date.parse(spec.trim());
   else at = Number.NaN;
   if (Number.isNaN(at)) {
-    throw new MailsendError("usage", `--expires ${JSON.stringify(spec)}: expected a duration (90s, 15m, 12h, 30d, 2w) or a date (2027-01-31, 2027-01-31T12:00:00Z)`);
+    throw new MailsendError(
+      "usage",
+      `--expires ${JSON.stringify(spec)}: expected a duration (90s, 15m, 12h, 30d, 2w) or a date (2027-01-31, 2027-01-31T12:00:00Z)`,
+    );
   }
   if (at <= now) throw new MailsendError("usage", `--expires ${JSON.stringify(spec)} is not in the future`);
   return new Date(at);
@@ -105,9 +108,13 @@ export class KeyStore {
       parsed = JSON.parse(readFileSync(this.path, "utf8")) as KeysFile;
       if (!Array.isArray(parsed.keys)) throw new Error("no keys array");
     } catch (e) {
-      throw new MailsendError("config_invalid", `the sandbox keys file ${this.path} is damaged (${(e as Error).message})`, {
-        hint: "Move it away; the sandbox makes a new one with a new key on its next start.",
-      });
+      throw new MailsendError(
+        "config_invalid",
+        `the sandbox keys file ${this.path} is damaged (${(e as Error).message})`,
+        {
+          hint: "Move it away; the sandbox makes a new one with a new key on its next start.",
+        },
+      );
     }
     this.#set(parsed.keys);
   }
@@ -145,7 +152,8 @@ export class KeyStore {
     const hash = hashKey(key);
     const found = this.#byHash.get(hash);
     // The map lookup already matched; the constant-time compare is belt and braces.
-    if (!found || !timingSafeEqual(Buffer.from(found.hash, "hex"), Buffer.from(hash, "hex"))) return { ok: false, reason: "invalid" };
+    if (!found || !timingSafeEqual(Buffer.from(found.hash, "hex"), Buffer.from(hash, "hex")))
+      return { ok: false, reason: "invalid" };
     const state = keyState(found, now);
     if (state !== "active") return { ok: false, reason: state, key: found };
     return { ok: true, key: found };

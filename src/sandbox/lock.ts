@@ -13,13 +13,21 @@ export function acquireLock(path: string, dir: string): () => void {
     if ("retry" in a) continue;
     const { pid, here } = a.holder;
     if (here) {
-      throw new MailsendError("config_invalid", `another sandbox of this process is already running with the data dir ${dir}`, {
-        hint: (s) => `Close it first, or give this one its own ${s.pick({ cli: "--dir", api: "options.dir" })}.`,
-      });
+      throw new MailsendError(
+        "config_invalid",
+        `another sandbox of this process is already running with the data dir ${dir}`,
+        {
+          hint: (s) => `Close it first, or give this one its own ${s.pick({ cli: "--dir", api: "options.dir" })}.`,
+        },
+      );
     }
-    throw new MailsendError("config_invalid", `another sandbox${pid !== undefined ? ` (pid ${pid})` : ""} is already running with the data dir ${dir}`, {
-      hint: (s) => `Stop it first, or give this one its own ${s.pick({ cli: "--dir", api: "options.dir" })}.`,
-    });
+    throw new MailsendError(
+      "config_invalid",
+      `another sandbox${pid !== undefined ? ` (pid ${pid})` : ""} is already running with the data dir ${dir}`,
+      {
+        hint: (s) => `Stop it first, or give this one its own ${s.pick({ cli: "--dir", api: "options.dir" })}.`,
+      },
+    );
   }
   throw new MailsendError("internal", `could not take the sandbox lock ${path}`);
 }

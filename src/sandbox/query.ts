@@ -69,7 +69,11 @@ function instant(key: string, value: string, now: number, source: string): numbe
   const ms = durationMs(value, { unit: "required" });
   if (ms !== undefined) return now - ms;
   const at = /^\d{4}-\d{2}-\d{2}/.test(value) ? Date.parse(value) : Number.NaN;
-  if (Number.isNaN(at)) throw queryError(source, `${key}:${value} is neither a date (2026-11-28, 2026-11-28T09:30:00Z) nor a duration (30s, 10m, 2h, 7d)`);
+  if (Number.isNaN(at))
+    throw queryError(
+      source,
+      `${key}:${value} is neither a date (2026-11-28, 2026-11-28T09:30:00Z) nor a duration (30s, 10m, 2h, 7d)`,
+    );
   return at;
 }
 
@@ -80,11 +84,13 @@ function term(key: string | undefined, value: string, neg: boolean, now: number,
   if (value === "") throw queryError(source, `${k}: needs a value`);
   switch (k) {
     case "has":
-      if (value.toLowerCase() !== "attachment") throw queryError(source, `has:${value} is not known (has:attachment is)`);
+      if (value.toLowerCase() !== "attachment")
+        throw queryError(source, `has:${value} is not known (has:attachment is)`);
       return { neg, kind: "has", value: "attachment" };
     case "is": {
       const channel = value.toLowerCase();
-      if (channel !== "rest" && channel !== "smtp") throw queryError(source, `is:${value} is not known (is:rest and is:smtp are)`);
+      if (channel !== "rest" && channel !== "smtp")
+        throw queryError(source, `is:${value} is not known (is:rest and is:smtp are)`);
       return { neg, kind: "is", channel };
     }
     case "after":
@@ -108,7 +114,11 @@ export function parseQuery(source: string, now = Date.now()): Query {
     if (bare === "-") throw queryError(source, "a - with no term after it");
     // A key with nothing after it ("to: alice") is read here as a bare word ending in a colon.
     const keyed = key === undefined && quoted === undefined ? /^([A-Za-z]+):(.*)$/.exec(bare!) : null;
-    terms.push(keyed ? term(keyed[1], keyed[2]!, dash === "-", now, source) : term(key, quoted ?? bare!, dash === "-", now, source));
+    terms.push(
+      keyed
+        ? term(keyed[1], keyed[2]!, dash === "-", now, source)
+        : term(key, quoted ?? bare!, dash === "-", now, source),
+    );
   }
   const needsContent = terms.some((t) => t.kind === "cc" || t.kind === "text");
   return { source, terms, needsContent };
@@ -128,7 +138,10 @@ function holds(t: Term, m: StoredMessage, c: SearchableContent | undefined): boo
     case "subject":
       return has(m.subject, t.value);
     case "filename":
-      return has(m.attachments.map((a) => a.filename), t.value);
+      return has(
+        m.attachments.map((a) => a.filename),
+        t.value,
+      );
     case "has":
       return m.attachments.length > 0;
     case "is":

@@ -42,7 +42,11 @@ function errorBody(code: string, message: string) {
 }
 
 function rateHeaders(d: RateDecision): Headers {
-  return { "RateLimit-Limit": String(d.limit), "RateLimit-Remaining": String(d.remaining), "RateLimit-Reset": String(d.reset) };
+  return {
+    "RateLimit-Limit": String(d.limit),
+    "RateLimit-Remaining": String(d.remaining),
+    "RateLimit-Reset": String(d.reset),
+  };
 }
 
 /**
@@ -134,26 +138,40 @@ function authenticate(req: IncomingMessage, keys: SandboxCore["keys"]): { keyId:
   const auth = bearer(req);
   const challenge = { "WWW-Authenticate": 'Bearer realm="mailsend sandbox"' };
   if (auth.malformed) {
-    return { refusal: [401, "invalid_authorization", "the Authorization header must be: Bearer <API key>", challenge, false] };
+    return {
+      refusal: [401, "invalid_authorization", "the Authorization header must be: Bearer <API key>", challenge, false],
+    };
   }
   const check = keys.verify(auth.key);
   if (check.ok) return { keyId: check.key.id };
   switch (check.reason) {
     case "missing":
-      return { refusal: [401, "missing_api_key", "no API key: send the header Authorization: Bearer <API key>", challenge, false] };
+      return {
+        refusal: [
+          401,
+          "missing_api_key",
+          "no API key: send the header Authorization: Bearer <API key>",
+          challenge,
+          false,
+        ],
+      };
     case "invalid":
       return { refusal: [401, "invalid_api_key", "the API key is not valid", challenge, false] };
     case "revoked":
       return { refusal: [403, "key_revoked", `the API key ${check.key!.id} has been revoked`, {}, false] };
     case "expired":
-      return { refusal: [403, "key_expired", `the API key ${check.key!.id} expired at ${check.key!.expires}`, {}, false] };
+      return {
+        refusal: [403, "key_expired", `the API key ${check.key!.id} expired at ${check.key!.expires}`, {}, false],
+      };
   }
 }
 
 /** What the headers alone refuse: the content type, a declared size over the limit, a bad Idempotency-Key. */
 function headerRefusal(req: IncomingMessage, maxSize: number): Refusal | undefined {
   if (!jsonContentType(req.headers["content-type"])) {
-    const got = req.headers["content-type"] ? `got ${JSON.stringify(req.headers["content-type"])}` : "no Content-Type was sent";
+    const got = req.headers["content-type"]
+      ? `got ${JSON.stringify(req.headers["content-type"])}`
+      : "no Content-Type was sent";
     return [415, "unsupported_media_type", `the body must be JSON with Content-Type: application/json (${got})`];
   }
   const declared = req.headers["content-length"];
@@ -162,7 +180,11 @@ function headerRefusal(req: IncomingMessage, maxSize: number): Refusal | undefin
   }
   const idemKey = req.headers["idempotency-key"];
   if (idemKey !== undefined && (typeof idemKey !== "string" || !IDEMPOTENCY_KEY.test(idemKey))) {
-    return [400, "invalid_idempotency_key", "Idempotency-Key must be 1 to 255 printable ASCII characters without spaces"];
+    return [
+      400,
+      "invalid_idempotency_key",
+      "Idempotency-Key must be 1 to 255 printable ASCII characters without spaces",
+    ];
   }
   return undefined;
 }
@@ -204,7 +226,12 @@ function takeRate(limiter: SandboxCore["limiter"], keyId: string): { rl: Headers
 }
 
 /** Store the message, and remember it under its Idempotency-Key; resolves once it is durable. */
-async function storeSend(core: SandboxCore, data: SendRequest, keyId: string, idem: { key?: string; scope?: string; requestHash?: string }) {
+async function storeSend(
+  core: SandboxCore,
+  data: SendRequest,
+  keyId: string,
+  idem: { key?: string; scope?: string; requestHash?: string },
+) {
   const id = newMessageId();
   const mail = prepareRest(data, id);
   const { requestHash } = idem;
@@ -221,7 +248,13 @@ async function storeSend(core: SandboxCore, data: SendRequest, keyId: string, id
     messageId: id,
     ...(idem.key ? { idempotencyKey: idem.key, requestHash } : {}),
   });
-  if (idem.scope) core.idempotency.set(idem.scope, { id, messageId: stored.messageId, ...(requestHash ? { requestHash } : {}), at: Date.now() });
+  if (idem.scope)
+    core.idempotency.set(idem.scope, {
+      id,
+      messageId: stored.messageId,
+      ...(requestHash ? { requestHash } : {}),
+      at: Date.now(),
+    });
   core.stats.count("rest", "accepted");
   return stored;
 }
@@ -264,9 +297,19 @@ async function storeAndAnswer(
 }
 
 /** The same request again under its Idempotency-Key: the first answer; another request under it: 422. */
-async function answerReplay(core: SandboxCore, res: ServerResponse, refuse: Refuse, replay: { messageId: string; requestHash?: string }, requestHash: string | undefined): Promise<void> {
+async function answerReplay(
+  core: SandboxCore,
+  res: ServerResponse,
+  refuse: Refuse,
+  replay: { messageId: string; requestHash?: string },
+  requestHash: string | undefined,
+): Promise<void> {
   if (replay.requestHash !== undefined && replay.requestHash !== requestHash) {
-    return refuse(422, "idempotency_key_reused", "this Idempotency-Key was already used for a different request in the last 24 hours; use a new key for a new message");
+    return refuse(
+      422,
+      "idempotency_key_reused",
+      "this Idempotency-Key was already used for a different request in the last 24 hours; use a new key for a new message",
+    );
   }
   core.stats.count("rest", "duplicates");
   await core.faults.delay();
@@ -288,7 +331,13 @@ export function createSendHandler(core: SandboxCore) {
     };
 
     if (req.method !== "POST") {
-      return refuse(405, "method_not_allowed", `${req.method} is not allowed on /send; use POST`, { Allow: "POST" }, false);
+      return refuse(
+        405,
+        "method_not_allowed",
+        `${req.method} is not allowed on /send; use POST`,
+        { Allow: "POST" },
+        false,
+      );
     }
     const auth = authenticate(req, core.keys);
     if ("refusal" in auth) return refuse(...auth.refusal);
@@ -312,7 +361,12 @@ export function createSendHandler(core: SandboxCore) {
         return;
       }
       if (got.kind === "too_large") {
-        return refuse(413, "payload_too_large", `the request body is larger than the limit of ${core.maxSize} bytes`, rl);
+        return refuse(
+          413,
+          "payload_too_large",
+          `the request body is larger than the limit of ${core.maxSize} bytes`,
+          rl,
+        );
       }
       bodyRead = true;
       const requestHash = scope ? createHash("sha256").update(got.body).digest("hex") : undefined;
@@ -322,7 +376,13 @@ export function createSendHandler(core: SandboxCore) {
       const request = parseSendRequest(got.body, rl);
       if ("refusal" in request) return refuse(...request.refusal);
 
-      await storeAndAnswer(core, req, res, refuse, request.data, { keyId, rl, ...(idemKey ? { key: idemKey } : {}), ...(scope ? { scope } : {}), ...(requestHash ? { requestHash } : {}) });
+      await storeAndAnswer(core, req, res, refuse, request.data, {
+        keyId,
+        rl,
+        ...(idemKey ? { key: idemKey } : {}),
+        ...(scope ? { scope } : {}),
+        ...(requestHash ? { requestHash } : {}),
+      });
     } finally {
       release?.();
     }

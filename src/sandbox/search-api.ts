@@ -32,7 +32,8 @@ function badRequest(message: string, hint?: string): MailsendError {
 function count(params: URLSearchParams): number {
   const v = params.get("count") ?? "1";
   const n = Number(v);
-  if (!/^\d+$/.test(v) || n < 1 || n > LIST_MAX) throw badRequest(`count=${v}: expected a whole number from 1 to ${LIST_MAX}`);
+  if (!/^\d+$/.test(v) || n < 1 || n > LIST_MAX)
+    throw badRequest(`count=${v}: expected a whole number from 1 to ${LIST_MAX}`);
   return n;
 }
 
@@ -40,7 +41,8 @@ function timeout(params: URLSearchParams): number {
   const v = params.get("timeout");
   if (v === null) return WAIT_DEFAULT_MS;
   const ms = durationMs(v);
-  if (ms === undefined || ms > WAIT_MAX_MS) throw badRequest(`timeout=${v}: expected a duration up to 1h (500ms, 30s, 5m) or seconds`);
+  if (ms === undefined || ms > WAIT_MAX_MS)
+    throw badRequest(`timeout=${v}: expected a duration up to 1h (500ms, 30s, 5m) or seconds`);
   return ms;
 }
 
@@ -51,14 +53,22 @@ function limit(params: URLSearchParams): number {
 
 /** The JSON of messages, each with its parts and its page in the inbox. */
 async function views(s: Searcher, list: StoredMessage[]): Promise<Record<string, unknown>[]> {
-  return Promise.all(list.map(async (m) => ({ ...(await viewOf(s, m)), url: `/messages/${encodeURIComponent(m.id)}` })));
+  return Promise.all(
+    list.map(async (m) => ({ ...(await viewOf(s, m)), url: `/messages/${encodeURIComponent(m.id)}` })),
+  );
 }
 
 function errorBody(e: MailsendError): { error: Record<string, unknown> } {
   return { error: { code: e.code, message: e.message, ...(e.hint ? { hint: e.hint } : {}) } };
 }
 
-async function waitRoute(s: Searcher, req: IncomingMessage, res: ServerResponse, params: URLSearchParams, sendJson: SendJson): Promise<void> {
+async function waitRoute(
+  s: Searcher,
+  req: IncomingMessage,
+  res: ServerResponse,
+  params: URLSearchParams,
+  sendJson: SendJson,
+): Promise<void> {
   const q = parseQuery(params.get("query") ?? "");
   const n = count(params);
   const ms = timeout(params);
@@ -71,13 +81,24 @@ async function waitRoute(s: Searcher, req: IncomingMessage, res: ServerResponse,
   } catch (e) {
     if (gone.signal.aborted) return;
     if (!(e instanceof WaitTimeoutError)) throw e;
-    sendJson(req, res, 408, { ...errorBody(e), query: e.query, count: e.count, matched: await views(s, e.matched), closest: await views(s, e.closest) });
+    sendJson(req, res, 408, {
+      ...errorBody(e),
+      query: e.query,
+      count: e.count,
+      matched: await views(s, e.matched),
+      closest: await views(s, e.closest),
+    });
   }
 }
 
 /** Answers /api/messages and /api/wait. */
 export function createSearchApi(s: Searcher, sendJson: SendJson) {
-  return async (req: IncomingMessage, res: ServerResponse, route: "apiList" | "apiWait", params: URLSearchParams): Promise<void> => {
+  return async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    route: "apiList" | "apiWait",
+    params: URLSearchParams,
+  ): Promise<void> => {
     try {
       if (route === "apiWait") return await waitRoute(s, req, res, params, sendJson);
       const q = params.get("query");

@@ -92,13 +92,18 @@ function waitTimeoutText(o: WaitOutcome): string {
   const lines = [head];
   if (o.matched.length > 0) lines.push("matched:", ...o.matched.map(line));
   if (o.total === 0) lines.push("the sandbox holds no messages at all");
-  else if (o.closest.length === 0) lines.push(`none of the ${o.total} messages it holds has the same recipient or subject`);
+  else if (o.closest.length === 0)
+    lines.push(`none of the ${o.total} messages it holds has the same recipient or subject`);
   else lines.push(o.byKeys ? "closest (same recipient or subject):" : "the newest it holds:", ...o.closest.map(line));
   return lines.join("\n");
 }
 
 /** The messages nearest to a query that did not match it, newest first: the same recipient or subject (the newest, when it names neither). */
-async function closestTo(store: MessageStore, q: Query, matched: StoredMessage[]): Promise<{ closest: StoredMessage[]; total: number; byKeys: boolean }> {
+async function closestTo(
+  store: MessageStore,
+  q: Query,
+  matched: StoredMessage[],
+): Promise<{ closest: StoredMessage[]; total: number; byKeys: boolean }> {
   const all = await store.list();
   const ids = new Set(matched.map((m) => m.id));
   const hasKeys = q.terms.some((t) => (t.kind === "to" || t.kind === "subject") && !t.neg);
@@ -121,7 +126,8 @@ export interface WaitOptions {
  */
 export function waitFor(s: Searcher, q: Query, opts: WaitOptions): Promise<StoredMessage[]> {
   const count = Math.max(1, opts.count ?? 1);
-  if (opts.signal?.aborted) return Promise.reject(opts.signal.reason instanceof Error ? opts.signal.reason : new Error("the wait was stopped"));
+  if (opts.signal?.aborted)
+    return Promise.reject(opts.signal.reason instanceof Error ? opts.signal.reason : new Error("the wait was stopped"));
   return new Promise((resolve, reject) => {
     const found: StoredMessage[] = [];
     const seen = new Set<string>();
@@ -146,11 +152,15 @@ export function waitFor(s: Searcher, q: Query, opts: WaitOptions): Promise<Store
     };
     // Subscribed before the scan: what arrives during it is held, then considered after.
     const unsubscribe = s.store.subscribe((m) => (early ? early.push(m) : void consider(m).catch(finish)));
-    const onAbort = () => finish(opts.signal!.reason instanceof Error ? opts.signal!.reason : new Error("the wait was stopped"));
+    const onAbort = () =>
+      finish(opts.signal!.reason instanceof Error ? opts.signal!.reason : new Error("the wait was stopped"));
     opts.signal?.addEventListener("abort", onAbort, { once: true });
     timer = setTimeout(() => {
       void closestTo(s.store, q, found).then(
-        (near) => finish(new WaitTimeoutError({ query: q.source, count, timeoutMs: opts.timeoutMs, matched: [...found], ...near })),
+        (near) =>
+          finish(
+            new WaitTimeoutError({ query: q.source, count, timeoutMs: opts.timeoutMs, matched: [...found], ...near }),
+          ),
         finish,
       );
     }, opts.timeoutMs);

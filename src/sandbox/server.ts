@@ -97,15 +97,27 @@ interface Listener {
 /** The library's name for a port flag: http-port is options.httpPort. */
 const optionOf = (flag: string) => flag.replace(/-(\w)/g, (_, c: string) => c.toUpperCase());
 
-function listen(server: Listener, address: () => AddressInfo, port: number, host: string, flag: string): Promise<number> {
+function listen(
+  server: Listener,
+  address: () => AddressInfo,
+  port: number,
+  host: string,
+  flag: string,
+): Promise<number> {
   return new Promise((resolve, reject) => {
     server.once("error", (e) => {
       reject(
         e.code === "EADDRINUSE"
           ? new MailsendError("config_invalid", `port ${port} on ${host} is already in use`, {
-              hint: (s) => `Choose another with ${s.pick({ cli: `--${flag} <port>`, api: `options.${optionOf(flag)}` })}, or 0 for any free port.`,
+              hint: (s) =>
+                `Choose another with ${s.pick({ cli: `--${flag} <port>`, api: `options.${optionOf(flag)}` })}, or 0 for any free port.`,
             })
-          : new MailsendError("config_invalid", (s) => `cannot listen on ${host}:${port} (${s.pick({ cli: `--${flag}`, api: `options.${optionOf(flag)}` })}): ${e.message}`, { cause: e }),
+          : new MailsendError(
+              "config_invalid",
+              (s) =>
+                `cannot listen on ${host}:${port} (${s.pick({ cli: `--${flag}`, api: `options.${optionOf(flag)}` })}): ${e.message}`,
+              { cause: e },
+            ),
       );
     });
     server.listen(port, host, () => resolve(address().port));
@@ -130,10 +142,15 @@ function openDataDir(dir: string): string | undefined {
     accessSync(dir, constants.R_OK | constants.W_OK);
     return made;
   } catch (e) {
-    throw new MailsendError("config_invalid", `cannot use ${dir} as the sandbox data dir (${(e as NodeJS.ErrnoException).code ?? e})`, {
-      cause: e,
-      hint: (s) => `Give ${s.pick({ cli: "--dir (or MAILSEND_SANDBOX_DIR)", api: "options.dir" })} a directory you can write to.`,
-    });
+    throw new MailsendError(
+      "config_invalid",
+      `cannot use ${dir} as the sandbox data dir (${(e as NodeJS.ErrnoException).code ?? e})`,
+      {
+        cause: e,
+        hint: (s) =>
+          `Give ${s.pick({ cli: "--dir (or MAILSEND_SANDBOX_DIR)", api: "options.dir" })} a directory you can write to.`,
+      },
+    );
   }
 }
 
@@ -147,7 +164,8 @@ async function checkPorts(host: string, ports: ReadonlyArray<readonly [number | 
   const fixed = ports.filter(([port]) => port);
   for (const [i, [port, flag]] of fixed.entries()) {
     const other = fixed.slice(0, i).find(([p]) => p === port);
-    if (other) throw new MailsendError("usage", `--${other[1]} and --${flag} are both ${port}: each needs a port of its own`);
+    if (other)
+      throw new MailsendError("usage", `--${other[1]} and --${flag} are both ${port}: each needs a port of its own`);
   }
   const probes: net.Server[] = [];
   try {
@@ -163,7 +181,11 @@ async function checkPorts(host: string, ports: ReadonlyArray<readonly [number | 
 }
 
 /** The sandbox's state: its keys (a first one made when there is none), stored mail, limits and faults. */
-async function openCore(paths: SandboxPaths, options: SandboxOptions, cleanups: Cleanups): Promise<{ core: SandboxCore; createdKey?: Sandbox["createdKey"] }> {
+async function openCore(
+  paths: SandboxPaths,
+  options: SandboxOptions,
+  cleanups: Cleanups,
+): Promise<{ core: SandboxCore; createdKey?: Sandbox["createdKey"] }> {
   const keys = KeyStore.open(paths.keys);
   let createdKey: Sandbox["createdKey"];
   if (keys.size === 0) {
@@ -188,7 +210,10 @@ async function openCore(paths: SandboxPaths, options: SandboxOptions, cleanups: 
   const core: SandboxCore = {
     keys,
     store,
-    limiter: new SlidingLogLimiter(options.rateLimit ?? SANDBOX_DEFAULTS.rateLimit, options.rateWindowMs ?? SANDBOX_DEFAULTS.rateWindowMs),
+    limiter: new SlidingLogLimiter(
+      options.rateLimit ?? SANDBOX_DEFAULTS.rateLimit,
+      options.rateWindowMs ?? SANDBOX_DEFAULTS.rateWindowMs,
+    ),
     idempotency,
     faults: new Faults(options.faults ?? {}),
     stats: new Stats(),
@@ -199,7 +224,13 @@ async function openCore(paths: SandboxPaths, options: SandboxOptions, cleanups: 
 }
 
 /** The HTTP side: POST /send, the control routes and the web inbox, behind the access gate. */
-async function startHttp(core: SandboxCore, host: string, port: number, token: string | undefined, cleanups: Cleanups): Promise<number> {
+async function startHttp(
+  core: SandboxCore,
+  host: string,
+  port: number,
+  token: string | undefined,
+  cleanups: Cleanups,
+): Promise<number> {
   const handleSend = createSendHandler(core);
   // Host (and beyond loopback the token) is checked for every route here, so the inbox need not.
   const inbox = createInboxHandler(core.store, { checkHost: false });
@@ -213,10 +244,19 @@ async function startHttp(core: SandboxCore, host: string, port: number, token: s
       if (expectContinue) res.writeContinue();
       if (path.startsWith("/_sandbox/")) return await control(req, res, path);
       if (await inbox(req, res)) return;
-      sendJson(res, 404, { success: false, error: { code: "not_found", message: `nothing at ${path}; the send endpoint is POST /send` } });
+      sendJson(res, 404, {
+        success: false,
+        error: { code: "not_found", message: `nothing at ${path}; the send endpoint is POST /send` },
+      });
     } catch {
       // A bug of ours: answer 500 rather than hang or crash (the message, if any, was not acknowledged).
-      if (!res.headersSent) sendJson(res, 500, { success: false, error: { code: "internal_error", message: "internal error in the sandbox" } }, { Connection: "close" });
+      if (!res.headersSent)
+        sendJson(
+          res,
+          500,
+          { success: false, error: { code: "internal_error", message: "internal error in the sandbox" } },
+          { Connection: "close" },
+        );
       else res.destroy();
     }
   };
@@ -240,15 +280,36 @@ async function startHttp(core: SandboxCore, host: string, port: number, token: s
 }
 
 /** One SMTP server in its role (STARTTLS on --smtp-port, implicit TLS on --smtps-port). */
-async function startSmtp(core: SandboxCore, role: SmtpRole, tls: TlsMaterial, host: string, port: number, cleanups: Cleanups): Promise<number> {
+async function startSmtp(
+  core: SandboxCore,
+  role: SmtpRole,
+  tls: TlsMaterial,
+  host: string,
+  port: number,
+  cleanups: Cleanups,
+): Promise<number> {
   const server = createSmtpServer(core, role, tls);
-  const bound = await listen(server, () => server.server.address() as AddressInfo, port, host, role === "starttls" ? "smtp-port" : "smtps-port");
+  const bound = await listen(
+    server,
+    () => server.server.address() as AddressInfo,
+    port,
+    host,
+    role === "starttls" ? "smtp-port" : "smtps-port",
+  );
   cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())));
   return bound;
 }
 
 /** The environment that points mailsend (in another shell) at this sandbox. */
-function clientEnv(o: { baseUrl: string; reach: string; smtpPort: number; core: SandboxCore; caPath: string; keyFile: string | undefined; dir: string }): Record<string, string> {
+function clientEnv(o: {
+  baseUrl: string;
+  reach: string;
+  smtpPort: number;
+  core: SandboxCore;
+  caPath: string;
+  keyFile: string | undefined;
+  dir: string;
+}): Record<string, string> {
   const { limiter, smtpUser } = o.core;
   return {
     MAILSEND_BASE_URL: o.baseUrl,
@@ -291,7 +352,12 @@ function sandboxHandle(o: {
     paths,
     host: reach,
     ports,
-    urls: { baseUrl, inbox: `${baseUrl}/`, smtp: `smtp://${reachHost}:${ports.smtp}`, smtps: `smtps://${reachHost}:${ports.smtps}` },
+    urls: {
+      baseUrl,
+      inbox: `${baseUrl}/`,
+      smtp: `smtp://${reachHost}:${ports.smtp}`,
+      smtps: `smtps://${reachHost}:${ports.smtps}`,
+    },
     tls,
     store: core.store,
     keys: core.keys,
@@ -333,7 +399,13 @@ function dirLock(paths: SandboxPaths, created: CreatedByStart, cleanups: Cleanup
 }
 
 /** Opens (or makes) the data dir and takes its lock, checking the ports are free on the way. */
-async function claimDataDir(paths: SandboxPaths, host: string, options: SandboxOptions, created: CreatedByStart, lock: () => void): Promise<void> {
+async function claimDataDir(
+  paths: SandboxPaths,
+  host: string,
+  options: SandboxOptions,
+  created: CreatedByStart,
+  lock: () => void,
+): Promise<void> {
   // A sandbox already running on this dir is the better message than its ports being in use.
   const existed = existsSync(paths.dir);
   if (existed) {
@@ -353,7 +425,15 @@ async function claimDataDir(paths: SandboxPaths, host: string, options: SandboxO
 
 /** The HTTP and both SMTP servers, then the url file other processes find the sandbox by. */
 async function startServers(
-  o: { paths: SandboxPaths; core: SandboxCore; tls: TlsMaterial; host: string; reach: string; token: string | undefined; options: SandboxOptions },
+  o: {
+    paths: SandboxPaths;
+    core: SandboxCore;
+    tls: TlsMaterial;
+    host: string;
+    reach: string;
+    token: string | undefined;
+    options: SandboxOptions;
+  },
   cleanups: Cleanups,
 ): Promise<Sandbox["ports"]> {
   const { paths, core, tls, host, reach, token, options } = o;
@@ -407,7 +487,11 @@ export async function startSandbox(options: SandboxOptions): Promise<Sandbox> {
 function createControlHandler(core: SandboxCore) {
   return async (req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<void> => {
     if (path === "/_sandbox/stats" && req.method === "GET") {
-      sendJson(res, 200, { ...core.stats.toJSON(), stored: core.store.count, rateLimit: { limit: core.limiter.limit, windowMs: core.limiter.windowMs } });
+      sendJson(res, 200, {
+        ...core.stats.toJSON(),
+        stored: core.store.count,
+        rateLimit: { limit: core.limiter.limit, windowMs: core.limiter.windowMs },
+      });
       return;
     }
     if (path === "/_sandbox/faults") {
@@ -419,33 +503,62 @@ function createControlHandler(core: SandboxCore) {
       if (req.method === "POST") {
         // JSON only: a cross-site form post from a web page cannot set faults.
         if (!/^application\/json\b/i.test(req.headers["content-type"] ?? "")) {
-          return sendJson(res, 415, { success: false, error: { code: "unsupported_media_type", message: "send the fault settings as application/json" } });
+          return sendJson(res, 415, {
+            success: false,
+            error: { code: "unsupported_media_type", message: "send the fault settings as application/json" },
+          });
         }
         const chunks: Buffer[] = [];
         let size = 0;
         for await (const c of req) {
           size += (c as Buffer).length;
-          if (size > 64 * 1024) return sendJson(res, 413, { success: false, error: { code: "payload_too_large", message: "fault settings are small" } }, { Connection: "close" });
+          if (size > 64 * 1024)
+            return sendJson(
+              res,
+              413,
+              { success: false, error: { code: "payload_too_large", message: "fault settings are small" } },
+              { Connection: "close" },
+            );
           chunks.push(c as Buffer);
         }
         let patch: unknown;
         try {
           patch = JSON.parse(Buffer.concat(chunks).toString("utf8"));
         } catch {
-          return sendJson(res, 400, { success: false, error: { code: "invalid_json", message: "the body is not valid JSON" } });
+          return sendJson(res, 400, {
+            success: false,
+            error: { code: "invalid_json", message: "the body is not valid JSON" },
+          });
         }
         if (!patch || typeof patch !== "object" || Array.isArray(patch)) {
-          return sendJson(res, 400, { success: false, error: { code: "invalid_request", message: "expected a JSON object of fault settings" } });
+          return sendJson(res, 400, {
+            success: false,
+            error: { code: "invalid_request", message: "expected a JSON object of fault settings" },
+          });
         }
         try {
           core.faults.config = mergeFaults(core.faults.config, patch as Record<string, unknown>);
         } catch (e) {
-          return sendJson(res, 400, { success: false, error: { code: "invalid_request", message: (e as Error).message } });
+          return sendJson(res, 400, {
+            success: false,
+            error: { code: "invalid_request", message: (e as Error).message },
+          });
         }
         return sendJson(res, 200, core.faults.config);
       }
-      return sendJson(res, 405, { success: false, error: { code: "method_not_allowed", message: "use GET, POST or DELETE" } }, { Allow: "GET, POST, DELETE" });
+      return sendJson(
+        res,
+        405,
+        { success: false, error: { code: "method_not_allowed", message: "use GET, POST or DELETE" } },
+        { Allow: "GET, POST, DELETE" },
+      );
     }
-    sendJson(res, 404, { success: false, error: { code: "not_found", message: `no control endpoint ${path} (known: GET /_sandbox/stats, GET|POST|DELETE /_sandbox/faults)` } });
+    sendJson(res, 404, {
+      success: false,
+      error: {
+        code: "not_found",
+        message: `no control endpoint ${path} (known: GET /_sandbox/stats, GET|POST|DELETE /_sandbox/faults)`,
+      },
+    });
   };
 }

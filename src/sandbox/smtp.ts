@@ -90,7 +90,10 @@ async function admit(side: Side, keyId: string, session: SMTPServerSession) {
     side.refused("faults");
     await faults.delay();
     const code = faults.config.failSmtpCode;
-    throw reply(code, `${code < 500 ? "4.3.0" : "5.3.0"} Injected failure (mailsend sandbox fault injection); the message was not stored`);
+    throw reply(
+      code,
+      `${code < 500 ? "4.3.0" : "5.3.0"} Injected failure (mailsend sandbox fault injection); the message was not stored`,
+    );
   }
   if (fault.kind === "drop" && fault.when === "before") {
     stats.count("smtp", "faults");
@@ -142,7 +145,11 @@ const onAuth =
     if (!check.ok) {
       side.refused("authFailed");
       const why =
-        check.reason === "revoked" ? "the API key has been revoked" : check.reason === "expired" ? "the API key has expired" : "the password must be a valid API key";
+        check.reason === "revoked"
+          ? "the API key has been revoked"
+          : check.reason === "expired"
+            ? "the API key has expired"
+            : "the password must be a valid API key";
       return cb(reply(535, `5.7.8 Authentication credentials invalid: ${why}`));
     }
     cb(null, { user: check.key.id });
@@ -221,7 +228,8 @@ export function createSmtpServer(core: SandboxCore, role: SmtpRole, tls: TlsMate
       if (what) stats.count("smtp", what);
     },
     socketOf(session) {
-      const conns = (server as unknown as { connections: Set<{ session?: { id: string }; _socket?: Socket }> }).connections;
+      const conns = (server as unknown as { connections: Set<{ session?: { id: string }; _socket?: Socket }> })
+        .connections;
       for (const c of conns) if (c.session?.id === session.id) return c._socket;
       return undefined;
     },

@@ -11,7 +11,16 @@
  * index once. So fsync costs are shared by concurrent requests, and still no
  * answer leaves before its message is on disk.
  */
-import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  unlinkSync,
+} from "node:fs";
 import { open, readFile, unlink, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { MailsendError } from "../core/errors.js";
@@ -121,7 +130,10 @@ export class FileMessageStore implements MessageStore {
       text = readFileSync(index);
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === "ENOENT") text = Buffer.alloc(0);
-      else throw new MailsendError("file_unreadable", `cannot read the sandbox index ${index}: ${(e as Error).message}`, { cause: e });
+      else
+        throw new MailsendError("file_unreadable", `cannot read the sandbox index ${index}: ${(e as Error).message}`, {
+          cause: e,
+        });
     }
     let good = 0;
     let start = 0;
@@ -191,7 +203,8 @@ export class FileMessageStore implements MessageStore {
     const out: StoredMessage[] = [];
     for (let i = this.#records.length - 1; i >= 0; i--) {
       const r = this.#records[i]!;
-      if (bareMessageId(r.messageId) === want || (r.channel === "rest" && `${r.id}@${MESSAGE_ID_DOMAIN}` === want)) out.push(publicRecord(r));
+      if (bareMessageId(r.messageId) === want || (r.channel === "rest" && `${r.id}@${MESSAGE_ID_DOMAIN}` === want))
+        out.push(publicRecord(r));
     }
     return out;
   }

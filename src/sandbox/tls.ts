@@ -43,7 +43,10 @@ export async function generateTls(hosts: readonly string[] = ["localhost", "127.
   const x509 = await import("@peculiar/x509");
   x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
   const now = new Date(Date.now() - DAY);
-  const caKeys = (await webcrypto.subtle.generateKey(ALG, true, ["sign", "verify"])) as webcrypto.CryptoKeyPair as unknown as KeyPair;
+  const caKeys = (await webcrypto.subtle.generateKey(ALG, true, [
+    "sign",
+    "verify",
+  ])) as webcrypto.CryptoKeyPair as unknown as KeyPair;
   const caCert = await x509.X509CertificateGenerator.createSelfSigned({
     name: "CN=mailsend sandbox CA",
     keys: caKeys,
@@ -56,8 +59,13 @@ export async function generateTls(hosts: readonly string[] = ["localhost", "127.
       await x509.SubjectKeyIdentifierExtension.create(caKeys.publicKey),
     ],
   });
-  const leafKeys = (await webcrypto.subtle.generateKey(ALG, true, ["sign", "verify"])) as webcrypto.CryptoKeyPair as unknown as KeyPair;
-  const names = hosts.map((h) => (/^[\d.]+$|:/.test(h) ? { type: "ip" as const, value: h } : { type: "dns" as const, value: h }));
+  const leafKeys = (await webcrypto.subtle.generateKey(ALG, true, [
+    "sign",
+    "verify",
+  ])) as webcrypto.CryptoKeyPair as unknown as KeyPair;
+  const names = hosts.map((h) =>
+    /^[\d.]+$|:/.test(h) ? { type: "ip" as const, value: h } : { type: "dns" as const, value: h },
+  );
   const leaf = await x509.X509CertificateGenerator.create({
     subject: "CN=localhost",
     issuer: caCert.subject,
@@ -79,12 +87,22 @@ export async function generateTls(hosts: readonly string[] = ["localhost", "127.
 }
 
 /** Load the CA and certificate from `dir`, making them when missing or near expiry. */
-export async function ensureTls(dir: string, hosts: readonly string[] = ["localhost", "127.0.0.1", "::1"]): Promise<TlsMaterial> {
+export async function ensureTls(
+  dir: string,
+  hosts: readonly string[] = ["localhost", "127.0.0.1", "::1"],
+): Promise<TlsMaterial> {
   const caPath = join(dir, "ca.pem");
   const certPath = join(dir, "cert.pem");
   const keyPath = join(dir, "key.pem");
   if (existsSync(caPath) && existsSync(certPath) && existsSync(keyPath)) {
-    const m = { caPath, certPath, keyPath, ca: readFileSync(caPath, "utf8"), cert: readFileSync(certPath, "utf8"), key: readFileSync(keyPath, "utf8") };
+    const m = {
+      caPath,
+      certPath,
+      keyPath,
+      ca: readFileSync(caPath, "utf8"),
+      cert: readFileSync(certPath, "utf8"),
+      key: readFileSync(keyPath, "utf8"),
+    };
     if (stillValid(m.cert, hosts)) return m;
   }
   mkdirSync(dir, { recursive: true });

@@ -22,7 +22,7 @@
  */
 import { formatSize } from "../core/size.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Address, } from "postal-mime";
+import type { Address } from "postal-mime";
 import { INBOX_CSS, INBOX_JS } from "./web/assets.js";
 import type { MessageStore, StoredMessage } from "./types.js";
 import { readParts, type MessageParts, type PartAttachment } from "./content.js";
@@ -46,7 +46,18 @@ const ROUTES: { re: RegExp; name: RouteName }[] = [
   { re: /^\/assets\/inbox\.css$/, name: "css" },
   { re: /^\/assets\/inbox\.js$/, name: "js" },
 ];
-type RouteName = "list" | "message" | "html" | "raw" | "attachment" | "apiList" | "apiMessage" | "apiWait" | "events" | "css" | "js";
+type RouteName =
+  | "list"
+  | "message"
+  | "html"
+  | "raw"
+  | "attachment"
+  | "apiList"
+  | "apiMessage"
+  | "apiWait"
+  | "events"
+  | "css"
+  | "js";
 /** Paths under these prefixes are the inbox's: a bad id there is a 404 from here, not a fall-through. */
 const OWN_PREFIXES = ["/messages/", "/api/messages", "/api/wait", "/assets/"];
 
@@ -111,7 +122,12 @@ function html(strings: TemplateStringsArray, ...values: unknown[]): Html {
 /** UTC, readable without script; the page's script replaces it with local time. */
 function formatTime(iso: string): string {
   const d = new Date(iso);
-  return Number.isNaN(d.getTime()) ? iso : d.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+  return Number.isNaN(d.getTime())
+    ? iso
+    : d
+        .toISOString()
+        .replace("T", " ")
+        .replace(/\.\d+Z$/, "Z");
 }
 
 function formatAddress(a: Address): string {
@@ -167,7 +183,13 @@ function sendJson(req: IncomingMessage, res: ServerResponse, status: number, val
 
 function notFound(req: IncomingMessage, res: ServerResponse, what: string): void {
   if (wantsJson(req)) sendJson(req, res, 404, { error: { code: "not_found", message: `${what} not found` } });
-  else sendPage(req, res, 404, layout("Not found", html`<h2 class="subject">${what} not found</h2><p><a href="/">Back to the inbox</a></p>`));
+  else
+    sendPage(
+      req,
+      res,
+      404,
+      layout("Not found", html`<h2 class="subject">${what} not found</h2><p><a href="/">Back to the inbox</a></p>`),
+    );
 }
 
 function wantsJson(req: IncomingMessage): boolean {
@@ -194,7 +216,9 @@ export function contentDisposition(filename: string): string {
 
 /** A declared MIME type if it is a plain type/subtype token, else octet-stream. */
 function safeContentType(t: string): string {
-  return /^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$/i.test(t) ? t.toLowerCase() : "application/octet-stream";
+  return /^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$/i.test(t)
+    ? t.toLowerCase()
+    : "application/octet-stream";
 }
 
 /**
@@ -234,7 +258,14 @@ function createParser(store: MessageStore) {
   const cache = new Map<string, Promise<Parsed>>();
   async function parse(raw: Buffer): Promise<Parsed> {
     const p = await readParts(raw);
-    return { ...p, attachments: p.attachments.map((a, index) => ({ ...a, index, filename: a.filename || `attachment-${index + 1}` })) };
+    return {
+      ...p,
+      attachments: p.attachments.map((a, index) => ({
+        ...a,
+        index,
+        filename: a.filename || `attachment-${index + 1}`,
+      })),
+    };
   }
   /** undefined when the store has no such message. */
   return async function parsed(id: string): Promise<{ meta: StoredMessage; raw: Buffer; parsed: Parsed } | undefined> {
@@ -262,7 +293,8 @@ function createParser(store: MessageStore) {
 function frameHtml(body: string, attachments: ParsedAttachment[]): string {
   const byCid = new Map<string, ParsedAttachment>();
   for (const a of attachments) {
-    if (a.contentId && a.contentType.startsWith("image/")) byCid.set(a.contentId.replace(/^<|>$/g, "").toLowerCase(), a);
+    if (a.contentId && a.contentType.startsWith("image/"))
+      byCid.set(a.contentId.replace(/^<|>$/g, "").toLowerCase(), a);
   }
   let budget = CID_EMBED_MAX;
   const withImages =
@@ -338,7 +370,9 @@ function timeTag(value: string | undefined): Html | string | undefined {
 }
 
 function fieldRows(fields: [string, Html | string | undefined][]): Html[] {
-  return fields.filter(([, v]) => v !== undefined && v !== "").map(([k, v]) => html`<tr><th>${k}</th><td>${v}</td></tr>`);
+  return fields
+    .filter(([, v]) => v !== undefined && v !== "")
+    .map(([k, v]) => html`<tr><th>${k}</th><td>${v}</td></tr>`);
 }
 
 /** The message's own header fields, read from the parsed message where it parsed, else from the store. */
@@ -371,7 +405,9 @@ function sandboxFields(meta: StoredMessage): Html[] {
 function rawPanel(url: string, raw: Buffer): Html {
   const rawShown = raw.subarray(0, RAW_INLINE_MAX).toString("utf8");
   return html`<section class="panel" id="raw"><h3>Raw</h3><p class="note"><a href="${url}/raw">Open as text</a> · <a href="${url}/raw?download=1">Download .eml</a>${
-    raw.length > RAW_INLINE_MAX ? html` · showing the first ${formatSize(RAW_INLINE_MAX)} of ${formatSize(raw.length)}` : ""
+    raw.length > RAW_INLINE_MAX
+      ? html` · showing the first ${formatSize(RAW_INLINE_MAX)} of ${formatSize(raw.length)}`
+      : ""
   }</p><pre>${rawShown}</pre></section>`;
 }
 
@@ -404,7 +440,9 @@ function messagePanels(meta: StoredMessage, raw: Buffer, p: Parsed): { tabs: [st
   tabs.push(["text", "Text"]);
   panels.push(
     html`<section class="panel" id="text"><h3>Text</h3>${
-      email?.text !== undefined && email.text !== "" ? html`<pre>${email.text}</pre>` : html`<p class="note">This message has no text part.</p>`
+      email?.text !== undefined && email.text !== ""
+        ? html`<pre>${email.text}</pre>`
+        : html`<p class="note">This message has no text part.</p>`
     }</section>`,
   );
   tabs.push(["raw", "Raw"]);
@@ -412,7 +450,9 @@ function messagePanels(meta: StoredMessage, raw: Buffer, p: Parsed): { tabs: [st
   tabs.push(["attachments", `Attachments (${p.attachments.length})`]);
   panels.push(attachmentsPanel(url, p.attachments));
   tabs.push(["sandbox", "Sandbox"]);
-  panels.push(html`<section class="panel" id="sandbox"><h3>Sandbox</h3><table class="fields">${sandboxFields(meta)}</table></section>`);
+  panels.push(
+    html`<section class="panel" id="sandbox"><h3>Sandbox</h3><table class="fields">${sandboxFields(meta)}</table></section>`,
+  );
   return { tabs, panels };
 }
 
@@ -512,7 +552,14 @@ function events(req: IncomingMessage, res: ServerResponse, store: MessageStore):
 type Found = NonNullable<Awaited<ReturnType<ReturnType<typeof createParser>>>>;
 
 /** The pages and API answers of one stored message. */
-function routeMessage(req: IncomingMessage, res: ServerResponse, name: RouteName, m: RegExpExecArray, query: URLSearchParams, found: Found): void {
+function routeMessage(
+  req: IncomingMessage,
+  res: ServerResponse,
+  name: RouteName,
+  m: RegExpExecArray,
+  query: URLSearchParams,
+  found: Found,
+): void {
   const { meta, raw, parsed: p } = found;
   switch (name) {
     case "message":
@@ -567,7 +614,13 @@ function createRouter(store: MessageStore) {
   const searcher = createSearcher(store);
   const searchApi = createSearchApi(searcher, sendJson);
 
-  return async function route(req: IncomingMessage, res: ServerResponse, name: RouteName, m: RegExpExecArray, query: URLSearchParams): Promise<void> {
+  return async function route(
+    req: IncomingMessage,
+    res: ServerResponse,
+    name: RouteName,
+    m: RegExpExecArray,
+    query: URLSearchParams,
+  ): Promise<void> {
     switch (name) {
       case "css":
         send(req, res, 200, "text/css; charset=utf-8", INBOX_CSS, { "Cache-Control": "no-cache" });
@@ -592,7 +645,8 @@ function createRouter(store: MessageStore) {
     const id = m[1] === LATEST ? ((await latest(store))?.id ?? "") : (m[1] ?? "");
     const found = await parsed(id);
     if (!found) return notFound(req, res, "Message");
-    if (name === "apiMessage") return sendJson(req, res, 200, { ...details(found.meta, found.parsed), links: found.parsed.links });
+    if (name === "apiMessage")
+      return sendJson(req, res, 200, { ...details(found.meta, found.parsed), links: found.parsed.links });
     routeMessage(req, res, name, m, query, found);
   };
 }
@@ -617,7 +671,13 @@ export function createInboxHandler(store: MessageStore, opts: { checkHost?: bool
       return true;
     }
     if (checkHost && !hostAllowed(req.headers.host)) {
-      send(req, res, 403, "text/plain; charset=utf-8", "The sandbox inbox answers only to localhost, IP addresses and single-label host names (DNS rebinding protection).\n");
+      send(
+        req,
+        res,
+        403,
+        "text/plain; charset=utf-8",
+        "The sandbox inbox answers only to localhost, IP addresses and single-label host names (DNS rebinding protection).\n",
+      );
       return true;
     }
     if (req.method !== "GET" && req.method !== "HEAD") {
@@ -627,7 +687,8 @@ export function createInboxHandler(store: MessageStore, opts: { checkHost?: bool
     try {
       await route(req, res, matched.name, matched.m, url.searchParams);
     } catch (e) {
-      if (!res.headersSent) send(req, res, 500, "text/plain; charset=utf-8", `Internal error: ${(e as Error).message}\n`);
+      if (!res.headersSent)
+        send(req, res, 500, "text/plain; charset=utf-8", `Internal error: ${(e as Error).message}\n`);
       else res.destroy();
     }
     return true;

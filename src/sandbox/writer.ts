@@ -128,7 +128,9 @@ export class WorkerWriter implements MessageWriter {
     const seq = ++this.#seq;
     return new Promise<number>((resolve, reject) => {
       slot.jobs.set(seq, { resolve, reject });
-      slot.worker.postMessage("raw" in payload ? { seq, path, raw: payload.raw } : { seq, path, compose: payload.compose });
+      slot.worker.postMessage(
+        "raw" in payload ? { seq, path, raw: payload.raw } : { seq, path, compose: payload.compose },
+      );
     });
   }
 

@@ -92,7 +92,8 @@ export function parseAliases(text: string, path: string): AliasTable {
       name = l.slice(0, colon).trim();
       rest = l.slice(colon + 1);
     }
-    if (name === "" || (!quoted && /\s/.test(name))) throw bad(path, line, `the alias name ${JSON.stringify(name)} must be one word`);
+    if (name === "" || (!quoted && /\s/.test(name)))
+      throw bad(path, line, `the alias name ${JSON.stringify(name)} must be one word`);
     const targets = splitTargets(rest);
     if (targets.length === 0) throw bad(path, line, `the alias "${name}" has no target`);
     // As in newaliases, a later line for the same name wins; the name is case-insensitive.
@@ -132,7 +133,11 @@ export function machineDomains(): ReadonlySet<string> {
  * user the aliases file names itself: its `default:` does not take the domain's other addresses
  * (alice@example.com is a real mailbox elsewhere), which are sent as written.
  */
-export function isLocalName(address: string, table?: AliasTable, domains: ReadonlySet<string> = machineDomains()): boolean {
+export function isLocalName(
+  address: string,
+  table?: AliasTable,
+  domains: ReadonlySet<string> = machineDomains(),
+): boolean {
   const at = address.lastIndexOf("@");
   if (at < 0) return /^[^\s<>()"@,;:]+$/.test(address) && address !== "";
   const domain = address.slice(at + 1).toLowerCase();
@@ -168,26 +173,41 @@ function localPart(address: string): string {
 export function expandLocal(table: AliasTable | undefined, address: string): string[] {
   const name = localPart(address);
   if (!table) {
-    throw new MailsendError("config_missing", `"${address}" is a local name (a user of this machine${address.includes("@") ? "" : ", no domain"}), and no aliases file is set to map it to an address`, {
-      hint: `Write an aliases file (e.g. "root: ops@example.com" and "default: ops@example.com") and name it in ${ALIASES_SETTING}; or give a full address.`,
-    });
+    throw new MailsendError(
+      "config_missing",
+      `"${address}" is a local name (a user of this machine${address.includes("@") ? "" : ", no domain"}), and no aliases file is set to map it to an address`,
+      {
+        hint: `Write an aliases file (e.g. "root: ops@example.com" and "default: ops@example.com") and name it in ${ALIASES_SETTING}; or give a full address.`,
+      },
+    );
   }
   const out: string[] = [];
   const walk = (n: string, chain: string[]) => {
-    if (chain.length > 10) throw bad(table.path, table.entries.get(n)?.line ?? 0, `the aliases ${chain.join(" -> ")} nest more than 10 deep`);
+    if (chain.length > 10)
+      throw bad(
+        table.path,
+        table.entries.get(n)?.line ?? 0,
+        `the aliases ${chain.join(" -> ")} nest more than 10 deep`,
+      );
     const direct = table.entries.get(n);
     const entry = direct ?? table.entries.get("default");
     if (!entry) {
       throw new MailsendError(
         "config_missing",
         `"${address}" is a local name${chain.length ? ` (through ${[...chain, n].join(" -> ")})` : ""} and the aliases file ${table.path} maps neither "${n}" nor has a "default:" entry`,
-        { hint: `Add a line "${n}: someone@example.com" or "default: someone@example.com" to ${table.path} (the file ${ALIASES_SETTING} names).` },
+        {
+          hint: `Add a line "${n}: someone@example.com" or "default: someone@example.com" to ${table.path} (the file ${ALIASES_SETTING} names).`,
+        },
       );
     }
     const via = direct ? n : "default";
     for (const t of entry.targets) {
       if (/^[|/]|^:include:/i.test(t)) {
-        throw bad(table.path, entry.line, `"${via}" maps to ${JSON.stringify(t)}: a command, a file or :include: cannot be delivered by mailsend; map it to an address`);
+        throw bad(
+          table.path,
+          entry.line,
+          `"${via}" maps to ${JSON.stringify(t)}: a command, a file or :include: cannot be delivered by mailsend; map it to an address`,
+        );
       }
       if (!isLocalName(t)) {
         out.push(t.replace(/^<(.*)>$/, "$1"));
@@ -195,7 +215,11 @@ export function expandLocal(table: AliasTable | undefined, address: string): str
       }
       const next = localPart(t);
       if (next === n || chain.includes(next)) {
-        throw bad(table.path, entry.line, `"${via}" maps back to "${next}" (${[...chain, n, next].join(" -> ")}): a loop; map it to an address`);
+        throw bad(
+          table.path,
+          entry.line,
+          `"${via}" maps back to "${next}" (${[...chain, n, next].join(" -> ")}): a loop; map it to an address`,
+        );
       }
       walk(next, [...chain, n]);
     }
@@ -214,7 +238,11 @@ function expandHome(p: string, env: Env): string {
  * The environment with MAILSEND_ALIASES as a profile's `aliases` sets it: a path relative to the
  * config file (like its api_key_file), or under ~. The variable, when set, wins as it was.
  */
-export function withProfileAliases(env: Env, ownEnv: Env, profile: { file: string; settings: { aliases?: unknown } } | undefined): Env {
+export function withProfileAliases(
+  env: Env,
+  ownEnv: Env,
+  profile: { file: string; settings: { aliases?: unknown } } | undefined,
+): Env {
   const p = profile?.settings.aliases;
   if (ownEnv.MAILSEND_ALIASES || typeof p !== "string") return env;
   const path = p === "~" || p.startsWith("~/") ? resolve(ownEnv.HOME || homedir(), p.slice(2)) : p;
@@ -231,7 +259,14 @@ export async function loadAliases(env: Env): Promise<AliasTable | undefined> {
     text = await readFile(path, "utf8");
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    const why = code === "ENOENT" ? "it does not exist" : code === "EACCES" || code === "EPERM" ? "permission denied" : code === "EISDIR" ? "it is a directory" : (code ?? String(e));
+    const why =
+      code === "ENOENT"
+        ? "it does not exist"
+        : code === "EACCES" || code === "EPERM"
+          ? "permission denied"
+          : code === "EISDIR"
+            ? "it is a directory"
+            : (code ?? String(e));
     throw new MailsendError("config_invalid", `the aliases file ${path} cannot be read (${why})`, {
       cause: e,
       hint: `Create it, or point ${ALIASES_SETTING} at another file.`,

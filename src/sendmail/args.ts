@@ -53,7 +53,8 @@ class ArgsReader {
   /** The option that chose the mode, for a conflict's message. */
   modeFrom: string | undefined;
   readonly setMode = (mode: SendmailMode, flag: string): void => {
-    if (this.modeFrom !== undefined && this.out.mode !== mode) throw usage(`${this.modeFrom} and ${flag} cannot be used together`);
+    if (this.modeFrom !== undefined && this.out.mode !== mode)
+      throw usage(`${this.modeFrom} and ${flag} cannot be used together`);
     this.out.mode = mode;
     this.modeFrom = flag;
   };
@@ -81,7 +82,8 @@ class ArgsReader {
     switch (name) {
       case "queue": {
         const v = value();
-        if (!(QUEUE_MODES as readonly string[]).includes(v)) throw usage(`--queue must be always, auto or never (got ${JSON.stringify(v)})`);
+        if (!(QUEUE_MODES as readonly string[]).includes(v))
+          throw usage(`--queue must be always, auto or never (got ${JSON.stringify(v)})`);
         out.queue = v as QueueMode;
         return false;
       }
@@ -134,7 +136,10 @@ class ArgsReader {
   }
 }
 
-export function parseSendmailArgs(argv: readonly string[], invokedAs: "sendmail" | "mailq" | "newaliases" = "sendmail"): SendmailArgs {
+export function parseSendmailArgs(
+  argv: readonly string[],
+  invokedAs: "sendmail" | "mailq" | "newaliases" = "sendmail",
+): SendmailArgs {
   const out: SendmailArgs = {
     mode: invokedAs === "mailq" ? "list" : invokedAs === "newaliases" ? "aliases" : "deliver",
     readRecipients: false,
@@ -158,12 +163,18 @@ export function parseSendmailArgs(argv: readonly string[], invokedAs: "sendmail"
   return out;
 }
 
-function takeValue(out: SendmailArgs, letter: string, value: string, setMode: (m: SendmailMode, flag: string) => void): void {
+function takeValue(
+  out: SendmailArgs,
+  letter: string,
+  value: string,
+  setMode: (m: SendmailMode, flag: string) => void,
+): void {
   switch (letter) {
     case "f":
     case "r":
       // `-f '<>'` (the null sender of bounces) cannot be sent from: the default sender is used.
-      if (value === "" || value === "<>") out.ignored.push(`-${letter} '${value}' (no sender address: the default sender is used)`);
+      if (value === "" || value === "<>")
+        out.ignored.push(`-${letter} '${value}' (no sender address: the default sender is used)`);
       else out.from = value;
       return;
     case "F":
@@ -182,7 +193,10 @@ function takeValue(out: SendmailArgs, letter: string, value: string, setMode: (m
           t: "address test mode",
           v: "verify only",
         };
-        throw usage(`unknown option -b${value}${what[value] ? ` (${what[value]}: not supported)` : ""}`, "mailsend sendmail takes -bm (deliver, the default), -bs (SMTP on stdin and stdout) and -bp (list the outbox).");
+        throw usage(
+          `unknown option -b${value}${what[value] ? ` (${what[value]}: not supported)` : ""}`,
+          "mailsend sendmail takes -bm (deliver, the default), -bs (SMTP on stdin and stdout) and -bp (list the outbox).",
+        );
       }
       return;
     case "o":
@@ -198,7 +212,11 @@ function takeValue(out: SendmailArgs, letter: string, value: string, setMode: (m
       return;
     case "A":
       // sendmail 8.12: which of its configurations to use (-Am the MTA's, -Ac the submission one).
-      if (value !== "m" && value !== "c") throw usage(`unknown option -A${value}`, "sendmail's -A takes m or c (its configuration file); mailsend has one, and ignores -Am and -Ac.");
+      if (value !== "m" && value !== "c")
+        throw usage(
+          `unknown option -A${value}`,
+          "sendmail's -A takes m or c (its configuration file); mailsend has one, and ignores -Am and -Ac.",
+        );
       out.ignored.push(`-A${value} (sendmail's configuration file: mailsend has one)`);
       return;
     default:

@@ -63,7 +63,10 @@ export function stripHeader(raw: Buffer, name: string): Buffer {
   let dropping = false;
   for (const line of lines) {
     if (dropping && (line.startsWith(" ") || line.startsWith("\t"))) continue;
-    dropping = line.toLowerCase().replace(/^([^:\s]+)\s+:/, "$1:").startsWith(prefix);
+    dropping = line
+      .toLowerCase()
+      .replace(/^([^:\s]+)\s+:/, "$1:")
+      .startsWith(prefix);
     if (!dropping) kept.push(line);
   }
   const newHead = Buffer.from(kept.join(""), "latin1");
@@ -106,7 +109,10 @@ async function parseEml(raw: Buffer, source: string): Promise<{ email: Email; de
   try {
     // A forwarded message stays an attachment (not merged into the body), so
     // transports/choose.ts can see it: REST cannot carry it as it is.
-    return { email: await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer", rfc822Attachments: true }), decodeWords };
+    return {
+      email: await PostalMime.parse(raw, { attachmentEncoding: "arraybuffer", rfc822Attachments: true }),
+      decodeWords,
+    };
   } catch (e) {
     invalid(source, `cannot be parsed (${(e as Error).message})`);
   }
@@ -131,12 +137,19 @@ function attachmentsOf(parsed: Attachment[], source: string): Message["attachmen
   return parsed.map((a, i) => {
     const data = a.content;
     const bytes =
-      typeof data === "string" ? Buffer.from(data, "utf8") : Buffer.from(data instanceof Uint8Array ? data : new Uint8Array(data));
+      typeof data === "string"
+        ? Buffer.from(data, "utf8")
+        : Buffer.from(data instanceof Uint8Array ? data : new Uint8Array(data));
     const filename = a.filename ?? `attachment-${i + 1}`;
     checkSingleLine(filename, `${source} attachment file name`);
     // An inline part of a multipart/related (an image the HTML shows as cid:): over SMTP the raw message carries it.
     const cid = a.related && a.contentId ? a.contentId.replace(/^<|>$/g, "") : undefined;
-    return { filename, source: { kind: "bytes" as const, data: bytes }, contentType: a.mimeType, ...(cid ? { cid } : {}) };
+    return {
+      filename,
+      source: { kind: "bytes" as const, data: bytes },
+      contentType: a.mimeType,
+      ...(cid ? { cid } : {}),
+    };
   });
 }
 
@@ -145,7 +158,12 @@ function attachmentsOf(parsed: Attachment[], source: string): Message["attachmen
  * X-Idempotency-Key, unless --idempotency-key replaces it, else a fresh one. The raw message
  * carries the key like any other SMTP message, and none of DROPPED_ON_SEND.
  */
-function rawToSend(raw: Buffer, parsed: ParsedHeader[], source: string, idempotencyKey: string | undefined): { key: string; out: Buffer } {
+function rawToSend(
+  raw: Buffer,
+  parsed: ParsedHeader[],
+  source: string,
+  idempotencyKey: string | undefined,
+): { key: string; out: Buffer } {
   const inFile = parsed.find((h) => h.key === "x-idempotency-key")?.value.trim() || undefined;
   if (inFile !== undefined && !/^[\x21-\x7E]{1,255}$/.test(inFile)) {
     invalid(source, "X-Idempotency-Key must be 1 to 255 printable ASCII characters without spaces");
@@ -162,7 +180,12 @@ function rawToSend(raw: Buffer, parsed: ParsedHeader[], source: string, idempote
 }
 
 /** Turn an .eml into a Message. Over SMTP the raw bytes (without DROPPED_ON_SEND) are what is sent. */
-export async function messageFromEml(raw: Buffer, source: string, idempotencyKey?: string, opts: { envelopeRecipients?: boolean } = {}): Promise<Message> {
+export async function messageFromEml(
+  raw: Buffer,
+  source: string,
+  idempotencyKey?: string,
+  opts: { envelopeRecipients?: boolean } = {},
+): Promise<Message> {
   const { email, decodeWords } = await parseEml(raw, source);
   const fromList = mailboxes(email.headers, "From", source, decodeWords);
   if (fromList.length !== 1) invalid(source, `needs exactly one From address, found ${fromList.length}`);
@@ -170,7 +193,8 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
   const cc = mailboxes(email.headers, "Cc", source, decodeWords);
   const bcc = mailboxes(email.headers, "Bcc", source, decodeWords);
   // Mail from sendmail or the relay has its recipients in the envelope; the headers may name none.
-  if (to.length + cc.length + bcc.length === 0 && !opts.envelopeRecipients) invalid(source, "has no recipients (To, Cc or Bcc)");
+  if (to.length + cc.length + bcc.length === 0 && !opts.envelopeRecipients)
+    invalid(source, "has no recipients (To, Cc or Bcc)");
   const replyTo = mailboxes(email.headers, "Reply-To", source, decodeWords);
   if (replyTo.length > 1) invalid(source, "more than one Reply-To address is not supported");
   const subject = email.subject ?? "";
@@ -179,7 +203,13 @@ export async function messageFromEml(raw: Buffer, source: string, idempotencyKey
   const attachments = attachmentsOf(email.attachments, source);
   const { key, out } = rawToSend(raw, email.headers, source, idempotencyKey);
 
-  const decoded = [subject, email.html ?? "", email.text ?? "", ...headers.map(([, v]) => v), ...[...fromList, ...to, ...cc, ...replyTo].map((m) => m.name ?? "")];
+  const decoded = [
+    subject,
+    email.html ?? "",
+    email.text ?? "",
+    ...headers.map(([, v]) => v),
+    ...[...fromList, ...to, ...cc, ...replyTo].map((m) => m.name ?? ""),
+  ];
   return {
     from: fromList[0]!,
     to,

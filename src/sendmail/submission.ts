@@ -25,7 +25,10 @@ export { DEFAULT_MAX_SIZE, maxMessageSize } from "../core/size.js";
  * (the rest of the input is not read), as sendmail does; reading also stops
  * as soon as the size limit is passed.
  */
-export async function readSendmailInput(stdin: NodeJS.ReadableStream, opts: { ignoreDots: boolean; maxSize: number }): Promise<Buffer> {
+export async function readSendmailInput(
+  stdin: NodeJS.ReadableStream,
+  opts: { ignoreDots: boolean; maxSize: number },
+): Promise<Buffer> {
   const chunks: Buffer[] = [];
   let total = 0;
   let buf: Buffer = Buffer.alloc(0);
@@ -52,7 +55,8 @@ export async function readSendmailInput(stdin: NodeJS.ReadableStream, opts: { ig
   if (opts.ignoreDots) return Buffer.concat(chunks);
   // A last line "." without its newline ends the message too.
   if (buf.length === 1 && buf[0] === 0x2e) return Buffer.alloc(0);
-  if (buf.length >= 2 && buf[buf.length - 1] === 0x2e && buf[buf.length - 2] === 0x0a) return buf.subarray(0, buf.length - 1);
+  if (buf.length >= 2 && buf[buf.length - 1] === 0x2e && buf[buf.length - 2] === 0x0a)
+    return buf.subarray(0, buf.length - 1);
   return buf;
 }
 
@@ -184,7 +188,17 @@ function withoutComments(s: string): string {
 
 /** A user name, alone or at a host name (isLocalName says whether that host is this machine). */
 /** The header fields whose local names are mapped through the aliases (lower case). */
-const ADDRESS_FIELDS: readonly string[] = ["from", "sender", "reply-to", "to", "cc", "bcc", "resent-to", "resent-cc", "resent-bcc"];
+const ADDRESS_FIELDS: readonly string[] = [
+  "from",
+  "sender",
+  "reply-to",
+  "to",
+  "cc",
+  "bcc",
+  "resent-to",
+  "resent-cc",
+  "resent-bcc",
+];
 /**
  * Sender and Reply-To: a local name in them (one at this machine, or a bare name the aliases file
  * lists) becomes its alias when that is one address; else it is left out (and the field with it
@@ -213,7 +227,11 @@ export interface Rewrite {
  * (`undisclosed-recipients:;`, which mail programs write when there are only
  * Bcc recipients) holds no address and is left out.
  */
-export function rewriteLocalNames(value: string, map: (local: string) => string[], isLocal: (address: string) => boolean = isLocalName): Rewrite {
+export function rewriteLocalNames(
+  value: string,
+  map: (local: string) => string[],
+  isLocal: (address: string) => boolean = isLocalName,
+): Rewrite {
   const parts: string[] = [];
   const droppedGroups: string[] = [];
   const dropped: string[] = [];
@@ -254,7 +272,15 @@ export function rewriteLocalNames(value: string, map: (local: string) => string[
     }
     parts.push(trimmed);
   }
-  return { value: parts.map((p) => p.trim()).filter((p) => p !== "").join(", "), changed, droppedGroups, dropped };
+  return {
+    value: parts
+      .map((p) => p.trim())
+      .filter((p) => p !== "")
+      .join(", "),
+    changed,
+    droppedGroups,
+    dropped,
+  };
 }
 
 /**
@@ -271,9 +297,13 @@ function oneSender(local: string, mapLocal: (local: string) => string[], fallbac
   if (targets && targets.length === 1) return targets;
   const other = fallback();
   if (other) return [other];
-  throw new MailsendError("invalid_address", `the local sender name "${local}" maps to ${targets?.length ?? 0} addresses in the aliases file; a sender is one address`, {
-    hint: "Give the sender with -f <address>, or set MAILSEND_FROM (or the profile's from).",
-  });
+  throw new MailsendError(
+    "invalid_address",
+    `the local sender name "${local}" maps to ${targets?.length ?? 0} addresses in the aliases file; a sender is one address`,
+    {
+      hint: "Give the sender with -f <address>, or set MAILSEND_FROM (or the profile's from).",
+    },
+  );
 }
 
 /**
@@ -282,9 +312,18 @@ function oneSender(local: string, mapLocal: (local: string) => string[], fallbac
  * one address, else the sender's), Sender and Reply-To as ADVISORY_FIELDS says. A field left
  * holding only empty groups is left out. Other fields stay as they were.
  */
-function mapAddressFields(fields: HeaderField[], eol: string, mapLocal: (local: string) => string[], mapFrom: (local: string) => string[], isLocal: (address: string) => boolean, aliases: AliasTable | undefined, notes: string[]): HeaderField[] {
+function mapAddressFields(
+  fields: HeaderField[],
+  eol: string,
+  mapLocal: (local: string) => string[],
+  mapFrom: (local: string) => string[],
+  isLocal: (address: string) => boolean,
+  aliases: AliasTable | undefined,
+  notes: string[],
+): HeaderField[] {
   const out: HeaderField[] = [];
-  const advisoryLocal = (address: string) => aliases !== undefined && isLocal(address) && (address.includes("@") || aliases.entries.has(address.toLowerCase()));
+  const advisoryLocal = (address: string) =>
+    aliases !== undefined && isLocal(address) && (address.includes("@") || aliases.entries.has(address.toLowerCase()));
   // oneSender with no fallback: its alias when that is one address, else none.
   const oneOrNone = (local: string): string[] => {
     try {
@@ -304,13 +343,18 @@ function mapAddressFields(fields: HeaderField[], eol: string, mapLocal: (local: 
     const value = utf8 ? decodeText(written) : written;
     const fieldName = f.text.slice(0, f.text.indexOf(":")).trim();
     const advisory = ADVISORY_FIELDS.includes(f.name);
-    const r = rewriteLocalNames(value, f.name === "from" ? mapFrom : advisory ? oneOrNone : mapLocal, advisory ? advisoryLocal : isLocal);
+    const r = rewriteLocalNames(
+      value,
+      f.name === "from" ? mapFrom : advisory ? oneOrNone : mapLocal,
+      advisory ? advisoryLocal : isLocal,
+    );
     if (!r.changed) {
       out.push(f);
       continue;
     }
     for (const g of r.droppedGroups) notes.push(`${fieldName}: left out the empty group ${g}`);
-    for (const local of r.dropped) notes.push(`${fieldName}: left out ${local} (a local name that is not one address in the aliases file)`);
+    for (const local of r.dropped)
+      notes.push(`${fieldName}: left out ${local} (a local name that is not one address in the aliases file)`);
     if (r.value === "") continue;
     notes.push(`${fieldName}: ${value} -> ${r.value}`);
     out.push({ name: f.name, text: foldList(fieldName, utf8 ? encodeText(r.value) : r.value, eol) });
@@ -362,7 +406,11 @@ function foldList(name: string, value: string, eol: string): string {
  * message and envelope without local names come back as they were, byte for byte. Throws
  * (invalid_address, config_missing) for a local name nothing maps.
  */
-export function mapRelayedLocalNames(raw: Buffer, envelope: Envelope, opts: { aliases?: AliasTable; defaultFrom?: string }): { raw: Buffer; envelope: Envelope; notes: string[] } {
+export function mapRelayedLocalNames(
+  raw: Buffer,
+  envelope: Envelope,
+  opts: { aliases?: AliasTable; defaultFrom?: string },
+): { raw: Buffer; envelope: Envelope; notes: string[] } {
   const isLocal = (address: string) => relayLocal(address, opts.aliases);
   const mapLocal = (local: string) => expandLocal(opts.aliases, local);
   const notes: string[] = [];
@@ -376,7 +424,8 @@ export function mapRelayedLocalNames(raw: Buffer, envelope: Envelope, opts: { al
   const to: string[] = [];
   for (const rcpt of envelope.to) {
     const targets = isLocal(rcpt) ? mapLocal(rcpt) : [rcpt];
-    if (targets.length !== 1 || targets[0] !== rcpt) notes.push(`recipient <${rcpt}> is ${targets.map((t) => `<${t}>`).join(", ")}`);
+    if (targets.length !== 1 || targets[0] !== rcpt)
+      notes.push(`recipient <${rcpt}> is ${targets.map((t) => `<${t}>`).join(", ")}`);
     for (const t of targets) {
       if (seen.has(t.toLowerCase())) continue;
       seen.add(t.toLowerCase());
@@ -385,10 +434,27 @@ export function mapRelayedLocalNames(raw: Buffer, envelope: Envelope, opts: { al
   }
   const mapped = { from, to };
   const split = splitMessage(raw);
-  if (!split.hadHeader || raw.subarray(0, 5).toString("latin1") === "From " || !headerAddresses(split.fields).some(isLocal)) return { raw, envelope: mapped, notes };
+  if (
+    !split.hadHeader ||
+    raw.subarray(0, 5).toString("latin1") === "From " ||
+    !headerAddresses(split.fields).some(isLocal)
+  )
+    return { raw, envelope: mapped, notes };
   const sender = () => (from !== "" && !isLocal(from) ? from : defaultFrom());
-  const fields = mapAddressFields(split.fields, split.eol, mapLocal, (local) => oneSender(local, mapLocal, sender), isLocal, opts.aliases, notes);
-  return { raw: Buffer.concat([Buffer.from(fields.map((f) => f.text).join(""), "latin1"), split.rest]), envelope: mapped, notes };
+  const fields = mapAddressFields(
+    split.fields,
+    split.eol,
+    mapLocal,
+    (local) => oneSender(local, mapLocal, sender),
+    isLocal,
+    opts.aliases,
+    notes,
+  );
+  return {
+    raw: Buffer.concat([Buffer.from(fields.map((f) => f.text).join(""), "latin1"), split.rest]),
+    envelope: mapped,
+    notes,
+  };
 }
 
 /** A local name as the relay takes one: a user name alone or at this machine (isLocalName). */
@@ -402,7 +468,11 @@ export function relayLocal(address: string, aliases: AliasTable | undefined): bo
  * isLocalName those that are local whatever the file says). Most mail has none, and is then taken
  * without reading the file (a broken one never refuses it).
  */
-export function mentionsThisMachine(raw: Buffer, envelope: Envelope, at: (address: string) => boolean = (a) => atThisMachine(a)): boolean {
+export function mentionsThisMachine(
+  raw: Buffer,
+  envelope: Envelope,
+  at: (address: string) => boolean = (a) => atThisMachine(a),
+): boolean {
   if ((envelope.from !== "" && at(envelope.from)) || envelope.to.some((a) => at(a))) return true;
   return headerAddresses(splitMessage(raw).fields).some((a) => LOCAL_NAME.test(a) && at(a));
 }
@@ -444,7 +514,11 @@ function newMessageId(sender: string | undefined): string {
  * stamps sendmail's prepareLocalSubmission adds. A message that has both (or no header at all) is returned as
  * it is.
  */
-export function addMissingStamps(raw: Buffer, sender: string | undefined, now = new Date()): { raw: Buffer; added: string[] } {
+export function addMissingStamps(
+  raw: Buffer,
+  sender: string | undefined,
+  now = new Date(),
+): { raw: Buffer; added: string[] } {
   const split = splitMessage(raw);
   if (!split.hadHeader || raw.subarray(0, 5).toString("latin1") === "From ") return { raw, added: [] };
   const lines: string[] = [];
@@ -460,7 +534,14 @@ export function addMissingStamps(raw: Buffer, sender: string | undefined, now = 
   const end = split.rest.length === 0 ? (raw[raw.length - 1] === 0x0a ? split.eol : split.eol + split.eol) : "";
   if (lines.length === 0 && end === "") return { raw, added: [] };
   // UTF-8: an SMTPUTF8 sender's address (jöran@example.com) in the From added; the rest is ASCII.
-  return { raw: Buffer.concat([Buffer.from(lines.map((l) => l + split.eol).join(""), "utf8"), raw, Buffer.from(end, "latin1")]), added: lines };
+  return {
+    raw: Buffer.concat([
+      Buffer.from(lines.map((l) => l + split.eol).join(""), "utf8"),
+      raw,
+      Buffer.from(end, "latin1"),
+    ]),
+    added: lines,
+  };
 }
 
 /**
@@ -534,18 +615,28 @@ export function headerMailbox(m: Mailbox, eol = "\r\n"): string {
   const encoded = words.map((w) => `=?UTF-8?B?${Buffer.from(w, "utf8").toString("base64")}?=`);
   // The address on the last word's line when that line stays within 76 characters, else on its own.
   const last = encoded[encoded.length - 1]!;
-  const sep = (encoded.length === 1 ? "From: ".length : 1) + last.length + 2 + m.address.length + 2 > 76 ? `${eol} ` : " ";
+  const sep =
+    (encoded.length === 1 ? "From: ".length : 1) + last.length + 2 + m.address.length + 2 > 76 ? `${eol} ` : " ";
   return `${encoded.join(`${eol} `)}${sep}<${m.address}>`;
 }
 
 function noHeaderNoBody(): MailsendError {
-  return new MailsendError("empty_input", "the message on stdin was empty (0 bytes): there is nothing to send, and nothing was queued", {
-    hint: "The program that called sendmail wrote no message; check that it ran. A message is header lines (To:, Subject:), a blank line, then the body.",
-  });
+  return new MailsendError(
+    "empty_input",
+    "the message on stdin was empty (0 bytes): there is nothing to send, and nothing was queued",
+    {
+      hint: "The program that called sendmail wrote no message; check that it ran. A message is header lines (To:, Subject:), a blank line, then the body.",
+    },
+  );
 }
 
 function addressError(where: string, e: unknown): MailsendError {
-  if (e instanceof MailsendError) return new MailsendError("invalid_address", `${e.message.startsWith(where) ? "" : `${where}: `}${e.message}`, e.hint ? { hint: e.hint } : {});
+  if (e instanceof MailsendError)
+    return new MailsendError(
+      "invalid_address",
+      `${e.message.startsWith(where) ? "" : `${where}: `}${e.message}`,
+      e.hint ? { hint: e.hint } : {},
+    );
   return new MailsendError("invalid_address", `${where}: ${String(e)}`);
 }
 
@@ -571,13 +662,21 @@ function envelopeSender(given: string, local: LocalNames, notes: string[]): Mail
 }
 
 /** The From to add to a message that has none: the -f sender, the configured one, or the user who ran sendmail. */
-function senderToAdd(opts: SubmissionInput, envelopeFrom: Mailbox | undefined, local: LocalNames, notes: string[]): Mailbox {
+function senderToAdd(
+  opts: SubmissionInput,
+  envelopeFrom: Mailbox | undefined,
+  local: LocalNames,
+  notes: string[],
+): Mailbox {
   let from: Mailbox | undefined = envelopeFrom;
   if (!from && opts.defaultFrom) {
     try {
       from = parseMailbox1(opts.defaultFrom, "MAILSEND_FROM");
     } catch (e) {
-      throw new MailsendError("config_invalid", `the default sender (MAILSEND_FROM or the profile's from) is not one address: ${(e as Error).message}`);
+      throw new MailsendError(
+        "config_invalid",
+        `the default sender (MAILSEND_FROM or the profile's from) is not one address: ${(e as Error).message}`,
+      );
     }
   }
   // As Postfix: the user who ran sendmail (atd's `sendmail -i root`, `mail` without -r), here
@@ -615,7 +714,14 @@ function fieldMailboxes(fields: HeaderField[], name: string, label: string): Mai
 }
 
 /** From, Date and Message-ID where the message lacks them, as an MTA adds them for local clients. */
-function stamps(fields: HeaderField[], opts: SubmissionInput, envelopeFrom: Mailbox | undefined, local: LocalNames, eol: string, notes: string[]) {
+function stamps(
+  fields: HeaderField[],
+  opts: SubmissionInput,
+  envelopeFrom: Mailbox | undefined,
+  local: LocalNames,
+  eol: string,
+  notes: string[],
+) {
   const added: HeaderField[] = [];
   let headerFrom: Mailbox | undefined;
   if (!fields.some((f) => f.name === "from")) {
@@ -656,8 +762,21 @@ function recipientsOf(fields: HeaderField[], opts: SubmissionInput, local: Local
     // Resent-Cc and Resent-Bcc: with those present they are the recipients, not To/Cc/Bcc (as
     // Postfix's cleanup and sendmail 8 take them).
     const resent = fields.some((f) => RESENT_RECIPIENTS.includes(f.name));
-    const names = resent ? ([["resent-to", "Resent-To"], ["resent-cc", "Resent-Cc"], ["resent-bcc", "Resent-Bcc"]] as const) : ([["to", "To"], ["cc", "Cc"], ["bcc", "Bcc"]] as const);
-    if (resent) notes.push("the recipients are those of Resent-To, Resent-Cc and Resent-Bcc (a message sent on again), not To, Cc and Bcc");
+    const names = resent
+      ? ([
+          ["resent-to", "Resent-To"],
+          ["resent-cc", "Resent-Cc"],
+          ["resent-bcc", "Resent-Bcc"],
+        ] as const)
+      : ([
+          ["to", "To"],
+          ["cc", "Cc"],
+          ["bcc", "Bcc"],
+        ] as const);
+    if (resent)
+      notes.push(
+        "the recipients are those of Resent-To, Resent-Cc and Resent-Bcc (a message sent on again), not To, Cc and Bcc",
+      );
     for (const [name, label] of names) {
       rcpts.push(...fieldMailboxes(fields, name, label).map((m) => m.address));
     }
@@ -676,15 +795,21 @@ function recipientsOf(fields: HeaderField[], opts: SubmissionInput, local: Local
   if (to.length === 0) {
     throw new MailsendError(
       "usage",
-      opts.readRecipients ? "no recipient addresses found in the message header (To, Cc, Bcc) nor as arguments; nothing was queued" : "no recipients: give them as arguments, or use -t to read them from the To, Cc and Bcc headers; nothing was queued",
+      opts.readRecipients
+        ? "no recipient addresses found in the message header (To, Cc, Bcc) nor as arguments; nothing was queued"
+        : "no recipients: give them as arguments, or use -t to read them from the To, Cc and Bcc headers; nothing was queued",
       { hint: "For example: sendmail -t < message.eml, or sendmail ops@example.com < message.eml" },
     );
   }
   // As too large a message: what the service would refuse in part, after the caller was told it was taken.
   if (to.length > MAX_RECIPIENTS) {
-    throw new MailsendError("invalid_message", `${to.length} recipients: the service takes at most ${MAX_RECIPIENTS} per message; nothing was queued`, {
-      hint: `Send it in parts of ${MAX_RECIPIENTS} recipients or fewer.`,
-    });
+    throw new MailsendError(
+      "invalid_message",
+      `${to.length} recipients: the service takes at most ${MAX_RECIPIENTS} per message; nothing was queued`,
+      {
+        hint: `Send it in parts of ${MAX_RECIPIENTS} recipients or fewer.`,
+      },
+    );
   }
   return to;
 }
@@ -693,9 +818,13 @@ function recipientsOf(fields: HeaderField[], opts: SubmissionInput, local: Local
 function checkNotBinary(input: Buffer): void {
   const binary = binaryKind(input);
   if (binary !== undefined) {
-    throw new MailsendError("invalid_message", `the input is ${binary} without a message header, not a mail message; nothing was queued`, {
-      hint: "sendmail reads one RFC 5322 message: header lines (From:, To:, Subject:), a blank line, then the body. To mail a file, attach it: mailsend send --attach <file>.",
-    });
+    throw new MailsendError(
+      "invalid_message",
+      `the input is ${binary} without a message header, not a mail message; nothing was queued`,
+      {
+        hint: "sendmail reads one RFC 5322 message: header lines (From:, To:, Subject:), a blank line, then the body. To mail a file, attach it: mailsend send --attach <file>.",
+      },
+    );
   }
 }
 
@@ -724,11 +853,23 @@ export function prepareLocalSubmission(input: Buffer, opts: SubmissionInput): Lo
 
   // A local sender (`From: root`) is one mailbox: its alias when that is one address, else the -f
   // sender or the configured one.
-  const senderFallback = () => envelopeFrom?.address ?? (opts.defaultFrom ? parseMailbox1(opts.defaultFrom, "MAILSEND_FROM").address : undefined);
-  const rewritten = mapAddressFields(split.fields, eol, local.mapLocal, (name) => oneSender(name, local.mapLocal, senderFallback), local.isLocal, opts.aliases, notes);
+  const senderFallback = () =>
+    envelopeFrom?.address ?? (opts.defaultFrom ? parseMailbox1(opts.defaultFrom, "MAILSEND_FROM").address : undefined);
+  const rewritten = mapAddressFields(
+    split.fields,
+    eol,
+    local.mapLocal,
+    (name) => oneSender(name, local.mapLocal, senderFallback),
+    local.isLocal,
+    opts.aliases,
+    notes,
+  );
   const fields = rewritten.filter((f) => {
     const secret = f.name === "x-cron-env" ? cronSecret(fieldValue(f)) : undefined;
-    if (secret !== undefined) notes.push(`X-Cron-Env: left out the one for ${secret} (cron copies the crontab's variables into its mail; that one holds a secret or mailsend's settings)`);
+    if (secret !== undefined)
+      notes.push(
+        `X-Cron-Env: left out the one for ${secret} (cron copies the crontab's variables into its mail; that one holds a secret or mailsend's settings)`,
+      );
     return secret === undefined;
   });
 

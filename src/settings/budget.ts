@@ -36,7 +36,12 @@ export interface Budget {
 /** The default delivery deadline (CLI --deadline, API deadlineMs): a CI step does not hang on a stuck endpoint. */
 const DEFAULT_DEADLINE_MS = 60_000;
 
-export const BUDGET_DEFAULTS = { retries: 3, maxWaitSeconds: 300, deadlineSeconds: DEFAULT_DEADLINE_MS / 1000, windowSeconds: 60 };
+export const BUDGET_DEFAULTS = {
+  retries: 3,
+  maxWaitSeconds: 300,
+  deadlineSeconds: DEFAULT_DEADLINE_MS / 1000,
+  windowSeconds: 60,
+};
 
 const UP = Number.MAX_SAFE_INTEGER;
 
@@ -44,7 +49,14 @@ const UP = Number.MAX_SAFE_INTEGER;
  * A whole number of `setting`, given or from the environment, in the unit the source uses:
  * `scale` turns a variable's (seconds) into the given value's unit (the library's milliseconds).
  */
-function whole(front: Front, env: Env, setting: Setting, given: number | undefined, min: number, max = UP): { n: number; source: "given" | "env" } | undefined {
+function whole(
+  front: Front,
+  env: Env,
+  setting: Setting,
+  given: number | undefined,
+  min: number,
+  max = UP,
+): { n: number; source: "given" | "env" } | undefined {
   const variable: string | undefined = (SETTINGS[setting] as { env?: string }).env;
   const raw = given ?? (variable !== undefined && env[variable] !== "" ? env[variable] : undefined);
   if (raw === undefined) return undefined;
@@ -52,13 +64,25 @@ function whole(front: Front, env: Env, setting: Setting, given: number | undefin
   const n = typeof raw === "number" ? raw : /^\d+$/.test(raw.trim()) ? Number(raw) : Number.NaN;
   if (!Number.isInteger(n) || n < min || n > max) {
     const range = max === UP ? `from ${min} up` : `from ${min} to ${max}`;
-    throw new MailsendError("config_invalid", `${settingName(setting, front, source)} must be a whole number ${range}, got ${JSON.stringify(raw)}`, { setting });
+    throw new MailsendError(
+      "config_invalid",
+      `${settingName(setting, front, source)} must be a whole number ${range}, got ${JSON.stringify(raw)}`,
+      { setting },
+    );
   }
   return { n, source };
 }
 
 /** A duration: the library's option in ms, else the CLI's flag or a variable in seconds. */
-function duration(front: Front, env: Env, setting: Setting, ms: number | undefined, seconds: number | undefined, minSeconds: number, fallbackSeconds: number): number {
+function duration(
+  front: Front,
+  env: Env,
+  setting: Setting,
+  ms: number | undefined,
+  seconds: number | undefined,
+  minSeconds: number,
+  fallbackSeconds: number,
+): number {
   if (front === "api" && ms !== undefined) return whole(front, env, setting, ms, minSeconds * 1000)!.n;
   return (whole(front, env, setting, front === "cli" ? seconds : undefined, minSeconds)?.n ?? fallbackSeconds) * 1000;
 }
@@ -74,9 +98,13 @@ function reserveOf(front: Front, env: Env, limit: number): number | undefined {
   const m = /^(\d+)(%?)$/.exec(raw);
   const n = m ? Number(m[1]) : Number.NaN;
   if (!m || (m[2] && n > 100)) {
-    throw new MailsendError("config_invalid", `${settingName("rateReserve", front, "env")} must be a whole number of slots or a percentage of the rate limit (like 5 or 10%), got ${JSON.stringify(raw)}`, {
-      setting: "rateReserve",
-    });
+    throw new MailsendError(
+      "config_invalid",
+      `${settingName("rateReserve", front, "env")} must be a whole number of slots or a percentage of the rate limit (like 5 or 10%), got ${JSON.stringify(raw)}`,
+      {
+        setting: "rateReserve",
+      },
+    );
   }
   return m[2] ? Math.floor((limit * n) / 100) : n;
 }

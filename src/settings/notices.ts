@@ -49,9 +49,11 @@ export function noticeSettings(env: Env): NoticeSettings {
   const mode = modeOf(env.MAILSEND_NOTICES);
   const rawWarn = env.MAILSEND_QUEUE_WARN_AFTER;
   const warnAfterMs = rawWarn === undefined || rawWarn.trim() === "" ? DEFAULT_WARN_AFTER_MS : durationMs(rawWarn);
-  if (warnAfterMs === undefined) throw bad("queueWarnAfter", `must be a duration such as 4h, 30m or 0 (off), got ${JSON.stringify(rawWarn)}`);
+  if (warnAfterMs === undefined)
+    throw bad("queueWarnAfter", `must be a duration such as 4h, 30m or 0 (off), got ${JSON.stringify(rawWarn)}`);
   const postmaster = mailbox("postmaster", env.MAILSEND_POSTMASTER);
-  if (mode === "postmaster" && !postmaster) throw bad("notices", "is postmaster, but MAILSEND_POSTMASTER (or the profile's postmaster) is not set");
+  if (mode === "postmaster" && !postmaster)
+    throw bad("notices", "is postmaster, but MAILSEND_POSTMASTER (or the profile's postmaster) is not set");
   let defaultFrom: Mailbox | undefined;
   try {
     defaultFrom = env.MAILSEND_FROM ? parseMailbox1(env.MAILSEND_FROM, "MAILSEND_FROM") : undefined;

@@ -44,24 +44,62 @@ export const PROFILE_SETTINGS = {
   base_url: { kind: "url", env: "MAILSEND_BASE_URL", description: "REST base address" },
   smtp_host: { kind: "string", env: "MAILSEND_SMTP_HOST", description: "SMTP server host" },
   smtp_port: { kind: "int", min: 1, max: 65535, env: "MAILSEND_SMTP_PORT", description: "587 or 465" },
-  smtp_tls: { kind: "choice", choices: ["starttls", "implicit"], env: "MAILSEND_SMTP_TLS", description: "starttls or implicit" },
+  smtp_tls: {
+    kind: "choice",
+    choices: ["starttls", "implicit"],
+    env: "MAILSEND_SMTP_TLS",
+    description: "starttls or implicit",
+  },
   smtp_user: { kind: "string", env: "MAILSEND_SMTP_USER", description: "SMTP username" },
   from: { kind: "address", env: "MAILSEND_FROM", description: 'sender, "Name <addr>" or addr' },
   name: { kind: "name", description: "display name of the profile's from" },
-  rate_limit: { kind: "int", min: 0, max: 1_000_000, env: "MAILSEND_RATE_LIMIT", description: "requests per minute (0 = off)" },
+  rate_limit: {
+    kind: "int",
+    min: 0,
+    max: 1_000_000,
+    env: "MAILSEND_RATE_LIMIT",
+    description: "requests per minute (0 = off)",
+  },
   timeout: { kind: "int", min: 1, max: 3600, env: "MAILSEND_TIMEOUT", description: "seconds" },
   retries: { kind: "int", min: 0, max: 100, env: "MAILSEND_RETRIES", description: "retries of a temporary failure" },
   max_wait: { kind: "int", min: 0, max: 86_400, env: "MAILSEND_MAX_WAIT", description: "longest wait in seconds" },
   api_key_env: { kind: "envname", description: "name of the environment variable holding the key" },
-  api_key_file: { kind: "path", description: "path of a file holding the key (~ and paths relative to the config file allowed)" },
-  postmaster: { kind: "address", env: "MAILSEND_POSTMASTER", description: "who also gets the outbox's notices of mail it gave up or still retries (MAILSEND_NOTICES)" },
-  aliases: { kind: "path", env: "MAILSEND_ALIASES", description: "sendmail: an aliases file (/etc/aliases format) mapping local names such as root to addresses" },
+  api_key_file: {
+    kind: "path",
+    description: "path of a file holding the key (~ and paths relative to the config file allowed)",
+  },
+  postmaster: {
+    kind: "address",
+    env: "MAILSEND_POSTMASTER",
+    description: "who also gets the outbox's notices of mail it gave up or still retries (MAILSEND_NOTICES)",
+  },
+  aliases: {
+    kind: "path",
+    env: "MAILSEND_ALIASES",
+    description: "sendmail: an aliases file (/etc/aliases format) mapping local names such as root to addresses",
+  },
   // What a daemon calling sendmail (cron, PHP-FPM) cannot be given by its environment: the shared
   // budget's Redis, the proxy, a private CA. Never a password: the URLs are refused with one.
-  ca_file: { kind: "path", env: "MAILSEND_CA_FILE", description: "a PEM file of CA certificates to trust too (the service, its proxy, the budget's Redis)" },
-  proxy: { kind: "proxy-url", env: "MAILSEND_PROXY", description: 'HTTP proxy for REST, or "none"; no password (that only in the environment)' },
-  rate_limit_url: { kind: "redis-url", env: "MAILSEND_RATE_LIMIT_URL", description: "the shared budget's Redis: redis://, rediss:// or redis-sentinel://, without a password" },
-  rate_limit_password_file: { kind: "path", env: "MAILSEND_RATE_LIMIT_PASSWORD_FILE", description: "path of a file holding that Redis's password" },
+  ca_file: {
+    kind: "path",
+    env: "MAILSEND_CA_FILE",
+    description: "a PEM file of CA certificates to trust too (the service, its proxy, the budget's Redis)",
+  },
+  proxy: {
+    kind: "proxy-url",
+    env: "MAILSEND_PROXY",
+    description: 'HTTP proxy for REST, or "none"; no password (that only in the environment)',
+  },
+  rate_limit_url: {
+    kind: "redis-url",
+    env: "MAILSEND_RATE_LIMIT_URL",
+    description: "the shared budget's Redis: redis://, rediss:// or redis-sentinel://, without a password",
+  },
+  rate_limit_password_file: {
+    kind: "path",
+    env: "MAILSEND_RATE_LIMIT_PASSWORD_FILE",
+    description: "path of a file holding that Redis's password",
+  },
 } as const satisfies Record<string, SettingSpec>;
 
 export type SettingName = keyof typeof PROFILE_SETTINGS;
@@ -77,7 +115,10 @@ export function isSettingName(s: string): s is SettingName {
 export function looksLikeKeyField(name: string): boolean {
   if (isSettingName(name)) return false;
   // "key" as a word of the name (api_key, apiKey, smtp-key, key, apikey), not inside one (nosuchkey, monkey).
-  const words = name.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase().split(/[^a-z0-9]+/);
+  const words = name
+    .replace(/([a-z0-9])([A-Z])/g, "$1_$2")
+    .toLowerCase()
+    .split(/[^a-z0-9]+/);
   if (words.some((w) => w === "key" || w === "keys" || w === "apikey")) return true;
   return /token|secret|passw|^pass$|_pass$|credential/i.test(name);
 }
@@ -94,7 +135,9 @@ export function settingProblem(name: SettingName, value: unknown): string | unde
         ? undefined
         : `${name} must be a whole number from ${spec.min} to ${spec.max}`;
     case "choice":
-      return typeof value === "string" && spec.choices!.includes(value) ? undefined : `${name} must be ${spec.choices!.join(" or ")}`;
+      return typeof value === "string" && spec.choices!.includes(value)
+        ? undefined
+        : `${name} must be ${spec.choices!.join(" or ")}`;
     default:
       break;
   }
@@ -108,7 +151,9 @@ export function settingProblem(name: SettingName, value: unknown): string | unde
       } catch {
         return `${name} must be an http:// or https:// URL`;
       }
-      return u.protocol === "http:" || u.protocol === "https:" ? undefined : `${name} must be an http:// or https:// URL`;
+      return u.protocol === "http:" || u.protocol === "https:"
+        ? undefined
+        : `${name} must be an http:// or https:// URL`;
     }
     case "address":
       try {
@@ -118,8 +163,11 @@ export function settingProblem(name: SettingName, value: unknown): string | unde
         return `${name} must be one address, "Name <addr>" or addr`;
       }
     case "redis-url":
-      if (!/^(?:rediss?|rediss?[+-]sentinel):\/\//i.test(value)) return `${name} must start with redis://, rediss://, redis-sentinel:// or rediss-sentinel://`;
-      return passwordIn(value) ? `${name} must not hold a password: put it in a file named by rate_limit_password_file (mode 0600)` : undefined;
+      if (!/^(?:rediss?|rediss?[+-]sentinel):\/\//i.test(value))
+        return `${name} must start with redis://, rediss://, redis-sentinel:// or rediss-sentinel://`;
+      return passwordIn(value)
+        ? `${name} must not hold a password: put it in a file named by rate_limit_password_file (mode 0600)`
+        : undefined;
     case "proxy-url":
       return passwordIn(/^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? value : `http://${value}`)
         ? `${name} must not hold a password: give a proxy that needs one in the environment (MAILSEND_PROXY or HTTPS_PROXY)`
@@ -167,8 +215,10 @@ function expandHome(p: string, env: Env): string {
 /** MAILSEND_CONFIG, else $XDG_CONFIG_HOME/mailsend/config.json, else ~/.config/mailsend/config.json (%APPDATA% on Windows). */
 export function configPath(env: Env, platform = process.platform): string {
   if (env.MAILSEND_CONFIG) return resolve(expandHome(env.MAILSEND_CONFIG, env));
-  if (platform === "win32") return join(env.APPDATA || join(homeOf(env), "AppData", "Roaming"), "mailsend", "config.json");
-  const xdg = env.XDG_CONFIG_HOME && isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : join(homeOf(env), ".config");
+  if (platform === "win32")
+    return join(env.APPDATA || join(homeOf(env), "AppData", "Roaming"), "mailsend", "config.json");
+  const xdg =
+    env.XDG_CONFIG_HOME && isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : join(homeOf(env), ".config");
   return join(xdg, "mailsend", "config.json");
 }
 
@@ -182,7 +232,12 @@ export interface ConfigFile {
   data: Record<string, unknown>;
 }
 
-function invalid(path: string, where: { line: number; column?: number } | undefined, message: string, hint?: string): MailsendError {
+function invalid(
+  path: string,
+  where: { line: number; column?: number } | undefined,
+  message: string,
+  hint?: string,
+): MailsendError {
   const at = where ? `:${where.line}${where.column ? `:${where.column}` : ""}` : "";
   return new MailsendError("config_invalid", `${shownPath(path)}${at}: ${message}`, hint ? { hint } : {});
 }
@@ -198,12 +253,22 @@ const keyFields = (obj: Record<string, unknown>) => Object.keys(obj).filter(look
 function checkTopLevel(path: string, data: Record<string, unknown>, at: KeyAt): void {
   const topKeyLike = keyFields(data);
   if (topKeyLike.length > 0) {
-    throw invalid(path, at(data, topKeyLike[0]!), `${topKeyLike.join(", ")}: the config file must not hold an API key`, KEY_FIELD_HINT);
+    throw invalid(
+      path,
+      at(data, topKeyLike[0]!),
+      `${topKeyLike.join(", ")}: the config file must not hold an API key`,
+      KEY_FIELD_HINT,
+    );
   }
   const unknownTop = Object.keys(data).filter((k) => k !== "profile" && k !== "profiles");
   if (unknownTop.length > 0) {
     const list = unknownTop.map((k) => `${JSON.stringify(k)} (line ${at(data, k)?.line})`).join(", ");
-    throw invalid(path, at(data, unknownTop[0]!), `unknown top-level key${unknownTop.length > 1 ? "s" : ""} ${list}`, 'The file holds "profiles" (an object of named profiles) and optionally "profile" (the name of the default one).');
+    throw invalid(
+      path,
+      at(data, unknownTop[0]!),
+      `unknown top-level key${unknownTop.length > 1 ? "s" : ""} ${list}`,
+      'The file holds "profiles" (an object of named profiles) and optionally "profile" (the name of the default one).',
+    );
   }
 }
 
@@ -224,24 +289,42 @@ function checkProfileCombinations(path: string, name: string, value: Record<stri
     throw invalid(path, at(value, "api_key_file"), `profile "${name}": give api_key_env or api_key_file, not both`);
   }
   if (value.name !== undefined && value.from === undefined) {
-    throw invalid(path, at(value, "name"), `profile "${name}": name is the display name of the profile's from; set from too`);
+    throw invalid(
+      path,
+      at(value, "name"),
+      `profile "${name}": name is the display name of the profile's from; set from too`,
+    );
   }
 }
 
 /** One named profile: a valid name, known settings with valid values, no API key. */
 function checkProfile(path: string, name: string, value: unknown, pos: ReturnType<KeyAt>, at: KeyAt): ProfileSettings {
   if (!/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/.test(name)) {
-    throw invalid(path, pos, `profile name ${JSON.stringify(name)} must be letters, digits, ".", "_" or "-" (up to 64)`);
+    throw invalid(
+      path,
+      pos,
+      `profile name ${JSON.stringify(name)} must be letters, digits, ".", "_" or "-" (up to 64)`,
+    );
   }
   if (!isObject(value)) throw invalid(path, pos, `profile "${name}" must be an object`);
   const keyLike = keyFields(value);
   if (keyLike.length > 0) {
-    throw invalid(path, at(value, keyLike[0]!), `profile "${name}": ${keyLike.join(", ")}: a profile must not hold an API key`, KEY_FIELD_HINT);
+    throw invalid(
+      path,
+      at(value, keyLike[0]!),
+      `profile "${name}": ${keyLike.join(", ")}: a profile must not hold an API key`,
+      KEY_FIELD_HINT,
+    );
   }
   const unknown = Object.keys(value).filter((k) => !isSettingName(k));
   if (unknown.length > 0) {
     const list = unknown.map((k) => `${JSON.stringify(k)} (line ${at(value, k)?.line})`).join(", ");
-    throw invalid(path, at(value, unknown[0]!), `profile "${name}": unknown key${unknown.length > 1 ? "s" : ""} ${list}`, `A profile may hold: ${SETTING_NAMES.join(", ")}.`);
+    throw invalid(
+      path,
+      at(value, unknown[0]!),
+      `profile "${name}": unknown key${unknown.length > 1 ? "s" : ""} ${list}`,
+      `A profile may hold: ${SETTING_NAMES.join(", ")}.`,
+    );
   }
   for (const [k, v] of Object.entries(value)) {
     const problem = settingProblem(k as SettingName, v);
@@ -255,10 +338,17 @@ function checkProfile(path: string, name: string, value: unknown, pos: ReturnTyp
 export function checkConfigData(path: string, parsed: LocatedJson): ConfigFile {
   const data = parsed.value;
   const at: KeyAt = (obj, key) => parsed.keyPosition(obj, key);
-  if (!isObject(data)) throw invalid(path, { line: 1 }, "the config file must hold a JSON object", 'Start from: {"profiles": {"default": {}}}');
+  if (!isObject(data))
+    throw invalid(
+      path,
+      { line: 1 },
+      "the config file must hold a JSON object",
+      'Start from: {"profiles": {"default": {}}}',
+    );
   checkTopLevel(path, data, at);
   const profilesValue = data.profiles ?? {};
-  if (!isObject(profilesValue)) throw invalid(path, at(data, "profiles"), '"profiles" must be an object of named profiles');
+  if (!isObject(profilesValue))
+    throw invalid(path, at(data, "profiles"), '"profiles" must be an object of named profiles');
   const profiles: Record<string, ProfileSettings> = {};
   for (const [name, value] of Object.entries(profilesValue)) {
     profiles[name] = checkProfile(path, name, value, at(profilesValue, name), at);
@@ -267,7 +357,11 @@ export function checkConfigData(path: string, parsed: LocatedJson): ConfigFile {
   if (data.profile !== undefined) {
     if (typeof data.profile !== "string" || !Object.hasOwn(profiles, data.profile)) {
       const names = Object.keys(profiles);
-      throw invalid(path, at(data, "profile"), `"profile" must name one of the profiles (${names.length ? names.join(", ") : "there are none"})`);
+      throw invalid(
+        path,
+        at(data, "profile"),
+        `"profile" must name one of the profiles (${names.length ? names.join(", ") : "there are none"})`,
+      );
     }
     defaultProfile = data.profile;
   }
@@ -282,7 +376,12 @@ export function readConfigFile(path: string): ConfigFile {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === "ENOENT" || code === "ENOTDIR") return { path, exists: false, profiles: {}, data: {} };
-    const why = code === "EACCES" || code === "EPERM" ? "permission denied" : code === "EISDIR" ? "it is a directory" : (code ?? String(e));
+    const why =
+      code === "EACCES" || code === "EPERM"
+        ? "permission denied"
+        : code === "EISDIR"
+          ? "it is a directory"
+          : (code ?? String(e));
     throw new MailsendError("config_invalid", `cannot read the config file ${shownPath(path)} (${why})`, {
       cause: e,
       hint: "Fix its permissions, or point MAILSEND_CONFIG at another file.",
@@ -293,7 +392,12 @@ export function readConfigFile(path: string): ConfigFile {
     parsed = parseLocatedJson(text);
   } catch (e) {
     if (!(e instanceof JsonSyntaxError)) throw e;
-    throw invalid(path, e.position, `not valid JSON: ${e.reason}`, "The config file is JSON: double-quoted names and strings, no comments, no trailing commas.");
+    throw invalid(
+      path,
+      e.position,
+      `not valid JSON: ${e.reason}`,
+      "The config file is JSON: double-quoted names and strings, no comments, no trailing commas.",
+    );
   }
   return checkConfigData(path, parsed);
 }
@@ -317,7 +421,9 @@ export function selectProfile(cfg: ConfigFile, requested: string | undefined, en
     const where = shownPath(cfg.path);
     throw new MailsendError(
       "config_missing",
-      cfg.exists ? `no profile "${name}" (from ${via}) in ${where}` : `no profile "${name}" (from ${via}): there is no config file at ${where}`,
+      cfg.exists
+        ? `no profile "${name}" (from ${via}) in ${where}`
+        : `no profile "${name}" (from ${via}): there is no config file at ${where}`,
       {
         hint: `${names.length ? `Profiles there: ${names.join(", ")}. ` : ""}Create it with: mailsend config set --profile ${name} base_url https://...`,
       },
@@ -340,7 +446,8 @@ export function layeredEnv(env: Env, profile: ActiveProfile | undefined): Env {
     if (name === "rate_limit_password_file" && !unset(env, "MAILSEND_RATE_LIMIT_URL")) continue;
     // A file's path: ~ expanded, and relative to the config file (as api_key_file), not to the
     // directory a daemon happens to run in.
-    out[spec.env] = spec.kind === "path" ? resolve(dirname(profile.file), expandHome(String(value), env)) : String(value);
+    out[spec.env] =
+      spec.kind === "path" ? resolve(dirname(profile.file), expandHome(String(value), env)) : String(value);
   }
   // The display name belongs to the profile's own from: fold it in, so a sender from
   // the environment or a flag never gets the profile's name.
@@ -368,7 +475,10 @@ export function loadSettings(requested: string | undefined, env: Env): Settings 
  * The key the profile points at. Called only when the environment and the
  * flags give none. Every failure is a configuration error naming the profile.
  */
-export async function readProfileKey(profile: ActiveProfile, env: Env): Promise<{ raw: string; source: string } | undefined> {
+export async function readProfileKey(
+  profile: ActiveProfile,
+  env: Env,
+): Promise<{ raw: string; source: string } | undefined> {
   const label = `profile "${profile.name}" (${shownPath(profile.file)})`;
   const { api_key_env: varName, api_key_file: file } = profile.settings;
   if (typeof varName === "string") {
@@ -386,11 +496,22 @@ export async function readProfileKey(profile: ActiveProfile, env: Env): Promise<
       return { raw: readFileSync(path, "utf8"), source: `${shownPath(path)} (${label})` };
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
-      const why = code === "ENOENT" ? "it does not exist" : code === "EACCES" || code === "EPERM" ? "permission denied" : code === "EISDIR" ? "it is a directory" : (code ?? String(e));
-      throw new MailsendError("config_missing", `${label} takes the API key from ${shownPath(path)}, which cannot be read (${why})`, {
-        cause: e,
-        hint: `Put the key in that file (mode 0600), or change the profile: mailsend config set --profile ${profile.name} api_key_file <path>`,
-      });
+      const why =
+        code === "ENOENT"
+          ? "it does not exist"
+          : code === "EACCES" || code === "EPERM"
+            ? "permission denied"
+            : code === "EISDIR"
+              ? "it is a directory"
+              : (code ?? String(e));
+      throw new MailsendError(
+        "config_missing",
+        `${label} takes the API key from ${shownPath(path)}, which cannot be read (${why})`,
+        {
+          cause: e,
+          hint: `Put the key in that file (mode 0600), or change the profile: mailsend config set --profile ${profile.name} api_key_file <path>`,
+        },
+      );
     }
   }
   return undefined;

@@ -57,25 +57,41 @@ export function parseProxyUrl(value: string, source: string, kinds: readonly str
   const afterScheme = text.slice(text.indexOf("//") + 2);
   const cut = afterScheme.search(/[/?#]/);
   if (cut >= 0 && afterScheme.slice(cut).includes("@")) {
-    throw new MailsendError("config_invalid", `the proxy in ${source} has its user or password cut: a "/", "?" or "#" in them must be %-encoded`, {
-      hint: `Write them as %2F, %3F and %23 (and "@" as %40, "%" as %25) in ${source}.`,
-    });
+    throw new MailsendError(
+      "config_invalid",
+      `the proxy in ${source} has its user or password cut: a "/", "?" or "#" in them must be %-encoded`,
+      {
+        hint: `Write them as %2F, %3F and %23 (and "@" as %40, "%" as %25) in ${source}.`,
+      },
+    );
   }
   let url: URL;
   try {
     url = new URL(text);
   } catch {
     // Nothing of the value is printed: it may hold a password.
-    throw new MailsendError("config_invalid", `the proxy in ${source} is not a URL`, { hint: "Expected http://[user:password@]host:port (or https:// for TLS to the proxy)." });
+    throw new MailsendError("config_invalid", `the proxy in ${source} is not a URL`, {
+      hint: "Expected http://[user:password@]host:port (or https:// for TLS to the proxy).",
+    });
   }
   const protocol = url.protocol === "socks:" ? "socks5:" : url.protocol;
   if (!kinds.includes(protocol)) {
-    throw new MailsendError("config_invalid", `the proxy in ${source} (${url.protocol}//${url.host}) is not one mailsend can use here: ${kinds.map((k) => `${k}//`).join(", ")}`, {
-      hint: kinds.length === HTTP_PROXY.length ? "REST goes through an HTTP proxy (http://host:port). For SMTP through a SOCKS proxy, see --smtp-proxy." : "Name the proxy as socks5://host:1080 or http://host:3128.",
-    });
+    throw new MailsendError(
+      "config_invalid",
+      `the proxy in ${source} (${url.protocol}//${url.host}) is not one mailsend can use here: ${kinds.map((k) => `${k}//`).join(", ")}`,
+      {
+        hint:
+          kinds.length === HTTP_PROXY.length
+            ? "REST goes through an HTTP proxy (http://host:port). For SMTP through a SOCKS proxy, see --smtp-proxy."
+            : "Name the proxy as socks5://host:1080 or http://host:3128.",
+      },
+    );
   }
   if (url.pathname !== "/" && url.pathname !== "") {
-    throw new MailsendError("config_invalid", `the proxy in ${source} (${url.protocol}//${url.host}) has a path; a proxy is only scheme://host:port`);
+    throw new MailsendError(
+      "config_invalid",
+      `the proxy in ${source} (${url.protocol}//${url.host}) has a path; a proxy is only scheme://host:port`,
+    );
   }
   // curl's default proxy port: 1080 whatever the scheme, except 443 for https://.
   const port = Number(url.port || (protocol === "https:" ? 443 : 1080));
@@ -85,9 +101,13 @@ export function parseProxyUrl(value: string, source: string, kinds: readonly str
     try {
       return decodeURIComponent(part);
     } catch {
-      throw new MailsendError("config_invalid", `the proxy in ${source} (${url.protocol}//${url.host}) has a badly %-encoded ${what}`, {
-        hint: `Write each "%" in it as %25 (and "@", ":", "/" as %40, %3A, %2F).`,
-      });
+      throw new MailsendError(
+        "config_invalid",
+        `the proxy in ${source} (${url.protocol}//${url.host}) has a badly %-encoded ${what}`,
+        {
+          hint: `Write each "%" in it as %25 (and "@", ":", "/" as %40, %3A, %2F).`,
+        },
+      );
     }
   };
   const user = decoded(url.username, "user name");
@@ -98,13 +118,20 @@ export function parseProxyUrl(value: string, source: string, kinds: readonly str
     port,
     label: `${protocol}//${url.hostname}:${port}`,
     source,
-    ...(user || password ? { authorization: `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`, user, password } : {}),
+    ...(user || password
+      ? { authorization: `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`, user, password }
+      : {}),
   };
 }
 
 /** --smtp-proxy / MAILSEND_SMTP_PROXY: SMTP goes through a proxy only when asked (never HTTPS_PROXY's). */
-export function smtpProxyFrom(flag: string | undefined, env: Env, words: ProxyWords = CLI_SMTP_PROXY): ProxySetting | undefined {
-  const named = flag !== undefined ? { value: flag.trim(), source: words.given } : first(env, ["MAILSEND_SMTP_PROXY"], words);
+export function smtpProxyFrom(
+  flag: string | undefined,
+  env: Env,
+  words: ProxyWords = CLI_SMTP_PROXY,
+): ProxySetting | undefined {
+  const named =
+    flag !== undefined ? { value: flag.trim(), source: words.given } : first(env, ["MAILSEND_SMTP_PROXY"], words);
   if (!named?.value || NONE.has(named.value.toLowerCase())) return undefined;
   return parseProxyUrl(named.value, named.source, SMTP_PROXY);
 }
@@ -182,17 +209,26 @@ function exempts(entry: string, host: string, port: number): boolean {
 
 /** The proxy for requests to `target`, or none. */
 export function proxyFor(target: URL, flag: string | undefined, env: Env, words: ProxyWords = CLI_PROXY): ProxyChoice {
-  const explicit = flag !== undefined ? { value: flag.trim(), source: words.given } : first(env, ["MAILSEND_PROXY"], words);
+  const explicit =
+    flag !== undefined ? { value: flag.trim(), source: words.given } : first(env, ["MAILSEND_PROXY"], words);
   if (explicit && NONE.has(explicit.value.toLowerCase())) return { bypass: `${explicit.source} ${explicit.value}` };
-  const named =
-    explicit?.value
-      ? explicit
-      : first(env, target.protocol === "https:" ? ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"] : ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"], words);
+  const named = explicit?.value
+    ? explicit
+    : first(
+        env,
+        target.protocol === "https:"
+          ? ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
+          : ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"],
+        words,
+      );
   if (!named) return {};
   const proxy = parseProxyUrl(named.value, named.source);
   const noProxy = first(env, ["no_proxy", "NO_PROXY"], words);
   if (noProxy) {
-    const host = target.hostname.replace(/^\[|\]$/g, "").toLowerCase().replace(/\.$/, "");
+    const host = target.hostname
+      .replace(/^\[|\]$/g, "")
+      .toLowerCase()
+      .replace(/\.$/, "");
     const port = Number(target.port || (target.protocol === "https:" ? 443 : 80));
     const hit = noProxy.value.split(/[\s,]+/).find((entry) => entry && exempts(entry, host, port));
     if (hit) return { bypass: `${noProxy.source} (${hit})` };
@@ -208,8 +244,12 @@ export function proxyFor(target: URL, flag: string | undefined, env: Env, words:
 export function checkProxyFlag(value: string | undefined, flag: string, variable: string): void {
   if (value === undefined) return;
   if (/^(?:[a-z][a-z0-9+.-]*:\/\/)?[^/@\s]*:[^/@\s]*@/i.test(value)) {
-    throw new MailsendError("usage", `${flag} must not hold a password: the command line is visible to other users (ps) and kept in the shell's history`, {
-      hint: `Put the proxy URL with its credentials in ${variable} instead.`,
-    });
+    throw new MailsendError(
+      "usage",
+      `${flag} must not hold a password: the command line is visible to other users (ps) and kept in the shell's history`,
+      {
+        hint: `Put the proxy URL with its credentials in ${variable} instead.`,
+      },
+    );
   }
 }

@@ -80,7 +80,11 @@ const ENV: Partial<Record<Setting, string>> = {
 };
 
 /** A setting's value and where it came from: given > environment. */
-function pick<T extends string | number>(l: Layers, setting: Setting, given: T | undefined): { value: T | string; source: Source } | undefined {
+function pick<T extends string | number>(
+  l: Layers,
+  setting: Setting,
+  given: T | undefined,
+): { value: T | string; source: Source } | undefined {
   if (given !== undefined) return { value: given, source: "given" };
   const v = fromEnv(l.env, ENV[setting]);
   return v === undefined ? undefined : { value: v, source: "env" };
@@ -92,20 +96,34 @@ export function named(l: Layers, setting: Setting, source?: Source): string {
 }
 
 function settingError(code: ErrorCode, setting: Setting, message: string, hint?: Text, cause?: unknown): MailsendError {
-  return new MailsendError(code, message, { setting, ...(hint ? { hint } : {}), ...(cause !== undefined ? { cause } : {}) });
+  return new MailsendError(code, message, {
+    setting,
+    ...(hint ? { hint } : {}),
+    ...(cause !== undefined ? { cause } : {}),
+  });
 }
 
 /**
  * A whole number: out of range, a flag's is a usage error (64), a variable's or an option's a
  * configuration error (78), each naming where it came from.
  */
-function whole(l: Layers, setting: Setting, given: number | undefined, min: number, max: number): { n: number; source: Source } | undefined {
+function whole(
+  l: Layers,
+  setting: Setting,
+  given: number | undefined,
+  min: number,
+  max: number,
+): { n: number; source: Source } | undefined {
   const p = pick(l, setting, given);
   if (p === undefined) return undefined;
   const n = typeof p.value === "number" ? p.value : /^\d+$/.test(p.value.trim()) ? Number(p.value) : Number.NaN;
   if (!Number.isInteger(n) || n < min || n > max) {
     const code = p.source === "given" && l.front === "cli" ? "usage" : "config_invalid";
-    throw settingError(code, setting, `${named(l, setting, p.source)} must be a whole number from ${min} to ${max}, got ${JSON.stringify(p.value)}`);
+    throw settingError(
+      code,
+      setting,
+      `${named(l, setting, p.source)} must be a whole number from ${min} to ${max}, got ${JSON.stringify(p.value)}`,
+    );
   }
   return { n, source: p.source };
 }
@@ -119,16 +137,34 @@ export function transportOf(l: Layers, allowAuto: boolean): TransportName | "aut
   if (name === "auto" && l.front !== "api") {
     // auto chooses per message (send, batch, the outbox); a command that needs one transport says so.
     const from = p?.source === "given" ? "--transport auto" : "MAILSEND_TRANSPORT=auto";
-    throw settingError("config_invalid", "transport", `${from}: this command needs one transport, rest or smtp (auto chooses per message, in mailsend send and batch)`, "Give --transport rest or --transport smtp here.");
+    throw settingError(
+      "config_invalid",
+      "transport",
+      `${from}: this command needs one transport, rest or smtp (auto chooses per message, in mailsend send and batch)`,
+      "Give --transport rest or --transport smtp here.",
+    );
   }
-  if (l.front === "api") throw settingError("config_invalid", "transport", `transport must be "rest" or "smtp", got ${JSON.stringify(name)}`);
+  if (l.front === "api")
+    throw settingError(
+      "config_invalid",
+      "transport",
+      `transport must be "rest" or "smtp", got ${JSON.stringify(name)}`,
+    );
   const choices = allowAuto ? "rest, smtp or auto" : "rest or smtp";
-  throw settingError("config_invalid", "transport", `transport must be ${choices}, got ${JSON.stringify(name)}`, `Set ${named(l, "transport").replace(" / ", " or ")} to ${choices}.`);
+  throw settingError(
+    "config_invalid",
+    "transport",
+    `transport must be ${choices}, got ${JSON.stringify(name)}`,
+    `Set ${named(l, "transport").replace(" / ", " or ")} to ${choices}.`,
+  );
 }
 
 /** Which channels `auto` may use: those with an address configured. */
 export function configuredChannelsOf(l: Layers): { rest: boolean; smtp: boolean } {
-  return { rest: pick(l, "baseUrl", l.given.baseUrl) !== undefined, smtp: pick(l, "smtpHost", l.given.smtpHost) !== undefined };
+  return {
+    rest: pick(l, "baseUrl", l.given.baseUrl) !== undefined,
+    smtp: pick(l, "smtpHost", l.given.smtpHost) !== undefined,
+  };
 }
 
 /** The key must be one printable token: no spaces, no line breaks (a common copy-paste slip). */
@@ -141,10 +177,14 @@ export function checkKey(raw: string, source: string): string {
     });
   }
   if (!/^[\x21-\x7E]+$/.test(key)) {
-    throw new MailsendError("config_invalid", `the API key from ${source} contains whitespace or non-printable characters`, {
-      setting: "apiKey",
-      hint: "Check for a stray space, quote or line break around the key.",
-    });
+    throw new MailsendError(
+      "config_invalid",
+      `the API key from ${source} contains whitespace or non-printable characters`,
+      {
+        setting: "apiKey",
+        hint: "Check for a stray space, quote or line break around the key.",
+      },
+    );
   }
   return key;
 }
@@ -155,10 +195,21 @@ async function readKeyFile(l: Layers, file: string, source: Source, io: InputStr
   const path = source === "env" ? expandHome(file, l.env) : file;
   let buf: Buffer;
   try {
-    buf = io ? await readSource(path, name, io) : await process.getBuiltinModule("node:fs/promises").readFile(path).catch((e: unknown) => Promise.reject(fileError(e, path, name)));
+    buf = io
+      ? await readSource(path, name, io)
+      : await process
+          .getBuiltinModule("node:fs/promises")
+          .readFile(path)
+          .catch((e: unknown) => Promise.reject(fileError(e, path, name)));
   } catch (e) {
     const m = e as MailsendError;
-    throw settingError("config_missing", "apiKeyFile", m.message, `${name} must name a readable file holding the key.`, e);
+    throw settingError(
+      "config_missing",
+      "apiKeyFile",
+      m.message,
+      `${name} must name a readable file holding the key.`,
+      e,
+    );
   }
   return checkKey(buf.toString("utf8"), l.front === "cli" ? `${name} (${file})` : name);
 }
@@ -174,7 +225,11 @@ const NO_KEY_HINT: Record<Layers["front"], Text> = {
 async function givenKey(l: Layers): Promise<string | undefined> {
   const { apiKey, apiKeyFile } = l.given;
   if (apiKey !== undefined && apiKeyFile !== undefined) {
-    throw settingError("config_invalid", "apiKey", `give ${named(l, "apiKey", "given")} or ${named(l, "apiKeyFile", "given")}, not both`);
+    throw settingError(
+      "config_invalid",
+      "apiKey",
+      `give ${named(l, "apiKey", "given")} or ${named(l, "apiKeyFile", "given")}, not both`,
+    );
   }
   if (apiKey !== undefined) return checkKey(apiKey, named(l, "apiKey", "given"));
   if (apiKeyFile !== undefined) return readKeyFile(l, apiKeyFile, "given", undefined);
@@ -185,7 +240,12 @@ async function givenKey(l: Layers): Promise<string | undefined> {
 export async function keyOf(l: Layers, io: InputStreams | undefined): Promise<string> {
   if (l.given.apiKeyStdin) {
     if (!io || io.stdin.isTTY) {
-      throw settingError("usage", "apiKey", "--api-key-stdin reads the key from stdin, but stdin is a terminal", "Pipe it: mailsend send --api-key-stdin ... < keyfile");
+      throw settingError(
+        "usage",
+        "apiKey",
+        "--api-key-stdin reads the key from stdin, but stdin is a terminal",
+        "Pipe it: mailsend send --api-key-stdin ... < keyfile",
+      );
     }
     return checkKey((await readStdin(io.stdin)).toString("utf8"), "stdin");
   }
@@ -194,14 +254,26 @@ export async function keyOf(l: Layers, io: InputStreams | undefined): Promise<st
   const direct = fromEnv(l.env, "MAILSEND_API_KEY");
   const file = fromEnv(l.env, "MAILSEND_API_KEY_FILE");
   if (direct !== undefined && file !== undefined) {
-    throw settingError("config_invalid", "apiKey", `both ${named(l, "apiKey", "env")} and ${named(l, "apiKeyFile", "env")} are set`, "Unset one of them so it is clear which key is used.");
+    throw settingError(
+      "config_invalid",
+      "apiKey",
+      `both ${named(l, "apiKey", "env")} and ${named(l, "apiKeyFile", "env")} are set`,
+      "Unset one of them so it is clear which key is used.",
+    );
   }
   if (direct !== undefined) return checkKey(direct, named(l, "apiKey", "env"));
   if (file !== undefined) return readKeyFile(l, file, "env", io);
   const fromProfile = l.profile ? await readProfileKey(l.profile, l.env) : undefined;
   if (fromProfile) return checkKey(fromProfile.raw, fromProfile.source);
-  const hint = l.envGiven ? "Pass options.apiKey or options.apiKeyFile, or set options.env.MAILSEND_API_KEY or options.env.MAILSEND_API_KEY_FILE." : NO_KEY_HINT[l.front];
-  throw settingError("config_missing", "apiKey", l.profile ? `no API key (profile "${l.profile.name}" does not say where it is)` : "no API key", hint);
+  const hint = l.envGiven
+    ? "Pass options.apiKey or options.apiKeyFile, or set options.env.MAILSEND_API_KEY or options.env.MAILSEND_API_KEY_FILE."
+    : NO_KEY_HINT[l.front];
+  throw settingError(
+    "config_missing",
+    "apiKey",
+    l.profile ? `no API key (profile "${l.profile.name}" does not say where it is)` : "no API key",
+    hint,
+  );
 }
 
 export interface ResolveOptions extends Partial<InputStreams> {
@@ -213,7 +285,8 @@ const NO_ADDRESS_HINT: Record<Layers["front"], { rest: Text; smtp: Text }> = {
   cli: {
     rest: (s) =>
       `Set ${s.either("baseUrl", " or ")} (or base_url in a profile: mailsend config set base_url URL) to the service's address (mailsend POSTs to <base-url>/send). For a local one, run \`mailsend sandbox\` and paste the export lines it prints.`,
-    smtp: (s) => `Set ${s.either("smtpHost", " or ")}. For a local one, run \`mailsend sandbox\` and paste the export lines it prints.`,
+    smtp: (s) =>
+      `Set ${s.either("smtpHost", " or ")}. For a local one, run \`mailsend sandbox\` and paste the export lines it prints.`,
   },
   api: {
     rest: 'Pass options.baseUrl (mail is POSTed to <baseUrl>/send), or transport: "smtp" with options.smtp. createSandbox() gives a local one.',
@@ -227,9 +300,13 @@ function common(l: Layers) {
   const timeoutMs =
     given !== undefined
       ? whole(l, "timeout", given, 1, 3_600_000)!.n
-      : (whole(l, "timeout", l.front === "cli" ? l.given.timeout : undefined, 1, 3600)?.n ?? DEFAULTS.timeoutSeconds) * 1000;
+      : (whole(l, "timeout", l.front === "cli" ? l.given.timeout : undefined, 1, 3600)?.n ?? DEFAULTS.timeoutSeconds) *
+        1000;
   // The library reads NODE_EXTRA_CA_CERTS only from the options.env it is given (the CLI's process has Node read it).
-  const caFile = l.given.caFile ?? fromEnv(l.env, "MAILSEND_CA_FILE") ?? (l.front === "api" ? fromEnv(l.env, "NODE_EXTRA_CA_CERTS") : undefined);
+  const caFile =
+    l.given.caFile ??
+    fromEnv(l.env, "MAILSEND_CA_FILE") ??
+    (l.front === "api" ? fromEnv(l.env, "NODE_EXTRA_CA_CERTS") : undefined);
   return { timeoutMs, tls: { insecure: l.given.insecure ?? false, ...(caFile ? { caFile } : {}) } };
 }
 
@@ -250,12 +327,26 @@ function restConfig(l: Layers, apiKey: string): TransportConfig {
     // A base URL that does not parse is the transport's to report.
   }
   const { proxy, bypass } = target ? proxyFor(target, l.given.proxy, l.env, proxyWords(l, "proxy")) : {};
-  return { transport: "rest", baseUrl, apiKey, timeoutMs, userAgent: USER_AGENT, ...tls, ...(proxy ? { proxy } : {}), ...(bypass ? { proxyBypass: bypass } : {}) };
+  return {
+    transport: "rest",
+    baseUrl,
+    apiKey,
+    timeoutMs,
+    userAgent: USER_AGENT,
+    ...tls,
+    ...(proxy ? { proxy } : {}),
+    ...(bypass ? { proxyBypass: bypass } : {}),
+  };
 }
 
 /** The SMTP username set to the key itself: refused, naming where the username came from. */
 export function checkSmtpUser(l: Layers, user: string, apiKey: string): void {
-  const where = l.given.smtpUser !== undefined ? named(l, "smtpUser", "given") : l.front === "cli" ? "MAILSEND_SMTP_USER, or the profile's smtp_user" : named(l, "smtpUser", "env");
+  const where =
+    l.given.smtpUser !== undefined
+      ? named(l, "smtpUser", "given")
+      : l.front === "cli"
+        ? "MAILSEND_SMTP_USER, or the profile's smtp_user"
+        : named(l, "smtpUser", "env");
   const userIsKey = smtpUserIsKey(user, apiKey, where);
   if (userIsKey) throw userIsKey;
 }
@@ -269,15 +360,23 @@ function smtpConfig(l: Layers, apiKey: string): TransportConfig {
   const tlsName = tlsPick?.value as string | undefined;
   if (tlsName !== undefined && tlsName !== "starttls" && tlsName !== "implicit") {
     const choices = l.front === "api" ? '"starttls" or "implicit"' : "starttls or implicit";
-    throw settingError("config_invalid", "smtpTls", `${l.front === "api" ? "the SMTP TLS mode" : "SMTP TLS mode"} must be ${choices}, got ${JSON.stringify(tlsName)}`);
+    throw settingError(
+      "config_invalid",
+      "smtpTls",
+      `${l.front === "api" ? "the SMTP TLS mode" : "SMTP TLS mode"} must be ${choices}, got ${JSON.stringify(tlsName)}`,
+    );
   }
   const mode: SmtpTlsMode = (tlsName as SmtpTlsMode | undefined) ?? (port === 465 ? "implicit" : "starttls");
   if ((port === 465 && mode === "starttls") || (port === 587 && mode === "implicit")) {
     const tlsWord = l.front === "cli" ? "--smtp-tls" : named(l, "smtpTls", tlsPick?.source);
-    throw new MailsendError("tls_mismatch", `port ${port} is for ${port === 465 ? "implicit TLS" : "STARTTLS"}, but ${tlsWord} is ${mode}`, {
-      setting: "smtpTls",
-      hint: `Use 587 with starttls or 465 with implicit (the defaults), or leave ${tlsWord} unset.`,
-    });
+    throw new MailsendError(
+      "tls_mismatch",
+      `port ${port} is for ${port === 465 ? "implicit TLS" : "STARTTLS"}, but ${tlsWord} is ${mode}`,
+      {
+        setting: "smtpTls",
+        hint: `Use 587 with starttls or 465 with implicit (the defaults), or leave ${tlsWord} unset.`,
+      },
+    );
   }
   const user = (pick(l, "smtpUser", l.given.smtpUser)?.value as string | undefined) ?? DEFAULTS.smtpUser;
   checkSmtpUser(l, user, apiKey);
@@ -300,7 +399,8 @@ export async function resolveConfig(l: Layers, opts: ResolveOptions): Promise<Tr
 }
 
 // "stdin" in opts, not opts.stdin: the CLI's stream is a getter, made only when the key is read from it.
-const streamsOf = (opts: ResolveOptions): InputStreams | undefined => ("stdin" in opts ? (opts as InputStreams) : undefined);
+const streamsOf = (opts: ResolveOptions): InputStreams | undefined =>
+  "stdin" in opts ? (opts as InputStreams) : undefined;
 
 /** A run's settings: its transport (or auto), its key, and its channels. */
 export interface Settings {
@@ -336,7 +436,10 @@ export async function resolveSettings(l: Layers, opts: ResolveOptions & { needCh
 }
 
 /** Every channel's settings, or what stops it: an address not set (config_missing) or a setting that is wrong. */
-export function allChannels(s: Settings): { configs: Partial<Record<TransportName, TransportConfig>>; errors: Partial<Record<TransportName, unknown>> } {
+export function allChannels(s: Settings): {
+  configs: Partial<Record<TransportName, TransportConfig>>;
+  errors: Partial<Record<TransportName, unknown>>;
+} {
   const configs: Partial<Record<TransportName, TransportConfig>> = {};
   const errors: Partial<Record<TransportName, unknown>> = {};
   for (const name of ["rest", "smtp"] as const) {
@@ -351,7 +454,9 @@ export function allChannels(s: Settings): { configs: Partial<Record<TransportNam
 
 /** An error that only says a channel's address is not set: optional unless it is the selected one. */
 export function notConfigured(e: unknown): boolean {
-  return e instanceof MailsendError && e.code === "config_missing" && (e.setting === "baseUrl" || e.setting === "smtpHost");
+  return (
+    e instanceof MailsendError && e.code === "config_missing" && (e.setting === "baseUrl" || e.setting === "smtpHost")
+  );
 }
 
 // The CLI's entry points (flags, then the environment with the profile under it).
@@ -369,10 +474,19 @@ export function configuredChannels(flags: ConnectionFlags, env: Env): { rest: bo
   return configuredChannelsOf(cliLayers(flags, env));
 }
 
-export async function resolveApiKey(flags: ConnectionFlags, env: Env, io: InputStreams, profile?: ActiveProfile): Promise<string> {
+export async function resolveApiKey(
+  flags: ConnectionFlags,
+  env: Env,
+  io: InputStreams,
+  profile?: ActiveProfile,
+): Promise<string> {
   return keyOf(cliLayers(flags, env, profile), io);
 }
 
-export async function resolveTransportConfig(flags: ConnectionFlags, env: Env, opts: ResolveOptions & InputStreams & { profile?: ActiveProfile | undefined }): Promise<TransportConfig> {
+export async function resolveTransportConfig(
+  flags: ConnectionFlags,
+  env: Env,
+  opts: ResolveOptions & InputStreams & { profile?: ActiveProfile | undefined },
+): Promise<TransportConfig> {
   return resolveConfig(cliLayers(flags, env, opts.profile), opts);
 }

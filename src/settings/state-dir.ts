@@ -12,13 +12,18 @@ import type { Env } from "../core/env.js";
  * not exist, gets a private directory of its own in /var/tmp instead (fallbackStateDir), so its
  * mail is not refused.
  */
-export function stateDir(env: Env, platform = process.platform, fallback: () => string | undefined = fallbackStateDir): string {
+export function stateDir(
+  env: Env,
+  platform = process.platform,
+  fallback: () => string | undefined = fallbackStateDir,
+): string {
   if (env.MAILSEND_STATE_DIR) return expandHome(env.MAILSEND_STATE_DIR, env);
   const preferred = homeStateDir(env, platform);
   if (platform === "win32" || platform !== process.platform) return preferred;
   // A home that does not exist (nobody's /nonexistent) is not made: that user has no home to write.
   const underHome = platform === "darwin" || !env.XDG_STATE_HOME;
-  if ((!underHome || process.getBuiltinModule("node:fs").existsSync(homeDir(env))) && writableOrMakeable(preferred)) return preferred;
+  if ((!underHome || process.getBuiltinModule("node:fs").existsSync(homeDir(env))) && writableOrMakeable(preferred))
+    return preferred;
   return fallback() ?? preferred;
 }
 

@@ -31,14 +31,18 @@ const type = (t: string | undefined) => (t ?? "").split(";")[0]!.trim().toLowerC
  * lose of this message, in a few words; undefined when it carries all of it.
  */
 export function restLoss(m: Message): string | undefined {
-  if (m.cc.length > 0 || m.bcc.length > 0) return m.bcc.length > 0 && m.cc.length === 0 ? "bcc" : m.cc.length > 0 && m.bcc.length === 0 ? "cc" : "cc/bcc";
+  if (m.cc.length > 0 || m.bcc.length > 0)
+    return m.bcc.length > 0 && m.cc.length === 0 ? "bcc" : m.cc.length > 0 && m.bcc.length === 0 ? "cc" : "cc/bcc";
   if (m.attachments.some((a) => a.cid !== undefined)) return "inline images";
   // Latin-1 bytes in a message that says UTF-8 (or nothing): REST would get U+FFFD for them.
   if (m.undecodable) return "bytes its charset does not explain (REST would get \uFFFD for them)";
   if (m.attachments.some((a) => type(a.contentType) === "message/rfc822")) return "an attached message";
   if (m.attachments.some((a) => type(a.contentType) === "text/calendar")) return "a calendar part";
   // REST has only html: a text body would arrive as <pre> HTML, a text part next to HTML not at all.
-  if (m.text !== undefined && m.html === undefined) return m.attachments.length === 0 ? "a text-only body" : `a plain-text body without HTML, beside ${attachmentCount(m.attachments.length)}`;
+  if (m.text !== undefined && m.html === undefined)
+    return m.attachments.length === 0
+      ? "a text-only body"
+      : `a plain-text body without HTML, beside ${attachmentCount(m.attachments.length)}`;
   // A message from another program with no body at all (only a header): REST would have to make up an HTML one.
   if (m.raw && m.html === undefined) return "no body (REST needs an HTML one)";
   if (m.text !== undefined && !m.textIsPlainHtml) return "a text part";
@@ -81,12 +85,19 @@ export function chooseTransport(m: Message, channels: Channels): TransportChoice
   if (channels.smtp) return { transport: "smtp", reason: loss ?? "only SMTP is configured" };
   if (channels.rest) {
     if (loss === undefined) return { transport: "rest", reason: "only REST is configured" };
-    throw new MailsendError("config_missing", (s) => `${s.value("transport", "auto")}: this message needs SMTP (${loss}: the REST send request cannot carry it), but no SMTP host is configured`, {
-      hint:
-        loss === "inline images"
-          ? (s) => `Set ${s.either("smtpHost", " or ")}, or send the images as links or plain attachments instead (${s.flag("noEmbed")}). Nothing was sent.`
-          : (s) => `Set ${s.either("smtpHost", " or ")} (the sandbox prints its own), or change the message. Nothing was sent.`,
-    });
+    throw new MailsendError(
+      "config_missing",
+      (s) =>
+        `${s.value("transport", "auto")}: this message needs SMTP (${loss}: the REST send request cannot carry it), but no SMTP host is configured`,
+      {
+        hint:
+          loss === "inline images"
+            ? (s) =>
+                `Set ${s.either("smtpHost", " or ")}, or send the images as links or plain attachments instead (${s.flag("noEmbed")}). Nothing was sent.`
+            : (s) =>
+                `Set ${s.either("smtpHost", " or ")} (the sandbox prints its own), or change the message. Nothing was sent.`,
+      },
+    );
   }
   throw noChannelError();
 }

@@ -31,10 +31,20 @@ export function revokedKeyHint(host: string): Text {
  * command. Nothing was sent (not even the key): a configuration problem,
  * the same for `send` and `doctor`.
  */
-export function noStartTlsError(label: string, reply: string, status: number | undefined, cause: unknown): MailsendError {
-  return new MailsendError("tls_mismatch", `${label} does not offer STARTTLS${reply ? ` (it answered: ${reply})` : ""}, and mailsend will not send the key in clear text`, {
-    cause,
-    ...(status !== undefined ? { status } : {}),
-    hint: (s) => `Nothing was sent. Use the service's submission port (587 with STARTTLS, or 465 with ${s.value("smtpTls", "implicit")}); this server may not be the service's submission server.`,
-  });
+export function noStartTlsError(
+  label: string,
+  reply: string,
+  status: number | undefined,
+  cause: unknown,
+): MailsendError {
+  return new MailsendError(
+    "tls_mismatch",
+    `${label} does not offer STARTTLS${reply ? ` (it answered: ${reply})` : ""}, and mailsend will not send the key in clear text`,
+    {
+      cause,
+      ...(status !== undefined ? { status } : {}),
+      hint: (s) =>
+        `Nothing was sent. Use the service's submission port (587 with STARTTLS, or 465 with ${s.value("smtpTls", "implicit")}); this server may not be the service's submission server.`,
+    },
+  );
 }

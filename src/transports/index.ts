@@ -29,7 +29,10 @@ export async function createTransport(config: TransportConfig, opts: TransportOp
  * choose for it (transports/choose.ts) among those configured; each channel's transport (its
  * pool) is made when a message first needs it.
  */
-export function createAutoTransport(configs: Partial<Record<TransportName, TransportConfig>>, opts: TransportOptions = {}): Transport {
+export function createAutoTransport(
+  configs: Partial<Record<TransportName, TransportConfig>>,
+  opts: TransportOptions = {},
+): Transport {
   const channels = { rest: configs.rest !== undefined, smtp: configs.smtp !== undefined };
   const made = new Map<TransportName, Promise<Transport>>();
   const get = (name: TransportName): Promise<Transport> => {

@@ -34,11 +34,15 @@ export function proxyStatusError(status: number, proxy: ProxySetting, target: st
   // 401 is not a proxy's status, but tinyproxy answers it to credentials it refuses (407 only when
   // none came). To a CONNECT it cannot be the service's: the tunnel was never opened.
   if (status === 407 || status === 401) {
-    return new MailsendError("auth_failed", `${named(proxy)} ${proxy.authorization ? "refused its user and password" : "requires a user and password"} (HTTP ${status === 407 ? "407 Proxy Authentication Required" : "401 Unauthorized"})`, {
-      status,
-      local: true,
-      hint: `${proxy.authorization ? "Check" : "Give"} the proxy's credentials in ${where === "--proxy (or MAILSEND_PROXY)" ? "MAILSEND_PROXY" : where}, as the user:password@ before the proxy's host in that URL (%-encode special characters). Nothing was sent.`,
-    });
+    return new MailsendError(
+      "auth_failed",
+      `${named(proxy)} ${proxy.authorization ? "refused its user and password" : "requires a user and password"} (HTTP ${status === 407 ? "407 Proxy Authentication Required" : "401 Unauthorized"})`,
+      {
+        status,
+        local: true,
+        hint: `${proxy.authorization ? "Check" : "Give"} the proxy's credentials in ${where === "--proxy (or MAILSEND_PROXY)" ? "MAILSEND_PROXY" : where}, as the user:password@ before the proxy's host in that URL (%-encode special characters). Nothing was sent.`,
+      },
+    );
   }
   if (status === 403) {
     return new MailsendError("auth_failed", `${named(proxy)} does not allow connections to ${target} (HTTP 403)`, {
@@ -65,16 +69,23 @@ export function proxyFailure(e: unknown, proxy: ProxySetting, target: string): M
   const tunnel = /Proxy response \((\d{3})\) !== 200/.exec(message);
   if (tunnel) return proxyStatusError(Number(tunnel[1]), proxy, target);
   if (typeof code === "string" && UNREACHABLE.has(code)) {
-    const why = code === "ECONNREFUSED" ? "connection refused" : code === "ENOTFOUND" || code === "EAI_AGAIN" ? "host not found" : "host unreachable";
+    const why =
+      code === "ECONNREFUSED"
+        ? "connection refused"
+        : code === "ENOTFOUND" || code === "EAI_AGAIN"
+          ? "host not found"
+          : "host unreachable";
     return new MailsendError("connection_failed", `cannot reach ${named(proxy)}: ${why}`, {
       cause: e,
-      hint: (s) => `Check ${setting(proxy)}, and that the proxy runs; NO_PROXY (or ${s.value("proxy", "none")}) sends a host direct. Nothing was sent.`,
+      hint: (s) =>
+        `Check ${setting(proxy)}, and that the proxy runs; NO_PROXY (or ${s.value("proxy", "none")}) sends a host direct. Nothing was sent.`,
     });
   }
   if (proxy.protocol === "https:" && typeof code === "string" && UNTRUSTED.has(code)) {
     return new MailsendError("tls_untrusted", `the TLS certificate of ${named(proxy)} is not trusted`, {
       cause: e,
-      hint: (s) => `Pass its CA with ${s.pick({ cli: "--ca-file or NODE_EXTRA_CA_CERTS", api: "caFile", sendmail: "MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS" })}, or name the proxy with http://. Nothing was sent.`,
+      hint: (s) =>
+        `Pass its CA with ${s.pick({ cli: "--ca-file or NODE_EXTRA_CA_CERTS", api: "caFile", sendmail: "MAILSEND_CA_FILE or NODE_EXTRA_CA_CERTS" })}, or name the proxy with http://. Nothing was sent.`,
     });
   }
   return undefined;
@@ -112,13 +123,29 @@ export function openTunnel(proxy: ProxySetting, host: string, port: number, opts
         reject(e);
       } else resolve(socket!);
     };
-    const headers: Record<string, string> = { Host: target, ...(proxy.authorization ? { "Proxy-Authorization": proxy.authorization } : {}) };
-    const options: https.RequestOptions = { host: proxy.host, port: proxy.port, method: "CONNECT", path: target, headers, agent: false };
+    const headers: Record<string, string> = {
+      Host: target,
+      ...(proxy.authorization ? { "Proxy-Authorization": proxy.authorization } : {}),
+    };
+    const options: https.RequestOptions = {
+      host: proxy.host,
+      port: proxy.port,
+      method: "CONNECT",
+      path: target,
+      headers,
+      agent: false,
+    };
     if (proxy.protocol === "https:" && opts.caFile) options.ca = trustedCas(opts.caFile);
-    const req = (proxy.protocol === "https:" ? process.getBuiltinModule("node:https") : process.getBuiltinModule("node:http")).request(options);
+    const req = (
+      proxy.protocol === "https:" ? process.getBuiltinModule("node:https") : process.getBuiltinModule("node:http")
+    ).request(options);
     const timer = setTimeout(() => finish(timedOut(proxy, opts.timeoutMs)), opts.timeoutMs);
     const onAbort = () =>
-      finish(new MailsendError("temporary_failure", `interrupted while ${named(proxy)} was connecting to ${target}`, { hint: "Nothing was sent; it is safe to try again." }));
+      finish(
+        new MailsendError("temporary_failure", `interrupted while ${named(proxy)} was connecting to ${target}`, {
+          hint: "Nothing was sent; it is safe to try again.",
+        }),
+      );
     if (opts.signal?.aborted) return onAbort();
     opts.signal?.addEventListener("abort", onAbort, { once: true });
     req.on("connect", (res, socket, head) => {
@@ -129,7 +156,15 @@ export function openTunnel(proxy: ProxySetting, host: string, port: number, opts
       if (head.length) socket.unshift(head);
       finish(undefined, socket);
     });
-    req.on("error", (e) => finish(proxyFailure(e, proxy, target) ?? new MailsendError("connection_failed", `${named(proxy)} failed: ${e.message}`, { cause: e, hint: "Nothing was sent." })));
+    req.on("error", (e) =>
+      finish(
+        proxyFailure(e, proxy, target) ??
+          new MailsendError("connection_failed", `${named(proxy)} failed: ${e.message}`, {
+            cause: e,
+            hint: "Nothing was sent.",
+          }),
+      ),
+    );
     req.end();
   });
 }
@@ -139,7 +174,12 @@ export function openToProxy(proxy: ProxySetting, opts: TunnelOptions): Promise<n
   return new Promise((resolve, reject) => {
     const secure = proxy.protocol === "https:";
     const socket: net.Socket = secure
-      ? process.getBuiltinModule("node:tls").connect({ host: proxy.host, port: proxy.port, ...(isIP(proxy.host) ? {} : { servername: proxy.host }), ...(opts.caFile ? { ca: trustedCas(opts.caFile) } : {}) })
+      ? process.getBuiltinModule("node:tls").connect({
+          host: proxy.host,
+          port: proxy.port,
+          ...(isIP(proxy.host) ? {} : { servername: proxy.host }),
+          ...(opts.caFile ? { ca: trustedCas(opts.caFile) } : {}),
+        })
       : netConnect({ host: proxy.host, port: proxy.port });
     const timer = setTimeout(() => {
       socket.destroy();
@@ -152,7 +192,13 @@ export function openToProxy(proxy: ProxySetting, opts: TunnelOptions): Promise<n
     socket.once("error", (e) => {
       clearTimeout(timer);
       socket.destroy();
-      reject(proxyFailure(e, proxy, "the service") ?? new MailsendError("connection_failed", `${named(proxy)} failed: ${e.message}`, { cause: e, hint: "Nothing was sent." }));
+      reject(
+        proxyFailure(e, proxy, "the service") ??
+          new MailsendError("connection_failed", `${named(proxy)} failed: ${e.message}`, {
+            cause: e,
+            hint: "Nothing was sent.",
+          }),
+      );
     });
   });
 }
@@ -165,12 +211,20 @@ type Oncreate = (err: Error | null, socket?: net.Socket) => void;
  * computed for a direct connection (servername, ca, rejectUnauthorized); for
  * http://, a connection to the proxy (see absoluteForm for the request).
  */
-export function proxyAgent(proxy: ProxySetting, url: URL, agentOptions: https.AgentOptions, opts: TunnelOptions): http.Agent {
+export function proxyAgent(
+  proxy: ProxySetting,
+  url: URL,
+  agentOptions: https.AgentOptions,
+  opts: TunnelOptions,
+): http.Agent {
   if (url.protocol === "https:") {
     const agent = new (process.getBuiltinModule("node:https").Agent)(agentOptions);
     agent.createConnection = ((options: tls.ConnectionOptions & { signal?: AbortSignal }, oncreate: Oncreate) => {
       const host = (options.host ?? url.hostname).replace(/^\[|\]$/g, "");
-      openTunnel(proxy, host, Number(options.port ?? 443), { ...opts, ...(options.signal ? { signal: options.signal } : {}) }).then(
+      openTunnel(proxy, host, Number(options.port ?? 443), {
+        ...opts,
+        ...(options.signal ? { signal: options.signal } : {}),
+      }).then(
         (raw) => {
           const secure = process.getBuiltinModule("node:tls").connect({ ...options, socket: raw });
           const failed = (e: Error) => {
@@ -211,11 +265,17 @@ export function absoluteForm(proxy: ProxySetting, url: URL): { path: string; hea
  * proxy was given credentials, and 403 or 502-504, when the body is not the
  * service's JSON.
  */
-export function proxyAnswerError(status: number, body: string, proxy: ProxySetting, url: URL): MailsendError | undefined {
+export function proxyAnswerError(
+  status: number,
+  body: string,
+  proxy: ProxySetting,
+  url: URL,
+): MailsendError | undefined {
   if (status === 407) return proxyStatusError(status, proxy, url.host);
   // The service's 401 is JSON; a page in its place, with credentials given to the proxy, is the proxy refusing them.
   if (status === 401 && proxy.authorization && !/^\s*\{/.test(body)) return proxyStatusError(status, proxy, url.host);
-  if ((status === 403 || (status >= 502 && status <= 504)) && !/^\s*\{/.test(body)) return proxyStatusError(status, proxy, url.host);
+  if ((status === 403 || (status >= 502 && status <= 504)) && !/^\s*\{/.test(body))
+    return proxyStatusError(status, proxy, url.host);
   return undefined;
 }
 
@@ -224,7 +284,12 @@ export function proxyAnswerError(status: number, body: string, proxy: ProxySetti
  * proxy, SOCKS for socks4/4a/5/5h:// (the `socks` package, loaded only then).
  * TLS, implicit or by STARTTLS, is nodemailer's inside it, as on a direct connection.
  */
-export async function smtpSocket(proxy: ProxySetting, host: string, port: number, timeoutMs: number): Promise<net.Socket> {
+export async function smtpSocket(
+  proxy: ProxySetting,
+  host: string,
+  port: number,
+  timeoutMs: number,
+): Promise<net.Socket> {
   if (proxy.protocol === "http:" || proxy.protocol === "https:") return openTunnel(proxy, host, port, { timeoutMs });
   const target = hostPort(host, port);
   const { SocksClient } = await import("socks");
@@ -247,19 +312,28 @@ export async function smtpSocket(proxy: ProxySetting, host: string, port: number
     if (byProxy) throw byProxy;
     const message = (e as Error)?.message ?? String(e);
     if (/authentication|auth.*fail|username|password/i.test(message)) {
-      throw new MailsendError("auth_failed", `${named(proxy)} refused ${proxy.user ? "its user and password" : "to serve without a user and password"} (${message})`, {
-        cause: e,
-        local: true,
-        hint: `Check the proxy's credentials in ${proxy.source === "--smtp-proxy" ? "MAILSEND_SMTP_PROXY" : proxy.source}, as the user:password@ before the proxy's host in that URL (%-encode special characters). Nothing was sent.`,
-      });
+      throw new MailsendError(
+        "auth_failed",
+        `${named(proxy)} refused ${proxy.user ? "its user and password" : "to serve without a user and password"} (${message})`,
+        {
+          cause: e,
+          local: true,
+          hint: `Check the proxy's credentials in ${proxy.source === "--smtp-proxy" ? "MAILSEND_SMTP_PROXY" : proxy.source}, as the user:password@ before the proxy's host in that URL (%-encode special characters). Nothing was sent.`,
+        },
+      );
     }
     if (/NotAllowed|not allowed/i.test(message)) {
-      throw new MailsendError("auth_failed", `${named(proxy)} does not allow connections to ${target} (${message})`, { cause: e, local: true, hint: "Nothing was sent." });
+      throw new MailsendError("auth_failed", `${named(proxy)} does not allow connections to ${target} (${message})`, {
+        cause: e,
+        local: true,
+        hint: "Nothing was sent.",
+      });
     }
     if (/timed out|timeout/i.test(message)) throw timedOut(proxy, timeoutMs);
     throw new MailsendError("connection_failed", `${named(proxy)} could not connect to ${target} (${message})`, {
       cause: e,
-      hint: (s) => `The proxy answered, the SMTP server behind it did not: check ${s.pair("smtpHost", "smtpPort", false, "/")}, or try again later. Nothing was sent.`,
+      hint: (s) =>
+        `The proxy answered, the SMTP server behind it did not: check ${s.pair("smtpHost", "smtpPort", false, "/")}, or try again later. Nothing was sent.`,
     });
   }
 }

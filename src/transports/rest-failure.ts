@@ -32,7 +32,8 @@ function resendHint(ctx: PostContext): Words {
 }
 
 function resendHintFor(key: string | undefined): Words {
-  return (s) => `The message may have been sent. Check before sending again (resending with ${s.idempotencyKey(key)} is safe).`;
+  return (s) =>
+    `The message may have been sent. Check before sending again (resending with ${s.idempotencyKey(key)} is safe).`;
 }
 
 /**
@@ -41,24 +42,36 @@ function resendHintFor(key: string | undefined): Words {
  * own code, a 429 its Retry-After) carries it as its cause.
  */
 export function brokenAfterSent(url: URL, key: string | undefined): MailsendError {
-  return new MailsendError("outcome_unknown", `the kept-alive connection to ${url.origin} broke after the message was sent`, { mayHaveBeenSent: true, hint: resendHintFor(key) });
+  return new MailsendError(
+    "outcome_unknown",
+    `the kept-alive connection to ${url.origin} broke after the message was sent`,
+    { mayHaveBeenSent: true, hint: resendHintFor(key) },
+  );
 }
 
 /** The repeat itself failed (no answer): however it failed, the outcome is unknown. */
 export function afterResetFailure(e: MailsendError, url: URL, key: string | undefined): MailsendError {
   if (e.mayHaveBeenSent || e.code === "outcome_unknown") return e;
   const doubt = brokenAfterSent(url, key);
-  return new MailsendError("outcome_unknown", (s) => `${doubt.message}, and sending it again failed: ${said(e.messageWords, s.front)}`, { cause: e, mayHaveBeenSent: true, ...(doubt.hintWords ? { hint: doubt.hintWords } : {}) });
+  return new MailsendError(
+    "outcome_unknown",
+    (s) => `${doubt.message}, and sending it again failed: ${said(e.messageWords, s.front)}`,
+    { cause: e, mayHaveBeenSent: true, ...(doubt.hintWords ? { hint: doubt.hintWords } : {}) },
+  );
 }
 
 /** The --timeout ran out: whether anything was sent depends on how far the request got. */
 export function timeoutFailure(p: Progress, ctx: PostContext): MailsendError {
   const { url, timeoutMs } = ctx;
   return handedOver(p)
-    ? new MailsendError("outcome_unknown", `no answer from ${url.origin} within ${timeoutMs / 1000} s after the message was sent`, {
-        mayHaveBeenSent: true,
-        hint: resendHint(ctx),
-      })
+    ? new MailsendError(
+        "outcome_unknown",
+        `no answer from ${url.origin} within ${timeoutMs / 1000} s after the message was sent`,
+        {
+          mayHaveBeenSent: true,
+          hint: resendHint(ctx),
+        },
+      )
     : new MailsendError("timeout", `${url.origin} did not respond within ${timeoutMs / 1000} s; nothing was sent`, {
         hint: (s) => `Check the network, or raise ${s.flag("timeout")}.`,
       });
@@ -76,7 +89,11 @@ function notHttpAnswer(e: unknown): string | undefined {
   if (!raw) return "";
   // HTTP-looking answers that merely broke the parser are not this case.
   if (/^HTTP\//.test(raw.toString("latin1", 0, 5))) return undefined;
-  return raw.toString("latin1", 0, 80).split(/\r?\n/)[0]!.replace(/[^\x20-\x7e]/g, "?").trim();
+  return raw
+    .toString("latin1", 0, 80)
+    .split(/\r?\n/)[0]!
+    .replace(/[^\x20-\x7e]/g, "?")
+    .trim();
 }
 
 /** What a failed request means for the message, from the error and how far the request got. */
@@ -86,11 +103,15 @@ export async function failureOf(e: unknown, p: Progress, ctx: PostContext): Prom
   if (signal?.aborted) {
     // Interrupted by the caller: whether it was sent depends only on how far it got.
     return handedOver(p)
-      ? new MailsendError("outcome_unknown", `interrupted after the message was sent to ${url.origin}, before the answer`, {
-          cause: e,
-          mayHaveBeenSent: true,
-          hint: resendHint(ctx),
-        })
+      ? new MailsendError(
+          "outcome_unknown",
+          `interrupted after the message was sent to ${url.origin}, before the answer`,
+          {
+            cause: e,
+            mayHaveBeenSent: true,
+            hint: resendHint(ctx),
+          },
+        )
       : new MailsendError("temporary_failure", `interrupted before the message was sent to ${url.origin}`, {
           cause: e,
           hint: "Nothing was sent; it is safe to try again.",
@@ -98,28 +119,37 @@ export async function failureOf(e: unknown, p: Progress, ctx: PostContext): Prom
   }
   const notHttp = notHttpAnswer(e);
   if (notHttp !== undefined) {
-    return new MailsendError("config_invalid", `${url.origin} did not answer with HTTP${notHttp ? ` (it said ${JSON.stringify(notHttp)})` : ""}`, {
-      cause: e,
-      hint: /^\d{3}[ -]/.test(notHttp)
-        ? (s) =>
-            `That looks like an SMTP server's greeting: ${s.either("baseUrl")} must be the service's HTTP(S) address; for SMTP use ${s.value("transport", "smtp")} with ${s.pair("smtpHost", "smtpPort", false, "/")}.`
-        : (s) => `Check ${s.either("baseUrl")}: it must be the service's HTTP(S) address.`,
-    });
+    return new MailsendError(
+      "config_invalid",
+      `${url.origin} did not answer with HTTP${notHttp ? ` (it said ${JSON.stringify(notHttp)})` : ""}`,
+      {
+        cause: e,
+        hint: /^\d{3}[ -]/.test(notHttp)
+          ? (s) =>
+              `That looks like an SMTP server's greeting: ${s.either("baseUrl")} must be the service's HTTP(S) address; for SMTP use ${s.value("transport", "smtp")} with ${s.pair("smtpHost", "smtpPort", false, "/")}.`
+          : (s) => `Check ${s.either("baseUrl")}: it must be the service's HTTP(S) address.`,
+      },
+    );
   }
   const endpoint = {
     label: url.origin,
     setting: (s: Say) => s.either("baseUrl"),
-    tlsHint: (s: Say) => `Check the scheme of ${s.either("baseUrl")}: https:// for a TLS port, http:// for a plain one.`,
+    tlsHint: (s: Say) =>
+      `Check the scheme of ${s.either("baseUrl")}: https:// for a TLS port, http:// for a plain one.`,
   };
   const early = connectError(e, endpoint, TRUST_HINT);
   if (early && !handedOver(p)) return early;
   if (isReset(e) || early) {
     const unknown = () =>
-      new MailsendError("outcome_unknown", `the connection to ${url.origin} broke after the message was sent (${(e as Error).message})`, {
-        cause: e,
-        mayHaveBeenSent: true,
-        hint: resendHint(ctx),
-      });
+      new MailsendError(
+        "outcome_unknown",
+        `the connection to ${url.origin} broke after the message was sent (${(e as Error).message})`,
+        {
+          cause: e,
+          mayHaveBeenSent: true,
+          hint: resendHint(ctx),
+        },
+      );
     if (handedOver(p) && !p.answered && url.protocol === "http:") {
       // A TLS port drops a plain-text request without a byte of answer, exactly
       // like a server that died mid-request. If the port speaks TLS, the request
@@ -133,10 +163,16 @@ export async function failureOf(e: unknown, p: Progress, ctx: PostContext): Prom
     }
     return handedOver(p)
       ? unknown()
-      : new MailsendError("connection_failed", `the connection to ${url.origin} broke before the message was sent (${(e as Error).message})`, {
-          cause: e,
-          hint: "Nothing was sent; it is safe to try again.",
-        });
+      : new MailsendError(
+          "connection_failed",
+          `the connection to ${url.origin} broke before the message was sent (${(e as Error).message})`,
+          {
+            cause: e,
+            hint: "Nothing was sent; it is safe to try again.",
+          },
+        );
   }
-  return new MailsendError("connection_failed", `request to ${url.origin} failed: ${(e as Error).message}`, { cause: e });
+  return new MailsendError("connection_failed", `request to ${url.origin} failed: ${(e as Error).message}`, {
+    cause: e,
+  });
 }

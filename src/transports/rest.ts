@@ -26,7 +26,14 @@ import { base64Length, sendRequestFields } from "../core/request.js";
 import type { PreviewSink, SendContext, SendResult, Transport, TransportOptions } from "../core/transport.js";
 import { trustedCas } from "../net/ca.js";
 import { revokedKeyHint, TOO_LARGE_HINT } from "./hints.js";
-import { afterResetFailure, brokenAfterSent, failureOf, timeoutFailure, type PostContext, type Progress } from "./rest-failure.js";
+import {
+  afterResetFailure,
+  brokenAfterSent,
+  failureOf,
+  timeoutFailure,
+  type PostContext,
+  type Progress,
+} from "./rest-failure.js";
 import { isReset } from "../net/errors.js";
 import { absoluteForm, proxyAgent, proxyAnswerError } from "./proxy.js";
 
@@ -52,7 +59,10 @@ async function* base64OfFile(path: string, size: number): AsyncGenerator<Buffer>
     // Grown since it was checked: stop before a byte beyond the planned Content-Length goes out
     // (on a keep-alive connection it would be read as the start of the next request).
     if (total > size) {
-      throw new MailsendError("file_unreadable", `attachment ${path} changed size while it was being sent (${size} -> more than ${size} bytes)`);
+      throw new MailsendError(
+        "file_unreadable",
+        `attachment ${path} changed size while it was being sent (${size} -> more than ${size} bytes)`,
+      );
     }
     const buf: Buffer = carry.length ? Buffer.concat([carry, chunk as Buffer]) : (chunk as Buffer);
     const usable = buf.length - (buf.length % 3);
@@ -61,7 +71,10 @@ async function* base64OfFile(path: string, size: number): AsyncGenerator<Buffer>
   }
   if (carry.length) yield Buffer.from(carry.toString("base64"), "latin1");
   if (total !== size) {
-    throw new MailsendError("file_unreadable", `attachment ${path} changed size while it was being sent (${size} -> ${total} bytes)`);
+    throw new MailsendError(
+      "file_unreadable",
+      `attachment ${path} changed size while it was being sent (${size} -> ${total} bytes)`,
+    );
   }
 }
 
@@ -149,8 +162,7 @@ function planBody(m: Message, shorten = false): BodyPlan {
 }
 
 function shortContent(a: Attachment, size: number): string {
-  const head =
-    a.source.kind === "bytes" ? a.source.data.subarray(0, 24).toString("base64") : readHead(a.source.path);
+  const head = a.source.kind === "bytes" ? a.source.data.subarray(0, 24).toString("base64") : readHead(a.source.path);
   return `${head}...(base64 of ${size} bytes, ${base64Length(size)} characters)`;
 }
 
@@ -196,11 +208,19 @@ export function retryAfterSeconds(headers: http.IncomingHttpHeaders, now = Date.
   return undefined;
 }
 
-export function statusError(status: number, body: string, headers: http.IncomingHttpHeaders, url: URL, redact: (s: string) => string): MailsendError {
+export function statusError(
+  status: number,
+  body: string,
+  headers: http.IncomingHttpHeaders,
+  url: URL,
+  redact: (s: string) => string,
+): MailsendError {
   const ex = excerpt(body, redact);
   const at = `${url.origin}${url.pathname}`;
   if (status === 400 || status === 422) {
-    return new MailsendError("invalid_message", `the service rejected the message as invalid (HTTP ${status}): ${ex}`, { status });
+    return new MailsendError("invalid_message", `the service rejected the message as invalid (HTTP ${status}): ${ex}`, {
+      status,
+    });
   }
   if (status === 401) {
     return new MailsendError("auth_failed", `the service refused the API key (HTTP 401): ${ex}`, {
@@ -228,11 +248,15 @@ export function statusError(status: number, body: string, headers: http.Incoming
   }
   if (status === 429) {
     const retryAfter = retryAfterSeconds(headers);
-    return new MailsendError("rate_limited", `rate limit exceeded (HTTP 429)${retryAfter !== undefined ? `; the service asks to wait ${retryAfter} s` : ""}`, {
-      status,
-      ...(retryAfter !== undefined ? { retryAfter } : {}),
-      hint: "The service allows 60 requests per minute per key by default. Nothing was sent; try again later.",
-    });
+    return new MailsendError(
+      "rate_limited",
+      `rate limit exceeded (HTTP 429)${retryAfter !== undefined ? `; the service asks to wait ${retryAfter} s` : ""}`,
+      {
+        status,
+        ...(retryAfter !== undefined ? { retryAfter } : {}),
+        hint: "The service allows 60 requests per minute per key by default. Nothing was sent; try again later.",
+      },
+    );
   }
   if (status === 408) {
     return new MailsendError("timeout", `the service timed out reading the request (HTTP 408)`, { status });
@@ -246,7 +270,6 @@ export function statusError(status: number, body: string, headers: http.Incoming
   }
   return new MailsendError("protocol_error", `unexpected answer from the service (HTTP ${status}): ${ex}`, { status });
 }
-
 
 /**
  * A node:http answer. Its headers and raw header pairs are made only when read (a refusal, a
@@ -316,7 +339,8 @@ async function writeBody(req: http.ClientRequest, plan: BodyPlan, stop: () => bo
   const chunks = plan.text !== undefined ? slices(plan.text) : plan.chunks();
   let n = 0;
   for await (const chunk of chunks) {
-    if (large && n > 0) await (n === 1 ? process.getBuiltinModule("node:timers/promises").setTimeout(HEARING_MS) : polled());
+    if (large && n > 0)
+      await (n === 1 ? process.getBuiltinModule("node:timers/promises").setTimeout(HEARING_MS) : polled());
     if (stop()) return false;
     if (!req.write(chunk)) await writable(req);
     n++;
@@ -359,7 +383,8 @@ class Exchange {
    */
   watch(tls: boolean, ready: Prepared | undefined): void {
     const { req, progress, ctx } = this;
-    const onAbort = () => req.destroy(Object.assign(new Error("the request was aborted"), { name: "AbortError", code: "ABORT_ERR" }));
+    const onAbort = () =>
+      req.destroy(Object.assign(new Error("the request was aborted"), { name: "AbortError", code: "ABORT_ERR" }));
     this.#unlisten = whenAborted(ctx.signal, onAbort);
     if (!ready) whenConnected(req, tls, () => (progress.connected = true));
     else if (ready.connected) progress.connected = true;
@@ -388,7 +413,10 @@ class Exchange {
     // still owes the service the rest, so it is not kept for another request.
     if (!this.req.writableEnded) this.req.destroy();
     const chunks = this.#chunks;
-    const answer = new HttpAnswer(this.res!, chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8"));
+    const answer = new HttpAnswer(
+      this.res!,
+      chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks).toString("utf8"),
+    );
     if (this.afterReset) answer.afterReset = true;
     this.resolve(answer);
   }
@@ -417,7 +445,12 @@ class Exchange {
     }
     writeBody(req, plan, () => this.settled || progress.answered).then(
       (whole) => (progress.sent ||= whole),
-      (e) => this.fail(e instanceof MailsendError ? e : new MailsendError("file_unreadable", `cannot read an attachment: ${(e as Error).message}`, { cause: e })),
+      (e) =>
+        this.fail(
+          e instanceof MailsendError
+            ? e
+            : new MailsendError("file_unreadable", `cannot read an attachment: ${(e as Error).message}`, { cause: e }),
+        ),
     );
   }
 }
@@ -457,7 +490,10 @@ export class RestTransport implements Transport {
       });
     }
     if (this.#url.protocol !== "http:" && this.#url.protocol !== "https:") {
-      throw new MailsendError("config_invalid", `base URL must start with http:// or https://, not ${this.#url.protocol}`);
+      throw new MailsendError(
+        "config_invalid",
+        `base URL must start with http:// or https://, not ${this.#url.protocol}`,
+      );
     }
     // Only what node:http reads of it (the URL's hash, search, pathname and href it ignores, and a
     // user:password in the URL too, as mailsend sends its own Authorization): ClientRequest copies
@@ -476,7 +512,10 @@ export class RestTransport implements Transport {
     const proxy = config.proxy;
     if (proxy) {
       // https://: a CONNECT tunnel per connection; http://: the absolute form to the proxy.
-      const agent = proxyAgent(proxy, this.#url, agentOptions, { timeoutMs: config.timeoutMs, ...(config.caFile ? { caFile: config.caFile } : {}) });
+      const agent = proxyAgent(proxy, this.#url, agentOptions, {
+        timeoutMs: config.timeoutMs,
+        ...(config.caFile ? { caFile: config.caFile } : {}),
+      });
       this.#makeAgent = () => agent;
       if (!tls) {
         const form = absoluteForm(proxy, this.#url);
@@ -485,7 +524,10 @@ export class RestTransport implements Transport {
       }
     } else {
       // node:https (and node:tls) only for an https:// service: an http:// send never needs them.
-      this.#makeAgent = () => (tls ? new (process.getBuiltinModule("node:https").Agent)(agentOptions) : new (process.getBuiltinModule("node:http").Agent)(agentOptions));
+      this.#makeAgent = () =>
+        tls
+          ? new (process.getBuiltinModule("node:https").Agent)(agentOptions)
+          : new (process.getBuiltinModule("node:http").Agent)(agentOptions);
     }
     this.#connections = opts.pool ?? 1;
   }
@@ -512,7 +554,9 @@ export class RestTransport implements Transport {
     let body = "";
     for await (const c of plan.chunks()) body += c.toString("utf8");
     if (opts.json) {
-      sink.write(`${JSON.stringify({ dry_run: true, transport: "rest", method: "POST", url: this.#url.href, headers, body: JSON.parse(body) })}\n`);
+      sink.write(
+        `${JSON.stringify({ dry_run: true, transport: "rest", method: "POST", url: this.#url.href, headers, body: JSON.parse(body) })}\n`,
+      );
       return;
     }
     sink.write(`POST ${this.#url.href}\n`);
@@ -539,7 +583,15 @@ export class RestTransport implements Transport {
       const plan = planBody(m);
       const headers = this.#headers(m, plan.length);
       const req = this.#httpClient().request(this.#requestOptions(headers));
-      const ready: Prepared = { message: m, plan, headers, req, connected: false, failed: false, timer: setTimeout(() => this.#prepared === ready && this.#drop(), PREPARED_TTL_MS) };
+      const ready: Prepared = {
+        message: m,
+        plan,
+        headers,
+        req,
+        connected: false,
+        failed: false,
+        timer: setTimeout(() => this.#prepared === ready && this.#drop(), PREPARED_TTL_MS),
+      };
       ready.timer.unref();
       req.on("error", () => (ready.failed = true));
       whenConnected(req, this.#tls, () => {
@@ -586,7 +638,10 @@ export class RestTransport implements Transport {
     }
     if (answer.status < 200 || answer.status > 299) {
       // Through a proxy in the absolute form, the proxy's own refusals come back as answers.
-      const byProxy = this.#config.proxy && this.#url.protocol === "http:" ? proxyAnswerError(answer.status, answer.body, this.#config.proxy, this.#url) : undefined;
+      const byProxy =
+        this.#config.proxy && this.#url.protocol === "http:"
+          ? proxyAnswerError(answer.status, answer.body, this.#config.proxy, this.#url)
+          : undefined;
       if (byProxy) throw byProxy;
       const refused = statusError(answer.status, answer.body, answer.headers, this.#url, this.#redact);
       // A repeat after a broken kept-alive connection that is answered with an error does not say
@@ -608,26 +663,44 @@ export class RestTransport implements Transport {
       };
     }
     if (res?.success === false) {
-      throw new MailsendError("service_error", `the service answered success: false (HTTP ${answer.status}): ${excerpt(answer.body, this.#redact)}`, {
-        status: answer.status,
-      });
+      throw new MailsendError(
+        "service_error",
+        `the service answered success: false (HTTP ${answer.status}): ${excerpt(answer.body, this.#redact)}`,
+        {
+          status: answer.status,
+        },
+      );
     }
-    throw new MailsendError("protocol_error", `the service answered HTTP ${answer.status} without success and message_id: ${excerpt(answer.body, this.#redact)}`, {
-      status: answer.status,
-      mayHaveBeenSent: true,
-      hint: "The message may have been sent. Check before sending again.",
-    });
+    throw new MailsendError(
+      "protocol_error",
+      `the service answered HTTP ${answer.status} without success and message_id: ${excerpt(answer.body, this.#redact)}`,
+      {
+        status: answer.status,
+        mayHaveBeenSent: true,
+        hint: "The message may have been sent. Check before sending again.",
+      },
+    );
   }
 
-  async #post(plan: BodyPlan, headers: Record<string, string>, trace: ((l: string) => void) | undefined, send: SendContext, ready?: Prepared): Promise<HttpAnswer> {
+  async #post(
+    plan: BodyPlan,
+    headers: Record<string, string>,
+    trace: ((l: string) => void) | undefined,
+    send: SendContext,
+    ready?: Prepared,
+  ): Promise<HttpAnswer> {
     if (trace) {
       const url = this.#url;
       trace(`> POST ${url.pathname}${url.search} HTTP/1.1`);
       trace(`> Host: ${url.host}`);
-      for (const [k, v] of Object.entries(headers)) trace(`> ${k}: ${k === "Authorization" ? `Bearer ${REDACTED}` : v}`);
+      for (const [k, v] of Object.entries(headers))
+        trace(`> ${k}: ${k === "Authorization" ? `Bearer ${REDACTED}` : v}`);
       trace(`> (body: ${plan.length} bytes of JSON)`);
       const { proxy, proxyBypass } = this.#config;
-      if (proxy) trace(`* through the proxy ${proxy.label} (from ${proxy.source}${proxy.user ? `, as ${proxy.user}` : ""}): ${url.protocol === "https:" ? "CONNECT tunnel" : "absolute-form request"}`);
+      if (proxy)
+        trace(
+          `* through the proxy ${proxy.label} (from ${proxy.source}${proxy.user ? `, as ${proxy.user}` : ""}): ${url.protocol === "https:" ? "CONNECT tunnel" : "absolute-form request"}`,
+        );
       else if (proxyBypass) trace(`* direct, not through the proxy: ${proxyBypass}`);
     }
     const ctx: PostContext = { url: this.#url, headers, timeoutMs: this.#config.timeoutMs };
@@ -652,7 +725,13 @@ export class RestTransport implements Transport {
    * but should the repeat fail, the first may still have been taken (`afterReset`): the failure
    * then says the outcome is unknown, never that nothing was sent.
    */
-  #postHttp(plan: BodyPlan, ctx: PostContext, retries = STALE_RETRIES, afterReset = false, ready?: Prepared): Promise<HttpAnswer> {
+  #postHttp(
+    plan: BodyPlan,
+    ctx: PostContext,
+    retries = STALE_RETRIES,
+    afterReset = false,
+    ready?: Prepared,
+  ): Promise<HttpAnswer> {
     return new Promise<HttpAnswer>((resolve, reject) => {
       const req = ready?.req ?? this.#httpClient().request(this.#requestOptions(ctx.headers));
       const x = new Exchange(req, ctx, afterReset, resolve, reject);
@@ -667,7 +746,10 @@ export class RestTransport implements Transport {
         if ((req.reusedSocket || ready) && retries > 0 && !x.progress.answered && !ctx.signal?.aborted && isReset(e)) {
           x.settle();
           req.destroy();
-          this.#postHttp(plan, ctx, retries - 1, afterReset || (x.progress.connected && x.progress.sent)).then(resolve, reject);
+          this.#postHttp(plan, ctx, retries - 1, afterReset || (x.progress.connected && x.progress.sent)).then(
+            resolve,
+            reject,
+          );
           return;
         }
         x.classifying = true;
@@ -682,7 +764,9 @@ export class RestTransport implements Transport {
 
   /** The module, looked up on first use: a dry run or a usage error never loads node:http or node:https. */
   #httpClient(): Pick<typeof http, "request"> {
-    return (this.#client ??= this.#tls ? process.getBuiltinModule("node:https") : process.getBuiltinModule("node:http"));
+    return (this.#client ??= this.#tls
+      ? process.getBuiltinModule("node:https")
+      : process.getBuiltinModule("node:http"));
   }
 
   /**

@@ -52,7 +52,9 @@ export function stableMessageId(m: Message): string {
 
 /** The message as nodemailer options, with the envelope spelled out. */
 export function mailOptions(m: Message): MailOptions {
-  const envelope = m.envelope ? { from: m.envelope.from, to: [...m.envelope.to] } : { from: m.from.address, to: allRecipients(m).map((r) => r.address) };
+  const envelope = m.envelope
+    ? { from: m.envelope.from, to: [...m.envelope.to] }
+    : { from: m.from.address, to: allRecipients(m).map((r) => r.address) };
   if (m.raw) return { envelope, raw: m.raw };
   const box = (b: { name?: string; address: string }) => ({ name: b.name ?? "", address: b.address });
   return {
@@ -68,7 +70,10 @@ export function mailOptions(m: Message): MailOptions {
     ...(m.headers.some(([key]) => key.toLowerCase() === "message-id") ? {} : { messageId: stableMessageId(m) }),
     ...(m.text !== undefined ? { text: m.text } : {}),
     ...(m.html !== undefined ? { html: m.html } : {}),
-    headers: [...m.headers.map(([key, value]) => ({ key, value })), { key: "X-Idempotency-Key", value: m.idempotencyKey }],
+    headers: [
+      ...m.headers.map(([key, value]) => ({ key, value })),
+      { key: "X-Idempotency-Key", value: m.idempotencyKey },
+    ],
     attachments: m.attachments.map((a) => ({
       filename: a.filename,
       ...(a.source.kind === "file" ? { path: a.source.path } : { content: a.source.data }),
@@ -81,11 +86,17 @@ export function mailOptions(m: Message): MailOptions {
 
 /** The first envelope address whose local part is not ASCII (it needs SMTPUTF8), if any. */
 export function needsSmtpUtf8(m: Message): string | undefined {
-  return [m.from, ...allRecipients(m)].map((b) => b.address).find((a) => /[^\x00-\x7f]/.test(a.slice(0, a.lastIndexOf("@"))));
+  return [m.from, ...allRecipients(m)]
+    .map((b) => b.address)
+    .find((a) => /[^\x00-\x7f]/.test(a.slice(0, a.lastIndexOf("@"))));
 }
 
 function rawMessageId(raw: Buffer): string | undefined {
-  const head = raw.subarray(0, Math.min(raw.length, 64 * 1024)).toString("latin1").split(/\r?\n\r?\n/)[0] ?? "";
+  const head =
+    raw
+      .subarray(0, Math.min(raw.length, 64 * 1024))
+      .toString("latin1")
+      .split(/\r?\n\r?\n/)[0] ?? "";
   return /^message-id:\s*(<[^>\r\n]+>)/im.exec(head)?.[1];
 }
 
@@ -156,7 +167,9 @@ export class SmtpTransport implements Transport {
       );
       return;
     }
-    sink.write(`# SMTP ${c.host}:${c.port} (${c.tls === "implicit" ? "implicit TLS" : "STARTTLS required"}), AUTH as ${shownSmtpUser(c.user, c.apiKey)} with password ${REDACTED}\n`);
+    sink.write(
+      `# SMTP ${c.host}:${c.port} (${c.tls === "implicit" ? "implicit TLS" : "STARTTLS required"}), AUTH as ${shownSmtpUser(c.user, c.apiKey)} with password ${REDACTED}\n`,
+    );
     if (utf8) sink.write(`# needs SMTPUTF8 (${utf8}): sent only if the server offers it\n`);
     sink.write("# MIME tree:\n");
     for (const line of treeLines(tree)) sink.write(`#   ${line}\n`);
@@ -204,17 +217,25 @@ export class SmtpTransport implements Transport {
       this.#utf8Offered = await this.#offersSmtpUtf8(trace);
     }
     if (this.#utf8Offered) return;
-    throw new MailsendError("invalid_address", `${address} has a non-ASCII local part, which needs SMTPUTF8, but ${this.#label} does not offer it; nothing was sent`, {
-      hint: "Ask the recipient for an ASCII address, or send through a server that supports SMTPUTF8. mailsend never rewrites the local part of an address.",
-    });
+    throw new MailsendError(
+      "invalid_address",
+      `${address} has a non-ASCII local part, which needs SMTPUTF8, but ${this.#label} does not offer it; nothing was sent`,
+      {
+        hint: "Ask the recipient for an ASCII address, or send through a server that supports SMTPUTF8. mailsend never rewrites the local part of an address.",
+      },
+    );
   }
 
   async #offersSmtpUtf8(trace?: (l: string) => void): Promise<boolean> {
     const { default: SMTPConnection } = await loadSmtpConnection();
     const { auth: _auth, ...options } = this.#transportOptions("LOGIN", trace);
     const proxy = this.#config.proxy;
-    const connection = proxy ? await smtpSocket(proxy, this.#config.host, this.#config.port, this.#config.timeoutMs) : undefined;
-    const conn = new SMTPConnection({ ...options, ...(connection ? { connection } : {}) } as ConstructorParameters<typeof SMTPConnection>[0]);
+    const connection = proxy
+      ? await smtpSocket(proxy, this.#config.host, this.#config.port, this.#config.timeoutMs)
+      : undefined;
+    const conn = new SMTPConnection({ ...options, ...(connection ? { connection } : {}) } as ConstructorParameters<
+      typeof SMTPConnection
+    >[0]);
     // Every error of this connection goes to the promise (a later one, after QUIT, nowhere): never an unhandled 'error' event.
     let fail: (e: Error) => void = () => {};
     conn.on("error", (e: Error) => fail(e));
@@ -235,7 +256,12 @@ export class SmtpTransport implements Transport {
   }
 
   /** --smtp-proxy: nodemailer's connections are opened through it (getSocket). */
-  #proxied(): { getSocket?: (options: unknown, callback: (err: Error | null, socketOptions?: { connection: Socket }) => void) => void } {
+  #proxied(): {
+    getSocket?: (
+      options: unknown,
+      callback: (err: Error | null, socketOptions?: { connection: Socket }) => void,
+    ) => void;
+  } {
     const c = this.#config;
     const proxy = c.proxy;
     if (!proxy) return {};
@@ -251,23 +277,42 @@ export class SmtpTransport implements Transport {
 
   #transporter(method: "LOGIN" | "PLAIN", trace?: (l: string) => void, watch?: GreetingWatch) {
     if (this.#poolSize === undefined) {
-      return watchHandOver(nodemailer.createTransport({ ...this.#transportOptions(method, trace), ...(watch ? { getSocket: watch.getSocket } : this.#proxied()) }));
+      return watchHandOver(
+        nodemailer.createTransport({
+          ...this.#transportOptions(method, trace),
+          ...(watch ? { getSocket: watch.getSocket } : this.#proxied()),
+        }),
+      );
     }
     let pool = this.#pools.get(method);
     if (!pool) {
       // One TLS handshake and AUTH per connection, not per message.
       pool = watchHandOver(
-        nodemailer.createTransport({ ...this.#transportOptions(method, trace), ...this.#proxied(), pool: true, maxConnections: this.#poolSize, maxMessages: 1000 }),
+        nodemailer.createTransport({
+          ...this.#transportOptions(method, trace),
+          ...this.#proxied(),
+          pool: true,
+          maxConnections: this.#poolSize,
+          maxMessages: 1000,
+        }),
       );
       this.#pools.set(method, pool);
     }
     return pool;
   }
 
-  async #sendWith(method: "LOGIN" | "PLAIN", m: Message, trace?: (l: string) => void, stop?: AbortSignal): Promise<SendResult> {
+  async #sendWith(
+    method: "LOGIN" | "PLAIN",
+    m: Message,
+    trace?: (l: string) => void,
+    stop?: AbortSignal,
+  ): Promise<SendResult> {
     // One message on its own connection, STARTTLS: watch for a port that waits for TLS.
     // (Not through a proxy: its probes would go to the server directly.)
-    const watch = this.#poolSize === undefined && this.#config.tls === "starttls" && !this.#config.proxy ? new GreetingWatch(this.#config) : undefined;
+    const watch =
+      this.#poolSize === undefined && this.#config.tls === "starttls" && !this.#config.proxy
+        ? new GreetingWatch(this.#config)
+        : undefined;
     const transport = this.#transporter(method, trace, watch);
     let handedOver = false;
     try {
@@ -277,31 +322,46 @@ export class SmtpTransport implements Transport {
       const options = { ...mailOptions(m), [HAND_OVER]: () => (handedOver = true), ...(signal ? { signal } : {}) };
       const info = await transport.sendMail(options as SendMailOptions).catch((e: SmtpError) => {
         if (watch?.mismatch === "tls") {
-          throw new MailsendError("tls_mismatch", `${this.#label} expects TLS from the first byte, but mailsend is set to STARTTLS`, {
-            cause: e,
-            hint: (s) => `Use ${s.value("smtpTls", "implicit", true)} for this port, or the STARTTLS port (587). Nothing was sent.`,
-          });
+          throw new MailsendError(
+            "tls_mismatch",
+            `${this.#label} expects TLS from the first byte, but mailsend is set to STARTTLS`,
+            {
+              cause: e,
+              hint: (s) =>
+                `Use ${s.value("smtpTls", "implicit", true)} for this port, or the STARTTLS port (587). Nothing was sent.`,
+            },
+          );
         }
         if (watch?.mismatch === "http") {
           throw new MailsendError("config_invalid", `${this.#label} is an HTTP server, not SMTP submission`, {
             cause: e,
-            hint: (s) => `Check ${s.either("smtpPort")} (587 or 465; the sandbox prints its own), or use ${s.value("transport", "rest")} for an HTTP address. Nothing was sent.`,
+            hint: (s) =>
+              `Check ${s.either("smtpPort")} (587 or 465; the sandbox prints its own), or use ${s.value("transport", "rest")} for an HTTP address. Nothing was sent.`,
           });
         }
         if (stop?.aborted && !handedOver) {
-          throw new MailsendError("temporary_failure", `interrupted before the message was handed over to ${this.#label}`, {
-            cause: e,
-            hint: "Nothing was sent; it is safe to try again.",
-          });
+          throw new MailsendError(
+            "temporary_failure",
+            `interrupted before the message was handed over to ${this.#label}`,
+            {
+              cause: e,
+              hint: "Nothing was sent; it is safe to try again.",
+            },
+          );
         }
         // Every byte of the message went out and then the session failed without a reply
         // (a timeout, a reset): the server may have queued it. A reply code is a real answer.
         if (handedOver && e.responseCode === undefined && !(e instanceof MailsendError)) {
-          throw new MailsendError("outcome_unknown", `${this.#label} gave no answer after the whole message was sent (${this.#redact(e.message)})`, {
-            cause: e,
-            mayHaveBeenSent: true,
-            hint: (s) => `The message may have been sent. Check before sending again (resending with ${s.idempotencyKey(m.idempotencyKey)} lets the service drop a duplicate).`,
-          });
+          throw new MailsendError(
+            "outcome_unknown",
+            `${this.#label} gave no answer after the whole message was sent (${this.#redact(e.message)})`,
+            {
+              cause: e,
+              mayHaveBeenSent: true,
+              hint: (s) =>
+                `The message may have been sent. Check before sending again (resending with ${s.idempotencyKey(m.idempotencyKey)} lets the service drop a duplicate).`,
+            },
+          );
         }
         throw e;
       });
@@ -327,7 +387,11 @@ export class SmtpTransport implements Transport {
    * (nodemailer goes on with the accepted ones). Not "bad message" and never
    * retried: a resend would reach the accepted recipients twice.
    */
-  #partial(m: Message, info: { accepted: unknown[]; messageId?: string; rejectedErrors?: SmtpError[] }, rejected: string[]): MailsendError {
+  #partial(
+    m: Message,
+    info: { accepted: unknown[]; messageId?: string; rejectedErrors?: SmtpError[] },
+    rejected: string[],
+  ): MailsendError {
     const replies = new Map<string, string>();
     for (const e of info.rejectedErrors ?? []) {
       const who = (e as SmtpError & { recipient?: string }).recipient;
@@ -337,10 +401,14 @@ export class SmtpTransport implements Transport {
     const accepted = info.accepted.map(String);
     const messageId = (m.raw ? rawMessageId(m.raw) : info.messageId) ?? "";
     const listed = refused.map((r) => (r.reply ? `${r.address} (${r.reply})` : r.address)).join(", ");
-    return new MailsendError("recipients_refused", `the server refused ${refused.length} of ${refused.length + accepted.length} recipients: ${listed}; the message went to ${accepted.join(", ")}`, {
-      partial: { messageId, accepted, refused },
-      hint: "Do not resend to everyone: the others have it. Check the refused addresses, then send to those only.",
-    });
+    return new MailsendError(
+      "recipients_refused",
+      `the server refused ${refused.length} of ${refused.length + accepted.length} recipients: ${listed}; the message went to ${accepted.join(", ")}`,
+      {
+        partial: { messageId, accepted, refused },
+        hint: "Do not resend to everyone: the others have it. Check the refused addresses, then send to those only.",
+      },
+    );
   }
 
   #classify(e: SmtpError): MailsendError {
@@ -353,38 +421,56 @@ export class SmtpTransport implements Transport {
       setting: (s: Say) => s.pair("smtpHost", "smtpPort", true),
       tlsHint:
         c.tls === "implicit"
-          ? (s: Say) => `This port does not speak TLS from the first byte: it is probably a STARTTLS port (587); use ${s.value("smtpTls", "starttls")}.`
-          : (s: Say) => `STARTTLS failed on this port: if it expects TLS from the first byte (465), use ${s.value("smtpTls", "implicit")}.`,
+          ? (s: Say) =>
+              `This port does not speak TLS from the first byte: it is probably a STARTTLS port (587); use ${s.value("smtpTls", "starttls")}.`
+          : (s: Say) =>
+              `STARTTLS failed on this port: if it expects TLS from the first byte (465), use ${s.value("smtpTls", "implicit")}.`,
     };
     const sys = Object.assign(new Error(e.message), { code: e.originalCode ?? e.code });
     const early = connectError(sys, endpoint, TRUST_HINT);
     if (early && !code) return early;
     if (e.code === "ETIMEDOUT" && /greeting/i.test(e.message) && c.tls === "starttls") {
-      return new MailsendError("tls_mismatch", `${this.#label} sent no SMTP greeting within ${seconds(Math.min(c.timeoutMs, 10_000))}`, {
-        cause: e,
-        hint: (s) => `The port may expect implicit TLS: use port 465 or ${s.value("smtpTls", "implicit")}. Nothing was sent.`,
-      });
+      return new MailsendError(
+        "tls_mismatch",
+        `${this.#label} sent no SMTP greeting within ${seconds(Math.min(c.timeoutMs, 10_000))}`,
+        {
+          cause: e,
+          hint: (s) =>
+            `The port may expect implicit TLS: use port 465 or ${s.value("smtpTls", "implicit")}. Nothing was sent.`,
+        },
+      );
     }
-    if (e.command === "STARTTLS" || (/STARTTLS/i.test(e.message) && !code)) return noStartTlsError(this.#label, reply, code, e);
+    if (e.command === "STARTTLS" || (/STARTTLS/i.test(e.message) && !code))
+      return noStartTlsError(this.#label, reply, code, e);
     if (code !== undefined) {
       const text = `${reply}`;
       if (code === 535 || code === 534 || (code === 530 && e.command?.startsWith("AUTH"))) {
         const revoked = /revoked|expired|disabled/i.test(text);
         return new MailsendError(revoked ? "key_revoked" : "auth_failed", `SMTP authentication failed: ${text}`, {
           status: code,
-          hint: revoked ? revokedKeyHint(c.host) : (s) => `Check the API key and the username (${shownSmtpUser(c.user, c.apiKey)}; ${s.env("smtpUser")}).`,
+          hint: revoked
+            ? revokedKeyHint(c.host)
+            : (s) => `Check the API key and the username (${shownSmtpUser(c.user, c.apiKey)}; ${s.env("smtpUser")}).`,
         });
       }
       if (code >= 400 && code < 500) {
         const rate = /rate|limit|too many/i.test(text);
         const retryAfter = /(\d+)\s*s(ec|econds)?\b/i.exec(text)?.[1];
-        return new MailsendError(rate ? "rate_limited" : "temporary_failure", `the SMTP server deferred the message: ${text}`, {
-          status: code,
-          ...(retryAfter ? { retryAfter: Number(retryAfter) } : {}),
-          hint: "A temporary failure: nothing was accepted; try again later.",
-        });
+        return new MailsendError(
+          rate ? "rate_limited" : "temporary_failure",
+          `the SMTP server deferred the message: ${text}`,
+          {
+            status: code,
+            ...(retryAfter ? { retryAfter: Number(retryAfter) } : {}),
+            hint: "A temporary failure: nothing was accepted; try again later.",
+          },
+        );
       }
-      if (code === 552) return new MailsendError("too_large", `the SMTP server refused the message as too large: ${text}`, { status: code, hint: TOO_LARGE_HINT });
+      if (code === 552)
+        return new MailsendError("too_large", `the SMTP server refused the message as too large: ${text}`, {
+          status: code,
+          hint: TOO_LARGE_HINT,
+        });
       if (code === 550 || code === 551 || code === 553 || code === 554 || code === 501 || code === 555) {
         return new MailsendError("rejected", `the SMTP server refused the message: ${text}`, {
           status: code,
@@ -394,33 +480,51 @@ export class SmtpTransport implements Transport {
       // Only the reply to the end of the message can leave it in doubt; any other reply
       // came before the server could accept it: a fault of the server, not "may have been sent".
       if (e.command === "DATA" && code >= 200 && code < 300) {
-        return new MailsendError("protocol_error", `unexpected SMTP reply to the end of the message: ${text}`, { status: code, mayHaveBeenSent: true });
+        return new MailsendError("protocol_error", `unexpected SMTP reply to the end of the message: ${text}`, {
+          status: code,
+          mayHaveBeenSent: true,
+        });
       }
       return new MailsendError("service_error", `unexpected SMTP reply to ${e.command ?? "a command"}: ${text}`, {
-        hint: (s) => `Nothing was sent: the server answered before the message was handed over. Check ${s.pair("smtpHost", "smtpPort")}: this may not be the service's submission server.`,
+        hint: (s) =>
+          `Nothing was sent: the server answered before the message was handed over. Check ${s.pair("smtpHost", "smtpPort")}: this may not be the service's submission server.`,
       });
     }
     if (e.command === "DATA" || e.code === "ESTREAM") {
       if (e.code === "ESTREAM" && /ENOENT|EACCES|EISDIR/.test(e.message)) {
-        return new MailsendError("file_unreadable", `an attachment could not be read: ${this.#redact(e.message)}`, { cause: e });
+        return new MailsendError("file_unreadable", `an attachment could not be read: ${this.#redact(e.message)}`, {
+          cause: e,
+        });
       }
       // The whole message was not handed over (#sendWith reports that case as outcome unknown):
       // without its final "." no server accepts it.
-      return new MailsendError("connection_failed", `the connection to ${this.#label} broke before the whole message was handed over (${this.#redact(e.message)})`, {
-        cause: e,
-        hint: "Nothing was sent: a server accepts a message only once all of it has arrived. Try again.",
-      });
+      return new MailsendError(
+        "connection_failed",
+        `the connection to ${this.#label} broke before the whole message was handed over (${this.#redact(e.message)})`,
+        {
+          cause: e,
+          hint: "Nothing was sent: a server accepts a message only once all of it has arrived. Try again.",
+        },
+      );
     }
     if (e.code === "ETIMEDOUT") {
-      return new MailsendError("timeout", `${this.#label} did not respond in time (${this.#redact(e.message)}); nothing was sent`, {
-        cause: e,
-        hint: (s) => `Check the network, or raise ${s.flag("timeout")}.`,
-      });
+      return new MailsendError(
+        "timeout",
+        `${this.#label} did not respond in time (${this.#redact(e.message)}); nothing was sent`,
+        {
+          cause: e,
+          hint: (s) => `Check the network, or raise ${s.flag("timeout")}.`,
+        },
+      );
     }
-    return new MailsendError("connection_failed", `SMTP session with ${this.#label} failed: ${this.#redact(e.message)}`, {
-      cause: e,
-      hint: (s) => `Nothing was sent; check ${s.pair("smtpHost", "smtpPort")}.`,
-    });
+    return new MailsendError(
+      "connection_failed",
+      `SMTP session with ${this.#label} failed: ${this.#redact(e.message)}`,
+      {
+        cause: e,
+        hint: (s) => `Nothing was sent; check ${s.pair("smtpHost", "smtpPort")}.`,
+      },
+    );
   }
 
   async close(): Promise<void> {
@@ -477,7 +581,6 @@ function traceLogger(trace: (l: string) => void) {
   return { trace: log, debug: log, info: log, warn: log, error: log, fatal: log, level: () => {} };
 }
 
-
 export function create(config: SmtpConfig, opts: TransportOptions = {}): Transport {
   return new SmtpTransport(config, opts);
 }
@@ -516,7 +619,10 @@ class GreetingWatch {
     return this.#abort.signal;
   }
 
-  readonly getSocket = (_options: unknown, callback: (err: Error | null, socketOptions?: { connection: Socket }) => void): void => {
+  readonly getSocket = (
+    _options: unknown,
+    callback: (err: Error | null, socketOptions?: { connection: Socket }) => void,
+  ): void => {
     const c = this.#config;
     const socket = netConnect({ host: c.host, port: c.port });
     let given = false;
@@ -533,7 +639,10 @@ class GreetingWatch {
       this.#watch(socket);
     };
     // As nodemailer's own connectionTimeout, with its code, so the error reads the same.
-    const connectTimer = setTimeout(() => give(Object.assign(new Error("Connection timeout"), { code: "ETIMEDOUT" })), c.timeoutMs);
+    const connectTimer = setTimeout(
+      () => give(Object.assign(new Error("Connection timeout"), { code: "ETIMEDOUT" })),
+      c.timeoutMs,
+    );
     socket.once("connect", () => give(null));
     socket.once("error", (e) => give(e));
   };
@@ -544,17 +653,20 @@ class GreetingWatch {
     if (stopped.aborted) return;
     // Still silent, and still wanted: the server has not greeted and the send is not over.
     const silent = () => socket.bytesRead === 0 && !socket.destroyed && !stopped.aborted && !this.#abort.signal.aborted;
-    this.#timer = setTimeout(() => {
-      if (!silent()) return;
-      void (async () => {
-        let what: "tls" | "http" | undefined;
-        if (await speaksTls(c.host, c.port, 2000, stopped)) what = "tls";
-        else if (silent() && (await speaksHttp(c.host, c.port, 2000, stopped))) what = "http";
-        if (!what || !silent()) return;
-        this.mismatch = what;
-        this.#abort.abort();
-      })();
-    }, Math.min(TLS_PROBE_AFTER_MS, c.timeoutMs / 2));
+    this.#timer = setTimeout(
+      () => {
+        if (!silent()) return;
+        void (async () => {
+          let what: "tls" | "http" | undefined;
+          if (await speaksTls(c.host, c.port, 2000, stopped)) what = "tls";
+          else if (silent() && (await speaksHttp(c.host, c.port, 2000, stopped))) what = "http";
+          if (!what || !silent()) return;
+          this.mismatch = what;
+          this.#abort.abort();
+        })();
+      },
+      Math.min(TLS_PROBE_AFTER_MS, c.timeoutMs / 2),
+    );
   }
 
   stop(): void {

@@ -100,14 +100,18 @@ interface StepResult {
 }
 
 /** One step: `uses: ./` with these `with:` inputs and this `env:`. */
-async function step(withInputs: Record<string, string>, env: Record<string, string | undefined> = {}): Promise<StepResult> {
+async function step(
+  withInputs: Record<string, string>,
+  env: Record<string, string | undefined> = {},
+): Promise<StepResult> {
   const n = ++runs;
   const workspace = join(tmp.dir, `workspace-${n}`);
   mkdirSync(workspace, { recursive: true });
   const outputFile = tmp.file(`output-${n}`, "");
   const summaryFile = tmp.file(`summary-${n}`, "");
   const inputs: Record<string, string> = {};
-  for (const [name, spec] of declared.inputs) if (spec.default !== undefined) inputs[inputVariable(name)] = spec.default;
+  for (const [name, spec] of declared.inputs)
+    if (spec.default !== undefined) inputs[inputVariable(name)] = spec.default;
   for (const [name, value] of Object.entries(withInputs)) inputs[inputVariable(name)] = value;
   const r = await execa(process.execPath, [ENTRY], {
     cwd: env.WORKSPACE ?? workspace,
@@ -151,7 +155,11 @@ describe("action.yml", () => {
     const read = new Set([...source.matchAll(/\b(?:input|list|bool)\("([\w-]+)"/g)].map((m) => m[1]!));
     read.add("body");
     expect([...read].sort()).toEqual([...declared.inputs.keys()].sort());
-    expect([...declared.inputs.keys()].filter((n) => /(?:^|-)(?:api-?key|key|token|password|secret)$/.test(n) && n !== "idempotency-key")).toEqual([]);
+    expect(
+      [...declared.inputs.keys()].filter(
+        (n) => /(?:^|-)(?:api-?key|key|token|password|secret)$/.test(n) && n !== "idempotency-key",
+      ),
+    ).toEqual([]);
     expect(declared.outputs.sort()).toEqual(["error-code", "exit-class", "exit-code", "message-id"]);
     // The key's way in is the environment, and the file says so.
     expect(ACTION_YML).toMatch(/MAILSEND_API_KEY: \$\{\{ secrets\.MAILSEND_API_KEY \}\}/);
@@ -183,7 +191,12 @@ describe("the action against the sandbox", () => {
     expect(m!.meta.attachments.map((a) => a.filename).sort()).toEqual(["build.log", "results.xml"]);
     expect(m!.email.html).toMatch(/<h1[^>]*>Build 42<\/h1>/);
     expect(m!.email.html).toMatch(/<strong>failed<\/strong>/);
-    expect(r.outputs).toEqual({ "message-id": m!.meta.messageId, "exit-code": "0", "exit-class": "", "error-code": "" });
+    expect(r.outputs).toEqual({
+      "message-id": m!.meta.messageId,
+      "exit-code": "0",
+      "exit-class": "",
+      "error-code": "",
+    });
     expect(r.stdout).toContain(`mailsend: sent ${m!.meta.messageId} over rest to 2 recipients`);
     expect(r.summary).toMatch(/\*\*mailsend\*\*: sent “Build 42 failed” to 2 recipients over rest/);
     expect(r.summary).not.toMatch(/example\.com/);
@@ -192,20 +205,46 @@ describe("the action against the sandbox", () => {
 
   test("body: plain text (df -h) goes as text, HTML as HTML; body-type forces it", async () => {
     const df = "Filesystem      Size  Used Avail Use% Mounted on\n/dev/sda1        50G   45G  5.0G  90% /\n<none>\n";
-    const a = await step({ from: "ci@example.com", to: "dev@example.com", subject: "disk", body: df, "base-url": t.env.MAILSEND_BASE_URL! });
+    const a = await step({
+      from: "ci@example.com",
+      to: "dev@example.com",
+      subject: "disk",
+      body: df,
+      "base-url": t.env.MAILSEND_BASE_URL!,
+    });
     expect(a.exitCode, a.stderr).toBe(0);
     expect((await stored("disk"))!.email.html).toMatch(/<pre[^>]*>Filesystem {6}Size[\s\S]*&lt;none&gt;/);
-    const b = await step({ from: "ci@example.com", to: "dev@example.com", subject: "html body", body: "<p>Deployed <b>v1.2</b></p>", "base-url": t.env.MAILSEND_BASE_URL! });
+    const b = await step({
+      from: "ci@example.com",
+      to: "dev@example.com",
+      subject: "html body",
+      body: "<p>Deployed <b>v1.2</b></p>",
+      "base-url": t.env.MAILSEND_BASE_URL!,
+    });
     expect(b.exitCode, b.stderr).toBe(0);
     expect((await stored("html body"))!.email.html).toContain("<b>v1.2</b>");
-    const c = await step({ from: "ci@example.com", to: "dev@example.com", subject: "forced text", body: "<p>x</p>", "body-type": "text", "base-url": t.env.MAILSEND_BASE_URL! });
+    const c = await step({
+      from: "ci@example.com",
+      to: "dev@example.com",
+      subject: "forced text",
+      body: "<p>x</p>",
+      "body-type": "text",
+      "base-url": t.env.MAILSEND_BASE_URL!,
+    });
     expect(c.exitCode, c.stderr).toBe(0);
     expect((await stored("forced text"))!.email.html).toContain("&lt;p&gt;x&lt;/p&gt;");
   });
 
   test("dry-run: nothing sent, the key redacted", async () => {
     const before = t.sb.store.count;
-    const r = await step({ from: "ci@example.com", to: "dev@example.com", subject: "dry", body: "hi", "dry-run": "true", "base-url": t.env.MAILSEND_BASE_URL! });
+    const r = await step({
+      from: "ci@example.com",
+      to: "dev@example.com",
+      subject: "dry",
+      body: "hi",
+      "dry-run": "true",
+      "base-url": t.env.MAILSEND_BASE_URL!,
+    });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stdout).toContain("mailsend: dry run, nothing was sent");
     expect(t.sb.store.count).toBe(before);
@@ -216,17 +255,38 @@ describe("the action against the sandbox", () => {
 describe("a failing step", () => {
   test("a key the service refuses: the step fails with the CLI's exit (77), an ::error annotation, exit-class auth; the key never printed", async () => {
     const wrong = "msk_test_wrong_key_for_action_1";
-    const r = await step({ from: "ci@example.com", to: "dev@example.com", subject: "refused", body: "hi", "base-url": t.env.MAILSEND_BASE_URL! }, { MAILSEND_API_KEY: wrong });
+    const r = await step(
+      {
+        from: "ci@example.com",
+        to: "dev@example.com",
+        subject: "refused",
+        body: "hi",
+        "base-url": t.env.MAILSEND_BASE_URL!,
+      },
+      { MAILSEND_API_KEY: wrong },
+    );
     expect(r.exitCode).toBe(77);
     expect(r.stdout).toMatch(/^::error title=mailsend::.+/m);
-    expect(r.outputs).toMatchObject({ "exit-code": "77", "exit-class": "auth", "error-code": "auth_failed", "message-id": "" });
+    expect(r.outputs).toMatchObject({
+      "exit-code": "77",
+      "exit-class": "auth",
+      "error-code": "auth_failed",
+      "message-id": "",
+    });
     expect(r.summary).toMatch(/“refused” was not sent: exit 77 \(auth\\_failed\); the step's log says why/);
     expect(r.stdout + r.stderr + r.summary).not.toContain(wrong);
     expect(await stored("refused")).toBeUndefined();
   });
 
   test("a summary input that is not true or false fails the step before anything is sent", async () => {
-    const r = await step({ from: "ci@example.com", to: "dev@example.com", subject: "summary yes", body: "hi", "base-url": t.env.MAILSEND_BASE_URL!, summary: "yes" });
+    const r = await step({
+      from: "ci@example.com",
+      to: "dev@example.com",
+      subject: "summary yes",
+      body: "hi",
+      "base-url": t.env.MAILSEND_BASE_URL!,
+      summary: "yes",
+    });
     expect(r.exitCode).toBe(64);
     expect(r.stdout).toMatch(/^::error title=mailsend::the input summary must be true or false, got "yes"/m);
     expect(r.stdout + r.stderr).not.toMatch(/at .*main\.mjs|sent 0/);
@@ -235,7 +295,13 @@ describe("a failing step", () => {
   });
 
   test("a failure's line in the job summary names no address (summaries of public repositories are public)", async () => {
-    const r = await step({ from: "ci@example.com", to: "good@example.com, secret-person@@example.com", subject: "bad address", body: "hi", "base-url": t.env.MAILSEND_BASE_URL! });
+    const r = await step({
+      from: "ci@example.com",
+      to: "good@example.com, secret-person@@example.com",
+      subject: "bad address",
+      body: "hi",
+      "base-url": t.env.MAILSEND_BASE_URL!,
+    });
     expect(r.exitCode).toBe(65);
     expect(r.summary).toMatch(/“bad address” was not sent: exit 65 \(invalid\\_address\); the step's log says why/);
     expect(r.summary).not.toMatch(/@/);
@@ -243,14 +309,33 @@ describe("a failing step", () => {
   });
 
   test("nothing listening at base-url: 69, exit-class unavailable", async () => {
-    const r = await step({ from: "ci@example.com", to: "dev@example.com", subject: "down", body: "hi", "base-url": "http://127.0.0.1:1" });
+    const r = await step({
+      from: "ci@example.com",
+      to: "dev@example.com",
+      subject: "down",
+      body: "hi",
+      "base-url": "http://127.0.0.1:1",
+    });
     expect(r.exitCode).toBe(69);
-    expect(r.outputs).toMatchObject({ "exit-code": "69", "exit-class": "unavailable", "error-code": "connection_failed" });
+    expect(r.outputs).toMatchObject({
+      "exit-code": "69",
+      "exit-class": "unavailable",
+      "error-code": "connection_failed",
+    });
     expect(r.stdout).toMatch(/^::error title=mailsend::/m);
   });
 
   test("no key at all: 78, exit-class config", async () => {
-    const r = await step({ from: "ci@example.com", to: "dev@example.com", subject: "nokey", body: "hi", "base-url": t.env.MAILSEND_BASE_URL! }, { MAILSEND_API_KEY: undefined });
+    const r = await step(
+      {
+        from: "ci@example.com",
+        to: "dev@example.com",
+        subject: "nokey",
+        body: "hi",
+        "base-url": t.env.MAILSEND_BASE_URL!,
+      },
+      { MAILSEND_API_KEY: undefined },
+    );
     expect(r.exitCode).toBe(78);
     expect(r.outputs).toMatchObject({ "exit-class": "config", "error-code": "config_missing" });
   });
@@ -259,9 +344,21 @@ describe("a failing step", () => {
     const secret = "msk_live_pasted_into_with_9Qz";
     const before = t.sb.store.count;
     for (const name of ["api-key", "token", "password", "MAILSEND_API_KEY"]) {
-      const r = await step({ from: "ci@example.com", to: "dev@example.com", subject: "as input", body: "hi", "base-url": t.env.MAILSEND_BASE_URL!, [name]: secret });
+      const r = await step({
+        from: "ci@example.com",
+        to: "dev@example.com",
+        subject: "as input",
+        body: "hi",
+        "base-url": t.env.MAILSEND_BASE_URL!,
+        [name]: secret,
+      });
       expect(r.exitCode).toBe(64);
-      expect(r.stdout).toMatch(new RegExp(`^::error title=mailsend::the action has no input "${name.toLowerCase()}": the API key is never an input`, "m"));
+      expect(r.stdout).toMatch(
+        new RegExp(
+          `^::error title=mailsend::the action has no input "${name.toLowerCase()}": the API key is never an input`,
+          "m",
+        ),
+      );
       expect(r.stdout).toContain("MAILSEND_API_KEY");
       // 64 is input in the table of exit classes (the CLI's --api-key is refused 64 too).
       expect(r.outputs).toMatchObject({ "exit-code": "64", "exit-class": "input" });
@@ -271,14 +368,28 @@ describe("a failing step", () => {
   });
 
   test("body and html-file together: 64, input", async () => {
-    const r = await step({ from: "ci@example.com", to: "dev@example.com", subject: "both", body: "hi", "html-file": "x.html", "base-url": t.env.MAILSEND_BASE_URL! });
+    const r = await step({
+      from: "ci@example.com",
+      to: "dev@example.com",
+      subject: "both",
+      body: "hi",
+      "html-file": "x.html",
+      "base-url": t.env.MAILSEND_BASE_URL!,
+    });
     expect(r.exitCode).toBe(64);
     expect(r.stdout).toMatch(/::error title=mailsend::give the body as body or as html-file, not both/);
     expect(r.outputs).toMatchObject({ "exit-class": "input" });
   });
 
   test("a missing attachment: 66, nothing sent", async () => {
-    const r = await step({ from: "ci@example.com", to: "dev@example.com", subject: "noattach", body: "hi", attachments: "nope.log", "base-url": t.env.MAILSEND_BASE_URL! });
+    const r = await step({
+      from: "ci@example.com",
+      to: "dev@example.com",
+      subject: "noattach",
+      body: "hi",
+      attachments: "nope.log",
+      "base-url": t.env.MAILSEND_BASE_URL!,
+    });
     expect(r.exitCode).toBe(66);
     expect(r.outputs).toMatchObject({ "exit-code": "66", "exit-class": "input" });
     expect(await stored("noattach")).toBeUndefined();
@@ -290,7 +401,13 @@ describe.skipIf(lacks(pyyaml))("the workflow of docs/ci.md, run", () => {
   const section = readme.slice(readme.indexOf("## The GitHub Action"));
   const yaml = section.slice(section.indexOf("```yaml") + 7, section.indexOf("```", section.indexOf("```yaml") + 7));
   const lines = yaml.split("\n");
-  const GITHUB = { "github.repository": "acme/app", "github.run_number": "42", "job.status": "failure", "github.run_id": "9001", "github.run_attempt": "1" };
+  const GITHUB = {
+    "github.repository": "acme/app",
+    "github.run_number": "42",
+    "job.status": "failure",
+    "github.run_id": "9001",
+    "github.run_attempt": "1",
+  };
   const expand = (text: string) =>
     text.replace(/\$\{\{\s*([\w.]+)\s*\}\}/g, (_, e: string) => {
       const v = (GITHUB as Record<string, string>)[e];
@@ -321,7 +438,8 @@ describe.skipIf(lacks(pyyaml))("the workflow of docs/ci.md, run", () => {
 
   test("the report step and the action step as written: the mail goes out with the log; every with: is a declared input; the key comes from env", async () => {
     const inputs = withInputs();
-    for (const name of Object.keys(inputs)) expect(declared.inputs.has(name), `with: ${name} is not an input of action.yml`).toBe(true);
+    for (const name of Object.keys(inputs))
+      expect(declared.inputs.has(name), `with: ${name} is not an input of action.yml`).toBe(true);
     expect(block("Mail the report", "env").join("\n")).toContain("MAILSEND_API_KEY: ${{ secrets.MAILSEND_API_KEY }}");
     expect(yaml).toMatch(/uses: <owner>\/mailsend@v1/);
 
@@ -332,11 +450,21 @@ describe.skipIf(lacks(pyyaml))("the workflow of docs/ci.md, run", () => {
       cwd: ws,
       reject: false,
       extendEnv: false,
-      env: { ...baseEnv(), STATUS: "failure", GITHUB_REPOSITORY: "acme/app", GITHUB_SHA: "0123abc", GITHUB_RUN_NUMBER: "42", GITHUB_RUN_ID: "9001", GITHUB_SERVER_URL: "https://github.example" },
+      env: {
+        ...baseEnv(),
+        STATUS: "failure",
+        GITHUB_REPOSITORY: "acme/app",
+        GITHUB_SHA: "0123abc",
+        GITHUB_RUN_NUMBER: "42",
+        GITHUB_RUN_ID: "9001",
+        GITHUB_SERVER_URL: "https://github.example",
+      },
     });
     expect(report.exitCode, String(report.stderr)).toBe(0);
 
-    const given = Object.fromEntries(Object.entries(inputs).map(([k, v]) => [k, k === "base-url" ? t.env.MAILSEND_BASE_URL! : expand(v)]));
+    const given = Object.fromEntries(
+      Object.entries(inputs).map(([k, v]) => [k, k === "base-url" ? t.env.MAILSEND_BASE_URL! : expand(v)]),
+    );
     const r = await step(given, { WORKSPACE: ws });
     expect(r.exitCode, r.stderr + r.stdout).toBe(0);
     const m = await stored("acme/app #42: failure");

@@ -23,13 +23,25 @@ beforeAll(async () => {
 });
 afterAll(() => tmp.remove());
 
-describe("import { send, sendBatch, createSandbox } from \"mailsend\"", () => {
+describe('import { send, sendBatch, createSandbox } from "mailsend"', () => {
   it("is the built bundle, with the package's version", async () => {
     const resolved = import.meta.resolve(PACKAGE);
     expect(resolved).toBe(new URL("../../dist/index.js", import.meta.url).href);
-    const pkg = JSON.parse((await import("node:fs")).readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
+    const pkg = JSON.parse((await import("node:fs")).readFileSync(join(ROOT, "package.json"), "utf8")) as {
+      version: string;
+    };
     expect(api.VERSION).toBe(pkg.version);
-    expect(Object.keys(api).sort()).toEqual(["EXIT", "EXIT_MEANING", "MailsendError", "VERSION", "createSandbox", "exitCodeFor", "isMailsendError", "send", "sendBatch"]);
+    expect(Object.keys(api).sort()).toEqual([
+      "EXIT",
+      "EXIT_MEANING",
+      "MailsendError",
+      "VERSION",
+      "createSandbox",
+      "exitCodeFor",
+      "isMailsendError",
+      "send",
+      "sendBatch",
+    ]);
   });
 
   it("sends over REST and SMTP to its own sandbox, and fails with exit classes, printing nothing", async () => {
@@ -39,22 +51,61 @@ describe("import { send, sendBatch, createSandbox } from \"mailsend\"", () => {
     const sb = await api.createSandbox();
     try {
       const stateDir = join(tmp.dir, "state");
-      const r = await api.send({ from: "ci@example.com", to: "dev@example.com", subject: "built", html: "<p>ok</p>" }, { ...sb.options(), stateDir });
+      const r = await api.send(
+        { from: "ci@example.com", to: "dev@example.com", subject: "built", html: "<p>ok</p>" },
+        { ...sb.options(), stateDir },
+      );
       expect(r).toMatchObject({ transport: "rest", attempts: 1 });
       const s = await api.send(
-        { from: "ci@example.com", to: "dev@example.com", bcc: "audit@example.com", subject: "built smtp", text: "ok", attachments: [{ filename: "log.txt", content: Buffer.from("log") }] },
+        {
+          from: "ci@example.com",
+          to: "dev@example.com",
+          bcc: "audit@example.com",
+          subject: "built smtp",
+          text: "ok",
+          attachments: [{ filename: "log.txt", content: Buffer.from("log") }],
+        },
         { ...sb.options("smtp"), stateDir },
       );
       expect(s.recipients).toEqual(["dev@example.com", "audit@example.com"]);
-      const b = await api.sendBatch([{ to: "a@example.com" }, { to: "b@example.com" }], { ...sb.options(), stateDir, template: { from: "ci@example.com", subject: "hi {{to}}", text: "hello" } });
+      const b = await api.sendBatch([{ to: "a@example.com" }, { to: "b@example.com" }], {
+        ...sb.options(),
+        stateDir,
+        template: { from: "ci@example.com", subject: "hi {{to}}", text: "hello" },
+      });
       expect(b.summary).toMatchObject({ total: 2, sent: 2, exitCode: 0 });
       expect((await sb.messages()).length).toBe(4);
 
       const failures: Array<[() => Promise<unknown>, string, number]> = [
-        [() => api.send({ from: "ci@example.com", to: "dev@example.com", subject: "x", html: "x" }, { ...sb.options(), stateDir, apiKey: "msk_wrong" }), "auth_failed", 77],
-        [() => api.send({ from: "ci@example.com", to: "nobody", subject: "x", html: "x" }, { ...sb.options(), stateDir }), "invalid_address", 65],
-        [() => api.send({ from: "ci@example.com", to: "dev@example.com", subject: "x", html: "x" }, {}), "config_missing", 78],
-        [() => api.send({ from: "ci@example.com", to: "dev@example.com", subject: "x", html: "x" }, { ...sb.options(), stateDir, smtp: { host: "h", port: 465, tls: "starttls" }, transport: "smtp" }), "tls_mismatch", 78],
+        [
+          () =>
+            api.send(
+              { from: "ci@example.com", to: "dev@example.com", subject: "x", html: "x" },
+              { ...sb.options(), stateDir, apiKey: "msk_wrong" },
+            ),
+          "auth_failed",
+          77,
+        ],
+        [
+          () =>
+            api.send({ from: "ci@example.com", to: "nobody", subject: "x", html: "x" }, { ...sb.options(), stateDir }),
+          "invalid_address",
+          65,
+        ],
+        [
+          () => api.send({ from: "ci@example.com", to: "dev@example.com", subject: "x", html: "x" }, {}),
+          "config_missing",
+          78,
+        ],
+        [
+          () =>
+            api.send(
+              { from: "ci@example.com", to: "dev@example.com", subject: "x", html: "x" },
+              { ...sb.options(), stateDir, smtp: { host: "h", port: 465, tls: "starttls" }, transport: "smtp" },
+            ),
+          "tls_mismatch",
+          78,
+        ],
       ];
       for (const [p, code, exit] of failures) {
         const e = await p().then(
@@ -63,7 +114,11 @@ describe("import { send, sendBatch, createSandbox } from \"mailsend\"", () => {
         );
         expect(e).toBeInstanceOf(api.MailsendError);
         expect(api.isMailsendError(e)).toBe(true);
-        expect(e).toMatchObject({ code, exitCode: exit, exitClass: Object.entries(api.EXIT).find(([, v]) => v === exit)![0] });
+        expect(e).toMatchObject({
+          code,
+          exitCode: exit,
+          exitClass: Object.entries(api.EXIT).find(([, v]) => v === exit)![0],
+        });
       }
       expect(out).not.toHaveBeenCalled();
       expect(err).not.toHaveBeenCalled();
@@ -91,7 +146,12 @@ describe("import { send, sendBatch, createSandbox } from \"mailsend\"", () => {
       process.stdout.write(JSON.stringify({ a: a.transport, b: b.transport, code, sent: batch.summary.sent, stored }) + "\\n");
     `;
     // cwd inside the package: "mailsend" resolves through its own exports, as a dependency's would.
-    const r = await execa(process.execPath, ["--input-type=module", "-e", program], { cwd: ROOT, reject: false, timeout: 30_000, env: { NO_COLOR: "1" } });
+    const r = await execa(process.execPath, ["--input-type=module", "-e", program], {
+      cwd: ROOT,
+      reject: false,
+      timeout: 30_000,
+      env: { NO_COLOR: "1" },
+    });
     expect(r.timedOut).toBe(false);
     expect(r.stderr).toBe("");
     expect(r.exitCode).toBe(0);
@@ -121,8 +181,21 @@ describe("import { send, sendBatch, createSandbox } from \"mailsend\"", () => {
       await sb.close();
       process.stdout.write(JSON.stringify({ sent: batch.summary.sent, stored, inDir }) + "\\n");
     `;
-    const env = { PATH: process.env.PATH ?? "", HOME: home, XDG_STATE_HOME: xdgState, XDG_CACHE_HOME: join(tmp.dir, "cache"), NO_COLOR: "1", MAILSEND_CONFIG: join(tmp.dir, "no-config.json") };
-    const r = await execa(process.execPath, ["--input-type=module", "-e", program], { cwd: ROOT, reject: false, timeout: 60_000, env, extendEnv: false });
+    const env = {
+      PATH: process.env.PATH ?? "",
+      HOME: home,
+      XDG_STATE_HOME: xdgState,
+      XDG_CACHE_HOME: join(tmp.dir, "cache"),
+      NO_COLOR: "1",
+      MAILSEND_CONFIG: join(tmp.dir, "no-config.json"),
+    };
+    const r = await execa(process.execPath, ["--input-type=module", "-e", program], {
+      cwd: ROOT,
+      reject: false,
+      timeout: 60_000,
+      env,
+      extendEnv: false,
+    });
     expect(r.stderr).toBe("");
     expect(r.exitCode).toBe(0);
     // A sandbox's throwaway keys leave no ratelimit/<hash of the key>.json behind in the user's state.

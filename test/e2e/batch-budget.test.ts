@@ -45,15 +45,34 @@ describe.each(["rest", "smtp"] as const)("a batch over %s", (transport) => {
       MAILSEND_RETRIES: "3",
     };
     const prefix = `budget ${transport}`;
-    const rows = Array.from({ length: ITEMS }, (_, i) => JSON.stringify({ to: `b${i}@example.com`, subject: `${prefix} batch ${i}`, text: "x" }));
+    const rows = Array.from({ length: ITEMS }, (_, i) =>
+      JSON.stringify({ to: `b${i}@example.com`, subject: `${prefix} batch ${i}`, text: "x" }),
+    );
     const input = tmp.file(`budget-${transport}.jsonl`, `${rows.join("\n")}\n`);
     const before = t.sb.stats.toJSON();
     const started = Date.now();
 
     const [b, ...sends] = await Promise.all([
-      runCli(["batch", input, "-f", "batch@example.com", "--transport", transport, "--concurrency", "4", "--json"], { env, timeoutMs: 60_000 }),
+      runCli(["batch", input, "-f", "batch@example.com", "--transport", transport, "--concurrency", "4", "--json"], {
+        env,
+        timeoutMs: 60_000,
+      }),
       ...Array.from({ length: SENDS }, (_, i) =>
-        runCli(["send", "-f", "send@example.com", "-t", "s@example.com", "-s", `${prefix} send ${i}`, "--text", "x", "--json"], { env, timeoutMs: 60_000 }),
+        runCli(
+          [
+            "send",
+            "-f",
+            "send@example.com",
+            "-t",
+            "s@example.com",
+            "-s",
+            `${prefix} send ${i}`,
+            "--text",
+            "x",
+            "--json",
+          ],
+          { env, timeoutMs: 60_000 },
+        ),
       ),
     ]);
     const elapsed = Date.now() - started;

@@ -78,7 +78,9 @@ async function stored(prefix: string): Promise<StoredMessage[]> {
 }
 
 function input(prefix: string, n: number): string {
-  const rows = Array.from({ length: n }, (_, i) => JSON.stringify({ to: `user${i}@example.com`, subject: `${prefix} ${i}`, text: `message ${i}` }));
+  const rows = Array.from({ length: n }, (_, i) =>
+    JSON.stringify({ to: `user${i}@example.com`, subject: `${prefix} ${i}`, text: `message ${i}` }),
+  );
   return tmp.file(`${prefix.replace(/\W+/g, "-")}.jsonl`, `${rows.join("\n")}\n`);
 }
 
@@ -115,7 +117,17 @@ describe.each(["rest", "smtp"] as const)("over %s", (transport) => {
     const prefix = `kill9 ${transport}`;
     const file = input(prefix, N);
     const results = join(tmp.dir, `${transport}-kill-results.jsonl`);
-    const args = [file, "-f", "crash@example.com", "--transport", transport, "--results", results, "--concurrency", "4"];
+    const args = [
+      file,
+      "-f",
+      "crash@example.com",
+      "--transport",
+      transport,
+      "--results",
+      results,
+      "--concurrency",
+      "4",
+    ];
     t.sb.faults.config = { ...t.sb.faults.config, latencyMs: LATENCY_MS };
     const before = t.sb.stats.toJSON()[transport];
 
@@ -129,7 +141,9 @@ describe.each(["rest", "smtp"] as const)("over %s", (transport) => {
     const held = new Set((await stored(`${prefix} `)).map((m) => m.subject));
     await until(async () => {
       const done = new Set([...journalOf(defaultJournal(file)).states].filter(([, s]) => s === "done").map(([i]) => i));
-      return (await stored(`${prefix} `)).some((m) => !held.has(m.subject) && !done.has(Number(m.subject.slice(prefix.length + 1))));
+      return (await stored(`${prefix} `)).some(
+        (m) => !held.has(m.subject) && !done.has(Number(m.subject.slice(prefix.length + 1))),
+      );
     }, 10_000);
     child.kill("SIGKILL");
     const killed = await child;
@@ -144,7 +158,10 @@ describe.each(["rest", "smtp"] as const)("over %s", (transport) => {
     // Every message the sandbox answered for, the journal may or may not have marked done;
     // the ones it marked only "intended" and that were stored are the ones a careless resend would double.
     const doubtButStored = inDoubt.filter((i) => storedAtKill.has(i));
-    expect(doubtButStored.length, `no item was in doubt at the kill (in doubt ${inDoubt.join(",")}; stored ${storedAtKill.size})`).toBeGreaterThan(0);
+    expect(
+      doubtButStored.length,
+      `no item was in doubt at the kill (in doubt ${inDoubt.join(",")}; stored ${storedAtKill.size})`,
+    ).toBeGreaterThan(0);
 
     t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0 };
     const again = await runCli(["batch", ...args, "--json"], { env: { ...t.env }, timeoutMs: 60_000 });
@@ -168,7 +185,9 @@ describe.each(["rest", "smtp"] as const)("over %s", (transport) => {
     // The in-doubt ones were sent again with their keys and recognised as duplicates.
     expect(after.duplicates - before.duplicates).toBeGreaterThanOrEqual(doubtButStored.length);
     // A resent in-doubt item reports the id of the message the sandbox holds.
-    const byIndex = new Map((await stored(`${prefix} `)).map((m) => [Number(m.subject.slice(prefix.length + 1)), m.messageId]));
+    const byIndex = new Map(
+      (await stored(`${prefix} `)).map((m) => [Number(m.subject.slice(prefix.length + 1)), m.messageId]),
+    );
     for (const r of out) expect(r.message_id, `item ${r.index}`).toBe(byIndex.get(r.index));
     expect(readFileSync(defaultJournal(file), "utf8")).not.toContain(t.key);
   });
@@ -197,7 +216,8 @@ describe("interrupted", () => {
     expect(first.length).toBeLessThan(n);
     // A stop is not a crash: what was on the wire got its answer; nothing is left in doubt.
     expect(first.filter((r) => r.status === "unknown")).toEqual([]);
-    for (const r of first.filter((x) => x.status === "failed")) expect(r).toMatchObject({ error: { code: "temporary_failure", message: "interrupted before it was sent" } });
+    for (const r of first.filter((x) => x.status === "failed"))
+      expect(r).toMatchObject({ error: { code: "temporary_failure", message: "interrupted before it was sent" } });
     const sent = first.filter((r) => r.status === "sent").length;
     expect((await stored(`${prefix} `)).length).toBe(sent);
 
@@ -241,10 +261,16 @@ describe("interrupted", () => {
       .filter((l) => l.startsWith('{"summary"'))
       .map((l) => (JSON.parse(l) as { summary: Record<string, number | boolean> }).summary)[0]!;
     expect(summary).toMatchObject({ total: n, exitCode: 130, interrupted: true });
-    const counted = ["sent", "failed", "unknown", "invalid", "skipped", "not_started"].reduce((a, k) => a + Number(summary[k] ?? 0), 0);
+    const counted = ["sent", "failed", "unknown", "invalid", "skipped", "not_started"].reduce(
+      (a, k) => a + Number(summary[k] ?? 0),
+      0,
+    );
     expect(counted).toBe(n);
-    expect(said[0]!.message).toMatch(/^interrupted twice: the outcome of items? \d+ \(line \d+, to user\d+@example\.com\)/);
-    for (const r of unknown) expect(r).toMatchObject({ error: { code: "outcome_unknown", exit: 76, class: "protocol" } });
+    expect(said[0]!.message).toMatch(
+      /^interrupted twice: the outcome of items? \d+ \(line \d+, to user\d+@example\.com\)/,
+    );
+    for (const r of unknown)
+      expect(r).toMatchObject({ error: { code: "outcome_unknown", exit: 76, class: "protocol" } });
     const journal = journalOf(defaultJournal(file));
     for (const r of unknown) expect(journal.states.get(r.index)).toBe("unknown");
 
@@ -255,11 +281,14 @@ describe("interrupted", () => {
     const after = t.sb.stats.toJSON().rest;
     expect(after.duplicates - before.duplicates).toBeGreaterThanOrEqual(unknown.length);
     // The in-doubt ones now report the id of the copy the sandbox kept.
-    const ids = new Map((await stored(`${prefix} `)).map((m) => [Number(m.subject.slice(prefix.length + 1)), m.messageId]));
+    const ids = new Map(
+      (await stored(`${prefix} `)).map((m) => [Number(m.subject.slice(prefix.length + 1)), m.messageId]),
+    );
     const out = again.stdout
       .split("\n")
       .filter(Boolean)
       .map((l) => JSON.parse(l) as Result);
-    for (const r of unknown) expect(out.find((x) => x.index === r.index)).toMatchObject({ status: "sent", message_id: ids.get(r.index) });
+    for (const r of unknown)
+      expect(out.find((x) => x.index === r.index)).toMatchObject({ status: "sent", message_id: ids.get(r.index) });
   });
 });

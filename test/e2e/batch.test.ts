@@ -40,7 +40,11 @@ interface Result {
 }
 
 const batch = (args: string[], env: Record<string, string | undefined> = {}, input?: string) =>
-  runInProcess(["batch", ...args], { env: { ...t.env, ...env }, timeoutMs: 30_000, ...(input !== undefined ? { input } : {}) });
+  runInProcess(["batch", ...args], {
+    env: { ...t.env, ...env },
+    timeoutMs: 30_000,
+    ...(input !== undefined ? { input } : {}),
+  });
 
 function jsonLines(text: string): Result[] {
   return text
@@ -72,9 +76,28 @@ describe("delivery", () => {
     const logo = randomBytes(1500);
     const rows = [
       { from: "ci@example.com", to: "ann@example.com", subject: "jsonl 0", html: "<p>zero</p>" },
-      { from: "CI Bot <ci@example.com>", to: ["bob@example.com", "Cat <cat@example.com>"], subject: "jsonl 1", text: "one <raw>", reply_to: "help@example.com" },
-      { from: "ci@example.com", name: "Release Bot", to: "dan@example.com", subject: "jsonl 2", html: "<p>two</p>", headers: { "X-Campaign": "q3" } },
-      { from: "ci@example.com", to: "eve@example.com", subject: "jsonl 3", html: "<p>three</p>", attachments: [{ content: logo.toString("base64"), filename: "logo.png" }] },
+      {
+        from: "CI Bot <ci@example.com>",
+        to: ["bob@example.com", "Cat <cat@example.com>"],
+        subject: "jsonl 1",
+        text: "one <raw>",
+        reply_to: "help@example.com",
+      },
+      {
+        from: "ci@example.com",
+        name: "Release Bot",
+        to: "dan@example.com",
+        subject: "jsonl 2",
+        html: "<p>two</p>",
+        headers: { "X-Campaign": "q3" },
+      },
+      {
+        from: "ci@example.com",
+        to: "eve@example.com",
+        subject: "jsonl 3",
+        html: "<p>three</p>",
+        attachments: [{ content: logo.toString("base64"), filename: "logo.png" }],
+      },
     ];
     const input = tmp.file("rest.jsonl", jsonl(rows));
     const results = join(tmp.dir, "rest-results.jsonl");
@@ -98,15 +121,30 @@ describe("delivery", () => {
     const keys = byIndex(out).map((x) => x.idempotency_key!);
     const batchId = keys[0]!.replace(/-0$/, "");
     expect(keys).toEqual([0, 1, 2, 3].map((i) => `${batchId}-${i}`));
-    expect(byIndex(out).map((x) => x.recipients)).toEqual([["ann@example.com"], ["bob@example.com", "cat@example.com"], ["dan@example.com"], ["eve@example.com"]]);
+    expect(byIndex(out).map((x) => x.recipients)).toEqual([
+      ["ann@example.com"],
+      ["bob@example.com", "cat@example.com"],
+      ["dan@example.com"],
+      ["eve@example.com"],
+    ]);
 
     const s = summaryOf(r);
-    expect(s).toMatchObject({ total: 4, sent: 4, failed: 0, invalid: 0, skipped: 0, unknown: 0, exitCode: 0, check: false });
+    expect(s).toMatchObject({
+      total: 4,
+      sent: 4,
+      failed: 0,
+      invalid: 0,
+      skipped: 0,
+      unknown: 0,
+      exitCode: 0,
+      check: false,
+    });
     // In the state dir, named after the input: not beside --results (a rerun that changes --results must find it).
     expect(s.journal).toBe(defaultJournal(input));
     expect(existsSync(`${results}.journal`)).toBe(false);
 
-    const eml = async (subject: string) => parseEml((await t.sb.store.raw(got.find((m) => m.subject === subject)!.id))!);
+    const eml = async (subject: string) =>
+      parseEml((await t.sb.store.raw(got.find((m) => m.subject === subject)!.id))!);
     const one = await eml("jsonl 1");
     expect(one.from).toMatchObject({ name: "CI Bot", address: "ci@example.com" });
     expect(one.replyTo?.[0]?.address).toBe("help@example.com");
@@ -124,8 +162,22 @@ describe("delivery", () => {
   test("a JSON array over SMTP (STARTTLS): envelope with cc and bcc, X-Idempotency-Key, message ids", async () => {
     const rows = [
       { from: "ops@example.com", to: "ann@example.com", cc: "carol@example.com", subject: "array 0", text: "zero" },
-      { from: "ops@example.com", to: ["bob@example.com"], bcc: ["hidden@example.com"], subject: "array 1", html: "<p>one</p>", text: "one" },
-      { from: "ops@example.com", to: "dan@example.com", subject: "array 2", text: "two", idempotency_key: "own-key-array-2", headers: { "Message-ID": "<own-id-array-2@example.com>" } },
+      {
+        from: "ops@example.com",
+        to: ["bob@example.com"],
+        bcc: ["hidden@example.com"],
+        subject: "array 1",
+        html: "<p>one</p>",
+        text: "one",
+      },
+      {
+        from: "ops@example.com",
+        to: "dan@example.com",
+        subject: "array 2",
+        text: "two",
+        idempotency_key: "own-key-array-2",
+        headers: { "Message-ID": "<own-id-array-2@example.com>" },
+      },
     ];
     // Pretty-printed, as a person or jq writes it.
     const input = tmp.file("smtp.json", JSON.stringify(rows, null, 2));
@@ -135,7 +187,11 @@ describe("delivery", () => {
     expect(t.sb.env.MAILSEND_SMTP_TLS).toBe("starttls");
     const out = byIndex(jsonLines(r.stdout));
     expect(out.map((x) => x.status)).toEqual(["sent", "sent", "sent"]);
-    expect(out.map((x) => x.recipients)).toEqual([["ann@example.com", "carol@example.com"], ["bob@example.com", "hidden@example.com"], ["dan@example.com"]]);
+    expect(out.map((x) => x.recipients)).toEqual([
+      ["ann@example.com", "carol@example.com"],
+      ["bob@example.com", "hidden@example.com"],
+      ["dan@example.com"],
+    ]);
     const after = t.sb.stats.toJSON();
     expect(after.smtp.accepted - before.smtp.accepted).toBe(3);
     expect(after.rest.accepted - before.rest.accepted).toBe(0);
@@ -156,17 +212,31 @@ describe("delivery", () => {
     // A row's own Message-ID header is kept, and is the id reported.
     expect(got.find((m) => m.subject === "array 2")!.messageId).toBe("<own-id-array-2@example.com>");
     expect(out[2]!.message_id).toBe("<own-id-array-2@example.com>");
-    expect(got.find((m) => m.subject === "array 0")!.envelope.to.sort()).toEqual(["ann@example.com", "carol@example.com"]);
+    expect(got.find((m) => m.subject === "array 0")!.envelope.to.sort()).toEqual([
+      "ann@example.com",
+      "carol@example.com",
+    ]);
   });
 
   test("--transport auto and MAILSEND_TRANSPORT=auto: each row goes as send would send it (REST, else SMTP for cc, a text part)", async () => {
     const rows = (prefix: string) => [
       { from: "auto@example.com", to: "ann@example.com", subject: `${prefix} 0`, html: "<p>zero</p>" },
-      { from: "auto@example.com", to: "bob@example.com", cc: "carol@example.com", subject: `${prefix} 1`, html: "<p>one</p>" },
+      {
+        from: "auto@example.com",
+        to: "bob@example.com",
+        cc: "carol@example.com",
+        subject: `${prefix} 1`,
+        html: "<p>one</p>",
+      },
       { from: "auto@example.com", to: "dan@example.com", subject: `${prefix} 2`, text: "two" },
     ];
-    const channels = async (prefix: string) => Object.fromEntries((await stored(`${prefix} `)).map((m) => [m.subject, m.channel]));
-    const expected = (prefix: string) => ({ [`${prefix} 0`]: "rest", [`${prefix} 1`]: "smtp", [`${prefix} 2`]: "smtp" });
+    const channels = async (prefix: string) =>
+      Object.fromEntries((await stored(`${prefix} `)).map((m) => [m.subject, m.channel]));
+    const expected = (prefix: string) => ({
+      [`${prefix} 0`]: "rest",
+      [`${prefix} 1`]: "smtp",
+      [`${prefix} 2`]: "smtp",
+    });
 
     const flag = await batch([tmp.file("auto-flag.jsonl", jsonl(rows("auto flag"))), "--transport", "auto", "--json"]);
     expect(flag.exitCode, flag.stderr).toBe(0);
@@ -176,12 +246,17 @@ describe("delivery", () => {
     const one = await parseEml((await t.sb.store.raw((await stored("auto flag 1"))[0]!.id))!);
     expect(one.text?.trim()).toBe("one");
 
-    const env = await batch([tmp.file("auto-env.jsonl", jsonl(rows("auto env"))), "--json"], { MAILSEND_TRANSPORT: "auto" });
+    const env = await batch([tmp.file("auto-env.jsonl", jsonl(rows("auto env"))), "--json"], {
+      MAILSEND_TRANSPORT: "auto",
+    });
     expect(env.exitCode, env.stderr).toBe(0);
     expect(await channels("auto env")).toEqual(expected("auto env"));
 
     // Only REST configured: as send, a row REST would not carry whole is invalid (with the reason), the other goes by REST.
-    const restOnly = await batch([tmp.file("auto-rest.jsonl", jsonl(rows("auto rest"))), "--transport", "auto", "--json"], { MAILSEND_SMTP_HOST: undefined });
+    const restOnly = await batch(
+      [tmp.file("auto-rest.jsonl", jsonl(rows("auto rest"))), "--transport", "auto", "--json"],
+      { MAILSEND_SMTP_HOST: undefined },
+    );
     const out = byIndex(jsonLines(restOnly.stdout));
     expect(out.map((x) => x.status)).toEqual(["sent", "invalid", "invalid"]);
     expect(out[1]!.error?.message).toMatch(/needs SMTP \(cc: the REST send request cannot carry it\)/);
@@ -203,7 +278,24 @@ describe("delivery", () => {
     // Slow answers, one at a time: the file is overwritten (same size) after the first
     // message is stored. Read once means every message still carries the first bytes.
     t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 300 };
-    const running = batch([input, "--transport", "smtp", "-f", "Billing <billing@example.com>", "-s", "merge {{first}} <{{plan}}>", "--html-file", html, "--text-file", text, "-a", `${attach}#Terms & Conditions.pdf`, "--concurrency", "1", "--json"]);
+    const running = batch([
+      input,
+      "--transport",
+      "smtp",
+      "-f",
+      "Billing <billing@example.com>",
+      "-s",
+      "merge {{first}} <{{plan}}>",
+      "--html-file",
+      html,
+      "--text-file",
+      text,
+      "-a",
+      `${attach}#Terms & Conditions.pdf`,
+      "--concurrency",
+      "1",
+      "--json",
+    ]);
     await until(async () => (await stored("merge ")).length >= 1, 15_000);
     writeFileSync(attach, randomBytes(pdf.length));
     const r = await running;
@@ -212,7 +304,8 @@ describe("delivery", () => {
 
     const got = await stored("merge ");
     expect(got.map((m) => m.subject).sort()).toEqual(["merge Ann <gold>", "merge Bob <silver>", "merge Cat <bronze>"]);
-    const eml = async (subject: string) => parseEml((await t.sb.store.raw(got.find((m) => m.subject === subject)!.id))!);
+    const eml = async (subject: string) =>
+      parseEml((await t.sb.store.raw(got.find((m) => m.subject === subject)!.id))!);
     const ann = await eml("merge Ann <gold>");
     expect(ann.html).toContain("<p>Your note: &lt;b&gt;bold&lt;/b&gt; &amp; &quot;quoted&quot;</p>");
     expect(ann.text).toContain('Your note: <b>bold</b> & "quoted"');
@@ -231,7 +324,10 @@ describe("delivery", () => {
   });
 
   test("--concurrency 32: many sends in flight at once, and no warning on stderr", async () => {
-    const input = tmp.file("wide.jsonl", jsonl(Array.from({ length: 48 }, (_, i) => ({ to: `w${i}@example.com`, subject: `wide ${i}`, text: "x" }))));
+    const input = tmp.file(
+      "wide.jsonl",
+      jsonl(Array.from({ length: 48 }, (_, i) => ({ to: `w${i}@example.com`, subject: `wide ${i}`, text: "x" }))),
+    );
     t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 200 };
     const r = await batch([input, "-f", "wide@example.com", "--concurrency", "32", "--json"]);
     expect(r.exitCode, r.stderr).toBe(0);
@@ -241,7 +337,9 @@ describe("delivery", () => {
   });
 
   test("stdin: a JSON lines pipeline is sent, and the same pipeline again sends nothing", async () => {
-    const input = jsonl([1, 2, 3].map((i) => ({ to: `p${i}@example.com`, subject: `stdin ${i}`, text: "from a pipe" })));
+    const input = jsonl(
+      [1, 2, 3].map((i) => ({ to: `p${i}@example.com`, subject: `stdin ${i}`, text: "from a pipe" })),
+    );
     const r = await batch(["-", "-f", "pipe@example.com", "--json"], {}, input);
     expect(r.exitCode, r.stderr).toBe(0);
     expect(jsonLines(r.stdout).map((x) => x.status)).toEqual(["sent", "sent", "sent"]);
@@ -253,14 +351,25 @@ describe("delivery", () => {
   });
 
   test("--api-key-stdin: the key piped on stdin, the rows from a file", async () => {
-    const input = tmp.file("keyed.jsonl", jsonl([1, 2].map((i) => ({ to: `k${i}@example.com`, subject: `keyed ${i}`, text: "x" }))));
+    const input = tmp.file(
+      "keyed.jsonl",
+      jsonl([1, 2].map((i) => ({ to: `k${i}@example.com`, subject: `keyed ${i}`, text: "x" }))),
+    );
     const key = readFileSync(t.env.MAILSEND_API_KEY_FILE!, "utf8");
-    const r = await batch([input, "-f", "key@example.com", "--api-key-stdin", "--json"], { MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: undefined }, key);
+    const r = await batch(
+      [input, "-f", "key@example.com", "--api-key-stdin", "--json"],
+      { MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: undefined },
+      key,
+    );
     expect(r.exitCode, r.stderr).toBe(0);
     expect(jsonLines(r.stdout).map((x) => x.status)).toEqual(["sent", "sent"]);
     expect(await stored("keyed ")).toHaveLength(2);
     // Without the pipe there is no key: the batch says so, and sends nothing.
-    const none = await batch([input, "-f", "key@example.com", "--api-key-stdin", "--fresh"], { MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: undefined }, "");
+    const none = await batch(
+      [input, "-f", "key@example.com", "--api-key-stdin", "--fresh"],
+      { MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: undefined },
+      "",
+    );
     expect(none.exitCode).not.toBe(0);
     expect(await stored("keyed ")).toHaveLength(2);
   });
@@ -275,7 +384,13 @@ describe("bad rows", () => {
     '{"to": "ok4@example.com", "subject": broken',
     { to: "ok5@example.com", subject: `${p} ok 5`, first: "E" },
   ];
-  const flags = (input: string) => [input, "-f", "rows@example.com", "--html-file", tmp.file("rows.html", "<p>Hi {{first}}</p>")];
+  const flags = (input: string) => [
+    input,
+    "-f",
+    "rows@example.com",
+    "--html-file",
+    tmp.file("rows.html", "<p>Hi {{first}}</p>"),
+  ];
 
   test("are listed before anything is sent; the rest are delivered; exit 65 and a summary line", async () => {
     const input = tmp.file("bad-rows.jsonl", jsonl(rows("badrows")));
@@ -297,7 +412,11 @@ describe("bad rows", () => {
     expect(invalid[2]!.error!.code).toBe("invalid_json");
     expect(invalid[2]!.error!.message).toMatch(/row 5 \(line 5\).*not valid JSON/);
     expect(jsonLines(readFileSync(results, "utf8"))).toEqual(out);
-    expect((await stored("badrows ")).map((m) => m.subject).sort()).toEqual(["badrows ok 1", "badrows ok 2", "badrows ok 5"]);
+    expect((await stored("badrows ")).map((m) => m.subject).sort()).toEqual([
+      "badrows ok 1",
+      "badrows ok 2",
+      "badrows ok 5",
+    ]);
     expect(summaryOf(r)).toMatchObject({ total: 6, sent: 3, invalid: 3, exitCode: 65 });
   });
 
@@ -320,7 +439,10 @@ describe("bad rows", () => {
     expect(r.stdout).toBe("3 valid, 3 invalid (of 6); nothing sent (--check)\n");
     expect(r.stderr).toMatch(/invalid: row 2 \(line 2\)/);
 
-    const good = tmp.file("check-good.csv", "to,subject,first\na@example.com,check good 1,A\nb@example.com,check good 2,B\n");
+    const good = tmp.file(
+      "check-good.csv",
+      "to,subject,first\na@example.com,check good 1,A\nb@example.com,check good 2,B\n",
+    );
     const ok = await batch([...flags(good), "--check", "--json"], { MAILSEND_API_KEY_FILE: undefined });
     expect(ok.exitCode, ok.stderr).toBe(0);
     expect(ok.stdout).toBe("");
@@ -350,7 +472,12 @@ describe("bad rows", () => {
     expect(r.exitCode, r.stderr).toBe(65);
     const out = jsonLines(r.stdout);
     expect(out[0]).toMatchObject({ index: 2, status: "invalid" });
-    expect(out.slice(1).map((x) => [x.index, x.status]).sort()).toEqual([
+    expect(
+      out
+        .slice(1)
+        .map((x) => [x.index, x.status])
+        .sort(),
+    ).toEqual([
       [0, "sent"],
       [1, "sent"],
       [3, "sent"],
@@ -369,7 +496,10 @@ describe("bad rows", () => {
   });
 
   test("--fail-fast stops at the first failed send", async () => {
-    const input = tmp.file("failfast-send.jsonl", jsonl([1, 2, 3, 4, 5].map((i) => ({ to: `f${i}@example.com`, subject: `ffsend ${i}`, text: "x" }))));
+    const input = tmp.file(
+      "failfast-send.jsonl",
+      jsonl([1, 2, 3, 4, 5].map((i) => ({ to: `f${i}@example.com`, subject: `ffsend ${i}`, text: "x" }))),
+    );
     t.sb.faults.config = { ...t.sb.faults.config, failRate: 1, failStatus: 400 };
     const r = await batch([input, "-f", "ff@example.com", "--fail-fast", "--concurrency", "1", "--json"]);
     expect(r.exitCode, r.stderr).toBe(65);
@@ -382,7 +512,10 @@ describe("bad rows", () => {
 
 describe("running the same command again", () => {
   test("a completed batch sends nothing the second time: exit 0, every item skipped with its message id", async () => {
-    const input = tmp.file("again.jsonl", jsonl([0, 1, 2, 3].map((i) => ({ to: `a${i}@example.com`, subject: `again ${i}`, text: "x" }))));
+    const input = tmp.file(
+      "again.jsonl",
+      jsonl([0, 1, 2, 3].map((i) => ({ to: `a${i}@example.com`, subject: `again ${i}`, text: "x" }))),
+    );
     const results = join(tmp.dir, "again-results.jsonl");
     const first = await batch([input, "-f", "again@example.com", "--results", results, "--json"]);
     expect(first.exitCode, first.stderr).toBe(0);
@@ -422,15 +555,25 @@ describe("running the same command again", () => {
     const fresh = await batch([input, "-f", "ch@example.com", "--fresh", "--json"]);
     expect(fresh.exitCode, fresh.stderr).toBe(0);
     expect(jsonLines(fresh.stdout).map((x) => x.status)).toEqual(["sent", "sent", "sent", "sent"]);
-    expect((await stored("changed ")).map((m) => m.subject).sort()).toEqual(["changed 0", "changed 1", "changed 2", "changed 3"]);
+    expect((await stored("changed ")).map((m) => m.subject).sort()).toEqual([
+      "changed 0",
+      "changed 1",
+      "changed 2",
+      "changed 3",
+    ]);
     const journal = summaryOf(fresh).journal as string;
     // The old journal is kept beside the new one, not erased.
     expect(existsSync(journal)).toBe(true);
-    expect(readdirSync(dirname(journal)).filter((f) => f.startsWith(`${basename(journal)}.`) && f.endsWith(".old"))).toHaveLength(1);
+    expect(
+      readdirSync(dirname(journal)).filter((f) => f.startsWith(`${basename(journal)}.`) && f.endsWith(".old")),
+    ).toHaveLength(1);
   });
 
   test("an unfinished run is finished by the same command: only what failed is sent, with the same keys", async () => {
-    const input = tmp.file("retry.jsonl", jsonl([0, 1, 2, 3, 4, 5].map((i) => ({ to: `r${i}@example.com`, subject: `retry ${i}`, text: "x" }))));
+    const input = tmp.file(
+      "retry.jsonl",
+      jsonl([0, 1, 2, 3, 4, 5].map((i) => ({ to: `r${i}@example.com`, subject: `retry ${i}`, text: "x" }))),
+    );
     const results = join(tmp.dir, "retry-results.jsonl");
     t.sb.faults.config = { ...t.sb.faults.config, failRate: 0.5, failStatus: 503 };
     const first = await batch([input, "-f", "retry@example.com", "--results", results, "--json"]);
@@ -452,7 +595,10 @@ describe("running the same command again", () => {
 });
 
 describe("the journal does not move with --results or --journal", () => {
-  const rowsOf = (prefix: string) => jsonl([0, 1, 2].map((i) => ({ from: "j@example.com", to: `j${i}@example.com`, subject: `${prefix} ${i}`, text: "x" })));
+  const rowsOf = (prefix: string) =>
+    jsonl(
+      [0, 1, 2].map((i) => ({ from: "j@example.com", to: `j${i}@example.com`, subject: `${prefix} ${i}`, text: "x" })),
+    );
 
   test("adding or changing --results on a rerun skips what was sent (the journal is the input's, in the state dir)", async () => {
     const input = tmp.file("moved-results.jsonl", rowsOf("moved results"));
@@ -541,14 +687,19 @@ describe("what a first run trips over", () => {
 
   test("a name column used as {{name}}: one warning before sending (also with --check, also with --json); it is the From name", async () => {
     const html = tmp.file("renewal.html", "<p>Dear {{name}}, your {{plan}} plan renews soon.</p>");
-    const input = tmp.file("renewal.csv", "to,name,plan\nalice@example.com,Alice,gold\nbob@example.com,Bob,silver\ncat@example.com,Cat,bronze\n");
+    const input = tmp.file(
+      "renewal.csv",
+      "to,name,plan\nalice@example.com,Alice,gold\nbob@example.com,Bob,silver\ncat@example.com,Cat,bronze\n",
+    );
     const args = [input, "-f", "Billing <billing@example.com>", "-s", "fieldname {{plan}}", "--html-file", html];
 
     const check = await batch([...args, "--check"]);
     expect(check.exitCode, check.stderr).toBe(0);
     const w = warnings(check.stderr);
     expect(w).toHaveLength(1);
-    expect(w[0]).toMatch(/column "name" is the send request's field name: .*sender's display name.*\{\{name\}\} in --html-file.*Rename the column \(e\.g\. to first_name\)/);
+    expect(w[0]).toMatch(
+      /column "name" is the send request's field name: .*sender's display name.*\{\{name\}\} in --html-file.*Rename the column \(e\.g\. to first_name\)/,
+    );
     const checkJson = await batch([...args, "--check", "--json"]);
     expect(checkJson.exitCode, checkJson.stderr).toBe(0);
     expect(jsonWarnings(checkJson.stderr)).toEqual([w[0]!.replace(/^warning: /, "")]);
@@ -564,7 +715,15 @@ describe("what a first run trips over", () => {
     // The README's way: a template-only column gets no warning and leaves the From name alone.
     const fixedHtml = tmp.file("renewal-fixed.html", "<p>Dear {{first_name}}, your {{plan}} plan renews soon.</p>");
     const fixed = tmp.file("renewal-fixed.csv", "to,first_name,plan\nalice@example.com,Alice,gold\n");
-    const ok = await batch([fixed, "-f", "Billing <billing@example.com>", "-s", "firstname {{plan}}", "--html-file", fixedHtml]);
+    const ok = await batch([
+      fixed,
+      "-f",
+      "Billing <billing@example.com>",
+      "-s",
+      "firstname {{plan}}",
+      "--html-file",
+      fixedHtml,
+    ]);
     expect(ok.exitCode, ok.stderr).toBe(0);
     expect(ok.stderr).toBe("");
     const m = (await stored("firstname "))[0]!;
@@ -584,14 +743,18 @@ describe("what a first run trips over", () => {
     const check = await batch([input, "-f", "ed@example.com", "--check"]);
     expect(check.exitCode, check.stderr).toBe(0);
     expect(warnings(check.stderr)).toHaveLength(1);
-    expect(check.stderr).toMatch(/^warning: the input differs from the last run's \(finished at \d{4}-\d\d-\d\dT[\d:]+Z, 2 sent\), so sending it would start a new batch: every row of it would be sent/m);
+    expect(check.stderr).toMatch(
+      /^warning: the input differs from the last run's \(finished at \d{4}-\d\d-\d\dT[\d:]+Z, 2 sent\), so sending it would start a new batch: every row of it would be sent/m,
+    );
 
     const again = await batch([input, "-f", "ed@example.com", "--json"]);
     expect(again.exitCode, again.stderr).toBe(0);
     expect(jsonLines(again.stdout).map((x) => x.status)).toEqual(["sent", "sent", "sent"]);
     const notice = jsonWarnings(again.stderr);
     expect(notice).toHaveLength(1);
-    expect(notice[0]).toMatch(/^the input differs from the last run's \(finished at [^,]+Z, 2 sent\), so this is a new batch: every row of it is sent, also any the last run sent; the old journal is kept at (.+\.old)$/);
+    expect(notice[0]).toMatch(
+      /^the input differs from the last run's \(finished at [^,]+Z, 2 sent\), so this is a new batch: every row of it is sent, also any the last run sent; the old journal is kept at (.+\.old)$/,
+    );
     const kept = /kept at (.+\.old)$/.exec(notice[0]!)![1]!;
     expect(existsSync(kept)).toBe(true);
     expect(basename(kept).startsWith(basename(summaryOf(again).journal as string))).toBe(true);
@@ -605,7 +768,10 @@ describe("what a first run trips over", () => {
   });
 
   test("off a terminal: no progress line at the start nor with --check; periodic lines only after the first interval", async () => {
-    const input = tmp.file("progress.jsonl", jsonl([0, 1, 2].map((i) => ({ to: `g${i}@example.com`, subject: `progress ${i}`, text: "x" }))));
+    const input = tmp.file(
+      "progress.jsonl",
+      jsonl([0, 1, 2].map((i) => ({ to: `g${i}@example.com`, subject: `progress ${i}`, text: "x" }))),
+    );
     const check = await batch([input, "-f", "pg@example.com", "--check"]);
     expect(check.exitCode, check.stderr).toBe(0);
     expect(check.stderr).toBe("");
@@ -617,7 +783,10 @@ describe("what a first run trips over", () => {
     expect(quick.stderr).toMatch(/^(|mailsend batch: sent \d+, failed 0, left \d+.*\n)$/);
 
     // Slow sends, one at a time: the run lasts well past the 5 s interval.
-    const slow = tmp.file("progress-slow.jsonl", jsonl([0, 1, 2, 3, 4, 5].map((i) => ({ to: `s${i}@example.com`, subject: `slowprogress ${i}`, text: "x" }))));
+    const slow = tmp.file(
+      "progress-slow.jsonl",
+      jsonl([0, 1, 2, 3, 4, 5].map((i) => ({ to: `s${i}@example.com`, subject: `slowprogress ${i}`, text: "x" }))),
+    );
     t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 1200 };
     const r = await batch([slow, "-f", "pg@example.com", "--concurrency", "1"]);
     expect(r.exitCode, r.stderr).toBe(0);
@@ -627,20 +796,30 @@ describe("what a first run trips over", () => {
   });
 
   test("a CSV display name with an unquoted comma: the hint says the comma separates recipients and how to quote it in CSV", async () => {
-    const input = tmp.file("comma.csv", 'to,subject,text\n"Doe, Jane <jane@example.com>",comma 0,x\n"""Roe, Al"" <al@example.com>",comma 1,x\n');
+    const input = tmp.file(
+      "comma.csv",
+      'to,subject,text\n"Doe, Jane <jane@example.com>",comma 0,x\n"""Roe, Al"" <al@example.com>",comma 1,x\n',
+    );
     const results = join(tmp.dir, "comma-results.jsonl");
     const r = await batch([input, "-f", "cm@example.com", "--results", results]);
     expect(r.exitCode, r.stderr).toBe(65);
-    expect(r.stderr).toContain('invalid: row 1 (line 2): to: missing @ in "Doe, Jane <jane@example.com>"\nhint: The comma separates recipients');
+    expect(r.stderr).toContain(
+      'invalid: row 1 (line 2): to: missing @ in "Doe, Jane <jane@example.com>"\nhint: The comma separates recipients',
+    );
     expect(r.stderr).toContain('as in "Doe, Jane" <jane@example.com>.');
-    expect(r.stderr).toContain('In a CSV cell the quotes are doubled and the cell quoted: """Doe, Jane"" <jane@example.com>".');
+    expect(r.stderr).toContain(
+      'In a CSV cell the quotes are doubled and the cell quoted: """Doe, Jane"" <jane@example.com>".',
+    );
     const bad = jsonLines(readFileSync(results, "utf8")).find((x) => x.index === 0)!;
     expect((bad.error as { hint?: string }).hint).toMatch(/comma separates recipients/);
     expect((await stored("comma ")).map((m) => m.subject)).toEqual(["comma 1"]);
   });
 
   test("--results: a skipped row names the same parsed addresses as the run that sent it", async () => {
-    const input = tmp.file("recips.csv", 'to,subject,text\n"""Doe, Jane"" <jane@example.com>",recips 0,x\n"Ann <ann@example.com>, bob@example.com",recips 1,x\n');
+    const input = tmp.file(
+      "recips.csv",
+      'to,subject,text\n"""Doe, Jane"" <jane@example.com>",recips 0,x\n"Ann <ann@example.com>, bob@example.com",recips 1,x\n',
+    );
     const results = join(tmp.dir, "recips-results.jsonl");
     const first = await batch([input, "-f", "rc@example.com", "--results", results]);
     expect(first.exitCode, first.stderr).toBe(0);
@@ -659,10 +838,19 @@ describe("usage", () => {
     const input = tmp.file("dry.csv", "to\na@example.com\n");
     const r = await batch([input, "--dry-run", "-f", "a@example.com", "-s", "dry"]);
     expect(r.exitCode).toBe(64);
-    expect(r.stderr).toMatch(/^error: unknown option '--dry-run'\nhint: batch's dry run is --check: it validates every row and sends nothing\n/);
+    expect(r.stderr).toMatch(
+      /^error: unknown option '--dry-run'\nhint: batch's dry run is --check: it validates every row and sends nothing\n/,
+    );
     const j = await batch([input, "-n", "--json"]);
     expect(j.exitCode).toBe(64);
-    expect(JSON.parse(j.stderr.trim())).toEqual({ error: { code: "usage", message: "unknown option '-n'", exit: 64, hint: "batch's dry run is --check: it validates every row and sends nothing" } });
+    expect(JSON.parse(j.stderr.trim())).toEqual({
+      error: {
+        code: "usage",
+        message: "unknown option '-n'",
+        exit: 64,
+        hint: "batch's dry run is --check: it validates every row and sends nothing",
+      },
+    });
     expect((await batch([input, "--bogus"])).stderr).not.toMatch(/hint/);
   });
 });

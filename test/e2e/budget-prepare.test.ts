@@ -30,7 +30,11 @@ it("a send waiting for its slot connects before the slot frees and writes its re
     MAILSEND_RATE_LIMIT: "1",
     MAILSEND_RATE_WINDOW: String(WINDOW_MS / 1000),
   };
-  const send = (subject: string) => runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--html", "<p>x</p>", "--json"], { env, timeoutMs: 20_000 });
+  const send = (subject: string) =>
+    runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--html", "<p>x</p>", "--json"], {
+      env,
+      timeoutMs: 20_000,
+    });
   const first = await send("first");
   expect(first.exitCode, first.stderr).toBe(0);
   const second = await send("second");
@@ -40,7 +44,7 @@ it("a send waiting for its slot connects before the slot frees and writes its re
   const used = peer.conns.filter((c) => c.firstByteAt !== undefined);
   expect(used).toHaveLength(2);
   const [a, b] = used as [Required<PeerConnection>, Required<PeerConnection>];
-  expect(b.bytes.toString("utf8")).toContain("\"subject\":\"second\"");
+  expect(b.bytes.toString("utf8")).toContain('"subject":"second"');
   // Never early: the slot counts from the first answer (which the server wrote before the client read it).
   expect(b.firstByteAt).toBeGreaterThanOrEqual(a.answeredAt + WINDOW_MS);
   // Its connection was open before the slot freed (prepared ahead of it), not made after it.

@@ -44,12 +44,18 @@ printf '%s\\n' "\${COMPREPLY[@]}"
   return r.stdout.split("\n").filter((l) => l !== "");
 }
 
-const longFlags = (specs: readonly OptionSpec[]) => specs.map((o) => o.flags.split(/[ ,]+/).find((f) => f.startsWith("--"))!);
+const longFlags = (specs: readonly OptionSpec[]) =>
+  specs.map((o) => o.flags.split(/[ ,]+/).find((f) => f.startsWith("--"))!);
 
 describe("bash", () => {
   it("is valid bash and registers itself for mailsend", async () => {
     expect((await execa("bash", ["-n", bashScript], { reject: false })).exitCode).toBe(0);
-    const r = await execa("bash", ["--norc", "--noprofile", "-c", `source ${JSON.stringify(bashScript)} && complete -p mailsend`]);
+    const r = await execa("bash", [
+      "--norc",
+      "--noprofile",
+      "-c",
+      `source ${JSON.stringify(bashScript)} && complete -p mailsend`,
+    ]);
     expect(r.stdout).toBe("complete -F _mailsend mailsend");
   });
 
@@ -72,11 +78,15 @@ describe("bash", () => {
   it("lists every command, and the subcommands under sandbox keys and inbox", async () => {
     const top = await complete(["mailsend", ""]);
     for (const c of ["send", "batch", "sandbox", "inbox", "doctor", "completion"]) expect(top).toContain(c);
-    expect(await complete(["mailsend", "sandbox", "keys", ""])).toEqual(expect.arrayContaining(["add", "list", "revoke"]));
+    expect(await complete(["mailsend", "sandbox", "keys", ""])).toEqual(
+      expect.arrayContaining(["add", "list", "revoke"]),
+    );
     // An option of sandbox (and its value) before the subcommand does not lose the place.
     expect(await complete(["mailsend", "sandbox", "--dir", "/tmp", "keys", "re"])).toEqual(["revoke"]);
     expect(await complete(["mailsend", "inbox", "s"])).toEqual(["show"]);
-    expect(await complete(["mailsend", "sandbox", "keys", "add", "--"])).toEqual(expect.arrayContaining(["--label", "--expires", "--save", "--dir", "--json"]));
+    expect(await complete(["mailsend", "sandbox", "keys", "add", "--"])).toEqual(
+      expect.arrayContaining(["--label", "--expires", "--save", "--dir", "--json"]),
+    );
   });
 
   it("offers exactly the option table's flags (no drift)", async () => {
@@ -124,7 +134,14 @@ describe("zsh and fish", () => {
     expect(r.stdout.length).toBeGreaterThan(1000);
     expect(r.stdout.startsWith("#compdef mailsend\n")).toBe(true);
     expect(r.stdout).toContain("compdef _mailsend mailsend");
-    for (const c of ["'send:send one message'", "'doctor:", "'completion:", "'sandbox keys')", "'--transport:rest or smtp'"]) expect(r.stdout).toContain(c);
+    for (const c of [
+      "'send:send one message'",
+      "'doctor:",
+      "'completion:",
+      "'sandbox keys')",
+      "'--transport:rest or smtp'",
+    ])
+      expect(r.stdout).toContain(c);
     expect(r.stdout).toContain("'send|--transport') REPLY='choice rest smtp auto'");
     expect(r.stdout).toMatch(/'send\|--html-file'[^)]*\) REPLY='file'/);
     const zsh = zshTool.path;
@@ -141,14 +158,21 @@ describe("zsh and fish", () => {
     const lines = r.stdout.split("\n");
     expect(lines).toContain("complete -c mailsend -f");
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'\\' 0' -a 'send' -d 'send one message'");
-    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'send\\'' -l transport -x -a 'rest smtp auto' -d 'rest, smtp, or auto");
-    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'batch\\'' -l transport -x -a 'rest smtp auto' -d 'rest, smtp, or auto: for each row");
-    expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'doctor\\'' -l transport -x -a 'rest smtp' -d 'rest or smtp'");
+    expect(r.stdout).toContain(
+      "complete -c mailsend -n '__mailsend_at \\'send\\'' -l transport -x -a 'rest smtp auto' -d 'rest, smtp, or auto",
+    );
+    expect(r.stdout).toContain(
+      "complete -c mailsend -n '__mailsend_at \\'batch\\'' -l transport -x -a 'rest smtp auto' -d 'rest, smtp, or auto: for each row",
+    );
+    expect(r.stdout).toContain(
+      "complete -c mailsend -n '__mailsend_at \\'doctor\\'' -l transport -x -a 'rest smtp' -d 'rest or smtp'",
+    );
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'send\\'' -s a -l attach -r -F");
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'sandbox keys\\' 0' -a 'revoke'");
     expect(r.stdout).toContain("complete -c mailsend -n '__mailsend_at \\'batch\\' 0' -F");
     // Every function the conditions call is defined.
-    for (const fn of ["__mailsend_at", "__mailsend_where", "__mailsend_optarg", "__mailsend_commands"]) expect(r.stdout).toContain(`function ${fn}`);
+    for (const fn of ["__mailsend_at", "__mailsend_where", "__mailsend_optarg", "__mailsend_commands"])
+      expect(r.stdout).toContain(`function ${fn}`);
     const fish = fishTool.path;
     if (fish) {
       const f = tmp.file("mailsend.fish", r.stdout);
@@ -169,11 +193,11 @@ describe("zsh and fish", () => {
         "zdrive.zsh",
         [
           "compdef() { :; }",
-          "_describe() { local arr=${@[-1]}; print -l -- \"${(@P)arr}\"; }",
-          "compadd() { local arr=${@[-1]}; print -l -- \"${(@P)arr}\"; }",
+          '_describe() { local arr=${@[-1]}; print -l -- "${(@P)arr}"; }',
+          'compadd() { local arr=${@[-1]}; print -l -- "${(@P)arr}"; }',
           "_files() { if [[ $1 == -/ ]]; then print DIRS; else print FILES; fi; }",
           "compset() { return 0; }",
-          "_message() { print \"MESSAGE:$1\"; }",
+          '_message() { print "MESSAGE:$1"; }',
           "source $1; shift",
           'words=("$@"); CURRENT=${#words}',
           "_mailsend",
@@ -193,21 +217,29 @@ describe("zsh and fish", () => {
       mkdirSync(fp, { recursive: true });
       writeFileSync(join(fp, "_mailsend"), readFileSync(script));
       const init = `autoload -U compinit; compinit -u -d ${join(tmp.dir, "zcompdump")}`;
-      expect((await execa(zsh, ["-f", "-c", `${init}; source ${script}; print -r -- $_comps[mailsend]`])).stdout).toBe("_mailsend");
-      expect((await execa(zsh, ["-f", "-c", `fpath=(${fp} $fpath); ${init}-2; print -r -- $_comps[mailsend]`])).stdout).toBe("_mailsend");
+      expect((await execa(zsh, ["-f", "-c", `${init}; source ${script}; print -r -- $_comps[mailsend]`])).stdout).toBe(
+        "_mailsend",
+      );
+      expect(
+        (await execa(zsh, ["-f", "-c", `fpath=(${fp} $fpath); ${init}-2; print -r -- $_comps[mailsend]`])).stdout,
+      ).toBe("_mailsend");
     });
 
     it("completion bash <Tab> offers no shell again; config set <Tab> offers the setting names", async () => {
       expect(await zcomplete("mailsend", "completion", "")).toEqual(["bash", "zsh", "fish"]);
       const after = await zcomplete("mailsend", "completion", "bash", "");
       for (const shell of ["bash", "zsh", "fish"]) expect(after).not.toContain(shell);
-      expect(await zcomplete("mailsend", "config", "set", "")).toEqual(expect.arrayContaining(["profile", "base_url", "smtp_host", "api_key_file"]));
+      expect(await zcomplete("mailsend", "config", "set", "")).toEqual(
+        expect.arrayContaining(["profile", "base_url", "smtp_host", "api_key_file"]),
+      );
       expect(await zcomplete("mailsend", "config", "set", "base_url", "")).not.toContain("base_url");
     });
 
     it("offers the commands with their descriptions, and the subcommands of sandbox keys", async () => {
       expect(await zcomplete("mailsend", "se")).toContain("send:send one message");
-      expect((await zcomplete("mailsend", "sandbox", "keys", "")).map((l) => l.split(":")[0])).toEqual(expect.arrayContaining(["add", "list", "revoke"]));
+      expect((await zcomplete("mailsend", "sandbox", "keys", "")).map((l) => l.split(":")[0])).toEqual(
+        expect.arrayContaining(["add", "list", "revoke"]),
+      );
     });
 
     it("offers send's options, an option's choices, and files where a file goes", async () => {
@@ -226,10 +258,17 @@ describe("zsh and fish", () => {
       script = tmp.file("mailsend.fish", (await runInProcess(["completion", "fish"])).stdout);
     });
     const fcomplete = async (line: string, cwd = tmp.dir) => {
-      const r = await execa(fishTool.path!, ["--no-config", "-c", `source ${script}; complete -C ${JSON.stringify(line)}`], { reject: false, cwd });
+      const r = await execa(
+        fishTool.path!,
+        ["--no-config", "-c", `source ${script}; complete -C ${JSON.stringify(line)}`],
+        { reject: false, cwd },
+      );
       expect(r.exitCode, r.stderr).toBe(0);
       expect(r.stderr).toBe("");
-      return r.stdout.split("\n").filter(Boolean).map((l) => l.split("\t")[0]!);
+      return r.stdout
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => l.split("\t")[0]!);
     };
 
     it("completes a command and an option as Tab would", async () => {
@@ -241,7 +280,9 @@ describe("zsh and fish", () => {
     it("completion bash <Tab> offers no shell again; config set <Tab> offers the setting names", async () => {
       expect((await fcomplete("mailsend completion ")).sort()).toEqual(["bash", "fish", "zsh"]);
       expect(await fcomplete("mailsend completion bash ")).toEqual([]);
-      expect(await fcomplete("mailsend config set ")).toEqual(expect.arrayContaining(["profile", "base_url", "smtp_host"]));
+      expect(await fcomplete("mailsend config set ")).toEqual(
+        expect.arrayContaining(["profile", "base_url", "smtp_host"]),
+      );
       expect(await fcomplete("mailsend config set smtp_")).toEqual(expect.arrayContaining(["smtp_host", "smtp_port"]));
       expect(await fcomplete("mailsend config set base_url ")).toEqual([]);
       expect(await fcomplete("mailsend batch rows.csv --con")).toEqual(["--concurrency"]);

@@ -13,7 +13,8 @@ import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox
 let t: TestSandbox;
 let dir: string;
 
-const png = (fill: number) => Buffer.concat([Buffer.from("89504e470d0a1a0a0000000d49484452", "hex"), Buffer.alloc(4000, fill)]);
+const png = (fill: number) =>
+  Buffer.concat([Buffer.from("89504e470d0a1a0a0000000d49484452", "hex"), Buffer.alloc(4000, fill)]);
 const FIRST = png(1);
 
 beforeAll(async () => {
@@ -21,8 +22,14 @@ beforeAll(async () => {
   dir = join(t.scratch.dir, "tpl");
   mkdirSync(join(dir, "img"), { recursive: true });
   writeFileSync(join(dir, "img", "logo.png"), FIRST);
-  writeFileSync(join(dir, "mail.html"), '<h1>Hello {{first}}</h1><p><img src="img/logo.png" alt="logo"> Your plan: {{plan}}</p>');
-  writeFileSync(join(dir, "rows.csv"), "to,first,plan\r\nann@example.com,Ann,gold\r\nbob@example.com,Bob,silver\r\ncat@example.com,Cat,bronze\r\n");
+  writeFileSync(
+    join(dir, "mail.html"),
+    '<h1>Hello {{first}}</h1><p><img src="img/logo.png" alt="logo"> Your plan: {{plan}}</p>',
+  );
+  writeFileSync(
+    join(dir, "rows.csv"),
+    "to,first,plan\r\nann@example.com,Ann,gold\r\nbob@example.com,Bob,silver\r\ncat@example.com,Cat,bronze\r\n",
+  );
 });
 
 afterAll(async () => {
@@ -30,7 +37,12 @@ afterAll(async () => {
   t?.scratch.remove();
 });
 
-const jsonLines = (s: string) => s.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l));
+const jsonLines = (s: string) =>
+  s
+    .trim()
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
 
 async function until(f: () => Promise<boolean>, ms: number) {
   const end = Date.now() + ms;
@@ -47,7 +59,21 @@ describe("batch with an HTML template that shows local images", () => {
     t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 300 };
     try {
       const running = runInProcess(
-        ["batch", join(dir, "rows.csv"), "--transport", "smtp", "-f", "ci@example.com", "-s", "plan {{first}}", "--html-file", join(dir, "mail.html"), "--concurrency", "1", "--json"],
+        [
+          "batch",
+          join(dir, "rows.csv"),
+          "--transport",
+          "smtp",
+          "-f",
+          "ci@example.com",
+          "-s",
+          "plan {{first}}",
+          "--html-file",
+          join(dir, "mail.html"),
+          "--concurrency",
+          "1",
+          "--json",
+        ],
         { env: t.env, timeoutMs: 30_000 },
       );
       // Read once: the file changes after the first message is stored, and no later message sees it.
@@ -79,7 +105,21 @@ describe("batch with an HTML template that shows local images", () => {
 
   it("over REST: each row fails with the reason (inline images need SMTP), nothing is sent", async () => {
     const before = t.sb.store.count;
-    const r = await runInProcess(["batch", join(dir, "rows.csv"), "-f", "ci@example.com", "-s", "rest {{first}}", "--html-file", join(dir, "mail.html"), "--fresh", "--json"], { env: t.env, timeoutMs: 30_000 });
+    const r = await runInProcess(
+      [
+        "batch",
+        join(dir, "rows.csv"),
+        "-f",
+        "ci@example.com",
+        "-s",
+        "rest {{first}}",
+        "--html-file",
+        join(dir, "mail.html"),
+        "--fresh",
+        "--json",
+      ],
+      { env: t.env, timeoutMs: 30_000 },
+    );
     // A batch reports bad rows as bad message data (65), each with its reason.
     expect(r.exitCode).toBe(65);
     const items = jsonLines(r.stdout);
@@ -90,7 +130,22 @@ describe("batch with an HTML template that shows local images", () => {
     }
     expect(t.sb.store.count).toBe(before);
 
-    const ok = await runInProcess(["batch", join(dir, "rows.csv"), "-f", "ci@example.com", "-s", "kept {{first}}", "--html-file", join(dir, "mail.html"), "--no-embed", "--fresh", "--json"], { env: t.env, timeoutMs: 30_000 });
+    const ok = await runInProcess(
+      [
+        "batch",
+        join(dir, "rows.csv"),
+        "-f",
+        "ci@example.com",
+        "-s",
+        "kept {{first}}",
+        "--html-file",
+        join(dir, "mail.html"),
+        "--no-embed",
+        "--fresh",
+        "--json",
+      ],
+      { env: t.env, timeoutMs: 30_000 },
+    );
     expect(ok.exitCode, ok.stderr).toBe(0);
     expect(t.sb.store.count).toBe(before + 3);
   });

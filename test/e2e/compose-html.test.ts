@@ -48,11 +48,21 @@ function png(w: number, h: number, rgb: [number, number, number]): Buffer {
   ihdr.writeUInt32BE(w, 0);
   ihdr.writeUInt32BE(h, 4);
   ihdr.set([8, 2, 0, 0, 0], 8);
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", deflateSync(raw)), chunk("IEND", Buffer.alloc(0))]);
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk("IHDR", ihdr),
+    chunk("IDAT", deflateSync(raw)),
+    chunk("IEND", Buffer.alloc(0)),
+  ]);
 }
 
 /** Enough of a JPEG for a byte sniffer: SOI, an APP0 JFIF segment, EOI. */
-const JPEG = Buffer.concat([Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10]), Buffer.from("JFIF\0", "latin1"), Buffer.alloc(9), Buffer.from([0xff, 0xd9])]);
+const JPEG = Buffer.concat([
+  Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10]),
+  Buffer.from("JFIF\0", "latin1"),
+  Buffer.alloc(9),
+  Buffer.from([0xff, 0xd9]),
+]);
 
 const REMOTE = "https://img.example.com/logo.png";
 const DATA_URI = "data:image/gif;base64,R0lGODlhAQABAAAAACw=";
@@ -103,7 +113,18 @@ const MSG = ["-f", "Reports <ci@example.com>", "-t", "dev@example.com", "-s", "N
 
 function viaSink(args: string[]) {
   return runInProcess(
-    ["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", join(t.scratch.dir, "tls", "ca.pem"), ...args],
+    [
+      "send",
+      "--transport",
+      "smtp",
+      "--smtp-host",
+      "127.0.0.1",
+      "--smtp-port",
+      String(sink.port),
+      "--ca-file",
+      join(t.scratch.dir, "tls", "ca.pem"),
+      ...args,
+    ],
     { env: { MAILSEND_API_KEY: KEY } },
   );
 }
@@ -169,7 +190,9 @@ describe("an HTML report with local images", () => {
 
   it("--transport auto against the sandbox: SMTP because of the inline images, said in --json and -v; stored as built", async () => {
     const before = t.sb.store.count;
-    const r = await runInProcess(["send", "--transport", "auto", ...MSG, "--html-file", report, "--json"], { env: t.env });
+    const r = await runInProcess(["send", "--transport", "auto", ...MSG, "--html-file", report, "--json"], {
+      env: t.env,
+    });
     expect(r.exitCode, r.stderr).toBe(0);
     const out = stdoutJson(r);
     expect(out.transport).toBe("smtp");
@@ -186,7 +209,10 @@ describe("an HTML report with local images", () => {
   });
 
   it("--transport auto sends plain HTML (no local images) over REST, and says why", async () => {
-    const r = await runInProcess(["send", "--transport", "auto", ...MSG, "--html", `<p>hi <img src="${REMOTE}"></p>`, "--json"], { env: t.env });
+    const r = await runInProcess(
+      ["send", "--transport", "auto", ...MSG, "--html", `<p>hi <img src="${REMOTE}"></p>`, "--json"],
+      { env: t.env },
+    );
     expect(r.exitCode, r.stderr).toBe(0);
     expect(stdoutJson(r)).toMatchObject({ transport: "rest", reason: "REST carries the whole message" });
     expect((await t.sb.store.list({ limit: 1 }))[0]!.channel).toBe("rest");
@@ -213,7 +239,10 @@ describe("an HTML report with local images", () => {
   });
 
   it("--no-embed sends the references as written (over REST too)", async () => {
-    const r = await runInProcess(["send", "--transport", "rest", ...MSG, "--html-file", report, "--no-embed", "--json"], { env: t.env });
+    const r = await runInProcess(
+      ["send", "--transport", "rest", ...MSG, "--html-file", report, "--no-embed", "--json"],
+      { env: t.env },
+    );
     expect(r.exitCode, r.stderr).toBe(0);
     const m = (await t.sb.store.list({ limit: 1 }))[0]!;
     const email = await parseEml((await t.sb.store.raw(m.id))!);
@@ -225,17 +254,25 @@ describe("an HTML report with local images", () => {
     const r = await viaSink([...MSG, "--html-file", report, "--dry-run"]);
     expect(r.exitCode, r.stderr).toBe(0);
     expect(sink.connections).toBe(0);
-    expect(r.stdout).toMatch(/^# inline image charts\/trend\.png -> cid:trend\.png\.[0-9a-f]{12}@mailsend \(.*trend\.png, image\/png, \d+ B\)$/m);
+    expect(r.stdout).toMatch(
+      /^# inline image charts\/trend\.png -> cid:trend\.png\.[0-9a-f]{12}@mailsend \(.*trend\.png, image\/png, \d+ B\)$/m,
+    );
     expect(r.stdout).toMatch(/^# inline image team\.jpg -> cid:team\.jpg\.[0-9a-f]{12}@mailsend/m);
     expect(r.stdout.match(/^# inline image /gm)).toHaveLength(3);
     expect(r.stdout).toContain("# MIME tree:\n#   multipart/alternative\n#     text/plain  ");
-    expect(r.stdout).toMatch(/^# {7}image\/jpeg {2}\d+ B {2}cid:team\.jpg\.[0-9a-f]{12}@mailsend {2}inline team\.jpg$/m);
+    expect(r.stdout).toMatch(
+      /^# {7}image\/jpeg {2}\d+ B {2}cid:team\.jpg\.[0-9a-f]{12}@mailsend {2}inline team\.jpg$/m,
+    );
 
     const j = await viaSink([...MSG, "--html-file", report, "--dry-run", "--json"]);
     expect(j.exitCode, j.stderr).toBe(0);
     const out = stdoutJson(j);
     expect(out.mime_tree.type).toBe("multipart/alternative");
-    expect(out.inline_images.map((i: { ref: string }) => i.ref)).toEqual(["charts/trend.png", "charts/dur%61tion.png", "team.jpg"]);
+    expect(out.inline_images.map((i: { ref: string }) => i.ref)).toEqual([
+      "charts/trend.png",
+      "charts/dur%61tion.png",
+      "team.jpg",
+    ]);
     expect(out.inline_images[2]).toMatchObject({ type: "image/jpeg", size: JPEG.length });
   });
 
@@ -251,8 +288,12 @@ describe("an HTML report with local images", () => {
     const logo = join(reportDir, "charts", "trend.png");
     const r = await viaSink([...MSG, "--html", '<p><img src="cid:logo"></p>', "--inline", `${logo}#lgo`]);
     expect(r.exitCode, r.stderr).toBe(0);
-    expect(r.stderr).toContain(`--inline ${logo}#lgo: the HTML has no <img src="cid:lgo">, so no image shows this part`);
-    expect(r.stderr).toContain("the HTML refers to cid:logo, which no part of this message has: it shows as a broken image");
+    expect(r.stderr).toContain(
+      `--inline ${logo}#lgo: the HTML has no <img src="cid:lgo">, so no image shows this part`,
+    );
+    expect(r.stderr).toContain(
+      "the HTML refers to cid:logo, which no part of this message has: it shows as a broken image",
+    );
     expect(sink.messages).toHaveLength(1);
     const ok = await viaSink([...MSG, "--html", '<p><img src="cid:logo"></p>', "--inline", `${logo}#logo`]);
     expect(ok.stderr).not.toContain("cid:");
@@ -276,7 +317,8 @@ describe("an HTML report with local images", () => {
   });
 
   it("--inline-css keeps what it cannot put on an element (@supports, @layer, @container, @page, ::before rules) in a <style> block, as written", async () => {
-    const kept = '@supports (display: grid) { .grid { display: grid; } }\n@layer base { .failed { color: #c21f39; } }\n@container (min-width: 400px) { .wide { color: green; } }\n@page { margin: 1cm; }\n.failed::before { content: "\\2717  "; }';
+    const kept =
+      '@supports (display: grid) { .grid { display: grid; } }\n@layer base { .failed { color: #c21f39; } }\n@container (min-width: 400px) { .wide { color: green; } }\n@page { margin: 1cm; }\n.failed::before { content: "\\2717  "; }';
     const html = `<html><head><style>\n${kept}\n.num { text-align: right; }\n</style></head><body><p class="failed grid wide num">1 failed</p></body></html>`;
     const r = await viaSink([...MSG, "--html", html, "--inline-css"]);
     expect(r.exitCode, r.stderr).toBe(0);
@@ -301,7 +343,10 @@ describe.skipIf(lacks(pythonCoverage))("a real-world report: coverage.py's HTML"
     mkdirSync(cov, { recursive: true });
     writeFileSync(join(cov, "m.py"), "def f(x):\n    return x + 1\nprint(f(1))\n");
     execFileSync(tool, ["run", "--data-file", join(cov, ".coverage"), "m.py"], { cwd: cov, stdio: "ignore" });
-    execFileSync(tool, ["html", "--data-file", join(cov, ".coverage"), "-d", join(cov, "html")], { cwd: cov, stdio: "ignore" });
+    execFileSync(tool, ["html", "--data-file", join(cov, ".coverage"), "-d", join(cov, "html")], {
+      cwd: cov,
+      stdio: "ignore",
+    });
     const index = join(cov, "html", "index.html");
     expect(existsSync(index)).toBe(true);
 
@@ -324,13 +369,7 @@ describe.skipIf(lacks(pythonCoverage))("a real-world report: coverage.py's HTML"
 
 describe("--transport auto with an .eml", () => {
   const eml = (body: string[]) =>
-    [
-      "From: ci@example.com",
-      "To: dev@example.com",
-      "Subject: from a file",
-      "MIME-Version: 1.0",
-      ...body,
-    ].join("\r\n");
+    ["From: ci@example.com", "To: dev@example.com", "Subject: from a file", "MIME-Version: 1.0", ...body].join("\r\n");
 
   it("a message with a related image goes over SMTP as it is; an HTML-only one over REST", async () => {
     const related = join(t.scratch.dir, "related.eml");
@@ -408,7 +447,9 @@ describe("references that must not be embedded", () => {
     writeFileSync(html, '<img src="charts/gone.png">');
     const r = await viaSink([...MSG, "--html-file", html]);
     expect(r.exitCode).toBe(66);
-    expect(r.stderr).toContain(`image "charts/gone.png" not found: looked for ${join(reportDir, "charts", "gone.png")}`);
+    expect(r.stderr).toContain(
+      `image "charts/gone.png" not found: looked for ${join(reportDir, "charts", "gone.png")}`,
+    );
     expect(sink.connections).toBe(0);
   });
 
@@ -425,15 +466,25 @@ describe("references that must not be embedded", () => {
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stderr).not.toContain("warning");
     const email = await parseEml(sink.messages[0]!.raw);
-    expect(email.html).toContain('<link rel="stylesheet" href="report.css"></head><body><img src="chart.png" alt="c"><img src="/logo.png"><div style="background: url(bg.png)">');
+    expect(email.html).toContain(
+      '<link rel="stylesheet" href="report.css"></head><body><img src="chart.png" alt="c"><img src="/logo.png"><div style="background: url(bg.png)">',
+    );
     // A file: URL names a file whatever the base says.
     expect(email.attachments.filter((a) => a.related).map((a) => a.mimeType)).toEqual(["image/jpeg"]);
 
     const rel = join(reportDir, "rel.html");
-    writeFileSync(rel, '<!doctype html><html><head><base href="charts/"></head><body><img src="trend.png"><img src="../team.jpg"></body></html>');
+    writeFileSync(
+      rel,
+      '<!doctype html><html><head><base href="charts/"></head><body><img src="trend.png"><img src="../team.jpg"></body></html>',
+    );
     const ok = await viaSink([...MSG, "--html-file", rel]);
     expect(ok.exitCode, ok.stderr).toBe(0);
-    expect((await parseEml(sink.messages[1]!.raw)).attachments.filter((a) => a.related).map((a) => a.mimeType).sort()).toEqual(["image/jpeg", "image/png"]);
+    expect(
+      (await parseEml(sink.messages[1]!.raw)).attachments
+        .filter((a) => a.related)
+        .map((a) => a.mimeType)
+        .sort(),
+    ).toEqual(["image/jpeg", "image/png"]);
   });
 
   it("--base-dir that covers the file allows it", async () => {
@@ -447,8 +498,25 @@ describe("references that must not be embedded", () => {
 
   it("HTML on stdin resolves against the current directory", async () => {
     const r = await runCli(
-      ["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", join(t.scratch.dir, "tls", "ca.pem"), ...MSG, "--html-file", "-"],
-      { env: { MAILSEND_API_KEY: KEY }, cwd: join(reportDir, "charts"), input: '<p><img src="trend.png"></p><img src="../team.jpg">' },
+      [
+        "send",
+        "--transport",
+        "smtp",
+        "--smtp-host",
+        "127.0.0.1",
+        "--smtp-port",
+        String(sink.port),
+        "--ca-file",
+        join(t.scratch.dir, "tls", "ca.pem"),
+        ...MSG,
+        "--html-file",
+        "-",
+      ],
+      {
+        env: { MAILSEND_API_KEY: KEY },
+        cwd: join(reportDir, "charts"),
+        input: '<p><img src="trend.png"></p><img src="../team.jpg">',
+      },
     );
     expect(r.exitCode).toBe(65);
     expect(r.stderr).toContain('"../team.jpg" resolves to');
@@ -456,8 +524,27 @@ describe("references that must not be embedded", () => {
 
     // --base-dir: stdin HTML's references resolve against it.
     const ok = await runCli(
-      ["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", join(t.scratch.dir, "tls", "ca.pem"), ...MSG, "--html-file", "-", "--base-dir", reportDir],
-      { env: { MAILSEND_API_KEY: KEY }, cwd: t.scratch.dir, input: '<p><img src="charts/trend.png"></p><img src="team.jpg">' },
+      [
+        "send",
+        "--transport",
+        "smtp",
+        "--smtp-host",
+        "127.0.0.1",
+        "--smtp-port",
+        String(sink.port),
+        "--ca-file",
+        join(t.scratch.dir, "tls", "ca.pem"),
+        ...MSG,
+        "--html-file",
+        "-",
+        "--base-dir",
+        reportDir,
+      ],
+      {
+        env: { MAILSEND_API_KEY: KEY },
+        cwd: t.scratch.dir,
+        input: '<p><img src="charts/trend.png"></p><img src="team.jpg">',
+      },
     );
     expect(ok.exitCode, ok.stderr).toBe(0);
     expect((await parseEml(sink.messages[0]!.raw)).attachments.filter((a) => a.related)).toHaveLength(2);
@@ -487,7 +574,9 @@ describe("a report's own stylesheets (<link rel=stylesheet>)", () => {
     const r = await viaSink([...MSG, "--html-file", join(dir, "index.html"), "-v"]);
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stderr).toContain(`* stylesheet css/base.css -> <style> (${join(dir, "css", "base.css")})`);
-    expect(r.stderr).toContain("* stylesheet https://cdn.example.com/theme.css left as a link: mail clients do not load linked stylesheets");
+    expect(r.stderr).toContain(
+      "* stylesheet https://cdn.example.com/theme.css left as a link: mail clients do not load linked stylesheets",
+    );
     const html = (await parseEml(sink.messages[0]!.raw)).html!;
     expect(html).toContain('<style>\n.low { color: #c21f39; background-image: url("css/low.png"); }\n</style>');
     expect(html).toContain('<style media="print">\n.nav { display: none; }\n</style>');
@@ -502,11 +591,18 @@ describe("a report's own stylesheets (<link rel=stylesheet>)", () => {
     const email = await parseEml(sink.messages[0]!.raw);
     const part = email.attachments.find((a) => a.related)!;
     const cid = part.contentId!.replace(/^<|>$/g, "");
-    expect(email.html).toMatch(new RegExp(`<p class="low" style="color: #c21f39; background-image: url\\(["']?cid:${cid.replace(/[.]/g, "\\.")}["']?\\);?">`));
+    expect(email.html).toMatch(
+      new RegExp(
+        `<p class="low" style="color: #c21f39; background-image: url\\(["']?cid:${cid.replace(/[.]/g, "\\.")}["']?\\);?">`,
+      ),
+    );
   });
 
   it("with --inline-css a sheet for print stays a print block: its rules are not put on the elements (the menu it hides stays on screen)", async () => {
-    writeFileSync(join(dir, "menu.html"), '<!doctype html><html><head><link rel="stylesheet" href="print.css" media="print"><style>.nav { color: navy; }</style></head><body><p class="nav">menu</p></body></html>');
+    writeFileSync(
+      join(dir, "menu.html"),
+      '<!doctype html><html><head><link rel="stylesheet" href="print.css" media="print"><style>.nav { color: navy; }</style></head><body><p class="nav">menu</p></body></html>',
+    );
     const r = await viaSink([...MSG, "--html-file", join(dir, "menu.html"), "--inline-css"]);
     expect(r.exitCode, r.stderr).toBe(0);
     const html = (await parseEml(sink.messages[0]!.raw)).html!;
@@ -525,8 +621,14 @@ describe("a report's own stylesheets (<link rel=stylesheet>)", () => {
   it("a sheet's @import of a local sheet (and a <style> block's) arrives in place, under its conditions; --inline-css applies its rules", async () => {
     // As test reports write them: the main sheet imports the others, by url() or by string, some for one medium only.
     mkdirSync(join(dir, "imp", "theme"), { recursive: true });
-    writeFileSync(join(dir, "imp", "main.css"), '@charset "utf-8";\n/* parts */\n@import url("theme/colours.css");\n@import \'narrow.css\' screen and (max-width: 600px);\n@import url(https://cdn.example.com/fonts.css);\n.main { margin: 0; }\n');
-    writeFileSync(join(dir, "imp", "theme", "colours.css"), '@import "../main.css";\n.failed { color: #c21f39; background-image: url(bad.png); }\n');
+    writeFileSync(
+      join(dir, "imp", "main.css"),
+      '@charset "utf-8";\n/* parts */\n@import url("theme/colours.css");\n@import \'narrow.css\' screen and (max-width: 600px);\n@import url(https://cdn.example.com/fonts.css);\n.main { margin: 0; }\n',
+    );
+    writeFileSync(
+      join(dir, "imp", "theme", "colours.css"),
+      '@import "../main.css";\n.failed { color: #c21f39; background-image: url(bad.png); }\n',
+    );
     writeFileSync(join(dir, "imp", "theme", "bad.png"), png(2, 2, [200, 0, 0]));
     writeFileSync(join(dir, "imp", "narrow.css"), "table { width: 100%; }\n");
     writeFileSync(join(dir, "imp", "own.css"), ".own { font-weight: bold; }\n");
@@ -536,7 +638,9 @@ describe("a report's own stylesheets (<link rel=stylesheet>)", () => {
     );
     const r = await viaSink([...MSG, "--html-file", join(dir, "imp", "report.html"), "-v"]);
     expect(r.exitCode, r.stderr).toBe(0);
-    expect(r.stderr).toContain(`* stylesheet theme/colours.css (@import in main.css) -> <style> (${join(dir, "imp", "theme", "colours.css")})`);
+    expect(r.stderr).toContain(
+      `* stylesheet theme/colours.css (@import in main.css) -> <style> (${join(dir, "imp", "theme", "colours.css")})`,
+    );
     // Inlined, the sheets are not files the mail names (the image their rule shows still is, said as above).
     expect(r.stderr).not.toMatch(/url\([^)]*\.css\) in a <style> block/);
     expect(r.stderr).toContain("url(theme/bad.png) in a <style> block names a file on this machine");
@@ -582,7 +686,18 @@ describe("HTML in a legacy charset it declares", () => {
     const dir = join(t.scratch.dir, "legacy");
     mkdirSync(dir, { recursive: true });
     // windows-1252 bytes: é is 0xE9, € is 0x80 (as a browser reads iso-8859-1 too).
-    const page = (meta: string) => Buffer.concat([Buffer.from(`<!DOCTYPE html>\r\n<html><head>${meta}<title>R`), Buffer.from([0xe9]), Buffer.from("sum"), Buffer.from([0xe9]), Buffer.from("</title></head>\r\n<body><p>Caf"), Buffer.from([0xe9]), Buffer.from(" 3 "), Buffer.from([0x80]), Buffer.from("</p></body></html>\r\n")]);
+    const page = (meta: string) =>
+      Buffer.concat([
+        Buffer.from(`<!DOCTYPE html>\r\n<html><head>${meta}<title>R`),
+        Buffer.from([0xe9]),
+        Buffer.from("sum"),
+        Buffer.from([0xe9]),
+        Buffer.from("</title></head>\r\n<body><p>Caf"),
+        Buffer.from([0xe9]),
+        Buffer.from(" 3 "),
+        Buffer.from([0x80]),
+        Buffer.from("</p></body></html>\r\n"),
+      ]);
     writeFileSync(join(dir, "meta.html"), page('<meta charset="iso-8859-1">'));
     const r = await viaSink([...MSG, "--html-file", join(dir, "meta.html")]);
     expect(r.exitCode, r.stderr).toBe(0);
@@ -592,11 +707,28 @@ describe("HTML in a legacy charset it declares", () => {
     expect(email.text).toContain("Café 3 €");
 
     const piped = await runCli(
-      ["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", join(t.scratch.dir, "tls", "ca.pem"), ...MSG],
-      { env: { MAILSEND_API_KEY: KEY }, cwd: dir, input: page('<meta http-equiv="Content-Type" content="text/html; charset=windows-1252">') },
+      [
+        "send",
+        "--transport",
+        "smtp",
+        "--smtp-host",
+        "127.0.0.1",
+        "--smtp-port",
+        String(sink.port),
+        "--ca-file",
+        join(t.scratch.dir, "tls", "ca.pem"),
+        ...MSG,
+      ],
+      {
+        env: { MAILSEND_API_KEY: KEY },
+        cwd: dir,
+        input: page('<meta http-equiv="Content-Type" content="text/html; charset=windows-1252">'),
+      },
     );
     expect(piped.exitCode, piped.stderr).toBe(0);
-    expect((await parseEml(sink.messages[1]!.raw)).html).toContain('content="text/html; charset=utf-8"><title>Résumé</title>');
+    expect((await parseEml(sink.messages[1]!.raw)).html).toContain(
+      'content="text/html; charset=utf-8"><title>Résumé</title>',
+    );
 
     writeFileSync(join(dir, "bare.html"), page(""));
     const bare = await viaSink([...MSG, "--html-file", join(dir, "bare.html")]);
@@ -605,7 +737,10 @@ describe("HTML in a legacy charset it declares", () => {
     expect(sink.messages).toHaveLength(2);
 
     // UTF-8 under a stale iso-8859-1 meta: read as the UTF-8 it is, and the meta says so.
-    writeFileSync(join(dir, "stale.html"), '<html><head><meta charset="iso-8859-1"><title>Résumé</title></head><body><p>Café 3 €</p></body></html>');
+    writeFileSync(
+      join(dir, "stale.html"),
+      '<html><head><meta charset="iso-8859-1"><title>Résumé</title></head><body><p>Café 3 €</p></body></html>',
+    );
     const stale = await viaSink([...MSG, "--html-file", join(dir, "stale.html")]);
     expect(stale.exitCode, stale.stderr).toBe(0);
     const staleHtml = (await parseEml(sink.messages[2]!.raw)).html;
@@ -614,7 +749,21 @@ describe("HTML in a legacy charset it declares", () => {
 
     // Piped: the same HTML is relabelled; text that only quotes such a meta is sent as written.
     const sinkSend = (input: string) =>
-      runInProcess(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", join(t.scratch.dir, "tls", "ca.pem"), ...MSG], { env: { MAILSEND_API_KEY: KEY }, input });
+      runInProcess(
+        [
+          "send",
+          "--transport",
+          "smtp",
+          "--smtp-host",
+          "127.0.0.1",
+          "--smtp-port",
+          String(sink.port),
+          "--ca-file",
+          join(t.scratch.dir, "tls", "ca.pem"),
+          ...MSG,
+        ],
+        { env: { MAILSEND_API_KEY: KEY }, input },
+      );
     const pipedHtml = await sinkSend('<html><head><meta charset="iso-8859-1"></head><body><p>Café</p></body></html>\n');
     expect(pipedHtml.exitCode, pipedHtml.stderr).toBe(0);
     expect((await parseEml(sink.messages[3]!.raw)).html).toContain('<meta charset="utf-8">');

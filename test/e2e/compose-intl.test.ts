@@ -111,9 +111,24 @@ beforeEach(() => {
 });
 
 function via(s: Server, args: string[]) {
-  return runInProcess(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(s.port), "--ca-file", caFile, "--json", ...args], {
-    env: { MAILSEND_API_KEY: KEY },
-  });
+  return runInProcess(
+    [
+      "send",
+      "--transport",
+      "smtp",
+      "--smtp-host",
+      "127.0.0.1",
+      "--smtp-port",
+      String(s.port),
+      "--ca-file",
+      caFile,
+      "--json",
+      ...args,
+    ],
+    {
+      env: { MAILSEND_API_KEY: KEY },
+    },
+  );
 }
 
 const NAMED = ["-f", "Jörg Müller <ci@example.com>", "-s", "Grüße aus Köln 📈", "--text", "hallo"];
@@ -142,7 +157,20 @@ describe("IDN domains", () => {
   }
 
   it("over REST: punycode in the request, names and subject as UTF-8 JSON", async () => {
-    const r = await runInProcess(["send", "--transport", "rest", "--json", ...NAMED.slice(0, 4), "--html", "<p>hallo</p>", "-t", "Änne <user@bücher.example>"], { env: t.env });
+    const r = await runInProcess(
+      [
+        "send",
+        "--transport",
+        "rest",
+        "--json",
+        ...NAMED.slice(0, 4),
+        "--html",
+        "<p>hallo</p>",
+        "-t",
+        "Änne <user@bücher.example>",
+      ],
+      { env: t.env },
+    );
     expect(r.exitCode, r.stderr).toBe(0);
     const m = (await t.sb.store.list({ limit: 1 }))[0]!;
     expect(m.channel).toBe("rest");

@@ -10,7 +10,14 @@ import { baseEnv, ROOT } from "../helpers/cli.js";
 const DEMO = fileURLToPath(new URL("../../scripts/demo.mjs", import.meta.url));
 
 it("runs through and ends with the next step, printing no export line for its removed sandbox", async () => {
-  const r = await execa(process.execPath, [DEMO], { env: baseEnv(), extendEnv: false, cwd: ROOT, reject: false, timeout: 60_000, stdin: "ignore" });
+  const r = await execa(process.execPath, [DEMO], {
+    env: baseEnv(),
+    extendEnv: false,
+    cwd: ROOT,
+    reject: false,
+    timeout: 60_000,
+    stdin: "ignore",
+  });
   expect(r.exitCode, r.stderr).toBe(0);
   expect(r.stdout).toMatch(/^sent \S+ \(rest, to you@example\.com\)$/m);
   expect(r.stdout).toMatch(/^sent \S+ \(smtp, to you@example\.com\)$/m);

@@ -27,7 +27,8 @@ describe.skipIf(lacks(dpkgDeb, strip, node24))("npm run dist: the executable and
   let env: Record<string, string>;
 
   beforeAll(() => {
-    if (!existsSync(EXE) || !existsSync(DEB)) execFileSync("npm", ["run", "dist"], { cwd: ROOT, stdio: "ignore", timeout: 600_000 });
+    if (!existsSync(EXE) || !existsSync(DEB))
+      execFileSync("npm", ["run", "dist"], { cwd: ROOT, stdio: "ignore", timeout: 600_000 });
     s = scratch("mailsend-dist-");
     root = join(s.dir, "root");
     execFileSync("dpkg-deb", ["-x", DEB, root]);
@@ -37,7 +38,14 @@ describe.skipIf(lacks(dpkgDeb, strip, node24))("npm run dist: the executable and
   afterAll(() => s?.remove());
 
   const run = (file: string, args: string[], extra: Record<string, string> = {}, input?: string) =>
-    execa(file, args, { env: { ...env, ...extra }, extendEnv: false, reject: false, cwd: s.dir, timeout: 30_000, ...(input !== undefined ? { input } : { stdin: "ignore" as const }) });
+    execa(file, args, {
+      env: { ...env, ...extra },
+      extendEnv: false,
+      reject: false,
+      cwd: s.dir,
+      timeout: 30_000,
+      ...(input !== undefined ? { input } : { stdin: "ignore" as const }),
+    });
 
   it("control: an MTA that replaces the installed one, with no dependency on nodejs", () => {
     const field = (name: string) => execFileSync("dpkg-deb", ["-f", DEB, name], { encoding: "utf8" }).trim();
@@ -50,7 +58,10 @@ describe.skipIf(lacks(dpkgDeb, strip, node24))("npm run dist: the executable and
     expect(field("Description")).not.toBe("");
     for (const name of ["Provides", "Conflicts", "Replaces"]) expect(field(name)).toBe("mail-transport-agent");
     expect(field("Depends")).toBe("");
-    const conffiles = execFileSync("dpkg-deb", ["-I", DEB, "conffiles"], { encoding: "utf8" }).trim().split("\n").sort();
+    const conffiles = execFileSync("dpkg-deb", ["-I", DEB, "conffiles"], { encoding: "utf8" })
+      .trim()
+      .split("\n")
+      .sort();
     expect(conffiles).toEqual(["/etc/mailsend/aliases", "/etc/mailsend/config.json", "/etc/mailsend/env"]);
   });
 
@@ -75,7 +86,11 @@ describe.skipIf(lacks(dpkgDeb, strip, node24))("npm run dist: the executable and
     expect(readlinkSync(join(root, "usr/bin/newaliases"))).toBe("mailsend");
     // Every man page the build wrote is in the package, gzipped.
     const man = join(ROOT, "dist", "man");
-    const pages = existsSync(man) ? execFileSync("ls", [man], { encoding: "utf8" }).split("\n").filter((n) => /\.[18]$/.test(n)) : [];
+    const pages = existsSync(man)
+      ? execFileSync("ls", [man], { encoding: "utf8" })
+          .split("\n")
+          .filter((n) => /\.[18]$/.test(n))
+      : [];
     for (const page of pages) expect(list).toContain(`./usr/share/man/man${page.slice(-1)}/${page}.gz\n`);
     expect(statSync(exe).size).toBeLessThanOrEqual(120 * 1024 * 1024);
   });
@@ -83,10 +98,14 @@ describe.skipIf(lacks(dpkgDeb, strip, node24))("npm run dist: the executable and
   it("runs without Node: --version, a dry run, and sendmail's queue listing through the symlink", async () => {
     const version = await run(exe, ["--version"]);
     expect(version.stdout.trim()).toBe(pkg.version);
-    const dry = await run(exe, ["send", "--dry-run", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "Build passed", "--text", "ok"], {
-      MAILSEND_BASE_URL: "http://127.0.0.1:9",
-      MAILSEND_API_KEY: "ms_test_key",
-    });
+    const dry = await run(
+      exe,
+      ["send", "--dry-run", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "Build passed", "--text", "ok"],
+      {
+        MAILSEND_BASE_URL: "http://127.0.0.1:9",
+        MAILSEND_API_KEY: "ms_test_key",
+      },
+    );
     expect(dry.exitCode).toBe(0);
     expect(dry.stdout).toContain('"subject":"Build passed"');
     expect(dry.stdout).not.toContain("ms_test_key");
@@ -96,13 +115,17 @@ describe.skipIf(lacks(dpkgDeb, strip, node24))("npm run dist: the executable and
   });
 
   it("its own sandbox (with the web inbox) takes what it sends over REST, sendmail's over SMTP, and trusts the system's CAs", async () => {
-    const sandbox = execa(exe, ["sandbox", "--dir", join(s.dir, "sb"), "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json"], {
-      env,
-      extendEnv: false,
-      reject: false,
-      stdin: "ignore",
-      timeout: 60_000,
-    });
+    const sandbox = execa(
+      exe,
+      ["sandbox", "--dir", join(s.dir, "sb"), "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json"],
+      {
+        env,
+        extendEnv: false,
+        reject: false,
+        stdin: "ignore",
+        timeout: 60_000,
+      },
+    );
     try {
       const line = await new Promise<string>((resolve, reject) => {
         createInterface({ input: sandbox.stdout! }).once("line", resolve);
@@ -116,20 +139,49 @@ describe.skipIf(lacks(dpkgDeb, strip, node24))("npm run dist: the executable and
       expect(css.status).toBe(200);
       expect((await css.text()).length).toBeGreaterThan(100);
 
-      const rest = await run(exe, ["send", "--transport", "rest", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "over REST", "--text", "ok"], ready.env);
+      const rest = await run(
+        exe,
+        [
+          "send",
+          "--transport",
+          "rest",
+          "-f",
+          "ci@example.com",
+          "-t",
+          "dev@example.com",
+          "-s",
+          "over REST",
+          "--text",
+          "ok",
+        ],
+        ready.env,
+      );
       expect(rest.stderr).toBe("");
       expect(rest.exitCode).toBe(0);
       const mail = "From: cron@example.com\nTo: dev@example.com\nSubject: over SMTP\n\nthe job's output\n";
-      const sendmail = await run(join(root, "usr/sbin/sendmail"), ["-ti"], { ...ready.env, MAILSEND_TRANSPORT: "smtp" }, mail);
+      const sendmail = await run(
+        join(root, "usr/sbin/sendmail"),
+        ["-ti"],
+        { ...ready.env, MAILSEND_TRANSPORT: "smtp" },
+        mail,
+      );
       expect(sendmail.stderr).toBe("");
       expect(sendmail.exitCode).toBe(0);
 
       // The machine's CA store (OpenSSL's SSL_CERT_FILE stands for it here), without NODE_EXTRA_CA_CERTS.
       const { NODE_EXTRA_CA_CERTS: ca, ...withoutExtra } = ready.env;
       const noCa = { ...withoutExtra, MAILSEND_TRANSPORT: "smtp", MAILSEND_QUEUE: "never" };
-      const untrusted = await run(exe, ["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "untrusted", "--text", "ok"], noCa);
+      const untrusted = await run(
+        exe,
+        ["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "untrusted", "--text", "ok"],
+        noCa,
+      );
       expect(untrusted.stderr).toContain("not trusted");
-      const trusted = await run(exe, ["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "system store", "--text", "ok"], { ...noCa, SSL_CERT_FILE: ca! });
+      const trusted = await run(
+        exe,
+        ["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "system store", "--text", "ok"],
+        { ...noCa, SSL_CERT_FILE: ca! },
+      );
       expect(trusted.stderr).toBe("");
       expect(trusted.exitCode).toBe(0);
 
@@ -153,7 +205,10 @@ describe.skipIf(lacks(dpkgDeb, strip, node24))("npm run dist: the executable and
       return join(dir, u);
     });
     // --man=no: the man pages named in Documentation= are not installed here.
-    const r = execaSync("systemd-analyze", ["verify", "--man=no", ...units], { reject: false, env: { ...process.env, SYSTEMD_LOG_LEVEL: "notice" } });
+    const r = execaSync("systemd-analyze", ["verify", "--man=no", ...units], {
+      reject: false,
+      env: { ...process.env, SYSTEMD_LOG_LEVEL: "notice" },
+    });
     expect(r.stderr).toBe("");
     expect(r.exitCode).toBe(0);
   });

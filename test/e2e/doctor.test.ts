@@ -65,7 +65,10 @@ async function doctor(args: string[] = [], opts: RunOptions = {}): Promise<CliRe
   return r;
 }
 
-async function doctorJson(args: string[] = [], opts: RunOptions = {}): Promise<{ r: CliResult; report: { ok: boolean; checks: Check[] }; byName: Record<string, Check> }> {
+async function doctorJson(
+  args: string[] = [],
+  opts: RunOptions = {},
+): Promise<{ r: CliResult; report: { ok: boolean; checks: Check[] }; byName: Record<string, Check> }> {
   const r = await doctor([...args, "--json"], opts);
   const report = JSON.parse(r.stdout) as { ok: boolean; checks: Check[] };
   return { r, report, byName: Object.fromEntries(report.checks.map((c) => [c.name, c])) };
@@ -83,7 +86,16 @@ describe("against a healthy sandbox", () => {
     const before = t.sb.store.count;
     const r = await doctor();
     expect(r.exitCode, r.stdout + r.stderr).toBe(0);
-    for (const label of ["API key", "transport", "REST config", "SMTP config", "REST connect", "REST key", "SMTP TLS", "SMTP AUTH"]) {
+    for (const label of [
+      "API key",
+      "transport",
+      "REST config",
+      "SMTP config",
+      "REST connect",
+      "REST key",
+      "SMTP TLS",
+      "SMTP AUTH",
+    ]) {
       expect(line(r, label)).toMatch(/^ok {2}/);
     }
     // The budget is off in the test environment (MAILSEND_RATE_LIMIT=0), and there is no profile.
@@ -94,7 +106,9 @@ describe("against a healthy sandbox", () => {
     // Not a terminal: words, no colour codes.
     expect(r.stdout).not.toContain("\u001b[");
     expect(line(r, "API key")).toMatch(/\d+ characters, fingerprint sha256:[0-9a-f]{12}/);
-    expect(line(r, "SMTP TLS")).toMatch(/STARTTLS .*TLSv1\.[23], certificate CN=localhost \(issuer CN=mailsend sandbox CA\), expires \d{4}-\d\d-\d\d \(in \d+ days\)/);
+    expect(line(r, "SMTP TLS")).toMatch(
+      /STARTTLS .*TLSv1\.[23], certificate CN=localhost \(issuer CN=mailsend sandbox CA\), expires \d{4}-\d\d-\d\d \(in \d+ days\)/,
+    );
     expect(line(r, "SMTP AUTH")).toMatch(/AUTH LOGIN as mailsend accepted/);
     expect(line(r, "REST key")).toMatch(/HTTP 400/);
     expect(r.stderr).toBe("");
@@ -127,7 +141,8 @@ describe("against a healthy sandbox", () => {
     const { r, byName } = await doctorJson(["--transport", "smtp"]);
     expect(r.exitCode).toBe(0);
     expect(byName["config.transport"]!.detail).toMatch(/^smtp \(from --transport\)/);
-    for (const n of ["rest.connect", "rest.key", "smtp.connect", "smtp.auth"]) expect(byName[n]!.skipped, n).toBeUndefined();
+    for (const n of ["rest.connect", "rest.key", "smtp.connect", "smtp.auth"])
+      expect(byName[n]!.skipped, n).toBeUndefined();
   });
 
   it("implicit TLS on the 465-role port", async () => {
@@ -152,7 +167,15 @@ describe("on a terminal", () => {
       stdout,
       stderr,
       stdin: tty(),
-      env: { ...t.env, NODE_EXTRA_CA_CERTS: undefined, MAILSEND_CONFIG: join(tmp.dir, "no-config.json"), MAILSEND_RATE_LIMIT: "0", TERM: "xterm-256color", HOME: tmp.dir, ...env },
+      env: {
+        ...t.env,
+        NODE_EXTRA_CA_CERTS: undefined,
+        MAILSEND_CONFIG: join(tmp.dir, "no-config.json"),
+        MAILSEND_RATE_LIMIT: "0",
+        TERM: "xterm-256color",
+        HOME: tmp.dir,
+        ...env,
+      },
     });
     for (const k of secrets) expect(out + err).not.toContain(k);
     return { code, out, err };
@@ -189,7 +212,9 @@ describe("a key the service refuses", () => {
     expect(line(human, "REST key")).toMatch(/^FAIL REST key .*HTTP 403.*\(exit 77\)/);
     expect(line(human, "SMTP TLS")).toMatch(/^ok {2}/);
     // A sandbox on this machine: the hint says how to make a new key there.
-    expect(human.stdout).toMatch(/-> The key is revoked or expired\. On a mailsend sandbox .*`mailsend sandbox keys add --save`/);
+    expect(human.stdout).toMatch(
+      /-> The key is revoked or expired\. On a mailsend sandbox .*`mailsend sandbox keys add --save`/,
+    );
     expect(human.stdout).toMatch(/exit 77 from the first: REST key/);
     // The first failure is said once: its FAIL line and hint, not again as an error on stderr.
     expect(human.stdout.match(/the API key is not allowed to send \(HTTP 403\)/g)).toHaveLength(1);
@@ -207,7 +232,9 @@ describe("a key the service refuses", () => {
   it("a key the service never issued: 77 with a hint to check the key", async () => {
     const wrong = "msk_not_a_real_key_0123456789abcdef";
     secrets.push(wrong);
-    const { r, byName } = await doctorJson(["--transport", "smtp"], { env: { MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: wrong } });
+    const { r, byName } = await doctorJson(["--transport", "smtp"], {
+      env: { MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: wrong },
+    });
     expect(r.exitCode).toBe(77);
     expect(byName["smtp.auth"]).toMatchObject({ ok: false, exit: 77, code: "auth_failed" });
     expect(byName["rest.key"]).toMatchObject({ ok: false, exit: 77, code: "auth_failed" });
@@ -334,9 +361,18 @@ describe("profiles", () => {
   it("uses the profile's settings and key file, and names the profile", async () => {
     const config = tmp.file(
       "config.json",
-      JSON.stringify({ profiles: { work: { base_url: t.env.MAILSEND_BASE_URL, api_key_file: t.sb.paths.apiKeyFile, transport: "rest" } } }),
+      JSON.stringify({
+        profiles: {
+          work: { base_url: t.env.MAILSEND_BASE_URL, api_key_file: t.sb.paths.apiKeyFile, transport: "rest" },
+        },
+      }),
     );
-    const env = { MAILSEND_CONFIG: config, MAILSEND_BASE_URL: undefined, MAILSEND_API_KEY_FILE: undefined, MAILSEND_SMTP_HOST: undefined };
+    const env = {
+      MAILSEND_CONFIG: config,
+      MAILSEND_BASE_URL: undefined,
+      MAILSEND_API_KEY_FILE: undefined,
+      MAILSEND_SMTP_HOST: undefined,
+    };
     const { r, byName } = await doctorJson(["--profile", "work"], { env });
     expect(r.exitCode, r.stdout).toBe(0);
     expect(byName["config.profile"]).toMatchObject({ ok: true });
@@ -366,16 +402,37 @@ describe("the outbox", () => {
     expect(empty.byName.outbox!.hint).toBeUndefined();
     // Queued for a service that is not there, and tried once: it waits, with that attempt's error.
     const away = { ...env, MAILSEND_BASE_URL: "http://127.0.0.1:9", MAILSEND_TRANSPORT: "rest" };
-    const q = await runCli(["send", "-f", "cron@example.com", "-t", "ops@example.com", "-s", "held back", "--text", "x", "--queue", "always"], { env: { ...t.env, MAILSEND_CONFIG: join(tmp.dir, "no-config.json"), ...away } });
+    const q = await runCli(
+      [
+        "send",
+        "-f",
+        "cron@example.com",
+        "-t",
+        "ops@example.com",
+        "-s",
+        "held back",
+        "--text",
+        "x",
+        "--queue",
+        "always",
+      ],
+      { env: { ...t.env, MAILSEND_CONFIG: join(tmp.dir, "no-config.json"), ...away } },
+    );
     expect(q.exitCode, q.stderr).toBe(0);
     await runCli(["queue", "run"], { env: { ...t.env, MAILSEND_CONFIG: join(tmp.dir, "no-config.json"), ...away } });
     const held = await doctorJson([], { env });
     expect(held.r.exitCode).toBe(0);
     expect(held.byName.outbox!.ok).toBe(true);
-    expect(held.byName.outbox!.detail).toMatch(/^1 message queued, the oldest \d+s ago \(attempt 1: .*127\.0\.0\.1:9.*; next in \d+[sm]\), in /);
-    expect(held.byName.outbox!.hint).toMatch(/No runner is delivering now: `mailsend queue run` delivers what is due .*MAILSEND_QUEUE_AUTORUN=0/);
+    expect(held.byName.outbox!.detail).toMatch(
+      /^1 message queued, the oldest \d+s ago \(attempt 1: .*127\.0\.0\.1:9.*; next in \d+[sm]\), in /,
+    );
+    expect(held.byName.outbox!.hint).toMatch(
+      /No runner is delivering now: `mailsend queue run` delivers what is due .*MAILSEND_QUEUE_AUTORUN=0/,
+    );
     // Moved to failed/: counted, with how to list and retry them.
-    const id = (stdoutJson(await runInProcess(["queue", "--json"], { env: { ...t.env, ...env } })) as { id: string }[])[0]!.id;
+    const id = (
+      stdoutJson(await runInProcess(["queue", "--json"], { env: { ...t.env, ...env } })) as { id: string }[]
+    )[0]!.id;
     const failed = join(state, "outbox", "failed");
     mkdirSync(failed, { recursive: true });
     for (const ext of [".msg", ".state"]) renameSync(join(state, "outbox", "queue", id + ext), join(failed, id + ext));
@@ -454,7 +511,13 @@ describe("an HTTPS endpoint", () => {
       req.on("end", () => {
         const ok = req.headers.authorization === `Bearer ${t.key}`;
         res.writeHead(ok ? 400 : 401, { "Content-Type": "application/json" });
-        res.end(JSON.stringify(ok ? { success: false, error: { code: "invalid_request", message: "from is required" } } : { success: false, error: { code: "invalid_api_key", message: "no" } }));
+        res.end(
+          JSON.stringify(
+            ok
+              ? { success: false, error: { code: "invalid_request", message: "from is required" } }
+              : { success: false, error: { code: "invalid_api_key", message: "no" } },
+          ),
+        );
       });
     });
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
@@ -465,16 +528,22 @@ describe("an HTTPS endpoint", () => {
   });
 
   it("verifies the certificate and shows its subject and expiry", async () => {
-    const { r, byName } = await doctorJson(["--base-url", url, "--ca-file", caPath], { env: { MAILSEND_SMTP_HOST: undefined } });
+    const { r, byName } = await doctorJson(["--base-url", url, "--ca-file", caPath], {
+      env: { MAILSEND_SMTP_HOST: undefined },
+    });
     expect(r.exitCode).toBe(0);
     const c = byName["rest.connect"]!;
-    expect(c.detail).toMatch(/TLSv1\.[23], certificate CN=localhost \(issuer CN=mailsend sandbox CA\), expires \d{4}-\d\d-\d\d/);
+    expect(c.detail).toMatch(
+      /TLSv1\.[23], certificate CN=localhost \(issuer CN=mailsend sandbox CA\), expires \d{4}-\d\d-\d\d/,
+    );
     expect(c.certificate).toMatchObject({ subject: "CN=localhost", trusted: true });
     expect(byName["rest.key"]!.ok).toBe(true);
   });
 
   it("an untrusted certificate: 78 with what to do, the subject shown, and the key not sent", async () => {
-    const { r, byName } = await doctorJson(["--base-url", url], { env: { MAILSEND_SMTP_HOST: undefined, NODE_EXTRA_CA_CERTS: undefined } });
+    const { r, byName } = await doctorJson(["--base-url", url], {
+      env: { MAILSEND_SMTP_HOST: undefined, NODE_EXTRA_CA_CERTS: undefined },
+    });
     expect(r.exitCode).toBe(78);
     expect(byName["rest.connect"]).toMatchObject({ ok: false, exit: 78, code: "tls_untrusted" });
     expect(byName["rest.connect"]!.detail).toMatch(/CN=localhost, issued by CN=mailsend sandbox CA/);
@@ -483,7 +552,9 @@ describe("an HTTPS endpoint", () => {
   });
 
   it("--insecure accepts it, and says it was not trusted", async () => {
-    const { r, byName } = await doctorJson(["--base-url", url, "--insecure"], { env: { MAILSEND_SMTP_HOST: undefined, NODE_EXTRA_CA_CERTS: undefined } });
+    const { r, byName } = await doctorJson(["--base-url", url, "--insecure"], {
+      env: { MAILSEND_SMTP_HOST: undefined, NODE_EXTRA_CA_CERTS: undefined },
+    });
     expect(r.exitCode).toBe(0);
     expect(byName["rest.connect"]!.detail).toMatch(/NOT trusted .*--insecure/);
   });

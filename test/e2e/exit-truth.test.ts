@@ -45,10 +45,24 @@ afterAll(async () => {
 beforeEach(() => sink.reset());
 
 function smtp(args: string[], opts: RunOptions & { port?: number } = {}) {
-  return runInProcess(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(opts.port ?? sink.port), "--ca-file", caPath, ...args], {
-    ...opts,
-    env: { MAILSEND_API_KEY: KEY, ...opts.env },
-  });
+  return runInProcess(
+    [
+      "send",
+      "--transport",
+      "smtp",
+      "--smtp-host",
+      "127.0.0.1",
+      "--smtp-port",
+      String(opts.port ?? sink.port),
+      "--ca-file",
+      caPath,
+      ...args,
+    ],
+    {
+      ...opts,
+      env: { MAILSEND_API_KEY: KEY, ...opts.env },
+    },
+  );
 }
 
 const MSG = ["-f", "ci@example.com", "-s", "report", "--text", "x"];
@@ -57,9 +71,14 @@ describe("a failure before the hand-over is never 76", () => {
   it("a server without STARTTLS: 78 with a hint, as doctor says it; the key never sent", async () => {
     const r = await smtp([...MSG, "-t", "dev@example.com"], { port: plainPort });
     expect(r.exitCode).toBe(78);
-    expect(r.stderr).toMatch(/^error: 127\.0\.0\.1:\d+ does not offer STARTTLS .*will not send the key in clear text$/m);
+    expect(r.stderr).toMatch(
+      /^error: 127\.0\.0\.1:\d+ does not offer STARTTLS .*will not send the key in clear text$/m,
+    );
     expect(r.stderr).toMatch(/^hint: Nothing was sent\. Use the service's submission port/m);
-    const doc = await runInProcess(["doctor", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(plainPort)], { env: { MAILSEND_API_KEY: KEY } });
+    const doc = await runInProcess(
+      ["doctor", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(plainPort)],
+      { env: { MAILSEND_API_KEY: KEY } },
+    );
     expect(doc.exitCode).toBe(78);
     expect(doc.stdout).toMatch(/^FAIL SMTP TLS +127\.0\.0\.1:\d+ does not offer STARTTLS/m);
   });
@@ -75,14 +94,19 @@ describe("a failure before the hand-over is never 76", () => {
 });
 
 describe("some recipients refused, the others accepted", () => {
-  const refuse = (address: string) => (address.startsWith("gone") ? { code: 550, message: "5.1.1 No such user here" } : undefined);
+  const refuse = (address: string) =>
+    address.startsWith("gone") ? { code: 550, message: "5.1.1 No such user here" } : undefined;
 
   it("exit 67; the refused ones named with the server's reply; the message went once, to the others", async () => {
     sink.script({ rcpt: refuse });
-    const r = await smtp([...MSG, "-t", "dev@example.com, gone@example.com, ops@example.com"], { env: { MAILSEND_RETRIES: "3" } });
+    const r = await smtp([...MSG, "-t", "dev@example.com, gone@example.com, ops@example.com"], {
+      env: { MAILSEND_RETRIES: "3" },
+    });
     expect(r.exitCode).toBe(67);
     expect(r.stdout).toMatch(/^sent <[^>]+> \(smtp, to dev@example\.com, ops@example\.com only\)$/m);
-    expect(r.stderr).toMatch(/^error: the server refused 1 of 3 recipients: gone@example\.com \(550 5\.1\.1 No such user here\); the message went to dev@example\.com, ops@example\.com$/m);
+    expect(r.stderr).toMatch(
+      /^error: the server refused 1 of 3 recipients: gone@example\.com \(550 5\.1\.1 No such user here\); the message went to dev@example\.com, ops@example\.com$/m,
+    );
     expect(r.stderr).toMatch(/^hint: Do not resend to everyone/m);
     // Never resent, whatever --retries says.
     expect(sink.messages).toHaveLength(1);
@@ -95,7 +119,12 @@ describe("some recipients refused, the others accepted", () => {
     expect(r.exitCode).toBe(67);
     expect(r.stdout).toBe("");
     const e = stderrJson(r).error as Record<string, unknown>;
-    expect(e).toMatchObject({ code: "recipients_refused", exit: 67, accepted: ["dev@example.com"], refused: [{ address: "gone@example.com", reply: "550 5.1.1 No such user here" }] });
+    expect(e).toMatchObject({
+      code: "recipients_refused",
+      exit: 67,
+      accepted: ["dev@example.com"],
+      refused: [{ address: "gone@example.com", reply: "550 5.1.1 No such user here" }],
+    });
     expect(e.message_id).toMatch(/^<.+@example\.com>$/);
   });
 
@@ -107,13 +136,38 @@ describe("some recipients refused, the others accepted", () => {
 
   it("batch: the item is 'partial', exit 67, and a re-run does not send it again", async () => {
     sink.script({ rcpt: refuse });
-    const rows = tmp.file("rows.jsonl", `${JSON.stringify({ to: "a@example.com, gone@example.com", subject: "one", text: "x" })}\n${JSON.stringify({ to: "b@example.com", subject: "two", text: "x" })}\n`);
-    const args = ["batch", rows, "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", caPath, "-f", "ci@example.com", "--json"];
+    const rows = tmp.file(
+      "rows.jsonl",
+      `${JSON.stringify({ to: "a@example.com, gone@example.com", subject: "one", text: "x" })}\n${JSON.stringify({ to: "b@example.com", subject: "two", text: "x" })}\n`,
+    );
+    const args = [
+      "batch",
+      rows,
+      "--transport",
+      "smtp",
+      "--smtp-host",
+      "127.0.0.1",
+      "--smtp-port",
+      String(sink.port),
+      "--ca-file",
+      caPath,
+      "-f",
+      "ci@example.com",
+      "--json",
+    ];
     const r = await runInProcess(args, { env: { MAILSEND_API_KEY: KEY } });
     expect(r.exitCode).toBe(67);
-    const items = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    const items = r.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     const first = items.find((i) => i.index === 0);
-    expect(first).toMatchObject({ status: "partial", recipients: ["a@example.com"], refused: [{ address: "gone@example.com" }], error: { code: "recipients_refused", exit: 67 } });
+    expect(first).toMatchObject({
+      status: "partial",
+      recipients: ["a@example.com"],
+      refused: [{ address: "gone@example.com" }],
+      error: { code: "recipients_refused", exit: 67 },
+    });
     expect(items.find((i) => i.index === 1)).toMatchObject({ status: "sent" });
     expect(r.stderr).toMatch(/"partial":1/);
     expect(sink.messages).toHaveLength(2);

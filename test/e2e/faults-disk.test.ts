@@ -7,7 +7,19 @@
  */
 import { execa } from "execa";
 import { spawnSync } from "node:child_process";
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, test } from "vitest";
 import { keyHash } from "../../src/limits/budget.js";
@@ -23,8 +35,13 @@ useRestRecorder((r) => (rec = r));
 /** A 64 KiB tmpfs, when this runner may mount one (root on Linux). */
 const tiny = join(tmp.dir, "tiny");
 mkdirSync(tiny);
-const mounted = process.platform === "linux" && spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", tiny]).status === 0;
-if (!mounted) console.warn("faults-disk: SKIPPED the full-disk tests: `mount -t tmpfs` is not allowed here (run as root on Linux to run them)");
+const mounted =
+  process.platform === "linux" &&
+  spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", tiny]).status === 0;
+if (!mounted)
+  console.warn(
+    "faults-disk: SKIPPED the full-disk tests: `mount -t tmpfs` is not allowed here (run as root on Linux to run them)",
+  );
 
 afterAll(() => {
   if (mounted) spawnSync("umount", [tiny]);
@@ -53,11 +70,19 @@ function fill(dir: string): string {
 }
 
 function env(stateDir: string, extra: Record<string, string> = {}): Record<string, string> {
-  return { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, MAILSEND_STATE_DIR: stateDir, MAILSEND_RATE_LIMIT: "10", ...extra };
+  return {
+    MAILSEND_API_KEY: KEY,
+    MAILSEND_BASE_URL: rec.url,
+    MAILSEND_STATE_DIR: stateDir,
+    MAILSEND_RATE_LIMIT: "10",
+    ...extra,
+  };
 }
 
 const send = (stateDir: string, extra: string[] = [], more: Record<string, string> = {}) =>
-  runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "faults", "--text", "hi", ...extra], { env: env(stateDir, more) });
+  runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "faults", "--text", "hi", ...extra], {
+    env: env(stateDir, more),
+  });
 
 describe("the budget lock never wedges", () => {
   test("an empty lock (a crash between its create and its write) older than the stale age is broken: the next send goes through", async () => {
@@ -76,15 +101,19 @@ describe("the budget lock never wedges", () => {
 
   test("a send killed -9 while making the lock leaves nothing that blocks the next one", async () => {
     const state = join(tmp.dir, "killed-lock");
-    const child = execa(process.execPath, [BIN, "send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "killed", "--text", "hi"], {
-      env: { ...baseEnv(), ...env(state), MAILSEND_TEST_PAUSE: "lock-write" },
-      extendEnv: false,
-      cwd: ROOT,
-      stdin: "ignore",
-      reject: false,
-      timeout: 30_000,
-      encoding: "utf8",
-    });
+    const child = execa(
+      process.execPath,
+      [BIN, "send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "killed", "--text", "hi"],
+      {
+        env: { ...baseEnv(), ...env(state), MAILSEND_TEST_PAUSE: "lock-write" },
+        extendEnv: false,
+        cwd: ROOT,
+        stdin: "ignore",
+        reject: false,
+        timeout: 30_000,
+        encoding: "utf8",
+      },
+    );
     // Bounded: the child says where it paused, or the test fails.
     let said = "";
     await new Promise<void>((resolve, reject) => {
@@ -145,7 +174,9 @@ describe.skipIf(!mounted)("a full disk (64 KiB tmpfs)", () => {
       const out = JSON.parse(r.stdout);
       expect(out.ok).toBe(true);
       expect(out.warnings).toHaveLength(1);
-      expect(out.warnings[0]).toMatch(/the message was sent, but recording it in the rate-limit budget failed: .*no space left on device/);
+      expect(out.warnings[0]).toMatch(
+        /the message was sent, but recording it in the rate-limit budget failed: .*no space left on device/,
+      );
       expect(r.stderr).toMatch(/"warning":"the message was sent/);
       // Human mode says it on stderr too.
     } finally {
@@ -175,33 +206,54 @@ describe.skipIf(!mounted)("a full disk (64 KiB tmpfs)", () => {
     // full tmpfs refuses (after taking the few bytes that fit).
     const id = "m-00000001";
     const line = (i: number, state: object) => JSON.stringify({ i, ...state }).length + 1;
-    const header = JSON.stringify({ mailsend_journal: 1, batch: "x".repeat(36), input: "x".repeat(32), created: new Date().toISOString() }).length + 1;
+    const header =
+      JSON.stringify({
+        mailsend_journal: 1,
+        batch: "x".repeat(36),
+        input: "x".repeat(32),
+        created: new Date().toISOString(),
+      }).length + 1;
     let keys: string[] | undefined;
     let last = 5;
-    for (; last <= 9 && !keys; last++) for (let first = 1; first <= 255 && !keys; first++) {
-      for (let lastLen = 20; lastLen <= 255 && !keys; lastLen++) {
-        const ks = Array.from({ length: last + 1 }, (_, i) => `${i}`.padEnd(i === 0 ? first : i === last ? lastLen : 250, "k"));
-        let size = header;
-        for (let i = 0; i < last; i++) size += line(i, { s: "intended", k: ks[i] }) + line(i, { s: "done", k: ks[i], id });
-        size += line(last, { s: "intended", k: ks[last] });
-        if (size >= 4096 - 30 && size <= 4096 - 5) keys = ks;
+    for (; last <= 9 && !keys; last++)
+      for (let first = 1; first <= 255 && !keys; first++) {
+        for (let lastLen = 20; lastLen <= 255 && !keys; lastLen++) {
+          const ks = Array.from({ length: last + 1 }, (_, i) =>
+            `${i}`.padEnd(i === 0 ? first : i === last ? lastLen : 250, "k"),
+          );
+          let size = header;
+          for (let i = 0; i < last; i++)
+            size += line(i, { s: "intended", k: ks[i] }) + line(i, { s: "done", k: ks[i], id });
+          size += line(last, { s: "intended", k: ks[last] });
+          if (size >= 4096 - 30 && size <= 4096 - 5) keys = ks;
+        }
       }
-    }
     last--;
     expect(keys).toBeDefined();
-    const input = tmp.file("page.jsonl", `${keys!.map((k, i) => JSON.stringify({ to: `r${i}@example.com`, subject: `p${i}`, text: "x", idempotency_key: k })).join("\n")}\n`);
+    const input = tmp.file(
+      "page.jsonl",
+      `${keys!.map((k, i) => JSON.stringify({ to: `r${i}@example.com`, subject: `p${i}`, text: "x", idempotency_key: k })).join("\n")}\n`,
+    );
     let filler = "";
     rec.script((_req, index) => {
       if (index === last) filler = fill(tiny);
       return { body: { success: true, message_id: id } };
     });
     try {
-      const r = await runCli(["batch", input, "-f", "ci@example.com", "--journal", journal, "--concurrency", "1", "--json"], { env: env(state, { MAILSEND_RATE_LIMIT: "0" }) });
+      const r = await runCli(
+        ["batch", input, "-f", "ci@example.com", "--journal", journal, "--concurrency", "1", "--json"],
+        { env: env(state, { MAILSEND_RATE_LIMIT: "0" }) },
+      );
       expect(r.exitCode, r.stderr).toBe(0);
       expect(rec.requests).toHaveLength(last + 1);
-      const items = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+      const items = r.stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l));
       expect(items.map((x) => x.status)).toEqual(Array(last + 1).fill("sent"));
-      expect(items[last].warnings[0]).toMatch(/the journal could not record it: cannot write the journal .*no space left on device/);
+      expect(items[last].warnings[0]).toMatch(
+        /the journal could not record it: cannot write the journal .*no space left on device/,
+      );
       expect(r.stderr).toContain(`"warning":"item ${last + 1} (line ${last + 1}): sent`);
       // The part of the line that fit was cut back: the journal ends on a whole line.
       const text = readFileSync(journal, "utf8");
@@ -216,7 +268,9 @@ describe.skipIf(!mounted)("a full disk (64 KiB tmpfs)", () => {
     const filler = fill(tiny);
     try {
       const input = tmp.file("one.jsonl", `${JSON.stringify({ to: "a@example.com", subject: "j", text: "x" })}\n`);
-      const r = await runCli(["batch", input, "-f", "ci@example.com", "--journal", join(tiny, "new.journal")], { env: env(join(tmp.dir, "b2"), { MAILSEND_RATE_LIMIT: "0" }) });
+      const r = await runCli(["batch", input, "-f", "ci@example.com", "--journal", join(tiny, "new.journal")], {
+        env: env(join(tmp.dir, "b2"), { MAILSEND_RATE_LIMIT: "0" }),
+      });
       expect(r.exitCode, r.stderr).toBe(73);
       // The run's lock beside the journal is the first file it writes.
       expect(r.stderr).toMatch(/cannot write the journal (lock )?.*new\.journal(\.lock)?: no space left on device/);
@@ -261,7 +315,10 @@ describe.skipIf(!mounted)("a read-only state dir", () => {
     expect(spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k,ro", "tmpfs", ro]).status).toBe(0);
     try {
       const input = join(tmp.dir, "ro-rows.jsonl");
-      writeFileSync(input, `${JSON.stringify({ from: "ci@example.com", to: "dev@example.com", subject: "ro", text: "x" })}\n`);
+      writeFileSync(
+        input,
+        `${JSON.stringify({ from: "ci@example.com", to: "dev@example.com", subject: "ro", text: "x" })}\n`,
+      );
       const r = await runCli(["batch", input], { env: env(join(ro, "state")) });
       expect(r.exitCode, r.stderr).toBe(73);
       expect(r.stderr).toMatch(/read-only file system/);
@@ -279,7 +336,22 @@ describe.skipIf(!mounted)("queue run on a full state disk", () => {
     mkdirSync(state, { mode: 0o700 });
     const e = { ...env(state), MAILSEND_QUEUE_AUTORUN: "0" };
     for (const i of [1, 2]) {
-      const q = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", `queued ${i}`, "--html", "<p>x</p>", "--queue", "always"], { env: e });
+      const q = await runCli(
+        [
+          "send",
+          "-f",
+          "ci@example.com",
+          "-t",
+          "dev@example.com",
+          "-s",
+          `queued ${i}`,
+          "--html",
+          "<p>x</p>",
+          "--queue",
+          "always",
+        ],
+        { env: e },
+      );
       expect(q.exitCode, q.stderr).toBe(0);
     }
     const filler = fill(tiny);
@@ -317,7 +389,9 @@ describe.skipIf(!mounted)("the library: a full disk after acceptance", () => {
       );
       expect(r.messageId).toBeTruthy();
       expect(r.warnings).toHaveLength(1);
-      expect(r.warnings![0]).toMatch(/the message was sent, but recording it in the rate-limit budget failed: .*no space left on device/);
+      expect(r.warnings![0]).toMatch(
+        /the message was sent, but recording it in the rate-limit budget failed: .*no space left on device/,
+      );
       expect(heard).toEqual(r.warnings);
     } finally {
       if (filler) rmSync(filler);
@@ -348,7 +422,9 @@ describe.skipIf(!mounted)("a full disk under the sandbox", () => {
     const dir = join(tiny, "sandbox");
     const filler = fill(tiny);
     try {
-      const r = await runCli(["sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0"], { timeoutMs: 30_000 });
+      const r = await runCli(["sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0"], {
+        timeoutMs: 30_000,
+      });
       expect(r.exitCode, r.stderr).toBe(73);
       expect(r.stderr).toMatch(/no space left on device/);
       expect(r.stderr).toContain(dir);
@@ -362,20 +438,43 @@ describe.skipIf(!mounted)("a full disk under the sandbox", () => {
 
 describe("results file", () => {
   test("on /dev/full: every item is sent and reported so (exit 0), the results file's failure is a warning", async () => {
-    const input = tmp.file("two.jsonl", `${["a", "b"].map((x) => JSON.stringify({ to: `${x}@example.com`, subject: x, text: x })).join("\n")}\n`);
-    const r = await runCli(["batch", input, "-f", "ci@example.com", "--results", "/dev/full", "--journal", join(tmp.dir, "devfull.journal"), "--json"], {
-      env: env(join(tmp.dir, "b3"), { MAILSEND_RATE_LIMIT: "0" }),
-    });
+    const input = tmp.file(
+      "two.jsonl",
+      `${["a", "b"].map((x) => JSON.stringify({ to: `${x}@example.com`, subject: x, text: x })).join("\n")}\n`,
+    );
+    const r = await runCli(
+      [
+        "batch",
+        input,
+        "-f",
+        "ci@example.com",
+        "--results",
+        "/dev/full",
+        "--journal",
+        join(tmp.dir, "devfull.journal"),
+        "--json",
+      ],
+      {
+        env: env(join(tmp.dir, "b3"), { MAILSEND_RATE_LIMIT: "0" }),
+      },
+    );
     expect(r.exitCode, r.stderr).toBe(0);
     expect(rec.requests).toHaveLength(2);
-    expect(r.stdout.trim().split("\n").map((l) => JSON.parse(l).status)).toEqual(["sent", "sent"]);
+    expect(
+      r.stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l).status),
+    ).toEqual(["sent", "sent"]);
     expect(r.stderr).toMatch(/cannot write the results file \/dev\/full: no space left on device/);
   });
 
   test("is created 0600, like the journal; a state dir open to others gets a warning", async () => {
     const input = tmp.file("mode.jsonl", `${JSON.stringify({ to: "a@example.com", subject: "m", text: "x" })}\n`);
     const results = join(tmp.dir, "results.jsonl");
-    const r = await runCli(["batch", input, "-f", "ci@example.com", "--results", results], { env: env(join(tmp.dir, "b4"), { MAILSEND_RATE_LIMIT: "0" }) });
+    const r = await runCli(["batch", input, "-f", "ci@example.com", "--results", results], {
+      env: env(join(tmp.dir, "b4"), { MAILSEND_RATE_LIMIT: "0" }),
+    });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(statSync(results).mode & 0o777).toBe(0o600);
 
@@ -384,7 +483,9 @@ describe("results file", () => {
     spawnSync("chmod", ["755", open]);
     const w = await runCli(["batch", input, "-f", "ci@example.com"], { env: env(open, { MAILSEND_RATE_LIMIT: "0" }) });
     expect(w.exitCode, w.stderr).toBe(0);
-    expect(w.stderr).toMatch(/warning: the state directory .*open-state can be read by other users \(mode 0755\).*chmod 700/);
+    expect(w.stderr).toMatch(
+      /warning: the state directory .*open-state can be read by other users \(mode 0755\).*chmod 700/,
+    );
     // One it made itself is private.
     expect(statSync(join(open, "batches")).mode & 0o777).toBe(0o700);
   });

@@ -17,10 +17,18 @@ let rec: RestRecorder;
 useRestRecorder((r) => (rec = r));
 afterAll(() => tmp.remove());
 
-const env = (extra: Record<string, string> = {}) => ({ MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, MAILSEND_STATE_DIR: join(tmp.dir, "state"), ...extra });
+const env = (extra: Record<string, string> = {}) => ({
+  MAILSEND_API_KEY: KEY,
+  MAILSEND_BASE_URL: rec.url,
+  MAILSEND_STATE_DIR: join(tmp.dir, "state"),
+  ...extra,
+});
 
 function rows(name: string, n: number): string {
-  return tmp.file(name, `${Array.from({ length: n }, (_, i) => JSON.stringify({ to: `u${i}@example.com`, subject: `${name} ${i}`, text: "x" })).join("\n")}\n`);
+  return tmp.file(
+    name,
+    `${Array.from({ length: n }, (_, i) => JSON.stringify({ to: `u${i}@example.com`, subject: `${name} ${i}`, text: "x" })).join("\n")}\n`,
+  );
 }
 
 const batch = (args: string[]) => runInProcess(["batch", ...args, "-f", "ci@example.com"], { env: env() });
@@ -46,7 +54,12 @@ describe("batch journal", () => {
     const third = await batch([input, "--journal", journal, "--json"]);
     expect(third.exitCode, third.stderr).toBe(0);
     expect(rec.requests).toHaveLength(0);
-    expect(third.stdout.trim().split("\n").map((l) => JSON.parse(l).status)).toEqual(["skipped", "skipped", "skipped"]);
+    expect(
+      third.stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l).status),
+    ).toEqual(["skipped", "skipped", "skipped"]);
   });
 
   test("damaged in the middle: refused (74) with a hint that --fresh resends everything and how to see what went out; --fresh moves it aside and says so", async () => {
@@ -62,14 +75,18 @@ describe("batch journal", () => {
     const refused = await batch([input, "--journal", journal]);
     expect(refused.exitCode, refused.stderr).toBe(74);
     expect(refused.stderr).toContain(`the journal ${journal} is damaged at line 3`);
-    expect(refused.stderr).toMatch(/hint: --fresh starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent/);
+    expect(refused.stderr).toMatch(
+      /hint: --fresh starts over: it moves the damaged journal aside and sends EVERY item again, also those already sent/,
+    );
     expect(refused.stderr).toMatch(/results file/);
     expect(refused.stderr).not.toMatch(/another --journal/);
     expect(rec.requests).toHaveLength(0);
 
     const fresh = await batch([input, "--journal", journal, "--fresh"]);
     expect(fresh.exitCode, fresh.stderr).toBe(0);
-    expect(fresh.stderr).toMatch(/warning: the journal .*mid\.journal was damaged \(line 3\); it is kept as .*\.damaged, and this is a new batch: every item is sent again/);
+    expect(fresh.stderr).toMatch(
+      /warning: the journal .*mid\.journal was damaged \(line 3\); it is kept as .*\.damaged, and this is a new batch: every item is sent again/,
+    );
     expect(rec.requests).toHaveLength(3);
     expect(readdirSync(tmp.dir).filter((f) => f.startsWith("mid.journal.") && f.endsWith(".damaged"))).toHaveLength(1);
   });

@@ -7,11 +7,19 @@ import { describe, expect, test } from "vitest";
 import { runInProcess } from "../helpers/cli.js";
 
 const SECRET = "s3cr3tPassw0rdValue";
-const env = { MAILSEND_API_KEY: "faults-secrets-key", MAILSEND_BASE_URL: "http://127.0.0.1:9", MAILSEND_RATE_LIMIT: "10" };
+const env = {
+  MAILSEND_API_KEY: "faults-secrets-key",
+  MAILSEND_BASE_URL: "http://127.0.0.1:9",
+  MAILSEND_RATE_LIMIT: "10",
+};
 const SEND = ["send", "-f", "a@example.com", "-t", "b@example.com", "-s", "x", "--text", "y"];
 
 describe("secrets never printed", () => {
-  for (const url of [`redis://:${SECRET} x@cache.example:99999`, `redis://app:${SECRET}@cache.example:99999`, `rediss://:${SECRET}/x@[::1:6379`]) {
+  for (const url of [
+    `redis://:${SECRET} x@cache.example:99999`,
+    `redis://app:${SECRET}@cache.example:99999`,
+    `rediss://:${SECRET}/x@[::1:6379`,
+  ]) {
     test(`a Redis URL that does not parse: ${url.replace(SECRET, "<password>")}`, async () => {
       for (const args of [SEND, [...SEND, "--json"], ["doctor"], ["doctor", "--json"]]) {
         const r = await runInProcess(args, { env: { ...env, MAILSEND_RATE_LIMIT_URL: url } });

@@ -24,7 +24,10 @@ let n = 0;
 const outputFile = (initial = "") => tmp.file(`github-output-${++n}`, initial);
 
 function send(args: string[], opts: RunOptions = {}) {
-  return runInProcess(["send", ...MSG, ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });
+  return runInProcess(["send", ...MSG, ...args], {
+    ...opts,
+    env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env },
+  });
 }
 
 /** Parse a $GITHUB_OUTPUT file the way the runner does. */
@@ -109,14 +112,46 @@ describe("--github-output", () => {
   });
 
   it("batch: the counts", async () => {
-    rec.script((req) => (req.json?.to === "bad@example.com" ? { status: 400, body: { success: false, error: { code: "invalid", message: "no" } } } : {}));
-    const rows = tmp.file("rows.jsonl", ['{"to":"a@example.com"}', '{"to":"b@example.com"}', '{"to":"bad@example.com"}', '{"to":"not an address"}'].join("\n"));
+    rec.script((req) =>
+      req.json?.to === "bad@example.com"
+        ? { status: 400, body: { success: false, error: { code: "invalid", message: "no" } } }
+        : {},
+    );
+    const rows = tmp.file(
+      "rows.jsonl",
+      ['{"to":"a@example.com"}', '{"to":"b@example.com"}', '{"to":"bad@example.com"}', '{"to":"not an address"}'].join(
+        "\n",
+      ),
+    );
     const file = outputFile();
-    const r = await runInProcess(["batch", rows, "-f", "ci@example.com", "-s", "x", "--text-file", tmp.file("t.txt", "hi"), "--github-output", "--results", join(tmp.dir, "gh-results.jsonl")], {
-      env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, GITHUB_OUTPUT: file },
-    });
+    const r = await runInProcess(
+      [
+        "batch",
+        rows,
+        "-f",
+        "ci@example.com",
+        "-s",
+        "x",
+        "--text-file",
+        tmp.file("t.txt", "hi"),
+        "--github-output",
+        "--results",
+        join(tmp.dir, "gh-results.jsonl"),
+      ],
+      {
+        env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, GITHUB_OUTPUT: file },
+      },
+    );
     expect(r.exitCode).toBe(65);
-    expect(parseOutputs(readFileSync(file, "utf8"))).toEqual({ sent: "2", already_sent: "0", failed: "1", unknown: "0", invalid: "1", total: "4", partial: "0" });
+    expect(parseOutputs(readFileSync(file, "utf8"))).toEqual({
+      sent: "2",
+      already_sent: "0",
+      failed: "1",
+      unknown: "0",
+      invalid: "1",
+      total: "4",
+      partial: "0",
+    });
     expect(r.stderr).not.toContain("::error");
   });
 });
@@ -143,7 +178,10 @@ describe("::error annotations", () => {
   });
 
   it("never hold the key (a refused key)", async () => {
-    rec.script({ status: 401, body: { success: false, error: { code: "unauthorized", message: `key ${KEY} is wrong` } } });
+    rec.script({
+      status: 401,
+      body: { success: false, error: { code: "unauthorized", message: `key ${KEY} is wrong` } },
+    });
     const r = await send([], { env: { GITHUB_ACTIONS: "true" } });
     expect(r.exitCode).toBe(77);
     expect(r.stderr).toMatch(ANNOTATION);
@@ -151,7 +189,9 @@ describe("::error annotations", () => {
   });
 
   it("under --json: stderr keeps its JSON error line, the annotation is a line of its own", async () => {
-    const r = await runInProcess(["send", ...MSG, "--json"], { env: { GITHUB_ACTIONS: "true", MAILSEND_BASE_URL: rec.url } });
+    const r = await runInProcess(["send", ...MSG, "--json"], {
+      env: { GITHUB_ACTIONS: "true", MAILSEND_BASE_URL: rec.url },
+    });
     expect(r.exitCode).toBe(78);
     expect(stderrJson(r).error).toMatchObject({ code: "config_missing", exit: 78 });
     expect(r.stderr).toMatch(ANNOTATION);
@@ -166,12 +206,28 @@ describe("::error annotations", () => {
 
   it("for a batch with failed items: one annotation with the summary", async () => {
     const rows = tmp.file("rows-ann.jsonl", '{"to":"a@example.com"}\n{"to":"not an address"}\n');
-    const r = await runInProcess(["batch", rows, "-f", "ci@example.com", "-s", "x", "--text-file", tmp.file("t2.txt", "hi"), "--results", join(tmp.dir, "ann-results.jsonl")], {
-      env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, GITHUB_ACTIONS: "true" },
-    });
+    const r = await runInProcess(
+      [
+        "batch",
+        rows,
+        "-f",
+        "ci@example.com",
+        "-s",
+        "x",
+        "--text-file",
+        tmp.file("t2.txt", "hi"),
+        "--results",
+        join(tmp.dir, "ann-results.jsonl"),
+      ],
+      {
+        env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, GITHUB_ACTIONS: "true" },
+      },
+    );
     expect(r.exitCode).toBe(65);
     const lines = r.stderr.split("\n").filter((l) => l.startsWith("::"));
-    expect(lines).toEqual([expect.stringMatching(/^::error title=mailsend::batch: 1 sent, 1 invalid \(of 2\) in \d+\.\d s$/)]);
+    expect(lines).toEqual([
+      expect.stringMatching(/^::error title=mailsend::batch: 1 sent, 1 invalid \(of 2\) in \d+\.\d s$/),
+    ]);
   });
 
   it("absent without GITHUB_ACTIONS=true", async () => {
@@ -220,7 +276,10 @@ describe("the CI recipes of docs/ci.md, run", () => {
     const text = readme();
     const step = text.indexOf("- name: Mail the build log");
     const lines = text.slice(text.indexOf("run: |", step)).split("\n").slice(1);
-    const body = lines.slice(0, lines.findIndex((l) => /^\s*- /.test(l) || l.startsWith("```")));
+    const body = lines.slice(
+      0,
+      lines.findIndex((l) => /^\s*- /.test(l) || l.startsWith("```")),
+    );
     const indent = Math.min(...body.filter((l) => l.trim()).map((l) => l.length - l.trimStart().length));
     return body.map((l) => l.slice(indent)).join("\n");
   }
@@ -264,23 +323,26 @@ describe("the CI recipes of docs/ci.md, run", () => {
     });
   }
 
-  it.skipIf(lacks(pyyaml))("GitLab CI: the notify job's script lines as written send the pipeline summary with the log", async () => {
-    const cwd = join(tmp.dir, "gl-run");
-    mkdirSync(cwd, { recursive: true });
-    writeFileSync(join(cwd, "build.log"), "gitlab build output\n");
-    rec.script({ body: { success: true, message_id: "msg_recipe_gl" } });
-    const r = await runRecipe(["sh", "-ec", gitlabScript().join("\n")], cwd, {
-      CI_PROJECT_PATH: "acme/app",
-      CI_PIPELINE_ID: "777",
-      CI_PIPELINE_URL: "https://gitlab.example/acme/app/-/pipelines/777",
-      CI_COMMIT_REF_NAME: "main",
-    });
-    expect(r.exitCode, String(r.stderr)).toBe(0);
-    const req = rec.requests[0]!;
-    expect(req.json.subject).toBe("acme/app pipeline 777 (main)");
-    expect(req.json.html).toContain("https://gitlab.example/acme/app/-/pipelines/777");
-    expect(Buffer.from(req.json.attachments[0].content, "base64").toString()).toBe("gitlab build output\n");
-  });
+  it.skipIf(lacks(pyyaml))(
+    "GitLab CI: the notify job's script lines as written send the pipeline summary with the log",
+    async () => {
+      const cwd = join(tmp.dir, "gl-run");
+      mkdirSync(cwd, { recursive: true });
+      writeFileSync(join(cwd, "build.log"), "gitlab build output\n");
+      rec.script({ body: { success: true, message_id: "msg_recipe_gl" } });
+      const r = await runRecipe(["sh", "-ec", gitlabScript().join("\n")], cwd, {
+        CI_PROJECT_PATH: "acme/app",
+        CI_PIPELINE_ID: "777",
+        CI_PIPELINE_URL: "https://gitlab.example/acme/app/-/pipelines/777",
+        CI_COMMIT_REF_NAME: "main",
+      });
+      expect(r.exitCode, String(r.stderr)).toBe(0);
+      const req = rec.requests[0]!;
+      expect(req.json.subject).toBe("acme/app pipeline 777 (main)");
+      expect(req.json.html).toContain("https://gitlab.example/acme/app/-/pipelines/777");
+      expect(Buffer.from(req.json.attachments[0].content, "base64").toString()).toBe("gitlab build output\n");
+    },
+  );
 });
 
 // Keep the helper honest: a file written by hand in the runner's format parses back.

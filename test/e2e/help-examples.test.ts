@@ -34,20 +34,38 @@ function closingExamples(help: string): string[] | undefined {
 describe("--help ends with examples", () => {
   it("covers the commands of this issue", () => {
     const names = paths.map((p) => p.join(" "));
-    for (const c of ["send", "batch", "sandbox", "sandbox keys", "sandbox keys add", "sandbox keys list", "sandbox keys revoke", "inbox", "inbox show", "doctor", "completion"]) {
+    for (const c of [
+      "send",
+      "batch",
+      "sandbox",
+      "sandbox keys",
+      "sandbox keys add",
+      "sandbox keys list",
+      "sandbox keys revoke",
+      "inbox",
+      "inbox show",
+      "doctor",
+      "completion",
+    ]) {
       expect(names).toContain(c);
     }
   });
 
-  it.each(paths.map((p) => [p.length ? p.join(" ") : "(root)", p] as const))("mailsend %s --help", async (_name, path) => {
-    // mailsend sendmail is the sendmail personality, which main() runs before the program.
-    const r = await (path[0] === "sendmail" ? runCli : runInProcess)([...path, "--help"]);
-    expect(r.exitCode, r.stderr).toBe(0);
-    const examples = closingExamples(r.stdout);
-    expect(examples, `the help of "mailsend ${path.join(" ")}" does not end with an Examples section:\n${r.stdout}`).toBeDefined();
-    const commands = examples!.filter((l) => /^\s+(\S+ \| )?mailsend\b|^\s+source <\(mailsend\b/.test(l));
-    expect(commands.length).toBeGreaterThanOrEqual(1);
-    // The examples of a subcommand use it.
-    if (path.length) expect(commands.some((l) => l.includes(`mailsend ${path.join(" ")}`))).toBe(true);
-  });
+  it.each(paths.map((p) => [p.length ? p.join(" ") : "(root)", p] as const))(
+    "mailsend %s --help",
+    async (_name, path) => {
+      // mailsend sendmail is the sendmail personality, which main() runs before the program.
+      const r = await (path[0] === "sendmail" ? runCli : runInProcess)([...path, "--help"]);
+      expect(r.exitCode, r.stderr).toBe(0);
+      const examples = closingExamples(r.stdout);
+      expect(
+        examples,
+        `the help of "mailsend ${path.join(" ")}" does not end with an Examples section:\n${r.stdout}`,
+      ).toBeDefined();
+      const commands = examples!.filter((l) => /^\s+(\S+ \| )?mailsend\b|^\s+source <\(mailsend\b/.test(l));
+      expect(commands.length).toBeGreaterThanOrEqual(1);
+      // The examples of a subcommand use it.
+      if (path.length) expect(commands.some((l) => l.includes(`mailsend ${path.join(" ")}`))).toBe(true);
+    },
+  );
 });

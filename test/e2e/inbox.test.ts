@@ -17,12 +17,26 @@ let t: TestSandbox;
 let smtpMessageId: string;
 let restId: string;
 
-const send = (subject: string, extra: string[] = []) => ["send", "-f", "a@example.com", "-t", "b@example.com", "-s", subject, "--text", `body of ${subject}`, ...extra];
+const send = (subject: string, extra: string[] = []) => [
+  "send",
+  "-f",
+  "a@example.com",
+  "-t",
+  "b@example.com",
+  "-s",
+  subject,
+  "--text",
+  `body of ${subject}`,
+  ...extra,
+];
 
 beforeAll(async () => {
   s = scratch("mailsend-inbox-");
   t = await inProcessSandbox({}, s);
-  const smtp = await runInProcess([...send("over smtp", ["--transport", "smtp", "--json", "-H", "X-A-Rather-Long-Custom-Header: yes"])], { env: t.env });
+  const smtp = await runInProcess(
+    [...send("over smtp", ["--transport", "smtp", "--json", "-H", "X-A-Rather-Long-Custom-Header: yes"])],
+    { env: t.env },
+  );
   expect(smtp.exitCode, smtp.stderr).toBe(0);
   smtpMessageId = stdoutJson(smtp).message_id;
   const rest = await runInProcess([...send("over rest", ["--json"])], { env: t.env });
@@ -163,11 +177,26 @@ describe("inbox show's header block", () => {
     expect(r.exitCode, r.stderr).toBe(0);
     const block = r.stdout.split("\n\n")[0]!.split("\n");
     const labels = block.map((l) => /^([\w-]+):/.exec(l)?.[1]);
-    expect(labels).toEqual(expect.arrayContaining(["Id", "Received", "Envelope", "From", "To", "Subject", "Message-ID", "X-Idempotency-Key", "X-A-Rather-Long-Custom-Header"]));
+    expect(labels).toEqual(
+      expect.arrayContaining([
+        "Id",
+        "Received",
+        "Envelope",
+        "From",
+        "To",
+        "Subject",
+        "Message-ID",
+        "X-Idempotency-Key",
+        "X-A-Rather-Long-Custom-Header",
+      ]),
+    );
     const columns = new Set(block.map((l) => /^[\w-]+: +/.exec(l)![0].length));
     expect(columns.size, block.join("\n")).toBe(1);
     const firstX = labels.findIndex((l) => l!.startsWith("X-"));
-    expect(labels.slice(firstX).every((l) => l!.startsWith("X-")), block.join("\n")).toBe(true);
+    expect(
+      labels.slice(firstX).every((l) => l!.startsWith("X-")),
+      block.join("\n"),
+    ).toBe(true);
     expect(r.stdout).toContain("body of over smtp");
   });
 });
@@ -176,7 +205,22 @@ describe("inbox show prints headers as people read them", () => {
   it("RFC 2047 encoded words decoded, never =?UTF-8?...?= ", async () => {
     const subject = "Grüße aus Köln — Q3 📈";
     const r = await runInProcess(
-      ["send", "--transport", "smtp", "-f", "Jürgen Müller <j@example.de>", "-t", "Zoë Ærø <z@example.com>", "-s", subject, "--text", "x", "-H", "X-Note: naïve café", "--json"],
+      [
+        "send",
+        "--transport",
+        "smtp",
+        "-f",
+        "Jürgen Müller <j@example.de>",
+        "-t",
+        "Zoë Ærø <z@example.com>",
+        "-s",
+        subject,
+        "--text",
+        "x",
+        "-H",
+        "X-Note: naïve café",
+        "--json",
+      ],
       { env: t.env },
     );
     expect(r.exitCode, r.stderr).toBe(0);

@@ -73,7 +73,21 @@ function rest(extra: string[], env: Record<string, string | undefined> = {}, inp
 
 function smtp(sink: SmtpSink, extra: string[], env: Record<string, string | undefined> = {}) {
   return runInProcess(
-    ["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--smtp-tls", sink.mode, "--ca-file", caPath, ...MB, ...extra],
+    [
+      "send",
+      "--transport",
+      "smtp",
+      "--smtp-host",
+      "127.0.0.1",
+      "--smtp-port",
+      String(sink.port),
+      "--smtp-tls",
+      sink.mode,
+      "--ca-file",
+      caPath,
+      ...MB,
+      ...extra,
+    ],
     { env: { MAILSEND_API_KEY: KEY, ...env } },
   );
 }
@@ -92,7 +106,8 @@ describe("REST", () => {
     const r = await rest(extra);
     expect(r.exitCode).toBe(0);
     expectNoKey(r);
-    if (extra.includes("--verbose") && !extra.includes("--dry-run")) expect(r.stderr).toMatch(/Authorization: Bearer \[redacted\]/);
+    if (extra.includes("--verbose") && !extra.includes("--dry-run"))
+      expect(r.stderr).toMatch(/Authorization: Bearer \[redacted\]/);
   });
 
   it("the key from a file and from stdin, --verbose", async () => {
@@ -115,7 +130,10 @@ describe("REST", () => {
   ])("a %i whose body and headers echo the key, %j", async (status, extra) => {
     rec.script({
       status,
-      body: { success: false, error: { message: `bad key ${KEY} (${Buffer.from(KEY).toString("base64")})`, got: `Bearer ${KEY}` } },
+      body: {
+        success: false,
+        error: { message: `bad key ${KEY} (${Buffer.from(KEY).toString("base64")})`, got: `Bearer ${KEY}` },
+      },
       headers: { "X-Echo": KEY, "WWW-Authenticate": `Bearer error="invalid_token", token="${KEY}"` },
     });
     const r = await rest(extra);
@@ -186,7 +204,11 @@ describe("SMTP", () => {
     const wrong = KEY.replace("msk_live", "msk_gone");
     const r = await smtp(starttls, ["--verbose"], { MAILSEND_API_KEY: wrong });
     expect(r.exitCode).toBe(77);
-    for (const form of [wrong, Buffer.from(wrong).toString("base64"), Buffer.from(`\0mailsend\0${wrong}`).toString("base64")]) {
+    for (const form of [
+      wrong,
+      Buffer.from(wrong).toString("base64"),
+      Buffer.from(`\0mailsend\0${wrong}`).toString("base64"),
+    ]) {
       expect(r.stderr).not.toContain(form);
       expect(r.stdout).not.toContain(form);
     }
@@ -213,7 +235,19 @@ describe("SMTP", () => {
   it("TLS failures, --verbose", async () => {
     expectNoKey(await smtp(starttls, ["--verbose", "--smtp-tls", "implicit"]));
     const untrusted = await runInProcess(
-      ["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(starttls.port), "--smtp-tls", "starttls", "--verbose", ...MB],
+      [
+        "send",
+        "--transport",
+        "smtp",
+        "--smtp-host",
+        "127.0.0.1",
+        "--smtp-port",
+        String(starttls.port),
+        "--smtp-tls",
+        "starttls",
+        "--verbose",
+        ...MB,
+      ],
       { env: { MAILSEND_API_KEY: KEY } },
     );
     expect(untrusted.exitCode).toBe(78);
@@ -232,7 +266,10 @@ describe("a key typed where another value goes", () => {
   const SHOWN = "(a value that looks like an API key, not shown)";
   const MSG = ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi", "--text", "x"];
 
-  async function inProcess(argv: string[], opts: { sendmail?: boolean; input?: string } = {}): Promise<{ code: number; out: string }> {
+  async function inProcess(
+    argv: string[],
+    opts: { sendmail?: boolean; input?: string } = {},
+  ): Promise<{ code: number; out: string }> {
     const { PassThrough } = await import("node:stream");
     const stdout = new PassThrough();
     const stderr = new PassThrough();
@@ -240,9 +277,20 @@ describe("a key typed where another value goes", () => {
     for (const s of [stdout, stderr]) s.on("data", (d: Buffer) => (out += d.toString()));
     const stdin = new PassThrough();
     stdin.end(opts.input ?? "");
-    const env = { NO_COLOR: "1", HOME: tmp.dir, MAILSEND_STATE_DIR: join(tmp.dir, "state"), MAILSEND_CONFIG: join(tmp.dir, "no-config.json"), MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, MAILSEND_RATE_LIMIT: "0", MAILSEND_QUEUE: "never" };
+    const env = {
+      NO_COLOR: "1",
+      HOME: tmp.dir,
+      MAILSEND_STATE_DIR: join(tmp.dir, "state"),
+      MAILSEND_CONFIG: join(tmp.dir, "no-config.json"),
+      MAILSEND_API_KEY: KEY,
+      MAILSEND_BASE_URL: rec.url,
+      MAILSEND_RATE_LIMIT: "0",
+      MAILSEND_QUEUE: "never",
+    };
     const io = { stdout, stderr, stdin, env };
-    const code = opts.sendmail ? await (await import("../../src/cli/commands/sendmail.js")).runSendmail(argv, io) : await (await import("../../src/cli/program.js")).run(argv, io);
+    const code = opts.sendmail
+      ? await (await import("../../src/cli/commands/sendmail.js")).runSendmail(argv, io)
+      : await (await import("../../src/cli/program.js")).run(argv, io);
     return { code, out };
   }
 
@@ -261,7 +309,11 @@ describe("a key typed where another value goes", () => {
     ["--base-url", (k) => ["send", ...MSG, "--base-url", k]],
     ["-H", (k) => ["send", ...MSG, "-H", k, "--dry-run"]],
     ["sandbox keys revoke", (k) => ["sandbox", "keys", "revoke", k, "--dir", join(tmp.dir, "sb")]],
-    ["sendmail --profile", (k) => ["--profile", k, "b@example.com"], { sendmail: true, input: "From: a@example.com\nSubject: x\n\nhi\n" }],
+    [
+      "sendmail --profile",
+      (k) => ["--profile", k, "b@example.com"],
+      { sendmail: true, input: "From: a@example.com\nSubject: x\n\nhi\n" },
+    ],
     ["sendmail's local name", (k) => [k], { sendmail: true, input: "From: a@example.com\nSubject: x\n\nhi\n" }],
   ];
 
@@ -282,11 +334,21 @@ describe("a key typed where another value goes", () => {
     const { reportError } = await import("../../src/cli/report.js");
     const { PassThrough } = await import("node:stream");
     for (const k of PASTED) {
-      const e = connectError(Object.assign(new Error(`getaddrinfo ENOTFOUND ${k}`), { code: "ENOTFOUND" }), { label: `${k}:587`, setting: "--smtp-host", tlsHint: "" }, "");
+      const e = connectError(
+        Object.assign(new Error(`getaddrinfo ENOTFOUND ${k}`), { code: "ENOTFOUND" }),
+        { label: `${k}:587`, setting: "--smtp-host", tlsHint: "" },
+        "",
+      );
       let out = "";
       const stderr = new PassThrough();
       stderr.on("data", (d: Buffer) => (out += d.toString()));
-      expect(reportError(e, { stdout: new PassThrough(), stderr, stdin: new PassThrough(), env: { NO_COLOR: "1" } }, { json: false })).toBe(69);
+      expect(
+        reportError(
+          e,
+          { stdout: new PassThrough(), stderr, stdin: new PassThrough(), env: { NO_COLOR: "1" } },
+          { json: false },
+        ),
+      ).toBe(69);
       expect(out).toContain(`cannot reach ${SHOWN}:587`);
       expect(out).not.toContain(k);
     }
@@ -295,7 +357,13 @@ describe("a key typed where another value goes", () => {
   it("what is not a key is still quoted as typed: an address without @, a path, a UUID", async () => {
     const r = await inProcess(["send", ...MSG, "-t", "bob.example.com", "--dry-run"]);
     expect(r.out).toContain("bob.example.com");
-    const a = await inProcess(["send", ...MSG, "--attach", "/no/such/mailsend-attachment-name-2026-v2.pdf", "--dry-run"]);
+    const a = await inProcess([
+      "send",
+      ...MSG,
+      "--attach",
+      "/no/such/mailsend-attachment-name-2026-v2.pdf",
+      "--dry-run",
+    ]);
     expect(a.out).toContain("/no/such/mailsend-attachment-name-2026-v2.pdf");
     const u = await inProcess(["queue", "retry", "123e4567-e89b-12d3-a456-426614174000"]);
     expect(u.out).toContain("123e4567-e89b-12d3-a456-426614174000");

@@ -43,7 +43,10 @@ function budgetEnv(stateDir: string, extra: Record<string, string> = {}) {
 }
 
 const send = (subject: string, env: Record<string, string>, extra: string[] = []) =>
-  runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "hi", "--json", ...extra], { env, timeoutMs: 60_000 });
+  runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "hi", "--json", ...extra], {
+    env,
+    timeoutMs: 60_000,
+  });
 
 async function subjects(): Promise<string[]> {
   return (await t.sb.store.list({ limit: 100_000 })).map((m) => m.subject);
@@ -75,7 +78,11 @@ describe("shared budget", () => {
     // soon as a slot freed, i.e. about one window after the send LIMIT places before
     // it (by the sandbox's clock). Measured on the sends that waited, not on the
     // whole run, whose length a loaded machine's process start-ups decide.
-    const accepted = new Map((await t.sb.store.list({ limit: 100_000 })).filter((m) => m.subject.startsWith("budget ")).map((m) => [m.subject, Date.parse(m.receivedAt)]));
+    const accepted = new Map(
+      (await t.sb.store.list({ limit: 100_000 }))
+        .filter((m) => m.subject.startsWith("budget "))
+        .map((m) => [m.subject, Date.parse(m.receivedAt)]),
+    );
     const order = [...accepted.values()].sort((a, b) => a - b);
     for (const [p, lane] of runs.entries()) {
       for (const [m, r] of lane.entries()) {
@@ -134,7 +141,10 @@ describe("waiting, as --json says it", () => {
     expect((await send("jsonwait 1", env)).exitCode).toBe(0);
     const r = await send("jsonwait 2", env);
     expect(r.exitCode, r.stderr).toBe(0);
-    const waits = r.stderr.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { wait?: { reason: string; seconds: number; attempt: number } });
+    const waits = r.stderr
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { wait?: { reason: string; seconds: number; attempt: number } });
     expect(waits.length).toBeGreaterThan(0);
     expect(waits[0]!.wait).toMatchObject({ reason: "budget", attempt: 1 });
     expect(waits[0]!.wait!.seconds).toBeGreaterThanOrEqual(1);
@@ -151,12 +161,27 @@ describe.skipIf(lacks(curl))("refused anyway", () => {
     // Async: the sandbox answers from this very process, so a synchronous spawn would deadlock.
     const curls = await Promise.all(
       Array.from({ length: LIMIT }, () =>
-        execa("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", `Authorization: Bearer ${key}`, "-H", "Content-Type: application/json", "--data-binary", body, `${t.env.MAILSEND_BASE_URL}/send`]),
+        execa("curl", [
+          "-s",
+          "-o",
+          "/dev/null",
+          "-w",
+          "%{http_code}",
+          "-H",
+          `Authorization: Bearer ${key}`,
+          "-H",
+          "Content-Type: application/json",
+          "--data-binary",
+          body,
+          `${t.env.MAILSEND_BASE_URL}/send`,
+        ]),
       ),
     );
     expect(curls.map((c) => c.stdout)).toEqual(Array(LIMIT).fill("200"));
     // mailsend's own budget is empty (another client used the key): the service refuses.
-    const runs = await Promise.all([1, 2, 3].map((i) => send(`refused ${i}`, budgetEnv(s.dir, { MAILSEND_RETRIES: "5" }))));
+    const runs = await Promise.all(
+      [1, 2, 3].map((i) => send(`refused ${i}`, budgetEnv(s.dir, { MAILSEND_RETRIES: "5" }))),
+    );
     for (const r of runs) expect(r.exitCode, r.stderr).toBe(0);
     expect(Math.max(...runs.map((r) => JSON.parse(r.stdout).attempts))).toBeGreaterThan(1);
     const after = t.sb.stats.toJSON().rest;
@@ -167,9 +192,25 @@ describe.skipIf(lacks(curl))("refused anyway", () => {
   });
 
   test("a refused key is not retried: one attempt, exit 77", async () => {
-    const r = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "x", "--html", "<p>x</p>", "-H", "X-Ok: 1", "--json"], {
-      env: { ...t.env, MAILSEND_RETRIES: "3", MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: "wrong-key" },
-    });
+    const r = await runCli(
+      [
+        "send",
+        "-f",
+        "ci@example.com",
+        "-t",
+        "dev@example.com",
+        "-s",
+        "x",
+        "--html",
+        "<p>x</p>",
+        "-H",
+        "X-Ok: 1",
+        "--json",
+      ],
+      {
+        env: { ...t.env, MAILSEND_RETRIES: "3", MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: "wrong-key" },
+      },
+    );
     expect(r.exitCode).toBe(77);
     expect(JSON.parse(r.stderr.trim()).error.attempts).toBe(1);
   });
@@ -190,7 +231,8 @@ describe.skipIf(lacks(redisServer))("redis budget (two machines)", () => {
     const before = t.sb.stats.toJSON().rest;
     const machine = async (dir: string, name: string) => {
       const out = [];
-      for (let m = 0; m < 7; m++) out.push(await send(`redis ${name} ${m}`, budgetEnv(dir, { MAILSEND_RATE_LIMIT_URL: redis.url })));
+      for (let m = 0; m < 7; m++)
+        out.push(await send(`redis ${name} ${m}`, budgetEnv(dir, { MAILSEND_RATE_LIMIT_URL: redis.url })));
       return out;
     };
     const runs = await Promise.all([machine(a.dir, "a"), machine(b.dir, "b")]);

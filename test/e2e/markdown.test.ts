@@ -58,12 +58,29 @@ const md = () => tmp.file("notes.md", SOURCE);
 const MSG = ["-f", "ci@example.com", "-t", "dev@example.com", "-s", "Build 42"];
 
 function rest(args: string[], opts: RunOptions = {}) {
-  return runInProcess(["send", ...MSG, ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });
+  return runInProcess(["send", ...MSG, ...args], {
+    ...opts,
+    env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env },
+  });
 }
 
 function smtp(args: string[]) {
   return runInProcess(
-    ["send", ...MSG, "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--smtp-tls", "starttls", "--ca-file", caPath, ...args],
+    [
+      "send",
+      ...MSG,
+      "--transport",
+      "smtp",
+      "--smtp-host",
+      "127.0.0.1",
+      "--smtp-port",
+      String(sink.port),
+      "--smtp-tls",
+      "starttls",
+      "--ca-file",
+      caPath,
+      ...args,
+    ],
     { env: { MAILSEND_API_KEY: KEY } },
   );
 }
@@ -73,7 +90,12 @@ describe("over REST", () => {
     const r = await rest(["--markdown-file", md()]);
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stderr).toBe("");
-    expect(rec.requests[0]!.json).toStrictEqual({ from: "ci@example.com", to: "dev@example.com", subject: "Build 42", html: RENDERED });
+    expect(rec.requests[0]!.json).toStrictEqual({
+      from: "ci@example.com",
+      to: "dev@example.com",
+      subject: "Build 42",
+      html: RENDERED,
+    });
   });
 
   it("--allow-html keeps raw HTML as written", async () => {
@@ -131,7 +153,25 @@ describe("--transport auto", () => {
 
   it("with both configured prefers SMTP, which carries the source as the text part, and says so", async () => {
     const r = await runInProcess(
-      ["send", ...MSG, "--markdown-file", md(), "--transport", "auto", "--json", "--base-url", rec.url, "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--smtp-tls", "starttls", "--ca-file", caPath],
+      [
+        "send",
+        ...MSG,
+        "--markdown-file",
+        md(),
+        "--transport",
+        "auto",
+        "--json",
+        "--base-url",
+        rec.url,
+        "--smtp-host",
+        "127.0.0.1",
+        "--smtp-port",
+        String(sink.port),
+        "--smtp-tls",
+        "starttls",
+        "--ca-file",
+        caPath,
+      ],
       { env: { MAILSEND_API_KEY: KEY } },
     );
     expect(r.exitCode, r.stderr).toBe(0);
@@ -144,7 +184,10 @@ describe("--transport auto", () => {
 describe("front matter", () => {
   it("a YAML (---) or TOML (+++) block at the start is the file's metadata: off the HTML and the text; a rule and a heading stay", async () => {
     const body = "# Build 42\n\nAll green.\n";
-    const yaml = tmp.file("fm.md", `---\r\ntitle: "Build 42"\r\ntags:\r\n  - ci\r\n- nightly\r\n# a comment\r\ndraft: false\r\n---\r\n\r\n${body}`);
+    const yaml = tmp.file(
+      "fm.md",
+      `---\r\ntitle: "Build 42"\r\ntags:\r\n  - ci\r\n- nightly\r\n# a comment\r\ndraft: false\r\n---\r\n\r\n${body}`,
+    );
     const r = await smtp(["--markdown-file", yaml]);
     expect(r.exitCode, r.stderr).toBe(0);
     const parsed = await parseMessage(sink.messages[0]!.raw);
@@ -169,10 +212,17 @@ describe("front matter", () => {
 describe("bad use", () => {
   it("with --html, --html-file, --text or --text-file: usage (64), nothing sent", async () => {
     const html = tmp.file("b.html", "<p>x</p>");
-    for (const extra of [["--html", "<p>x</p>"], ["--html-file", html], ["--text", "x"], ["--text-file", html]]) {
+    for (const extra of [
+      ["--html", "<p>x</p>"],
+      ["--html-file", html],
+      ["--text", "x"],
+      ["--text-file", html],
+    ]) {
       const r = await rest(["--markdown-file", md(), ...extra]);
       expect(r.exitCode, extra.join(" ")).toBe(64);
-      expect(r.stderr).toMatch(new RegExp(`--markdown-file makes the HTML body and the text body; it cannot be combined with ${extra[0]}`));
+      expect(r.stderr).toMatch(
+        new RegExp(`--markdown-file makes the HTML body and the text body; it cannot be combined with ${extra[0]}`),
+      );
     }
     expect(rec.requests).toHaveLength(0);
   });
@@ -192,11 +242,28 @@ describe("bad use", () => {
 
 describe("batch --markdown-file", () => {
   it("fills the template per row: values HTML-escaped in the HTML (also in URLs), as they are in the text", async () => {
-    const tpl = tmp.file("tpl.md", "Hi **{{name}}**,\n\nyour [plan](https://e.example/p/{{id}}) renews.\n\n<i>raw</i>\n");
+    const tpl = tmp.file(
+      "tpl.md",
+      "Hi **{{name}}**,\n\nyour [plan](https://e.example/p/{{id}}) renews.\n\n<i>raw</i>\n",
+    );
     const rows = tmp.file("rows.csv", 'to,name,id\na@example.com,"Ann <admin>",7\nb@example.com,Bob,8\n');
-    const r = await runInProcess(["batch", rows, "-f", "billing@example.com", "-s", "Renewal", "--markdown-file", tpl, "--results", join(tmp.dir, "md-results.jsonl")], {
-      env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url },
-    });
+    const r = await runInProcess(
+      [
+        "batch",
+        rows,
+        "-f",
+        "billing@example.com",
+        "-s",
+        "Renewal",
+        "--markdown-file",
+        tpl,
+        "--results",
+        join(tmp.dir, "md-results.jsonl"),
+      ],
+      {
+        env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url },
+      },
+    );
     expect(r.exitCode, r.stderr).toBe(0);
     expect(rec.requests).toHaveLength(2);
     const byTo = new Map(rec.requests.map((q) => [q.json.to, q.json.html]));
@@ -209,7 +276,10 @@ describe("batch --markdown-file", () => {
   it("a placeholder a row has no value for is that row's error, naming --markdown-file", async () => {
     const tpl = tmp.file("tpl2.md", "Hi {{missing}}\n");
     const rows = tmp.file("rows2.jsonl", '{"to":"a@example.com"}\n');
-    const r = await runInProcess(["batch", rows, "-f", "billing@example.com", "-s", "x", "--markdown-file", tpl, "--check"], { env: { MAILSEND_BASE_URL: rec.url } });
+    const r = await runInProcess(
+      ["batch", rows, "-f", "billing@example.com", "-s", "x", "--markdown-file", tpl, "--check"],
+      { env: { MAILSEND_BASE_URL: rec.url } },
+    );
     expect(r.exitCode).toBe(65);
     expect(r.stderr).toMatch(/--markdown-file: no value for \{\{missing\}\}/);
   });
@@ -217,7 +287,10 @@ describe("batch --markdown-file", () => {
   it("with --html-file: usage (64)", async () => {
     const tpl = tmp.file("tpl3.md", "x");
     const rows = tmp.file("rows3.jsonl", '{"to":"a@example.com"}\n');
-    const r = await runInProcess(["batch", rows, "-f", "b@example.com", "-s", "x", "--markdown-file", tpl, "--html-file", tpl, "--check"], { env: { MAILSEND_BASE_URL: rec.url } });
+    const r = await runInProcess(
+      ["batch", rows, "-f", "b@example.com", "-s", "x", "--markdown-file", tpl, "--html-file", tpl, "--check"],
+      { env: { MAILSEND_BASE_URL: rec.url } },
+    );
     expect(r.exitCode).toBe(64);
     expect(r.stderr).toMatch(/cannot be combined with --html-file/);
   });

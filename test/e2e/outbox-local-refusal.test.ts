@@ -30,7 +30,13 @@ beforeAll(async () => {
   mkdirSync(join(s.dir, "sbin"));
   sendmail = join(s.dir, "sbin", "sendmail");
   symlinkSync(BIN, sendmail);
-  if (redisServer.present) redis = await startRedis({ password: PASSWORD, users: [["lowly", "on", ">lowly-secret-8", "~mailsend:*", "+select", "+ping", "+time", "+hello", "+auth", "+client"]] });
+  if (redisServer.present)
+    redis = await startRedis({
+      password: PASSWORD,
+      users: [
+        ["lowly", "on", ">lowly-secret-8", "~mailsend:*", "+select", "+ping", "+time", "+hello", "+auth", "+client"],
+      ],
+    });
 });
 afterAll(async () => {
   await redis?.stop();
@@ -39,7 +45,15 @@ afterAll(async () => {
 
 function env(redisUrl: string): Record<string, string> {
   const state = join(s.dir, `state-${seq++}`);
-  return { ...baseEnv(), ...t.env, MAILSEND_STATE_DIR: state, MAILSEND_TRANSPORT: "rest", MAILSEND_QUEUE_AUTORUN: "0", MAILSEND_RATE_LIMIT: "60", MAILSEND_RATE_LIMIT_URL: redisUrl } as Record<string, string>;
+  return {
+    ...baseEnv(),
+    ...t.env,
+    MAILSEND_STATE_DIR: state,
+    MAILSEND_TRANSPORT: "rest",
+    MAILSEND_QUEUE_AUTORUN: "0",
+    MAILSEND_RATE_LIMIT: "60",
+    MAILSEND_RATE_LIMIT_URL: redisUrl,
+  } as Record<string, string>;
 }
 const failed = (e: Record<string, string>) => {
   try {
@@ -48,7 +62,8 @@ const failed = (e: Record<string, string>) => {
     return [];
   }
 };
-const stored = async (subject: string) => (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject === subject).length;
+const stored = async (subject: string) =>
+  (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject === subject).length;
 
 describe.skipIf(lacks(redisServer))("the budget's Redis refuses this machine's credentials", () => {
   for (const [what, url] of [
@@ -58,7 +73,23 @@ describe.skipIf(lacks(redisServer))("the budget's Redis refuses this machine's c
     it(`${what}: queue run defers the message (never failed/); once the URL is right it goes, once`, async () => {
       const e = env(url());
       const subject = `local refusal ${seq}`;
-      const q = await runCli(["send", "-f", "cron@example.com", "-t", "ops@example.com", "-s", subject, "--text", "x", "--queue", "always", "--json"], { env: e });
+      const q = await runCli(
+        [
+          "send",
+          "-f",
+          "cron@example.com",
+          "-t",
+          "ops@example.com",
+          "-s",
+          subject,
+          "--text",
+          "x",
+          "--queue",
+          "always",
+          "--json",
+        ],
+        { env: e },
+      );
       expect(q.exitCode, q.stderr).toBe(0);
       const run = await runCli(["queue", "run", "--json"], { env: e, timeoutMs: 60_000 });
       expect(run.stdout, run.stderr).toContain('"event":"deferred"');
@@ -81,7 +112,13 @@ describe.skipIf(lacks(redisServer))("the budget's Redis refuses this machine's c
   it("sendmail -t with a wrong Redis password: queued, exit 0 (as with an unreachable Redis), not 77 with nothing kept", async () => {
     const e = env(`redis://:wrong-password-9@127.0.0.1:${redis.port}`);
     const subject = `local refusal sendmail ${seq}`;
-    const r = await execa(sendmail, ["-t", "-oi"], { input: `From: cron@example.com\nTo: ops@example.com\nSubject: ${subject}\nContent-Type: text/html\n\n<p>body</p>\n`, env: e, extendEnv: false, reject: false, timeout: 60_000 });
+    const r = await execa(sendmail, ["-t", "-oi"], {
+      input: `From: cron@example.com\nTo: ops@example.com\nSubject: ${subject}\nContent-Type: text/html\n\n<p>body</p>\n`,
+      env: e,
+      extendEnv: false,
+      reject: false,
+      timeout: 60_000,
+    });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stdout + r.stderr).not.toContain("wrong-password-9");
     const rows = stdoutJson(await runInProcess(["queue", "--json"], { env: e }));
@@ -96,7 +133,10 @@ describe("the service refuses the key of mail already queued", () => {
     const e = env("");
     delete e.MAILSEND_RATE_LIMIT_URL;
     const subject = `key refused ${seq}`;
-    const q = await runCli(["send", "-f", "cron@example.com", "-t", "ops@example.com", "-s", subject, "--text", "x", "--queue", "always"], { env: e });
+    const q = await runCli(
+      ["send", "-f", "cron@example.com", "-t", "ops@example.com", "-s", subject, "--text", "x", "--queue", "always"],
+      { env: e },
+    );
     expect(q.exitCode, q.stderr).toBe(0);
     const { MAILSEND_API_KEY_FILE: _file, ...noFile } = e;
     const wrong = { ...noFile, MAILSEND_API_KEY: "msk_notakeyofthissandbox000000000000000" };
@@ -121,7 +161,23 @@ describe("a backlog whose key the service refuses", () => {
     delete e.MAILSEND_RATE_LIMIT_URL;
     const prefix = `backlog ${seq} `;
     for (let i = 0; i < 12; i++) {
-      const q = await runCli(["send", "-f", "cron@example.com", "-t", "ops@example.com", "-s", `${prefix}${i}`, "--text", "x", "--queue", "always", "-q"], { env: e });
+      const q = await runCli(
+        [
+          "send",
+          "-f",
+          "cron@example.com",
+          "-t",
+          "ops@example.com",
+          "-s",
+          `${prefix}${i}`,
+          "--text",
+          "x",
+          "--queue",
+          "always",
+          "-q",
+        ],
+        { env: e },
+      );
       expect(q.exitCode, q.stderr).toBe(0);
     }
     const { MAILSEND_API_KEY_FILE: _file, ...noFile } = e;
@@ -149,7 +205,13 @@ describe("a channel configured wrongly (the SMTP username set to the key)", () =
     e.MAILSEND_TRANSPORT = "auto";
     const subject = `broken channel ${seq}`;
     // Text only, from a sendmail caller: over REST it would lose its text/plain, so it needs SMTP.
-    const r = await execa(sendmail, ["-t", "-oi", "--queue", "always"], { input: `From: cron@example.com\nTo: ops@example.com\nSubject: ${subject}\n\nplain text\n`, env: e, extendEnv: false, reject: false, timeout: 60_000 });
+    const r = await execa(sendmail, ["-t", "-oi", "--queue", "always"], {
+      input: `From: cron@example.com\nTo: ops@example.com\nSubject: ${subject}\n\nplain text\n`,
+      env: e,
+      extendEnv: false,
+      reject: false,
+      timeout: 60_000,
+    });
     expect(r.exitCode, r.stderr).toBe(0);
     const key = readFileSync(e.MAILSEND_API_KEY_FILE!, "utf8").trim();
     const run = await runCli(["queue", "run", "--json"], { env: { ...e, MAILSEND_SMTP_USER: key }, timeoutMs: 60_000 });

@@ -32,14 +32,34 @@ const sender = (subject: string) => `cron-${subject}@example.com`;
 async function seed(dir: string, subject: string, opts: { pad?: number; headers?: string[] } = {}): Promise<string> {
   const body = `<p>${subject}</p>${"<p>padding padding padding</p>\r\n".repeat(Math.ceil((opts.pad ?? 0) / 30))}`;
   const raw = Buffer.from(
-    [`From: Cron <${sender(subject)}>`, `To: dev@example.com`, `Subject: ${subject}`, `Message-ID: <${subject.replace(/\W/g, "")}@example.com>`, ...(opts.headers ?? []), `Content-Type: text/html; charset=utf-8`, "", body, ""].join("\r\n"),
+    [
+      `From: Cron <${sender(subject)}>`,
+      `To: dev@example.com`,
+      `Subject: ${subject}`,
+      `Message-ID: <${subject.replace(/\W/g, "")}@example.com>`,
+      ...(opts.headers ?? []),
+      `Content-Type: text/html; charset=utf-8`,
+      "",
+      body,
+      "",
+    ].join("\r\n"),
   );
-  return new Outbox(dir).add({ raw, envelope: { from: sender(subject), to: ["dev@example.com"] }, idempotencyKey: `key-${subject}-${n}`, source: "sendmail", subject });
+  return new Outbox(dir).add({
+    raw,
+    envelope: { from: sender(subject), to: ["dev@example.com"] },
+    idempotencyKey: `key-${subject}-${n}`,
+    source: "sendmail",
+    subject,
+  });
 }
 
 async function queueRun(env: Record<string, string>) {
   const r = await runCli(["queue", "run", "--json"], { env, timeoutMs: 60_000 });
-  const events = r.stdout.trim().split("\n").filter(Boolean).map((l) => JSON.parse(l));
+  const events = r.stdout
+    .trim()
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
   return { r, events };
 }
 

@@ -34,17 +34,28 @@ function stateDir(mode = 0o700): string {
   return d;
 }
 
-const env = (state: string) => ({ ...t.env, MAILSEND_STATE_DIR: state, MAILSEND_QUEUE: "always", MAILSEND_QUEUE_AUTORUN: "0" });
+const env = (state: string) => ({
+  ...t.env,
+  MAILSEND_STATE_DIR: state,
+  MAILSEND_QUEUE: "always",
+  MAILSEND_QUEUE_AUTORUN: "0",
+});
 const message = "From: cron@example.com\nTo: dev@example.com\nSubject: trust\n\nhello\n";
 
 /** Runs a shell command as nobody: the other local user. */
 async function asNobody(script: string): Promise<void> {
-  const r = await execa("setpriv", ["--reuid", String(NOBODY), "--regid", String(NOBODY), "--clear-groups", "sh", "-c", script], { reject: false });
+  const r = await execa(
+    "setpriv",
+    ["--reuid", String(NOBODY), "--regid", String(NOBODY), "--clear-groups", "sh", "-c", script],
+    { reject: false },
+  );
   expect(r.exitCode, r.stderr).toBe(0);
 }
 
 function raw(subject: string): Buffer {
-  return Buffer.from(`From: Mallory <mallory@example.com>\r\nTo: dev@example.com\r\nSubject: ${subject}\r\nMessage-ID: <${subject}@example.com>\r\n\r\n<p>${subject}</p>\r\n`);
+  return Buffer.from(
+    `From: Mallory <mallory@example.com>\r\nTo: dev@example.com\r\nSubject: ${subject}\r\nMessage-ID: <${subject}@example.com>\r\n\r\n<p>${subject}</p>\r\n`,
+  );
 }
 
 describe.skipIf(!AS_ROOT)("a state dir another user can write", () => {
@@ -65,13 +76,21 @@ describe.skipIf(!AS_ROOT)("a state dir another user can write", () => {
     chmodSync(shared, 0o1777);
     await asNobody(`umask 0; mkdir -m 0777 ${shared}/outbox`);
     const outbox = join(shared, "outbox");
-    const r = await runCli(["sendmail", "-t"], { env: { ...env(stateDir()), MAILSEND_OUTBOX_DIR: outbox }, input: message });
+    const r = await runCli(["sendmail", "-t"], {
+      env: { ...env(stateDir()), MAILSEND_OUTBOX_DIR: outbox },
+      input: message,
+    });
     expect(r.exitCode, r.stderr).toBe(78);
-    expect(r.stderr).toContain(`the outbox directory ${outbox} can be written by any user (mode 0777, owner uid ${NOBODY})`);
+    expect(r.stderr).toContain(
+      `the outbox directory ${outbox} can be written by any user (mode 0777, owner uid ${NOBODY})`,
+    );
     expect(readdirSync(outbox)).toEqual([]);
     // Made by nobody 0700: a daemon user's outbox, where root may work (and what it writes is nobody's).
     await asNobody(`chmod 700 ${outbox}`);
-    const ok = await runCli(["sendmail", "-t"], { env: { ...env(stateDir()), MAILSEND_OUTBOX_DIR: outbox }, input: message });
+    const ok = await runCli(["sendmail", "-t"], {
+      env: { ...env(stateDir()), MAILSEND_OUTBOX_DIR: outbox },
+      input: message,
+    });
     expect(ok.exitCode, ok.stderr).toBe(0);
     const queued = readdirSync(join(outbox, "queue"));
     expect(queued).toHaveLength(1);
@@ -81,11 +100,20 @@ describe.skipIf(!AS_ROOT)("a state dir another user can write", () => {
   it("a non-root user's state dir owned by another user: refused with the chown that fixes it", async () => {
     const state = stateDir(0o755);
     chownSync(state, 1, 1);
-    const r = await execa("setpriv", ["--reuid", String(NOBODY), "--regid", String(NOBODY), "--clear-groups", process.execPath, BIN, "queue"], {
-      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: "/nonexistent", NO_COLOR: "1", MAILSEND_STATE_DIR: state },
-      extendEnv: false,
-      reject: false,
-    });
+    const r = await execa(
+      "setpriv",
+      ["--reuid", String(NOBODY), "--regid", String(NOBODY), "--clear-groups", process.execPath, BIN, "queue"],
+      {
+        env: {
+          PATH: process.env.PATH ?? "/usr/bin:/bin",
+          HOME: "/nonexistent",
+          NO_COLOR: "1",
+          MAILSEND_STATE_DIR: state,
+        },
+        extendEnv: false,
+        reject: false,
+      },
+    );
     expect(r.exitCode, r.stderr).toBe(78);
     expect(r.stderr).toContain(`the state directory ${state} is owned by uid 1, not this user (uid ${NOBODY})`);
     expect(r.stderr).toContain(`chown ${NOBODY} '${state}'`);
@@ -101,7 +129,13 @@ describe.skipIf(!AS_ROOT)("a state dir another user can write", () => {
     // What nobody writes: a message file in the outbox's own format, made elsewhere and copied in.
     const elsewhere = join(t.scratch.dir, `planted-${n++}`);
     mkdirSync(elsewhere);
-    const id = await new Outbox(elsewhere).add({ raw: raw("planted"), envelope: { from: "mallory@example.com", to: ["dev@example.com"] }, idempotencyKey: "planted", source: "sendmail", subject: "planted" });
+    const id = await new Outbox(elsewhere).add({
+      raw: raw("planted"),
+      envelope: { from: "mallory@example.com", to: ["dev@example.com"] },
+      idempotencyKey: "planted",
+      source: "sendmail",
+      subject: "planted",
+    });
     chmodSync(join(elsewhere, "queue", `${id}.msg`), 0o644);
     chmodSync(t.scratch.dir, 0o755);
     chmodSync(elsewhere, 0o755);
@@ -109,11 +143,15 @@ describe.skipIf(!AS_ROOT)("a state dir another user can write", () => {
     await asNobody(`cp ${elsewhere}/queue/${id}.msg ${box.queueDir}/`);
     const run = await runCli(["queue", "run"], { env: env(state), timeoutMs: 60_000 });
     expect(run.exitCode, run.stderr).toBe(78);
-    expect(run.stderr).toContain(`the outbox directory ${box.queueDir} can be written by any user (mode 0777, owner uid 0)`);
+    expect(run.stderr).toContain(
+      `the outbox directory ${box.queueDir} can be written by any user (mode 0777, owner uid 0)`,
+    );
     expect((await t.sb.store.list()).filter((m) => m.subject === "planted")).toEqual([]);
     // The doctor says the same, in its outbox check.
     const doc = await runCli(["doctor", "--json"], { env: env(state) });
-    const outbox = (JSON.parse(doc.stdout) as { checks: { name: string; ok: boolean; detail: string; hint?: string }[] }).checks.find((c) => c.name === "outbox");
+    const outbox = (
+      JSON.parse(doc.stdout) as { checks: { name: string; ok: boolean; detail: string; hint?: string }[] }
+    ).checks.find((c) => c.name === "outbox");
     expect(outbox?.ok).toBe(false);
     expect(outbox?.detail).toContain(`${box.queueDir} can be written by any user`);
     expect(outbox?.hint).toContain(`chmod go-w '${box.queueDir}'`);
@@ -124,12 +162,20 @@ describe.skipIf(!AS_ROOT)("a state dir another user can write", () => {
     chownSync(state, NOBODY, NOBODY);
     chmodSync(t.scratch.dir, 0o755);
     const box = Outbox.fromEnv({ MAILSEND_STATE_DIR: state });
-    const id = await box.add({ raw: raw("linked"), envelope: { from: "a@example.com", to: ["dev@example.com"] }, idempotencyKey: "linked", source: "sendmail", subject: "linked" });
+    const id = await box.add({
+      raw: raw("linked"),
+      envelope: { from: "a@example.com", to: ["dev@example.com"] },
+      idempotencyKey: "linked",
+      source: "sendmail",
+      subject: "linked",
+    });
     // Made by root for nobody: nobody's, so nobody's own runner goes on using them.
     expect(lstatSync(box.failedDir).uid).toBe(NOBODY);
     const rootOnly = join(t.scratch.dir, `root-only-${n++}`);
     mkdirSync(rootOnly, { mode: 0o700 });
-    await asNobody(`rmdir ${box.failedDir} && ln -s ${rootOnly} ${box.failedDir} && printf 'junk\\n' > ${box.queueDir}/${id}.msg`);
+    await asNobody(
+      `rmdir ${box.failedDir} && ln -s ${rootOnly} ${box.failedDir} && printf 'junk\\n' > ${box.queueDir}/${id}.msg`,
+    );
     const run = await runCli(["queue", "run"], { env: env(state), timeoutMs: 60_000 });
     expect(run.exitCode, run.stderr).toBe(78);
     expect(run.stderr).toContain(`the outbox directory ${box.failedDir} is a symbolic link`);

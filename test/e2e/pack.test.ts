@@ -21,7 +21,12 @@ let sandbox: TestSandbox | undefined;
 
 /** npm with the caller's environment (registry, cache, proxy settings), quiet about what does not matter here. */
 function npm(args: string[], cwd: string, timeout: number) {
-  return execa("npm", [...args, "--no-audit", "--no-fund", "--loglevel=error"], { cwd, timeout, reject: false, env: { npm_config_update_notifier: "false" } });
+  return execa("npm", [...args, "--no-audit", "--no-fund", "--loglevel=error"], {
+    cwd,
+    timeout,
+    reject: false,
+    env: { npm_config_update_notifier: "false" },
+  });
 }
 
 /**
@@ -68,9 +73,19 @@ afterAll(async () => {
 
 describe("npm pack", () => {
   it("holds only the built files, README, LICENSE and package.json", () => {
-    const allowed = /^(package\.json|README\.md|LICENSE|bin\/mailsend\.js|dist\/THIRD_PARTY_LICENSES\.txt|dist\/man\/mailsend(-[a-z]+)?\.[18]|dist\/.+\.(js|js\.map|d\.ts))$/;
+    const allowed =
+      /^(package\.json|README\.md|LICENSE|bin\/mailsend\.js|dist\/THIRD_PARTY_LICENSES\.txt|dist\/man\/mailsend(-[a-z]+)?\.[18]|dist\/.+\.(js|js\.map|d\.ts))$/;
     expect(files.filter((f) => !allowed.test(f))).toEqual([]);
-    for (const f of ["LICENSE", "README.md", "bin/mailsend.js", "dist/cli/main.js", "dist/index.js", "dist/types/index.d.ts", "dist/THIRD_PARTY_LICENSES.txt"]) expect(files).toContain(f);
+    for (const f of [
+      "LICENSE",
+      "README.md",
+      "bin/mailsend.js",
+      "dist/cli/main.js",
+      "dist/index.js",
+      "dist/types/index.d.ts",
+      "dist/THIRD_PARTY_LICENSES.txt",
+    ])
+      expect(files).toContain(f);
     // The CLI's chunks and the library's (dist/lib: a build of its own), each with its map.
     expect(files.some((f) => f.startsWith("dist/chunks/"))).toBe(true);
     expect(files.some((f) => f.startsWith("dist/lib/"))).toBe(true);
@@ -85,7 +100,9 @@ describe("npm pack", () => {
     const maps = files.filter((f) => f.endsWith(".map"));
     expect(maps.length).toBeGreaterThan(0);
     for (const f of maps) {
-      const map = JSON.parse(readFileSync(join(app, "node_modules", pkg.name, f), "utf8")) as { sourcesContent?: unknown };
+      const map = JSON.parse(readFileSync(join(app, "node_modules", pkg.name, f), "utf8")) as {
+        sourcesContent?: unknown;
+      };
       expect(map.sourcesContent, f).toBeUndefined();
     }
   });
@@ -101,7 +118,12 @@ describe("installed from the tarball into an empty project", () => {
   });
 
   it("npx mailsend --version", async () => {
-    const r = await execa("npx", ["--no", "--", "mailsend", "--version"], { cwd: app, timeout: 60_000, reject: false, env: { npm_config_loglevel: "error" } });
+    const r = await execa("npx", ["--no", "--", "mailsend", "--version"], {
+      cwd: app,
+      timeout: 60_000,
+      reject: false,
+      env: { npm_config_loglevel: "error" },
+    });
     expect(r.stdout.trim()).toBe(pkg.version);
     expect(r.exitCode).toBe(0);
   });
@@ -113,7 +135,23 @@ describe("installed from the tarball into an empty project", () => {
     for (const transport of ["rest", "smtp"]) {
       const r = await execa(
         "npx",
-        ["--no", "--", "mailsend", "send", "--transport", transport, "--from", "ci@example.com", "--to", "dev@example.com", "--subject", `packed ${transport}`, "--text", "from the tarball", "--json"],
+        [
+          "--no",
+          "--",
+          "mailsend",
+          "send",
+          "--transport",
+          transport,
+          "--from",
+          "ci@example.com",
+          "--to",
+          "dev@example.com",
+          "--subject",
+          `packed ${transport}`,
+          "--text",
+          "from the tarball",
+          "--json",
+        ],
         { cwd: app, env, extendEnv: false, timeout: 60_000, reject: false, stdin: "ignore" },
       );
       expect(r.stderr).toBe("");
@@ -155,8 +193,12 @@ console.log(JSON.stringify({ version: VERSION, rest: rest.transport, smtp: smtp.
     });
   });
 
-  it.runIf(process.features.require_module)("require(\"mailsend\") works where Node can require ES modules", async () => {
-    const r = await execa(process.execPath, ["-e", 'const m = require("mailsend"); console.log(typeof m.send, typeof m.createSandbox, m.VERSION)'], { cwd: app, timeout: 20_000, reject: false });
+  it.runIf(process.features.require_module)('require("mailsend") works where Node can require ES modules', async () => {
+    const r = await execa(
+      process.execPath,
+      ["-e", 'const m = require("mailsend"); console.log(typeof m.send, typeof m.createSandbox, m.VERSION)'],
+      { cwd: app, timeout: 20_000, reject: false },
+    );
     expect(r.stdout.trim()).toBe(`function function ${pkg.version}`);
   });
 
@@ -205,11 +247,20 @@ async function main(): Promise<void> {
 void main;
 `,
     );
-    const r = await execa(process.execPath, ["check-types.cjs", "consumer.mts"], { cwd: app, timeout: 90_000, reject: false });
+    const r = await execa(process.execPath, ["check-types.cjs", "consumer.mts"], {
+      cwd: app,
+      timeout: 90_000,
+      reject: false,
+    });
     expect(r.stderr).toBe("");
     const result = JSON.parse(r.stdout) as { checked: string[]; errors: string };
     expect(result.errors).toBe("");
-    expect(result.checked).toEqual(expect.arrayContaining(["consumer.mts", ...["index", "api/types", "api/send", "core/errors"].map((f) => `node_modules/mailsend/dist/types/${f}.d.ts`)]));
+    expect(result.checked).toEqual(
+      expect.arrayContaining([
+        "consumer.mts",
+        ...["index", "api/types", "api/send", "core/errors"].map((f) => `node_modules/mailsend/dist/types/${f}.d.ts`),
+      ]),
+    );
   }, 120_000);
 
   it("the types take what the functions take under moduleResolution bundler and exactOptionalPropertyTypes (an option read from process.env may be undefined)", async () => {
@@ -241,14 +292,29 @@ export async function main(): Promise<void> {
 }
 `,
     );
-    const r = await execa(process.execPath, ["check-types.cjs", "strictest.ts", JSON.stringify({ moduleResolution: "Bundler", exactOptionalPropertyTypes: true, noUncheckedIndexedAccess: true, verbatimModuleSyntax: true })], {
-      cwd: app,
-      timeout: 90_000,
-      reject: false,
-    });
+    const r = await execa(
+      process.execPath,
+      [
+        "check-types.cjs",
+        "strictest.ts",
+        JSON.stringify({
+          moduleResolution: "Bundler",
+          exactOptionalPropertyTypes: true,
+          noUncheckedIndexedAccess: true,
+          verbatimModuleSyntax: true,
+        }),
+      ],
+      {
+        cwd: app,
+        timeout: 90_000,
+        reject: false,
+      },
+    );
     expect(r.stderr).toBe("");
     const result = JSON.parse(r.stdout) as { checked: string[]; errors: string };
     expect(result.errors).toBe("");
-    expect(result.checked).toEqual(expect.arrayContaining(["strictest.ts", "node_modules/mailsend/dist/types/api/types.d.ts"]));
+    expect(result.checked).toEqual(
+      expect.arrayContaining(["strictest.ts", "node_modules/mailsend/dist/types/api/types.d.ts"]),
+    );
   }, 120_000);
 });

@@ -11,8 +11,18 @@ let sb: TestSandbox;
 useSandbox((v) => (sb = v));
 
 const DF = "Filesystem      Size  Used Avail Use% Mounted on\n/dev/sda1        40G   37G  3.0G  93% /\n";
-const send = (subject: string, extra: string[] = []) => ["send", "-f", "cron@example.com", "-t", "ops@example.com", "-s", subject, ...extra];
-const NOTE = /the text on stdin goes as HTML \(escaped inside <pre>\).*configure SMTP \(MAILSEND_SMTP_HOST\) and use --transport auto/;
+const send = (subject: string, extra: string[] = []) => [
+  "send",
+  "-f",
+  "cron@example.com",
+  "-t",
+  "ops@example.com",
+  "-s",
+  subject,
+  ...extra,
+];
+const NOTE =
+  /the text on stdin goes as HTML \(escaped inside <pre>\).*configure SMTP \(MAILSEND_SMTP_HOST\) and use --transport auto/;
 
 async function stored(subject: string) {
   const list = (await sb.sb.store.list()).filter((m) => m.subject === subject);
@@ -43,7 +53,10 @@ describe("text piped in, REST alone", () => {
     const json = await runCli(send("piped-json", ["--json"]), { env: restAlone(), input: DF });
     expect(json.exitCode, json.stderr).toBe(0);
     expect(stdoutJson(json)).toMatchObject({ ok: true, transport: "rest" });
-    const lines = json.stderr.trim().split("\n").map((l) => JSON.parse(l) as { warning?: string });
+    const lines = json.stderr
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { warning?: string });
     expect(lines).toHaveLength(1);
     expect(lines[0]!.warning).toMatch(NOTE);
 

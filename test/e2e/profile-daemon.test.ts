@@ -30,7 +30,10 @@ function budgetKeys(port: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const c = connect(port, "127.0.0.1");
     let got = "";
-    const timer = setTimeout(() => (c.destroy(), reject(new Error(`redis answered only ${JSON.stringify(got)}`))), 5_000);
+    const timer = setTimeout(
+      () => (c.destroy(), reject(new Error(`redis answered only ${JSON.stringify(got)}`))),
+      5_000,
+    );
     c.on("error", reject);
     c.on("data", (d) => {
       got += d;
@@ -75,7 +78,9 @@ beforeAll(async () => {
     rate_limit_url: `redis://127.0.0.1:${redis?.port ?? 1}`,
     rate_limit_password_file: "redis-password",
   };
-  writeFileSync(join(conf, "config.json"), JSON.stringify({ profiles: { default: profile } }, null, 2), { mode: 0o600 });
+  writeFileSync(join(conf, "config.json"), JSON.stringify({ profiles: { default: profile } }, null, 2), {
+    mode: 0o600,
+  });
 });
 afterAll(async () => {
   await redis?.stop();
@@ -85,7 +90,13 @@ afterAll(async () => {
 describe.skipIf(lacks(redisServer))("a daemon's sendmail with nothing but its user's config file", () => {
   it("sendmail -t goes over SMTP trusting the profile's ca_file, within the budget kept in the profile's Redis", async () => {
     const message = "To: ops@example.com\nSubject: nightly backup done\n\nall good\n";
-    const r = await execa(sendmail, ["-t", "-i"], { env: daemonEnv(), extendEnv: false, input: message, reject: false, timeout: 60_000 });
+    const r = await execa(sendmail, ["-t", "-i"], {
+      env: daemonEnv(),
+      extendEnv: false,
+      input: message,
+      reject: false,
+      timeout: 60_000,
+    });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stderr).not.toMatch(/queued/);
     const stored = (await t.sb.store.list({ limit: 100 })).filter((m) => m.subject === "nightly backup done");
@@ -100,12 +111,35 @@ describe.skipIf(lacks(redisServer))("a daemon's sendmail with nothing but its us
     const other = await ensureTls(join(s.dir, "other-ca"), ["redis.example.test"]);
     const config = join(s.dir, "other-config.json");
     writeFileSync(config, JSON.stringify({ profiles: { default: { ca_file: other.caPath } } }));
-    const r = await execa(process.execPath, [BIN, "send", "--transport", "smtp", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "ca both", "--text", "x"], {
-      env: { ...daemonEnv(), ...t.env, MAILSEND_CONFIG: config, MAILSEND_STATE_DIR: join(s.dir, "state-ca"), MAILSEND_RATE_LIMIT: "0" },
-      extendEnv: false,
-      reject: false,
-      timeout: 60_000,
-    });
+    const r = await execa(
+      process.execPath,
+      [
+        BIN,
+        "send",
+        "--transport",
+        "smtp",
+        "-f",
+        "ci@example.com",
+        "-t",
+        "dev@example.com",
+        "-s",
+        "ca both",
+        "--text",
+        "x",
+      ],
+      {
+        env: {
+          ...daemonEnv(),
+          ...t.env,
+          MAILSEND_CONFIG: config,
+          MAILSEND_STATE_DIR: join(s.dir, "state-ca"),
+          MAILSEND_RATE_LIMIT: "0",
+        },
+        extendEnv: false,
+        reject: false,
+        timeout: 60_000,
+      },
+    );
     expect(r.exitCode, r.stderr).toBe(0);
   });
 
@@ -113,16 +147,29 @@ describe.skipIf(lacks(redisServer))("a daemon's sendmail with nothing but its us
     for (const [name, value, said] of [
       ["rate_limit_url", "redis://:leaky-pass-1@127.0.0.1:6379", "rate_limit_url must not hold a password"],
       // A bare user part is the password when no password file is set (as redis-cli reads it).
-      ["rate_limit_url", "redis://leaky-pass-3@127.0.0.1:6379", "rate_limit_url has a user part and there is no rate_limit_password_file"],
+      [
+        "rate_limit_url",
+        "redis://leaky-pass-3@127.0.0.1:6379",
+        "rate_limit_url has a user part and there is no rate_limit_password_file",
+      ],
       ["proxy", "http://alice:leaky-pass-2@proxy.example:3128", "proxy must not hold a password"],
     ] as const) {
-      const r = await execa(process.execPath, [BIN, "config", "set", "--profile", "fresh", name, value], { env: daemonEnv(), extendEnv: false, reject: false, timeout: 30_000 });
+      const r = await execa(process.execPath, [BIN, "config", "set", "--profile", "fresh", name, value], {
+        env: daemonEnv(),
+        extendEnv: false,
+        reject: false,
+        timeout: 30_000,
+      });
       expect(r.exitCode, `${name}: ${r.stderr}`).toBe(64);
       expect(r.stderr).toContain(said);
       expect(`${r.stdout}${r.stderr}`).not.toMatch(/leaky-pass/);
     }
     // A proxy without credentials is taken.
-    const ok = await execa(process.execPath, [BIN, "config", "set", "--profile", "other", "proxy", "proxy.example:3128"], { env: daemonEnv(), extendEnv: false, reject: false, timeout: 30_000 });
+    const ok = await execa(
+      process.execPath,
+      [BIN, "config", "set", "--profile", "other", "proxy", "proxy.example:3128"],
+      { env: daemonEnv(), extendEnv: false, reject: false, timeout: 30_000 },
+    );
     expect(ok.exitCode, ok.stderr).toBe(0);
   });
 });

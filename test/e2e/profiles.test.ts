@@ -51,7 +51,12 @@ function standard(): string {
         name: "Profile Sender",
         api_key_env: "WORK_MAILSEND_KEY",
       },
-      smtpish: { transport: "smtp", smtp_host: "smtp.profile.example", smtp_port: 465, from: "smtp-profile@example.com" },
+      smtpish: {
+        transport: "smtp",
+        smtp_host: "smtp.profile.example",
+        smtp_port: 465,
+        from: "smtp-profile@example.com",
+      },
     },
   });
 }
@@ -59,12 +64,19 @@ function standard(): string {
 const MSG = ["-t", "to@example.com", "-s", "Hi", "--text", "hello"];
 
 function send(config: string, args: string[], opts: RunOptions = {}) {
-  return runInProcess(["send", ...args], { ...opts, env: { MAILSEND_CONFIG: config, WORK_MAILSEND_KEY: PROFILE_KEY, ...opts.env } });
+  return runInProcess(["send", ...args], {
+    ...opts,
+    env: { MAILSEND_CONFIG: config, WORK_MAILSEND_KEY: PROFILE_KEY, ...opts.env },
+  });
 }
 
 describe("precedence: flags > environment > profile > defaults", () => {
   it("defaults: no profile, no environment: transport rest, and no base URL is a config error", async () => {
-    const r = await send(writeConfig({ profiles: { other: { base_url: recProfile.url } } }), [...MSG, "-f", "a@example.com"], { env: { MAILSEND_API_KEY: ENV_KEY } });
+    const r = await send(
+      writeConfig({ profiles: { other: { base_url: recProfile.url } } }),
+      [...MSG, "-f", "a@example.com"],
+      { env: { MAILSEND_API_KEY: ENV_KEY } },
+    );
     expect(r.exitCode).toBe(78);
     expect(r.stderr).toMatch(/no REST base URL/);
   });
@@ -79,7 +91,9 @@ describe("precedence: flags > environment > profile > defaults", () => {
   });
 
   it("the environment beats the profile: base URL, sender (without the profile's name) and key", async () => {
-    const r = await send(standard(), MSG, { env: { MAILSEND_BASE_URL: recEnv.url, MAILSEND_FROM: "env@example.com", MAILSEND_API_KEY: ENV_KEY } });
+    const r = await send(standard(), MSG, {
+      env: { MAILSEND_BASE_URL: recEnv.url, MAILSEND_FROM: "env@example.com", MAILSEND_API_KEY: ENV_KEY },
+    });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(recProfile.requests).toHaveLength(0);
     const req = recEnv.requests[0]!;
@@ -104,12 +118,16 @@ describe("precedence: flags > environment > profile > defaults", () => {
     expect(viaProfile.stdout).toMatch(/^# SMTP smtp\.profile\.example:465 \(implicit TLS\)/);
     expect(viaProfile.stdout).toMatch(/^MAIL FROM:<smtp-profile@example\.com>/m);
 
-    const viaEnv = await send(config, [...MSG, "--profile", "smtpish"], { env: { MAILSEND_TRANSPORT: "rest", MAILSEND_BASE_URL: recEnv.url, MAILSEND_API_KEY: ENV_KEY } });
+    const viaEnv = await send(config, [...MSG, "--profile", "smtpish"], {
+      env: { MAILSEND_TRANSPORT: "rest", MAILSEND_BASE_URL: recEnv.url, MAILSEND_API_KEY: ENV_KEY },
+    });
     expect(viaEnv.exitCode, viaEnv.stderr).toBe(0);
     expect(recEnv.requests).toHaveLength(1);
     expect(recEnv.requests[0]!.json.from).toBe("smtp-profile@example.com");
 
-    const viaFlag = await send(config, [...MSG, "--profile", "smtpish", "--transport", "smtp", "--dry-run"], { env: { MAILSEND_TRANSPORT: "rest" } });
+    const viaFlag = await send(config, [...MSG, "--profile", "smtpish", "--transport", "smtp", "--dry-run"], {
+      env: { MAILSEND_TRANSPORT: "rest" },
+    });
     expect(viaFlag.stdout).toMatch(/^# SMTP smtp\.profile\.example:465/);
   });
 
@@ -129,7 +147,10 @@ describe("precedence: flags > environment > profile > defaults", () => {
   });
 
   it("batch uses the profile too: base URL, sender and key", async () => {
-    const input = tmp.file("rows.jsonl", '{"to":"r1@example.com","subject":"one","text":"1"}\n{"to":"r2@example.com","subject":"two","text":"2"}\n');
+    const input = tmp.file(
+      "rows.jsonl",
+      '{"to":"r1@example.com","subject":"one","text":"1"}\n{"to":"r2@example.com","subject":"two","text":"2"}\n',
+    );
     const r = await runInProcess(["batch", input, "--results", join(tmp.dir, "rows-results.jsonl")], {
       env: { MAILSEND_CONFIG: standard(), WORK_MAILSEND_KEY: PROFILE_KEY },
     });
@@ -144,13 +165,25 @@ describe("precedence: flags > environment > profile > defaults", () => {
   it("the file is found under XDG_CONFIG_HOME, else ~/.config", async () => {
     const xdg = join(tmp.dir, "xdg");
     mkdirSync(join(xdg, "mailsend"), { recursive: true });
-    writeFileSync(join(xdg, "mailsend", "config.json"), JSON.stringify({ profiles: { default: { base_url: recProfile.url } } }));
+    writeFileSync(
+      join(xdg, "mailsend", "config.json"),
+      JSON.stringify({ profiles: { default: { base_url: recProfile.url } } }),
+    );
     const home = join(tmp.dir, "home");
     mkdirSync(join(home, ".config", "mailsend"), { recursive: true });
-    writeFileSync(join(home, ".config", "mailsend", "config.json"), JSON.stringify({ profiles: { default: { base_url: recEnv.url } } }));
+    writeFileSync(
+      join(home, ".config", "mailsend", "config.json"),
+      JSON.stringify({ profiles: { default: { base_url: recEnv.url } } }),
+    );
     const base = { MAILSEND_CONFIG: undefined, MAILSEND_API_KEY: ENV_KEY, HOME: home };
-    expect((await runInProcess(["send", ...MSG, "-f", "x@example.com"], { env: { ...base, XDG_CONFIG_HOME: xdg } })).exitCode).toBe(0);
-    expect((await runInProcess(["send", ...MSG, "-f", "x@example.com"], { env: { ...base, XDG_CONFIG_HOME: undefined } })).exitCode).toBe(0);
+    expect(
+      (await runInProcess(["send", ...MSG, "-f", "x@example.com"], { env: { ...base, XDG_CONFIG_HOME: xdg } }))
+        .exitCode,
+    ).toBe(0);
+    expect(
+      (await runInProcess(["send", ...MSG, "-f", "x@example.com"], { env: { ...base, XDG_CONFIG_HOME: undefined } }))
+        .exitCode,
+    ).toBe(0);
     expect([recProfile.requests.length, recEnv.requests.length]).toEqual([1, 1]);
     const path = await runInProcess(["config", "path"], { env: { ...base, XDG_CONFIG_HOME: xdg } });
     expect(path.stdout).toBe(`${join(xdg, "mailsend", "config.json")}\n`);
@@ -158,7 +191,11 @@ describe("precedence: flags > environment > profile > defaults", () => {
 });
 
 describe("a bad config: exit 78, naming the file", () => {
-  async function fails(config: string, args: string[] = [...MSG, "-f", "x@example.com"], env: Record<string, string> = {}) {
+  async function fails(
+    config: string,
+    args: string[] = [...MSG, "-f", "x@example.com"],
+    env: Record<string, string> = {},
+  ) {
     const r = await send(config, args, { env: { MAILSEND_API_KEY: ENV_KEY, ...env } });
     expect(r.exitCode, r.stderr).toBe(78);
     expect(recProfile.requests).toHaveLength(0);
@@ -168,19 +205,29 @@ describe("a bad config: exit 78, naming the file", () => {
   }
 
   it("not JSON: the file, line and column", async () => {
-    const config = writeConfig('{\n  "profiles": {\n    "work": { "base_url": "https://x.example" }\n    "home": {}\n  }\n}\n');
+    const config = writeConfig(
+      '{\n  "profiles": {\n    "work": { "base_url": "https://x.example" }\n    "home": {}\n  }\n}\n',
+    );
     const r = await fails(config);
-    expect(r.stderr).toContain(`error: ${config}:4:5: not valid JSON: expected "," or "}" after a property value, found "\\""`);
+    expect(r.stderr).toContain(
+      `error: ${config}:4:5: not valid JSON: expected "," or "}" after a property value, found "\\""`,
+    );
   });
 
   it("not JSON, under --json: the same message in the error object", async () => {
     const config = writeConfig("{ profiles: {} }");
     const r = await fails(config, [...MSG, "-f", "x@example.com", "--json"]);
-    expect(stderrJson(r).error).toMatchObject({ code: "config_invalid", exit: 78, message: `${config}:1:3: not valid JSON: expected a property name in double quotes, found "p"` });
+    expect(stderrJson(r).error).toMatchObject({
+      code: "config_invalid",
+      exit: 78,
+      message: `${config}:1:3: not valid JSON: expected a property name in double quotes, found "p"`,
+    });
   });
 
   it("unknown keys: each named with its line, and the file", async () => {
-    const config = writeConfig('{\n  "profiles": {\n    "work": {\n      "base_url": "https://x.example",\n      "smtp_hots": "x",\n      "form": "a@example.com"\n    }\n  }\n}\n');
+    const config = writeConfig(
+      '{\n  "profiles": {\n    "work": {\n      "base_url": "https://x.example",\n      "smtp_hots": "x",\n      "form": "a@example.com"\n    }\n  }\n}\n',
+    );
     const r = await fails(config);
     expect(r.stderr).toContain(`${config}:5:7: profile "work": unknown keys "smtp_hots" (line 5), "form" (line 6)`);
     expect(r.stderr).toMatch(/hint: A profile may hold: .*smtp_host/);
@@ -195,15 +242,21 @@ describe("a bad config: exit 78, naming the file", () => {
   });
 
   it("a profile naming a missing environment variable", async () => {
-    const config = writeConfig({ profiles: { default: { base_url: recProfile.url, api_key_env: "NOT_SET_ANYWHERE" } } });
+    const config = writeConfig({
+      profiles: { default: { base_url: recProfile.url, api_key_env: "NOT_SET_ANYWHERE" } },
+    });
     const r = await fails(config, [...MSG, "-f", "x@example.com"], { MAILSEND_API_KEY: "" });
-    expect(r.stderr).toContain(`error: profile "default" (${config}) takes the API key from $NOT_SET_ANYWHERE, which is not set`);
+    expect(r.stderr).toContain(
+      `error: profile "default" (${config}) takes the API key from $NOT_SET_ANYWHERE, which is not set`,
+    );
   });
 
   it("a profile naming a key file that cannot be read (missing, a directory)", async () => {
     const missing = writeConfig({ profiles: { default: { base_url: recProfile.url, api_key_file: "./no-such-key" } } });
     const r1 = await fails(missing, [...MSG, "-f", "x@example.com"], { MAILSEND_API_KEY: "" });
-    expect(r1.stderr).toContain(`takes the API key from ${join(missing, "..", "no-such-key")}, which cannot be read (it does not exist)`);
+    expect(r1.stderr).toContain(
+      `takes the API key from ${join(missing, "..", "no-such-key")}, which cannot be read (it does not exist)`,
+    );
     const dir = writeConfig({ profiles: { default: { base_url: recProfile.url, api_key_file: tmp.dir } } });
     const r2 = await fails(dir, [...MSG, "-f", "x@example.com"], { MAILSEND_API_KEY: "" });
     expect(r2.stderr).toMatch(/which cannot be read \(it is a directory\)/);
@@ -218,7 +271,9 @@ describe("a bad config: exit 78, naming the file", () => {
     const e = await fails(config, MSG, { MAILSEND_PROFILE: "home" });
     expect(e.stderr).toMatch(/no profile "home" \(from MAILSEND_PROFILE\)/);
     const none = await fails(join(tmp.dir, "absent", "config.json"), [...MSG, "--profile", "work"]);
-    expect(none.stderr).toMatch(/no profile "work" \(from --profile\): there is no config file at .*absent\/config\.json/);
+    expect(none.stderr).toMatch(
+      /no profile "work" \(from --profile\): there is no config file at .*absent\/config\.json/,
+    );
   });
 
   it("a value of the wrong type: the file, line and key", async () => {
@@ -237,7 +292,9 @@ describe("a bad config: exit 78, naming the file", () => {
   it("with GITHUB_ACTIONS=true, also as an ::error annotation", async () => {
     const config = writeConfig('{"profiles": {"work": {"colour": "x"}}}');
     const r = await fails(config, [...MSG, "-f", "x@example.com"], { GITHUB_ACTIONS: "true" });
-    expect(r.stderr).toContain(`::error title=mailsend::${config}:1:24: profile "work": unknown key "colour" (line 1)%0AA profile may hold:`);
+    expect(r.stderr).toContain(
+      `::error title=mailsend::${config}:1:24: profile "work": unknown key "colour" (line 1)%0AA profile may hold:`,
+    );
   });
 });
 
@@ -266,7 +323,12 @@ describe("mailsend config", () => {
     expect(readdirSync(dir)).toEqual(["config.json"]);
     expect(JSON.parse(readFileSync(path, "utf8"))).toEqual({
       profiles: {
-        work: { base_url: "https://api.example.com", api_key_env: "WORK_MAILSEND_KEY", smtp_port: 465, from: "CI <ci@example.com>" },
+        work: {
+          base_url: "https://api.example.com",
+          api_key_env: "WORK_MAILSEND_KEY",
+          smtp_port: 465,
+          from: "CI <ci@example.com>",
+        },
         home: { transport: "smtp" },
       },
       profile: "work",
@@ -297,12 +359,20 @@ describe("mailsend config", () => {
       ].join("\n"),
     );
     expect((await config(["list", "--profile", "home"], path)).stdout).toBe("transport=smtp\n");
-    expect(stdoutJson(await config(["list", "--json"], path))).toMatchObject({ path, exists: true, profile: "work", profiles: { home: { transport: "smtp" } } });
+    expect(stdoutJson(await config(["list", "--json"], path))).toMatchObject({
+      path,
+      exists: true,
+      profile: "work",
+      profiles: { home: { transport: "smtp" } },
+    });
 
     // A profile made with config set works for a send.
-    const sent = await runInProcess(["send", "-t", "to@example.com", "-s", "Hi", "--text", "x", "--base-url", recFlag.url], {
-      env: { MAILSEND_CONFIG: path, WORK_MAILSEND_KEY: PROFILE_KEY },
-    });
+    const sent = await runInProcess(
+      ["send", "-t", "to@example.com", "-s", "Hi", "--text", "x", "--base-url", recFlag.url],
+      {
+        env: { MAILSEND_CONFIG: path, WORK_MAILSEND_KEY: PROFILE_KEY },
+      },
+    );
     expect(sent.exitCode, sent.stderr).toBe(0);
     expect(recFlag.requests[0]!.json).toMatchObject({ from: "ci@example.com", name: "CI" });
     expect(recFlag.requests[0]!.headers.authorization).toBe(`Bearer ${PROFILE_KEY}`);
@@ -318,7 +388,12 @@ describe("mailsend config", () => {
       expect(r.stderr + r.stdout).not.toContain(PROFILE_KEY);
     }
     // The key typed where a setting's name goes, or as the SMTP username: refused, never repeated.
-    for (const args of [["get", PROFILE_KEY], ["set", PROFILE_KEY, "1"], ["unset", PROFILE_KEY], ["set", "smtp_user", PROFILE_KEY]]) {
+    for (const args of [
+      ["get", PROFILE_KEY],
+      ["set", PROFILE_KEY, "1"],
+      ["unset", PROFILE_KEY],
+      ["set", "smtp_user", PROFILE_KEY],
+    ]) {
       const r = await config(args, path);
       expect(r.exitCode, args.join(" ")).toBe(64);
       expect(r.stderr).toMatch(/never holds an API key/);

@@ -38,7 +38,10 @@ beforeEach(() => {
 const https = () => ({ ...t.env, MAILSEND_BASE_URL: front.url });
 
 async function send(subject: string, env: Record<string, string>, extra: string[] = []): Promise<CliResult> {
-  const r = await runInProcess(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "hi", ...extra], { env });
+  const r = await runInProcess(
+    ["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "hi", ...extra],
+    { env },
+  );
   expect(r.stdout + r.stderr).not.toContain(PASSWORD);
   expect(r.stdout + r.stderr).not.toContain(Buffer.from(`alice:${PASSWORD}`).toString("base64"));
   return r;
@@ -52,14 +55,18 @@ describe("REST through an HTTP proxy", () => {
   test("HTTPS_PROXY: an https:// service through a CONNECT tunnel, the certificate verified with the sandbox's CA", async () => {
     const r = await send("px https", { ...https(), HTTPS_PROXY: proxy.url });
     expect(r.exitCode, r.stderr).toBe(0);
-    expect(proxy.log).toEqual([expect.objectContaining({ method: "CONNECT", target: `127.0.0.1:${front.port}`, status: 200 })]);
+    expect(proxy.log).toEqual([
+      expect.objectContaining({ method: "CONNECT", target: `127.0.0.1:${front.port}`, status: 200 }),
+    ]);
     expect(await stored("px https")).toBe(1);
   });
 
   test("http_proxy (lower case): an http:// service in the absolute form", async () => {
     const r = await send("px http", { ...t.env, http_proxy: proxy.url.replace("http://", "") });
     expect(r.exitCode, r.stderr).toBe(0);
-    expect(proxy.log).toEqual([expect.objectContaining({ method: "POST", target: `http://127.0.0.1:${t.sb.ports.http}/send`, status: 200 })]);
+    expect(proxy.log).toEqual([
+      expect.objectContaining({ method: "POST", target: `http://127.0.0.1:${t.sb.ports.http}/send`, status: 200 }),
+    ]);
     expect(await stored("px http")).toBe(1);
   });
 
@@ -75,7 +82,9 @@ describe("REST through an HTTP proxy", () => {
     const env = { ...https(), HTTPS_PROXY: "http://127.0.0.1:1" };
     const via = await send("px flag", env, ["--proxy", proxy.url, "-v"]);
     expect(via.exitCode, via.stderr).toBe(0);
-    expect(via.stderr).toMatch(new RegExp(`\\* through the proxy http://127\\.0\\.0\\.1:${proxy.port} \\(from --proxy\\): CONNECT tunnel`));
+    expect(via.stderr).toMatch(
+      new RegExp(`\\* through the proxy http://127\\.0\\.0\\.1:${proxy.port} \\(from --proxy\\): CONNECT tunnel`),
+    );
     expect(proxy.log).toHaveLength(1);
     const direct = await send("px none", env, ["--proxy", "none", "-v"]);
     expect(direct.exitCode, direct.stderr).toBe(0);
@@ -88,29 +97,60 @@ describe("REST through an HTTP proxy", () => {
     expect(none.exitCode).toBe(77);
     const err = JSON.parse(none.stderr.trim()).error;
     expect(err).toMatchObject({ code: "auth_failed", exit: 77 });
-    expect(err.message).toBe(`the proxy http://127.0.0.1:${guarded.port} (from HTTPS_PROXY) requires a user and password (HTTP 407 Proxy Authentication Required)`);
+    expect(err.message).toBe(
+      `the proxy http://127.0.0.1:${guarded.port} (from HTTPS_PROXY) requires a user and password (HTTP 407 Proxy Authentication Required)`,
+    );
     // Read as written: no URL in the hint for the printing redactor to cut the user:password@ out of.
-    expect(err.hint).toBe("Give the proxy's credentials in HTTPS_PROXY, as the user:password@ before the proxy's host in that URL (%-encode special characters). Nothing was sent.");
+    expect(err.hint).toBe(
+      "Give the proxy's credentials in HTTPS_PROXY, as the user:password@ before the proxy's host in that URL (%-encode special characters). Nothing was sent.",
+    );
 
-    const wrong = await send("px 407 wrong", { ...https(), HTTPS_PROXY: `http://alice:nope@127.0.0.1:${guarded.port}` });
+    const wrong = await send("px 407 wrong", {
+      ...https(),
+      HTTPS_PROXY: `http://alice:nope@127.0.0.1:${guarded.port}`,
+    });
     expect(wrong.exitCode).toBe(77);
     expect(wrong.stderr).toMatch(/refused its user and password \(HTTP 407/);
 
-    const right = await send("px 407 right", { ...https(), HTTPS_PROXY: `http://alice:${PASSWORD}@127.0.0.1:${guarded.port}` }, ["-v"]);
+    const right = await send(
+      "px 407 right",
+      { ...https(), HTTPS_PROXY: `http://alice:${PASSWORD}@127.0.0.1:${guarded.port}` },
+      ["-v"],
+    );
     expect(right.exitCode, right.stderr).toBe(0);
     expect(right.stderr).toMatch(/through the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTPS_PROXY, as alice\)/);
     // Over http:// the same refusal comes back as an answer: still the proxy's, not the service's.
     const plain = await send("px 407 http", { ...t.env, HTTP_PROXY: guarded.url });
     expect(plain.exitCode).toBe(77);
-    expect(plain.stderr).toMatch(/the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTP_PROXY\) requires a user and password/);
+    expect(plain.stderr).toMatch(
+      /the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTP_PROXY\) requires a user and password/,
+    );
     // A body over 1 MB, which the proxy refuses before it has all of it: the same 77, tried once.
     const report = t.scratch.file("px-report.html", `<p>${"r".repeat(1_200_000)}</p>`);
-    const large = await runInProcess(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "px 407 large", "--html-file", report, "--transport", "rest", "--json"], {
-      env: { ...t.env, HTTP_PROXY: guarded.url, MAILSEND_RETRIES: "2" },
-    });
+    const large = await runInProcess(
+      [
+        "send",
+        "-f",
+        "ci@example.com",
+        "-t",
+        "dev@example.com",
+        "-s",
+        "px 407 large",
+        "--html-file",
+        report,
+        "--transport",
+        "rest",
+        "--json",
+      ],
+      {
+        env: { ...t.env, HTTP_PROXY: guarded.url, MAILSEND_RETRIES: "2" },
+      },
+    );
     expect(large.exitCode, large.stderr).toBe(77);
     expect(JSON.parse(large.stderr.trim()).error).toMatchObject({ code: "auth_failed", exit: 77, attempts: 1 });
-    expect(large.stderr).toMatch(/the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTP_PROXY\) requires a user and password/);
+    expect(large.stderr).toMatch(
+      /the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTP_PROXY\) requires a user and password/,
+    );
     expect(await stored("px 407")).toBe(0);
     expect(await stored("px 407 large")).toBe(0);
   });
@@ -118,25 +158,36 @@ describe("REST through an HTTP proxy", () => {
   test("a proxy that refuses the target (403): 77, naming the proxy and the target, not a revoked key", async () => {
     const r = await send("px 403", { ...https(), HTTPS_PROXY: strict.url });
     expect(r.exitCode).toBe(77);
-    expect(r.stderr).toMatch(new RegExp(`the proxy http://127\\.0\\.0\\.1:${strict.port} \\(from HTTPS_PROXY\\) does not allow connections to 127\\.0\\.0\\.1:${front.port} \\(HTTP 403\\)`));
+    expect(r.stderr).toMatch(
+      new RegExp(
+        `the proxy http://127\\.0\\.0\\.1:${strict.port} \\(from HTTPS_PROXY\\) does not allow connections to 127\\.0\\.0\\.1:${front.port} \\(HTTP 403\\)`,
+      ),
+    );
     expect(r.stderr).not.toMatch(/revoked/);
   });
 
   test("a proxy that is down: 69 naming it; one that cannot reach the service (502): 69; nothing sent", async () => {
     const down = await send("px down", { ...https(), HTTPS_PROXY: "http://127.0.0.1:1" });
     expect(down.exitCode).toBe(69);
-    expect(down.stderr).toMatch(/cannot reach the proxy http:\/\/127\.0\.0\.1:1 \(from HTTPS_PROXY\): connection refused/);
+    expect(down.stderr).toMatch(
+      /cannot reach the proxy http:\/\/127\.0\.0\.1:1 \(from HTTPS_PROXY\): connection refused/,
+    );
     const gone = await send("px 502", { ...t.env, MAILSEND_BASE_URL: "https://127.0.0.1:1", HTTPS_PROXY: proxy.url });
     expect(gone.exitCode).toBe(69);
-    expect(gone.stderr).toMatch(/the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTPS_PROXY\) could not connect to 127\.0\.0\.1:1 \(HTTP 502\)/);
+    expect(gone.stderr).toMatch(
+      /the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTPS_PROXY\) could not connect to 127\.0\.0\.1:1 \(HTTP 502\)/,
+    );
     expect(await stored("px down")).toBe(0);
   });
 
-  test("a proxy password with a \"/\", \"?\" or \"#\" not %-encoded: 78, and no part of it is printed or used as the host", async () => {
+  test('a proxy password with a "/", "?" or "#" not %-encoded: 78, and no part of it is printed or used as the host', async () => {
     for (const sep of ["/", "?", "#"]) {
-      const r = await runInProcess(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "px cut", "--text", "hi", "--json"], {
-        env: { ...https(), HTTPS_PROXY: `http://alice:2024${sep}cutpass@127.0.0.1:${guarded.port}` },
-      });
+      const r = await runInProcess(
+        ["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "px cut", "--text", "hi", "--json"],
+        {
+          env: { ...https(), HTTPS_PROXY: `http://alice:2024${sep}cutpass@127.0.0.1:${guarded.port}` },
+        },
+      );
       expect(r.exitCode, r.stderr).toBe(78);
       expect(JSON.parse(r.stderr.trim()).error.message).toMatch(/HTTPS_PROXY has its user or password cut/);
       expect(r.stdout + r.stderr).not.toContain("2024");
@@ -154,9 +205,14 @@ describe("REST through an HTTP proxy", () => {
 
   test("the batch's pooled connections and a body over 1 MB go through the proxy too", async () => {
     const rows = join(t.scratch.dir, "px-rows.jsonl");
-    const lines = [0, 1, 2, 3].map((i) => JSON.stringify({ from: "ci@example.com", to: "dev@example.com", subject: `px batch ${i}`, html: "<p>hi</p>" }));
+    const lines = [0, 1, 2, 3].map((i) =>
+      JSON.stringify({ from: "ci@example.com", to: "dev@example.com", subject: `px batch ${i}`, html: "<p>hi</p>" }),
+    );
     t.scratch.file("px-rows.jsonl", `${lines.join("\n")}\n`);
-    const b = await runInProcess(["batch", rows, "--concurrency", "2", "--journal", join(t.scratch.dir, "px-journal"), "--quiet"], { env: { ...https(), HTTPS_PROXY: proxy.url } });
+    const b = await runInProcess(
+      ["batch", rows, "--concurrency", "2", "--journal", join(t.scratch.dir, "px-journal"), "--quiet"],
+      { env: { ...https(), HTTPS_PROXY: proxy.url } },
+    );
     expect(b.exitCode, b.stderr).toBe(0);
     expect(proxy.log.length).toBeGreaterThanOrEqual(1);
     expect(proxy.log.every((e) => e.method === "CONNECT" && e.status === 200)).toBe(true);
@@ -169,20 +225,46 @@ describe("REST through an HTTP proxy", () => {
     expect(proxy.log).toEqual([expect.objectContaining({ method: "CONNECT", status: 200 })]);
     // Through the batch's engine, a refusing proxy is named too. (--fresh: a new journal for rows
     // px-journal records as sent is otherwise refused before anything is tried.)
-    const refused = await runInProcess(["batch", rows, "--concurrency", "2", "--journal", join(t.scratch.dir, "px-journal-2"), "--fresh", "--json"], { env: { ...https(), HTTPS_PROXY: guarded.url } });
+    const refused = await runInProcess(
+      ["batch", rows, "--concurrency", "2", "--journal", join(t.scratch.dir, "px-journal-2"), "--fresh", "--json"],
+      { env: { ...https(), HTTPS_PROXY: guarded.url } },
+    );
     expect(refused.exitCode).toBe(77);
-    expect(refused.stdout + refused.stderr).toMatch(/the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTPS_PROXY\) requires a user and password/);
+    expect(refused.stdout + refused.stderr).toMatch(
+      /the proxy http:\/\/127\.0\.0\.1:\d+ \(from HTTPS_PROXY\) requires a user and password/,
+    );
   });
 
   test("doctor names the proxy for the base URL and reaches the service through it", async () => {
-    const r = await runInProcess(["doctor", "--json"], { env: { ...https(), HTTPS_PROXY: `http://alice:${PASSWORD}@127.0.0.1:${guarded.port}`, MAILSEND_CONFIG: join(t.scratch.dir, "none.json") } });
+    const r = await runInProcess(["doctor", "--json"], {
+      env: {
+        ...https(),
+        HTTPS_PROXY: `http://alice:${PASSWORD}@127.0.0.1:${guarded.port}`,
+        MAILSEND_CONFIG: join(t.scratch.dir, "none.json"),
+      },
+    });
     expect(r.stdout + r.stderr).not.toContain(PASSWORD);
-    const checks = Object.fromEntries((JSON.parse(r.stdout).checks as Array<{ name: string; detail: string; ok: boolean }>).map((c) => [c.name, c]));
-    expect(checks["config.rest"]!.detail).toMatch(new RegExp(`through the proxy http://127\\.0\\.0\\.1:${guarded.port} \\(from HTTPS_PROXY, as alice; CONNECT\\)`));
-    expect(checks["rest.connect"]!.detail).toMatch(/reached through the proxy http:\/\/127\.0\.0\.1:\d+ in \d+ ms, TLSv1\.[23], certificate CN=localhost/);
+    const checks = Object.fromEntries(
+      (JSON.parse(r.stdout).checks as Array<{ name: string; detail: string; ok: boolean }>).map((c) => [c.name, c]),
+    );
+    expect(checks["config.rest"]!.detail).toMatch(
+      new RegExp(`through the proxy http://127\\.0\\.0\\.1:${guarded.port} \\(from HTTPS_PROXY, as alice; CONNECT\\)`),
+    );
+    expect(checks["rest.connect"]!.detail).toMatch(
+      /reached through the proxy http:\/\/127\.0\.0\.1:\d+ in \d+ ms, TLSv1\.[23], certificate CN=localhost/,
+    );
     expect(checks["rest.key"]!.ok).toBe(true);
-    const direct = await runInProcess(["doctor", "--json"], { env: { ...https(), HTTPS_PROXY: proxy.url, NO_PROXY: "127.0.0.1", MAILSEND_CONFIG: join(t.scratch.dir, "none.json") } });
-    expect(JSON.parse(direct.stdout).checks.find((c: { name: string }) => c.name === "config.rest").detail).toMatch(/direct \(a proxy is set, but NO_PROXY \(127\.0\.0\.1\) exempts this host\)/);
+    const direct = await runInProcess(["doctor", "--json"], {
+      env: {
+        ...https(),
+        HTTPS_PROXY: proxy.url,
+        NO_PROXY: "127.0.0.1",
+        MAILSEND_CONFIG: join(t.scratch.dir, "none.json"),
+      },
+    });
+    expect(JSON.parse(direct.stdout).checks.find((c: { name: string }) => c.name === "config.rest").detail).toMatch(
+      /direct \(a proxy is set, but NO_PROXY \(127\.0\.0\.1\) exempts this host\)/,
+    );
   });
 });
 
@@ -227,7 +309,10 @@ describe.skipIf(lacks(tinyproxy))("through tinyproxy", () => {
       expect(await stored("tiny 401 https")).toBe(0);
       expect(await stored("tiny 401 http")).toBe(0);
       // The right ones get through.
-      const right = await send("tiny 401 right", { ...https(), HTTPS_PROXY: tp.url.replace("http://", "http://alice:tinypass42@") });
+      const right = await send("tiny 401 right", {
+        ...https(),
+        HTTPS_PROXY: tp.url.replace("http://", "http://alice:tinypass42@"),
+      });
       expect(right.exitCode, right.stderr).toBe(0);
       expect(await stored("tiny 401 right")).toBe(1);
     } finally {
@@ -239,7 +324,13 @@ describe.skipIf(lacks(tinyproxy))("through tinyproxy", () => {
     const tp = await startTinyproxy();
     const state = mkdtempSync(join(tmpdir(), "mailsend-proxy-wait-"));
     try {
-      const env = { ...https(), HTTPS_PROXY: tp.url, MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "2", MAILSEND_STATE_DIR: state };
+      const env = {
+        ...https(),
+        HTTPS_PROXY: tp.url,
+        MAILSEND_RATE_LIMIT: "1",
+        MAILSEND_RATE_WINDOW: "2",
+        MAILSEND_STATE_DIR: state,
+      };
       const a = await send("tiny wait 1", env);
       expect(a.exitCode, a.stderr).toBe(0);
       const b = await send("tiny wait 2", env, ["--json"]);
@@ -247,7 +338,8 @@ describe.skipIf(lacks(tinyproxy))("through tinyproxy", () => {
       expect(JSON.parse(b.stdout).waited_ms).toBeGreaterThan(0);
       expect(await stored("tiny wait 1")).toBe(1);
       expect(await stored("tiny wait 2")).toBe(1);
-      const connects = readFileSync(tp.logFile, "utf8").match(new RegExp(`CONNECT 127\\.0\\.0\\.1:${front.port}`, "g")) ?? [];
+      const connects =
+        readFileSync(tp.logFile, "utf8").match(new RegExp(`CONNECT 127\\.0\\.0\\.1:${front.port}`, "g")) ?? [];
       expect(connects).toHaveLength(2);
     } finally {
       await tp.stop();
@@ -267,17 +359,31 @@ describe("SMTP through --smtp-proxy", () => {
       const viaSocks = { ...env, MAILSEND_SMTP_PROXY: `socks5://bob:${PASSWORD}@127.0.0.1:${socks.port}` };
       const a = await send("smtp socks starttls", viaSocks);
       expect(a.exitCode, a.stderr).toBe(0);
-      const b = await send("smtp socks implicit", { ...viaSocks, ...t.envImplicit, MAILSEND_TRANSPORT: "smtp", HTTPS_PROXY: "http://127.0.0.1:1" });
+      const b = await send("smtp socks implicit", {
+        ...viaSocks,
+        ...t.envImplicit,
+        MAILSEND_TRANSPORT: "smtp",
+        HTTPS_PROXY: "http://127.0.0.1:1",
+      });
       expect(b.exitCode, b.stderr).toBe(0);
       expect(socks.log).toEqual([`127.0.0.1:${t.sb.ports.smtp}`, `127.0.0.1:${t.sb.ports.smtps}`]);
       expect(await stored("smtp socks starttls")).toBe(1);
       expect(await stored("smtp socks implicit")).toBe(1);
-      const wrong = await send("smtp socks wrong", { ...env, MAILSEND_SMTP_PROXY: `socks5://bob:nope@127.0.0.1:${socks.port}` });
+      const wrong = await send("smtp socks wrong", {
+        ...env,
+        MAILSEND_SMTP_PROXY: `socks5://bob:nope@127.0.0.1:${socks.port}`,
+      });
       expect(wrong.exitCode).toBe(77);
-      expect(wrong.stderr).toMatch(new RegExp(`the proxy socks5://127\\.0\\.0\\.1:${socks.port} \\(from MAILSEND_SMTP_PROXY\\) refused its user and password`));
+      expect(wrong.stderr).toMatch(
+        new RegExp(
+          `the proxy socks5://127\\.0\\.0\\.1:${socks.port} \\(from MAILSEND_SMTP_PROXY\\) refused its user and password`,
+        ),
+      );
       const down = await send("smtp socks down", { ...env }, ["--smtp-proxy", "socks5://127.0.0.1:1"]);
       expect(down.exitCode).toBe(69);
-      expect(down.stderr).toMatch(/cannot reach the proxy socks5:\/\/127\.0\.0\.1:1 \(from --smtp-proxy\): connection refused/);
+      expect(down.stderr).toMatch(
+        /cannot reach the proxy socks5:\/\/127\.0\.0\.1:1 \(from --smtp-proxy\): connection refused/,
+      );
     } finally {
       await socks.stop();
     }
@@ -286,6 +392,8 @@ describe("SMTP through --smtp-proxy", () => {
   test("http:// as --smtp-proxy: a CONNECT tunnel to the SMTP port", async () => {
     const r = await send("smtp connect", { ...t.env, MAILSEND_TRANSPORT: "smtp" }, ["--smtp-proxy", proxy.url]);
     expect(r.exitCode, r.stderr).toBe(0);
-    expect(proxy.log).toEqual([expect.objectContaining({ method: "CONNECT", target: `127.0.0.1:${t.sb.ports.smtp}`, status: 200 })]);
+    expect(proxy.log).toEqual([
+      expect.objectContaining({ method: "CONNECT", target: `127.0.0.1:${t.sb.ports.smtp}`, status: 200 }),
+    ]);
   });
 });

@@ -16,12 +16,42 @@ useSandbox((sb) => (t = sb));
 
 it("SIGTERM during the budget wait: the waiting message stays in queue/ with nothing recorded against it", async () => {
   const state = join(t.scratch.dir, "state-stop");
-  const env = { ...baseEnv(), ...t.env, MAILSEND_STATE_DIR: state, MAILSEND_QUEUE_AUTORUN: "0", MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "60", MAILSEND_TRANSPORT: "rest" };
+  const env = {
+    ...baseEnv(),
+    ...t.env,
+    MAILSEND_STATE_DIR: state,
+    MAILSEND_QUEUE_AUTORUN: "0",
+    MAILSEND_RATE_LIMIT: "1",
+    MAILSEND_RATE_WINDOW: "60",
+    MAILSEND_TRANSPORT: "rest",
+  };
   for (const subject of ["first of two", "second of two"]) {
-    const q = await execa(process.execPath, [BIN, "send", "-f", "cron@example.com", "-t", "ops@example.com", "-s", subject, "--text", "x", "--queue", "always"], { env, extendEnv: false, reject: false });
+    const q = await execa(
+      process.execPath,
+      [
+        BIN,
+        "send",
+        "-f",
+        "cron@example.com",
+        "-t",
+        "ops@example.com",
+        "-s",
+        subject,
+        "--text",
+        "x",
+        "--queue",
+        "always",
+      ],
+      { env, extendEnv: false, reject: false },
+    );
     expect(q.exitCode, q.stderr).toBe(0);
   }
-  const runner = execa(process.execPath, [BIN, "queue", "run"], { env, extendEnv: false, reject: false, timeout: 30_000 });
+  const runner = execa(process.execPath, [BIN, "queue", "run"], {
+    env,
+    extendEnv: false,
+    reject: false,
+    timeout: 30_000,
+  });
   await until(async () => (await t.sb.store.list({ limit: 10 })).length === 1, 15_000);
   await new Promise((r) => setTimeout(r, 500));
   runner.kill("SIGTERM");

@@ -30,15 +30,29 @@ describe.skipIf(lacks(redisServer))("Redis stopped after the provider accepted",
       const redis = await startRedis({ password: "accept-secret-1" });
       const subject = `accepted ${json ? "json" : "human"}`;
       try {
-        const running = runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "hi", ...(json ? ["--json"] : [])], {
-          env: {
-            ...t.env,
-            MAILSEND_STATE_DIR: tmp.dir,
-            MAILSEND_RATE_LIMIT: "60",
-            MAILSEND_RATE_LIMIT_URL: `redis://:accept-secret-1@127.0.0.1:${redis.port}`,
+        const running = runCli(
+          [
+            "send",
+            "-f",
+            "ci@example.com",
+            "-t",
+            "dev@example.com",
+            "-s",
+            subject,
+            "--text",
+            "hi",
+            ...(json ? ["--json"] : []),
+          ],
+          {
+            env: {
+              ...t.env,
+              MAILSEND_STATE_DIR: tmp.dir,
+              MAILSEND_RATE_LIMIT: "60",
+              MAILSEND_RATE_LIMIT_URL: `redis://:accept-secret-1@127.0.0.1:${redis.port}`,
+            },
+            timeoutMs: 60_000,
           },
-          timeoutMs: 60_000,
-        });
+        );
         // Stored by the sandbox (accepted), its 200 held back for 4 s: now Redis goes away.
         await until(async () => (await t.sb.store.list({ limit: 100 })).some((m) => m.subject === subject), 30_000);
         await redis.stop();

@@ -19,7 +19,23 @@ import { until } from "../helpers/until.js";
 
 const LIMIT = 10;
 const WINDOW_S = 4;
-const ACL = ["~mailsend:*", "+select", "+eval", "+evalsha", "+zrem", "+ping", "+time", "+get", "+set", "+zadd", "+zcard", "+zrange", "+zscore", "+zremrangebyscore", "+pexpire"];
+const ACL = [
+  "~mailsend:*",
+  "+select",
+  "+eval",
+  "+evalsha",
+  "+zrem",
+  "+ping",
+  "+time",
+  "+get",
+  "+set",
+  "+zadd",
+  "+zcard",
+  "+zrange",
+  "+zscore",
+  "+zremrangebyscore",
+  "+pexpire",
+];
 const SECRETS = ["acl-secret-1", "master-secret-2", "wrong-secret-3", "url-secret-4"];
 
 let t: TestSandbox;
@@ -45,11 +61,22 @@ beforeEach(async () => {
 
 function env(stateDir: string, extra: Record<string, string> = {}): Record<string, string> {
   const { MAILSEND_API_KEY_FILE: _file, ...sandbox } = t.env;
-  return { ...sandbox, MAILSEND_API_KEY: key, MAILSEND_STATE_DIR: stateDir, MAILSEND_RATE_LIMIT: String(LIMIT), MAILSEND_RATE_WINDOW: String(WINDOW_S), MAILSEND_RETRIES: "3", ...extra };
+  return {
+    ...sandbox,
+    MAILSEND_API_KEY: key,
+    MAILSEND_STATE_DIR: stateDir,
+    MAILSEND_RATE_LIMIT: String(LIMIT),
+    MAILSEND_RATE_WINDOW: String(WINDOW_S),
+    MAILSEND_RETRIES: "3",
+    ...extra,
+  };
 }
 
 async function send(subject: string, e: Record<string, string>, extra: string[] = []): Promise<CliResult> {
-  const r = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "hi", "--json", ...extra], { env: e, timeoutMs: 60_000 });
+  const r = await runCli(
+    ["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "hi", "--json", ...extra],
+    { env: e, timeoutMs: 60_000 },
+  );
   for (const s of SECRETS) expect(r.stdout + r.stderr, `a password in the output of "${subject}"`).not.toContain(s);
   return r;
 }
@@ -90,7 +117,10 @@ async function twoMachines(name: string, extra: Record<string, string>): Promise
     const before = t.sb.stats.toJSON().rest;
     const machine = async (dir: string, m: string) => {
       const out: CliResult[] = [];
-      for (let i = 0; i < 4; i++) out.push(await send(`${name} ${m} ${i}`, env(dir, { ...extra, MAILSEND_RATE_LIMIT: "4", MAILSEND_RATE_WINDOW: "12" })));
+      for (let i = 0; i < 4; i++)
+        out.push(
+          await send(`${name} ${m} ${i}`, env(dir, { ...extra, MAILSEND_RATE_LIMIT: "4", MAILSEND_RATE_WINDOW: "12" })),
+        );
       return out;
     };
     const runs = await Promise.all([machine(a.dir, "a"), machine(b.dir, "b")]);
@@ -101,7 +131,8 @@ async function twoMachines(name: string, extra: Record<string, string>): Promise
     expect(got.length).toBe(8);
     expect(runs.flat().some((r) => JSON.parse(r.stdout).waited_ms > 0)).toBe(true);
     const times = got.map((m) => Date.parse(m.receivedAt)).sort((x, y) => x - y);
-    for (let i = 0; i + 4 < times.length; i++) expect(times[i + 4]! - times[i]!, `arrivals ${i} and ${i + 4}`).toBeGreaterThanOrEqual(10_000);
+    for (let i = 0; i + 4 < times.length; i++)
+      expect(times[i + 4]! - times[i]!, `arrivals ${i} and ${i + 4}`).toBeGreaterThanOrEqual(10_000);
   } finally {
     a.remove();
     b.remove();
@@ -116,7 +147,11 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
   let passwordFile: string;
   beforeAll(async () => {
     plain = await startRedis();
-    secure = await startRedis({ tls, users: [["budget", "on", ">acl-secret-1", ...ACL]], password: "another-default-secret" });
+    secure = await startRedis({
+      tls,
+      users: [["budget", "on", ">acl-secret-1", ...ACL]],
+      password: "another-default-secret",
+    });
     master = await startRedis({ password: "master-secret-2" });
     sentinel = await startSentinel(master.port, "budget", { masterPassword: "master-secret-2" });
     passwordFile = tmp.file("redis-password", "acl-secret-1\n");
@@ -127,15 +162,21 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
   });
 
   test("rediss:// with an ACL user, its password in a file, a database and the CA from NODE_EXTRA_CA_CERTS: two machines, zero 429s", async () => {
-    await twoMachines("tls", { MAILSEND_RATE_LIMIT_URL: `rediss://budget@127.0.0.1:${secure.port}/2`, MAILSEND_RATE_LIMIT_PASSWORD_FILE: passwordFile, NODE_EXTRA_CA_CERTS: tls.caPath });
+    await twoMachines("tls", {
+      MAILSEND_RATE_LIMIT_URL: `rediss://budget@127.0.0.1:${secure.port}/2`,
+      MAILSEND_RATE_LIMIT_PASSWORD_FILE: passwordFile,
+      NODE_EXTRA_CA_CERTS: tls.caPath,
+    });
   });
 
   test("Sentinel: two machines find the master through it, zero 429s", async () => {
-    await twoMachines("sentinel", { MAILSEND_RATE_LIMIT_URL: `redis-sentinel://:master-secret-2@127.0.0.1:${sentinel.port}/budget` });
+    await twoMachines("sentinel", {
+      MAILSEND_RATE_LIMIT_URL: `redis-sentinel://:master-secret-2@127.0.0.1:${sentinel.port}/budget`,
+    });
   });
 
   test("four processes sharing 3 per window: the one that waits longer than 5 s is sent", async () => {
-      const s = scratch("mailsend-redis-wait-");
+    const s = scratch("mailsend-redis-wait-");
     try {
       const e = env(s.dir, { MAILSEND_RATE_LIMIT_URL: plain.url, MAILSEND_RATE_LIMIT: "3", MAILSEND_RATE_WINDOW: "9" });
       const runs = await Promise.all([0, 1, 2, 3].map((p) => send(`wait ${p}`, e)));
@@ -152,10 +193,17 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
     const s = scratch("mailsend-redis-verbose-");
     try {
       // DEBUG=ioredis:* would make ioredis's own `debug` print every command, AUTH's password too.
-      const e = env(s.dir, { MAILSEND_RATE_LIMIT_URL: `rediss://budget:acl-secret-1@127.0.0.1:${secure.port}`, DEBUG: "*" });
+      const e = env(s.dir, {
+        MAILSEND_RATE_LIMIT_URL: `rediss://budget:acl-secret-1@127.0.0.1:${secure.port}`,
+        DEBUG: "*",
+      });
       const r = await send("verbose", e, ["--verbose", "--ca-file", tls.caPath]);
       expect(r.exitCode, r.stderr).toBe(0);
-      expect(r.stderr).toMatch(new RegExp(`\\* budget: shared through Redis rediss://127\\.0\\.0\\.1:${secure.port} \\(TLSv1\\.[23], certificate verified\\) in \\d+ ms`));
+      expect(r.stderr).toMatch(
+        new RegExp(
+          `\\* budget: shared through Redis rediss://127\\.0\\.0\\.1:${secure.port} \\(TLSv1\\.[23], certificate verified\\) in \\d+ ms`,
+        ),
+      );
     } finally {
       s.remove();
     }
@@ -165,11 +213,22 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
     const s = scratch("mailsend-redis-auth-");
     try {
       const before = t.sb.store.count;
-      const r = await send("auth", env(s.dir, { MAILSEND_RATE_LIMIT_URL: `rediss://budget:wrong-secret-3@127.0.0.1:${secure.port}`, NODE_EXTRA_CA_CERTS: tls.caPath }), ["--verbose"]);
+      const r = await send(
+        "auth",
+        env(s.dir, {
+          MAILSEND_RATE_LIMIT_URL: `rediss://budget:wrong-secret-3@127.0.0.1:${secure.port}`,
+          NODE_EXTRA_CA_CERTS: tls.caPath,
+        }),
+        ["--verbose"],
+      );
       expect(r.exitCode).toBe(77);
       const err = JSON.parse(r.stderr.trim().split("\n").at(-1)!).error;
       expect(err).toMatchObject({ code: "auth_failed", exit: 77 });
-      expect(err.message).toMatch(new RegExp(`Redis at 127\\.0\\.0\\.1:${secure.port} refused the user "budget" or its password \\(authentication failed\\)`));
+      expect(err.message).toMatch(
+        new RegExp(
+          `Redis at 127\\.0\\.0\\.1:${secure.port} refused the user "budget" or its password \\(authentication failed\\)`,
+        ),
+      );
       expect(t.sb.store.count).toBe(before);
     } finally {
       s.remove();
@@ -180,8 +239,20 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
     const s = scratch("mailsend-redis-doctor-");
     try {
       const before = { ...t.sb.stats.toJSON().rest };
-      const r = await runCli(["doctor", "--json"], { env: env(s.dir, { MAILSEND_RATE_LIMIT_URL: `rediss://budget:wrong-secret-3@127.0.0.1:${secure.port}`, NODE_EXTRA_CA_CERTS: tls.caPath }), timeoutMs: 60_000 });
-      const checks = Object.fromEntries((JSON.parse(r.stdout) as { checks: { name: string; ok: boolean; skipped?: boolean; detail: string; exit?: number }[] }).checks.map((c) => [c.name, c]));
+      const r = await runCli(["doctor", "--json"], {
+        env: env(s.dir, {
+          MAILSEND_RATE_LIMIT_URL: `rediss://budget:wrong-secret-3@127.0.0.1:${secure.port}`,
+          NODE_EXTRA_CA_CERTS: tls.caPath,
+        }),
+        timeoutMs: 60_000,
+      });
+      const checks = Object.fromEntries(
+        (
+          JSON.parse(r.stdout) as {
+            checks: { name: string; ok: boolean; skipped?: boolean; detail: string; exit?: number }[];
+          }
+        ).checks.map((c) => [c.name, c]),
+      );
       expect(r.exitCode, r.stdout).toBe(77);
       expect(checks.ratelimit).toMatchObject({ ok: false, exit: 77 });
       expect(checks["rest.connect"]?.ok).toBe(true);
@@ -198,7 +269,10 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
   test("rediss:// without the CA: 78, the certificate is not trusted", async () => {
     const s = scratch("mailsend-redis-ca-");
     try {
-      const r = await send("ca", env(s.dir, { MAILSEND_RATE_LIMIT_URL: `rediss://budget:acl-secret-1@127.0.0.1:${secure.port}` }));
+      const r = await send(
+        "ca",
+        env(s.dir, { MAILSEND_RATE_LIMIT_URL: `rediss://budget:acl-secret-1@127.0.0.1:${secure.port}` }),
+      );
       expect(r.exitCode).toBe(78);
       expect(JSON.parse(r.stderr.trim()).error.code).toBe("tls_untrusted");
     } finally {
@@ -212,12 +286,20 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
     const named = await ensureTls(join(s.dir, "tls"), ["redis.example.test"]);
     const other = await startRedis({ tls: named });
     try {
-      const r = await send("altname", env(s.dir, { MAILSEND_RATE_LIMIT_URL: `rediss://:url-secret-4@127.0.0.1:${other.port}`, NODE_EXTRA_CA_CERTS: named.caPath }));
+      const r = await send(
+        "altname",
+        env(s.dir, {
+          MAILSEND_RATE_LIMIT_URL: `rediss://:url-secret-4@127.0.0.1:${other.port}`,
+          NODE_EXTRA_CA_CERTS: named.caPath,
+        }),
+      );
       expect(r.exitCode).toBe(78);
       const e = JSON.parse(r.stderr.trim()).error;
       expect(e.code).toBe("tls_untrusted");
       expect(e.message).toContain(`127.0.0.1:${other.port}`);
-      expect(e.hint).toContain("The certificate is for DNS:redis.example.test, not for 127.0.0.1: use a name it lists in MAILSEND_RATE_LIMIT_URL, not its IP address.");
+      expect(e.hint).toContain(
+        "The certificate is for DNS:redis.example.test, not for 127.0.0.1: use a name it lists in MAILSEND_RATE_LIMIT_URL, not its IP address.",
+      );
       expect(e.hint).not.toContain("--ca-file");
     } finally {
       await other.stop();
@@ -259,13 +341,21 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
       });
       const before = t.sb.store.count;
       const started = Date.now();
-      const r = await runCli(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "asleep", "--text", "hi", "--json"], {
-        env: env(s.dir, { MAILSEND_RATE_LIMIT_URL: `redis://:sleepy-secret-5@127.0.0.1:${frozen.port}`, MAILSEND_RETRIES: "0" }),
-        timeoutMs: 30_000,
-      });
+      const r = await runCli(
+        ["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "asleep", "--text", "hi", "--json"],
+        {
+          env: env(s.dir, {
+            MAILSEND_RATE_LIMIT_URL: `redis://:sleepy-secret-5@127.0.0.1:${frozen.port}`,
+            MAILSEND_RETRIES: "0",
+          }),
+          timeoutMs: 30_000,
+        },
+      );
       const took = Date.now() - started;
       expect(r.exitCode, r.stderr).toBe(75);
-      expect(JSON.parse(r.stderr.trim().split("\n").at(-1)!).error.message).toMatch(new RegExp(`the shared-budget Redis at 127\\.0\\.0\\.1:${frozen.port} did not answer in time`));
+      expect(JSON.parse(r.stderr.trim().split("\n").at(-1)!).error.message).toMatch(
+        new RegExp(`the shared-budget Redis at 127\\.0\\.0\\.1:${frozen.port} did not answer in time`),
+      );
       expect(took).toBeGreaterThanOrEqual(4_900);
       expect(took).toBeLessThan(9_000);
       expect(r.stderr).not.toContain("sleepy-secret-5");
@@ -277,7 +367,7 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
   }, 40_000);
 
   test("Redis stopped while a send waits for its slot: 75, nothing sent, no hang", async () => {
-      const r1 = await startRedis();
+    const r1 = await startRedis();
     const s = scratch("mailsend-redis-lost-");
     try {
       const e = env(s.dir, { MAILSEND_RATE_LIMIT_URL: r1.url, MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "12" });
@@ -285,7 +375,11 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
       const waiting = send("lost 2", e);
       // Once the second process is connected (on a loaded machine its start-up alone can take
       // seconds), and a second more: it has found the window full and waits out the 12 s window.
-      await until(async () => (await connectedClients(r1.port)) >= 1, { what: "the second process to connect to Redis", timeoutMs: 20_000, everyMs: 100 });
+      await until(async () => (await connectedClients(r1.port)) >= 1, {
+        what: "the second process to connect to Redis",
+        timeoutMs: 20_000,
+        everyMs: 100,
+      });
       await new Promise((r) => setTimeout(r, 1_000));
       await r1.stop();
       const r = await waiting;
@@ -302,11 +396,17 @@ describe.skipIf(lacks(redisServer))("the budget shared through Redis", () => {
 });
 
 describe("a MAILSEND_RATE_LIMIT_URL that does not parse", () => {
-  test("a password with a \"/\", \"?\" or \"#\" not %-encoded: 78 saying so, and no part of it in the message", async () => {
-    for (const url of ["redis://:url/secret-4@cache.internal:6380/2", "redis://budget:url?secret-4@cache.internal", "rediss-sentinel://:url#secret-4@10.0.0.5:26379/mymaster"]) {
+  test('a password with a "/", "?" or "#" not %-encoded: 78 saying so, and no part of it in the message', async () => {
+    for (const url of [
+      "redis://:url/secret-4@cache.internal:6380/2",
+      "redis://budget:url?secret-4@cache.internal",
+      "rediss-sentinel://:url#secret-4@10.0.0.5:26379/mymaster",
+    ]) {
       const r = await send("cut url", env(tmp.dir, { MAILSEND_RATE_LIMIT_URL: url }));
       expect(r.exitCode).toBe(78);
-      expect(JSON.parse(r.stderr.trim()).error.message).toMatch(/has its user or password cut: a "\/", "\?" or "#" in them must be %-encoded/);
+      expect(JSON.parse(r.stderr.trim()).error.message).toMatch(
+        /has its user or password cut: a "\/", "\?" or "#" in them must be %-encoded/,
+      );
       expect(r.stderr).not.toContain("secret-4");
     }
   });

@@ -55,7 +55,9 @@ async function submit(port: number, subject: string): Promise<void> {
   expect(await d.cmd("MAIL FROM:<app@example.com>")).toMatch(/^250/);
   expect(await d.cmd("RCPT TO:<dev@example.com>")).toMatch(/^250/);
   expect(await d.cmd("DATA")).toMatch(/^354/);
-  d.write(`From: app@example.com\r\nTo: dev@example.com\r\nSubject: ${subject}\r\nContent-Type: text/html\r\n\r\n<p>${subject}</p>\r\n.\r\n`);
+  d.write(
+    `From: app@example.com\r\nTo: dev@example.com\r\nSubject: ${subject}\r\nContent-Type: text/html\r\n\r\n<p>${subject}</p>\r\n.\r\n`,
+  );
   expect(await d.reply()).toMatch(/^250 /);
   await d.quit();
 }
@@ -71,13 +73,16 @@ describe.skipIf(lacks(redisServer))("the budget's Redis fails over under a runni
     const next = await startRedis();
     const name = await forwarder();
     name.target = primary.port;
-    const relay = await startRelayChild({
-      ...t.env,
-      MAILSEND_STATE_DIR: join(s.dir, "state"),
-      MAILSEND_TRANSPORT: "rest",
-      MAILSEND_RATE_LIMIT: "60",
-      MAILSEND_RATE_LIMIT_URL: `redis://127.0.0.1:${name.port}`,
-    }, ["-v"]);
+    const relay = await startRelayChild(
+      {
+        ...t.env,
+        MAILSEND_STATE_DIR: join(s.dir, "state"),
+        MAILSEND_TRANSPORT: "rest",
+        MAILSEND_RATE_LIMIT: "60",
+        MAILSEND_RATE_LIMIT_URL: `redis://127.0.0.1:${name.port}`,
+      },
+      ["-v"],
+    );
     try {
       await submit(relay.ready.port, "failover before");
       await until(async () => (await stored("failover before")) === 1, 15_000);
@@ -92,7 +97,9 @@ describe.skipIf(lacks(redisServer))("the budget's Redis fails over under a runni
       const deferred = relay.events.filter((e) => /READONLY/.test(JSON.stringify(e)));
       expect(deferred).toEqual([]);
       // Its slot is in the new primary's log.
-      const keys = execFileSync("redis-cli", ["-p", String(next.port), "--raw", "KEYS", "mailsend:ratelimit:*"], { encoding: "utf8" });
+      const keys = execFileSync("redis-cli", ["-p", String(next.port), "--raw", "KEYS", "mailsend:ratelimit:*"], {
+        encoding: "utf8",
+      });
       expect(keys).toMatch(/mailsend:ratelimit:/);
     } finally {
       await relay.stop();

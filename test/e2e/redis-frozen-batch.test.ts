@@ -21,8 +21,16 @@ describe.skipIf(lacks(redisServer))("a batch whose Redis budget stops answering"
     const redis = await startRedis();
     try {
       const file = join(t.scratch.dir, "frozen.jsonl");
-      writeFileSync(file, `${Array.from({ length: 60 }, (_, i) => JSON.stringify({ from: "ci@example.com", to: "dev@example.com", subject: `frozen ${i}`, text: "x" })).join("\n")}\n`);
-      const env = { ...t.env, MAILSEND_STATE_DIR: join(t.scratch.dir, "state"), MAILSEND_RATE_LIMIT: "1000000", MAILSEND_RATE_LIMIT_URL: redis.url };
+      writeFileSync(
+        file,
+        `${Array.from({ length: 60 }, (_, i) => JSON.stringify({ from: "ci@example.com", to: "dev@example.com", subject: `frozen ${i}`, text: "x" })).join("\n")}\n`,
+      );
+      const env = {
+        ...t.env,
+        MAILSEND_STATE_DIR: join(t.scratch.dir, "state"),
+        MAILSEND_RATE_LIMIT: "1000000",
+        MAILSEND_RATE_LIMIT_URL: redis.url,
+      };
       process.kill(redis.pid, "SIGSTOP");
       let r;
       try {
@@ -32,8 +40,12 @@ describe.skipIf(lacks(redisServer))("a batch whose Redis budget stops answering"
       }
       expect(r.timedOut).toBe(false);
       expect(r.exitCode, r.stderr).toBe(75);
-      expect(r.stderr).toMatch(/the rate-limit budget could not be asked for a slot for 3 items in a row \(.*did not answer in time.*\); no further item is started/);
-      expect(r.stdout).toMatch(/0 sent, \d+ failed, \d+ not started \(the rate-limit budget could not be reached\) \(of 60\)/);
+      expect(r.stderr).toMatch(
+        /the rate-limit budget could not be asked for a slot for 3 items in a row \(.*did not answer in time.*\); no further item is started/,
+      );
+      expect(r.stdout).toMatch(
+        /0 sent, \d+ failed, \d+ not started \(the rate-limit budget could not be reached\) \(of 60\)/,
+      );
       const failed = Number(/(\d+) failed/.exec(r.stdout)![1]);
       expect(failed).toBeLessThan(10);
       expect((await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject.startsWith("frozen ")).length).toBe(0);

@@ -60,7 +60,12 @@ describe.skipIf(lacks(python3))("relay burst", () => {
     );
     try {
       const runs = await Promise.all(
-        Array.from({ length: CLIENTS }, (_, c) => execa("python3", [script, String(relay.ready.port), `burst c${c}`, String(EACH)], { reject: false, timeout: 120_000 })),
+        Array.from({ length: CLIENTS }, (_, c) =>
+          execa("python3", [script, String(relay.ready.port), `burst c${c}`, String(EACH)], {
+            reject: false,
+            timeout: 120_000,
+          }),
+        ),
       );
       const replies = runs.flatMap((r) => {
         expect(r.exitCode, String(r.stderr)).toBe(0);
@@ -74,13 +79,16 @@ describe.skipIf(lacks(python3))("relay burst", () => {
       expect(replies.filter((r) => r.code !== 250)).toEqual([]);
       expect(new Set(replies.map((r) => /queued as (\S+)/.exec(r.reply)?.[1])).size).toBe(CLIENTS * EACH);
 
-      const burst = async () => (await t.sb.store.list({ limit: 100_000 })).filter((m) => m.subject.startsWith("burst "));
+      const burst = async () =>
+        (await t.sb.store.list({ limit: 100_000 })).filter((m) => m.subject.startsWith("burst "));
       await until(async () => (await burst()).length >= CLIENTS * EACH, 150_000);
       const q = join(relay.ready.outbox, "queue");
       await until(() => !existsSync(q) || readdirSync(q).filter((n) => n.endsWith(".msg")).length === 0, 15_000);
 
       const got = (await burst()).map((m) => m.subject);
-      const want = Array.from({ length: CLIENTS }, (_, c) => Array.from({ length: EACH }, (_, i) => `burst c${c} ${i}`)).flat();
+      const want = Array.from({ length: CLIENTS }, (_, c) =>
+        Array.from({ length: EACH }, (_, i) => `burst c${c} ${i}`),
+      ).flat();
       // Each of the 300 exactly once.
       expect(got.slice().sort()).toEqual(want.slice().sort());
       const after = t.sb.stats.toJSON();

@@ -26,7 +26,8 @@ beforeAll(() => {
   mkdirSync(mnt);
   const r = spawnSync("mount", ["-t", "tmpfs", "-o", "size=512k,mode=0700", "tmpfs", mnt], { encoding: "utf8" });
   mounted = r.status === 0;
-  if (!mounted) why = `mount -t tmpfs failed (${(r.stderr || r.error?.message || "").trim()}): needs root in a container that allows it`;
+  if (!mounted)
+    why = `mount -t tmpfs failed (${(r.stderr || r.error?.message || "").trim()}): needs root in a container that allows it`;
 });
 
 afterAll(() => {
@@ -41,7 +42,9 @@ async function sendOne(port: number, subject: string, bodyBytes: number): Promis
     expect(await d.cmd("MAIL FROM:<app@example.com>")).toMatch(/^250/);
     expect(await d.cmd("RCPT TO:<dev@example.com>")).toMatch(/^250/);
     expect(await d.cmd("DATA")).toMatch(/^354/);
-    d.write(`From: app@example.com\r\nTo: dev@example.com\r\nSubject: ${subject}\r\nContent-Type: text/html\r\n\r\n<p>${"y".repeat(bodyBytes)}</p>\r\n.\r\n`);
+    d.write(
+      `From: app@example.com\r\nTo: dev@example.com\r\nSubject: ${subject}\r\nContent-Type: text/html\r\n\r\n<p>${"y".repeat(bodyBytes)}</p>\r\n.\r\n`,
+    );
     return await d.reply(15_000);
   } finally {
     await d.quit();
@@ -63,7 +66,9 @@ describe("relay: the outbox cannot be written", () => {
       ctx.skip();
     }
     const outbox = join(mnt, "outbox");
-    const relay = await startRelayChild({ MAILSEND_STATE_DIR: join(s.dir, "state"), MAILSEND_OUTBOX_DIR: outbox }, ["--no-deliver"]);
+    const relay = await startRelayChild({ MAILSEND_STATE_DIR: join(s.dir, "state"), MAILSEND_OUTBOX_DIR: outbox }, [
+      "--no-deliver",
+    ]);
     try {
       expect(relay.ready.outbox).toBe(outbox);
       // Fill the file system to the last block.
@@ -94,8 +99,16 @@ describe("relay: the outbox cannot be written", () => {
         expect(ro).toMatch(/^452 4\.3\.1 .*read-only file system/);
         // sendmail -bs answers the same condition with the same reply, from the same place.
         const bs = await runCli(["sendmail", "-bs"], {
-          env: { MAILSEND_STATE_DIR: join(s.dir, "state"), MAILSEND_OUTBOX_DIR: outbox, MAILSEND_QUEUE: "always", MAILSEND_QUEUE_AUTORUN: "0", MAILSEND_API_KEY: "msk_unused_key_123456", MAILSEND_BASE_URL: "http://127.0.0.1:9" },
-          input: "EHLO app.example\r\nMAIL FROM:<app@example.com>\r\nRCPT TO:<dev@example.com>\r\nDATA\r\nFrom: app@example.com\r\nTo: dev@example.com\r\nSubject: read only bs\r\nContent-Type: text/html\r\n\r\n<p>hi</p>\r\n.\r\nQUIT\r\n",
+          env: {
+            MAILSEND_STATE_DIR: join(s.dir, "state"),
+            MAILSEND_OUTBOX_DIR: outbox,
+            MAILSEND_QUEUE: "always",
+            MAILSEND_QUEUE_AUTORUN: "0",
+            MAILSEND_API_KEY: "msk_unused_key_123456",
+            MAILSEND_BASE_URL: "http://127.0.0.1:9",
+          },
+          input:
+            "EHLO app.example\r\nMAIL FROM:<app@example.com>\r\nRCPT TO:<dev@example.com>\r\nDATA\r\nFrom: app@example.com\r\nTo: dev@example.com\r\nSubject: read only bs\r\nContent-Type: text/html\r\n\r\n<p>hi</p>\r\n.\r\nQUIT\r\n",
         });
         const bsReply = bs.stdout.split("\r\n").find((l) => /^4\d\d /.test(l));
         expect(bsReply, bs.stdout + bs.stderr).toMatch(/^452 4\.3\.1 .*read-only file system/);

@@ -17,7 +17,6 @@ import { scratch, type Scratch } from "../helpers/tmp.js";
 
 vi.setConfig({ testTimeout: 120_000 });
 
-
 /** One connection; for each kind given (text or html) one message; one JSON line per DATA reply. */
 const PY_CLIENT = `
 import json, smtplib, sys
@@ -42,7 +41,12 @@ for i, kind in enumerate(sys.argv[3:]):
 s.quit()
 `;
 
-async function python(s: Scratch, port: number, prefix: string, kinds: string[]): Promise<Array<{ subject: string; code: number; reply: string }>> {
+async function python(
+  s: Scratch,
+  port: number,
+  prefix: string,
+  kinds: string[],
+): Promise<Array<{ subject: string; code: number; reply: string }>> {
   const script = s.file("client.py", PY_CLIENT);
   const r = await execa("python3", [script, String(port), prefix, ...kinds], { reject: false, timeout: 120_000 });
   if (r.exitCode !== 0) throw new Error(`python client failed (${r.exitCode}): ${r.stderr}`);
@@ -64,7 +68,14 @@ useSandbox((sb) => (t = sb));
 /** The sandbox over REST only: no SMTP host, MAILSEND_TRANSPORT unset (auto). */
 function restOnlyEnv(s: Scratch): Record<string, string> {
   const env: Record<string, string> = { ...t.env, MAILSEND_STATE_DIR: join(s.dir, "state") };
-  for (const k of ["MAILSEND_SMTP_HOST", "MAILSEND_SMTP_PORT", "MAILSEND_SMTP_TLS", "MAILSEND_SMTP_USER", "MAILSEND_TRANSPORT"]) delete env[k];
+  for (const k of [
+    "MAILSEND_SMTP_HOST",
+    "MAILSEND_SMTP_PORT",
+    "MAILSEND_SMTP_TLS",
+    "MAILSEND_SMTP_USER",
+    "MAILSEND_TRANSPORT",
+  ])
+    delete env[k];
   return env;
 }
 
@@ -72,7 +83,8 @@ async function subjects(prefix: string) {
   return (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject.startsWith(prefix));
 }
 
-const REFUSAL = /^4\.3\.5 this message cannot go over REST without loss \(a text-only body\), and no SMTP server is configured; configure an SMTP server \(MAILSEND_SMTP_HOST\) for such mail$/;
+const REFUSAL =
+  /^4\.3\.5 this message cannot go over REST without loss \(a text-only body\), and no SMTP server is configured; configure an SMTP server \(MAILSEND_SMTP_HOST\) for such mail$/;
 
 describe.skipIf(lacks(python3))("relay intake: what the delivery settings can never deliver", () => {
   test("REST only: a text-only message gets 451 4.3.5 and nothing is queued; an HTML one in the same session is 250 and delivered over REST", async () => {
@@ -102,25 +114,45 @@ describe.skipIf(lacks(python3))("relay intake: what the delivery settings can ne
     }
   });
 
-  test.skipIf(lacks(swaks))("REST only, --no-deliver: swaks's plain-text test message is refused too (the relay's own settings decide)", async () => {
-    const s = scratch("mailsend-relay-intake-nd-");
-    const relay = await startRelayChild(restOnlyEnv(s), ["--no-deliver"]);
-    try {
-      const r = await execa("swaks", ["--server", `127.0.0.1:${relay.ready.port}`, "--timeout", "20", "--from", "ci@example.com", "--to", "dev@example.com", "--header", "Subject: intake swaks"], {
-        reject: false,
-        timeout: 60_000,
-        all: true,
-      });
-      const out = String(r.all ?? "");
-      expect(r.exitCode, out).not.toBe(0);
-      expect(out).toMatch(/<\*\* 451 4\.3\.5 this message cannot go over REST without loss \(a text-only body\), and no SMTP server is configured; configure an SMTP server \(MAILSEND_SMTP_HOST\) for such mail/);
-      expect(files(relay.ready.outbox, "queue")).toEqual([]);
-      expect(files(relay.ready.outbox, "failed")).toEqual([]);
-    } finally {
-      await relay.stop();
-      s.remove();
-    }
-  });
+  test.skipIf(lacks(swaks))(
+    "REST only, --no-deliver: swaks's plain-text test message is refused too (the relay's own settings decide)",
+    async () => {
+      const s = scratch("mailsend-relay-intake-nd-");
+      const relay = await startRelayChild(restOnlyEnv(s), ["--no-deliver"]);
+      try {
+        const r = await execa(
+          "swaks",
+          [
+            "--server",
+            `127.0.0.1:${relay.ready.port}`,
+            "--timeout",
+            "20",
+            "--from",
+            "ci@example.com",
+            "--to",
+            "dev@example.com",
+            "--header",
+            "Subject: intake swaks",
+          ],
+          {
+            reject: false,
+            timeout: 60_000,
+            all: true,
+          },
+        );
+        const out = String(r.all ?? "");
+        expect(r.exitCode, out).not.toBe(0);
+        expect(out).toMatch(
+          /<\*\* 451 4\.3\.5 this message cannot go over REST without loss \(a text-only body\), and no SMTP server is configured; configure an SMTP server \(MAILSEND_SMTP_HOST\) for such mail/,
+        );
+        expect(files(relay.ready.outbox, "queue")).toEqual([]);
+        expect(files(relay.ready.outbox, "failed")).toEqual([]);
+      } finally {
+        await relay.stop();
+        s.remove();
+      }
+    },
+  );
 
   test("REST and SMTP configured (auto): the text-only message is 250 and goes over SMTP, the HTML one over REST", async () => {
     const s = scratch("mailsend-relay-intake-both-");
@@ -152,11 +184,16 @@ describe.skipIf(lacks(python3))("relay intake: what the delivery settings can ne
 
   test("MAILSEND_TRANSPORT=rest with SMTP configured too: the runner would fail it (rest is asked for), so it is refused at intake", async () => {
     const s = scratch("mailsend-relay-intake-rest-");
-    const relay = await startRelayChild({ ...t.env, MAILSEND_STATE_DIR: join(s.dir, "state"), MAILSEND_TRANSPORT: "rest" }, ["--no-deliver"]);
+    const relay = await startRelayChild(
+      { ...t.env, MAILSEND_STATE_DIR: join(s.dir, "state"), MAILSEND_TRANSPORT: "rest" },
+      ["--no-deliver"],
+    );
     try {
       const replies = await python(s, relay.ready.port, "intake forced", ["text", "html"]);
       expect(replies.map((r) => r.code)).toEqual([451, 250]);
-      expect(replies[0]!.reply).toMatch(/^4\.3\.5 this message cannot go over REST without loss \(a text-only body\), and the transport is rest \(MAILSEND_TRANSPORT\); configure an SMTP server \(MAILSEND_SMTP_HOST\) and MAILSEND_TRANSPORT=auto for such mail$/);
+      expect(replies[0]!.reply).toMatch(
+        /^4\.3\.5 this message cannot go over REST without loss \(a text-only body\), and the transport is rest \(MAILSEND_TRANSPORT\); configure an SMTP server \(MAILSEND_SMTP_HOST\) and MAILSEND_TRANSPORT=auto for such mail$/,
+      );
       expect(files(relay.ready.outbox, "queue").filter((n) => n.endsWith(".msg"))).toHaveLength(1);
     } finally {
       await relay.stop();
@@ -189,17 +226,37 @@ describe.skipIf(lacks(python3))("relay intake: what an MTA adds for local client
     try {
       const msgs = [
         ["my@example.com", "your@example.com", "Subject: stamps py example\n\nThis message is sent from Python."],
-        ["my@example.com", "your@example.com", "From: my@example.com\nTo: undisclosed-recipients:;\nSubject: stamps undisclosed\n\nBcc only"],
-        ["my@example.com", "your@example.com", "From: my@example.com\nTo: your@example.com\nSubject: stamps header only"],
+        [
+          "my@example.com",
+          "your@example.com",
+          "From: my@example.com\nTo: undisclosed-recipients:;\nSubject: stamps undisclosed\n\nBcc only",
+        ],
+        [
+          "my@example.com",
+          "your@example.com",
+          "From: my@example.com\nTo: your@example.com\nSubject: stamps header only",
+        ],
       ];
-      const r = await execa("python3", [s.file("raw.py", PY_RAW), String(relay.ready.port), JSON.stringify(msgs)], { reject: false, timeout: 120_000 });
+      const r = await execa("python3", [s.file("raw.py", PY_RAW), String(relay.ready.port), JSON.stringify(msgs)], {
+        reject: false,
+        timeout: 120_000,
+      });
       expect(r.exitCode, String(r.stderr)).toBe(0);
-      expect(String(r.stdout).trim().split("\n").map((l) => JSON.parse(l).code)).toEqual([250, 250, 250]);
+      expect(
+        String(r.stdout)
+          .trim()
+          .split("\n")
+          .map((l) => JSON.parse(l).code),
+      ).toEqual([250, 250, 250]);
       await until(async () => (await subjects("stamps ")).length >= 3, 60_000);
       const got = await subjects("stamps ");
       const example = got.find((m) => m.subject === "stamps py example")!;
       expect(example.from).toMatch(/my@example\.com/);
-      expect(got.map((m) => m.subject).sort()).toEqual(["stamps header only", "stamps py example", "stamps undisclosed"]);
+      expect(got.map((m) => m.subject).sort()).toEqual([
+        "stamps header only",
+        "stamps py example",
+        "stamps undisclosed",
+      ]);
       expect(files(relay.ready.outbox, "failed")).toEqual([]);
     } finally {
       await relay.stop();

@@ -221,26 +221,37 @@ describe("mailsend relay's log of a wrong password", () => {
     const { baseEnv, BIN, ROOT } = await import("../helpers/cli.js");
     const { readFileSync } = await import("node:fs");
     const authFile = s.file("relay-users", `app:${await hashPassword("right-password-7")}\n`);
-    const child = execa(process.execPath, [BIN, "relay", "--listen", "127.0.0.1:0", "--auth-file", authFile, "--no-deliver"], {
-      env: { ...baseEnv(), MAILSEND_STATE_DIR: `${s.dir}/state`, MAILSEND_API_KEY: "msk_unused_key_123456", MAILSEND_BASE_URL: "http://127.0.0.1:9" },
-      extendEnv: false,
-      cwd: ROOT,
-      reject: false,
-      timeout: 60_000,
-    });
+    const child = execa(
+      process.execPath,
+      [BIN, "relay", "--listen", "127.0.0.1:0", "--auth-file", authFile, "--no-deliver"],
+      {
+        env: {
+          ...baseEnv(),
+          MAILSEND_STATE_DIR: `${s.dir}/state`,
+          MAILSEND_API_KEY: "msk_unused_key_123456",
+          MAILSEND_BASE_URL: "http://127.0.0.1:9",
+        },
+        extendEnv: false,
+        cwd: ROOT,
+        reject: false,
+        timeout: 60_000,
+      },
+    );
     try {
       let out = "";
       child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
       let err = "";
       child.stderr!.on("data", (d: Buffer) => (err += d.toString()));
-      for (let i = 0; i < 200 && !/listening on 127\.0\.0\.1:\d+/.test(out); i++) await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; i < 200 && !/listening on 127\.0\.0\.1:\d+/.test(out); i++)
+        await new Promise((r) => setTimeout(r, 50));
       const port = Number(/listening on 127\.0\.0\.1:(\d+)/.exec(out)![1]);
       const c = await Client.open(port);
       await c.reply();
       await c.cmd("EHLO client.example");
       expect(await c.cmd(plainAuth("grafana", "wrong-password-9"))).toMatch(/^535 /);
       c.end();
-      for (let i = 0; i < 100 && !err.includes("authentication failed"); i++) await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; i < 100 && !err.includes("authentication failed"); i++)
+        await new Promise((r) => setTimeout(r, 50));
       // The filter of docs/sendmail.md, with fail2ban's <HOST> as an address.
       const doc = readFileSync(new URL("../../docs/sendmail.md", import.meta.url), "utf8");
       const failregex = /failregex = (.*)\n/.exec(doc)![1]!.replace("<HOST>", "(?<host>[\\d.:a-f]+)");

@@ -33,15 +33,24 @@ describe("relay: the package replaced under it", () => {
     mkdirSync(pkg);
     for (const p of ["bin", "dist", "package.json"]) cpSync(join(ROOT, p), join(pkg, p), { recursive: true });
     symlinkSync(join(ROOT, "node_modules"), join(pkg, "node_modules"));
-    const env = { ...baseEnv(), ...t.env, MAILSEND_STATE_DIR: join(s.dir, "state"), XDG_CACHE_HOME: join(s.dir, "cache") };
-    const relay = execa(process.execPath, [join(pkg, "bin", "mailsend.js"), "relay", "--listen", "127.0.0.1:0", "--json", "-v"], {
-      env,
-      extendEnv: false,
-      cwd: s.dir,
-      stdin: "ignore",
-      reject: false,
-      timeout: 110_000,
-    });
+    const env = {
+      ...baseEnv(),
+      ...t.env,
+      MAILSEND_STATE_DIR: join(s.dir, "state"),
+      XDG_CACHE_HOME: join(s.dir, "cache"),
+    };
+    const relay = execa(
+      process.execPath,
+      [join(pkg, "bin", "mailsend.js"), "relay", "--listen", "127.0.0.1:0", "--json", "-v"],
+      {
+        env,
+        extendEnv: false,
+        cwd: s.dir,
+        stdin: "ignore",
+        reject: false,
+        timeout: 110_000,
+      },
+    );
     const events: Record<string, any>[] = [];
     const lines = createInterface({ input: relay.stdout! });
     const ready = await new Promise<{ port: number }>((resolve, reject) => {
@@ -52,12 +61,24 @@ describe("relay: the package replaced under it", () => {
     try {
       // The upgrade: every file the relay did not load yet is gone (a new version's have other names).
       renameSync(join(pkg, "dist"), join(pkg, "dist-old"));
-      const client = nodemailer.createTransport({ host: "127.0.0.1", port: ready.port, secure: false, ignoreTLS: true });
+      const client = nodemailer.createTransport({
+        host: "127.0.0.1",
+        port: ready.port,
+        secure: false,
+        ignoreTLS: true,
+      });
       // As an app writes it: HTML only, which the REST request carries whole, so over REST ...
-      const raw = (head: string, subject: string) => `From: app@example.com\r\n${head}Subject: ${subject}\r\nMIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>hello</p>\r\n`;
-      const rest = await client.sendMail({ envelope: { from: "app@example.com", to: ["dev@example.com"] }, raw: raw("To: dev@example.com\r\n", "after upgrade rest") });
+      const raw = (head: string, subject: string) =>
+        `From: app@example.com\r\n${head}Subject: ${subject}\r\nMIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>hello</p>\r\n`;
+      const rest = await client.sendMail({
+        envelope: { from: "app@example.com", to: ["dev@example.com"] },
+        raw: raw("To: dev@example.com\r\n", "after upgrade rest"),
+      });
       // ... and a Cc it cannot carry: this one goes over SMTP.
-      const smtp = await client.sendMail({ envelope: { from: "app@example.com", to: ["dev@example.com", "cc@example.com"] }, raw: raw("To: dev@example.com\r\nCc: cc@example.com\r\n", "after upgrade smtp") });
+      const smtp = await client.sendMail({
+        envelope: { from: "app@example.com", to: ["dev@example.com", "cc@example.com"] },
+        raw: raw("To: dev@example.com\r\nCc: cc@example.com\r\n", "after upgrade smtp"),
+      });
       client.close();
       expect(rest.response).toMatch(/^250 /);
       expect(smtp.response).toMatch(/^250 /);

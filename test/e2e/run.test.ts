@@ -25,7 +25,11 @@ let n = 0;
 function fresh(): { env: Record<string, string>; to: string; dir: string } {
   const dir = join(sb.scratch.dir, `run-${n}`);
   const to = `ops${n++}@example.com`;
-  return { dir, to, env: { ...sb.env, MAILSEND_STATE_DIR: dir, MAILSEND_QUEUE_AUTORUN: "0", MAILSEND_FROM: "Cron <cron@example.com>" } };
+  return {
+    dir,
+    to,
+    env: { ...sb.env, MAILSEND_STATE_DIR: dir, MAILSEND_QUEUE_AUTORUN: "0", MAILSEND_FROM: "Cron <cron@example.com>" },
+  };
 }
 
 async function deliver(env: Record<string, string>): Promise<void> {
@@ -71,7 +75,10 @@ describe("mailsend run", () => {
     // The key in the environment, as the job may print it.
     const { MAILSEND_API_KEY_FILE: _file, ...rest } = fileKey;
     const env = { ...rest, MAILSEND_API_KEY: sb.key };
-    const r = await runCli(["run", "--to", to, "--", "sh", "-c", 'echo line one; echo "oops <b> $MAILSEND_API_KEY" >&2; exit 3'], { env });
+    const r = await runCli(
+      ["run", "--to", to, "--", "sh", "-c", 'echo line one; echo "oops <b> $MAILSEND_API_KEY" >&2; exit 3'],
+      { env },
+    );
     expect(r.exitCode).toBe(3);
     expect(r.stdout).toBe("line one\n");
     expect(r.stderr).toBe(`oops <b> ${sb.key}\n`);
@@ -98,10 +105,16 @@ describe("mailsend run", () => {
 
   it("mails five failures in a row once; the mail after the quiet window counts them", async () => {
     const { env, to } = fresh();
-    for (let i = 0; i < 5; i++) expect((await runCli(["run", "--id", "flaky", "--to", to, "--", "sh", "-c", "exit 1"], { env })).exitCode).toBe(1);
+    for (let i = 0; i < 5; i++)
+      expect((await runCli(["run", "--id", "flaky", "--to", to, "--", "sh", "-c", "exit 1"], { env })).exitCode).toBe(
+        1,
+      );
     expect(await queued(env)).toHaveLength(1);
     // With no quiet window left, the next failure mails, saying what it stands for.
-    expect((await runCli(["run", "--id", "flaky", "--quiet-for", "0s", "--to", to, "--", "sh", "-c", "exit 1"], { env })).exitCode).toBe(1);
+    expect(
+      (await runCli(["run", "--id", "flaky", "--quiet-for", "0s", "--to", to, "--", "sh", "-c", "exit 1"], { env }))
+        .exitCode,
+    ).toBe(1);
     await deliver(env);
     const mails = await mailsTo(to);
     expect(mails).toHaveLength(2);
@@ -112,7 +125,8 @@ describe("mailsend run", () => {
 
   it("--on change: fail, fail, succeed mails twice, the second says recovered", async () => {
     const { env, to } = fresh();
-    const job = (code: number) => runCli(["run", "--on", "change", "--id", "sync", "--to", to, "--", "sh", "-c", `exit ${code}`], { env });
+    const job = (code: number) =>
+      runCli(["run", "--on", "change", "--id", "sync", "--to", to, "--", "sh", "-c", `exit ${code}`], { env });
     expect((await job(2)).exitCode).toBe(2);
     expect((await job(2)).exitCode).toBe(2);
     expect((await job(0)).exitCode).toBe(0);
@@ -127,7 +141,11 @@ describe("mailsend run", () => {
 
   it("concurrent failing runs of one job mail once", async () => {
     const { env, to } = fresh();
-    const runs3 = await Promise.all([0, 1, 2].map(() => runCli(["run", "--id", "together", "--to", to, "--", "sh", "-c", "sleep 0.2; exit 4"], { env })));
+    const runs3 = await Promise.all(
+      [0, 1, 2].map(() =>
+        runCli(["run", "--id", "together", "--to", to, "--", "sh", "-c", "sleep 0.2; exit 4"], { env }),
+      ),
+    );
     expect(runs3.map((r) => r.exitCode)).toEqual([4, 4, 4]);
     expect(await queued(env)).toHaveLength(1);
   });
@@ -137,7 +155,13 @@ describe("mailsend run", () => {
     const pidFile = join(sb.scratch.dir, `pid-${n}`);
     // The grandchild ignores SIGTERM: only the group's SIGKILL after the job ends stops it.
     const script = `(trap '' TERM; exec sleep 300) & echo $! > '${pidFile}'; echo started; wait`;
-    const child = execa(process.execPath, [BIN, "run", "--to", to, "--", "sh", "-c", script], { env: { ...baseEnv(), ...env }, extendEnv: false, cwd: ROOT, reject: false, timeout: 30_000 });
+    const child = execa(process.execPath, [BIN, "run", "--to", to, "--", "sh", "-c", script], {
+      env: { ...baseEnv(), ...env },
+      extendEnv: false,
+      cwd: ROOT,
+      reject: false,
+      timeout: 30_000,
+    });
     await until("the job to start", () => existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== "");
     const grandchild = Number(readFileSync(pidFile, "utf8"));
     expect(runs(grandchild)).toBe(true);
@@ -151,7 +175,22 @@ describe("mailsend run", () => {
   it("--timeout stops a job that hangs (SIGKILL after the grace) and says so", async () => {
     const { env, to } = fresh();
     const started = Date.now();
-    const r = await runCli(["run", "--timeout", "1s", "--kill-after", "1s", "--to", to, "--", "sh", "-c", "trap '' TERM; echo waiting; sleep 30"], { env, timeoutMs: 20_000 });
+    const r = await runCli(
+      [
+        "run",
+        "--timeout",
+        "1s",
+        "--kill-after",
+        "1s",
+        "--to",
+        to,
+        "--",
+        "sh",
+        "-c",
+        "trap '' TERM; echo waiting; sleep 30",
+      ],
+      { env, timeoutMs: 20_000 },
+    );
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(r.exitCode).toBe(137);
     await deliver(env);
@@ -163,7 +202,12 @@ describe("mailsend run", () => {
 
   it("with the service down the job exits at once with its code, and the alert waits in the outbox", async () => {
     const { env, to } = fresh();
-    const down = { ...env, MAILSEND_BASE_URL: "http://127.0.0.1:9", MAILSEND_SMTP_HOST: "127.0.0.1", MAILSEND_SMTP_PORT: "9" };
+    const down = {
+      ...env,
+      MAILSEND_BASE_URL: "http://127.0.0.1:9",
+      MAILSEND_SMTP_HOST: "127.0.0.1",
+      MAILSEND_SMTP_PORT: "9",
+    };
     const started = Date.now();
     const r = await runCli(["run", "--to", to, "--", "sh", "-c", "exit 5"], { env: down });
     expect(r.exitCode).toBe(5);
@@ -176,7 +220,10 @@ describe("mailsend run", () => {
 
   it("keeps the end of a large output: its tail in the body, the end attached with a note", async () => {
     const { env, to } = fresh();
-    const r = await runCli(["run", "--tail", "5", "--attach-limit", "64k", "--to", to, "--", "sh", "-c", "seq 1 50000; exit 1"], { env, timeoutMs: 30_000 });
+    const r = await runCli(
+      ["run", "--tail", "5", "--attach-limit", "64k", "--to", to, "--", "sh", "-c", "seq 1 50000; exit 1"],
+      { env, timeoutMs: 30_000 },
+    );
     expect(r.exitCode).toBe(1);
     expect(r.stdout.endsWith("49999\n50000\n")).toBe(true);
     await deliver(env);
@@ -196,7 +243,9 @@ describe("mailsend run", () => {
     const marker = join(dir, "ran");
     const noTo = await runCli(["run", "--", "sh", "-c", `touch '${marker}'`], { env });
     expect(noTo.exitCode).toBe(64);
-    const noFrom = await runCli(["run", "--to", "a@example.com", "--", "sh", "-c", `touch '${marker}'`], { env: { ...env, MAILSEND_FROM: undefined } });
+    const noFrom = await runCli(["run", "--to", "a@example.com", "--", "sh", "-c", `touch '${marker}'`], {
+      env: { ...env, MAILSEND_FROM: undefined },
+    });
     expect(noFrom.exitCode).toBe(78);
     expect(existsSync(marker)).toBe(false);
   });
@@ -206,7 +255,9 @@ describe("mailsend run", () => {
     const r = await runCli(["run", "--to", "x@example.com", "--", "/nonexistent/job.sh"], { env });
     expect(r.exitCode).toBe(127);
     expect(r.stderr).toContain("command not found");
-    expect(await queued(env)).toMatchObject([{ subject: expect.stringMatching(/job\.sh failed \(command not found\)$/) }]);
+    expect(await queued(env)).toMatchObject([
+      { subject: expect.stringMatching(/job\.sh failed \(command not found\)$/) },
+    ]);
   });
 });
 
@@ -216,7 +267,10 @@ describe.skipIf(lacks(redisServer))("mailsend run with the budget in Redis", () 
     try {
       const a = fresh();
       const b = fresh();
-      const on = (m: { env: Record<string, string> }, code: number) => runCli(["run", "--on", "change", "--id", "shared-job", "--to", a.to, "--", "sh", "-c", `exit ${code}`], { env: { ...m.env, MAILSEND_RATE_LIMIT_URL: redis.url } });
+      const on = (m: { env: Record<string, string> }, code: number) =>
+        runCli(["run", "--on", "change", "--id", "shared-job", "--to", a.to, "--", "sh", "-c", `exit ${code}`], {
+          env: { ...m.env, MAILSEND_RATE_LIMIT_URL: redis.url },
+        });
       const failed = await Promise.all([on(a, 1), on(b, 1)]);
       expect(failed.map((r) => r.exitCode)).toEqual([1, 1]);
       expect((await queued(a.env)).length + (await queued(b.env)).length).toBe(1);
@@ -242,11 +296,16 @@ describe("mailsend queue check", () => {
     };
     const empty = await check();
     expect(empty.code).toBe(0);
-    expect(empty.line).toMatch(/^QUEUE OK - 0 queued, 0 failed, oldest - \| queued=0;;;0 failed=0;;;0 oldest=0s;3600;14400;0\n$/);
-    for (let i = 0; i < 3; i++) await runCli(["run", "--id", `check-${i}`, "--to", to, "--", "sh", "-c", "exit 1"], { env });
+    expect(empty.line).toMatch(
+      /^QUEUE OK - 0 queued, 0 failed, oldest - \| queued=0;;;0 failed=0;;;0 oldest=0s;3600;14400;0\n$/,
+    );
+    for (let i = 0; i < 3; i++)
+      await runCli(["run", "--id", `check-${i}`, "--to", to, "--", "sh", "-c", "exit 1"], { env });
     expect((await check()).code).toBe(0);
     expect((await check("--warning-count", "3")).code).toBe(1);
-    expect((await check("--warning-count", "2", "--critical-count", "3")).line).toMatch(/^QUEUE CRITICAL - 3 queued, 0 failed, oldest \d+s \(3 queued >= 3\) \| queued=3;2;3;0 /);
+    expect((await check("--warning-count", "2", "--critical-count", "3")).line).toMatch(
+      /^QUEUE CRITICAL - 3 queued, 0 failed, oldest \d+s \(3 queued >= 3\) \| queued=3;2;3;0 /,
+    );
     expect((await check("--warning-count", "2", "--critical-count", "3")).code).toBe(2);
     expect((await check("--warning-age", "0s")).code).toBe(1);
     expect((await check("--warning-age", "0s", "--critical-age", "0s")).code).toBe(2);

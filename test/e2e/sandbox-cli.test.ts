@@ -18,7 +18,19 @@ import { startSandbox } from "../../src/sandbox/server.js";
 import { childSandbox, inProcessSandbox, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
-const send = (subject: string, extra: string[] = []) => ["send", "--json", "-f", "a@example.com", "-t", "b@example.com", "-s", subject, "--text", "hi", ...extra];
+const send = (subject: string, extra: string[] = []) => [
+  "send",
+  "--json",
+  "-f",
+  "a@example.com",
+  "-t",
+  "b@example.com",
+  "-s",
+  subject,
+  "--text",
+  "hi",
+  ...extra,
+];
 
 let s: Scratch;
 beforeAll(() => {
@@ -32,7 +44,12 @@ describe("mailsend sandbox --json", () => {
     const first = await childSandbox(dir);
     try {
       const ready = first.ready;
-      expect(ready).toMatchObject({ ready: true, dir, smtp: { host: "127.0.0.1", tls: "starttls" }, smtps: { tls: "implicit" } });
+      expect(ready).toMatchObject({
+        ready: true,
+        dir,
+        smtp: { host: "127.0.0.1", tls: "starttls" },
+        smtps: { tls: "implicit" },
+      });
       expect(ready.key_created).toMatch(/^key_/);
       expect(ready.api_key_file).toBe(join(dir, "api-key"));
       expect(readFileSync(ready.api_key_file!, "utf8")).toMatch(/^msk_\S+\n$/);
@@ -57,7 +74,10 @@ describe("mailsend sandbox --json", () => {
     try {
       expect(second.ready.key_created).toBeNull();
       const inbox = await runInProcess(["inbox", "--dir", dir, "--json"]);
-      expect((stdoutJson(inbox) as Array<{ subject: string }>).map((m) => m.subject)).toEqual(["json smtp", "json rest"]);
+      expect((stdoutJson(inbox) as Array<{ subject: string }>).map((m) => m.subject)).toEqual([
+        "json smtp",
+        "json rest",
+      ]);
       expect((await runInProcess(send("after restart"), { env: second.ready.env })).exitCode).toBe(0);
     } finally {
       expect(await second.stop()).toBe(0);
@@ -68,10 +88,31 @@ describe("mailsend sandbox --json", () => {
     const dir = join(s.dir, "twice");
     const first = await childSandbox(dir);
     try {
-      const again = await runCli(["sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json"]);
+      const again = await runCli([
+        "sandbox",
+        "--dir",
+        dir,
+        "--http-port",
+        "0",
+        "--smtp-port",
+        "0",
+        "--smtps-port",
+        "0",
+        "--json",
+      ]);
       expect(again.exitCode).toBe(78);
       expect(stderrJson(again).error.message).toContain("already running");
-      const busy = await runCli(["sandbox", "--dir", join(s.dir, "busy"), "--http-port", String(first.ready.http_port), "--smtp-port", "0", "--smtps-port", "0"]);
+      const busy = await runCli([
+        "sandbox",
+        "--dir",
+        join(s.dir, "busy"),
+        "--http-port",
+        String(first.ready.http_port),
+        "--smtp-port",
+        "0",
+        "--smtps-port",
+        "0",
+      ]);
       expect(busy.exitCode).toBe(78);
       expect(busy.stderr).toContain("already in use");
       expect(busy.stderr).toContain("--http-port");
@@ -83,9 +124,18 @@ describe("mailsend sandbox --json", () => {
 
 describe("mailsend sandbox (human output)", () => {
   async function startHuman(dir: string, cwd = ROOT) {
-    const child = execa(process.execPath, [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0"], {
-      env: baseEnv(), extendEnv: false, cwd, stdin: "ignore", reject: false, timeout: 60_000,
-    });
+    const child = execa(
+      process.execPath,
+      [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0"],
+      {
+        env: baseEnv(),
+        extendEnv: false,
+        cwd,
+        stdin: "ignore",
+        reject: false,
+        timeout: 60_000,
+      },
+    );
     const lines: string[] = [];
     const rl = createInterface({ input: child.stdout! });
     await new Promise<void>((resolve, reject) => {
@@ -163,7 +213,8 @@ describe("a start that fails on a port makes nothing in the data dir", () => {
     await new Promise<void>((resolve) => busy.close(() => resolve()));
   });
 
-  const start = (dir: string, ports: string[]) => runCli(["sandbox", "--dir", dir, ...ports, "--json"], { timeoutMs: 30_000 });
+  const start = (dir: string, ports: string[]) =>
+    runCli(["sandbox", "--dir", dir, ...ports, "--json"], { timeoutMs: 30_000 });
 
   /** Every path under dir with its size and mtime: what an earlier start left. */
   function snapshot(dir: string): string[] {
@@ -227,7 +278,9 @@ describe("a start that fails on a port makes nothing in the data dir", () => {
   it("a start that fails later (a damaged keys file) takes back the CA it made, and only that", async () => {
     const dir = join(s.dir, "damaged");
     mkdirSync(join(dir, "keys.json"), { recursive: true });
-    await expect(startSandbox({ dir, httpPort: 0, smtpPort: 0, smtpsPort: 0 })).rejects.toMatchObject({ code: "config_invalid" });
+    await expect(startSandbox({ dir, httpPort: 0, smtpPort: 0, smtpsPort: 0 })).rejects.toMatchObject({
+      code: "config_invalid",
+    });
     expect(readdirSync(dir)).toEqual(["keys.json"]);
   });
 
@@ -292,7 +345,11 @@ describe("fault injection", () => {
       expect((await faults(undefined, "GET")).json.failRate).toBe(0.5);
       expect((await faults({ failRate: 2 })).status).toBe(400);
       expect((await faults({ explode: true })).status).toBe(400);
-      const form = await fetch(`${t.sb.urls.baseUrl}/_sandbox/faults`, { method: "POST", body: "failRate=1", headers: { "Content-Type": "application/x-www-form-urlencoded" } });
+      const form = await fetch(`${t.sb.urls.baseUrl}/_sandbox/faults`, {
+        method: "POST",
+        body: "failRate=1",
+        headers: { "Content-Type": "application/x-www-form-urlencoded" },
+      });
       expect(form.status).toBe(415);
       expect((await faults(undefined, "DELETE")).json).toMatchObject({ failRate: 0, dropRate: 0, latencyMs: 0 });
     });
@@ -356,16 +413,22 @@ describe("a shell that already trusts CAs of its own (NODE_EXTRA_CA_CERTS)", () 
     // Another sandbox's CA stands for the company's: a TLS server this shell must go on trusting.
     const company = await childSandbox(join(s.dir, "ca-company"));
     const dir = join(s.dir, "ca-bundled");
-    const child = execa(process.execPath, [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json"], {
-      env: { ...baseEnv(), NODE_EXTRA_CA_CERTS: company.ready.ca_file },
-      extendEnv: false,
-      cwd: ROOT,
-      stdin: "ignore",
-      reject: false,
-      timeout: 120_000,
-    });
+    const child = execa(
+      process.execPath,
+      [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json"],
+      {
+        env: { ...baseEnv(), NODE_EXTRA_CA_CERTS: company.ready.ca_file },
+        extendEnv: false,
+        cwd: ROOT,
+        stdin: "ignore",
+        reject: false,
+        timeout: 120_000,
+      },
+    );
     try {
-      const ready = await new Promise<{ ca_file: string; env: Record<string, string> }>((resolve) => createInterface({ input: child.stdout! }).once("line", (l) => resolve(JSON.parse(l))));
+      const ready = await new Promise<{ ca_file: string; env: Record<string, string> }>((resolve) =>
+        createInterface({ input: child.stdout! }).once("line", (l) => resolve(JSON.parse(l))),
+      );
       const bundle = join(dir, "tls", "ca-bundle.pem");
       expect(ready.env.NODE_EXTRA_CA_CERTS).toBe(bundle);
       expect(ready.ca_file).toBe(join(dir, "tls", "ca.pem"));
@@ -375,25 +438,35 @@ describe("a shell that already trusts CAs of its own (NODE_EXTRA_CA_CERTS)", () 
       // With the pasted line: this sandbox's TLS is trusted, and so is the company's still.
       const here = await runCli(send("bundle here", ["--transport", "smtp"]), { env: ready.env });
       expect(here.exitCode, here.stderr).toBe(0);
-      const there = await runCli(send("bundle there", ["--transport", "smtp"]), { env: { ...company.ready.env, NODE_EXTRA_CA_CERTS: ready.env.NODE_EXTRA_CA_CERTS! } });
+      const there = await runCli(send("bundle there", ["--transport", "smtp"]), {
+        env: { ...company.ready.env, NODE_EXTRA_CA_CERTS: ready.env.NODE_EXTRA_CA_CERTS! },
+      });
       expect(there.exitCode, there.stderr).toBe(0);
     } finally {
       child.kill("SIGTERM");
       await child;
     }
     // Started again in the shell that pasted that line: it names the bundle still.
-    const again = execa(process.execPath, [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json"], {
-      env: { ...baseEnv(), NODE_EXTRA_CA_CERTS: join(dir, "tls", "ca-bundle.pem") },
-      extendEnv: false,
-      cwd: ROOT,
-      stdin: "ignore",
-      reject: false,
-      timeout: 120_000,
-    });
+    const again = execa(
+      process.execPath,
+      [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json"],
+      {
+        env: { ...baseEnv(), NODE_EXTRA_CA_CERTS: join(dir, "tls", "ca-bundle.pem") },
+        extendEnv: false,
+        cwd: ROOT,
+        stdin: "ignore",
+        reject: false,
+        timeout: 120_000,
+      },
+    );
     try {
-      const ready = await new Promise<{ env: Record<string, string> }>((resolve) => createInterface({ input: again.stdout! }).once("line", (l) => resolve(JSON.parse(l))));
+      const ready = await new Promise<{ env: Record<string, string> }>((resolve) =>
+        createInterface({ input: again.stdout! }).once("line", (l) => resolve(JSON.parse(l))),
+      );
       expect(ready.env.NODE_EXTRA_CA_CERTS).toBe(join(dir, "tls", "ca-bundle.pem"));
-      expect(readFileSync(join(dir, "tls", "ca-bundle.pem"), "utf8")).toContain(readFileSync(company.ready.ca_file, "utf8").trim());
+      expect(readFileSync(join(dir, "tls", "ca-bundle.pem"), "utf8")).toContain(
+        readFileSync(company.ready.ca_file, "utf8").trim(),
+      );
     } finally {
       again.kill("SIGTERM");
       await again;

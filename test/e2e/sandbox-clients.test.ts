@@ -31,12 +31,20 @@ describe.skipIf(!has("curl"))("curl", () => {
   };
 
   it("POST /send with a Bearer key: 200 {success, message_id}, and the message is stored", async () => {
-    const payload = sendRequest({ subject: "from curl", attachments: [{ content: Buffer.from("curl bytes").toString("base64"), filename: "c.txt" }] });
+    const payload = sendRequest({
+      subject: "from curl",
+      attachments: [{ content: Buffer.from("curl bytes").toString("base64"), filename: "c.txt" }],
+    });
     const r = await curl([
-      "-X", "POST", `${t.sb.urls.baseUrl}/send`,
-      "-H", `Authorization: Bearer ${t.key}`,
-      "-H", "Content-Type: application/json",
-      "--data-binary", JSON.stringify(payload),
+      "-X",
+      "POST",
+      `${t.sb.urls.baseUrl}/send`,
+      "-H",
+      `Authorization: Bearer ${t.key}`,
+      "-H",
+      "Content-Type: application/json",
+      "--data-binary",
+      JSON.stringify(payload),
     ]);
     const { body, status } = split(r.stdout);
     expect(status).toBe(200);
@@ -51,10 +59,15 @@ describe.skipIf(!has("curl"))("curl", () => {
     const big = t.scratch.file("big.json", Buffer.alloc(8 * 1024 * 1024, 0x20));
     const before = t.sb.store.count;
     const r = await curl([
-      "-X", "POST", `${t.sb.urls.baseUrl}/send`,
-      "-H", `Authorization: Bearer ${t.key}`,
-      "-H", "Content-Type: application/json",
-      "--data-binary", `@${big}`,
+      "-X",
+      "POST",
+      `${t.sb.urls.baseUrl}/send`,
+      "-H",
+      `Authorization: Bearer ${t.key}`,
+      "-H",
+      "Content-Type: application/json",
+      "--data-binary",
+      `@${big}`,
     ]);
     const { body, status } = split(r.stdout);
     expect(status).toBe(413);
@@ -63,7 +76,15 @@ describe.skipIf(!has("curl"))("curl", () => {
   });
 
   it("a form post (curl -d default) is 415", async () => {
-    const r = await curl(["-X", "POST", `${t.sb.urls.baseUrl}/send`, "-H", `Authorization: Bearer ${t.key}`, "-d", "from=a@example.com"]);
+    const r = await curl([
+      "-X",
+      "POST",
+      `${t.sb.urls.baseUrl}/send`,
+      "-H",
+      `Authorization: Bearer ${t.key}`,
+      "-d",
+      "from=a@example.com",
+    ]);
     expect(split(r.stdout).status).toBe(415);
   });
 });
@@ -75,13 +96,28 @@ describe.skipIf(!has("swaks"))("swaks", () => {
     execa(
       "swaks",
       [
-        "--server", "127.0.0.1", "--port", String(port),
+        "--server",
+        "127.0.0.1",
+        "--port",
+        String(port),
         mode === "starttls" ? "--tls" : "--tlsc",
-        "--tls-verify", "--tls-ca-path", t.sb.tls.caPath,
-        "--auth", "LOGIN", "--auth-user", "mailsend", "--auth-password", password,
-        "--from", "swaks@example.com", "--to", "one@example.com,two@example.com",
-        "--header", `Subject: ${subject}`,
-        "--timeout", "15",
+        "--tls-verify",
+        "--tls-ca-path",
+        t.sb.tls.caPath,
+        "--auth",
+        "LOGIN",
+        "--auth-user",
+        "mailsend",
+        "--auth-password",
+        password,
+        "--from",
+        "swaks@example.com",
+        "--to",
+        "one@example.com,two@example.com",
+        "--header",
+        `Subject: ${subject}`,
+        "--timeout",
+        "15",
         ...extra,
       ],
       { reject: false, timeout: 30_000 },
@@ -91,7 +127,14 @@ describe.skipIf(!has("swaks"))("swaks", () => {
     it(`submits with AUTH LOGIN (${mode === "starttls" ? "STARTTLS on the 587-role port" : "TLS on connect on the 465-role port"}), attachment byte for byte`, async () => {
       const file = t.scratch.file(`att-${mode}.bin`, attachment);
       const port = mode === "starttls" ? t.sb.ports.smtp : t.sb.ports.smtps;
-      const r = await swaks(port, mode, `swaks ${mode}`, ["--attach-type", "application/octet-stream", "--attach-name", "att.bin", "--attach", `@${file}`]);
+      const r = await swaks(port, mode, `swaks ${mode}`, [
+        "--attach-type",
+        "application/octet-stream",
+        "--attach-name",
+        "att.bin",
+        "--attach",
+        `@${file}`,
+      ]);
       expect(r.exitCode, r.stdout + r.stderr).toBe(0);
       const m = (await t.sb.store.list({ limit: 1 }))[0]!;
       expect(m.channel).toBe("smtp");
@@ -115,8 +158,24 @@ describe.skipIf(!has("swaks"))("swaks", () => {
   it("without STARTTLS the AUTH is refused (538)", async () => {
     const r = await execa(
       "swaks",
-      ["--server", "127.0.0.1", "--port", String(t.sb.ports.smtp), "--auth", "LOGIN", "--auth-user", "mailsend", "--auth-password", t.key,
-        "--from", "a@example.com", "--to", "b@example.com", "--timeout", "15"],
+      [
+        "--server",
+        "127.0.0.1",
+        "--port",
+        String(t.sb.ports.smtp),
+        "--auth",
+        "LOGIN",
+        "--auth-user",
+        "mailsend",
+        "--auth-password",
+        t.key,
+        "--from",
+        "a@example.com",
+        "--to",
+        "b@example.com",
+        "--timeout",
+        "15",
+      ],
       { reject: false, timeout: 30_000 },
     );
     expect(r.exitCode).not.toBe(0);

@@ -50,7 +50,13 @@ describe("REST", () => {
         req.flushHeaders();
       });
       expect(res.statusCode).toBe(413);
-      const body = JSON.parse(await new Promise<string>((r) => { let s = ""; res.on("data", (c) => (s += c)); res.on("end", () => r(s)); }));
+      const body = JSON.parse(
+        await new Promise<string>((r) => {
+          let s = "";
+          res.on("data", (c) => (s += c));
+          res.on("end", () => r(s));
+        }),
+      );
       expect(body.error.code).toBe("payload_too_large");
       res.destroy();
     });
@@ -62,7 +68,10 @@ describe("REST", () => {
       const chunk = Buffer.alloc(64 * 1024, 0x61);
       let written = 0;
       const status = await new Promise<{ status: number; writtenAtAnswer: number }>((resolve, reject) => {
-        const req = http.request(`${t.sb.urls.baseUrl}/send`, { method: "POST", headers: { ...auth, "Transfer-Encoding": "chunked" } });
+        const req = http.request(`${t.sb.urls.baseUrl}/send`, {
+          method: "POST",
+          headers: { ...auth, "Transfer-Encoding": "chunked" },
+        });
         let answered = false;
         req.on("response", (res) => {
           answered = true;
@@ -112,7 +121,12 @@ describe("REST", () => {
 
   it("wrong or missing Content-Type: 415", async () => {
     const body = JSON.stringify(sendRequest());
-    for (const ct of ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1", "multipart/form-data; boundary=x"]) {
+    for (const ct of [
+      "text/plain",
+      "application/x-www-form-urlencoded",
+      "application/json; charset=latin1",
+      "multipart/form-data; boundary=x",
+    ]) {
       const r = await expectNothingStored(() => post(t.sb.urls.baseUrl, body, { ...auth, "Content-Type": ct }));
       expect(r.status, ct).toBe(415);
       expect(error(r).code).toBe("unsupported_media_type");
@@ -120,7 +134,9 @@ describe("REST", () => {
     const { "Content-Type": _ct, ...noType } = auth;
     const r = await expectNothingStored(() => post(t.sb.urls.baseUrl, Buffer.from(body), noType));
     expect(r.status).toBe(415);
-    expect((await post(t.sb.urls.baseUrl, body, { ...auth, "Content-Type": "application/json; charset=UTF-8" })).status).toBe(200);
+    expect(
+      (await post(t.sb.urls.baseUrl, body, { ...auth, "Content-Type": "application/json; charset=UTF-8" })).status,
+    ).toBe(200);
   });
 
   it("a body that is not UTF-8: 400 invalid_encoding", async () => {
@@ -140,16 +156,26 @@ describe("REST", () => {
   });
 
   it("unknown fields and malformed attachments are refused, naming the field", async () => {
-    const a = await expectNothingStored(() => post(t.sb.urls.baseUrl, JSON.stringify(sendRequest({ cc: "c@example.com" })), auth));
+    const a = await expectNothingStored(() =>
+      post(t.sb.urls.baseUrl, JSON.stringify(sendRequest({ cc: "c@example.com" })), auth),
+    );
     expect(a.status).toBe(400);
     expect(error(a).message).toContain("cc");
     const b = await expectNothingStored(() =>
-      post(t.sb.urls.baseUrl, JSON.stringify(sendRequest({ attachments: [{ content: "not base64!", filename: "a.txt" }] })), auth),
+      post(
+        t.sb.urls.baseUrl,
+        JSON.stringify(sendRequest({ attachments: [{ content: "not base64!", filename: "a.txt" }] })),
+        auth,
+      ),
     );
     expect(b.status).toBe(400);
     expect(error(b).message).toContain("attachments.0.content");
     const c = await expectNothingStored(() =>
-      post(t.sb.urls.baseUrl, JSON.stringify(sendRequest({ attachments: [{ content: "aGk=", filename: "../../etc/passwd" }] })), auth),
+      post(
+        t.sb.urls.baseUrl,
+        JSON.stringify(sendRequest({ attachments: [{ content: "aGk=", filename: "../../etc/passwd" }] })),
+        auth,
+      ),
     );
     expect(c.status).toBe(400);
     expect(error(c).message).toContain("attachments.0.filename");
@@ -181,10 +207,17 @@ describe("REST", () => {
     expect(none.status).toBe(401);
     expect(error(none).code).toBe("missing_api_key");
     expect(none.headers["www-authenticate"]).toMatch(/^Bearer/);
-    const basic = await expectNothingStored(() => post(t.sb.urls.baseUrl, body, { ...auth, Authorization: `Basic ${Buffer.from(`mailsend:${t.key}`).toString("base64")}` }));
+    const basic = await expectNothingStored(() =>
+      post(t.sb.urls.baseUrl, body, {
+        ...auth,
+        Authorization: `Basic ${Buffer.from(`mailsend:${t.key}`).toString("base64")}`,
+      }),
+    );
     expect(basic.status).toBe(401);
     expect(error(basic).code).toBe("invalid_authorization");
-    const wrong = await expectNothingStored(() => post(t.sb.urls.baseUrl, body, { ...auth, Authorization: "Bearer msk_wrong" }));
+    const wrong = await expectNothingStored(() =>
+      post(t.sb.urls.baseUrl, body, { ...auth, Authorization: "Bearer msk_wrong" }),
+    );
     expect(wrong.status).toBe(401);
     expect(error(wrong).code).toBe("invalid_api_key");
     expect(wrong.text).not.toContain("msk_wrong");
@@ -200,12 +233,17 @@ describe("REST", () => {
     await expectNothingStored(async () => {
       const body = Buffer.from(JSON.stringify(sendRequest({ html: "y".repeat(50_000) })));
       await new Promise<void>((resolve) => {
-        const req = http.request(`${t.sb.urls.baseUrl}/send`, { method: "POST", headers: { ...auth, "Content-Length": String(body.length) } });
+        const req = http.request(`${t.sb.urls.baseUrl}/send`, {
+          method: "POST",
+          headers: { ...auth, "Content-Length": String(body.length) },
+        });
         req.on("error", () => resolve());
-        req.write(body.subarray(0, body.length / 2), () => setTimeout(() => {
-          req.destroy();
-          resolve();
-        }, 50));
+        req.write(body.subarray(0, body.length / 2), () =>
+          setTimeout(() => {
+            req.destroy();
+            resolve();
+          }, 50),
+        );
       });
       await new Promise((r) => setTimeout(r, 100));
     });
@@ -213,7 +251,9 @@ describe("REST", () => {
   });
 
   it("a bad Idempotency-Key is refused", async () => {
-    const r = await expectNothingStored(() => post(t.sb.urls.baseUrl, JSON.stringify(sendRequest()), { ...auth, "Idempotency-Key": "has space" }));
+    const r = await expectNothingStored(() =>
+      post(t.sb.urls.baseUrl, JSON.stringify(sendRequest()), { ...auth, "Idempotency-Key": "has space" }),
+    );
     expect(r.status).toBe(400);
     expect(error(r).code).toBe("invalid_idempotency_key");
   });
@@ -317,8 +357,13 @@ describe("SMTP", () => {
     await d.cmd("RCPT TO:<b@example.com>");
     await d.cmd("DATA");
     const msg = Buffer.concat([
-      Buffer.from("From: a@example.com\r\nTo: b@example.com\r\nSubject: latin1\r\nContent-Type: text/plain; charset=iso-8859-1\r\nContent-Transfer-Encoding: 8bit\r\n\r\n"),
-      Buffer.from([0x47, 0x72, 0xfc, 0xdf, 0x65, 0x0d, 0x0a, 0x2e, 0x2e, 0x6c, 0x65, 0x61, 0x64, 0x69, 0x6e, 0x67, 0x20, 0x64, 0x6f, 0x74, 0x0d, 0x0a]),
+      Buffer.from(
+        "From: a@example.com\r\nTo: b@example.com\r\nSubject: latin1\r\nContent-Type: text/plain; charset=iso-8859-1\r\nContent-Transfer-Encoding: 8bit\r\n\r\n",
+      ),
+      Buffer.from([
+        0x47, 0x72, 0xfc, 0xdf, 0x65, 0x0d, 0x0a, 0x2e, 0x2e, 0x6c, 0x65, 0x61, 0x64, 0x69, 0x6e, 0x67, 0x20, 0x64,
+        0x6f, 0x74, 0x0d, 0x0a,
+      ]),
     ]);
     d.write(msg);
     const r = await d.cmd(".");

@@ -9,7 +9,18 @@ import { runInProcess, stderrJson, stdoutJson } from "../helpers/cli.js";
 import { addKey, post, revokeKey, sendRequest, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { SmtpDialog } from "../helpers/smtp-dialog.js";
 
-const sendArgs = (subject: string) => ["send", "--json", "-f", "a@example.com", "-t", "b@example.com", "-s", subject, "--text", "hi"];
+const sendArgs = (subject: string) => [
+  "send",
+  "--json",
+  "-f",
+  "a@example.com",
+  "-t",
+  "b@example.com",
+  "-s",
+  subject,
+  "--text",
+  "hi",
+];
 
 /**
  * These tests watch the sandbox refuse: the client's own budget (which the
@@ -61,12 +72,20 @@ describe("keys", () => {
     const rest = await runInProcess(sendArgs("after revoke"), { env });
     expect(rest.exitCode).toBe(77);
     expect(stderrJson(rest).error).toMatchObject({ code: "key_revoked", status: 403 });
-    const smtp = await runInProcess([...sendArgs("after revoke"), "--transport", "smtp"], { env: withKey(t.envImplicit, key) });
+    const smtp = await runInProcess([...sendArgs("after revoke"), "--transport", "smtp"], {
+      env: withKey(t.envImplicit, key),
+    });
     expect(smtp.exitCode).toBe(77);
     expect(stderrJson(smtp).error).toMatchObject({ code: "key_revoked", status: 535 });
     expect(t.sb.store.count).toBe(count);
-    const raw = await post(t.sb.urls.baseUrl, JSON.stringify(sendRequest()), { Authorization: `Bearer ${key}`, "Content-Type": "application/json" });
-    expect(raw.json).toEqual({ success: false, error: { code: "key_revoked", message: `the API key ${id} has been revoked` } });
+    const raw = await post(t.sb.urls.baseUrl, JSON.stringify(sendRequest()), {
+      Authorization: `Bearer ${key}`,
+      "Content-Type": "application/json",
+    });
+    expect(raw.json).toEqual({
+      success: false,
+      error: { code: "key_revoked", message: `the API key ${id} has been revoked` },
+    });
   });
 
   it("an expired key is refused on both channels", async () => {
@@ -76,7 +95,10 @@ describe("keys", () => {
     const rest = await runInProcess(sendArgs("expired"), { env });
     expect(rest.exitCode).toBe(77);
     expect(stderrJson(rest).error.status).toBe(403);
-    const raw = await post(t.sb.urls.baseUrl, JSON.stringify(sendRequest()), { Authorization: `Bearer ${key}`, "Content-Type": "application/json" });
+    const raw = await post(t.sb.urls.baseUrl, JSON.stringify(sendRequest()), {
+      Authorization: `Bearer ${key}`,
+      "Content-Type": "application/json",
+    });
     expect(raw.json.error.code).toBe("key_expired");
     const smtp = await runInProcess([...sendArgs("expired"), "--transport", "smtp"], { env });
     expect(smtp.exitCode).toBe(77);
@@ -126,7 +148,9 @@ describe("one limit per key across REST and SMTP", () => {
     expect((await runInProcess(sendArgs("r1"), { env })).exitCode).toBe(0);
     expect((await runInProcess([...sendArgs("s1"), "--transport", "smtp"], { env })).exitCode).toBe(0);
     expect((await runInProcess(sendArgs("r2"), { env })).exitCode).toBe(0);
-    expect((await runInProcess([...sendArgs("s2"), "--transport", "smtp"], { env: withKey(t.envImplicit, key) })).exitCode).toBe(0);
+    expect(
+      (await runInProcess([...sendArgs("s2"), "--transport", "smtp"], { env: withKey(t.envImplicit, key) })).exitCode,
+    ).toBe(0);
     const stored = t.sb.store.count;
 
     const rest = await runInProcess(sendArgs("r3"), { env });
@@ -137,7 +161,10 @@ describe("one limit per key across REST and SMTP", () => {
     expect(stderrJson(smtp).error).toMatchObject({ code: "rate_limited", status: 451 });
     expect(t.sb.store.count).toBe(stored);
 
-    const raw = await post(t.sb.urls.baseUrl, JSON.stringify(sendRequest()), { Authorization: `Bearer ${key}`, "Content-Type": "application/json" });
+    const raw = await post(t.sb.urls.baseUrl, JSON.stringify(sendRequest()), {
+      Authorization: `Bearer ${key}`,
+      "Content-Type": "application/json",
+    });
     expect(raw.status).toBe(429);
     expect(raw.json.error.code).toBe("rate_limited");
     const retryAfter = Number(raw.headers["retry-after"]);
@@ -183,7 +210,9 @@ describe("the default limit of 60", () => {
     await d.cmd("EHLO test");
     expect(await d.login("mailsend", t.key)).toMatch(/^235/);
     for (let i = 0; i < 30; i++) {
-      expect((await post(t.sb.urls.baseUrl, JSON.stringify(sendRequest({ subject: `rest ${i}` })), h)).status).toBe(200);
+      expect((await post(t.sb.urls.baseUrl, JSON.stringify(sendRequest({ subject: `rest ${i}` })), h)).status).toBe(
+        200,
+      );
       expect(await d.cmd("MAIL FROM:<a@example.com>")).toMatch(/^250/);
       expect(await d.cmd("RCPT TO:<b@example.com>")).toMatch(/^250/);
       expect(await d.cmd("DATA")).toMatch(/^354/);

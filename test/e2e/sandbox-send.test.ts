@@ -34,15 +34,24 @@ describe("REST through the CLI", () => {
   it("stores the message as sent: recipients, names, reply-to, custom headers, attachments byte for byte", async () => {
     const r = await runInProcess(
       [
-        "send", "--json",
-        "--from", "Build Bot <bot@example.com>",
-        "--to", "Ann <ann@example.com>, bob@example.org",
-        "--reply-to", "Team <team@example.com>",
-        "--subject", "Build #42 ✓ passed",
-        "--html", "<h1>Passed</h1><p>all good</p>",
-        "--attach", `${binPath}#report.bin`,
-        "--header", "X-Campaign: nightly",
-        "--idempotency-key", "rest-stored-1",
+        "send",
+        "--json",
+        "--from",
+        "Build Bot <bot@example.com>",
+        "--to",
+        "Ann <ann@example.com>, bob@example.org",
+        "--reply-to",
+        "Team <team@example.com>",
+        "--subject",
+        "Build #42 ✓ passed",
+        "--html",
+        "<h1>Passed</h1><p>all good</p>",
+        "--attach",
+        `${binPath}#report.bin`,
+        "--header",
+        "X-Campaign: nightly",
+        "--idempotency-key",
+        "rest-stored-1",
       ],
       { env: t.env },
     );
@@ -55,7 +64,9 @@ describe("REST through the CLI", () => {
     expect(m!.channel).toBe("rest");
     expect(m!.envelope).toEqual({ from: "bot@example.com", to: ["ann@example.com", "bob@example.org"] });
     expect(m!.idempotencyKey).toBe("rest-stored-1");
-    expect(m!.attachments).toEqual([{ filename: "report.bin", contentType: "application/octet-stream", size: binary.length }]);
+    expect(m!.attachments).toEqual([
+      { filename: "report.bin", contentType: "application/octet-stream", size: binary.length },
+    ]);
 
     const email = await parseEml((await t.sb.store.raw(m!.id))!);
     expect(email.from).toEqual({ name: "Build Bot", address: "bot@example.com" });
@@ -74,7 +85,20 @@ describe("REST through the CLI", () => {
 
   it("answers message_id per the spec and the same first answer for a repeated Idempotency-Key", async () => {
     const before = t.sb.store.count;
-    const args = ["send", "--json", "-f", "a@example.com", "-t", "b@example.com", "-s", "once", "--text", "only once", "--idempotency-key", "rest-idem-7"];
+    const args = [
+      "send",
+      "--json",
+      "-f",
+      "a@example.com",
+      "-t",
+      "b@example.com",
+      "-s",
+      "once",
+      "--text",
+      "only once",
+      "--idempotency-key",
+      "rest-idem-7",
+    ];
     const r1 = await runInProcess(args, { env: t.env });
     const r2 = await runInProcess(args, { env: t.env });
     expect([r1.exitCode, r2.exitCode]).toEqual([0, 0]);
@@ -110,17 +134,30 @@ describe("SMTP through the CLI", () => {
       const env = mode === "starttls" ? t.env : t.envImplicit;
       const r = await runInProcess(
         [
-          "send", "--json", "--transport", "smtp",
-          "--from", "Ops <ops@example.com>",
-          "--to", "dev@example.com",
-          "--cc", "Lead <lead@example.com>",
-          "--bcc", "audit@example.com",
-          "--subject", `over ${mode}`,
-          "--text", "plain body",
-          "--html", "<p>html body</p>",
-          "--attach", `${binPath}#blob.bin`,
-          "--header", "X-Ticket: T-1",
-          "--idempotency-key", `smtp-${mode}-1`,
+          "send",
+          "--json",
+          "--transport",
+          "smtp",
+          "--from",
+          "Ops <ops@example.com>",
+          "--to",
+          "dev@example.com",
+          "--cc",
+          "Lead <lead@example.com>",
+          "--bcc",
+          "audit@example.com",
+          "--subject",
+          `over ${mode}`,
+          "--text",
+          "plain body",
+          "--html",
+          "<p>html body</p>",
+          "--attach",
+          `${binPath}#blob.bin`,
+          "--header",
+          "X-Ticket: T-1",
+          "--idempotency-key",
+          `smtp-${mode}-1`,
         ],
         { env },
       );
@@ -129,7 +166,10 @@ describe("SMTP through the CLI", () => {
       const m = list[0]!;
       expect(m.channel).toBe("smtp");
       expect(m.subject).toBe(`over ${mode}`);
-      expect(m.envelope).toEqual({ from: "ops@example.com", to: ["dev@example.com", "lead@example.com", "audit@example.com"] });
+      expect(m.envelope).toEqual({
+        from: "ops@example.com",
+        to: ["dev@example.com", "lead@example.com", "audit@example.com"],
+      });
       expect(m.idempotencyKey).toBe(`smtp-${mode}-1`);
       expect(m.messageId).toBe(stdoutJson(r).message_id);
       const raw = (await t.sb.store.raw(m.id))!;
@@ -141,13 +181,29 @@ describe("SMTP through the CLI", () => {
       expect(email.html).toContain("<p>html body</p>");
       expect(email.headers.find((h) => h.key === "x-ticket")?.value).toBe("T-1");
       expect(bytes(email.attachments[0]!.content).equals(binary)).toBe(true);
-      expect(m.attachments).toEqual([{ filename: "blob.bin", contentType: "application/octet-stream", size: binary.length }]);
+      expect(m.attachments).toEqual([
+        { filename: "blob.bin", contentType: "application/octet-stream", size: binary.length },
+      ]);
     });
   }
 
   it("X-Idempotency-Key de-duplicates over SMTP, across the two ports", async () => {
     const before = t.sb.store.count;
-    const args = ["send", "--transport", "smtp", "-f", "a@example.com", "-t", "b@example.com", "-s", "smtp once", "--text", "x", "--idempotency-key", "smtp-dup"];
+    const args = [
+      "send",
+      "--transport",
+      "smtp",
+      "-f",
+      "a@example.com",
+      "-t",
+      "b@example.com",
+      "-s",
+      "smtp once",
+      "--text",
+      "x",
+      "--idempotency-key",
+      "smtp-dup",
+    ];
     expect((await runInProcess(args, { env: t.env })).exitCode).toBe(0);
     expect((await runInProcess(args, { env: t.envImplicit })).exitCode).toBe(0);
     expect(t.sb.store.count).toBe(before + 1);
@@ -197,7 +253,20 @@ describe("restart", () => {
     expect(t.sb.createdKey).toBeUndefined();
     expect(await t.sb.store.list()).toEqual(before);
     expect((await t.sb.store.raw(before[0]!.id))!.equals(firstRaw)).toBe(true);
-    const args = ["send", "--json", "-f", "a@example.com", "-t", "b@example.com", "-s", "once", "--text", "only once", "--idempotency-key", "rest-idem-7"];
+    const args = [
+      "send",
+      "--json",
+      "-f",
+      "a@example.com",
+      "-t",
+      "b@example.com",
+      "-s",
+      "once",
+      "--text",
+      "only once",
+      "--idempotency-key",
+      "rest-idem-7",
+    ];
     const r = await runInProcess(args, { env: t.env });
     expect(r.exitCode).toBe(0);
     expect(t.sb.store.count).toBe(before.length);
@@ -219,7 +288,10 @@ describe("restart", () => {
     const indexAfter = readFileSync(t.sb.paths.index, "utf8");
     expect(indexAfter.endsWith("\n")).toBe(true);
     expect(indexBefore.startsWith(indexAfter)).toBe(true);
-    const r = await runInProcess(["send", "--json", "-f", "a@example.com", "-t", "b@example.com", "-s", "after crash", "--text", "x"], { env: t.env });
+    const r = await runInProcess(
+      ["send", "--json", "-f", "a@example.com", "-t", "b@example.com", "-s", "after crash", "--text", "x"],
+      { env: t.env },
+    );
     expect(r.exitCode).toBe(0);
     expect(t.sb.store.count).toBe(before.length + 1);
   });

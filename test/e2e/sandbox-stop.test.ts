@@ -15,12 +15,29 @@ for (const transport of ["smtp", "rest"] as const) {
     const t = await inProcessSandbox({ faults: { latencyMs: 4_000 } });
     const subject = `stopped mid-answer over ${transport}`;
     try {
-      const child = execa(process.execPath, [BIN, "send", "--transport", transport, "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "x"], {
-        env: { ...baseEnv(), ...t.env },
-        extendEnv: false,
-        reject: false,
-        timeout: 30_000,
-      });
+      const child = execa(
+        process.execPath,
+        [
+          BIN,
+          "send",
+          "--transport",
+          transport,
+          "-f",
+          "ci@example.com",
+          "-t",
+          "dev@example.com",
+          "-s",
+          subject,
+          "--text",
+          "x",
+        ],
+        {
+          env: { ...baseEnv(), ...t.env },
+          extendEnv: false,
+          reject: false,
+          timeout: 30_000,
+        },
+      );
       await until(async () => (await t.sb.store.list({ limit: 10 })).some((m) => m.subject === subject), 15_000);
       await t.stop();
       const r = await child;

@@ -30,12 +30,21 @@ beforeAll(async () => {
   execFileSync("mkfifo", [paths.fifo]);
   paths.badJson = tmp.file("bad.json", '{"from": "a@example.com", "to": ');
   paths.arrayJson = tmp.file("array.json", "[]");
-  paths.unknownField = tmp.file("unknown.json", JSON.stringify({ from: "a@example.com", to: "b@example.com", subject: "s", html: "h", cc: "c@example.com" }));
-  paths.nullField = tmp.file("null.json", JSON.stringify({ from: "a@example.com", to: "b@example.com", subject: "s", html: "h", name: null }));
+  paths.unknownField = tmp.file(
+    "unknown.json",
+    JSON.stringify({ from: "a@example.com", to: "b@example.com", subject: "s", html: "h", cc: "c@example.com" }),
+  );
+  paths.nullField = tmp.file(
+    "null.json",
+    JSON.stringify({ from: "a@example.com", to: "b@example.com", subject: "s", html: "h", name: null }),
+  );
   paths.noBlankEml = tmp.file("noblank.eml", "From: a@example.com\r\nTo: b@example.com\r\nSubject: s");
   paths.notEml = tmp.file("not.eml", "<html>this is not a message</html>\n\nbody");
   paths.noFromEml = tmp.file("nofrom.eml", "To: b@example.com\r\nSubject: s\r\n\r\nx");
-  paths.ccEml = tmp.file("cc.eml", "From: a@example.com\r\nTo: b@example.com\r\nCc: c@example.com\r\nSubject: s\r\n\r\nx");
+  paths.ccEml = tmp.file(
+    "cc.eml",
+    "From: a@example.com\r\nTo: b@example.com\r\nCc: c@example.com\r\nSubject: s\r\n\r\nx",
+  );
   paths.latin1 = tmp.file("latin1.html", Buffer.from([0x3c, 0x70, 0x3e, 0xe9, 0x74, 0xe9]));
   paths.emptyKey = tmp.file("empty.key", "");
   paths.goodKey = tmp.file("good.key", KEY);
@@ -67,10 +76,20 @@ interface Case {
 
 const CASES: Case[] = [
   // 64 usage
-  { why: "--timeout 0 (out of range: usage, as --timeout abc)", args: [...MB, "--timeout", "0"], exit: 64, says: /--timeout must be a whole number from 1/ },
+  {
+    why: "--timeout 0 (out of range: usage, as --timeout abc)",
+    args: [...MB, "--timeout", "0"],
+    exit: 64,
+    says: /--timeout must be a whole number from 1/,
+  },
   { why: "missing --from", args: ["-t", "b@example.com", "-s", "Hi", "--html", "x"], exit: 64, says: /missing --from/ },
   { why: "missing --to", args: ["-f", "a@example.com", "-s", "Hi", "--html", "x"], exit: 64, says: /missing --to/ },
-  { why: "missing --subject", args: ["-f", "a@example.com", "-t", "b@example.com", "--html", "x"], exit: 64, says: /missing --subject/ },
+  {
+    why: "missing --subject",
+    args: ["-f", "a@example.com", "-t", "b@example.com", "--html", "x"],
+    exit: 64,
+    says: /missing --subject/,
+  },
   { why: "missing body (stdin closed)", args: M, exit: 64, says: /missing a body/ },
   { why: "empty --subject", args: [...M.slice(0, 4), "-s", "", "--html", "x"], exit: 64 },
   { why: "empty --html", args: [...M, "--html", ""], exit: 64, says: /body is empty/ },
@@ -82,25 +101,76 @@ const CASES: Case[] = [
   { why: "an unknown flag", args: [...MB, "--frobnicate"], exit: 64, says: /unknown option/ },
   { why: "a header without a colon", args: [...MB, "-H", "X-No-Colon"], exit: 64 },
   { why: "a bad --idempotency-key", args: [...MB, "--idempotency-key", "has space"], exit: 64 },
-  { why: "X-Idempotency-Key as a custom header (SMTP)", args: [...MB, "-H", "X-Idempotency-Key: mine"], exit: 64, smtp: true, says: /hint:.*--idempotency-key/ },
+  {
+    why: "X-Idempotency-Key as a custom header (SMTP)",
+    args: [...MB, "-H", "X-Idempotency-Key: mine"],
+    exit: 64,
+    smtp: true,
+    says: /hint:.*--idempotency-key/,
+  },
   // 65 bad data
-  { why: "invalid --from", args: ["-f", "not-an-address", "-t", "b@example.com", "-s", "Hi", "--html", "x"], exit: 65, says: /--from/ },
-  { why: "an addr-spec before an angle address in --to", args: ["-f", "a@example.com", "-t", "a@x.com <b@y.com>", "-s", "Hi", "--html", "x"], exit: 65 },
-  { why: "a group without its ending ; in --to", args: ["-f", "a@example.com", "-t", "team: b@example.com", "-s", "Hi", "--html", "x"], exit: 65, says: /must end with ";"/ },
-  { why: "a group in --from", args: ["-f", "team: a@example.com;", "-t", "b@example.com", "-s", "Hi", "--html", "x"], exit: 65, says: /group/ },
-  { why: "an unquoted comma in a display name", args: ["-f", "a@example.com", "-t", "Doe, John <j@example.com>", "-s", "Hi", "--html", "x"], exit: 65 },
+  {
+    why: "invalid --from",
+    args: ["-f", "not-an-address", "-t", "b@example.com", "-s", "Hi", "--html", "x"],
+    exit: 65,
+    says: /--from/,
+  },
+  {
+    why: "an addr-spec before an angle address in --to",
+    args: ["-f", "a@example.com", "-t", "a@x.com <b@y.com>", "-s", "Hi", "--html", "x"],
+    exit: 65,
+  },
+  {
+    why: "a group without its ending ; in --to",
+    args: ["-f", "a@example.com", "-t", "team: b@example.com", "-s", "Hi", "--html", "x"],
+    exit: 65,
+    says: /must end with ";"/,
+  },
+  {
+    why: "a group in --from",
+    args: ["-f", "team: a@example.com;", "-t", "b@example.com", "-s", "Hi", "--html", "x"],
+    exit: 65,
+    says: /group/,
+  },
+  {
+    why: "an unquoted comma in a display name",
+    args: ["-f", "a@example.com", "-t", "Doe, John <j@example.com>", "-s", "Hi", "--html", "x"],
+    exit: 65,
+  },
   { why: "invalid --reply-to", args: [...MB, "--reply-to", "help"], exit: 65 },
   { why: "invalid --cc (SMTP)", args: [...MB, "--cc", "c@@example.com"], exit: 65, smtp: true },
   { why: "invalid --bcc (SMTP)", args: [...MB, "--bcc", "x@y.com <z@w.com>"], exit: 65, smtp: true },
-  { why: "CR/LF in --to", args: ["-f", "a@example.com", "-t", "b@example.com\r\nBcc: evil@example.com", "-s", "Hi", "--html", "x"], exit: 65 },
-  { why: "CR/LF in --from's name", args: ["-f", '"A\r\nBcc: evil@example.com" <a@example.com>', "-t", "b@example.com", "-s", "Hi", "--html", "x"], exit: 65 },
-  { why: "CR/LF in --subject", args: ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi\r\nBcc: evil@example.com", "--html", "x"], exit: 65 },
-  { why: "LF in --subject (SMTP)", args: ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi\nBcc: evil@example.com", "--html", "x"], exit: 65, smtp: true },
+  {
+    why: "CR/LF in --to",
+    args: ["-f", "a@example.com", "-t", "b@example.com\r\nBcc: evil@example.com", "-s", "Hi", "--html", "x"],
+    exit: 65,
+  },
+  {
+    why: "CR/LF in --from's name",
+    args: ["-f", '"A\r\nBcc: evil@example.com" <a@example.com>', "-t", "b@example.com", "-s", "Hi", "--html", "x"],
+    exit: 65,
+  },
+  {
+    why: "CR/LF in --subject",
+    args: ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi\r\nBcc: evil@example.com", "--html", "x"],
+    exit: 65,
+  },
+  {
+    why: "LF in --subject (SMTP)",
+    args: ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi\nBcc: evil@example.com", "--html", "x"],
+    exit: 65,
+    smtp: true,
+  },
   { why: "CR/LF in --name", args: [...MB, "--name", "A\r\nBcc: evil@example.com"], exit: 65 },
   { why: "CR/LF in a header value", args: [...MB, "-H", "X-A: 1\r\nBcc: evil@example.com"], exit: 65 },
   { why: "CR/LF in a header value (SMTP)", args: [...MB, "-H", "X-A: 1\nBcc: evil@example.com"], exit: 65, smtp: true },
   { why: "an invalid header name", args: [...MB, "-H", "X Bad Name: 1"], exit: 65 },
-  { why: "a header colliding with From", args: [...MB, "-H", "From: evil@example.com"], exit: 65, says: /cannot be set as a custom header/ },
+  {
+    why: "a header colliding with From",
+    args: [...MB, "-H", "From: evil@example.com"],
+    exit: 65,
+    says: /cannot be set as a custom header/,
+  },
   { why: "a header colliding with To", args: [...MB, "-H", "to: evil@example.com"], exit: 65 },
   { why: "a header colliding with Subject (SMTP)", args: [...MB, "-H", "Subject: other"], exit: 65, smtp: true },
   { why: "a header colliding with Bcc (SMTP)", args: [...MB, "-H", "Bcc: evil@example.com"], exit: 65, smtp: true },
@@ -127,17 +197,45 @@ const CASES: Case[] = [
   { why: "no key", args: MB, exit: 78, env: { MAILSEND_API_KEY: undefined }, says: /hint:.*MAILSEND_API_KEY/ },
   { why: "no key (SMTP)", args: MB, exit: 78, env: { MAILSEND_API_KEY: undefined }, smtp: true },
   { why: "an empty MAILSEND_API_KEY", args: MB, exit: 78, env: { MAILSEND_API_KEY: "" } },
-  { why: "an empty key file", args: MB, exit: 78, env: { MAILSEND_API_KEY: undefined, MAILSEND_API_KEY_FILE: P("emptyKey") } },
-  { why: "a missing key file", args: MB, exit: 78, env: { MAILSEND_API_KEY: undefined, MAILSEND_API_KEY_FILE: "/nonexistent/key" } },
+  {
+    why: "an empty key file",
+    args: MB,
+    exit: 78,
+    env: { MAILSEND_API_KEY: undefined, MAILSEND_API_KEY_FILE: P("emptyKey") },
+  },
+  {
+    why: "a missing key file",
+    args: MB,
+    exit: 78,
+    env: { MAILSEND_API_KEY: undefined, MAILSEND_API_KEY_FILE: "/nonexistent/key" },
+  },
   { why: "a key with a space", args: MB, exit: 78, env: { MAILSEND_API_KEY: `${KEY} ` }, says: /whitespace/ },
   { why: "a key with a newline inside (SMTP)", args: MB, exit: 78, env: { MAILSEND_API_KEY: `${KEY}\nX` }, smtp: true },
   { why: "both key variables", args: MB, exit: 78, env: { MAILSEND_API_KEY_FILE: P("goodKey") }, says: /both/ },
   { why: "an empty key on stdin", args: [...MB, "--api-key-stdin"], exit: 78, env: { MAILSEND_API_KEY: undefined } },
   { why: "no base URL", args: MB, exit: 78, env: { MAILSEND_BASE_URL: undefined }, says: /hint:.*MAILSEND_BASE_URL/ },
   { why: "a base URL that is not http(s)", args: [...MB, "--base-url", "ftp://127.0.0.1/"], exit: 78 },
-  { why: "no SMTP host", args: MB, exit: 78, env: { MAILSEND_SMTP_HOST: undefined }, smtp: true, says: /hint:.*MAILSEND_SMTP_HOST/ },
-  { why: "a timeout out of range in the environment", args: MB, exit: 78, env: { MAILSEND_TIMEOUT: "0" }, says: /MAILSEND_TIMEOUT must be a whole number/ },
-  { why: "port 465 with STARTTLS", args: [...MB, "--smtp-port", "465", "--smtp-tls", "starttls"], exit: 78, smtp: true },
+  {
+    why: "no SMTP host",
+    args: MB,
+    exit: 78,
+    env: { MAILSEND_SMTP_HOST: undefined },
+    smtp: true,
+    says: /hint:.*MAILSEND_SMTP_HOST/,
+  },
+  {
+    why: "a timeout out of range in the environment",
+    args: MB,
+    exit: 78,
+    env: { MAILSEND_TIMEOUT: "0" },
+    says: /MAILSEND_TIMEOUT must be a whole number/,
+  },
+  {
+    why: "port 465 with STARTTLS",
+    args: [...MB, "--smtp-port", "465", "--smtp-tls", "starttls"],
+    exit: 78,
+    smtp: true,
+  },
   { why: "an unknown transport in the environment", args: MB, exit: 78, env: { MAILSEND_TRANSPORT: "fax" } },
   { why: "a missing --ca-file", args: [...MB, "--ca-file", "/nonexistent/ca.pem"], exit: 78, smtp: true },
 ];
@@ -151,7 +249,8 @@ function argsFor(c: Case): string[] {
   const own = (f: string) => resolved.includes(f);
   return [
     "send",
-    "--transport", "smtp",
+    "--transport",
+    "smtp",
     ...(own("--smtp-port") ? [] : ["--smtp-port", String(sink.port), "--smtp-tls", "starttls"]),
     ...(own("--ca-file") ? [] : ["--ca-file", caPath]),
     ...resolved,
@@ -177,7 +276,12 @@ function nothingReached() {
 
 describe("bad input sends nothing", () => {
   it.each(CASES.map((c) => [c.why, c.exit, c] as const))("%s -> %i", async (_why, exit, c) => {
-    const input = c.args.includes("--json-file") && c.args.includes("-") ? "{not json" : c.args.includes("--api-key-stdin") ? "" : undefined;
+    const input =
+      c.args.includes("--json-file") && c.args.includes("-")
+        ? "{not json"
+        : c.args.includes("--api-key-stdin")
+          ? ""
+          : undefined;
     const r = await runInProcess(argsFor(c), { env: envFor(c), ...(input !== undefined ? { input } : {}) });
     expect(r.exitCode, r.stderr).toBe(exit);
     expect(r.stdout).toBe("");
@@ -195,7 +299,9 @@ describe("--json errors", () => {
     ["invalid_address", ["-f", "nope", "-t", "b@example.com", "-s", "x", "--html", "x"], 65],
     ["file_not_found", [...MB, "-a", "/nonexistent/x"], 66],
   ] as const)("%s: stderr is exactly one error object, stdout empty", async (code, args, exit) => {
-    const r = await runInProcess(["send", ...args, "--json"], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url } });
+    const r = await runInProcess(["send", ...args, "--json"], {
+      env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url },
+    });
     expect(r.exitCode).toBe(exit);
     expect(r.stdout).toBe("");
     expect(r.stderr.trim().split("\n")).toHaveLength(1);
@@ -206,7 +312,9 @@ describe("--json errors", () => {
   });
 
   it("a commander usage error under --json is a JSON object too", async () => {
-    const r = await runInProcess(["send", ...MB, "--json", "--no-such-flag"], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url } });
+    const r = await runInProcess(["send", ...MB, "--json", "--no-such-flag"], {
+      env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url },
+    });
     expect(r.exitCode).toBe(64);
     expect(stderrJson(r).error).toMatchObject({ code: "usage", exit: 64 });
     nothingReached();
@@ -214,7 +322,9 @@ describe("--json errors", () => {
 
   // commander's "(run with --help for usage)" after the object would make stderr more than JSON.
   it("under --json a commander usage error leaves only the JSON object on stderr", async () => {
-    const r = await runInProcess(["send", ...MB, "--json", "--no-such-flag"], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url } });
+    const r = await runInProcess(["send", ...MB, "--json", "--no-such-flag"], {
+      env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url },
+    });
     expect(r.stderr.trim().split("\n")).toHaveLength(1);
   });
 });

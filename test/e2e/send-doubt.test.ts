@@ -57,9 +57,25 @@ async function goesAwayAfter(answered: number): Promise<{ url: string; bodies: s
 
 it("send: the connection drops after the request, the retries find nobody: 76 with the key, not 69 'Nothing was sent'", async () => {
   const svc = await goesAwayAfter(0);
-  const r = await runInProcess(["send", "-f", "a@example.com", "-t", "b@example.com", "-s", "deploy", "--html", "<p>x</p>", "--idempotency-key", "doubt-key-1", "--json"], {
-    env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: svc.url, MAILSEND_RETRIES: "2" },
-  });
+  const r = await runInProcess(
+    [
+      "send",
+      "-f",
+      "a@example.com",
+      "-t",
+      "b@example.com",
+      "-s",
+      "deploy",
+      "--html",
+      "<p>x</p>",
+      "--idempotency-key",
+      "doubt-key-1",
+      "--json",
+    ],
+    {
+      env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: svc.url, MAILSEND_RETRIES: "2" },
+    },
+  );
   expect(svc.bodies).toHaveLength(1);
   expect(r.exitCode, r.stderr).toBe(76);
   const e = (JSON.parse(r.stderr.trim().split("\n").at(-1)!) as ReturnType<typeof stderrJson>).error;
@@ -71,16 +87,44 @@ it("send: the connection drops after the request, the retries find nobody: 76 wi
 
 it("batch: a kept-alive connection that breaks with the request on it, and a repeat that finds nobody: the item is unknown (76), not failed", async () => {
   const svc = await goesAwayAfter(1);
-  const input = tmp.file("rows.jsonl", ['{"to":"b@example.com","subject":"one","html":"<p>1</p>"}', '{"to":"c@example.com","subject":"two","html":"<p>2</p>"}', ""].join("\n"));
+  const input = tmp.file(
+    "rows.jsonl",
+    [
+      '{"to":"b@example.com","subject":"one","html":"<p>1</p>"}',
+      '{"to":"c@example.com","subject":"two","html":"<p>2</p>"}',
+      "",
+    ].join("\n"),
+  );
   const results = join(tmp.dir, "results.jsonl");
-  const r = await runInProcess(["batch", input, "-f", "a@example.com", "--transport", "rest", "-c", "1", "--results", results, "--journal", join(tmp.dir, "journal")], {
-    env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: svc.url },
-  });
+  const r = await runInProcess(
+    [
+      "batch",
+      input,
+      "-f",
+      "a@example.com",
+      "--transport",
+      "rest",
+      "-c",
+      "1",
+      "--results",
+      results,
+      "--journal",
+      join(tmp.dir, "journal"),
+    ],
+    {
+      env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: svc.url },
+    },
+  );
   expect(svc.bodies).toHaveLength(2);
   expect(r.exitCode, r.stderr).toBe(76);
   const { readFileSync } = await import("node:fs");
-  const items = readFileSync(results, "utf8").trim().split("\n").map((l) => JSON.parse(l) as { status: string; error?: { code: string; message: string } });
+  const items = readFileSync(results, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { status: string; error?: { code: string; message: string } });
   expect(items.map((i) => i.status)).toEqual(["sent", "unknown"]);
   expect(items[1]!.error).toMatchObject({ code: "outcome_unknown" });
-  expect(items[1]!.error!.message).toMatch(/kept-alive connection .* broke after the message was sent, and sending it again failed/);
+  expect(items[1]!.error!.message).toMatch(
+    /kept-alive connection .* broke after the message was sent, and sending it again failed/,
+  );
 });

@@ -21,22 +21,35 @@ useSandbox((sb) => (t = sb));
 const stored = async (subject: string) => (await t.sb.store.list({ limit: 50 })).filter((m) => m.subject === subject);
 
 function send(subject: string, extra: string[], env: Record<string, string> = {}) {
-  return execa(process.execPath, [BIN, "send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "x", ...extra], {
-    env: { ...baseEnv(), ...t.env, ...env },
-    extendEnv: false,
-    reject: false,
-    cwd: ROOT,
-    timeout: 30_000,
-  });
+  return execa(
+    process.execPath,
+    [BIN, "send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "x", ...extra],
+    {
+      env: { ...baseEnv(), ...t.env, ...env },
+      extendEnv: false,
+      reject: false,
+      cwd: ROOT,
+      timeout: 30_000,
+    },
+  );
 }
 
-for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
+for (const [signal, code] of [
+  ["SIGINT", 130],
+  ["SIGTERM", 143],
+] as const) {
   for (const transport of ["rest", "smtp"] as const) {
     it(`${transport}: ${signal} while the answer is awaited: ${code}, the message may have been sent, with the key`, async () => {
       t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 20_000 };
       const subject = `interrupted ${transport} ${signal}`;
       try {
-        const child = send(subject, ["--transport", transport, "--idempotency-key", `int-${transport}-${signal}`, "--json"]);
+        const child = send(subject, [
+          "--transport",
+          transport,
+          "--idempotency-key",
+          `int-${transport}-${signal}`,
+          "--json",
+        ]);
         await until(async () => (await stored(subject)).length > 0, 15_000);
         child.kill(signal);
         const r = await child;
@@ -58,7 +71,11 @@ for (const [signal, code] of [["SIGINT", 130], ["SIGTERM", 143]] as const) {
 }
 
 it("SIGTERM while waiting for a rate-limit slot: 143, nothing was sent, and it says so", async () => {
-  const env = { MAILSEND_STATE_DIR: join(t.scratch.dir, "state-wait"), MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "60" };
+  const env = {
+    MAILSEND_STATE_DIR: join(t.scratch.dir, "state-wait"),
+    MAILSEND_RATE_LIMIT: "1",
+    MAILSEND_RATE_WINDOW: "60",
+  };
   const first = await send("slot taker", ["-q"], env);
   expect(first.exitCode, first.stderr).toBe(0);
   const child = send("slot waiter", [], env);
@@ -77,9 +94,16 @@ it("Ctrl-C before the request went out (a TLS handshake that never ends) gives t
   const sockets = new Set<Socket>();
   const silent = createServer((sock) => sockets.add(sock));
   await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
-  const env = { MAILSEND_STATE_DIR: join(t.scratch.dir, "state-slot"), MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "60" };
+  const env = {
+    MAILSEND_STATE_DIR: join(t.scratch.dir, "state-slot"),
+    MAILSEND_RATE_LIMIT: "1",
+    MAILSEND_RATE_WINDOW: "60",
+  };
   try {
-    const child = send("never handed over", ["--transport", "rest"], { ...env, MAILSEND_BASE_URL: `https://127.0.0.1:${(silent.address() as AddressInfo).port}` });
+    const child = send("never handed over", ["--transport", "rest"], {
+      ...env,
+      MAILSEND_BASE_URL: `https://127.0.0.1:${(silent.address() as AddressInfo).port}`,
+    });
     await until(() => sockets.size > 0, 15_000);
     await new Promise((r) => setTimeout(r, 300));
     child.kill("SIGINT");

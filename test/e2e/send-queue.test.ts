@@ -37,7 +37,17 @@ function fresh(extra: Record<string, string> = {}) {
   outboxes.push(dir);
   return { dir, env: { ...sb.env, MAILSEND_OUTBOX_DIR: dir, ...extra } };
 }
-const args = (subject: string) => ["send", "-f", "cron@example.com", "-t", "ops@example.com", "-s", subject, "--text", "disk 91% full"];
+const args = (subject: string) => [
+  "send",
+  "-f",
+  "cron@example.com",
+  "-t",
+  "ops@example.com",
+  "-s",
+  subject,
+  "--text",
+  "disk 91% full",
+];
 
 async function waitStored(subject: string, count: number, ms = 30_000) {
   for (const end = Date.now() + ms; Date.now() < end; ) {
@@ -64,19 +74,35 @@ describe("send --queue", () => {
     try {
       const dir = join(tight.scratch.dir, "outbox");
       outboxes.push(dir);
-      const env = { ...tight.env, MAILSEND_OUTBOX_DIR: dir, MAILSEND_RATE_LIMIT: "2", MAILSEND_RATE_WINDOW: "10", MAILSEND_STATE_DIR: join(tight.scratch.dir, "state") };
-      const results = await Promise.all(Array.from({ length: 5 }, () => runCli([...args("q-burst"), "--queue", "auto"], { env, timeoutMs: 60_000 })));
+      const env = {
+        ...tight.env,
+        MAILSEND_OUTBOX_DIR: dir,
+        MAILSEND_RATE_LIMIT: "2",
+        MAILSEND_RATE_WINDOW: "10",
+        MAILSEND_STATE_DIR: join(tight.scratch.dir, "state"),
+      };
+      const results = await Promise.all(
+        Array.from({ length: 5 }, () => runCli([...args("q-burst"), "--queue", "auto"], { env, timeoutMs: 60_000 })),
+      );
       for (const r of results) expect(r.exitCode, r.stderr).toBe(0);
       const queued = results.filter((r) => r.stdout.startsWith("queued "));
       expect(queued.length).toBeGreaterThan(0);
       expect(queued[0]!.stdout).toMatch(/^queued [0-9a-z]{19} \(.*rate limit/);
       // Nobody runs the queue: it drains by itself, within the budget, each message once.
       const stored = async () => (await tight.sb.store.list()).filter((m) => m.subject === "q-burst");
-      await until(async () => (await stored()).length >= 5, { what: "the 5 queued messages to be delivered", timeoutMs: 60_000, everyMs: 250 });
+      await until(async () => (await stored()).length >= 5, {
+        what: "the 5 queued messages to be delivered",
+        timeoutMs: 60_000,
+        everyMs: 250,
+      });
       const got = await stored();
       expect(got).toHaveLength(5);
       expect(new Set(got.map((m) => m.idempotencyKey)).size).toBe(5);
-      await until(() => !existsSync(join(dir, "runner.pid")), { what: "the background runner to exit", timeoutMs: 10_000, everyMs: 250 });
+      await until(() => !existsSync(join(dir, "runner.pid")), {
+        what: "the background runner to exit",
+        timeoutMs: 10_000,
+        everyMs: 250,
+      });
       expect(existsSync(join(dir, "runner.pid")), "the background runner exits when the outbox is empty").toBe(false);
       expect(readFileSync(join(dir, "runner.log"), "utf8")).toMatch(/sent/);
       expect(tight.sb.stats.rest.rateLimited).toBe(0);
@@ -89,7 +115,9 @@ describe("send --queue", () => {
 
   it("always: only queues; the message keeps send's transport and key", async () => {
     const { env } = fresh({ MAILSEND_QUEUE_AUTORUN: "0" });
-    const r = await runCli([...args("q-always"), "--queue", "always", "--json", "--idempotency-key", "fixed-key-1"], { env });
+    const r = await runCli([...args("q-always"), "--queue", "always", "--json", "--idempotency-key", "fixed-key-1"], {
+      env,
+    });
     expect(r.exitCode, r.stderr).toBe(0);
     const out = stdoutJson(r);
     expect(out).toMatchObject({ ok: true, queued: true, idempotency_key: "fixed-key-1" });
@@ -110,7 +138,10 @@ describe("send --queue", () => {
     expect(r.stderr).toMatch(/--base-url cannot be used with --queue always/);
     expect(stdoutJson(await runInProcess(["queue", "--json"], { env }))).toEqual([]);
 
-    const viaEnv = await runCli([...args("q-flags-env"), "--base-url", sb.env.MAILSEND_BASE_URL!, "--json"], { env: { ...env, MAILSEND_QUEUE: "auto" }, timeoutMs: 60_000 });
+    const viaEnv = await runCli([...args("q-flags-env"), "--base-url", sb.env.MAILSEND_BASE_URL!, "--json"], {
+      env: { ...env, MAILSEND_QUEUE: "auto" },
+      timeoutMs: 60_000,
+    });
     expect(viaEnv.exitCode, viaEnv.stderr).toBe(0);
     expect(stdoutJson(viaEnv)).toMatchObject({ ok: true, transport: "rest" });
     expect(viaEnv.stderr).toMatch(/MAILSEND_QUEUE=auto is not used for this message: --base-url/);
@@ -137,7 +168,11 @@ describe("send --queue", () => {
 
   it("a refused key is never queued: the error and its exit code at once", async () => {
     const { env } = fresh({ MAILSEND_QUEUE_AUTORUN: "0" });
-    const bad: Record<string, string | undefined> = { ...env, MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: "msk_notakeyofthissandbox000000000000000" };
+    const bad: Record<string, string | undefined> = {
+      ...env,
+      MAILSEND_API_KEY_FILE: undefined,
+      MAILSEND_API_KEY: "msk_notakeyofthissandbox000000000000000",
+    };
     const r = await runCli([...args("q-bad"), "--queue", "auto"], { env: bad, timeoutMs: 60_000 });
     expect(r.exitCode).toBe(77);
     expect(stdoutJson(await runInProcess(["queue", "--json"], { env }))).toEqual([]);

@@ -22,14 +22,21 @@ const MB = ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi", "--html", 
 
 function send(extra: string[] = [], env: Record<string, string | undefined> = {}) {
   // NODE_EXTRA_CA_CERTS is read when Node starts: with it, the CLI runs as a process.
-  return (env.NODE_EXTRA_CA_CERTS ? runCli : runInProcess)(["send", ...MB, ...extra], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...env } });
+  return (env.NODE_EXTRA_CA_CERTS ? runCli : runInProcess)(["send", ...MB, ...extra], {
+    env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...env },
+  });
 }
 
 const sandboxError = (code: string, message: string) => ({ success: false, error: { code, message } });
 
 describe("HTTP status -> exit code", () => {
   it.each([
-    [400, 65, sandboxError("invalid_request", "to: not a valid address"), /rejected the message as invalid \(HTTP 400\).*not a valid address/],
+    [
+      400,
+      65,
+      sandboxError("invalid_request", "to: not a valid address"),
+      /rejected the message as invalid \(HTTP 400\).*not a valid address/,
+    ],
     [401, 77, sandboxError("unauthorized", "missing or wrong API key"), /refused the API key \(HTTP 401\)/],
     [403, 77, sandboxError("forbidden", "API key revoked"), /not allowed to send \(HTTP 403\)/],
     [413, 65, sandboxError("too_large", "request body too large"), /too large.*HTTP 413/],
@@ -161,7 +168,9 @@ describe("a certificate for another host name", () => {
       expect(r.exitCode).toBe(78);
       const e = stderrJson(r).error;
       expect(e.code).toBe("tls_untrusted");
-      expect(e.hint).toContain("The certificate is for DNS:api.example.test, not for 127.0.0.1: use a name it lists in --base-url / MAILSEND_BASE_URL, not its IP address.");
+      expect(e.hint).toContain(
+        "The certificate is for DNS:api.example.test, not for 127.0.0.1: use a name it lists in --base-url / MAILSEND_BASE_URL, not its IP address.",
+      );
       expect(rec.requests).toHaveLength(0);
     } finally {
       await front.stop();

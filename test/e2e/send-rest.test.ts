@@ -16,7 +16,10 @@ useRestRecorder((r) => (rec = r));
 afterAll(() => tmp.remove());
 
 function send(args: string[], opts: RunOptions = {}) {
-  return runInProcess(["send", ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });
+  return runInProcess(["send", ...args], {
+    ...opts,
+    env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env },
+  });
 }
 
 const MIN = ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi"];
@@ -24,15 +27,24 @@ const MIN = ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi"];
 describe("the request", () => {
   it("POST /send with the exact headers and only the spec's fields", async () => {
     const r = await send([
-      "--from", "Alice Example <alice@example.com>",
-      "--to", '"Doe, John" <john@example.com>',
-      "--to", "carol@example.com, Dave <dave@example.com>",
-      "--subject", "Quarterly report",
-      "--html", "<p>Numbers are up.</p>",
-      "--reply-to", "Help Desk <help@example.com>",
-      "--header", "X-Campaign: q3",
-      "-H", "List-Unsubscribe: <mailto:unsub@example.com>",
-      "--idempotency-key", "order-42",
+      "--from",
+      "Alice Example <alice@example.com>",
+      "--to",
+      '"Doe, John" <john@example.com>',
+      "--to",
+      "carol@example.com, Dave <dave@example.com>",
+      "--subject",
+      "Quarterly report",
+      "--html",
+      "<p>Numbers are up.</p>",
+      "--reply-to",
+      "Help Desk <help@example.com>",
+      "--header",
+      "X-Campaign: q3",
+      "-H",
+      "List-Unsubscribe: <mailto:unsub@example.com>",
+      "--idempotency-key",
+      "order-42",
     ]);
     expect(r.stderr).toBe("");
     expect(r.exitCode).toBe(0);
@@ -45,7 +57,9 @@ describe("the request", () => {
     expect(req.headers["user-agent"]).toMatch(/^mailsend\/\d+\.\d+\.\d+/);
     expect(req.headers["idempotency-key"]).toBe("order-42");
     expect(Number(req.headers["content-length"])).toBe(req.body.length);
-    expect(headerNames(req)).toEqual(expect.arrayContaining(["Authorization", "Content-Type", "User-Agent", "Idempotency-Key"]));
+    expect(headerNames(req)).toEqual(
+      expect.arrayContaining(["Authorization", "Content-Type", "User-Agent", "Idempotency-Key"]),
+    );
     // toEqual on the parsed body plus the raw text: exactly these keys, nothing null or invented.
     expect(req.json).toStrictEqual({
       from: "alice@example.com",
@@ -68,13 +82,33 @@ describe("the request", () => {
   });
 
   it("--name beats the display name of --from", async () => {
-    const r = await send(["-f", "Alice <alice@example.com>", "--name", "Support Team", "-t", "b@example.com", "-s", "x", "--html", "x"]);
+    const r = await send([
+      "-f",
+      "Alice <alice@example.com>",
+      "--name",
+      "Support Team",
+      "-t",
+      "b@example.com",
+      "-s",
+      "x",
+      "--html",
+      "x",
+    ]);
     expect(r.exitCode).toBe(0);
     expect(rec.requests[0]!.json).toMatchObject({ from: "alice@example.com", name: "Support Team" });
   });
 
   it("non-ASCII survives as UTF-8 JSON", async () => {
-    const r = await send(["-f", "Jürgen Müller <j@example.de>", "-t", "Zoë <z@example.com>", "-s", "Grüße 📧", "--html", "<p>naïve café</p>"]);
+    const r = await send([
+      "-f",
+      "Jürgen Müller <j@example.de>",
+      "-t",
+      "Zoë <z@example.com>",
+      "-s",
+      "Grüße 📧",
+      "--html",
+      "<p>naïve café</p>",
+    ]);
     expect(r.exitCode).toBe(0);
     expect(rec.requests[0]!.json).toStrictEqual({
       from: "j@example.de",
@@ -132,7 +166,9 @@ describe("the request", () => {
   it("a text-only body is HTML-escaped inside <pre>", async () => {
     const r = await send([...MIN, "--text", `if a < b && c > d then "ok" 'fine'\nline 2`]);
     expect(r.exitCode).toBe(0);
-    expect(rec.requests[0]!.json.html).toBe("<pre>if a &lt; b &amp;&amp; c &gt; d then &quot;ok&quot; &#39;fine&#39;\nline 2</pre>");
+    expect(rec.requests[0]!.json.html).toBe(
+      "<pre>if a &lt; b &amp;&amp; c &gt; d then &quot;ok&quot; &#39;fine&#39;\nline 2</pre>",
+    );
   });
 
   it("--text-file and --html-file", async () => {
@@ -168,7 +204,16 @@ describe("the request", () => {
         attachments: [{ content: Buffer.from("in the file").toString("base64"), filename: "file.txt" }],
       }),
     );
-    const r = await send(["--json-file", reqFile, "--subject", "Overridden subject", "--header", "X-Source: flag", "--attach", extraPath]);
+    const r = await send([
+      "--json-file",
+      reqFile,
+      "--subject",
+      "Overridden subject",
+      "--header",
+      "X-Source: flag",
+      "--attach",
+      extraPath,
+    ]);
     expect(r.stderr).toBe("");
     expect(r.exitCode).toBe(0);
     expect(rec.requests[0]!.json).toStrictEqual({
@@ -253,9 +298,14 @@ describe("the request", () => {
 
   it("the key can come from a file or stdin", async () => {
     const keyFile = tmp.file("key", `${KEY}\n`);
-    const a = await send([...MIN, "--html", "x"], { env: { MAILSEND_API_KEY: undefined, MAILSEND_API_KEY_FILE: keyFile } });
+    const a = await send([...MIN, "--html", "x"], {
+      env: { MAILSEND_API_KEY: undefined, MAILSEND_API_KEY_FILE: keyFile },
+    });
     expect(a.exitCode).toBe(0);
-    const b = await send([...MIN, "--html", "x", "--api-key-stdin"], { env: { MAILSEND_API_KEY: undefined }, input: `${KEY}\n` });
+    const b = await send([...MIN, "--html", "x", "--api-key-stdin"], {
+      env: { MAILSEND_API_KEY: undefined },
+      input: `${KEY}\n`,
+    });
     expect(b.exitCode).toBe(0);
     expect(rec.requests.map((q) => q.headers.authorization)).toEqual([`Bearer ${KEY}`, `Bearer ${KEY}`]);
   });
@@ -302,7 +352,9 @@ describe("output", () => {
     expect(d.stdout).toContain("Authorization: Bearer [redacted]");
     expect(d.stdout).toContain("Idempotency-Key: dry-1");
     expect(d.stdout).toContain('"from":"a@example.com"');
-    expect(d.stdout).toContain(`"content":"${bytes.subarray(0, 24).toString("base64")}...(base64 of 5000 bytes, 6668 characters)"`);
+    expect(d.stdout).toContain(
+      `"content":"${bytes.subarray(0, 24).toString("base64")}...(base64 of 5000 bytes, 6668 characters)"`,
+    );
     expect(d.stdout.length).toBeLessThan(2000);
     expect(d.stdout).not.toContain(KEY);
   });
@@ -346,7 +398,9 @@ describe("HTTPS", () => {
 
   // NODE_EXTRA_CA_CERTS is read when Node starts: that case runs the CLI as a process.
   const sendTls = (args: string[], env: Record<string, string | undefined> = {}) =>
-    (env.NODE_EXTRA_CA_CERTS ? runCli : runInProcess)(["send", ...MIN, "--html", "x", ...args], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: srv.url, ...env } });
+    (env.NODE_EXTRA_CA_CERTS ? runCli : runInProcess)(["send", ...MIN, "--html", "x", ...args], {
+      env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: srv.url, ...env },
+    });
 
   it("--ca-file trusts the private CA", async () => {
     const r = await sendTls(["--ca-file", caPath]);

@@ -39,15 +39,23 @@ beforeEach(() => {
   plainOnly.reset();
 });
 
-function smtp(sink: SmtpSink, args: string[], opts: RunOptions & { mode?: "starttls" | "implicit"; ca?: boolean } = {}) {
+function smtp(
+  sink: SmtpSink,
+  args: string[],
+  opts: RunOptions & { mode?: "starttls" | "implicit"; ca?: boolean } = {},
+) {
   // NODE_EXTRA_CA_CERTS is read when Node starts: with it, the CLI runs as a process.
   return (opts.env?.NODE_EXTRA_CA_CERTS ? runCli : runInProcess)(
     [
       "send",
-      "--transport", "smtp",
-      "--smtp-host", "127.0.0.1",
-      "--smtp-port", String(sink.port),
-      "--smtp-tls", opts.mode ?? sink.mode,
+      "--transport",
+      "smtp",
+      "--smtp-host",
+      "127.0.0.1",
+      "--smtp-port",
+      String(sink.port),
+      "--smtp-tls",
+      opts.mode ?? sink.mode,
       ...(opts.ca === false ? [] : ["--ca-file", caPath]),
       ...args,
     ],
@@ -67,20 +75,34 @@ describe("a full message over STARTTLS (587 role)", () => {
     const pdfPath = tmp.file("bericht.pdf", pdf);
     const small = tmp.file("notes.txt", "plain notes\n");
     const r = await smtp(starttls, [
-      "--from", "Jürgen Müller <j@example.de>",
-      "--to", '"Doe, John" <john@example.com>, carol@example.com',
-      "--cc", "Dave <dave@example.com>",
-      "--bcc", "secret@example.com",
-      "--bcc", "Hidden Person <hidden@example.com>",
-      "--reply-to", "Help Desk <help@example.com>",
-      "--subject", "Grüße aus Köln — Q3 📈",
-      "--text", "Numbers are up.\nSee attachment.",
-      "--html", "<p>Numbers are <b>up</b>.</p>",
-      "--attach", `${pdfPath}#Bericht für Q3 — Übersicht.pdf`,
-      "--attach", small,
-      "--header", "X-Campaign: q3-report",
-      "--header", "X-Note: naïve",
-      "--idempotency-key", "smtp-idem-1",
+      "--from",
+      "Jürgen Müller <j@example.de>",
+      "--to",
+      '"Doe, John" <john@example.com>, carol@example.com',
+      "--cc",
+      "Dave <dave@example.com>",
+      "--bcc",
+      "secret@example.com",
+      "--bcc",
+      "Hidden Person <hidden@example.com>",
+      "--reply-to",
+      "Help Desk <help@example.com>",
+      "--subject",
+      "Grüße aus Köln — Q3 📈",
+      "--text",
+      "Numbers are up.\nSee attachment.",
+      "--html",
+      "<p>Numbers are <b>up</b>.</p>",
+      "--attach",
+      `${pdfPath}#Bericht für Q3 — Übersicht.pdf`,
+      "--attach",
+      small,
+      "--header",
+      "X-Campaign: q3-report",
+      "--header",
+      "X-Note: naïve",
+      "--idempotency-key",
+      "smtp-idem-1",
     ]);
     expect(r.stderr).toBe("");
     expect(r.exitCode).toBe(0);
@@ -91,7 +113,13 @@ describe("a full message over STARTTLS (587 role)", () => {
     expect(got.user).toBe("mailsend");
     expect(starttls.auths).toEqual([{ method: "LOGIN", username: "mailsend", ok: true, secure: true }]);
     expect(got.mailFrom).toBe("j@example.de");
-    expect(got.rcptTo).toEqual(["john@example.com", "carol@example.com", "dave@example.com", "secret@example.com", "hidden@example.com"]);
+    expect(got.rcptTo).toEqual([
+      "john@example.com",
+      "carol@example.com",
+      "dave@example.com",
+      "secret@example.com",
+      "hidden@example.com",
+    ]);
 
     const head = headerSection(got.raw);
     expect(head).not.toMatch(/^bcc:/im);
@@ -124,7 +152,9 @@ describe("a full message over STARTTLS (587 role)", () => {
     expect(Buffer.from(mail.attachments[1]!.content as ArrayBuffer).toString()).toBe("plain notes\n");
     expect(mail.attachments[1]!.mimeType).toBe("text/plain");
 
-    expect(r.stdout).toMatch(/^sent <.+> \(smtp, to john@example\.com, carol@example\.com, dave@example\.com, secret@example\.com, hidden@example\.com\)\n$/);
+    expect(r.stdout).toMatch(
+      /^sent <.+> \(smtp, to john@example\.com, carol@example\.com, dave@example\.com, secret@example\.com, hidden@example\.com\)\n$/,
+    );
   });
 
   it("a text-only message is text/plain; an HTML-only message gets a text part made from it (multipart/alternative)", async () => {
@@ -143,14 +173,27 @@ describe("a full message over STARTTLS (587 role)", () => {
   });
 
   it("a display name that looks like an address adds no recipient", async () => {
-    const r = await smtp(starttls, ["-f", "a@example.com", "-t", '"x@evil.example, y@evil.example" <b@example.com>', "-s", "Hi", "--text", "x"]);
+    const r = await smtp(starttls, [
+      "-f",
+      "a@example.com",
+      "-t",
+      '"x@evil.example, y@evil.example" <b@example.com>',
+      "-s",
+      "Hi",
+      "--text",
+      "x",
+    ]);
     expect(r.exitCode).toBe(0);
     expect(starttls.messages[0]!.rcptTo).toEqual(["b@example.com"]);
-    expect((await parseMessage(starttls.messages[0]!.raw)).to).toEqual([{ name: "x@evil.example, y@evil.example", address: "b@example.com" }]);
+    expect((await parseMessage(starttls.messages[0]!.raw)).to).toEqual([
+      { name: "x@evil.example, y@evil.example", address: "b@example.com" },
+    ]);
   });
 
   it("piped stdin is the HTML body over SMTP too", async () => {
-    const r = await smtp(starttls, ["-f", "a@example.com", "-t", "b@example.com", "-s", "piped"], { input: "<h1>report</h1>" });
+    const r = await smtp(starttls, ["-f", "a@example.com", "-t", "b@example.com", "-s", "piped"], {
+      input: "<h1>report</h1>",
+    });
     expect(r.exitCode).toBe(0);
     expect((await parseMessage(starttls.messages[0]!.raw)).html?.trim()).toBe("<h1>report</h1>");
   });
@@ -192,7 +235,11 @@ describe("a full message over STARTTLS (587 role)", () => {
     expect(r.stdout).not.toMatch(/^Bcc:/im);
     const j = await smtp(starttls, [...MIN, "--dry-run", "--json"]);
     expect(j.exitCode).toBe(0);
-    expect(stdoutJson(j)).toMatchObject({ dry_run: true, transport: "smtp", envelope: { from: "a@example.com", to: ["b@example.com"] } });
+    expect(stdoutJson(j)).toMatchObject({
+      dry_run: true,
+      transport: "smtp",
+      envelope: { from: "a@example.com", to: ["b@example.com"] },
+    });
     expect(starttls.connections).toBe(0);
   });
 });
@@ -203,7 +250,13 @@ describe("implicit TLS (465 role) and AUTH PLAIN", () => {
     expect(r.stderr).toBe("");
     expect(r.exitCode).toBe(0);
     expect(implicit.messages).toHaveLength(1);
-    expect(implicit.messages[0]).toMatchObject({ secure: true, authMethod: "LOGIN", user: "mailsend", mailFrom: "a@example.com", rcptTo: ["b@example.com"] });
+    expect(implicit.messages[0]).toMatchObject({
+      secure: true,
+      authMethod: "LOGIN",
+      user: "mailsend",
+      mailFrom: "a@example.com",
+      rcptTo: ["b@example.com"],
+    });
     expect((await parseMessage(implicit.messages[0]!.raw)).subject).toBe("Implicit ✓");
   });
 
@@ -245,7 +298,10 @@ describe("--eml over SMTP", () => {
     expect(got.mailFrom).toBe("sender@example.com");
     expect(got.rcptTo).toEqual(["one@example.com", "two@example.com", "blind@example.com", "blind2@example.com"]);
     const expected = Buffer.from(
-      ["X-Idempotency-Key: eml-smtp-1", ...lines.filter((l) => !l.startsWith("Bcc: blind") && !l.startsWith(" Blind Two"))].join("\r\n"),
+      [
+        "X-Idempotency-Key: eml-smtp-1",
+        ...lines.filter((l) => !l.startsWith("Bcc: blind") && !l.startsWith(" Blind Two")),
+      ].join("\r\n"),
     );
     // smtp-server hands over the DATA with the final CRLF it needs.
     expect(got.raw.toString("utf8").replace(/\r\n$/, "")).toBe(expected.toString("utf8").replace(/\r\n$/, ""));
@@ -309,9 +365,23 @@ describe("TLS problems are configuration errors (78) with a hint", () => {
     await new Promise<void>((r) => web.listen(0, "127.0.0.1", r));
     try {
       const port = (web.address() as AddressInfo).port;
-      const r = await runInProcess(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(port), "--smtp-tls", "starttls", ...MIN], {
-        env: { MAILSEND_API_KEY: KEY },
-      });
+      const r = await runInProcess(
+        [
+          "send",
+          "--transport",
+          "smtp",
+          "--smtp-host",
+          "127.0.0.1",
+          "--smtp-port",
+          String(port),
+          "--smtp-tls",
+          "starttls",
+          ...MIN,
+        ],
+        {
+          env: { MAILSEND_API_KEY: KEY },
+        },
+      );
       expect(r.exitCode, r.stderr).toBe(78);
       expect(r.stderr).toMatch(/is an HTTP server, not SMTP submission/);
       expect(r.stderr).toMatch(/hint:.*--smtp-port/);
@@ -370,7 +440,11 @@ describe("server answers -> exit codes", () => {
     ["452 on RCPT", 75, { rcpt: { code: 452, message: "4.5.3 Too many recipients" } }],
     ["421 on RCPT", 75, { rcpt: { code: 421, message: "4.7.0 Try again later" } }],
     ["451 at the end of DATA", 75, { data: { code: 451, message: "4.3.0 Local error, try later" } }],
-    ["450 rate limit on MAIL FROM", 75, { mailFrom: { code: 450, message: "4.7.1 Rate limit exceeded, retry in 30 seconds" } }],
+    [
+      "450 rate limit on MAIL FROM",
+      75,
+      { mailFrom: { code: 450, message: "4.7.1 Rate limit exceeded, retry in 30 seconds" } },
+    ],
   ] as const)("%s -> %i", async (_why, exit, script) => {
     starttls.script(script as never);
     const r = await smtp(starttls, [...MIN, "--json"]);
@@ -382,10 +456,14 @@ describe("server answers -> exit codes", () => {
   });
 
   it("one refused recipient out of two is its own status (67) that names it", async () => {
-    starttls.script({ rcpt: (a) => (a === "bad@example.com" ? { code: 550, message: "5.1.1 No such user" } : undefined) });
+    starttls.script({
+      rcpt: (a) => (a === "bad@example.com" ? { code: 550, message: "5.1.1 No such user" } : undefined),
+    });
     const r = await smtp(starttls, [...MIN, "-t", "bad@example.com"]);
     expect(r.exitCode).toBe(67);
-    expect(r.stderr).toMatch(/refused 1 of 2 recipients: bad@example\.com \(550 5\.1\.1 No such user\); the message went to b@example\.com/);
+    expect(r.stderr).toMatch(
+      /refused 1 of 2 recipients: bad@example\.com \(550 5\.1\.1 No such user\); the message went to b@example\.com/,
+    );
     expect(r.stderr).toMatch(/hint:.*send to those only/);
     expect(starttls.messages[0]?.rcptTo).toEqual(["b@example.com"]);
   });
@@ -427,9 +505,23 @@ describe("server answers -> exit codes", () => {
   it("connection refused (a closed port) -> 69", async () => {
     const closed = await startSmtpSink({ mode: "starttls", tls: await tmp.tls(), key: KEY });
     await closed.close();
-    const r = await runInProcess(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(closed.port), "--smtp-tls", "starttls", ...MIN], {
-      env: { MAILSEND_API_KEY: KEY },
-    });
+    const r = await runInProcess(
+      [
+        "send",
+        "--transport",
+        "smtp",
+        "--smtp-host",
+        "127.0.0.1",
+        "--smtp-port",
+        String(closed.port),
+        "--smtp-tls",
+        "starttls",
+        ...MIN,
+      ],
+      {
+        env: { MAILSEND_API_KEY: KEY },
+      },
+    );
     expect(r.exitCode).toBe(69);
     expect(r.stderr).toMatch(/connection refused/);
     expect(r.stderr).toMatch(/hint:/);

@@ -24,10 +24,17 @@ const MIN = ["-f", "a@example.com", "-t", "b@example.com", "-s", "Hi"];
 const env = () => ({ ...baseEnv(), MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url });
 
 /** A send whose stdin is the file (or device) at `path` itself, not a pipe fed from it. */
-async function sendWithStdin(path: string, args: string[]): Promise<{ exitCode: number | null; stdout: string; stderr: string }> {
+async function sendWithStdin(
+  path: string,
+  args: string[],
+): Promise<{ exitCode: number | null; stdout: string; stderr: string }> {
   const fd = openSync(path, "r");
   try {
-    const child = spawn(process.execPath, [BIN, "send", ...MIN, ...args], { env: env(), stdio: [fd, "pipe", "pipe"], timeout: 20_000 });
+    const child = spawn(process.execPath, [BIN, "send", ...MIN, ...args], {
+      env: env(),
+      stdio: [fd, "pipe", "pipe"],
+      timeout: 20_000,
+    });
     let stdout = "";
     let stderr = "";
     child.stdout!.on("data", (d) => (stdout += d));
@@ -60,7 +67,11 @@ describe("stdin, made only when read", () => {
     writeFileSync(file, "first\nsecond\n");
     const fd = openSync(file, "r");
     try {
-      const child = spawn(process.execPath, [BIN, "send", ...MIN, "--text", "x", "-q"], { env: env(), stdio: [fd, "ignore", "pipe"], timeout: 20_000 });
+      const child = spawn(process.execPath, [BIN, "send", ...MIN, "--text", "x", "-q"], {
+        env: env(),
+        stdio: [fd, "ignore", "pipe"],
+        timeout: 20_000,
+      });
       const [exitCode] = (await once(child, "close")) as [number | null];
       expect(exitCode).toBe(0);
       // The file's offset is shared with the child: still at the start.
@@ -100,7 +111,21 @@ describe("stdout, made only when written", () => {
   it("a non-blocking pipe that fills up: the rest goes through process.stdout, every byte in order", async () => {
     const big = join(tmp.dir, "big2.html");
     writeFileSync(big, `<p>${Array.from({ length: 60_000 }, (_, i) => `line ${i}`).join("<br>")}</p>`);
-    const args = [BIN, "send", "--dry-run", "-f", "a@example.com", "-t", "b@example.com", "-s", "Hi", "--html-file", big, "--idempotency-key", "k-1"];
+    const args = [
+      BIN,
+      "send",
+      "--dry-run",
+      "-f",
+      "a@example.com",
+      "-t",
+      "b@example.com",
+      "-s",
+      "Hi",
+      "--html-file",
+      big,
+      "--idempotency-key",
+      "k-1",
+    ];
     // What it prints into a file, to compare with.
     const file = join(tmp.dir, "out.txt");
     const ffd = openSync(file, "w");
@@ -140,7 +165,9 @@ describe("stdout, made only when written", () => {
   });
 
   it("-q: a send that succeeds writes nothing at all", async () => {
-    const r = await runCli(["send", ...MIN, "--text", "x", "-q"], { env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url } });
+    const r = await runCli(["send", ...MIN, "--text", "x", "-q"], {
+      env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url },
+    });
     expect(r).toMatchObject({ exitCode: 0, stdout: "", stderr: "" });
   });
 });

@@ -31,7 +31,10 @@ function snapshotOfBuild(): string {
   const root = join(s.dir, "build");
   mkdirSync(root);
   cpSync(join(ROOT, "bin"), join(root, "bin"), { recursive: true });
-  cpSync(join(ROOT, "dist"), join(root, "dist"), { recursive: true, filter: (src) => !src.endsWith(".map") && !src.includes(`${join("dist", "types")}`) });
+  cpSync(join(ROOT, "dist"), join(root, "dist"), {
+    recursive: true,
+    filter: (src) => !src.endsWith(".map") && !src.includes(`${join("dist", "types")}`),
+  });
   cpSync(join(ROOT, "package.json"), join(root, "package.json"));
   symlinkSync(join(ROOT, "node_modules"), join(root, "node_modules"));
   return join(root, "bin", "mailsend.js");
@@ -59,7 +62,11 @@ function runnerPids(): number[] {
     if (!/^\d+$/.test(p)) continue;
     try {
       const environ = readFileSync(`/proc/${p}/environ`, "latin1");
-      if (environ.includes(`MAILSEND_OUTBOX_DIR=${s.dir}`) && readFileSync(`/proc/${p}/cmdline`, "latin1").includes("queue")) pids.push(Number(p));
+      if (
+        environ.includes(`MAILSEND_OUTBOX_DIR=${s.dir}`) &&
+        readFileSync(`/proc/${p}/cmdline`, "latin1").includes("queue")
+      )
+        pids.push(Number(p));
     } catch {
       // gone, or not ours to read
     }
@@ -76,7 +83,12 @@ function stopRunners(): void {
   }
 }
 
-function callerEnv(stateDir: string, windowS: number, limit: number, extra: Record<string, string> = {}): Record<string, string> {
+function callerEnv(
+  stateDir: string,
+  windowS: number,
+  limit: number,
+  extra: Record<string, string> = {},
+): Record<string, string> {
   return {
     ...baseEnv(),
     ...t!.env,
@@ -134,7 +146,9 @@ function refusals(): number {
 }
 
 describe("bursts through sendmail", () => {
-  it("100 messages from 10 concurrent callers, a limit of 20 per window: none refused, zero 429s, each delivered exactly once", { timeout: 900_000 }, async () => {
+  it("100 messages from 10 concurrent callers, a limit of 20 per window: none refused, zero 429s, each delivered exactly once", {
+    timeout: 900_000,
+  }, async () => {
     const WINDOW_S = 8;
     t = await inProcessSandbox({ rateLimit: 20, rateWindowMs: WINDOW_S * 1000 });
     const state = join(s.dir, "state-100");
@@ -143,14 +157,20 @@ describe("bursts through sendmail", () => {
     const env = callerEnv(state, WINDOW_S, 20, { MAILSEND_OUTBOX_DIR: outbox });
     // The window's 20 are used up first (one batch, fast), so the callers meet a spent budget
     // however fast or slow this machine starts their processes: the outbox must take part.
-    const rows = Array.from({ length: 20 }, (_, i) => JSON.stringify({ to: "rcpt@example.com", subject: `prefill ${i}`, text: "x" })).join("\n");
-    const prefill = await execa(process.execPath, [join(s.dir, "build", "bin", "mailsend.js"), "batch", "-", "-f", "burst@example.com", "--concurrency", "8", "-q"], {
-      reject: false,
-      extendEnv: false,
-      env,
-      input: `${rows}\n`,
-      timeout: 120_000,
-    });
+    const rows = Array.from({ length: 20 }, (_, i) =>
+      JSON.stringify({ to: "rcpt@example.com", subject: `prefill ${i}`, text: "x" }),
+    ).join("\n");
+    const prefill = await execa(
+      process.execPath,
+      [join(s.dir, "build", "bin", "mailsend.js"), "batch", "-", "-f", "burst@example.com", "--concurrency", "8", "-q"],
+      {
+        reject: false,
+        extendEnv: false,
+        env,
+        input: `${rows}\n`,
+        timeout: 120_000,
+      },
+    );
     expect(prefill.exitCode, String(prefill.stderr)).toBe(0);
     expect(await storedSubjects("prefill ")).toHaveLength(20);
     const runs = await Promise.all(
@@ -163,7 +183,9 @@ describe("bursts through sendmail", () => {
     );
     const all = runs.flat();
     // Zero refusals reach the callers: every one exits 0, saying nothing or that it queued.
-    const bad = all.filter((r) => r.exitCode !== 0 || (r.stderr !== "" && !/^mailsend: queued as \S+ .*mailsend queue\n?$/.test(r.stderr)));
+    const bad = all.filter(
+      (r) => r.exitCode !== 0 || (r.stderr !== "" && !/^mailsend: queued as \S+ .*mailsend queue\n?$/.test(r.stderr)),
+    );
     expect(bad.slice(0, 3)).toEqual([]);
     const queued = all.filter((r) => r.stderr.includes("queued as")).length;
 
@@ -176,17 +198,28 @@ describe("bursts through sendmail", () => {
     expect(refusals()).toBe(0);
     expect(queuedFiles(outbox)).toEqual([]);
     expect(queued).toBeGreaterThan(0);
-    console.log(`sendmail burst: 100 messages, ${queued} queued by the callers and delivered by the background runner, ${100 - queued} sent at once`);
+    console.log(
+      `sendmail burst: 100 messages, ${queued} queued by the callers and delivered by the background runner, ${100 - queued} sent at once`,
+    );
   });
 
-  it("nothing but the callers: a burst queued through sendmail drains by itself (no queue run, no relay, no timer)", { timeout: 180_000 }, async () => {
+  it("nothing but the callers: a burst queued through sendmail drains by itself (no queue run, no relay, no timer)", {
+    timeout: 180_000,
+  }, async () => {
     const WINDOW_S = 3;
     t = await inProcessSandbox({ rateLimit: 10, rateWindowMs: WINDOW_S * 1000 });
     const state = join(s.dir, "state-drain");
     mkdirSync(state);
     const outbox = join(s.dir, "outbox-drain");
     const env = callerEnv(state, WINDOW_S, 10, { MAILSEND_OUTBOX_DIR: outbox, MAILSEND_QUEUE: "always" });
-    const runs = await Promise.all(Array.from({ length: 4 }, (_, c) => caller(env, Array.from({ length: 6 }, (_, m) => `drain c${c} m${m}`))));
+    const runs = await Promise.all(
+      Array.from({ length: 4 }, (_, c) =>
+        caller(
+          env,
+          Array.from({ length: 6 }, (_, m) => `drain c${c} m${m}`),
+        ),
+      ),
+    );
     for (const r of runs.flat()) {
       expect(r.exitCode, r.stderr).toBe(0);
       expect(r.stderr).toMatch(/^mailsend: queued as \S+ /);

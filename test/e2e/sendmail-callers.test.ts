@@ -42,7 +42,13 @@ function freshState(): string {
 }
 
 function env(extra: Record<string, string | undefined> = {}): Record<string, string> {
-  const e: Record<string, string | undefined> = { ...baseEnv(), ...t.env, MAILSEND_STATE_DIR: freshState(), MAILSEND_QUEUE_AUTORUN: "0", ...extra };
+  const e: Record<string, string | undefined> = {
+    ...baseEnv(),
+    ...t.env,
+    MAILSEND_STATE_DIR: freshState(),
+    MAILSEND_QUEUE_AUTORUN: "0",
+    ...extra,
+  };
   return Object.fromEntries(Object.entries(e).filter((kv): kv is [string, string] => kv[1] !== undefined));
 }
 
@@ -53,7 +59,16 @@ interface Run {
 }
 
 async function run(file: string, args: string[], input: string | Buffer, e: Record<string, string>): Promise<Run> {
-  const r = await execa(file, args, { reject: false, extendEnv: false, env: e, cwd: s.dir, input, timeout: 60_000, stripFinalNewline: false, encoding: "utf8" });
+  const r = await execa(file, args, {
+    reject: false,
+    extendEnv: false,
+    env: e,
+    cwd: s.dir,
+    input,
+    timeout: 60_000,
+    stripFinalNewline: false,
+    encoding: "utf8",
+  });
   return { exitCode: r.exitCode ?? -1, stdout: String(r.stdout ?? ""), stderr: String(r.stderr ?? "") };
 }
 
@@ -122,12 +137,20 @@ describe("the size limit counts the message as it goes out (CRLF)", { timeout: 1
 
 describe("empty elements in address lists (RFC 5322 4.4: MUST be accepted)", { timeout: 120_000 }, () => {
   it("sendmail -t: `To: Alice <alice@…>,` and `a@…, , b@…` are delivered to those named", async () => {
-    const one = await sm(["-t", "-oi"], "From: a@example.com\nTo: Alice <alice@example.com>,\nSubject: empty trailing\n\nx\n");
+    const one = await sm(
+      ["-t", "-oi"],
+      "From: a@example.com\nTo: Alice <alice@example.com>,\nSubject: empty trailing\n\nx\n",
+    );
     expect(one, one.stderr).toMatchObject({ exitCode: 0, stderr: "" });
     expect((await stored("empty trailing")).map((m) => m.envelope.to)).toEqual([["alice@example.com"]]);
-    const two = await sm(["-t", "-oi"], "From: a@example.com\nTo: a@x-example.com, , b@x-example.com\nCc: ,\n  c@x-example.com\nSubject: empty middle\n\nx\n");
+    const two = await sm(
+      ["-t", "-oi"],
+      "From: a@example.com\nTo: a@x-example.com, , b@x-example.com\nCc: ,\n  c@x-example.com\nSubject: empty middle\n\nx\n",
+    );
     expect(two, two.stderr).toMatchObject({ exitCode: 0, stderr: "" });
-    expect((await stored("empty middle")).map((m) => [...m.envelope.to].sort())).toEqual([["a@x-example.com", "b@x-example.com", "c@x-example.com"]]);
+    expect((await stored("empty middle")).map((m) => [...m.envelope.to].sort())).toEqual([
+      ["a@x-example.com", "b@x-example.com", "c@x-example.com"],
+    ]);
   });
 
   it("the relay takes the same header (250) and delivers it", async () => {
@@ -149,7 +172,13 @@ describe("empty elements in address lists (RFC 5322 4.4: MUST be accepted)", { t
   });
 
   it("mailsend send --to 'a@…,': a trailing comma is taken; an empty element before another, or no address at all, is 65", async () => {
-    const send = (to: string, subject: string) => run(process.execPath, [BIN, "send", "--to", to, "--from", "a@example.com", "--subject", subject, "--text", "x"], "", env());
+    const send = (to: string, subject: string) =>
+      run(
+        process.execPath,
+        [BIN, "send", "--to", to, "--from", "a@example.com", "--subject", subject, "--text", "x"],
+        "",
+        env(),
+      );
     expect((await send("trail@example.com,", "flag trailing")).exitCode).toBe(0);
     expect((await stored("flag trailing")).map((m) => m.envelope.to)).toEqual([["trail@example.com"]]);
     const middle = await send("a@example.com, , b@example.com", "flag middle");
@@ -172,11 +201,29 @@ describe("this machine's setup problems are 451 4.3.5, not the message's 5xx", {
   const message = (subject: string, from = "From: a@example.com\r\n") => [`${from}Subject: ${subject}\r\n\r\nb\r\n.`];
 
   it("sendmail -bs: a key file that is not there, and no sender for MAIL FROM:<> without From, are 451 4.3.5; a bad message stays 554", async () => {
-    const noKey = await bs(["HELO x", "MAIL FROM:<a@example.com>", "RCPT TO:<x@example.com>", "DATA", ...message("setup key"), "QUIT"], env({ MAILSEND_API_KEY: undefined, MAILSEND_API_KEY_FILE: "/nonexistent" }));
+    const noKey = await bs(
+      ["HELO x", "MAIL FROM:<a@example.com>", "RCPT TO:<x@example.com>", "DATA", ...message("setup key"), "QUIT"],
+      env({ MAILSEND_API_KEY: undefined, MAILSEND_API_KEY_FILE: "/nonexistent" }),
+    );
     expect(noKey).toContainEqual("451 4.3.5 MAILSEND_API_KEY_FILE not found: /nonexistent");
-    const noSender = await bs(["HELO x", "MAIL FROM:<>", "RCPT TO:<x@example.com>", "DATA", ...message("setup sender", ""), "QUIT"], env({ MAILSEND_FROM: undefined }));
-    expect(noSender.find((l) => /^[45]\d\d /.test(l) && !l.startsWith("221"))).toMatch(/^451 4\.3\.5 the message has no From header and there is no sender/);
-    const bad = await bs(["HELO x", "MAIL FROM:<a@example.com>", "RCPT TO:<x@example.com>", "DATA", "From: a@@example.com\r\nSubject: setup bad\r\n\r\nb\r\n.", "QUIT"], env());
+    const noSender = await bs(
+      ["HELO x", "MAIL FROM:<>", "RCPT TO:<x@example.com>", "DATA", ...message("setup sender", ""), "QUIT"],
+      env({ MAILSEND_FROM: undefined }),
+    );
+    expect(noSender.find((l) => /^[45]\d\d /.test(l) && !l.startsWith("221"))).toMatch(
+      /^451 4\.3\.5 the message has no From header and there is no sender/,
+    );
+    const bad = await bs(
+      [
+        "HELO x",
+        "MAIL FROM:<a@example.com>",
+        "RCPT TO:<x@example.com>",
+        "DATA",
+        "From: a@@example.com\r\nSubject: setup bad\r\n\r\nb\r\n.",
+        "QUIT",
+      ],
+      env(),
+    );
     expect(bad.find((l) => /^5\d\d /.test(l))).toMatch(/^554 5\.6\.0 /);
     expect(await stored("setup key")).toEqual([]);
   });
@@ -184,39 +231,56 @@ describe("this machine's setup problems are 451 4.3.5, not the message's 5xx", {
 
 describe("one bad recipient is refused at its RCPT; the others get the message", { timeout: 120_000 }, () => {
   it("sendmail -bs: RCPT TO:<u@intranet> is 553 5.1.3, the message goes to the other", async () => {
-    const replies = await bs(["HELO x", "MAIL FROM:<p@example.com>", "RCPT TO:<u@intranet>", "RCPT TO:<ok-bs@example.com>", "DATA", "From: p@example.com\r\nTo: ok-bs@example.com\r\nSubject: rcpt bs\r\n\r\nx\r\n.", "QUIT"], env());
+    const replies = await bs(
+      [
+        "HELO x",
+        "MAIL FROM:<p@example.com>",
+        "RCPT TO:<u@intranet>",
+        "RCPT TO:<ok-bs@example.com>",
+        "DATA",
+        "From: p@example.com\r\nTo: ok-bs@example.com\r\nSubject: rcpt bs\r\n\r\nx\r\n.",
+        "QUIT",
+      ],
+      env(),
+    );
     expect(replies).toContainEqual(expect.stringMatching(/^553 5\.1\.3 <u@intranet>: .*not fully qualified/));
     expect(replies).toContainEqual(expect.stringMatching(/^250 2\.0\.0 Ok: sent as /));
     expect((await stored("rcpt bs")).map((m) => m.envelope.to)).toEqual([["ok-bs@example.com"]]);
   });
 
-  it.skipIf(lacks(python3))("the relay: Python's smtplib.sendmail to ['u@intranet', 'ok@…'] gets 553 for the one, delivers to the other", async () => {
-    const relay = await startRelayChild(env());
-    try {
-      const script = `
+  it.skipIf(lacks(python3))(
+    "the relay: Python's smtplib.sendmail to ['u@intranet', 'ok@…'] gets 553 for the one, delivers to the other",
+    async () => {
+      const relay = await startRelayChild(env());
+      try {
+        const script = `
 import json, smtplib, sys
 s = smtplib.SMTP("127.0.0.1", int(sys.argv[1]), timeout=60)
 refused = s.sendmail("p@example.com", ["u@intranet", "ok-relay@example.com"], "From: p@example.com\\r\\nTo: ok-relay@example.com\\r\\nSubject: rcpt relay\\r\\n\\r\\nx\\r\\n")
 s.quit()
 print(json.dumps({k: [v[0], v[1].decode()] for k, v in refused.items()}))
 `;
-      const r = await execa("python3", ["-c", script, String(relay.ready.port)], { reject: false, timeout: 60_000 });
-      expect(r.exitCode, String(r.stderr)).toBe(0);
-      const refused = JSON.parse(String(r.stdout)) as Record<string, [number, string]>;
-      expect(Object.keys(refused)).toEqual(["u@intranet"]);
-      expect(refused["u@intranet"]![0]).toBe(553);
-      expect(refused["u@intranet"]![1]).toMatch(/^5\.1\.3 <u@intranet>: .*not fully qualified/);
-      await until(async () => (await stored("rcpt relay")).length === 1, 60_000);
-      expect((await stored("rcpt relay")).map((m) => m.envelope.to)).toEqual([["ok-relay@example.com"]]);
-    } finally {
-      await relay.stop();
-    }
-  });
+        const r = await execa("python3", ["-c", script, String(relay.ready.port)], { reject: false, timeout: 60_000 });
+        expect(r.exitCode, String(r.stderr)).toBe(0);
+        const refused = JSON.parse(String(r.stdout)) as Record<string, [number, string]>;
+        expect(Object.keys(refused)).toEqual(["u@intranet"]);
+        expect(refused["u@intranet"]![0]).toBe(553);
+        expect(refused["u@intranet"]![1]).toMatch(/^5\.1\.3 <u@intranet>: .*not fully qualified/);
+        await until(async () => (await stored("rcpt relay")).length === 1, 60_000);
+        expect((await stored("rcpt relay")).map((m) => m.envelope.to)).toEqual([["ok-relay@example.com"]]);
+      } finally {
+        await relay.stop();
+      }
+    },
+  );
 });
 
 describe("Resent- headers with -t", { timeout: 120_000 }, () => {
   it("the recipients are Resent-To/Cc/Bcc, not To; Resent-Bcc is not in what is delivered", async () => {
-    const r = await sm(["-t", "-oi"], "From: a@example.com\nTo: orig@example.com\nResent-From: f@example.com\nResent-To: new@example.com\nResent-Bcc: secret@example.com\nSubject: resent t\n\nx\n");
+    const r = await sm(
+      ["-t", "-oi"],
+      "From: a@example.com\nTo: orig@example.com\nResent-From: f@example.com\nResent-To: new@example.com\nResent-Bcc: secret@example.com\nSubject: resent t\n\nx\n",
+    );
     expect(r, r.stderr).toMatchObject({ exitCode: 0, stderr: "" });
     const got = await stored("resent t");
     expect(got.map((m) => [...m.envelope.to].sort())).toEqual([["new@example.com", "secret@example.com"]]);
@@ -226,19 +290,28 @@ describe("Resent- headers with -t", { timeout: 120_000 }, () => {
   });
 });
 
-describe("a broken aliases file stops only mail that names this machine (as the relay, and Postfix's alias database)", { timeout: 120_000 }, () => {
+describe("a broken aliases file stops only mail that names this machine (as the relay, and Postfix's alias database)", {
+  timeout: 120_000,
+}, () => {
   // A line without its colon: the file cannot be parsed.
   const broken = () => s.file("aliases-broken", "root ops@example.com\n");
 
   it("sendmail -t: mail between full addresses goes (PHP's mail() to a customer); a local name is 78 naming the line", async () => {
     const e = env({ MAILSEND_ALIASES: broken() });
-    const out = await sm(["-t", "-i"], "From: shop@example.com\nTo: customer@example.com\nSubject: broken aliases out\n\nyour order\n", e);
+    const out = await sm(
+      ["-t", "-i"],
+      "From: shop@example.com\nTo: customer@example.com\nSubject: broken aliases out\n\nyour order\n",
+      e,
+    );
     expect(out, out.stderr).toMatchObject({ exitCode: 0, stderr: "" });
     expect((await stored("broken aliases out")).map((m) => m.envelope.to)).toEqual([["customer@example.com"]]);
 
     // cron's mail to root, -f root, a From of root, no From at all: the file is needed, and says what is wrong with it.
     for (const [args, input] of [
-      [["-FCronDaemon", "-i", "-B8BITMIME", "-oem", "root"], "From: root (Cron Daemon)\nTo: root\nSubject: broken aliases cron\n\nout\n"],
+      [
+        ["-FCronDaemon", "-i", "-B8BITMIME", "-oem", "root"],
+        "From: root (Cron Daemon)\nTo: root\nSubject: broken aliases cron\n\nout\n",
+      ],
       [["-f", "root", "-i", "ops@example.com"], "Subject: broken aliases f\n\nout\n"],
       [["-t", "-i"], "From: root\nTo: ops@example.com\nSubject: broken aliases from\n\nout\n"],
       // No From and no MAILSEND_FROM: the invoking user, through that file.
@@ -265,15 +338,29 @@ describe("a broken aliases file stops only mail that names this machine (as the 
       ],
       e,
     );
-    expect(replies).toContainEqual(expect.stringMatching(/^451 4\.3\.0 .*local names cannot be mapped now: .*aliases-broken:1/));
+    expect(replies).toContainEqual(
+      expect.stringMatching(/^451 4\.3\.0 .*local names cannot be mapped now: .*aliases-broken:1/),
+    );
     expect(replies).toContainEqual(expect.stringMatching(/^250 2\.0\.0 /));
     expect((await stored("broken aliases bs")).map((m) => m.envelope.to)).toEqual([["customer-bs@example.com"]]);
   });
 });
 
-describe("a message saved from a mailbox and sent on: Return-Path and Content-Length are not sent (as Postfix drops them)", { timeout: 120_000 }, () => {
+describe("a message saved from a mailbox and sent on: Return-Path and Content-Length are not sent (as Postfix drops them)", {
+  timeout: 120_000,
+}, () => {
   const saved = (subject: string, eol: string) =>
-    [`Return-Path: <old-sender@example.org>`, `Delivered-To: me@example.org`, `Content-Length: 3`, `From: a@example.com`, `To: b@example.com`, `Subject: ${subject}`, ``, `hello world`, ``].join(eol);
+    [
+      `Return-Path: <old-sender@example.org>`,
+      `Delivered-To: me@example.org`,
+      `Content-Length: 3`,
+      `From: a@example.com`,
+      `To: b@example.com`,
+      `Subject: ${subject}`,
+      ``,
+      `hello world`,
+      ``,
+    ].join(eol);
 
   it("sendmail -t < saved.eml: a stale Return-Path and Content-Length stay out (-v says so), the rest as it was", async () => {
     const r = await sm(["-t", "-i", "-v"], saved("saved sendmail", "\n"));
@@ -299,7 +386,9 @@ describe("a message saved from a mailbox and sent on: Return-Path and Content-Le
       expect(await d.cmd("RCPT TO:<b@example.com>")).toMatch(/^250/);
       expect(await d.cmd("RCPT TO:<hidden@example.com>")).toMatch(/^250/);
       expect(await d.cmd("DATA")).toMatch(/^354/);
-      d.write(`Resent-From: a@example.com\r\nResent-To: b@example.com\r\nResent-Bcc: hidden@example.com\r\n${saved("saved relay", "\r\n")}.\r\n`);
+      d.write(
+        `Resent-From: a@example.com\r\nResent-To: b@example.com\r\nResent-Bcc: hidden@example.com\r\n${saved("saved relay", "\r\n")}.\r\n`,
+      );
       expect(await d.reply()).toMatch(/^250 2\.0\.0 queued as /);
       await d.quit();
       await until(async () => (await stored("saved relay")).length === 1, 60_000);

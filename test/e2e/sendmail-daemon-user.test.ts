@@ -60,13 +60,19 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
     // The checkout may sit where nobody cannot read it (a private CI workspace): then a copy of the
     // built CLI in the scratch dir is run (a REST send needs nothing of node_modules).
     let bin = BIN;
-    if (AS_ROOT && (await execa(cmd, [...asUser, "-e", `require("fs").accessSync(${JSON.stringify(BIN)})`], { reject: false })).exitCode !== 0) {
+    if (
+      AS_ROOT &&
+      (await execa(cmd, [...asUser, "-e", `require("fs").accessSync(${JSON.stringify(BIN)})`], { reject: false }))
+        .exitCode !== 0
+    ) {
       const root = dirname(dirname(BIN));
-      for (const part of ["bin", "dist", "package.json"]) cpSync(join(root, part), join(s.dir, "cli", part), { recursive: true });
+      for (const part of ["bin", "dist", "package.json"])
+        cpSync(join(root, part), join(s.dir, "cli", part), { recursive: true });
       bin = join(s.dir, "cli", "bin", "mailsend.js");
     }
     const args = [...asUser, bin, "sendmail", "-t"];
-    const message = "From: www@example.com\nTo: dev@example.com\nSubject: daemon user\nContent-Type: text/html\n\n<p>from php</p>\n";
+    const message =
+      "From: www@example.com\nTo: dev@example.com\nSubject: daemon user\nContent-Type: text/html\n\n<p>from php</p>\n";
     let added: string[] = [];
     try {
       const r = await execa(cmd, args, { env, extendEnv: false, input: message, reject: false, timeout: 60_000 });
@@ -97,28 +103,56 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
         }
       };
       const before = queuedThere();
-      const q = await execa(cmd, args, { env: { ...env, MAILSEND_QUEUE: "always", MAILSEND_QUEUE_AUTORUN: "0" }, extendEnv: false, input: message.replace("daemon user", "daemon user queued"), reject: false, timeout: 60_000 });
+      const q = await execa(cmd, args, {
+        env: { ...env, MAILSEND_QUEUE: "always", MAILSEND_QUEUE_AUTORUN: "0" },
+        extendEnv: false,
+        input: message.replace("daemon user", "daemon user queued"),
+        reject: false,
+        timeout: 60_000,
+      });
       expect(q.exitCode, q.stderr).toBe(0);
       added = queuedThere().filter((f) => !before.includes(f));
       expect(added).toHaveLength(1);
       const waiting = before.length + 1;
       if (AS_ROOT) chownSync(home, uid, uid);
       chmodSync(home, 0o755);
-      const list = await execa(cmd, [...args.slice(0, -2), "queue"], { env, extendEnv: false, reject: false, timeout: 60_000 });
+      const list = await execa(cmd, [...args.slice(0, -2), "queue"], {
+        env,
+        extendEnv: false,
+        reject: false,
+        timeout: 60_000,
+      });
       expect(list.exitCode, list.stderr).toBe(0);
       expect(list.stdout).toContain(join(home, ".local", "state", "mailsend", "outbox"));
-      expect(list.stderr).toContain(`${waiting} message${waiting === 1 ? "" : "s"} also wait${waiting === 1 ? "s" : ""} in ${join(fallback, "outbox", "queue")}`);
+      expect(list.stderr).toContain(
+        `${waiting} message${waiting === 1 ? "" : "s"} also wait${waiting === 1 ? "s" : ""} in ${join(fallback, "outbox", "queue")}`,
+      );
       expect(list.stderr).toContain(`MAILSEND_STATE_DIR=${fallback} mailsend queue run`);
       // doctor says the same: the outbox it uses now, and the mail left in /var/tmp.
-      const doc = await execa(cmd, [...args.slice(0, -2), "doctor", "--json"], { env, extendEnv: false, reject: false, timeout: 60_000 });
-      const outboxCheck = (JSON.parse(doc.stdout) as { checks: { name: string; ok: boolean; detail: string; hint?: string }[] }).checks.find((c) => c.name === "outbox");
-      expect(outboxCheck, doc.stderr).toMatchObject({ ok: true, detail: `nothing queued, in ${join(home, ".local", "state", "mailsend", "outbox")}` });
-      expect(outboxCheck!.hint).toContain(`${waiting} message${waiting === 1 ? "" : "s"} also wait${waiting === 1 ? "s" : ""} in ${join(fallback, "outbox", "queue")}`);
+      const doc = await execa(cmd, [...args.slice(0, -2), "doctor", "--json"], {
+        env,
+        extendEnv: false,
+        reject: false,
+        timeout: 60_000,
+      });
+      const outboxCheck = (
+        JSON.parse(doc.stdout) as { checks: { name: string; ok: boolean; detail: string; hint?: string }[] }
+      ).checks.find((c) => c.name === "outbox");
+      expect(outboxCheck, doc.stderr).toMatchObject({
+        ok: true,
+        detail: `nothing queued, in ${join(home, ".local", "state", "mailsend", "outbox")}`,
+      });
+      expect(outboxCheck!.hint).toContain(
+        `${waiting} message${waiting === 1 ? "" : "s"} also wait${waiting === 1 ? "s" : ""} in ${join(fallback, "outbox", "queue")}`,
+      );
       expect(outboxCheck!.hint).toContain(`MAILSEND_STATE_DIR=${fallback} mailsend queue run`);
     } finally {
       if (!existed) rmSync(fallback, { recursive: true, force: true });
       // What this test queued there is removed even when the dir was there before.
-      else for (const f of added) for (const ext of [".msg", ".state"]) rmSync(join(fallback, "outbox", "queue", f.replace(/\.msg$/, ext)), { force: true });
+      else
+        for (const f of added)
+          for (const ext of [".msg", ".state"])
+            rmSync(join(fallback, "outbox", "queue", f.replace(/\.msg$/, ext)), { force: true });
     }
   });
 
@@ -138,24 +172,40 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
       MAILSEND_QUEUE_AUTORUN: "0",
       MAILSEND_CONFIG: join(s.dir, "no-config.json"),
     };
-    const message = "From: cron@example.com\nTo: dev@example.com\nSubject: no home\nContent-Type: text/html\n\n<p>x</p>\n";
+    const message =
+      "From: cron@example.com\nTo: dev@example.com\nSubject: no home\nContent-Type: text/html\n\n<p>x</p>\n";
     // A fallback dir this user already has keeps what it held: only what this test queues goes.
     const queueDir = join(fallback, "outbox", "queue");
     const before = new Set(existed && existsSync(queueDir) ? readdirSync(queueDir) : []);
     try {
-      const q = await execa(process.execPath, [BIN, "sendmail", "-t"], { env, extendEnv: false, input: message, reject: false, timeout: 60_000 });
+      const q = await execa(process.execPath, [BIN, "sendmail", "-t"], {
+        env,
+        extendEnv: false,
+        input: message,
+        reject: false,
+        timeout: 60_000,
+      });
       expect(q.exitCode, q.stderr).toBe(0);
       expect(existsSync(home)).toBe(false);
-      expect(readdirSync(join(fallback, "outbox", "queue")).filter((f) => f.endsWith(".msg")).length).toBeGreaterThanOrEqual(1);
+      expect(
+        readdirSync(join(fallback, "outbox", "queue")).filter((f) => f.endsWith(".msg")).length,
+      ).toBeGreaterThanOrEqual(1);
       // The home made later (an admin's mkdir): the state dir is there from now on, and the mail
       // queued before is named, with how to deliver it.
       await execa("mkdir", ["-p", home]);
-      const list = await execa(process.execPath, [BIN, "queue"], { env, extendEnv: false, reject: false, timeout: 60_000 });
+      const list = await execa(process.execPath, [BIN, "queue"], {
+        env,
+        extendEnv: false,
+        reject: false,
+        timeout: 60_000,
+      });
       expect(list.exitCode, list.stderr).toBe(0);
       expect(list.stderr).toMatch(/also wait.* in .*mailsend-\d+\/outbox\/queue.*did not exist/);
     } finally {
       if (!existed) rmSync(fallback, { recursive: true, force: true });
-      else if (existsSync(queueDir)) for (const f of readdirSync(queueDir)) if (!before.has(f)) rmSync(join(queueDir, f), { recursive: true, force: true });
+      else if (existsSync(queueDir))
+        for (const f of readdirSync(queueDir))
+          if (!before.has(f)) rmSync(join(queueDir, f), { recursive: true, force: true });
     }
   });
 });

@@ -36,13 +36,21 @@ afterAll(async () => {
 });
 
 function env(state: string, extra: Record<string, string | undefined> = {}): Record<string, string> {
-  const e: Record<string, string | undefined> = { ...baseEnv(), ...t.env, MAILSEND_STATE_DIR: state, MAILSEND_TRANSPORT: "rest", ...extra };
+  const e: Record<string, string | undefined> = {
+    ...baseEnv(),
+    ...t.env,
+    MAILSEND_STATE_DIR: state,
+    MAILSEND_TRANSPORT: "rest",
+    ...extra,
+  };
   return Object.fromEntries(Object.entries(e).filter((kv): kv is [string, string] => kv[1] !== undefined));
 }
 
-const message = (subject: string) => `From: cron@example.com\nTo: ops@example.com\nSubject: ${subject}\nContent-Type: text/html\n\n<p>${subject}</p>\n`;
+const message = (subject: string) =>
+  `From: cron@example.com\nTo: ops@example.com\nSubject: ${subject}\nContent-Type: text/html\n\n<p>${subject}</p>\n`;
 const queued = (state: string) => readdirSync(join(state, "outbox", "queue")).filter((f) => f.endsWith(".msg"));
-const stored = async (subject: string) => (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject === subject).length;
+const stored = async (subject: string) =>
+  (await t.sb.store.list({ limit: 1000 })).filter((m) => m.subject === subject).length;
 
 /**
  * The sandbox answers at once again; the stopped attempt's message, due now, is delivered by a
@@ -50,8 +58,16 @@ const stored = async (subject: string) => (await t.sb.store.list({ limit: 1000 }
  */
 async function deliveredOnce(state: string, e: Record<string, string>, subject: string) {
   t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0 };
-  expect((await execa(process.execPath, [BIN, "queue", "retry", "--all"], { env: e, extendEnv: false, reject: false })).exitCode).toBe(0);
-  const run = await execa(process.execPath, [BIN, "queue", "run"], { env: e, extendEnv: false, reject: false, timeout: 30_000 });
+  expect(
+    (await execa(process.execPath, [BIN, "queue", "retry", "--all"], { env: e, extendEnv: false, reject: false }))
+      .exitCode,
+  ).toBe(0);
+  const run = await execa(process.execPath, [BIN, "queue", "run"], {
+    env: e,
+    extendEnv: false,
+    reject: false,
+    timeout: 30_000,
+  });
   expect(run.exitCode, run.stderr).toBe(0);
   expect(queued(state)).toHaveLength(0);
   await new Promise((r) => setTimeout(r, 2_500)); // the first request's slow answer has come and gone
@@ -73,7 +89,13 @@ async function attemptUnderWay(state: string) {
 /** A sendmail whose at-once attempt is under way (its message in the outbox, the request sent). */
 async function inFlight(state: string, subject: string, e: Record<string, string>) {
   mkdirSync(state, { recursive: true });
-  const child = execa(sendmail, ["-t"], { env: e, extendEnv: false, input: message(subject), reject: false, timeout: 30_000 });
+  const child = execa(sendmail, ["-t"], {
+    env: e,
+    extendEnv: false,
+    input: message(subject),
+    reject: false,
+    timeout: 30_000,
+  });
   await attemptUnderWay(state);
   // Wrapped: an async function returning the (thenable) child would wait for it to end.
   return { child };
@@ -107,7 +129,13 @@ it("kill -9 during the attempt: once its hold has run out, the next sendmail tha
   expect(held.nextAttemptAt).toBeGreaterThan(Date.now());
   writeFileSync(statePath, JSON.stringify({ ...held, nextAttemptAt: Date.now() - 1_000 }));
   t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0 };
-  const next = await execa(sendmail, ["-t"], { env: e, extendEnv: false, input: message("the next one"), reject: false, timeout: 30_000 });
+  const next = await execa(sendmail, ["-t"], {
+    env: e,
+    extendEnv: false,
+    input: message("the next one"),
+    reject: false,
+    timeout: 30_000,
+  });
   expect(next.exitCode, next.stderr).toBe(0);
   expect(next.stderr).toBe("");
   await until(() => queued(state).length === 0, 30_000);
@@ -125,7 +153,9 @@ it("sendmail -bs: SIGTERM during a message's attempt answers it 250 as queued, e
   const subject = "bs stopped by SIGTERM";
   // The caller keeps stdin open after the message (a PHP mailer between messages, or waiting for the reply).
   const child = execa(sendmail, ["-bs"], { env: e, extendEnv: false, stdin: "pipe", reject: false, timeout: 30_000 });
-  child.stdin!.write(`EHLO app.example\r\nMAIL FROM:<cron@example.com>\r\nRCPT TO:<ops@example.com>\r\nDATA\r\n${message(subject).replace(/\n/g, "\r\n")}.\r\n`);
+  child.stdin!.write(
+    `EHLO app.example\r\nMAIL FROM:<cron@example.com>\r\nRCPT TO:<ops@example.com>\r\nDATA\r\n${message(subject).replace(/\n/g, "\r\n")}.\r\n`,
+  );
   await attemptUnderWay(state);
   child.kill("SIGTERM");
   const r = await child;

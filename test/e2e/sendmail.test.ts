@@ -30,7 +30,10 @@ beforeAll(async () => {
   mailq = join(s.dir, "sbin", "mailq");
   symlinkSync(BIN, sendmail);
   symlinkSync(BIN, mailq);
-  aliases = s.file("aliases", "# this host\nroot: ops@example.com\npostmaster: root\nwww-data: web@example.com, root\n");
+  aliases = s.file(
+    "aliases",
+    "# this host\nroot: ops@example.com\npostmaster: root\nwww-data: web@example.com, root\n",
+  );
 });
 afterAll(async () => {
   s?.remove();
@@ -63,7 +66,13 @@ interface Run {
 }
 
 /** Run a program (the symlink itself, or a mail program) with the test environment. */
-async function run(file: string, args: string[], input: string | Buffer | undefined, e: Record<string, string>, opts: Options = {}): Promise<Run> {
+async function run(
+  file: string,
+  args: string[],
+  input: string | Buffer | undefined,
+  e: Record<string, string>,
+  opts: Options = {},
+): Promise<Run> {
   const r = await execa(file, args, {
     reject: false,
     extendEnv: false,
@@ -78,7 +87,8 @@ async function run(file: string, args: string[], input: string | Buffer | undefi
   return { exitCode: r.exitCode ?? -1, stdout: String(r.stdout ?? ""), stderr: String(r.stderr ?? "") };
 }
 
-const sm = (args: string[], input?: string | Buffer, extra: Record<string, string | undefined> = {}) => run(sendmail, args, input, env(extra));
+const sm = (args: string[], input?: string | Buffer, extra: Record<string, string | undefined> = {}) =>
+  run(sendmail, args, input, env(extra));
 
 async function storedBySubject(subject: string) {
   const all = await t.sb.store.list({ limit: 100_000 });
@@ -102,12 +112,18 @@ function outboxFiles(stateDir: string): string[] {
 describe("sendmail as real callers use it", { timeout: 90_000 }, () => {
   it("a program's own Message-ID is kept (SMTP, with REST configured too); one sendmail adds goes by REST", async () => {
     const html = "Content-Type: text/html; charset=utf-8\n\n<p>issue 5</p>\n";
-    const own = await sm(["-t", "-i"], `From: Gitea <gitea@example.com>\nTo: dev@example.com\nSubject: own msgid\nMessage-ID: <org/repo/issues/5@gitea.example.com>\n${html}`);
+    const own = await sm(
+      ["-t", "-i"],
+      `From: Gitea <gitea@example.com>\nTo: dev@example.com\nSubject: own msgid\nMessage-ID: <org/repo/issues/5@gitea.example.com>\n${html}`,
+    );
     expect(own).toMatchObject({ exitCode: 0, stderr: "" });
     const a = await oneStored("own msgid");
     expect(a.m.channel).toBe("smtp");
     expect(a.head).toMatch(/^Message-ID: <org\/repo\/issues\/5@gitea\.example\.com>$/m);
-    const added = await sm(["-t", "-i"], `From: Gitea <gitea@example.com>\nTo: dev@example.com\nSubject: no msgid\n${html}`);
+    const added = await sm(
+      ["-t", "-i"],
+      `From: Gitea <gitea@example.com>\nTo: dev@example.com\nSubject: no msgid\n${html}`,
+    );
     expect(added).toMatchObject({ exitCode: 0, stderr: "" });
     expect((await oneStored("no msgid")).m.channel).toBe("rest");
   });
@@ -128,59 +144,100 @@ describe("sendmail as real callers use it", { timeout: 90_000 }, () => {
     expect(head).toMatch(/^Message-ID: </m);
   });
 
-  it.skipIf(lacks(python3))("PHP mail() style: a Python subprocess piping into sendmail -t -i; Bcc recipients get it, the Bcc header is gone", async () => {
-    const script = `
+  it.skipIf(lacks(python3))(
+    "PHP mail() style: a Python subprocess piping into sendmail -t -i; Bcc recipients get it, the Bcc header is gone",
+    async () => {
+      const script = `
 import subprocess, sys
 msg = "To: php-to@example.com\\r\\nCc: Carl <php-cc@example.com>\\r\\nBcc: php-bcc@example.com\\r\\nFrom: shop@example.com\\r\\nSubject: PHP order 17\\r\\n\\r\\nThank you.\\r\\n.\\r\\nThis line is still the body (-i).\\r\\n"
 p = subprocess.run([sys.argv[1], "-t", "-i"], input=msg.encode(), capture_output=True)
 sys.stdout.write("rc=%d err=%s" % (p.returncode, p.stderr.decode()))
 `;
-    const r = await run("python3", ["-c", script, sendmail], undefined, env());
-    expect(r.stdout).toBe("rc=0 err=");
-    const { m, raw, email } = await oneStored("PHP order 17");
-    expect([...m.envelope.to].sort()).toEqual(["php-bcc@example.com", "php-cc@example.com", "php-to@example.com"]);
-    expect(raw.toString()).not.toMatch(/php-bcc|^bcc:/im);
-    expect(email.text).toContain("This line is still the body (-i).");
-  });
+      const r = await run("python3", ["-c", script, sendmail], undefined, env());
+      expect(r.stdout).toBe("rc=0 err=");
+      const { m, raw, email } = await oneStored("PHP order 17");
+      expect([...m.envelope.to].sort()).toEqual(["php-bcc@example.com", "php-cc@example.com", "php-to@example.com"]);
+      expect(raw.toString()).not.toMatch(/php-bcc|^bcc:/im);
+      expect(email.text).toContain("This line is still the body (-i).");
+    },
+  );
 
-  it.skipIf(lacks(sNail))("s-nail: mail -s ... -b ... root user@example.com (it passes -i -- recipients, and -r as -f)", async () => {
-    const r = await run("s-nail", ["-:/", "-S", `mta=${sendmail}`, "-r", "alerts@example.com", "-s", "s-nail alert", "-b", "snail-bcc@example.com", "root", "snail@example.com"], "disk 91% full\n", env());
-    expect(r.exitCode, r.stderr).toBe(0);
-    const { m, head } = await oneStored("s-nail alert");
-    expect([...m.envelope.to].sort()).toEqual(["ops@example.com", "snail-bcc@example.com", "snail@example.com"]);
-    expect(m.envelope.from).toBe("alerts@example.com");
-    expect(head).toMatch(/^To: ops@example\.com, snail@example\.com$/m);
-    expect(head).not.toMatch(/snail-bcc/);
-  });
+  it.skipIf(lacks(sNail))(
+    "s-nail: mail -s ... -b ... root user@example.com (it passes -i -- recipients, and -r as -f)",
+    async () => {
+      const r = await run(
+        "s-nail",
+        [
+          "-:/",
+          "-S",
+          `mta=${sendmail}`,
+          "-r",
+          "alerts@example.com",
+          "-s",
+          "s-nail alert",
+          "-b",
+          "snail-bcc@example.com",
+          "root",
+          "snail@example.com",
+        ],
+        "disk 91% full\n",
+        env(),
+      );
+      expect(r.exitCode, r.stderr).toBe(0);
+      const { m, head } = await oneStored("s-nail alert");
+      expect([...m.envelope.to].sort()).toEqual(["ops@example.com", "snail-bcc@example.com", "snail@example.com"]);
+      expect(m.envelope.from).toBe("alerts@example.com");
+      expect(head).toMatch(/^To: ops@example\.com, snail@example\.com$/m);
+      expect(head).not.toMatch(/snail-bcc/);
+    },
+  );
 
-  it.skipIf(lacks(bsdMailx))("bsd-mailx: mail -s subject root, with sendmail= in its rc file (it passes -i -t)", async () => {
-    const rc = s.file("mailrc", `set sendmail=${sendmail}\n`);
-    const r = await run("bsd-mailx", ["-s", "mailx report", "root"], "all good\n", env({ MAILRC: rc }));
-    expect(r.exitCode, r.stderr).toBe(0);
-    const { m, head } = await oneStored("mailx report");
-    expect(m.envelope.to).toEqual(["ops@example.com"]);
-    // mailx writes no From: the default sender goes in.
-    expect(head).toMatch(/^From: Host <host@example\.com>$/m);
-  });
+  it.skipIf(lacks(bsdMailx))(
+    "bsd-mailx: mail -s subject root, with sendmail= in its rc file (it passes -i -t)",
+    async () => {
+      const rc = s.file("mailrc", `set sendmail=${sendmail}\n`);
+      const r = await run("bsd-mailx", ["-s", "mailx report", "root"], "all good\n", env({ MAILRC: rc }));
+      expect(r.exitCode, r.stderr).toBe(0);
+      const { m, head } = await oneStored("mailx report");
+      expect(m.envelope.to).toEqual(["ops@example.com"]);
+      // mailx writes no From: the default sender goes in.
+      expect(head).toMatch(/^From: Host <host@example\.com>$/m);
+    },
+  );
 
-  it.skipIf(lacks(gitSendEmail, mailAddress))("git send-email --sendmail-cmd=<the symlink>: a patch to root and a Cc", async () => {
-    const repo = join(s.dir, "repo");
-    const git = (args: string[]) => run("git", ["-c", "user.name=Dev", "-c", "user.email=dev@example.com", ...args], undefined, env(), { cwd: repo });
-    mkdirSync(repo);
-    expect((await git(["init", "-q"])).exitCode).toBe(0);
-    writeFileSync(join(repo, "f.txt"), "x\n");
-    await git(["add", "f.txt"]);
-    expect((await git(["commit", "-q", "-m", "add f for sendmail"])).exitCode).toBe(0);
-    expect((await git(["format-patch", "-1", "-o", "out"])).exitCode).toBe(0);
-    const patch = join(repo, "out", readdirSync(join(repo, "out"))[0]!);
-    const r = await git(["send-email", `--sendmail-cmd=${sendmail}`, "--to=root", "--cc=reviewer@example.com", "--from=Dev <dev@example.com>", "--confirm=never", "--suppress-cc=all", patch]);
-    expect(r.exitCode, r.stderr + r.stdout).toBe(0);
-    const { m, head } = await oneStored("[PATCH] add f for sendmail");
-    expect([...m.envelope.to].sort()).toEqual(["ops@example.com", "reviewer@example.com"]);
-    expect(head).toMatch(/^To: ops@example\.com$/m);
-    // git's own Message-Id and Date are kept as they are.
-    expect(head.match(/^Message-Id: /gim)).toHaveLength(1);
-  });
+  it.skipIf(lacks(gitSendEmail, mailAddress))(
+    "git send-email --sendmail-cmd=<the symlink>: a patch to root and a Cc",
+    async () => {
+      const repo = join(s.dir, "repo");
+      const git = (args: string[]) =>
+        run("git", ["-c", "user.name=Dev", "-c", "user.email=dev@example.com", ...args], undefined, env(), {
+          cwd: repo,
+        });
+      mkdirSync(repo);
+      expect((await git(["init", "-q"])).exitCode).toBe(0);
+      writeFileSync(join(repo, "f.txt"), "x\n");
+      await git(["add", "f.txt"]);
+      expect((await git(["commit", "-q", "-m", "add f for sendmail"])).exitCode).toBe(0);
+      expect((await git(["format-patch", "-1", "-o", "out"])).exitCode).toBe(0);
+      const patch = join(repo, "out", readdirSync(join(repo, "out"))[0]!);
+      const r = await git([
+        "send-email",
+        `--sendmail-cmd=${sendmail}`,
+        "--to=root",
+        "--cc=reviewer@example.com",
+        "--from=Dev <dev@example.com>",
+        "--confirm=never",
+        "--suppress-cc=all",
+        patch,
+      ]);
+      expect(r.exitCode, r.stderr + r.stdout).toBe(0);
+      const { m, head } = await oneStored("[PATCH] add f for sendmail");
+      expect([...m.envelope.to].sort()).toEqual(["ops@example.com", "reviewer@example.com"]);
+      expect(head).toMatch(/^To: ops@example\.com$/m);
+      // git's own Message-Id and Date are kept as they are.
+      expect(head.match(/^Message-Id: /gim)).toHaveLength(1);
+    },
+  );
 });
 
 describe("options", { timeout: 90_000 }, () => {
@@ -192,9 +249,15 @@ describe("options", { timeout: 90_000 }, () => {
   });
 
   it("-t (here with -bm, the default mode) takes To/Cc/Bcc plus the arguments; without -t only the arguments", async () => {
-    const msg = (subj: string) => `From: a@example.com\nTo: t1@example.com\nCc: c1@example.com\nBcc: b1@example.com\nSubject: ${subj}\n\nx\n`;
+    const msg = (subj: string) =>
+      `From: a@example.com\nTo: t1@example.com\nCc: c1@example.com\nBcc: b1@example.com\nSubject: ${subj}\n\nx\n`;
     expect((await sm(["-bm", "-t", "extra@example.com"], msg("with -t"))).exitCode).toBe(0);
-    expect([...(await oneStored("with -t")).m.envelope.to].sort()).toEqual(["b1@example.com", "c1@example.com", "extra@example.com", "t1@example.com"]);
+    expect([...(await oneStored("with -t")).m.envelope.to].sort()).toEqual([
+      "b1@example.com",
+      "c1@example.com",
+      "extra@example.com",
+      "t1@example.com",
+    ]);
     expect((await sm(["only@example.com"], msg("without -t"))).exitCode).toBe(0);
     const w = await oneStored("without -t");
     expect(w.m.envelope.to).toEqual(["only@example.com"]);
@@ -202,7 +265,10 @@ describe("options", { timeout: 90_000 }, () => {
   });
 
   it("-f sets the envelope sender and -F the From's name when the message has none", async () => {
-    expect((await sm(["-f", "robot@example.com", "-F", "Build Robot", "ff@example.com"], "Subject: with -f -F\n\nx\n")).exitCode).toBe(0);
+    expect(
+      (await sm(["-f", "robot@example.com", "-F", "Build Robot", "ff@example.com"], "Subject: with -f -F\n\nx\n"))
+        .exitCode,
+    ).toBe(0);
     const { m, head } = await oneStored("with -f -F");
     expect(m.envelope.from).toBe("robot@example.com");
     expect(head).toMatch(/^From: Build Robot <robot@example\.com>$/m);
@@ -252,16 +318,26 @@ describe("options", { timeout: 90_000 }, () => {
 
   it("MAILSEND_QUEUE=always does the same as --queue always; --queue never delivers at once", async () => {
     const state = freshState();
-    const r = await sm(["q-env@example.com"], "Subject: queued by env\n\nx\n", { MAILSEND_STATE_DIR: state, MAILSEND_QUEUE: "always" });
+    const r = await sm(["q-env@example.com"], "Subject: queued by env\n\nx\n", {
+      MAILSEND_STATE_DIR: state,
+      MAILSEND_QUEUE: "always",
+    });
     expect(r.stderr).toMatch(/queued as/);
     expect(outboxFiles(state).filter((f) => f.endsWith(".msg"))).toHaveLength(1);
-    const n = await sm(["--queue=never", "q-never@example.com"], "Subject: never queued\n\nx\n", { MAILSEND_STATE_DIR: state, MAILSEND_QUEUE: "always" });
+    const n = await sm(["--queue=never", "q-never@example.com"], "Subject: never queued\n\nx\n", {
+      MAILSEND_STATE_DIR: state,
+      MAILSEND_QUEUE: "always",
+    });
     expect(n).toMatchObject({ exitCode: 0, stderr: "" });
     expect(await storedBySubject("never queued")).toHaveLength(1);
   });
 
   it("mailsend sendmail (no symlink) behaves the same", async () => {
-    const r = await run(...mailsendCommand(["sendmail", "-ti"]), "From: a@example.com\nTo: root\nSubject: via subcommand\n\nx\n", env());
+    const r = await run(
+      ...mailsendCommand(["sendmail", "-ti"]),
+      "From: a@example.com\nTo: root\nSubject: via subcommand\n\nx\n",
+      env(),
+    );
     expect(r).toMatchObject({ exitCode: 0, stderr: "" });
     expect((await oneStored("via subcommand")).m.envelope.to).toEqual(["ops@example.com"]);
   });
@@ -270,8 +346,15 @@ describe("options", { timeout: 90_000 }, () => {
     const dir = join(s.dir, "cfg");
     mkdirSync(dir);
     writeFileSync(join(dir, "aliases"), "default: profile-default@example.com\n");
-    writeFileSync(join(dir, "config.json"), JSON.stringify({ profiles: { box: { aliases: "aliases", from: "box@example.com" } } }));
-    const r = await sm(["--profile", "box", "somebody"], "Subject: profile aliases\n\nx\n", { MAILSEND_CONFIG: join(dir, "config.json"), MAILSEND_ALIASES: undefined, MAILSEND_FROM: undefined });
+    writeFileSync(
+      join(dir, "config.json"),
+      JSON.stringify({ profiles: { box: { aliases: "aliases", from: "box@example.com" } } }),
+    );
+    const r = await sm(["--profile", "box", "somebody"], "Subject: profile aliases\n\nx\n", {
+      MAILSEND_CONFIG: join(dir, "config.json"),
+      MAILSEND_ALIASES: undefined,
+      MAILSEND_FROM: undefined,
+    });
     expect(r.exitCode, r.stderr).toBe(0);
     const { m, head } = await oneStored("profile aliases");
     expect(m.envelope.to).toEqual(["profile-default@example.com"]);
@@ -283,14 +366,46 @@ describe("bad input: its exit code, a clear message, nothing queued", { timeout:
   const cases: Array<[string, string[], string | Buffer, number, RegExp, Record<string, string>?]> = [
     ["an unknown option", ["-x", "a@example.com"], "Subject: s\n\nx\n", 64, /unknown option -x/],
     ["an empty message", ["a@example.com"], "", 66, /empty/],
-    ["no recipient with -t", ["-t"], "From: a@example.com\nSubject: s\n\nx\n", 64, /no recipient addresses found in the message header/],
+    [
+      "no recipient with -t",
+      ["-t"],
+      "From: a@example.com\nSubject: s\n\nx\n",
+      64,
+      /no recipient addresses found in the message header/,
+    ],
     ["no recipient at all", [], "Subject: s\n\nx\n", 64, /no recipients/],
     ["an address that does not parse", ["-t"], "To: a@@example.com\nSubject: s\n\nx\n", 65, /a@@example\.com/],
     ["a bad recipient argument", ["a b@example.com"], "Subject: s\n\nx\n", 65, /recipient/],
-    ["a message over the size limit", ["a@example.com"], `Subject: s\n\n${"x".repeat(4096)}\n`, 65, /larger than the limit of 1\.0 KiB/, { MAILSEND_MAX_SIZE: "1k" }],
-    ["more recipients than the service takes in one message", ["-t"], `To: ${Array.from({ length: 101 }, (_, i) => `r${i}@example.com`).join(", ")}\nSubject: s\n\nx\n`, 65, /101 recipients: the service takes at most 100 per message; nothing was queued/],
-    ["binary garbage without a header", ["a@example.com"], Buffer.from([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0, 0, 0, 0]), 65, /executable/],
-    ["an unmapped local name", ["nobody-here"], "Subject: s\n\nx\n", 78, /nobody-here.*default:/, { MAILSEND_ALIASES: "" }],
+    [
+      "a message over the size limit",
+      ["a@example.com"],
+      `Subject: s\n\n${"x".repeat(4096)}\n`,
+      65,
+      /larger than the limit of 1\.0 KiB/,
+      { MAILSEND_MAX_SIZE: "1k" },
+    ],
+    [
+      "more recipients than the service takes in one message",
+      ["-t"],
+      `To: ${Array.from({ length: 101 }, (_, i) => `r${i}@example.com`).join(", ")}\nSubject: s\n\nx\n`,
+      65,
+      /101 recipients: the service takes at most 100 per message; nothing was queued/,
+    ],
+    [
+      "binary garbage without a header",
+      ["a@example.com"],
+      Buffer.from([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0, 0, 0, 0]),
+      65,
+      /executable/,
+    ],
+    [
+      "an unmapped local name",
+      ["nobody-here"],
+      "Subject: s\n\nx\n",
+      78,
+      /nobody-here.*default:/,
+      { MAILSEND_ALIASES: "" },
+    ],
   ];
   it.each(cases)("%s", async (_name, args, input, code, message, extra) => {
     const state = freshState();
@@ -332,7 +447,12 @@ describe("against an SMTP server with STARTTLS and AUTH", { timeout: 90_000 }, (
       MAILSEND_SMTP_TLS: "starttls",
       NODE_EXTRA_CA_CERTS: tls.caPath,
     });
-    const r = await run(sendmail, ["-FCronDaemon", "-i", "-oem", "-t"], "From: root (Cron Daemon)\nTo: root\nBcc: audit@example.com\nSubject: over smtp\n\nx\n", e);
+    const r = await run(
+      sendmail,
+      ["-FCronDaemon", "-i", "-oem", "-t"],
+      "From: root (Cron Daemon)\nTo: root\nBcc: audit@example.com\nSubject: over smtp\n\nx\n",
+      e,
+    );
     expect(r).toMatchObject({ exitCode: 0, stderr: "" });
     expect(sink.messages).toHaveLength(1);
     const got = sink.messages[0]!;
@@ -371,7 +491,11 @@ describe("deliver now, else queue (the default, --queue auto)", { timeout: 90_00
 
   it("a permanent refusal (a wrong key) is never queued: 77 at once", async () => {
     const state = freshState();
-    const r = await sm(["refused@example.com"], "Subject: wrong key\n\nx\n", { MAILSEND_STATE_DIR: state, MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: "msk_wrong_key_0000000000" });
+    const r = await sm(["refused@example.com"], "Subject: wrong key\n\nx\n", {
+      MAILSEND_STATE_DIR: state,
+      MAILSEND_API_KEY_FILE: undefined,
+      MAILSEND_API_KEY: "msk_wrong_key_0000000000",
+    });
     expect(r.exitCode, r.stderr).toBe(77);
     expect(r.stderr).not.toContain("msk_wrong_key");
     expect(outboxFiles(state).filter((f) => f.endsWith(".msg"))).toEqual([]);
@@ -379,10 +503,16 @@ describe("deliver now, else queue (the default, --queue auto)", { timeout: 90_00
 
   it("no key: 78, and a hint for sendmail's callers (a key file or a profile's api_key_file), not one to pipe the key", async () => {
     const state = freshState();
-    const r = await sm(["nokey@example.com"], "Subject: no key\n\nx\n", { MAILSEND_STATE_DIR: state, MAILSEND_API_KEY_FILE: undefined, MAILSEND_API_KEY: undefined });
+    const r = await sm(["nokey@example.com"], "Subject: no key\n\nx\n", {
+      MAILSEND_STATE_DIR: state,
+      MAILSEND_API_KEY_FILE: undefined,
+      MAILSEND_API_KEY: undefined,
+    });
     expect(r.exitCode, r.stderr).toBe(78);
     expect(r.stderr).toMatch(/^error: no API key$/m);
-    expect(r.stderr).toMatch(/^hint: sendmail's stdin is the message, .*MAILSEND_API_KEY_FILE.*mailsend config set api_key_file <path>/m);
+    expect(r.stderr).toMatch(
+      /^hint: sendmail's stdin is the message, .*MAILSEND_API_KEY_FILE.*mailsend config set api_key_file <path>/m,
+    );
     expect(r.stderr).not.toMatch(/pipe it/);
     expect(outboxFiles(state).filter((f) => f.endsWith(".msg"))).toEqual([]);
   });

@@ -37,17 +37,36 @@ beforeEach(() => sink.reset());
 const MIN = ["-f", "cron@example.com", "-t", "ops@example.com", "-s", "disk"];
 
 function rest(args: string[], opts: RunOptions = {}) {
-  return runInProcess(["send", ...MIN, ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });
-}
-
-function smtp(args: string[], opts: RunOptions = {}) {
-  return runInProcess(["send", "--transport", "smtp", "--smtp-host", "127.0.0.1", "--smtp-port", String(sink.port), "--ca-file", caPath, ...MIN, ...args], {
+  return runInProcess(["send", ...MIN, ...args], {
     ...opts,
-    env: { MAILSEND_API_KEY: KEY, ...opts.env },
+    env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env },
   });
 }
 
-const escapeHtml = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&#39;");
+function smtp(args: string[], opts: RunOptions = {}) {
+  return runInProcess(
+    [
+      "send",
+      "--transport",
+      "smtp",
+      "--smtp-host",
+      "127.0.0.1",
+      "--smtp-port",
+      String(sink.port),
+      "--ca-file",
+      caPath,
+      ...MIN,
+      ...args,
+    ],
+    {
+      ...opts,
+      env: { MAILSEND_API_KEY: KEY, ...opts.env },
+    },
+  );
+}
+
+const escapeHtml = (s: string) =>
+  s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&#39;");
 
 /** The html field of the last REST request. */
 const lastHtml = () => rec.requests.at(-1)!.json.html as string;
@@ -72,7 +91,8 @@ const DOCKER_IMAGES = [
   "<none>                   <none>    0f1e2d3c4b5a   5 weeks ago    1.19GB",
   "",
 ].join("\n");
-const MARKDOWN = "# Build 42 passed\n\n- **311** tests, 0 failures\n- coverage: 91%\n\n| step | time |\n|------|------|\n| test | 41 s |\n\n> see <https://ci.example.com/42>\n";
+const MARKDOWN =
+  "# Build 42 passed\n\n- **311** tests, 0 failures\n- coverage: 91%\n\n| step | time |\n|------|------|\n| test | 41 s |\n\n> see <https://ci.example.com/42>\n";
 
 /** A real HTML report: coverage.py's, of a two-line program. */
 function coverageReport(): string {
@@ -82,7 +102,10 @@ function coverageReport(): string {
   const prog = join(dir, "m.py");
   execFileSync("sh", ["-c", `printf 'def f(x):\\n    return x + 1\\nprint(f(1))\\n' > ${prog}`]);
   execFileSync(tool, ["run", "--data-file", join(dir, ".coverage"), prog], { cwd: dir, stdio: "ignore" });
-  execFileSync(tool, ["html", "--data-file", join(dir, ".coverage"), "-d", join(dir, "html")], { cwd: dir, stdio: "ignore" });
+  execFileSync(tool, ["html", "--data-file", join(dir, ".coverage"), "-d", join(dir, "html")], {
+    cwd: dir,
+    stdio: "ignore",
+  });
   const index = join(dir, "html", "index.html");
   expect(existsSync(index)).toBe(true);
   return readFileSync(index, "utf8");
@@ -166,7 +189,9 @@ describe("--stdin-type, -v and --json", () => {
   it("-v says which was chosen and why", async () => {
     const t = await rest(["-v"], { input: DF });
     expect(t.exitCode).toBe(0);
-    expect(t.stderr).toMatch(/^\* the body piped on stdin is sent as plain text: it does not start with HTML markup .*--stdin-type html to change that/m);
+    expect(t.stderr).toMatch(
+      /^\* the body piped on stdin is sent as plain text: it does not start with HTML markup .*--stdin-type html to change that/m,
+    );
     const h = await rest(["-v"], { input: "<p>x</p>" });
     expect(h.stderr).toMatch(/^\* the body piped on stdin is sent as HTML: it starts with the HTML element <p>/m);
   });
@@ -174,7 +199,10 @@ describe("--stdin-type, -v and --json", () => {
   it("--json has stdin.type and stdin.reason; no stdin field when the body came from a flag", async () => {
     const r = await rest(["--json"], { input: DOCKER_IMAGES });
     expect(r.exitCode).toBe(0);
-    expect(stdoutJson(r).stdin).toEqual({ type: "text", reason: "it does not start with HTML markup (<!DOCTYPE html>, <html> or an element such as <p>, <table>, <div>)" });
+    expect(stdoutJson(r).stdin).toEqual({
+      type: "text",
+      reason: "it does not start with HTML markup (<!DOCTYPE html>, <html> or an element such as <p>, <table>, <div>)",
+    });
     const f = await rest(["--json", "--stdin-type", "html"], { input: "x" });
     expect(stdoutJson(f).stdin).toEqual({ type: "html", reason: "--stdin-type html" });
     expect(stdoutJson(await rest(["--json", "--text", "x"])).stdin).toBeUndefined();
@@ -213,7 +241,9 @@ describe("mistakes in a pipe are named", () => {
   it("data piped to a send whose body came from a flag: a warning, and the flag's body is sent", async () => {
     const r = await rest(["--text", "see attached"], { input: DF });
     expect(r.exitCode).toBe(0);
-    expect(r.stderr).toMatch(/^warning: data on stdin is not read: the body comes from --text \(to send what is piped, use --text-file -/m);
+    expect(r.stderr).toMatch(
+      /^warning: data on stdin is not read: the body comes from --text \(to send what is piped, use --text-file -/m,
+    );
     expect(lastHtml()).toBe("<pre>see attached</pre>");
     const j = await rest(["--html", "<p>x</p>", "--json"], { input: "ignored" });
     expect(j.stderr).toMatch(/^\{"warning":"data on stdin is not read: the body comes from --html/m);

@@ -27,7 +27,8 @@ function project(): string {
   const dir = join(tmp.dir, "project");
   mkdirSync(join(dir, "node_modules"), { recursive: true });
   symlinkSync(ROOT, join(dir, "node_modules", "mailsend"));
-  for (const dep of ["vitest", "playwright-core"]) symlinkSync(join(ROOT, "node_modules", dep), join(dir, "node_modules", dep));
+  for (const dep of ["vitest", "playwright-core"])
+    symlinkSync(join(ROOT, "node_modules", dep), join(dir, "node_modules", dep));
   writeFileSync(join(dir, "package.json"), '{ "type": "module" }\n');
   for (const [name, code] of docFiles()) writeFileSync(join(dir, name), code);
   return dir;

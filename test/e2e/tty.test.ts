@@ -23,9 +23,17 @@ const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 
 describe.skipIf(lacks(script))("on a terminal (script(1))", () => {
   it("a rate-limit wait on a terminal with no width: one line, no runaway redraw, and the send goes out", async () => {
-    const env = { ...baseEnv(), ...t.env, MAILSEND_STATE_DIR: state.dir, MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "8" };
+    const env = {
+      ...baseEnv(),
+      ...t.env,
+      MAILSEND_STATE_DIR: state.dir,
+      MAILSEND_RATE_LIMIT: "1",
+      MAILSEND_RATE_WINDOW: "8",
+    };
     const send = (subject: string) =>
-      [process.execPath, BIN, "send", "-f", "a@example.com", "-t", "b@example.com", "-s", subject, "--text", "x"].map(quote).join(" ");
+      [process.execPath, BIN, "send", "-f", "a@example.com", "-t", "b@example.com", "-s", subject, "--text", "x"]
+        .map(quote)
+        .join(" ");
     // The first send takes the only slot; the second waits for it (up to 8 s: longer than a
     // loaded machine takes to start the second process), on the terminal.
     const r = await execa(script.path!, ["-qfec", `${send("tty 1")} && ${send("tty 2")}`, "/dev/null"], {

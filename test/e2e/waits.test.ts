@@ -36,7 +36,10 @@ afterAll(async () => {
 const MSG = ["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "x", "--text", "x"];
 
 function send(args: string[], opts: RunOptions = {}) {
-  return runInProcess([...MSG, ...args], { ...opts, env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env } });
+  return runInProcess([...MSG, ...args], {
+    ...opts,
+    env: { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...opts.env },
+  });
 }
 
 describe("--deadline", () => {
@@ -82,7 +85,10 @@ describe("--deadline", () => {
 describe("the service's 429", () => {
   it("--no-wait: exit 75 at once, not a wait for Retry-After", async () => {
     rec.script({ status: 429, headers: { "Retry-After": "58" }, body: "slow down" }, { status: 200 });
-    const r = await send(["--no-wait"], { env: { MAILSEND_RATE_LIMIT: "0", MAILSEND_RETRIES: "1" }, timeoutMs: 20_000 });
+    const r = await send(["--no-wait"], {
+      env: { MAILSEND_RATE_LIMIT: "0", MAILSEND_RETRIES: "1" },
+      timeoutMs: 20_000,
+    });
     expect(r.exitCode, r.stderr).toBe(75);
     expect(r.stderr).toMatch(/429/);
     expect(rec.requests).toHaveLength(1);
@@ -90,7 +96,10 @@ describe("the service's 429", () => {
 
   it("without it, the wait is bounded by --max-wait, not by --deadline", async () => {
     rec.script({ status: 429, headers: { "Retry-After": "2" }, body: "slow down" }, { status: 200 });
-    const r = await send(["--deadline", "1", "--json"], { env: { MAILSEND_RATE_LIMIT: "0", MAILSEND_RETRIES: "1" }, timeoutMs: 20_000 });
+    const r = await send(["--deadline", "1", "--json"], {
+      env: { MAILSEND_RATE_LIMIT: "0", MAILSEND_RETRIES: "1" },
+      timeoutMs: 20_000,
+    });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(rec.requests).toHaveLength(2);
     expect(JSON.parse(r.stdout).attempts).toBe(2);
@@ -110,7 +119,10 @@ describe("waits as they are said", () => {
     rec.script({ status: 503, body: "busy" }, { status: 200 });
     const r = await send(["--json"], { env: { MAILSEND_RETRIES: "1" } });
     expect(r.exitCode, r.stderr).toBe(0);
-    const wait = r.stderr.split("\n").filter((l) => l.startsWith('{"wait"')).map((l) => JSON.parse(l).wait)[0];
+    const wait = r.stderr
+      .split("\n")
+      .filter((l) => l.startsWith('{"wait"'))
+      .map((l) => JSON.parse(l).wait)[0];
     expect(wait).toMatchObject({ reason: "retry", attempt: 2 });
     expect(wait.seconds).toBeGreaterThan(0);
     expect(wait.seconds).toBeLessThan(1);
@@ -149,7 +161,9 @@ describe("waits as they are said", () => {
     child.kill("SIGTERM");
     expect((await child).exitCode).toBe(143);
     // The one wait line, then (an error, said under -q too) that the stop left nothing sent.
-    expect(err).toMatch(/^mailsend: rate limit for this key reached; waiting (\d+) s\nerror: interrupted \(SIGTERM\) before the message was sent\nhint: Nothing was sent; it is safe to try again\.\n$/);
+    expect(err).toMatch(
+      /^mailsend: rate limit for this key reached; waiting (\d+) s\nerror: interrupted \(SIGTERM\) before the message was sent\nhint: Nothing was sent; it is safe to try again\.\n$/,
+    );
     expect(Number(/waiting (\d+) s/.exec(err)![1])).toBeGreaterThan(10);
     expect(rec.requests).toHaveLength(1);
     state.remove();

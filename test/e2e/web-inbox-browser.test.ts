@@ -16,7 +16,6 @@ import { runCli } from "../helpers/cli.js";
 import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { chromium as chromiumTool, lacks } from "../helpers/tools.js";
 
-
 /** A server that records every request: any hit means the message HTML reached out. */
 async function startTrap(): Promise<{ port: number; hits: string[]; server: http.Server }> {
   const hits: string[] = [];
@@ -91,7 +90,9 @@ describe.skipIf(lacks(chromiumTool))("web inbox in chromium", () => {
     page.on("pageerror", (e) => pageErrors.push(e.message));
     // Anything a message frame posts to its parent would land here.
     // (Browser-side code is given as strings: this project's TS config has no DOM types.)
-    await page.addInitScript('window.__posted = []; window.addEventListener("message", (e) => window.__posted.push(e.data));');
+    await page.addInitScript(
+      'window.__posted = []; window.addEventListener("message", (e) => window.__posted.push(e.data));',
+    );
   });
 
   afterAll(async () => {
@@ -107,7 +108,16 @@ describe.skipIf(lacks(chromiumTool))("web inbox in chromium", () => {
   });
 
   it("shows a message stored a moment ago without a reload", async () => {
-    await send(["--from", "Ann Example <ann@example.com>", "--to", "bob@example.com", "--subject", "Earlier message", "--html", "<p>Older.</p>"]);
+    await send([
+      "--from",
+      "Ann Example <ann@example.com>",
+      "--to",
+      "bob@example.com",
+      "--subject",
+      "Earlier message",
+      "--html",
+      "<p>Older.</p>",
+    ]);
     await page.goto(`${base}/`);
     await expect.poll(() => page.locator("#status").textContent()).toBe("live");
     await expect.poll(() => page.locator("#rows tr[data-id]").count()).toBe(1);
@@ -125,13 +135,20 @@ describe.skipIf(lacks(chromiumTool))("web inbox in chromium", () => {
     );
     const report = sandbox.scratch.file("report.txt", "ok\n");
     const freshId = await send([
-      "--transport", "smtp",
-      "--from", "Release Bot <bot@example.com>",
-      "--to", "team@example.com, qa@example.com",
-      "--subject", "Your build #42 is ready",
-      "--text", "Build 42 passed.",
-      "--html-file", htmlFile,
-      "--attach", report,
+      "--transport",
+      "smtp",
+      "--from",
+      "Release Bot <bot@example.com>",
+      "--to",
+      "team@example.com, qa@example.com",
+      "--subject",
+      "Your build #42 is ready",
+      "--text",
+      "Build 42 passed.",
+      "--html-file",
+      htmlFile,
+      "--attach",
+      report,
     ]);
     const fresh = { id: freshId };
 
@@ -189,10 +206,14 @@ describe.skipIf(lacks(chromiumTool))("web inbox in chromium", () => {
     );
     const evil = {
       id: await send([
-        "--from", "mallory@example.com",
-        "--to", "victim@example.com",
-        "--subject", `<img src=x onerror="document.title='pwned-subject'">Hostile`,
-        "--html-file", evilHtml,
+        "--from",
+        "mallory@example.com",
+        "--to",
+        "victim@example.com",
+        "--subject",
+        `<img src=x onerror="document.title='pwned-subject'">Hostile`,
+        "--html-file",
+        evilHtml,
         // The hostile <img src="x"> stays as written (it is no local image to embed).
         "--no-embed",
       ]),
@@ -207,12 +228,20 @@ describe.skipIf(lacks(chromiumTool))("web inbox in chromium", () => {
 
     // The title is the subject as text: neither the frame's script nor the subject's markup ran.
     expect(await page.title()).toBe(`<img src=x onerror="document.title='pwned-subject'">Hostile · mailsend sandbox`);
-    expect(await page.locator("h2.subject").textContent()).toBe(`<img src=x onerror="document.title='pwned-subject'">Hostile`);
+    expect(await page.locator("h2.subject").textContent()).toBe(
+      `<img src=x onerror="document.title='pwned-subject'">Hostile`,
+    );
     expect(await page.evaluate("window.__posted")).toEqual([]);
     expect(await frame.locator("body").getAttribute("data-pwned")).toBeNull();
     // The frame was not navigated away by the meta refresh, the form or the link.
     const messageFrame = page.frames().find((f) => f.url().endsWith(`/messages/${evil.id}/html`));
-    expect(messageFrame, page.frames().map((f) => f.url()).join(", ")).toBeDefined();
+    expect(
+      messageFrame,
+      page
+        .frames()
+        .map((f) => f.url())
+        .join(", "),
+    ).toBeDefined();
     // Chromium saw the remote references and CSP refused each one; nothing reached the trap.
     expect(trapRequests().blocked).toEqual(expect.arrayContaining([`${t}/pixel.png`, `${t}/bg.png`, `${t}/style.css`]));
     expect(trapRequests().escaped).toEqual([]);

@@ -14,7 +14,9 @@ import { fileURLToPath } from "node:url";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 /** The program under test: bin/mailsend.js, or the executable MAILSEND_BIN names (`npm run test:dist`). */
-export const BIN = process.env.MAILSEND_BIN ? resolve(ROOT, process.env.MAILSEND_BIN) : fileURLToPath(new URL("../../bin/mailsend.js", import.meta.url));
+export const BIN = process.env.MAILSEND_BIN
+  ? resolve(ROOT, process.env.MAILSEND_BIN)
+  : fileURLToPath(new URL("../../bin/mailsend.js", import.meta.url));
 
 /** The file and arguments that run `mailsend <args>`: this Node with bin/mailsend.js, or MAILSEND_BIN's executable itself. */
 export function mailsendCommand(args: readonly string[]): [string, string[]] {
@@ -118,17 +120,23 @@ export async function runInProcess(args: readonly string[], opts: Omit<RunOption
   }
   // main() hands `mailsend sendmail` to the sendmail personality before the program sees it.
   if (args[0] === "sendmail") throw new Error("mailsend sendmail is not run by the program: runCli");
-  if (mayStartRunner(args, env)) throw new Error("a queued send starts a background runner from the process's entry script: runCli");
+  if (mayStartRunner(args, env))
+    throw new Error("a queued send starts a background runner from the process's entry script: runCli");
   const { run } = await import("../../src/cli/program.js");
   let out = "";
   let err = "";
   const stdout = collector((s) => (out += s));
   const stderr = collector((s) => (err += s));
   // Without input, stdin is what runCli gives: /dev/null, a device where nothing was ever piped.
-  const stdin = opts.input !== undefined ? Readable.from([Buffer.from(opts.input)]) : Object.assign(Readable.from([]), { fd: devNull() });
+  const stdin =
+    opts.input !== undefined
+      ? Readable.from([Buffer.from(opts.input)])
+      : Object.assign(Readable.from([]), { fd: devNull() });
   const io = { stdout, stderr, stdin, env, stdinIsNull: () => opts.input === undefined };
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), opts.timeoutMs ?? 20_000)));
+  const timeout = new Promise<"timeout">(
+    (resolve) => (timer = setTimeout(() => resolve("timeout"), opts.timeoutMs ?? 20_000)),
+  );
   try {
     const code = await Promise.race([run([...args], io), timeout]);
     return { exitCode: code === "timeout" ? -1 : code, stdout: out, stderr: err, timedOut: code === "timeout" };
@@ -168,14 +176,22 @@ export function stdoutJson(r: CliResult): any {
 }
 
 /** The `{"error":{...}}` object --json writes on stderr when a send fails. */
-export function stderrJson(r: CliResult): { error: { code: string; message: string; exit: number; hint?: string; status?: number } } {
-  const lines = r.stderr.trim().split("\n").filter((l) => l.startsWith("{"));
+export function stderrJson(r: CliResult): {
+  error: { code: string; message: string; exit: number; hint?: string; status?: number };
+} {
+  const lines = r.stderr
+    .trim()
+    .split("\n")
+    .filter((l) => l.startsWith("{"));
   if (lines.length !== 1) throw new Error(`expected one JSON line on stderr, got: ${r.stderr}`);
   return JSON.parse(lines[0]!);
 }
 
 /** Where `mailsend batch <input>` keeps its journal by default: the state dir's batches/, named after the input's path. */
 export function defaultJournal(input: string, stateDir = baseEnv().MAILSEND_STATE_DIR!): string {
-  const hash = createHash("sha256").update(`file:${resolve(input)}`).digest("hex").slice(0, 24);
+  const hash = createHash("sha256")
+    .update(`file:${resolve(input)}`)
+    .digest("hex")
+    .slice(0, 24);
   return join(stateDir, "batches", `${hash}.journal`);
 }

@@ -18,7 +18,10 @@ export const testMessage = (idempotencyKey = "key-123"): Message => ({
  * A REST transport whose attempt n (from 0) runs `attempt(n)`: it throws to fail the attempt, and
  * returns to have it accepted (message id "id-1"). `count()`: the attempts made.
  */
-export function scriptedTransport(attempt: (n: number) => void | Promise<void>): { transport: Transport; count: () => number } {
+export function scriptedTransport(attempt: (n: number) => void | Promise<void>): {
+  transport: Transport;
+  count: () => number;
+} {
   let n = 0;
   const transport: Transport = {
     name: "rest",

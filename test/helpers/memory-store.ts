@@ -82,7 +82,10 @@ export class MemoryStore implements MessageStore {
 
 /** A complete .eml built by nodemailer's composer (what an SMTP client sends). */
 export async function composeEml(mail: Mail.Options): Promise<Buffer> {
-  const node = new MailComposer({ messageId: `<${Math.random().toString(36).slice(2)}@test.example>`, ...mail }).compile();
+  const node = new MailComposer({
+    messageId: `<${Math.random().toString(36).slice(2)}@test.example>`,
+    ...mail,
+  }).compile();
   node.keepBcc = false;
   return await new Promise<Buffer>((resolve, reject) => {
     node.build((err, message) => (err ? reject(err) : resolve(message)));

@@ -51,12 +51,20 @@ export async function startProxy(opts: TestProxyOptions = {}): Promise<TestProxy
   const server = http.createServer((req, res) => {
     const target = req.url ?? "";
     const authorization = req.headers["proxy-authorization"];
-    const entry: ProxyLogEntry = { method: req.method ?? "", target, ...(authorization ? { authorization } : {}), status: 0 };
+    const entry: ProxyLogEntry = {
+      method: req.method ?? "",
+      target,
+      ...(authorization ? { authorization } : {}),
+      status: 0,
+    };
     log.push(entry);
     const refused = refusal(entry.method, target, authorization);
     if (refused || !/^http:\/\//.test(target)) {
       entry.status = refused ?? 400;
-      res.writeHead(entry.status, { "Content-Type": "text/html", ...(entry.status === 407 ? { "Proxy-Authenticate": 'Basic realm="test"' } : {}) });
+      res.writeHead(entry.status, {
+        "Content-Type": "text/html",
+        ...(entry.status === 407 ? { "Proxy-Authenticate": 'Basic realm="test"' } : {}),
+      });
       res.end(`<h1>${entry.status}</h1>`);
       return;
     }
@@ -88,7 +96,9 @@ export async function startProxy(opts: TestProxyOptions = {}): Promise<TestProxy
     const refused = refusal("CONNECT", target, authorization);
     if (refused) {
       entry.status = refused;
-      client.end(`HTTP/1.1 ${refused} ${refused === 407 ? "Proxy Authentication Required" : "Forbidden"}\r\n${refused === 407 ? 'Proxy-Authenticate: Basic realm="test"\r\n' : ""}Content-Length: 0\r\n\r\n`);
+      client.end(
+        `HTTP/1.1 ${refused} ${refused === 407 ? "Proxy Authentication Required" : "Forbidden"}\r\n${refused === 407 ? 'Proxy-Authenticate: Basic realm="test"\r\n' : ""}Content-Length: 0\r\n\r\n`,
+      );
       return;
     }
     const m = /^\[?([^\]]+?)\]?:(\d+)$/.exec(target);
@@ -113,7 +123,12 @@ export async function startProxy(opts: TestProxyOptions = {}): Promise<TestProxy
 }
 
 /** The server on a free port of 127.0.0.1; stop() cuts its open connections too. */
-async function listening<L>(server: net.Server, scheme: string, sockets: Set<net.Socket>, log: L): Promise<{ url: string; port: number; log: L; stop(): Promise<void> }> {
+async function listening<L>(
+  server: net.Server,
+  scheme: string,
+  sockets: Set<net.Socket>,
+  log: L,
+): Promise<{ url: string; port: number; log: L; stop(): Promise<void> }> {
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const port = (server.address() as net.AddressInfo).port;
   return {
@@ -129,12 +144,18 @@ async function listening<L>(server: net.Server, scheme: string, sockets: Set<net
 }
 
 /** An https:// front for an http:// server (the sandbox), with the given certificate. */
-export async function startTlsFront(backendPort: number, tls: { cert: string; key: string }): Promise<{ url: string; port: number; stop(): Promise<void> }> {
+export async function startTlsFront(
+  backendPort: number,
+  tls: { cert: string; key: string },
+): Promise<{ url: string; port: number; stop(): Promise<void> }> {
   const server = https.createServer({ cert: tls.cert, key: tls.key }, (req, res) => {
-    const up = http.request({ host: "127.0.0.1", port: backendPort, method: req.method, path: req.url, headers: req.headers }, (r) => {
-      res.writeHead(r.statusCode ?? 502, r.headers);
-      r.pipe(res);
-    });
+    const up = http.request(
+      { host: "127.0.0.1", port: backendPort, method: req.method, path: req.url, headers: req.headers },
+      (r) => {
+        res.writeHead(r.statusCode ?? 502, r.headers);
+        r.pipe(res);
+      },
+    );
     up.on("error", () => {
       res.writeHead(502);
       res.end();
@@ -160,14 +181,19 @@ export const TINYPROXY = tinyproxy.path;
  * tinyproxy on a free port of 127.0.0.1, every port allowed for CONNECT, its log in `logFile`;
  * with `basicAuth` ("user password", letters and digits only: tinyproxy's syntax) it wants those credentials.
  */
-export async function startTinyproxy(opts: { basicAuth?: string } = {}): Promise<{ url: string; logFile: string; stop(): Promise<void> }> {
+export async function startTinyproxy(
+  opts: { basicAuth?: string } = {},
+): Promise<{ url: string; logFile: string; stop(): Promise<void> }> {
   if (!TINYPROXY) throw new Error("tinyproxy is not installed (apt-get install tinyproxy; .ci/tools installs it)");
   for (let attempt = 0; attempt < 5; attempt++) {
     const dir = mkdtempSync(join(tmpdir(), "mailsend-tinyproxy-"));
     const port = await freePort();
     const logFile = join(dir, "tinyproxy.log");
     // No ConnectPort line: CONNECT to every port (the test's services are on ephemeral ones).
-    writeFileSync(join(dir, "tinyproxy.conf"), `${[`Port ${port}`, "Listen 127.0.0.1", "Timeout 30", "MaxClients 20", "Allow 127.0.0.1", "LogLevel Connect", `LogFile "${logFile}"`, ...(opts.basicAuth ? [`BasicAuth ${opts.basicAuth}`] : [])].join("\n")}\n`);
+    writeFileSync(
+      join(dir, "tinyproxy.conf"),
+      `${[`Port ${port}`, "Listen 127.0.0.1", "Timeout 30", "MaxClients 20", "Allow 127.0.0.1", "LogLevel Connect", `LogFile "${logFile}"`, ...(opts.basicAuth ? [`BasicAuth ${opts.basicAuth}`] : [])].join("\n")}\n`,
+    );
     const child: ChildProcess = spawn(TINYPROXY, ["-d", "-c", join(dir, "tinyproxy.conf")], { stdio: "ignore" });
     const up = await waitForPort(port, 5_000);
     if (up) {
@@ -213,7 +239,9 @@ async function waitForPort(port: number, ms: number): Promise<boolean> {
  * A SOCKS5 server (RFC 1928 CONNECT, RFC 1929 user/password when `auth` is
  * given) on 127.0.0.1, logging the targets it connected.
  */
-export async function startSocks5(opts: { auth?: { user: string; password: string } } = {}): Promise<{ url: string; port: number; log: string[]; stop(): Promise<void> }> {
+export async function startSocks5(
+  opts: { auth?: { user: string; password: string } } = {},
+): Promise<{ url: string; port: number; log: string[]; stop(): Promise<void> }> {
   const log: string[] = [];
   const sockets = new Set<net.Socket>();
   const server = net.createServer((client) => {
@@ -254,7 +282,12 @@ export async function startSocks5(opts: { auth?: { user: string; password: strin
         const len = atyp === 1 ? 4 : atyp === 4 ? 16 : 1 + buf[4]!;
         if (buf.length < 4 + len + 2) return;
         const addr = buf.subarray(4, 4 + len);
-        const host = atyp === 1 ? [...addr].join(".") : atyp === 4 ? addr.toString("hex").replace(/(.{4})(?!$)/g, "$1:") : addr.subarray(1).toString();
+        const host =
+          atyp === 1
+            ? [...addr].join(".")
+            : atyp === 4
+              ? addr.toString("hex").replace(/(.{4})(?!$)/g, "$1:")
+              : addr.subarray(1).toString();
         const port = buf.readUInt16BE(4 + len);
         const rest = buf.subarray(4 + len + 2);
         stage = "done";

@@ -50,7 +50,9 @@ export async function startRawPeer(opts: { hangUp?: (index: number) => number | 
       if (c.answeredAt === undefined && end >= 0 && length >= 0 && c.bytes.length >= end + 4 + length) {
         const body = JSON.stringify({ success: true, message_id: `id-${index}` });
         c.answeredAt = Date.now();
-        socket.write(`HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+        socket.write(
+          `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+        );
       }
     });
   });

@@ -77,11 +77,36 @@ function stopChild(child: ChildProcess): Promise<void> {
 
 /** A throw-away redis-server on 127.0.0.1, no persistence. */
 export async function startRedis(opts: RedisServerOptions = {}): Promise<RedisHandle> {
-  if (!REDIS_SERVER) throw new Error("redis-server is not installed (apt-get install redis-server; .ci/tools installs it)");
+  if (!REDIS_SERVER)
+    throw new Error("redis-server is not installed (apt-get install redis-server; .ci/tools installs it)");
   const configArgs = (port: number) => {
-    const a = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "notice"];
+    const a = [
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--protected-mode",
+      "no",
+      "--loglevel",
+      "notice",
+    ];
     if (opts.tls) {
-      a.push("--port", "0", "--tls-port", String(port), "--tls-cert-file", opts.tls.certPath, "--tls-key-file", opts.tls.keyPath, "--tls-ca-cert-file", opts.tls.caPath, "--tls-auth-clients", "no");
+      a.push(
+        "--port",
+        "0",
+        "--tls-port",
+        String(port),
+        "--tls-cert-file",
+        opts.tls.certPath,
+        "--tls-key-file",
+        opts.tls.keyPath,
+        "--tls-ca-cert-file",
+        opts.tls.caPath,
+        "--tls-auth-clients",
+        "no",
+      );
     } else a.push("--port", String(port));
     if (opts.password) a.push("--requirepass", opts.password);
     for (const u of opts.users ?? []) a.push("--user", ...u);
@@ -126,8 +151,13 @@ export interface SentinelHandle {
  * `redis-server --sentinel` watching the master on 127.0.0.1:masterPort as
  * `name`, on a free port, with its own config file (sentinel rewrites it).
  */
-export async function startSentinel(masterPort: number, name: string, opts: { masterPassword?: string; password?: string } = {}): Promise<SentinelHandle> {
-  if (!REDIS_SERVER) throw new Error("redis-server is not installed (apt-get install redis-server; .ci/tools installs it)");
+export async function startSentinel(
+  masterPort: number,
+  name: string,
+  opts: { masterPassword?: string; password?: string } = {},
+): Promise<SentinelHandle> {
+  if (!REDIS_SERVER)
+    throw new Error("redis-server is not installed (apt-get install redis-server; .ci/tools installs it)");
   for (let attempt = 0; attempt < 5; attempt++) {
     const dir = mkdtempSync(join(tmpdir(), "mailsend-sentinel-"));
     const port = await freePort();

@@ -76,4 +76,3 @@ export async function startRelayChild(env: Record<string, string>, args: string[
     },
   };
 }
-

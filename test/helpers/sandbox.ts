@@ -82,14 +82,29 @@ export interface ChildSandbox {
 
 /** `mailsend sandbox --json` as a child process, on free ports. */
 export async function childSandbox(dir: string, args: string[] = []): Promise<ChildSandbox> {
-  const child = execa(...mailsendCommand(["sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json", ...args]), {
-    env: baseEnv(),
-    extendEnv: false,
-    cwd: ROOT,
-    stdin: "ignore",
-    reject: false,
-    timeout: 120_000,
-  });
+  const child = execa(
+    ...mailsendCommand([
+      "sandbox",
+      "--dir",
+      dir,
+      "--http-port",
+      "0",
+      "--smtp-port",
+      "0",
+      "--smtps-port",
+      "0",
+      "--json",
+      ...args,
+    ]),
+    {
+      env: baseEnv(),
+      extendEnv: false,
+      cwd: ROOT,
+      stdin: "ignore",
+      reject: false,
+      timeout: 120_000,
+    },
+  );
   const lines = createInterface({ input: child.stdout! });
   const ready = await new Promise<ReadyLine>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error("the sandbox did not print its ready line within 15 s")), 15_000);

@@ -128,7 +128,8 @@ export async function startSmtpSink(opts: SinkOptions): Promise<SmtpSink> {
     onAuth(auth, session, cb) {
       const ok = scripted.auth === undefined && auth.username === user && auth.password === opts.key;
       auths.push({ method: auth.method, username: auth.username, ok, secure: session.secure });
-      if (!ok) return cb(smtpError(scripted.auth ?? { code: 535, message: "5.7.8 Authentication credentials invalid" }));
+      if (!ok)
+        return cb(smtpError(scripted.auth ?? { code: 535, message: "5.7.8 Authentication credentials invalid" }));
       authBySession.set(session.id, { method: auth.method, username: auth.username });
       cb(null, { user: auth.username });
     },
@@ -158,7 +159,9 @@ export async function startSmtpSink(opts: SinkOptions): Promise<SmtpSink> {
           accepted: refuse === undefined,
         });
         const n = messages.length;
-        later(scripted.delayMs?.data, () => (refuse ? cb(smtpError(refuse)) : cb(null, `2.0.0 Ok: queued as SINK${n}`)));
+        later(scripted.delayMs?.data, () =>
+          refuse ? cb(smtpError(refuse)) : cb(null, `2.0.0 Ok: queued as SINK${n}`),
+        );
       });
     },
   });

@@ -110,7 +110,9 @@ export const pyyaml = tool("python3-yaml", "python3-yaml", () => probe("python3"
 export const sNail = tool("s-nail", "s-nail");
 export const bsdMailx = tool("bsd-mailx", "bsd-mailx");
 export const gitSendEmail = tool("git send-email", "git-email", () => gitExec("git-send-email"));
-export const mailAddress = tool("Mail::Address", "libmailtools-perl", () => probe("perl", ["-MMail::Address", "-e", "1"]));
+export const mailAddress = tool("Mail::Address", "libmailtools-perl", () =>
+  probe("perl", ["-MMail::Address", "-e", "1"]),
+);
 
 function gitExec(name: string): boolean {
   const r = spawnSync("git", ["--exec-path"], { encoding: "utf8" });
@@ -129,6 +131,8 @@ export const strip = tool("strip", "binutils");
 export const systemdAnalyze = tool("systemd-analyze", "systemd");
 /** The npm registry's Node 24 that .ci/node24 installs (.ci/run does, before the suite). */
 export const node24: Tool = Object.assign(
-  tool("Node 24 (.ci/node24)", "npm, then run .ci/node24", () => probe(join(fileURLToPath(new URL("../..", import.meta.url)), ".ci", "node24"), ["--find"])),
+  tool("Node 24 (.ci/node24)", "npm, then run .ci/node24", () =>
+    probe(join(fileURLToPath(new URL("../..", import.meta.url)), ".ci", "node24"), ["--find"]),
+  ),
   { fetchedBy: ".ci/node24" },
 );

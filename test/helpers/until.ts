@@ -22,6 +22,9 @@ export async function until(check: () => boolean | Promise<boolean>, opts: numbe
 }
 
 function described(check: () => unknown): string {
-  const src = check.toString().replace(/\s+/g, " ").replace(/^(async )?\(\) => /, "");
+  const src = check
+    .toString()
+    .replace(/\s+/g, " ")
+    .replace(/^(async )?\(\) => /, "");
   return src.length > 200 ? `${src.slice(0, 197)}...` : src;
 }

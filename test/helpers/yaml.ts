@@ -6,8 +6,11 @@
  */
 import { execFileSync } from "node:child_process";
 
-
 export function loadYaml(text: string): any {
-  const json = execFileSync("python3", ["-c", "import json, sys, yaml; print(json.dumps(yaml.safe_load(sys.stdin.read())))"], { input: text, encoding: "utf8" });
+  const json = execFileSync(
+    "python3",
+    ["-c", "import json, sys, yaml; print(json.dumps(yaml.safe_load(sys.stdin.read())))"],
+    { input: text, encoding: "utf8" },
+  );
   return JSON.parse(json);
 }

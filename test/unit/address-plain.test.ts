@@ -50,7 +50,7 @@ test("random addresses: the same as through the whole grammar", () => {
   let seed = 12345;
   const next = (n: number) => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff), seed % n);
   const atom = (chars: string) => Array.from({ length: 1 + next(6) }, () => chars[next(chars.length)]).join("");
-  const odd = "._-+@!#~ \"<>()[],;:\u00e9";
+  const odd = '._-+@!#~ "<>()[],;:\u00e9';
   let accepted = 0;
   for (let n = 0; n < 5000; n++) {
     const local = Array.from({ length: 1 + next(3) }, () => atom("abz09+_-'")).join(".");

@@ -207,13 +207,16 @@ describe("formatMailbox", () => {
       { address: "b@example.com" },
       { name: 'The "Boss"', address: "boss@example.com" },
     ];
-    expect(formatAddressList(list)).toBe('"Doe, John" <j@example.com>, b@example.com, "The \\"Boss\\"" <boss@example.com>');
+    expect(formatAddressList(list)).toBe(
+      '"Doe, John" <j@example.com>, b@example.com, "The \\"Boss\\"" <boss@example.com>',
+    );
     expect(parseAddressList(formatAddressList(list))).toEqual(list);
   });
 });
 
 describe("parseAddressList: empty elements (RFC 5322 4.4, obs-addr-list)", () => {
-  const addrs = (input: string, mode: "skip" | "trailing") => parseAddressList(input, "To", true, mode).map((m) => m.address);
+  const addrs = (input: string, mode: "skip" | "trailing") =>
+    parseAddressList(input, "To", true, mode).map((m) => m.address);
   it("a message's header (skip): empty elements anywhere are read past", () => {
     expect(addrs("Alice <alice@example.com>,", "skip")).toEqual(["alice@example.com"]);
     expect(addrs("a@x.com, , b@x.com", "skip")).toEqual(["a@x.com", "b@x.com"]);

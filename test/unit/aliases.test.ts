@@ -121,7 +121,9 @@ describe("aliases file", () => {
       writeFileSync(p, "root: ops@example.com\n");
       expect(await loadAliases({})).toBeUndefined();
       expect((await loadAliases({ MAILSEND_ALIASES: p }))!.entries.get("root")?.targets).toEqual(["ops@example.com"]);
-      const missing = await loadAliases({ MAILSEND_ALIASES: join(dir, "nope") }).catch((e: unknown) => e as MailsendError);
+      const missing = await loadAliases({ MAILSEND_ALIASES: join(dir, "nope") }).catch(
+        (e: unknown) => e as MailsendError,
+      );
       expect((missing as MailsendError).exitCode).toBe(78);
       expect((missing as MailsendError).message).toContain("does not exist");
     } finally {

@@ -47,7 +47,14 @@ async function errors(): Promise<Array<[string, MailsendError]>> {
     ["403 on this machine", new MailsendError("key_revoked", "revoked", { hint: revokedKeyHint("127.0.0.1") })],
     ["timeout", timeoutFailure({ connected: false, sent: false, answered: false }, ctx)],
     ["sent, no answer", timeoutFailure({ connected: true, sent: true, answered: false }, ctx)],
-    ["refused", await failureOf(Object.assign(new Error("refused"), { code: "ECONNREFUSED" }), { connected: false, sent: false, answered: false }, ctx)],
+    [
+      "refused",
+      await failureOf(
+        Object.assign(new Error("refused"), { code: "ECONNREFUSED" }),
+        { connected: false, sent: false, answered: false },
+        ctx,
+      ),
+    ],
     ["untrusted", await failureOf(untrusted, { connected: false, sent: false, answered: false }, ctx)],
     ["no channel", noChannelError()],
     ["reserved header", thrown(() => checkHeaderName("From"))],
@@ -57,16 +64,37 @@ async function errors(): Promise<Array<[string, MailsendError]>> {
     ["bug", toMailsendError(new TypeError("oops"))],
     ["redis url", thrown(() => redisConfigFrom({ MAILSEND_RATE_LIMIT_URL: "redis://127.0.0.1:6379/?tls=1" }))],
     ["redis untrusted", redisError(untrusted, { ...redis, tls: true }, "connect", "take")],
-    ["redis refused", redisError(Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }), redis, "connect", "take")],
-    ["journal", thrown(() => Journal.plan({ path: "/nonexistent/journal", resume: true } as Parameters<typeof Journal.plan>[0]))],
+    [
+      "redis refused",
+      redisError(Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }), redis, "connect", "take"),
+    ],
+    [
+      "journal",
+      thrown(() => Journal.plan({ path: "/nonexistent/journal", resume: true } as Parameters<typeof Journal.plan>[0])),
+    ],
   ];
 }
 
 describe("an error says its settings in each front end's words", () => {
   it.each([
-    ["404", "Check --base-url / MAILSEND_BASE_URL: it is the address before /send.", "Check baseUrl: it is the address before /send.", "Check MAILSEND_BASE_URL: it is the address before /send."],
-    ["401", "Check MAILSEND_API_KEY (or MAILSEND_API_KEY_FILE): the key is wrong or missing.", "Check apiKey (or apiKeyFile): the key is wrong or missing.", "Check MAILSEND_API_KEY (or MAILSEND_API_KEY_FILE): the key is wrong or missing."],
-    ["timeout", "Check the network, or raise --timeout.", "Check the network, or raise timeoutMs.", "Check the network, or raise MAILSEND_TIMEOUT."],
+    [
+      "404",
+      "Check --base-url / MAILSEND_BASE_URL: it is the address before /send.",
+      "Check baseUrl: it is the address before /send.",
+      "Check MAILSEND_BASE_URL: it is the address before /send.",
+    ],
+    [
+      "401",
+      "Check MAILSEND_API_KEY (or MAILSEND_API_KEY_FILE): the key is wrong or missing.",
+      "Check apiKey (or apiKeyFile): the key is wrong or missing.",
+      "Check MAILSEND_API_KEY (or MAILSEND_API_KEY_FILE): the key is wrong or missing.",
+    ],
+    [
+      "timeout",
+      "Check the network, or raise --timeout.",
+      "Check the network, or raise timeoutMs.",
+      "Check the network, or raise MAILSEND_TIMEOUT.",
+    ],
     [
       "sent, no answer",
       "The message may have been sent. Check before sending again (resending with --idempotency-key k1 is safe).",
@@ -109,7 +137,9 @@ describe("an error says its settings in each front end's words", () => {
     expect(SAY.cli.value("smtpTls", "implicit", true)).toBe("--smtp-tls implicit (MAILSEND_SMTP_TLS=implicit)");
     expect(SAY.api.value("smtpTls", "implicit", true)).toBe('smtp.tls: "implicit"');
     expect(SAY.sendmail.value("transport", "rest")).toBe("MAILSEND_TRANSPORT=rest");
-    expect(SAY.cli.pair("smtpHost", "smtpPort", true)).toBe("--smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT)");
+    expect(SAY.cli.pair("smtpHost", "smtpPort", true)).toBe(
+      "--smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT)",
+    );
     expect(SAY.api.pair("smtpHost", "smtpPort", true)).toBe("smtp.host / smtp.port");
     expect(SAY.sendmail.pair("smtpHost", "smtpPort")).toBe("MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT");
     expect(SAY.api.flag("noWait")).toBe("wait: false");
@@ -130,7 +160,8 @@ describe("an error says its settings in each front end's words", () => {
       // sendmail's callers set settings by variables only: no setting's flag.
       const sendmail = e.in("sendmail");
       for (const w of Object.values(SETTINGS) as SettingWords[]) {
-        if (w.flag && new RegExp(`${w.flag}(?![a-z-])`).test(`${sendmail.message} ${sendmail.hint ?? ""}`)) left.push(`${name} (sendmail): ${w.flag}`);
+        if (w.flag && new RegExp(`${w.flag}(?![a-z-])`).test(`${sendmail.message} ${sendmail.hint ?? ""}`))
+          left.push(`${name} (sendmail): ${w.flag}`);
       }
     }
     expect(left).toEqual([]);
@@ -159,8 +190,18 @@ describe("send() speaks in options", () => {
   it("no API key, an unreachable baseUrl, an unreachable SMTP host", async () => {
     const cases = [
       await failure(send(msg, { baseUrl: "http://127.0.0.1:9", rateLimit: 0 })),
-      await failure(send(msg, { baseUrl: "http://127.0.0.1:9", apiKey: "msk_test_api_terms_1", rateLimit: 0, retries: 0 })),
-      await failure(send(msg, { transport: "smtp", smtp: { host: "127.0.0.1", port: 9 }, apiKey: "msk_test_api_terms_1", rateLimit: 0, retries: 0 })),
+      await failure(
+        send(msg, { baseUrl: "http://127.0.0.1:9", apiKey: "msk_test_api_terms_1", rateLimit: 0, retries: 0 }),
+      ),
+      await failure(
+        send(msg, {
+          transport: "smtp",
+          smtp: { host: "127.0.0.1", port: 9 },
+          apiKey: "msk_test_api_terms_1",
+          rateLimit: 0,
+          retries: 0,
+        }),
+      ),
     ];
     for (const e of cases) {
       expect(e).toBeInstanceOf(MailsendError);

@@ -7,7 +7,16 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { createSandbox, EXIT, send, sendBatch, type BatchItem, type BatchItemResult, type MailSandbox, type SendOptions } from "../../src/index.js";
+import {
+  createSandbox,
+  EXIT,
+  send,
+  sendBatch,
+  type BatchItem,
+  type BatchItemResult,
+  type MailSandbox,
+  type SendOptions,
+} from "../../src/index.js";
 import { resolveConnection } from "../../src/api/options.js";
 import { resolveTransportConfig } from "../../src/settings/resolve.js";
 import { parseEml } from "../helpers/sandbox.js";
@@ -20,7 +29,13 @@ let rest: SendOptions;
 let stateN = 0;
 /** A fresh budget state dir per test: no test's slots count against another's. */
 const state = () => ({ stateDir: join(tmp.dir, `state-${stateN++}`) });
-const msg = (over: Record<string, unknown> = {}) => ({ from: "CI <ci@example.com>", to: "dev@example.com", subject: "Build 42", html: "<p>green</p>", ...over });
+const msg = (over: Record<string, unknown> = {}) => ({
+  from: "CI <ci@example.com>",
+  to: "dev@example.com",
+  subject: "Build 42",
+  html: "<p>green</p>",
+  ...over,
+});
 
 beforeAll(async () => {
   sb = await createSandbox({ dir: join(tmp.dir, "sb") });
@@ -49,12 +64,46 @@ describe("send()", () => {
 
   it("takes a field or option set to undefined as absent, as its types say (exactOptionalPropertyTypes)", async () => {
     const u = undefined;
-    const message = msg({ cc: u, bcc: u, text: u, name: u, reply_to: u, headers: u, attachments: [{ filename: "a.txt", content: "", contentType: u }] });
-    const none = { proxy: u, timeoutMs: u, env: u, retries: u, maxWaitMs: u, wait: u, deadlineMs: u, rateLimitUrl: u, signal: u, onWait: u, onWarning: u, trace: u, idempotencyKey: u, insecure: u, apiKeyFile: u };
+    const message = msg({
+      cc: u,
+      bcc: u,
+      text: u,
+      name: u,
+      reply_to: u,
+      headers: u,
+      attachments: [{ filename: "a.txt", content: "", contentType: u }],
+    });
+    const none = {
+      proxy: u,
+      timeoutMs: u,
+      env: u,
+      retries: u,
+      maxWaitMs: u,
+      wait: u,
+      deadlineMs: u,
+      rateLimitUrl: u,
+      signal: u,
+      onWait: u,
+      onWarning: u,
+      trace: u,
+      idempotencyKey: u,
+      insecure: u,
+      apiKeyFile: u,
+    };
     expect((await send(message, { ...none, ...rest })).transport).toBe("rest");
     const smtp = sb.options("smtp");
-    expect((await send(message, { ...none, ...smtp, ...state(), smtp: { ...smtp.smtp!, tls: u, user: u, proxy: u } })).transport).toBe("smtp");
-    const b = await sendBatch([{ ...message, idempotency_key: u, vars: u }], { ...none, ...rest, ...state(), concurrency: u, journal: u, template: { text: u, headers: u, attachments: u } });
+    expect(
+      (await send(message, { ...none, ...smtp, ...state(), smtp: { ...smtp.smtp!, tls: u, user: u, proxy: u } }))
+        .transport,
+    ).toBe("smtp");
+    const b = await sendBatch([{ ...message, idempotency_key: u, vars: u }], {
+      ...none,
+      ...rest,
+      ...state(),
+      concurrency: u,
+      journal: u,
+      template: { text: u, headers: u, attachments: u },
+    });
     expect(b.summary).toMatchObject({ sent: 1, exitCode: 0 });
   });
 
@@ -110,8 +159,20 @@ describe("send()", () => {
     ["cc over REST", msg({ cc: "c@example.com" }), "usage", 64, /cc and bcc/],
     ["a reserved header", msg({ headers: { From: "x@example.com" } }), "invalid_header", 65, /From/],
     ["bad base64", msg({ attachments: [{ filename: "a", content: "not base64!" }] }), "invalid_message", 65, /base64/],
-    ["a path in a filename", msg({ attachments: [{ filename: "../a", content: "" }] }), "invalid_message", 65, /path separator/],
-    ["a missing attachment file", msg({ attachments: [{ path: "/nonexistent/file.pdf" }] }), "file_not_found", 66, /not found/],
+    [
+      "a path in a filename",
+      msg({ attachments: [{ filename: "../a", content: "" }] }),
+      "invalid_message",
+      65,
+      /path separator/,
+    ],
+    [
+      "a missing attachment file",
+      msg({ attachments: [{ path: "/nonexistent/file.pdf" }] }),
+      "file_not_found",
+      66,
+      /not found/,
+    ],
   ])("refuses %s with the CLI's exit class, before sending", async (_what, message, code, exit, text) => {
     const before = (await sb.messages()).length;
     const e = await failure(send(message as never, rest));
@@ -165,7 +226,9 @@ describe("send()", () => {
       expect(e.hint).toMatch(/options\.env/);
       // Given explicitly, the sandbox's variables are all it takes (REST and SMTP, with its CA).
       expect((await send(msg(), { env: { ...sb.env, MAILSEND_STATE_DIR: state().stateDir } })).transport).toBe("rest");
-      const smtp = await send(msg(), { env: { ...sb.env, MAILSEND_TRANSPORT: "smtp", MAILSEND_STATE_DIR: state().stateDir } });
+      const smtp = await send(msg(), {
+        env: { ...sb.env, MAILSEND_TRANSPORT: "smtp", MAILSEND_STATE_DIR: state().stateDir },
+      });
       expect(smtp.transport).toBe("smtp");
       expect((await send(msg(), { env: process.env, ...state() })).transport).toBe("rest");
     } finally {
@@ -200,10 +263,21 @@ describe("send()", () => {
   });
 
   it("aborted while waiting to retry a send that may have arrived: reports that (76), not 'nothing was sent'", async () => {
-    await fetch(`${sb.baseUrl}/_sandbox/faults`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ dropRate: 1, dropWhen: "after" }) });
+    await fetch(`${sb.baseUrl}/_sandbox/faults`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ dropRate: 1, dropWhen: "after" }),
+    });
     try {
       const ac = new AbortController();
-      const e = await failure(send(msg({ subject: "in doubt" }), { ...rest, retries: 3, signal: ac.signal, onWait: (w) => w.reason === "retry" && ac.abort() }));
+      const e = await failure(
+        send(msg({ subject: "in doubt" }), {
+          ...rest,
+          retries: 3,
+          signal: ac.signal,
+          onWait: (w) => w.reason === "retry" && ac.abort(),
+        }),
+      );
       expect(e.code).toBe("outcome_unknown");
       expect(e.exitCode).toBe(76);
       expect(e.mayHaveBeenSent).toBe(true);
@@ -227,11 +301,17 @@ describe("send()", () => {
 
   it("retries a 503 under the CLI's policy, then fails with 69 and the attempts made", async () => {
     const faults = (body: unknown) =>
-      fetch(`${sb.baseUrl}/_sandbox/faults`, { method: body ? "POST" : "DELETE", headers: { "content-type": "application/json" }, ...(body ? { body: JSON.stringify(body) } : {}) });
+      fetch(`${sb.baseUrl}/_sandbox/faults`, {
+        method: body ? "POST" : "DELETE",
+        headers: { "content-type": "application/json" },
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
     await faults({ failRate: 1, failStatus: 503 });
     try {
       const waits: string[] = [];
-      const e = await failure(send(msg(), { ...rest, retries: 2, onWait: (w) => waits.push(`${w.reason}:${w.attempt}:${w.error?.code}`) }));
+      const e = await failure(
+        send(msg(), { ...rest, retries: 2, onWait: (w) => waits.push(`${w.reason}:${w.attempt}:${w.error?.code}`) }),
+      );
       expect(e.code).toBe("service_error");
       expect(e.exitCode).toBe(69);
       expect(e.attempts).toBe(3);
@@ -249,25 +329,52 @@ describe("options", () => {
     const envs: Record<string, string>[] = [
       { MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: "https://api.example.com/v1", MAILSEND_TIMEOUT: "7" },
       { MAILSEND_API_KEY: KEY, MAILSEND_TRANSPORT: "smtp", MAILSEND_SMTP_HOST: "smtp.example.com" },
-      { MAILSEND_API_KEY: KEY, MAILSEND_TRANSPORT: "smtp", MAILSEND_SMTP_HOST: "smtp.example.com", MAILSEND_SMTP_PORT: "465", MAILSEND_SMTP_USER: "u" },
-      { MAILSEND_API_KEY: KEY, MAILSEND_TRANSPORT: "smtp", MAILSEND_SMTP_HOST: "h", MAILSEND_SMTP_PORT: "2525", MAILSEND_SMTP_TLS: "implicit" },
+      {
+        MAILSEND_API_KEY: KEY,
+        MAILSEND_TRANSPORT: "smtp",
+        MAILSEND_SMTP_HOST: "smtp.example.com",
+        MAILSEND_SMTP_PORT: "465",
+        MAILSEND_SMTP_USER: "u",
+      },
+      {
+        MAILSEND_API_KEY: KEY,
+        MAILSEND_TRANSPORT: "smtp",
+        MAILSEND_SMTP_HOST: "h",
+        MAILSEND_SMTP_PORT: "2525",
+        MAILSEND_SMTP_TLS: "implicit",
+      },
     ];
     const stdin = { stdin: Readable.from([]) };
     for (const env of envs) {
-      expect(await resolveConnection({ env }, { needKey: true })).toEqual(await resolveTransportConfig({}, env, { ...stdin, needKey: true }));
+      expect(await resolveConnection({ env }, { needKey: true })).toEqual(
+        await resolveTransportConfig({}, env, { ...stdin, needKey: true }),
+      );
     }
   });
 
   it("options beat env, which beats the defaults", async () => {
-    const env = { MAILSEND_API_KEY: "msk_from_env", MAILSEND_BASE_URL: "https://env.example.com", MAILSEND_TIMEOUT: "9" };
+    const env = {
+      MAILSEND_API_KEY: "msk_from_env",
+      MAILSEND_BASE_URL: "https://env.example.com",
+      MAILSEND_TIMEOUT: "9",
+    };
     const c = await resolveConnection({ env, baseUrl: "https://opt.example.com", apiKey: KEY }, { needKey: true });
     expect(c).toMatchObject({ transport: "rest", baseUrl: "https://opt.example.com", apiKey: KEY, timeoutMs: 9000 });
-    expect(await resolveConnection({ baseUrl: "https://x.example.com", apiKey: KEY }, { needKey: true })).toMatchObject({ timeoutMs: 30_000, insecure: false });
+    expect(await resolveConnection({ baseUrl: "https://x.example.com", apiKey: KEY }, { needKey: true })).toMatchObject(
+      { timeoutMs: 30_000, insecure: false },
+    );
   });
 
   it("pick SMTP when only smtp is given, with the TLS mode from the port", async () => {
-    expect(await resolveConnection({ smtp: { host: "h" }, apiKey: KEY }, { needKey: true })).toMatchObject({ transport: "smtp", port: 587, tls: "starttls", user: "mailsend" });
-    expect(await resolveConnection({ smtp: { host: "h", port: 465 }, apiKey: KEY }, { needKey: true })).toMatchObject({ tls: "implicit" });
+    expect(await resolveConnection({ smtp: { host: "h" }, apiKey: KEY }, { needKey: true })).toMatchObject({
+      transport: "smtp",
+      port: 587,
+      tls: "starttls",
+      user: "mailsend",
+    });
+    expect(await resolveConnection({ smtp: { host: "h", port: 465 }, apiKey: KEY }, { needKey: true })).toMatchObject({
+      tls: "implicit",
+    });
   });
 
   it.each([
@@ -318,7 +425,11 @@ describe("sendBatch()", () => {
 
   it("takes an async iterable (spooled), with Buffer attachments, over SMTP", async () => {
     async function* gen() {
-      for (let i = 0; i < 4; i++) yield { ...msg({ to: `gen${i}@example.com` }), attachments: [{ filename: `f${i}.bin`, content: Buffer.from([i]) }] };
+      for (let i = 0; i < 4; i++)
+        yield {
+          ...msg({ to: `gen${i}@example.com` }),
+          attachments: [{ filename: `f${i}.bin`, content: Buffer.from([i]) }],
+        };
     }
     const r = await sendBatch(gen(), { ...sb.options("smtp"), ...state() });
     expect(r.summary).toMatchObject({ total: 4, sent: 4 });
@@ -327,7 +438,10 @@ describe("sendBatch()", () => {
   });
 
   it("lists invalid items first and sends the rest; exit code of the worst", async () => {
-    const r = await sendBatch([msg(), msg({ to: "nope" }), null as never, msg({ html: undefined })], { ...rest, ...state() });
+    const r = await sendBatch([msg(), msg({ to: "nope" }), null as never, msg({ html: undefined })], {
+      ...rest,
+      ...state(),
+    });
     expect(r.summary).toMatchObject({ total: 4, sent: 1, invalid: 3, exitCode: 65 });
     const bad = r.results.filter((x) => x.status === "invalid");
     expect(bad.map((x) => x.index).sort()).toEqual([1, 2, 3]);
@@ -345,11 +459,22 @@ describe("sendBatch()", () => {
   });
 
   it("fills items from a template with {{variables}}", async () => {
-    const r = await sendBatch([{ to: "ann@example.com", vars: { name: "Ann <3" } }, { to: "bob@example.com", vars: { name: "Bob" } }], {
-      ...rest,
-      ...state(),
-      template: { from: "ci@example.com", subject: "Hi {{name}}", html: "<p>Hello {{name}}</p>", headers: { "X-Campaign": "api" } },
-    });
+    const r = await sendBatch(
+      [
+        { to: "ann@example.com", vars: { name: "Ann <3" } },
+        { to: "bob@example.com", vars: { name: "Bob" } },
+      ],
+      {
+        ...rest,
+        ...state(),
+        template: {
+          from: "ci@example.com",
+          subject: "Hi {{name}}",
+          html: "<p>Hello {{name}}</p>",
+          headers: { "X-Campaign": "api" },
+        },
+      },
+    );
     expect(r.summary.sent).toBe(2);
     const ann = r.results.find((x) => x.index === 0)!;
     const m = (await stored(ann.messageId!))[0]!;
@@ -360,13 +485,19 @@ describe("sendBatch()", () => {
 
   it("onWarning hears of an item field that a template also uses as a variable (name is the sender's display name), once", async () => {
     const warnings: string[] = [];
-    const r = await sendBatch([{ to: "ann@example.com", name: "Ann" }, { to: "bob@example.com", name: "Bob" }], {
-      ...rest,
-      ...state(),
-      check: true,
-      template: { from: "Billing <ci@example.com>", subject: "Hi {{name}}", text: "x" },
-      onWarning: (w) => warnings.push(w),
-    });
+    const r = await sendBatch(
+      [
+        { to: "ann@example.com", name: "Ann" },
+        { to: "bob@example.com", name: "Bob" },
+      ],
+      {
+        ...rest,
+        ...state(),
+        check: true,
+        template: { from: "Billing <ci@example.com>", subject: "Hi {{name}}", text: "x" },
+        onWarning: (w) => warnings.push(w),
+      },
+    );
     expect(r.summary.invalid).toBe(0);
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toMatch(/name/);
@@ -374,7 +505,12 @@ describe("sendBatch()", () => {
   });
 
   it("a missing template variable names the template option, not a CLI flag", async () => {
-    const r = await sendBatch([{ to: "ann@example.com" }], { ...rest, ...state(), check: true, template: { from: "ci@example.com", subject: "x", html: "<p>{{first_name}}</p>" } });
+    const r = await sendBatch([{ to: "ann@example.com" }], {
+      ...rest,
+      ...state(),
+      check: true,
+      template: { from: "ci@example.com", subject: "x", html: "<p>{{first_name}}</p>" },
+    });
     expect(r.summary.invalid).toBe(1);
     expect(r.results[0]!.error!.message).toMatch(/template\.html: no value for \{\{first_name\}\}/);
   });
@@ -392,8 +528,15 @@ describe("sendBatch()", () => {
 
   it("other items with the same journal are a new batch: every one is sent, none taken for the old ones", async () => {
     const journal = join(tmp.dir, "api-changed.journal");
-    const a = [{ to: "a1@example.com", subject: "journal a1", text: "x" }, { to: "a2@example.com", subject: "journal a2", text: "x" }];
-    const b = [{ to: "b1@example.com", subject: "journal b1", text: "x" }, { to: "b2@example.com", subject: "journal b2", text: "x" }, { to: "b3@example.com", subject: "journal b3", text: "x" }];
+    const a = [
+      { to: "a1@example.com", subject: "journal a1", text: "x" },
+      { to: "a2@example.com", subject: "journal a2", text: "x" },
+    ];
+    const b = [
+      { to: "b1@example.com", subject: "journal b1", text: "x" },
+      { to: "b2@example.com", subject: "journal b2", text: "x" },
+      { to: "b3@example.com", subject: "journal b3", text: "x" },
+    ];
     const opts = { ...rest, ...state(), journal, template: { from: "ci@example.com" } };
     expect((await sendBatch(a, opts)).summary).toMatchObject({ sent: 2, skipped: 0 });
     expect((await sendBatch(b, opts)).summary).toMatchObject({ total: 3, sent: 3, skipped: 0 });
@@ -443,7 +586,15 @@ describe("sendBatch()", () => {
     expect(r.results).toEqual([]);
     expect(r.summary.sent).toBe(2);
     const boom = new Error("caller's bug");
-    await expect(sendBatch(items(1), { ...rest, ...state(), onResult: () => { throw boom; } })).rejects.toBe(boom);
+    await expect(
+      sendBatch(items(1), {
+        ...rest,
+        ...state(),
+        onResult: () => {
+          throw boom;
+        },
+      }),
+    ).rejects.toBe(boom);
   });
 });
 
@@ -498,7 +649,11 @@ describe("createSandbox()", () => {
     const file = join(tmp.dir, "a-file");
     (await import("node:fs")).writeFileSync(file, "");
     const e = await failure(createSandbox({ dir: join(file, "sb") }));
-    expect(e).toMatchObject({ code: "config_invalid", exitCode: 78, hint: "Give options.dir a directory you can write to." });
+    expect(e).toMatchObject({
+      code: "config_invalid",
+      exitCode: 78,
+      hint: "Give options.dir a directory you can write to.",
+    });
   });
 
   it("a busy port is a configuration error (78)", async () => {

@@ -55,7 +55,10 @@ describe("writeFileAtomicAsync", () => {
     const d = dir();
     const t = dir();
     const path = join(d, "m.msg");
-    await writeFileAtomicAsync(path, [Buffer.from("head\n"), Buffer.from("body")], { tmpDir: t, gate: Promise.resolve() });
+    await writeFileAtomicAsync(path, [Buffer.from("head\n"), Buffer.from("body")], {
+      tmpDir: t,
+      gate: Promise.resolve(),
+    });
     expect(readFileSync(path, "utf8")).toBe("head\nbody");
     expect(statSync(path).mode & 0o777).toBe(0o600);
     const no = new Error("refused");

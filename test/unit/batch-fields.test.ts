@@ -19,11 +19,23 @@ describe("FieldClashes", () => {
   });
 
   test("every template is looked at; a field no template fills says the rows get no value; JSON says field", () => {
-    const c = new FieldClashes({ subject: "{{subject}} for {{reply_to}}", textTemplate: "{{reply_to}}", templateFlag: "--markdown-file", htmlTemplate: "<p>{{reply_to}}</p>" }, "jsonl");
+    const c = new FieldClashes(
+      {
+        subject: "{{subject}} for {{reply_to}}",
+        textTemplate: "{{reply_to}}",
+        templateFlag: "--markdown-file",
+        htmlTemplate: "<p>{{reply_to}}</p>",
+      },
+      "jsonl",
+    );
     const w = c.check({ to: "a@example.com", subject: "S", reply_to: "r@example.com" });
     expect(w).toHaveLength(2);
-    expect(w.find((x) => x.includes('"subject"'))).toMatch(/^field "subject" .*subject line.*it also fills \{\{subject\}\} in --subject\./);
-    expect(w.find((x) => x.includes('"reply_to"'))).toMatch(/\{\{reply_to\}\} in --subject and --markdown-file gets no value from it/);
+    expect(w.find((x) => x.includes('"subject"'))).toMatch(
+      /^field "subject" .*subject line.*it also fills \{\{subject\}\} in --subject\./,
+    );
+    expect(w.find((x) => x.includes('"reply_to"'))).toMatch(
+      /\{\{reply_to\}\} in --subject and --markdown-file gets no value from it/,
+    );
   });
 
   test("no warning: to (every row's recipient), template-only columns, a field no template uses, a JSON row's own vars", () => {
@@ -32,9 +44,13 @@ describe("FieldClashes", () => {
     expect(c.check({ to: "a@example.com", name: "Sender", vars: { name: "Alice" } })).toEqual([]);
     expect(c.check({ to: "a@example.com", name: null })).toEqual([]);
     // An empty CSV cell is an absent field: it sets no display name.
-    expect(new FieldClashes({ htmlTemplate: "Dear {{name}}" }, "csv").check({ to: "a@example.com", name: "" })).toEqual([]);
+    expect(new FieldClashes({ htmlTemplate: "Dear {{name}}" }, "csv").check({ to: "a@example.com", name: "" })).toEqual(
+      [],
+    );
     expect(new FieldClashes({}, "csv").check({ name: "x" })).toEqual([]);
     // Placeholders that are not fields, even ones an object has by inheritance.
-    expect(new FieldClashes({ subject: "{{constructor}} {{toString}}" }, "csv").check({ constructor: "x", toString: "y" })).toEqual([]);
+    expect(
+      new FieldClashes({ subject: "{{constructor}} {{toString}}" }, "csv").check({ constructor: "x", toString: "y" }),
+    ).toEqual([]);
   });
 });

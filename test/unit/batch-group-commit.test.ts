@@ -27,7 +27,8 @@ const fsHooks = vi.hoisted(() => ({
 
 vi.mock("node:fs", async (importOriginal) => {
   const real = await importOriginal<typeof import("node:fs")>();
-  const fdatasync: Sync = (fd, cb) => (fsHooks.fdatasync ? fsHooks.fdatasync(real.fdatasync, fd, cb) : real.fdatasync(fd, cb));
+  const fdatasync: Sync = (fd, cb) =>
+    fsHooks.fdatasync ? fsHooks.fdatasync(real.fdatasync, fd, cb) : real.fdatasync(fd, cb);
   return { ...real, default: { ...real, fdatasync }, fdatasync };
 });
 
@@ -51,7 +52,9 @@ test("records made together share one fdatasync, and none resolves before it has
     held.push(() => real(fd, cb));
   };
   let resolved = 0;
-  const records = Array.from({ length: 10 }, (_, i) => journal.record(i, { s: "intended", k: journal.keyFor(i) }).then(() => resolved++));
+  const records = Array.from({ length: 10 }, (_, i) =>
+    journal.record(i, { s: "intended", k: journal.keyFor(i) }).then(() => resolved++),
+  );
   await vi.waitFor(() => expect(held).toHaveLength(1));
   // Written, not yet durable: nobody is told it is on disk.
   await new Promise((r) => setTimeout(r, 20));
@@ -89,7 +92,14 @@ function service(onAccept: (accepted: number) => void = () => {}) {
         byKey.set(m.idempotencyKey, kept);
         onAccept(accepted);
       }
-      return { transport: "rest", messageId: kept.id, recipients: m.to.map((t) => t.address), idempotencyKey: m.idempotencyKey, status: 200, attempts: 1 };
+      return {
+        transport: "rest",
+        messageId: kept.id,
+        recipients: m.to.map((t) => t.address),
+        idempotencyKey: m.idempotencyKey,
+        status: 200,
+        attempts: 1,
+      };
     },
   };
   return { transport, byKey, sends };
@@ -100,7 +110,12 @@ const rows = `${Array.from({ length: N }, (_, i) => JSON.stringify({ from: "a@ex
 
 function batch(journal: Journal, transport: Transport, results: ItemResult[], signal?: AbortSignal) {
   return runBatch({
-    input: { format: "jsonl", open: async function* () { yield Buffer.from(rows); } },
+    input: {
+      format: "jsonl",
+      open: async function* () {
+        yield Buffer.from(rows);
+      },
+    },
     defaults: {},
     transportName: "rest",
     transport,
@@ -149,7 +164,9 @@ test("a crash between the sends and their grouped fdatasync: the next run resend
   expect(syncs).toBeLessThan(2 * N); // grouped: fewer fdatasyncs than records
 
   // Accepted by the service, but its "done" line was not durable: the case a careless resend would double.
-  const lost = [...acceptedAtCrash.keys()].filter((subject) => Journal.read(image).states.get(Number(subject.split(" ")[1]))?.s !== "done");
+  const lost = [...acceptedAtCrash.keys()].filter(
+    (subject) => Journal.read(image).states.get(Number(subject.split(" ")[1]))?.s !== "done",
+  );
   expect(lost.length, "the crash came after every accepted item was durable: nothing tested").toBeGreaterThan(0);
 
   fsHooks.fdatasync = undefined;

@@ -1,5 +1,14 @@
 import { describe, expect, test } from "vitest";
-import { csvRows, encodingName, formatFromContent, formatFromName, jsonArray, jsonLines, rowsOf, type Row } from "../../src/batch/rows.js";
+import {
+  csvRows,
+  encodingName,
+  formatFromContent,
+  formatFromName,
+  jsonArray,
+  jsonLines,
+  rowsOf,
+  type Row,
+} from "../../src/batch/rows.js";
 import { placeholders, render, strayBraces } from "../../src/message/template.js";
 
 /** Feed the text in small pieces, as a stream would, to exercise every split point. */
@@ -41,7 +50,8 @@ describe("batch rows", () => {
   });
 
   test("CSV: quotes, doubled quotes, commas and line breaks in fields, CRLF, ragged rows", async () => {
-    const text = 'to,subject,name\r\na@example.com,"Hi, ""you""","Line\nbreak"\r\nb@example.com,plain,x\r\nc@example.com,short\r\n';
+    const text =
+      'to,subject,name\r\na@example.com,"Hi, ""you""","Line\nbreak"\r\nb@example.com,plain,x\r\nc@example.com,short\r\n';
     for (const size of [1, 4, 1000]) {
       const rows = await all(csvRows(chunks(text, size)));
       expect(rows[0]!.data).toEqual({ to: "a@example.com", subject: 'Hi, "you"', name: "Line\nbreak" });
@@ -55,7 +65,10 @@ describe("batch rows", () => {
     expect((await all(csvRows(chunks("to\na@example.com"))))[0]!.data).toEqual({ to: "a@example.com" });
     await expect(all(csvRows(chunks("to,to\na,b\n")))).rejects.toThrow(/twice/);
     // A comma file whose cells hold semicolons is fine.
-    expect((await all(csvRows(chunks("to,note\na@example.com,x;y\n"))))[0]!.data).toEqual({ to: "a@example.com", note: "x;y" });
+    expect((await all(csvRows(chunks("to,note\na@example.com,x;y\n"))))[0]!.data).toEqual({
+      to: "a@example.com",
+      note: "x;y",
+    });
   });
 
   test("CSV separated as spreadsheets save it: Excel's ';' (with or without its sep= line), tabs", async () => {
@@ -66,7 +79,7 @@ describe("batch rows", () => {
     const texts = [
       '\ufeffto;first_name;note\r\na@example.com;Ann;"x, y; z"\r\nb@example.com;Bob;\r\n',
       'sep=;\r\nto;first_name;note\r\na@example.com;Ann;"x, y; z"\r\nb@example.com;Bob;\r\n',
-      'to\tfirst_name\tnote\na@example.com\tAnn\tx, y; z\nb@example.com\tBob\t\n',
+      "to\tfirst_name\tnote\na@example.com\tAnn\tx, y; z\nb@example.com\tBob\t\n",
     ];
     for (const text of texts) {
       for (const size of [1, 5, 1000]) {
@@ -105,16 +118,20 @@ describe("batch rows", () => {
         [4, { to: "c@example.com", x: "3" }],
       ]);
     }
-    await expect(all(csvRows(chunks('to,x\na@example.com,1\n\nb@example.com,"2\n')))).rejects.toThrow("line 4: a quoted CSV field is not closed");
+    await expect(all(csvRows(chunks('to,x\na@example.com,1\n\nb@example.com,"2\n')))).rejects.toThrow(
+      "line 4: a quoted CSV field is not closed",
+    );
   });
 
   test("CSV recipient columns in another case are the recipient fields; the same column twice is said with its spellings", async () => {
     const rows = await all(csvRows(chunks("To,CC,BCC,Plan\na@example.com,c@example.com,d@example.com,gold\n")));
     expect(rows[0]!.data).toEqual({ to: "a@example.com", cc: "c@example.com", bcc: "d@example.com", Plan: "gold" });
-    await expect(all(csvRows(chunks("to,To\na,b\n")))).rejects.toThrow('CSV header has the column "to" twice (as "to" and "To")');
+    await expect(all(csvRows(chunks("to,To\na,b\n")))).rejects.toThrow(
+      'CSV header has the column "to" twice (as "to" and "To")',
+    );
   });
 
-  test("Excel's \"Unicode Text\" (UTF-16 with a byte order mark, tab-separated) is read as written", async () => {
+  test('Excel\'s "Unicode Text" (UTF-16 with a byte order mark, tab-separated) is read as written', async () => {
     const text = "to\tfirst_name\r\nanna@example.com\tAnaïs 名前 😀\r\n";
     const le = Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, "utf16le")]);
     const be = Buffer.concat([Buffer.from([0xfe, 0xff]), Buffer.from(text, "utf16le").swap16()]);
@@ -124,7 +141,9 @@ describe("batch rows", () => {
         expect(rows.map((r) => r.data)).toEqual([{ to: "anna@example.com", first_name: "Anaïs 名前 😀" }]);
       }
     }
-    expect(formatFromContent(Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('[{"to":', "utf16le")]))).toBe("json");
+    expect(formatFromContent(Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('[{"to":', "utf16le")]))).toBe(
+      "json",
+    );
     // One byte is not enough to see a byte order mark: read as UTF-8.
     expect(await all(csvRows(chunks("t", 1)))).toEqual([]);
   });
@@ -136,16 +155,27 @@ describe("batch rows", () => {
       expect(rows.map((r) => r.data)).toEqual([{ to: "anna@example.com", last_name: "Müller", plan: "Gold € 5" }]);
     }
     const jsonl = Buffer.from('{"to":"a@example.com","name":"Groß"}\n', "latin1");
-    expect((await all(rowsOf("jsonl", chunks(jsonl), "iso-8859-1")))[0]!.data).toEqual({ to: "a@example.com", name: "Groß" });
+    expect((await all(rowsOf("jsonl", chunks(jsonl), "iso-8859-1")))[0]!.data).toEqual({
+      to: "a@example.com",
+      name: "Groß",
+    });
     expect(encodingName("latin1")).toBe("windows-1252");
     expect(encodingName("klingon")).toBeUndefined();
   });
 
   test("input that is not UTF-8 (Excel's plain CSV is windows-1252) is refused with where and why", async () => {
-    const bytes = Buffer.concat([Buffer.from("to,last_name\r\nanna@example.com,M"), Buffer.from([0xfc]), Buffer.from("ller\r\n")]);
+    const bytes = Buffer.concat([
+      Buffer.from("to,last_name\r\nanna@example.com,M"),
+      Buffer.from([0xfc]),
+      Buffer.from("ller\r\n"),
+    ]);
     for (const size of [1, 3, 1000]) {
-      const err = await all(csvRows(chunks(bytes, size))).catch((e: unknown) => e as { message: string; hint?: string });
-      expect(err).toMatchObject({ message: 'the batch input is not valid UTF-8 (line 2: the byte 0xFC after "anna@example.com,M")' });
+      const err = await all(csvRows(chunks(bytes, size))).catch(
+        (e: unknown) => e as { message: string; hint?: string },
+      );
+      expect(err).toMatchObject({
+        message: 'the batch input is not valid UTF-8 (line 2: the byte 0xFC after "anna@example.com,M")',
+      });
       expect((err as { hint?: string }).hint).toMatch(/CSV UTF-8/);
     }
   });
@@ -160,15 +190,21 @@ describe("batch rows", () => {
 describe("templates", () => {
   test("HTML placeholders are escaped, text ones are not", () => {
     const vars = { name: "<Ann & Bob>", n: 3 };
-    expect(render("<p>Hi {{name}}, {{ n }} new</p>", vars, "html", "html")).toBe("<p>Hi &lt;Ann &amp; Bob&gt;, 3 new</p>");
+    expect(render("<p>Hi {{name}}, {{ n }} new</p>", vars, "html", "html")).toBe(
+      "<p>Hi &lt;Ann &amp; Bob&gt;, 3 new</p>",
+    );
     expect(render("Hi {{name}}", vars, "text", "text")).toBe("Hi <Ann & Bob>");
   });
 
   test("a spreadsheet's column names: accented and other scripts, spaces, another case; never left in the mail as written", () => {
-    const vars = { Prénom: "Anaïs", "First Name": "Ann", Plan: "Gold", 名前: "Yui", "Straße": "Hauptstr. 1" };
-    expect(render("{{Prénom}} {{ First Name }} {{名前}} {{Straße}}", vars, "text", "subject")).toBe("Anaïs Ann Yui Hauptstr. 1");
+    const vars = { Prénom: "Anaïs", "First Name": "Ann", Plan: "Gold", 名前: "Yui", Straße: "Hauptstr. 1" };
+    expect(render("{{Prénom}} {{ First Name }} {{名前}} {{Straße}}", vars, "text", "subject")).toBe(
+      "Anaïs Ann Yui Hauptstr. 1",
+    );
     // Case, spaces, hyphens and underscores between words, and decomposed accents do not matter.
-    expect(render("{{first_name}} {{plan}} {{first-name}} {{pre\u0301nom}}", vars, "text", "subject")).toBe("Ann Gold Ann Anaïs");
+    expect(render("{{first_name}} {{plan}} {{first-name}} {{pre\u0301nom}}", vars, "text", "subject")).toBe(
+      "Ann Gold Ann Anaïs",
+    );
     // A placeholder with no such column is an error, also one with accents (it was sent as written).
     expect(() => render("Bonjour {{Nom}}", vars, "text", "subject")).toThrow("subject: no value for {{Nom}}");
     expect(placeholders("{{Prénom}} {{ First Name }}")).toEqual(["Prénom", "First Name"]);
@@ -187,7 +223,9 @@ describe("templates", () => {
     }
     expect(err?.message).toBe("--text-file: no value for {{first_name}} (empty)");
     expect(err?.hint).toMatch(/\{\{first_name\|text\}\} \(\{\{first_name\|\}\} for nothing\)/);
-    expect(render("Dear {{first_name|customer}}, {{ plan | none }}{{company|}}.", vars, "text", "s")).toBe("Dear customer, Gold.");
+    expect(render("Dear {{first_name|customer}}, {{ plan | none }}{{company|}}.", vars, "text", "s")).toBe(
+      "Dear customer, Gold.",
+    );
     expect(render("<p>{{first_name | <you> }}</p>", vars, "html", "s")).toBe("<p>&lt;you&gt;</p>");
     expect(render("{{missing|x}}", vars, "text", "s")).toBe("x");
     expect(placeholders("{{a|b}} {{ c | }}")).toEqual(["a", "c"]);
@@ -195,7 +233,9 @@ describe("templates", () => {
 
   test("braces that are no placeholder are found, with context: a typo, an editor's markup inside", () => {
     expect(strayBraces("Dear {{first_name}}, {{plan|none}} {{ First Name }}")).toEqual([]);
-    expect(strayBraces("<p>Dear {{ first_name }, your {{plan}}</p>")).toEqual(["<p>Dear {{ first_name }, your {{plan}}..."]);
+    expect(strayBraces("<p>Dear {{ first_name }, your {{plan}}</p>")).toEqual([
+      "<p>Dear {{ first_name }, your {{plan}}...",
+    ]);
     expect(strayBraces("Hi {{<span>first_name</span>}}!")).toEqual(["Hi {{<span>first_name</span>}}!"]);
     expect(strayBraces("}} {{ {{ }} ".repeat(10))).toHaveLength(3);
     expect(strayBraces("<style>@media screen{.a{color:red}}</style>")).toEqual([]);
@@ -213,6 +253,8 @@ describe("templates", () => {
 
   test("a missing variable names every missing placeholder", () => {
     expect(placeholders("{{a}} {{b}} {{a}}")).toEqual(["a", "b"]);
-    expect(() => render("{{a}} {{b}} {{c}}", { b: "x" }, "text", "subject")).toThrow("subject: no value for {{a}}, {{c}}");
+    expect(() => render("{{a}} {{b}} {{c}}", { b: "x" }, "text", "subject")).toThrow(
+      "subject: no value for {{a}}, {{c}}",
+    );
   });
 });

@@ -22,7 +22,10 @@ function io(text?: string | Buffer, isTTY = false) {
   return s;
 }
 
-function build(flags: MessageFlags, opts: { transport?: TransportName; stdin?: string | Buffer; tty?: boolean; stdinTaken?: boolean } = {}): Promise<Message> {
+function build(
+  flags: MessageFlags,
+  opts: { transport?: TransportName; stdin?: string | Buffer; tty?: boolean; stdinTaken?: boolean } = {},
+): Promise<Message> {
   return buildMessage(flags, {
     transport: opts.transport ?? "rest",
     stdin: io(opts.stdin, opts.tty ?? opts.stdin === undefined),
@@ -58,19 +61,34 @@ describe("flags -> Message", () => {
   });
 
   it("--from 'Name <addr>' gives the name, --name overrides it", async () => {
-    expect((await build({ ...BASE, from: "Alice <a@example.com>" })).from).toEqual({ name: "Alice", address: "a@example.com" });
-    expect((await build({ ...BASE, from: "Alice <a@example.com>", name: "Bob" })).from).toEqual({ name: "Bob", address: "a@example.com" });
+    expect((await build({ ...BASE, from: "Alice <a@example.com>" })).from).toEqual({
+      name: "Alice",
+      address: "a@example.com",
+    });
+    expect((await build({ ...BASE, from: "Alice <a@example.com>", name: "Bob" })).from).toEqual({
+      name: "Bob",
+      address: "a@example.com",
+    });
     expect((await build({ ...BASE, name: "Carol" })).from).toEqual({ name: "Carol", address: "a@example.com" });
   });
 
   it("--to repeated and comma-separated, with quoted names", async () => {
     const m = await build({ ...BASE, to: ['"Doe, John" <j@example.com>, k@example.com', "L <l@example.com>"] });
-    expect(m.to).toEqual([{ name: "Doe, John", address: "j@example.com" }, { address: "k@example.com" }, { name: "L", address: "l@example.com" }]);
+    expect(m.to).toEqual([
+      { name: "Doe, John", address: "j@example.com" },
+      { address: "k@example.com" },
+      { name: "L", address: "l@example.com" },
+    ]);
     expect(sendRequestFields(m).to).toBe('"Doe, John" <j@example.com>, k@example.com, L <l@example.com>');
   });
 
   it("reply-to, headers and text", async () => {
-    const m = await build({ ...BASE, replyTo: "Help <help@example.com>", header: ["X-Campaign: spring", "X-Trace:  t1 "], text: "plain" });
+    const m = await build({
+      ...BASE,
+      replyTo: "Help <help@example.com>",
+      header: ["X-Campaign: spring", "X-Trace:  t1 "],
+      text: "plain",
+    });
     expect(m.replyTo).toEqual({ name: "Help", address: "help@example.com" });
     expect(m.headers).toEqual([
       ["X-Campaign", "spring"],
@@ -99,10 +117,16 @@ describe("flags -> Message", () => {
 
   it("piped text is the text body, and the decision is reported; --stdin-type forces it", async () => {
     const seen: string[] = [];
-    const m = await buildMessage({ ...BASE, html: undefined }, { transport: "rest", stdin: io("<none>  <none>  1.2GB\n"), onStdinBody: (d) => seen.push(d.type) });
+    const m = await buildMessage(
+      { ...BASE, html: undefined },
+      { transport: "rest", stdin: io("<none>  <none>  1.2GB\n"), onStdinBody: (d) => seen.push(d.type) },
+    );
     expect(m.text).toBe("<none>  <none>  1.2GB\n");
     expect(m.html).toBeUndefined();
-    const forced = await buildMessage({ ...BASE, html: undefined, stdinType: "html" }, { transport: "rest", stdin: io("plain"), onStdinBody: (d) => seen.push(d.reason) });
+    const forced = await buildMessage(
+      { ...BASE, html: undefined, stdinType: "html" },
+      { transport: "rest", stdin: io("plain"), onStdinBody: (d) => seen.push(d.reason) },
+    );
     expect(forced.html).toBe("plain");
     expect(seen).toEqual(["text", "--stdin-type html"]);
   });
@@ -132,7 +156,10 @@ describe("flags -> Message", () => {
     await buildMessage({ ...BASE, html: undefined, text: "t" }, opts);
     expect(named).toEqual([]);
     // Not /dev/null: asked of stdin as before.
-    await buildMessage({ ...BASE }, { transport: "rest", stdin: io("x"), stdinIsNull: () => false, onStdinUnused: (f: string) => named.push(f) });
+    await buildMessage(
+      { ...BASE },
+      { transport: "rest", stdin: io("x"), stdinIsNull: () => false, onStdinUnused: (f: string) => named.push(f) },
+    );
     expect(named).toEqual(["--html"]);
   });
 
@@ -196,7 +223,9 @@ describe("attachments", () => {
   });
 
   it("missing body file -> 66", async () => {
-    expect((await failure(build({ ...BASE, html: undefined, htmlFile: join(tmp.dir, "nope.html") }))).exitCode).toBe(66);
+    expect((await failure(build({ ...BASE, html: undefined, htmlFile: join(tmp.dir, "nope.html") }))).exitCode).toBe(
+      66,
+    );
     expect((await failure(build({ ...BASE, html: undefined, htmlFile: tmp.dir }))).exitCode).toBe(66);
   });
 });
@@ -235,7 +264,10 @@ describe("bad input", () => {
   });
 
   it("cc/bcc are fine over SMTP", async () => {
-    const m = await build({ ...BASE, cc: ["c@example.com"], bcc: ["d@example.com, e@example.com"] }, { transport: "smtp" });
+    const m = await build(
+      { ...BASE, cc: ["c@example.com"], bcc: ["d@example.com, e@example.com"] },
+      { transport: "smtp" },
+    );
     expect(m.cc).toEqual([{ address: "c@example.com" }]);
     expect(m.bcc).toEqual([{ address: "d@example.com" }, { address: "e@example.com" }]);
     expect(() => checkRestFit(m)).toThrow(/cc and bcc/);
@@ -279,7 +311,13 @@ describe("--json-file", () => {
   it("flags override its fields, --attach adds to its attachments, --header overrides by name", async () => {
     const p = tmp.file("req2.json", JSON.stringify(request));
     const extra = tmp.file("extra.bin", Buffer.from([0, 255]));
-    const m = await build({ jsonFile: p, subject: "Overridden", to: ["o@example.com"], attach: [extra], header: ["x-both: flag"] });
+    const m = await build({
+      jsonFile: p,
+      subject: "Overridden",
+      to: ["o@example.com"],
+      attach: [extra],
+      header: ["x-both: flag"],
+    });
     expect(m.subject).toBe("Overridden");
     expect(m.to).toEqual([{ address: "o@example.com" }]);
     expect(m.attachments.map((a) => a.filename)).toEqual(["hello.txt", "extra.bin"]);
@@ -292,8 +330,14 @@ describe("--json-file", () => {
   it("a --from flag with a display name overrides the file's name", async () => {
     const p = tmp.file("req3.json", JSON.stringify({ ...request, name: "File Name" }));
     expect((await build({ jsonFile: p })).from).toEqual({ name: "File Name", address: "s@example.com" });
-    expect((await build({ jsonFile: p, from: "Flag Name <f@example.com>" })).from).toEqual({ name: "Flag Name", address: "f@example.com" });
-    expect((await build({ jsonFile: p, name: "Explicit" })).from).toEqual({ name: "Explicit", address: "s@example.com" });
+    expect((await build({ jsonFile: p, from: "Flag Name <f@example.com>" })).from).toEqual({
+      name: "Flag Name",
+      address: "f@example.com",
+    });
+    expect((await build({ jsonFile: p, name: "Explicit" })).from).toEqual({
+      name: "Explicit",
+      address: "s@example.com",
+    });
   });
 
   it("--json-file - reads stdin", async () => {
@@ -309,10 +353,19 @@ describe("--json-file", () => {
     ["a null", JSON.stringify({ ...request, name: null })],
     ["a number subject", JSON.stringify({ ...request, subject: 5 })],
     ["a bad address", JSON.stringify({ ...request, to: "a@x.com <b@y.com>" })],
-    ["attachment content that is not base64", JSON.stringify({ ...request, attachments: [{ content: "***", filename: "a" }] })],
-    ["an attachment filename with a path", JSON.stringify({ ...request, attachments: [{ content: "", filename: "../etc/passwd" }] })],
+    [
+      "attachment content that is not base64",
+      JSON.stringify({ ...request, attachments: [{ content: "***", filename: "a" }] }),
+    ],
+    [
+      "an attachment filename with a path",
+      JSON.stringify({ ...request, attachments: [{ content: "", filename: "../etc/passwd" }] }),
+    ],
     ["an attachment without filename", JSON.stringify({ ...request, attachments: [{ content: "" }] })],
-    ["an extra attachment field", JSON.stringify({ ...request, attachments: [{ content: "", filename: "a", type: "text/plain" }] })],
+    [
+      "an extra attachment field",
+      JSON.stringify({ ...request, attachments: [{ content: "", filename: "a", type: "text/plain" }] }),
+    ],
     ["a reserved header", JSON.stringify({ ...request, headers: { Bcc: "x@example.com" } })],
     ["a header with CR LF", JSON.stringify({ ...request, headers: { "X-A": "1\r\nBcc: x@example.com" } })],
     ["a subject with CR LF", JSON.stringify({ ...request, subject: "a\r\nBcc: x@example.com" })],
@@ -335,12 +388,30 @@ describe("--json-file", () => {
 });
 
 describe("checkRestFit", () => {
-  const plain: Message = { from: { address: "a@example.com" }, to: [{ address: "b@example.com" }], cc: [], bcc: [], subject: "s", html: "h", attachments: [], headers: [], idempotencyKey: "k" };
+  const plain: Message = {
+    from: { address: "a@example.com" },
+    to: [{ address: "b@example.com" }],
+    cc: [],
+    bcc: [],
+    subject: "s",
+    html: "h",
+    attachments: [],
+    headers: [],
+    idempotencyKey: "k",
+  };
 
   it("passes a plain message and refuses what REST cannot carry", () => {
     expect(() => checkRestFit(plain)).not.toThrow();
     expect(() => checkRestFit({ ...plain, cc: [{ address: "c@example.com" }] })).toThrow(MailsendError);
     expect(() => checkRestFit({ ...plain, html: undefined })).toThrow(/no body/);
-    expect(() => checkRestFit({ ...plain, headers: [["X-A", "1"], ["x-a", "2"]] })).toThrow(/more than once/);
+    expect(() =>
+      checkRestFit({
+        ...plain,
+        headers: [
+          ["X-A", "1"],
+          ["x-a", "2"],
+        ],
+      }),
+    ).toThrow(/more than once/);
   });
 });

@@ -5,7 +5,10 @@ import { findBaseHref } from "../../src/compose/refs.js";
 describe("<base href>, as a browser takes it", () => {
   it("a data: or javascript: base is ignored (the document's own directory), as the HTML standard's frozen base URL falls back", () => {
     for (const href of ["data:text/html,x", "javascript:void(0)", "JavaScript:alert(1)"]) {
-      expect(documentBase(`<base href="${href}"><img src="logo.png">`, "/r/report", findBaseHref), href).toEqual({ dir: "/r/report", remote: false });
+      expect(documentBase(`<base href="${href}"><img src="logo.png">`, "/r/report", findBaseHref), href).toEqual({
+        dir: "/r/report",
+        remote: false,
+      });
     }
   });
 

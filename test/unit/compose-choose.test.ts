@@ -27,8 +27,13 @@ describe("restLoss", () => {
       restLoss(
         base({
           replyTo: { address: "r@example.com" },
-          headers: [["X-A", "1"], ["X-B", "2"]],
-          attachments: [{ filename: "a.pdf", source: { kind: "bytes", data: Buffer.from("x") }, contentType: "application/pdf" }],
+          headers: [
+            ["X-A", "1"],
+            ["X-B", "2"],
+          ],
+          attachments: [
+            { filename: "a.pdf", source: { kind: "bytes", data: Buffer.from("x") }, contentType: "application/pdf" },
+          ],
         }),
       ),
     ).toBeUndefined();
@@ -39,14 +44,41 @@ describe("restLoss", () => {
     expect(restLoss(base({ cc: [{ address: "c@example.com" }] }))).toBe("cc");
     expect(restLoss(base({ bcc: [{ address: "b@example.com" }] }))).toBe("bcc");
     expect(restLoss(base({ cc: [{ address: "c@example.com" }], bcc: [{ address: "b@example.com" }] }))).toBe("cc/bcc");
-    expect(restLoss(base({ attachments: [{ filename: "chart.png", source: bytes, contentType: "image/png", cid: "chart" }] }))).toBe("inline images");
-    expect(restLoss(base({ attachments: [{ filename: "fwd.eml", source: bytes, contentType: "message/rfc822" }] }))).toBe("an attached message");
-    expect(restLoss(base({ attachments: [{ filename: "invite.ics", source: bytes, contentType: "text/calendar; method=REQUEST" }] }))).toBe("a calendar part");
+    expect(
+      restLoss(
+        base({ attachments: [{ filename: "chart.png", source: bytes, contentType: "image/png", cid: "chart" }] }),
+      ),
+    ).toBe("inline images");
+    expect(
+      restLoss(base({ attachments: [{ filename: "fwd.eml", source: bytes, contentType: "message/rfc822" }] })),
+    ).toBe("an attached message");
+    expect(
+      restLoss(
+        base({
+          attachments: [{ filename: "invite.ics", source: bytes, contentType: "text/calendar; method=REQUEST" }],
+        }),
+      ),
+    ).toBe("a calendar part");
     const { html: _, ...noHtml } = base();
     expect(restLoss({ ...noHtml, text: "plain" })).toBe("a text-only body");
-    expect(restLoss({ ...noHtml, text: "plain", attachments: [{ filename: "chart.png", source: bytes, contentType: "image/png" }] })).toBe("a plain-text body without HTML, beside an attachment");
+    expect(
+      restLoss({
+        ...noHtml,
+        text: "plain",
+        attachments: [{ filename: "chart.png", source: bytes, contentType: "image/png" }],
+      }),
+    ).toBe("a plain-text body without HTML, beside an attachment");
     expect(restLoss(base({ text: "plain" }))).toBe("a text part");
-    expect(restLoss(base({ headers: [["X-A", "1"], ["x-a", "2"]] }))).toBe("header x-a given more than once");
+    expect(
+      restLoss(
+        base({
+          headers: [
+            ["X-A", "1"],
+            ["x-a", "2"],
+          ],
+        }),
+      ),
+    ).toBe("header x-a given more than once");
   });
 
   it("sees the same things in a message parsed from a raw RFC 5322 message", async () => {
@@ -54,7 +86,9 @@ describe("restLoss", () => {
     expect(restLoss(await eml([...HEAD, "Content-Type: text/plain", "", "hi"]))).toBe("a text-only body");
     expect(restLoss(await eml([...HEAD, "Cc: c@example.com", "Content-Type: text/html", "", "<p>hi</p>"]))).toBe("cc");
     // Bcc is stripped from the raw message but still an envelope recipient.
-    expect(restLoss(await eml([...HEAD, "Bcc: b@example.com", "Content-Type: text/html", "", "<p>hi</p>"]))).toBe("bcc");
+    expect(restLoss(await eml([...HEAD, "Bcc: b@example.com", "Content-Type: text/html", "", "<p>hi</p>"]))).toBe(
+      "bcc",
+    );
 
     const related = await eml([
       ...HEAD,
@@ -118,7 +152,9 @@ describe("restLoss", () => {
         "--M--",
         "",
       ]);
-    expect(restLoss(await forwarded(['Content-Disposition: attachment; filename="orig.eml"']))).toBe("an attached message");
+    expect(restLoss(await forwarded(['Content-Disposition: attachment; filename="orig.eml"']))).toBe(
+      "an attached message",
+    );
     // Without a disposition too: it is not folded into the body.
     expect(restLoss(await forwarded([]))).toBe("an attached message");
 
@@ -145,27 +181,60 @@ describe("restLoss", () => {
 
 describe("chooseTransport", () => {
   it("with both channels: REST when lossless, else SMTP with the reason", () => {
-    expect(chooseTransport(base(), { rest: true, smtp: true })).toEqual({ transport: "rest", reason: "REST carries the whole message" });
-    expect(chooseTransport(base({ cc: [{ address: "c@example.com" }] }), { rest: true, smtp: true })).toEqual({ transport: "smtp", reason: "cc" });
+    expect(chooseTransport(base(), { rest: true, smtp: true })).toEqual({
+      transport: "rest",
+      reason: "REST carries the whole message",
+    });
+    expect(chooseTransport(base({ cc: [{ address: "c@example.com" }] }), { rest: true, smtp: true })).toEqual({
+      transport: "smtp",
+      reason: "cc",
+    });
   });
 
   it("a raw message with its program's own Message-ID: SMTP when both are configured (REST would replace it); REST alone still sends it", async () => {
-    const own = await messageFromEml(Buffer.from("From: a@example.com\r\nTo: b@example.com\r\nSubject: s\r\nMessage-ID: <issue-5@gitea.example>\r\nContent-Type: text/html\r\n\r\n<p>x</p>\r\n"), "m.eml");
+    const own = await messageFromEml(
+      Buffer.from(
+        "From: a@example.com\r\nTo: b@example.com\r\nSubject: s\r\nMessage-ID: <issue-5@gitea.example>\r\nContent-Type: text/html\r\n\r\n<p>x</p>\r\n",
+      ),
+      "m.eml",
+    );
     expect(own.ownMessageId).toBe(true);
-    expect(chooseTransport(own, { rest: true, smtp: true })).toEqual({ transport: "smtp", reason: "its own Message-ID (REST would replace it, and replies to it would not thread)" });
-    expect(chooseTransport(own, { rest: true, smtp: false })).toEqual({ transport: "rest", reason: "only REST is configured" });
-    const none = await messageFromEml(Buffer.from("From: a@example.com\r\nTo: b@example.com\r\nSubject: s\r\nContent-Type: text/html\r\n\r\n<p>x</p>\r\n"), "m.eml");
+    expect(chooseTransport(own, { rest: true, smtp: true })).toEqual({
+      transport: "smtp",
+      reason: "its own Message-ID (REST would replace it, and replies to it would not thread)",
+    });
+    expect(chooseTransport(own, { rest: true, smtp: false })).toEqual({
+      transport: "rest",
+      reason: "only REST is configured",
+    });
+    const none = await messageFromEml(
+      Buffer.from(
+        "From: a@example.com\r\nTo: b@example.com\r\nSubject: s\r\nContent-Type: text/html\r\n\r\n<p>x</p>\r\n",
+      ),
+      "m.eml",
+    );
     expect(chooseTransport(none, { rest: true, smtp: true }).transport).toBe("rest");
   });
 
   it("with one channel: that one, and SMTP never loses anything", () => {
-    expect(chooseTransport(base(), { rest: false, smtp: true })).toEqual({ transport: "smtp", reason: "only SMTP is configured" });
-    expect(chooseTransport(base({ text: "t" }), { rest: false, smtp: true })).toEqual({ transport: "smtp", reason: "a text part" });
-    expect(chooseTransport(base(), { rest: true, smtp: false })).toEqual({ transport: "rest", reason: "only REST is configured" });
+    expect(chooseTransport(base(), { rest: false, smtp: true })).toEqual({
+      transport: "smtp",
+      reason: "only SMTP is configured",
+    });
+    expect(chooseTransport(base({ text: "t" }), { rest: false, smtp: true })).toEqual({
+      transport: "smtp",
+      reason: "a text part",
+    });
+    expect(chooseTransport(base(), { rest: true, smtp: false })).toEqual({
+      transport: "rest",
+      reason: "only REST is configured",
+    });
   });
 
   it("fails clearly (78, nothing sent) when only REST is configured and REST would lose something", () => {
-    const m = base({ attachments: [{ filename: "c.png", source: { kind: "bytes", data: Buffer.from("x") }, cid: "c" }] });
+    const m = base({
+      attachments: [{ filename: "c.png", source: { kind: "bytes", data: Buffer.from("x") }, cid: "c" }],
+    });
     const e = failureOf(() => chooseTransport(m, { rest: true, smtp: false }));
     expect(e.code).toBe("config_missing");
     expect(e.message).toContain("inline images");

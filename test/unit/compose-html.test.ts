@@ -39,7 +39,15 @@ describe("findRefAttributes / rewriteRefs", () => {
 
 describe("localPath", () => {
   it("leaves remote, data:, cid: and fragment references alone; decodes the rest", () => {
-    for (const r of ["https://x.example/a.png", "http://x/a.png", "//cdn.example/a.png", "data:image/png;base64,AA==", "cid:x", "#top", "mailto:a@b.c"]) {
+    for (const r of [
+      "https://x.example/a.png",
+      "http://x/a.png",
+      "//cdn.example/a.png",
+      "data:image/png;base64,AA==",
+      "cid:x",
+      "#top",
+      "mailto:a@b.c",
+    ]) {
       expect(localPath(r)).toBeUndefined();
     }
     expect(localPath("img/a%20b.png?v=2#x")).toBe("img/a b.png");
@@ -50,8 +58,13 @@ describe("localPath", () => {
 
 describe("textFromHtml of a big report", () => {
   it("over 1,000 table rows: a line per row, cells between ' | ' (aligned columns cost seconds there), nothing lost", async () => {
-    const rows = Array.from({ length: 1500 }, (_, i) => `<tr><td>file-${i}.ts</td><td>${i % 7 ? "passed" : "failed"}</td></tr>`).join("");
-    const text = await textFromHtml(`<h1>Report</h1><table><thead><tr><th>file</th><th>status</th></tr></thead><tbody>${rows}</tbody></table><p>end</p>`);
+    const rows = Array.from(
+      { length: 1500 },
+      (_, i) => `<tr><td>file-${i}.ts</td><td>${i % 7 ? "passed" : "failed"}</td></tr>`,
+    ).join("");
+    const text = await textFromHtml(
+      `<h1>Report</h1><table><thead><tr><th>file</th><th>status</th></tr></thead><tbody>${rows}</tbody></table><p>end</p>`,
+    );
     const lines = text.split("\n");
     expect(lines).toContain("file | status");
     expect(lines).toContain("file-0.ts | failed");
@@ -59,7 +72,11 @@ describe("textFromHtml of a big report", () => {
     expect(lines.filter((l) => / \| /.test(l))).toHaveLength(1501);
     expect(text.trimEnd().endsWith("end")).toBe(true);
     // A small table keeps its aligned columns.
-    expect(await textFromHtml("<table><tr><th>file</th><th>status</th></tr><tr><td>a-long-name.ts</td><td>ok</td></tr></table>")).toMatch(/^file {2,}status$/m);
+    expect(
+      await textFromHtml(
+        "<table><tr><th>file</th><th>status</th></tr><tr><td>a-long-name.ts</td><td>ok</td></tr></table>",
+      ),
+    ).toMatch(/^file {2,}status$/m);
   });
 });
 
@@ -85,7 +102,9 @@ describe("composeHtml", () => {
     const html = `<style>.a{background:url(img/bg.png)} .b{background:url("https://x.example/b.png")} .c{background:url(data:image/png;base64,AA==)}</style><img src="img/a.png" srcset="img/a.png 1x, img/a@2x.png 2x, https://x.example/c.png 3x">`;
     const c = await composeHtml(html, opts);
     expect(c.warnings).toEqual([
-      expect.stringMatching(/^url\(img\/bg\.png\) in a <style> block names a file on this machine, which no mail client can load: --inline-css /),
+      expect.stringMatching(
+        /^url\(img\/bg\.png\) in a <style> block names a file on this machine, which no mail client can load: --inline-css /,
+      ),
       expect.stringMatching(/^srcset names img\/a\.png, a file on this machine that is not embedded/),
       expect.stringMatching(/^srcset names img\/a@2x\.png, /),
     ]);
@@ -182,7 +201,9 @@ describe("mimeTree", () => {
 
 describe("international addresses", () => {
   it("an IDN domain becomes punycode; a non-ASCII local part is kept as written", () => {
-    expect(parseAddressList("Jörg <user@bücher.example>")).toEqual([{ name: "Jörg", address: "user@xn--bcher-kva.example" }]);
+    expect(parseAddressList("Jörg <user@bücher.example>")).toEqual([
+      { name: "Jörg", address: "user@xn--bcher-kva.example" },
+    ]);
     expect(parseAddressList("jörg@example.de")).toEqual([{ address: "jörg@example.de" }]);
   });
 });

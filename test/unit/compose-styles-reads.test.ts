@@ -13,7 +13,13 @@ vi.mock("node:fs/promises", async (importOriginal) => {
       calls.n++;
       return fn(...a);
     };
-  return { ...fs, readFile: counted(fs.readFile), stat: counted(fs.stat), realpath: counted(fs.realpath), open: counted(fs.open) };
+  return {
+    ...fs,
+    readFile: counted(fs.readFile),
+    stat: counted(fs.stat),
+    realpath: counted(fs.realpath),
+    open: counted(fs.open),
+  };
 });
 
 const { embedStylesheets } = await import("../../src/compose/styles.js");
@@ -24,7 +30,11 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe("a sheet imported again and again", () => {
   it("is checked and read once: each of 11 sheets imports the next twice (2^10 imports), a few calls per file, not per import", async () => {
     const depth = 10;
-    for (let i = 0; i < depth; i++) writeFileSync(join(dir, `s${i}.css`), `@import "s${i + 1}.css";\n@import "s${i + 1}.css" print;\n.c${i} { color: red }\n`);
+    for (let i = 0; i < depth; i++)
+      writeFileSync(
+        join(dir, `s${i}.css`),
+        `@import "s${i + 1}.css";\n@import "s${i + 1}.css" print;\n.c${i} { color: red }\n`,
+      );
     writeFileSync(join(dir, `s${depth}.css`), ".end { color: blue }\n");
     calls.n = 0;
     const out = await embedStylesheets('<link rel="stylesheet" href="s0.css"><p>x</p>', dir, dir);

@@ -40,8 +40,16 @@ describe("embedding", () => {
     writeFileSync(join(dir, "css", "s.css"), '\uFEFFp::after { content: "</style><script>x</script>"; }');
     const html = '<head><link rel="stylesheet" href="css/s.css" media="screen"></head><body><p>x</p></body>';
     const r = await embedStylesheets(html, dir);
-    expect(r.html).toBe('<head><style media="screen">\np::after { content: "<\\/style><script>x</script>"; }\n</style></head><body><p>x</p></body>');
-    expect(r.sheets).toEqual([{ ref: "css/s.css", path: join(dir, "css", "s.css"), bytes: Buffer.byteLength('\uFEFFp::after { content: "</style><script>x</script>"; }') }]);
+    expect(r.html).toBe(
+      '<head><style media="screen">\np::after { content: "<\\/style><script>x</script>"; }\n</style></head><body><p>x</p></body>',
+    );
+    expect(r.sheets).toEqual([
+      {
+        ref: "css/s.css",
+        path: join(dir, "css", "s.css"),
+        bytes: Buffer.byteLength('\uFEFFp::after { content: "</style><script>x</script>"; }'),
+      },
+    ]);
     expect(r.left).toEqual([]);
   });
 });
@@ -49,10 +57,16 @@ describe("embedding", () => {
 describe("what is no stylesheet file", () => {
   it("a directory or a FIFO is refused (65) before anything opens it: a FIFO would wait for a writer forever", async () => {
     mkdirSync(join(dir, "sub", "css"), { recursive: true });
-    await expect(embedStylesheets('<link rel="stylesheet" href="css/">', join(dir, "sub"))).rejects.toMatchObject({ code: "invalid_message", message: expect.stringContaining("is not a regular file") });
+    await expect(embedStylesheets('<link rel="stylesheet" href="css/">', join(dir, "sub"))).rejects.toMatchObject({
+      code: "invalid_message",
+      message: expect.stringContaining("is not a regular file"),
+    });
     if (process.platform === "win32") return;
     execFileSync("mkfifo", [join(dir, "sub", "fifo.css")]);
-    await expect(embedStylesheets('<link rel="stylesheet" href="fifo.css">', join(dir, "sub"))).rejects.toMatchObject({ code: "invalid_message", message: expect.stringContaining("is not a regular file") });
+    await expect(embedStylesheets('<link rel="stylesheet" href="fifo.css">', join(dir, "sub"))).rejects.toMatchObject({
+      code: "invalid_message",
+      message: expect.stringContaining("is not a regular file"),
+    });
   });
 });
 
@@ -63,11 +77,20 @@ describe("only .css files are stylesheets", () => {
     writeFileSync(join(d, ".env"), "DB_PASSWORD=hunter2\n");
     writeFileSync(join(d, "id_rsa"), "-----BEGIN OPENSSH PRIVATE KEY-----\n");
     writeFileSync(join(d, "ok.CSS"), "p { color: red }\n");
-    for (const html of ['<link rel="stylesheet" href=".env">', '<style>@import "id_rsa";</style>', '<link rel="stylesheet" href="id_rsa?x=.css">']) {
-      await expect(embedStylesheets(html, d), html).rejects.toMatchObject({ code: "invalid_message", message: expect.stringContaining("is not a .css file") });
+    for (const html of [
+      '<link rel="stylesheet" href=".env">',
+      '<style>@import "id_rsa";</style>',
+      '<link rel="stylesheet" href="id_rsa?x=.css">',
+    ]) {
+      await expect(embedStylesheets(html, d), html).rejects.toMatchObject({
+        code: "invalid_message",
+        message: expect.stringContaining("is not a .css file"),
+      });
     }
     writeFileSync(join(d, "imports.css"), '@import ".env";\n');
-    await expect(embedStylesheets('<link rel="stylesheet" href="imports.css">', d)).rejects.toMatchObject({ message: expect.stringContaining('".env"') });
+    await expect(embedStylesheets('<link rel="stylesheet" href="imports.css">', d)).rejects.toMatchObject({
+      message: expect.stringContaining('".env"'),
+    });
     expect((await embedStylesheets('<link rel="stylesheet" href="ok.CSS?v=2">', d)).html).toContain("p { color: red }");
   });
 });

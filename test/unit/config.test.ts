@@ -106,7 +106,13 @@ describe("transport settings", () => {
   it("REST: base URL flag > env, user agent, default timeout", async () => {
     const env: Env = { MAILSEND_BASE_URL: "http://env.example" };
     const a = await resolveTransportConfig({}, env, io);
-    expect(a).toMatchObject({ transport: "rest", baseUrl: "http://env.example", timeoutMs: 30_000, userAgent: USER_AGENT, insecure: false });
+    expect(a).toMatchObject({
+      transport: "rest",
+      baseUrl: "http://env.example",
+      timeoutMs: 30_000,
+      userAgent: USER_AGENT,
+      insecure: false,
+    });
     const b = await resolveTransportConfig({ baseUrl: "http://flag.example", timeout: 5 }, env, io);
     expect(b).toMatchObject({ baseUrl: "http://flag.example", timeoutMs: 5000 });
     expect(USER_AGENT).toMatch(/^mailsend\//);
@@ -125,17 +131,44 @@ describe("transport settings", () => {
     expect(e.hint).toMatch(/MAILSEND_SMTP_HOST/);
 
     const a = await resolveTransportConfig({ transport: "smtp" }, { MAILSEND_SMTP_HOST: "smtp.example.com" }, io);
-    expect(a).toMatchObject({ transport: "smtp", host: "smtp.example.com", port: 587, tls: "starttls", user: "mailsend" });
-    const b = await resolveTransportConfig({ transport: "smtp", smtpPort: 465 }, { MAILSEND_SMTP_HOST: "h.example" }, io);
+    expect(a).toMatchObject({
+      transport: "smtp",
+      host: "smtp.example.com",
+      port: 587,
+      tls: "starttls",
+      user: "mailsend",
+    });
+    const b = await resolveTransportConfig(
+      { transport: "smtp", smtpPort: 465 },
+      { MAILSEND_SMTP_HOST: "h.example" },
+      io,
+    );
     expect(b).toMatchObject({ port: 465, tls: "implicit" });
-    const c = await resolveTransportConfig({}, { MAILSEND_TRANSPORT: "smtp", MAILSEND_SMTP_HOST: "h.example", MAILSEND_SMTP_PORT: "465", MAILSEND_SMTP_USER: "someone" }, io);
+    const c = await resolveTransportConfig(
+      {},
+      {
+        MAILSEND_TRANSPORT: "smtp",
+        MAILSEND_SMTP_HOST: "h.example",
+        MAILSEND_SMTP_PORT: "465",
+        MAILSEND_SMTP_USER: "someone",
+      },
+      io,
+    );
     expect(c).toMatchObject({ port: 465, tls: "implicit", user: "someone" });
-    const d = await resolveTransportConfig({ transport: "smtp", smtpHost: "flag.example", smtpUser: "flaguser" }, { MAILSEND_SMTP_HOST: "env.example", MAILSEND_SMTP_USER: "envuser" }, io);
+    const d = await resolveTransportConfig(
+      { transport: "smtp", smtpHost: "flag.example", smtpUser: "flaguser" },
+      { MAILSEND_SMTP_HOST: "env.example", MAILSEND_SMTP_USER: "envuser" },
+      io,
+    );
     expect(d).toMatchObject({ host: "flag.example", user: "flaguser" });
   });
 
   it("SMTP: an explicit TLS mode on another port is honoured", async () => {
-    const a = await resolveTransportConfig({ transport: "smtp", smtpHost: "h.example", smtpPort: 2525, smtpTls: "implicit" }, {}, io);
+    const a = await resolveTransportConfig(
+      { transport: "smtp", smtpHost: "h.example", smtpPort: 2525, smtpTls: "implicit" },
+      {},
+      io,
+    );
     expect(a).toMatchObject({ port: 2525, tls: "implicit" });
   });
 
@@ -143,7 +176,9 @@ describe("transport settings", () => {
     [465, "starttls"],
     [587, "implicit"],
   ])("SMTP: port %i with %s is a TLS mismatch (78)", async (port, mode) => {
-    const e = await failure(resolveTransportConfig({ transport: "smtp", smtpHost: "h.example", smtpPort: port, smtpTls: mode }, {}, io));
+    const e = await failure(
+      resolveTransportConfig({ transport: "smtp", smtpHost: "h.example", smtpPort: port, smtpTls: mode }, {}, io),
+    );
     expect(e.code).toBe("tls_mismatch");
     expect(e.exitCode).toBe(78);
   });
@@ -154,14 +189,20 @@ describe("transport settings", () => {
     ["an unknown TLS mode", { MAILSEND_SMTP_TLS: "ssl" }],
     ["a zero timeout", { MAILSEND_TIMEOUT: "0" }],
   ])("SMTP: %s is a config error", async (_why, env) => {
-    const e = await failure(resolveTransportConfig({ transport: "smtp" }, { MAILSEND_SMTP_HOST: "h.example", ...env }, io));
+    const e = await failure(
+      resolveTransportConfig({ transport: "smtp" }, { MAILSEND_SMTP_HOST: "h.example", ...env }, io),
+    );
     expect(e.exitCode).toBe(78);
   });
 
   it("reads the key only when it is needed (not for --dry-run)", async () => {
     const dry = await resolveTransportConfig({ baseUrl: "http://x.example" }, {}, { ...stdin(), needKey: false });
     expect(dry.apiKey).toBe("");
-    const real = await resolveTransportConfig({ baseUrl: "http://x.example" }, { MAILSEND_API_KEY: KEY }, { ...stdin(), needKey: true });
+    const real = await resolveTransportConfig(
+      { baseUrl: "http://x.example" },
+      { MAILSEND_API_KEY: KEY },
+      { ...stdin(), needKey: true },
+    );
     expect(real.apiKey).toBe(KEY);
     const e = await failure(resolveTransportConfig({ baseUrl: "http://x.example" }, {}, { ...stdin(), needKey: true }));
     expect(e.exitCode).toBe(78);

@@ -70,7 +70,10 @@ test("the room is twice the last attempt's time when that is longer", async () =
 test("once an attempt may have handed the message over, a retry takes whatever time is left: only it can settle the outcome", async () => {
   vi.spyOn(Math, "random").mockReturnValue(0.95);
   const t = scriptedTransport((n) => {
-    if (n === 0) throw new MailsendError("outcome_unknown", "the connection broke after the message was sent", { mayHaveBeenSent: true });
+    if (n === 0)
+      throw new MailsendError("outcome_unknown", "the connection broke after the message was sent", {
+        mayHaveBeenSent: true,
+      });
   });
   // 475 + 250 > 700 would stop a retry of a clean failure; this one goes, and settles it.
   const r = await deliver(t.transport, message, options(700));

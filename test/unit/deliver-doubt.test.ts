@@ -11,11 +11,18 @@ import { scriptedTransport, testMessage } from "../helpers/deliver.js";
 const message = testMessage("key-123");
 
 const unknown = () =>
-  new MailsendError("outcome_unknown", "the connection to http://127.0.0.1:1 broke after the message was sent (socket hang up)", {
-    mayHaveBeenSent: true,
-    hint: "The message may have been sent. Check before sending again (resending with --idempotency-key key-123 is safe).",
+  new MailsendError(
+    "outcome_unknown",
+    "the connection to http://127.0.0.1:1 broke after the message was sent (socket hang up)",
+    {
+      mayHaveBeenSent: true,
+      hint: "The message may have been sent. Check before sending again (resending with --idempotency-key key-123 is safe).",
+    },
+  );
+const refused = () =>
+  new MailsendError("connection_failed", "cannot reach http://127.0.0.1:1: connection refused", {
+    hint: "Nothing was sent.",
   });
-const refused = () => new MailsendError("connection_failed", "cannot reach http://127.0.0.1:1: connection refused", { hint: "Nothing was sent." });
 
 /** A transport that fails each attempt with the next of `failures` (then succeeds), counting them. */
 const scripted = (failures: Array<() => MailsendError>) =>
@@ -24,7 +31,14 @@ const scripted = (failures: Array<() => MailsendError>) =>
     if (f) throw f();
   });
 
-const options = (retries: number): DeliverOptions => ({ limits: { limit: 0, windowMs: 60_000 }, retries, maxWaitMs: 60_000, noWait: false, deadlineMs: 0, sleep: async () => {} });
+const options = (retries: number): DeliverOptions => ({
+  limits: { limit: 0, windowMs: 60_000 },
+  retries,
+  maxWaitMs: 60_000,
+  noWait: false,
+  deadlineMs: 0,
+  sleep: async () => {},
+});
 
 async function failure(p: Promise<unknown>): Promise<MailsendError> {
   try {
@@ -60,7 +74,8 @@ test("told to wait (503, 429) or out of time after an attempt in doubt: still un
 });
 
 test("a refusal of the message itself after an attempt in doubt stands (the key would have replayed a message the service took)", async () => {
-  const invalid = () => new MailsendError("invalid_message", "the service refused the message (HTTP 422)", { status: 422 });
+  const invalid = () =>
+    new MailsendError("invalid_message", "the service refused the message (HTTP 422)", { status: 422 });
   const err = await failure(deliver(scripted([unknown, invalid]).transport, message, options(2)));
   expect(err.code).toBe("invalid_message");
   expect(err.exitCode).toBe(65);
@@ -97,8 +112,15 @@ test("a 403/404 after an attempt in doubt (a proxy or load balancer in an outage
 
 test("a 429 whose cause is the doubt (a repeat after a broken connection) keeps its wait, and the doubt is reported at the end", async () => {
   const waits: number[] = [];
-  const limited = () => new MailsendError("rate_limited", "rate limit exceeded (HTTP 429)", { status: 429, retryAfter: 7, cause: unknown() });
-  const err = await failure(deliver(scripted([limited, limited]).transport, message, { ...options(1), onWait: (w) => waits.push(w.ms) }));
+  const limited = () =>
+    new MailsendError("rate_limited", "rate limit exceeded (HTTP 429)", {
+      status: 429,
+      retryAfter: 7,
+      cause: unknown(),
+    });
+  const err = await failure(
+    deliver(scripted([limited, limited]).transport, message, { ...options(1), onWait: (w) => waits.push(w.ms) }),
+  );
   // The service's Retry-After was honoured (a rate-limit wait, not a short retry backoff).
   expect(waits).toEqual([7000]);
   expect(err.code).toBe("outcome_unknown");

@@ -28,7 +28,13 @@ function heldTransport() {
           ctx,
           answer: () => {
             ctx.signal?.removeEventListener("abort", onAbort);
-            resolve({ transport: "rest", messageId: `id-${m.idempotencyKey}`, recipients: [], idempotencyKey: m.idempotencyKey, attempts: 1 });
+            resolve({
+              transport: "rest",
+              messageId: `id-${m.idempotencyKey}`,
+              recipients: [],
+              idempotencyKey: m.idempotencyKey,
+              attempts: 1,
+            });
           },
         });
       }),
@@ -36,7 +42,14 @@ function heldTransport() {
   return { transport, held };
 }
 
-const options = (signal: AbortSignal): DeliverOptions => ({ limits: { limit: 0, windowMs: 60_000 }, retries: 0, maxWaitMs: 0, noWait: true, deadlineMs: 60_000, signal });
+const options = (signal: AbortSignal): DeliverOptions => ({
+  limits: { limit: 0, windowMs: 60_000 },
+  retries: 0,
+  maxWaitMs: 0,
+  noWait: true,
+  deadlineMs: 60_000,
+  signal,
+});
 
 test("attempts in flight share one listener on the caller's signal, gone when the last one ends", async () => {
   const { transport, held } = heldTransport();
@@ -59,7 +72,9 @@ test("attempts in flight share one listener on the caller's signal, gone when th
 test("an abort of the caller's signal ends every attempt in flight, and later ones at once", async () => {
   const { transport, held } = heldTransport();
   const caller = new AbortController();
-  const sends = [1, 2].map((i) => deliver(transport, message(`a${i}`), options(caller.signal)).catch((e: unknown) => e));
+  const sends = [1, 2].map((i) =>
+    deliver(transport, message(`a${i}`), options(caller.signal)).catch((e: unknown) => e),
+  );
   await new Promise((r) => setImmediate(r));
   expect(held).toHaveLength(2);
   caller.abort(new Error("stop"));

@@ -8,7 +8,12 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const PAGES = ["README.md", ...readdirSync(join(ROOT, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)];
+const PAGES = [
+  "README.md",
+  ...readdirSync(join(ROOT, "docs"))
+    .filter((f) => f.endsWith(".md"))
+    .map((f) => `docs/${f}`),
+];
 
 /** Outside code blocks: the lines a Markdown renderer reads as text. */
 function proseLines(text: string): string[] {
@@ -26,7 +31,11 @@ function anchorsOf(text: string): Set<string> {
   for (const line of proseLines(text)) {
     const m = /^#{1,6} (.*)$/.exec(line);
     if (!m) continue;
-    const slug = m[1]!.trim().toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, "").replace(/ /g, "-");
+    const slug = m[1]!
+      .trim()
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, "")
+      .replace(/ /g, "-");
     const n = seen.get(slug) ?? 0;
     seen.set(slug, n + 1);
     anchors.add(n ? `${slug}-${n}` : slug);
@@ -62,7 +71,11 @@ describe("links between the README and docs/", () => {
           broken.push(`${target} (no file ${file}): ${line.trim()}`);
           continue;
         }
-        if (anchor !== undefined && file.endsWith(".md") && !anchorsOf(readFileSync(join(ROOT, file), "utf8")).has(anchor)) {
+        if (
+          anchor !== undefined &&
+          file.endsWith(".md") &&
+          !anchorsOf(readFileSync(join(ROOT, file), "utf8")).has(anchor)
+        ) {
           broken.push(`${target} (no heading #${anchor} in ${file}): ${line.trim()}`);
         }
       }

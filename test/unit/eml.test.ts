@@ -34,7 +34,15 @@ describe("stripHeader", () => {
   });
 
   it("matches the name case-insensitively, with space before the colon, every occurrence", () => {
-    const raw = crlf(["BCC: a@example.com", "To: t@example.com", "bcc : b@example.com", "\tc@example.com", "Subject: s", "", "body"]);
+    const raw = crlf([
+      "BCC: a@example.com",
+      "To: t@example.com",
+      "bcc : b@example.com",
+      "\tc@example.com",
+      "Subject: s",
+      "",
+      "body",
+    ]);
     expect(stripHeader(raw, "bcc").toString()).toBe("To: t@example.com\r\nSubject: s\r\n\r\nbody");
   });
 
@@ -49,9 +57,23 @@ describe("stripHeader", () => {
   });
 
   it("leaves 8-bit bytes alone", () => {
-    const raw = Buffer.concat([Buffer.from("Subject: "), Buffer.from("Grüße", "utf8"), Buffer.from("\r\nBcc: x@example.com\r\n\r\n"), Buffer.from([0xff, 0x00, 0x80])]);
+    const raw = Buffer.concat([
+      Buffer.from("Subject: "),
+      Buffer.from("Grüße", "utf8"),
+      Buffer.from("\r\nBcc: x@example.com\r\n\r\n"),
+      Buffer.from([0xff, 0x00, 0x80]),
+    ]);
     const out = stripHeader(raw, "bcc");
-    expect(out.equals(Buffer.concat([Buffer.from("Subject: "), Buffer.from("Grüße", "utf8"), Buffer.from("\r\n\r\n"), Buffer.from([0xff, 0x00, 0x80])]))).toBe(true);
+    expect(
+      out.equals(
+        Buffer.concat([
+          Buffer.from("Subject: "),
+          Buffer.from("Grüße", "utf8"),
+          Buffer.from("\r\n\r\n"),
+          Buffer.from([0xff, 0x00, 0x80]),
+        ]),
+      ),
+    ).toBe(true);
   });
 });
 
@@ -75,7 +97,16 @@ describe("messageFromEml", () => {
   });
 
   it("converts to a send request over REST: html or escaped text, from + name, X- headers", async () => {
-    const raw = crlf(["From: Alice <alice@example.com>", "To: bob@example.com", "Subject: Hi", "X-Tag: t", "Content-Type: text/plain", "", "a < b", ""]);
+    const raw = crlf([
+      "From: Alice <alice@example.com>",
+      "To: bob@example.com",
+      "Subject: Hi",
+      "X-Tag: t",
+      "Content-Type: text/plain",
+      "",
+      "a < b",
+      "",
+    ]);
     const m = await messageFromEml(raw, "m.eml");
     expect(sendRequestFields(m)).toEqual({
       from: "alice@example.com",
@@ -159,38 +190,74 @@ describe("messageFromEml", () => {
 
   it("Latin-1 bytes in a message that says UTF-8 or nothing: REST would get U+FFFD, so it is a REST loss", async () => {
     const head = "From: a@example.com\r\nTo: b@example.com\r\n";
-    const latin = Buffer.concat([Buffer.from(`${head}Subject: x\r\nContent-Type: text/html\r\n\r\n<p>Caf`), Buffer.from([0xe9]), Buffer.from("</p>\r\n")]);
+    const latin = Buffer.concat([
+      Buffer.from(`${head}Subject: x\r\nContent-Type: text/html\r\n\r\n<p>Caf`),
+      Buffer.from([0xe9]),
+      Buffer.from("</p>\r\n"),
+    ]);
     const m = await messageFromEml(latin, "m.eml");
     expect(m.html).toContain("\uFFFD");
     expect(restLoss(m)).toMatch(/charset does not explain/);
-    const subject = Buffer.concat([Buffer.from(`${head}Subject: Caf`), Buffer.from([0xe9]), Buffer.from("\r\n\r\n<p>x</p>\r\n")]);
+    const subject = Buffer.concat([
+      Buffer.from(`${head}Subject: Caf`),
+      Buffer.from([0xe9]),
+      Buffer.from("\r\n\r\n<p>x</p>\r\n"),
+    ]);
     expect(restLoss(await messageFromEml(subject, "m.eml"))).toMatch(/charset does not explain/);
     // UTF-8 that really holds U+FFFD, and Latin-1 that says so, lose nothing.
-    const real = Buffer.from(`${head}Subject: x\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>Caf\u00e9 \uFFFD</p>\r\n`, "utf8");
+    const real = Buffer.from(
+      `${head}Subject: x\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>Caf\u00e9 \uFFFD</p>\r\n`,
+      "utf8",
+    );
     expect(restLoss(await messageFromEml(real, "m.eml"))).toBeUndefined();
-    const said = Buffer.concat([Buffer.from(`${head}Subject: x\r\nContent-Type: text/html; charset=iso-8859-1\r\n\r\n<p>Caf`), Buffer.from([0xe9]), Buffer.from("</p>\r\n")]);
+    const said = Buffer.concat([
+      Buffer.from(`${head}Subject: x\r\nContent-Type: text/html; charset=iso-8859-1\r\n\r\n<p>Caf`),
+      Buffer.from([0xe9]),
+      Buffer.from("</p>\r\n"),
+    ]);
     const m2 = await messageFromEml(said, "m.eml");
     expect(m2.html).toContain("Caf\u00e9");
     expect(restLoss(m2)).toBeUndefined();
   });
 
   it("a message with no body (only a header): REST would have to make one up, so it is a REST loss", async () => {
-    const m = await messageFromEml(Buffer.from("From: a@example.com\r\nTo: b@example.com\r\nSubject: ping\r\n\r\n"), "m.eml");
+    const m = await messageFromEml(
+      Buffer.from("From: a@example.com\r\nTo: b@example.com\r\nSubject: ping\r\n\r\n"),
+      "m.eml",
+    );
     expect(restLoss(m)).toBe("no body (REST needs an HTML one)");
   });
 
   it("a group in To (RFC 5322) stands for its members; an empty one for nobody", async () => {
-    const raw = crlf(["From: a@example.com", "To: team: b@example.com, Cee <c@example.com>;, undisclosed-recipients:;", "Subject: s", "", "x"]);
-    expect((await messageFromEml(raw, "m.eml")).to).toEqual([{ address: "b@example.com" }, { name: "Cee", address: "c@example.com" }]);
+    const raw = crlf([
+      "From: a@example.com",
+      "To: team: b@example.com, Cee <c@example.com>;, undisclosed-recipients:;",
+      "Subject: s",
+      "",
+      "x",
+    ]);
+    expect((await messageFromEml(raw, "m.eml")).to).toEqual([
+      { address: "b@example.com" },
+      { name: "Cee", address: "c@example.com" },
+    ]);
   });
 
   it("collects every To line and keeps them all in the envelope", async () => {
     const raw = crlf(["From: a@example.com", "To: b@example.com", "To: c@example.com", "Subject: s", "", "x"]);
-    expect((await messageFromEml(raw, "m.eml")).to).toEqual([{ address: "b@example.com" }, { address: "c@example.com" }]);
+    expect((await messageFromEml(raw, "m.eml")).to).toEqual([
+      { address: "b@example.com" },
+      { address: "c@example.com" },
+    ]);
   });
 
   it("decodes a quoted encoded word in a display name", async () => {
-    const raw = crlf(['From: "=?UTF-8?Q?J=C3=BCrgen_M=C3=BCller?=" <j@example.de>', "To: Grüße <g@example.de>", "Subject: s", "", "x"]);
+    const raw = crlf([
+      'From: "=?UTF-8?Q?J=C3=BCrgen_M=C3=BCller?=" <j@example.de>',
+      "To: Grüße <g@example.de>",
+      "Subject: s",
+      "",
+      "x",
+    ]);
     const m = await messageFromEml(raw, "m.eml");
     expect(m.from).toEqual({ name: "Jürgen Müller", address: "j@example.de" });
     expect(m.to).toEqual([{ name: "Grüße", address: "g@example.de" }]);
@@ -201,20 +268,42 @@ describe("messageFromEml", () => {
       const m = await messageFromEml(SIMPLE, "m.eml");
       expect(m.idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
       expect(m.raw!.toString().startsWith(`X-Idempotency-Key: ${m.idempotencyKey}\r\nFrom: Alice`)).toBe(true);
-      const lf = await messageFromEml(Buffer.from("From: a@example.com\nTo: b@example.com\nSubject: s\n\nx\n"), "m.eml", "k-lf");
-      expect(lf.raw!.toString()).toBe("X-Idempotency-Key: k-lf\nFrom: a@example.com\nTo: b@example.com\nSubject: s\n\nx\n");
+      const lf = await messageFromEml(
+        Buffer.from("From: a@example.com\nTo: b@example.com\nSubject: s\n\nx\n"),
+        "m.eml",
+        "k-lf",
+      );
+      expect(lf.raw!.toString()).toBe(
+        "X-Idempotency-Key: k-lf\nFrom: a@example.com\nTo: b@example.com\nSubject: s\n\nx\n",
+      );
     });
 
     it("uses the given key, replacing one in the file", async () => {
-      const raw = crlf(["X-Idempotency-Key: from-file", "From: a@example.com", "To: b@example.com", "Subject: s", "", "x"]);
+      const raw = crlf([
+        "X-Idempotency-Key: from-file",
+        "From: a@example.com",
+        "To: b@example.com",
+        "Subject: s",
+        "",
+        "x",
+      ]);
       const m = await messageFromEml(raw, "m.eml", "k-1");
       expect(m.idempotencyKey).toBe("k-1");
-      expect(m.raw!.toString()).toBe("X-Idempotency-Key: k-1\r\nFrom: a@example.com\r\nTo: b@example.com\r\nSubject: s\r\n\r\nx");
+      expect(m.raw!.toString()).toBe(
+        "X-Idempotency-Key: k-1\r\nFrom: a@example.com\r\nTo: b@example.com\r\nSubject: s\r\n\r\nx",
+      );
       expect(m.headers).toEqual([]);
     });
 
     it("adopts the file's key and leaves the file as it is", async () => {
-      const raw = crlf(["From: a@example.com", "To: b@example.com", "X-Idempotency-Key: from-file", "Subject: s", "", "x"]);
+      const raw = crlf([
+        "From: a@example.com",
+        "To: b@example.com",
+        "X-Idempotency-Key: from-file",
+        "Subject: s",
+        "",
+        "x",
+      ]);
       const m = await messageFromEml(raw, "m.eml");
       expect(m.idempotencyKey).toBe("from-file");
       expect(m.raw!.equals(raw)).toBe(true);
@@ -227,9 +316,15 @@ describe("messageFromEml", () => {
     ["no From", "To: b@example.com\r\nSubject: s\r\n\r\nx"],
     ["two From addresses", "From: a@example.com, c@example.com\r\nTo: b@example.com\r\nSubject: s\r\n\r\nx"],
     ["no recipients", "From: a@example.com\r\nSubject: s\r\n\r\nx"],
-    ["a group without its ending ;", "From: a@example.com\r\nTo: team: b@example.com, c@example.com\r\nSubject: s\r\n\r\nx"],
+    [
+      "a group without its ending ;",
+      "From: a@example.com\r\nTo: team: b@example.com, c@example.com\r\nSubject: s\r\n\r\nx",
+    ],
     ["an invalid To address", "From: a@example.com\r\nTo: not-an-address\r\nSubject: s\r\n\r\nx"],
-    ["two Reply-To", "From: a@example.com\r\nTo: b@example.com\r\nReply-To: c@example.com, d@example.com\r\nSubject: s\r\n\r\nx"],
+    [
+      "two Reply-To",
+      "From: a@example.com\r\nTo: b@example.com\r\nReply-To: c@example.com, d@example.com\r\nSubject: s\r\n\r\nx",
+    ],
     [
       "an encoded CR LF in the subject",
       `From: a@example.com\r\nTo: b@example.com\r\nSubject: =?UTF-8?B?${Buffer.from("Hi\r\nBcc: e@example.com").toString("base64")}?=\r\n\r\nx`,
@@ -241,7 +336,10 @@ describe("messageFromEml", () => {
     ["two From lines", "From: a@example.com\r\nFrom: c@example.com\r\nTo: b@example.com\r\nSubject: s\r\n\r\nx"],
     ["an addr-spec before an angle address", "From: a@example.com\r\nTo: a@x.com <b@y.com>\r\nSubject: s\r\n\r\nx"],
     ["an unquoted comma in a name", "From: a@example.com\r\nTo: Doe, John <j@example.com>\r\nSubject: s\r\n\r\nx"],
-    ["a key with spaces in X-Idempotency-Key", "X-Idempotency-Key: a b\r\nFrom: a@example.com\r\nTo: b@example.com\r\nSubject: s\r\n\r\nx"],
+    [
+      "a key with spaces in X-Idempotency-Key",
+      "X-Idempotency-Key: a b\r\nFrom: a@example.com\r\nTo: b@example.com\r\nSubject: s\r\n\r\nx",
+    ],
     [
       "an encoded CR LF in an attachment file name",
       [

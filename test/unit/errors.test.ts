@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { EXIT, exitCodeFor, localFileError, MailsendError, toMailsendError, type ErrorCode } from "../../src/core/errors.js";
+import {
+  EXIT,
+  exitCodeFor,
+  localFileError,
+  MailsendError,
+  toMailsendError,
+  type ErrorCode,
+} from "../../src/core/errors.js";
 
 // The sysexits table, restated here on purpose: a change to the table must be a deliberate one.
 const TABLE: Record<ErrorCode, number> = {
@@ -78,7 +85,11 @@ describe("MailsendError", () => {
   });
 
   it("toJSON is the --json error shape, without empty fields", () => {
-    expect(new MailsendError("usage", "missing --to").toJSON()).toEqual({ code: "usage", message: "missing --to", exit: 64 });
+    expect(new MailsendError("usage", "missing --to").toJSON()).toEqual({
+      code: "usage",
+      message: "missing --to",
+      exit: 64,
+    });
     expect(new MailsendError("auth_failed", "no", { hint: "check the key", status: 401 }).toJSON()).toEqual({
       code: "auth_failed",
       message: "no",

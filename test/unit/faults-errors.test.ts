@@ -27,7 +27,11 @@ describe("toMailsendError: a file system's refusal is never 'internal error' (70
   });
 
   it("an EACCES with a path is 73 and names the path", () => {
-    const fake = Object.assign(new Error("EACCES: permission denied, open '/etc/x'"), { code: "EACCES", syscall: "open", path: "/etc/x" });
+    const fake = Object.assign(new Error("EACCES: permission denied, open '/etc/x'"), {
+      code: "EACCES",
+      syscall: "open",
+      path: "/etc/x",
+    });
     const e = toMailsendError(fake);
     expect(e.exitCode).toBe(73);
     expect(e.message).toBe("cannot write the file /etc/x: permission denied");

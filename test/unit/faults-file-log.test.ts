@@ -26,11 +26,14 @@ describe("file store as a log", () => {
     const dir = tmp();
     let now = 1_700_000_000_000;
     const clock = () => now;
-    const stores = [new FileSlotStore({ dir, keyHash: "k", now: clock }), new FileSlotStore({ dir, keyHash: "k", now: clock })];
+    const stores = [
+      new FileSlotStore({ dir, keyHash: "k", now: clock }),
+      new FileSlotStore({ dir, keyHash: "k", now: clock }),
+    ];
     const limits = { limit: 5, windowMs: 10_000 };
     let model: LogState = EMPTY;
     let seed = 42;
-    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const rnd = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const live: string[] = [];
     for (let i = 0; i < 3000; i++) {
       now += Math.floor(rnd() * 900);
@@ -94,7 +97,16 @@ describe("file store as a log", () => {
   test("the single-object file of earlier versions is read as it is", async () => {
     const dir = tmp();
     const now = Date.now();
-    writeFileSync(join(dir, "k.json"), JSON.stringify({ entries: [{ t: now, id: "x" }, { t: now, id: "y" }], blockedUntil: 0 }));
+    writeFileSync(
+      join(dir, "k.json"),
+      JSON.stringify({
+        entries: [
+          { t: now, id: "x" },
+          { t: now, id: "y" },
+        ],
+        blockedUntil: 0,
+      }),
+    );
     const store = new FileSlotStore({ dir, keyHash: "k" });
     expect(await store.used({ limit: 2, windowMs: 60_000 })).toBe(2);
     expect((await store.tryTake("z", { limit: 2, windowMs: 60_000 })).ok).toBe(false);

@@ -7,11 +7,13 @@ describe("--inline-css: what stays in a <style> block", () => {
       '<html><head><style>\n@import url("https://fonts.googleapis.com/css2?family=Roboto");\n@import url(https://cdn.example.com/print.css) print;\n.b { color: blue; }\n@import "late.css";\n</style></head><body><p class="b">x</p></body></html>';
     const out = await inlineCss(html);
     expect(out).toMatch(/<p class="b" style="color: blue;?">x<\/p>/);
-    expect(out).toContain('<style>\n@import url("https://fonts.googleapis.com/css2?family=Roboto");\n@import url(https://cdn.example.com/print.css) print;\n');
+    expect(out).toContain(
+      '<style>\n@import url("https://fonts.googleapis.com/css2?family=Roboto");\n@import url(https://cdn.example.com/print.css) print;\n',
+    );
     expect(out).not.toContain("late.css");
   });
 
-  it("a quoted string in a selector does not take the next kept block into its rule: a[title=\"x\"] before @supports", async () => {
+  it('a quoted string in a selector does not take the next kept block into its rule: a[title="x"] before @supports', async () => {
     const supports = "@supports (display: grid) { .g { display: grid; } }";
     const html = `<html><head><style>\na[title="x"] { color: red; }\n${supports}\n</style></head><body><a title="x" class="g">x</a></body></html>`;
     const out = await inlineCss(html);
@@ -19,7 +21,7 @@ describe("--inline-css: what stays in a <style> block", () => {
     expect(out).toContain(supports);
   });
 
-  it("a block for screen among other media (media=\"screen, projection\" of older templates) is put on the elements; print and conditional ones stay blocks", async () => {
+  it('a block for screen among other media (media="screen, projection" of older templates) is put on the elements; print and conditional ones stay blocks', async () => {
     const html =
       '<html><head><style media="screen, projection">.a { color: red; }</style><style media="print">.n { display: none; }</style><style media="screen and (max-width: 600px)">.a { color: blue; }</style></head><body><p class="a n">x</p></body></html>';
     const out = await inlineCss(html);

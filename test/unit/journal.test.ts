@@ -1,4 +1,15 @@
-import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, expect, test } from "vitest";
@@ -162,7 +173,10 @@ test("a journal cut short before its header was whole (a full disk, a kill -9 as
     expect(j.replaced).toBeUndefined();
     await j.durable();
     await j.close();
-    const header = JSON.parse(readFileSync(path, "utf8").split("\n")[0]!) as { mailsend_journal: number; batch: string };
+    const header = JSON.parse(readFileSync(path, "utf8").split("\n")[0]!) as {
+      mailsend_journal: number;
+      batch: string;
+    };
     expect(header.mailsend_journal).toBe(1);
     expect(header.batch).not.toBe("b1");
   }
@@ -198,5 +212,8 @@ test("a file's identity is its content: saved again unchanged (new mtime) it is 
   // A finished journal written by an earlier version for this very file (its identity then) is resumed, not replaced.
   const path = journalFile(new Date(Date.now() - 3600_000), [{ i: 0, s: "done", k: "b1-0", id: "m0" }]);
   expect(Journal.plan({ path, input: "cNEW", legacyInput: "fp1", fresh: false, resume: false }).action).toBe("resume");
-  expect(Journal.plan({ path, input: "cNEW", legacyInput: "other", fresh: false, resume: false })).toMatchObject({ action: "replace", reason: "input_changed" });
+  expect(Journal.plan({ path, input: "cNEW", legacyInput: "other", fresh: false, resume: false })).toMatchObject({
+    action: "replace",
+    reason: "input_changed",
+  });
 });

@@ -45,7 +45,12 @@ describe("the time a slot counts from", () => {
     expect(answeredAt(now, elapsed)).toBe(9_960); // 9,959.8 rounded up: never before the answer's millisecond
     expect(reads).toEqual(["elapsed", "now"]);
     expect(answeredAt(() => 10_000)).toBe(10_000);
-    expect(answeredAt(() => 10_000, () => -5)).toBe(10_000); // a clock oddity never moves it later than now
+    expect(
+      answeredAt(
+        () => 10_000,
+        () => -5,
+      ),
+    ).toBe(10_000); // a clock oddity never moves it later than now
     // Never earlier than the slot was taken.
     const taken = tryTake(EMPTY, 9_990, { limit: 1, windowMs: 1_000 }, "a");
     expect(taken.ok).toBe(true);
@@ -88,7 +93,13 @@ describe("the time a slot counts from", () => {
   test("deliver hands the store the time since the answer on success, and nothing on a failure", async () => {
     let mono = 5_000n;
     vi.spyOn(process.hrtime, "bigint").mockImplementation(() => mono * 1_000_000n);
-    const ok: SendResult = { transport: "rest", messageId: "m1", recipients: ["a@example.com"], idempotencyKey: "k1", attempts: 1 };
+    const ok: SendResult = {
+      transport: "rest",
+      messageId: "m1",
+      recipients: ["a@example.com"],
+      idempotencyKey: "k1",
+      attempts: 1,
+    };
     const transport = (outcome: "ok" | MailsendError): Transport => ({
       name: "rest",
       async send() {
@@ -111,11 +122,24 @@ describe("the time a slot counts from", () => {
       used: async () => 0,
       close: async () => {},
     };
-    const base = { store, limits: { limit: 10, windowMs: 5_000 }, retries: 0, maxWaitMs: 60_000, noWait: false, sleep: async () => {} };
+    const base = {
+      store,
+      limits: { limit: 10, windowMs: 5_000 },
+      retries: 0,
+      maxWaitMs: 60_000,
+      noWait: false,
+      sleep: async () => {},
+    };
     await deliver(transport("ok"), { idempotencyKey: "k1" } as Message, base);
     expect(seen).toEqual([250]);
     // A failure that may have reached the service: counted from the book-keeping's own now (later, so safe).
-    await expect(deliver(transport(new MailsendError("service_error", "500", { status: 500, mayHaveBeenSent: true })), { idempotencyKey: "k1" } as Message, base)).rejects.toThrow();
+    await expect(
+      deliver(
+        transport(new MailsendError("service_error", "500", { status: 500, mayHaveBeenSent: true })),
+        { idempotencyKey: "k1" } as Message,
+        base,
+      ),
+    ).rejects.toThrow();
     expect(seen).toEqual([250, undefined]);
   });
 
@@ -159,7 +183,10 @@ describe("the time a slot counts from", () => {
     // And tight: how long after its slot freed each arrival came (slots counted from their records
     // rather than from the answers would put the median well above this bound, with this seed).
     const sorted = [...arrivals].sort((a, b) => a - b);
-    const lags = sorted.slice(3).map((t, i) => t - sorted[i]! - W).sort((a, b) => a - b);
+    const lags = sorted
+      .slice(3)
+      .map((t, i) => t - sorted[i]! - W)
+      .sort((a, b) => a - b);
     expect(lags[lags.length >> 1]).toBeLessThan(80);
   });
 });

@@ -13,12 +13,18 @@ import { lacks, redisServer } from "../helpers/tools.js";
 
 const LIMITS = { limit: 5, windowMs: 60_000 };
 
-function store(url: string, env: Record<string, string> = {}, opts: RedisStoreOptions & { caFile?: string; key?: string } = {}): RedisSlotStore {
+function store(
+  url: string,
+  env: Record<string, string> = {},
+  opts: RedisStoreOptions & { caFile?: string; key?: string } = {},
+): RedisSlotStore {
   const config = redisConfigFrom({ MAILSEND_RATE_LIMIT_URL: url, ...env }, opts.caFile ? { caFile: opts.caFile } : {})!;
   return new RedisSlotStore(config, opts.key ?? `k${Math.random().toString(36).slice(2)}`, opts);
 }
 
-async function failure(p: Promise<unknown>): Promise<{ code: string; exitCode: number; message: string; hint?: string }> {
+async function failure(
+  p: Promise<unknown>,
+): Promise<{ code: string; exitCode: number; message: string; hint?: string }> {
   try {
     await p;
   } catch (e) {
@@ -46,7 +52,9 @@ describe.skipIf(lacks(redisServer))("redis slot store", () => {
     const a = store(redis.url, {}, { key: "shared1" });
     const b = store(redis.url, {}, { key: "shared1" });
     try {
-      const results = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).tryTake(`id${i}`, limits)));
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).tryTake(`id${i}`, limits)),
+      );
       expect(results.filter((r) => r.ok).length).toBe(6);
       const refused = results.find((r) => !r.ok);
       expect(refused && !refused.ok && refused.waitMs).toBeGreaterThan(59_000);
@@ -132,7 +140,11 @@ describe.skipIf(lacks(redisServer))("redis slot store", () => {
     const a = store(`${redis.url}/3`, {}, { key: "dbtest" });
     try {
       expect((await a.tryTake("x", LIMITS)).ok).toBe(true);
-      const keys = execFileSync("redis-cli", ["-p", String(redis.port), "-n", "3", "--raw", "KEYS", "mailsend:ratelimit:dbtest*"], { encoding: "utf8" });
+      const keys = execFileSync(
+        "redis-cli",
+        ["-p", String(redis.port), "-n", "3", "--raw", "KEYS", "mailsend:ratelimit:dbtest*"],
+        { encoding: "utf8" },
+      );
       expect(keys).toContain("mailsend:ratelimit:dbtest");
     } finally {
       await a.close();
@@ -265,7 +277,26 @@ describe.skipIf(lacks(redisServer))("redis credentials", () => {
     redis = await startRedis({
       password: "default-secret",
       users: [
-        ["budget", "on", ">budget-secret", "~mailsend:*", "+select", "+eval", "+evalsha", "+zrem", "+ping", "+time", "+get", "+set", "+zadd", "+zcard", "+zrange", "+zscore", "+zremrangebyscore", "+pexpire"],
+        [
+          "budget",
+          "on",
+          ">budget-secret",
+          "~mailsend:*",
+          "+select",
+          "+eval",
+          "+evalsha",
+          "+zrem",
+          "+ping",
+          "+time",
+          "+get",
+          "+set",
+          "+zadd",
+          "+zcard",
+          "+zrange",
+          "+zscore",
+          "+zremrangebyscore",
+          "+pexpire",
+        ],
         ["reader", "on", ">reader-secret", "~*", "+get", "+ping"],
       ],
     });
@@ -386,7 +417,11 @@ describe.skipIf(lacks(redisServer))("redis through Sentinel", () => {
   });
 
   test("the master found through the sentinels holds the log", async () => {
-    const s = store(`redis-sentinel://:master-secret@127.0.0.1:${sentinel.port}/budgetmaster`, {}, { key: "sentinel1" });
+    const s = store(
+      `redis-sentinel://:master-secret@127.0.0.1:${sentinel.port}/budgetmaster`,
+      {},
+      { key: "sentinel1" },
+    );
     try {
       expect((await s.tryTake("a", LIMITS)).ok).toBe(true);
       const p = await s.probe();

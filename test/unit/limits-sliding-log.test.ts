@@ -32,7 +32,7 @@ describe("sliding log", () => {
     const sent: number[] = [];
     let now = 0;
     let seed = 42;
-    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     for (let step = 0; step < 5000; step++) {
       now += Math.floor(rand() * 3000);
       const r = tryTake(s, now, limits, `s${step}`);

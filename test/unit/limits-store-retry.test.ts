@@ -7,7 +7,13 @@ import type { Message } from "../../src/core/message.js";
 import type { SendResult, Transport } from "../../src/core/transport.js";
 import { keyHash } from "../../src/limits/budget.js";
 import { resolveLimits } from "../../src/settings/budget.js";
-import { FALLBACK_STATE_ROOT, fallbackStateDir, ephemeralMount, otherStateDir, stateDir } from "../../src/settings/state-dir.js";
+import {
+  FALLBACK_STATE_ROOT,
+  fallbackStateDir,
+  ephemeralMount,
+  otherStateDir,
+  stateDir,
+} from "../../src/settings/state-dir.js";
 import { carriesIdempotencyKey, deliver } from "../../src/limits/deliver.js";
 import { FileSlotStore } from "../../src/limits/file-store.js";
 import { backoffMs, retryVerdict, shouldRetry } from "../../src/limits/retry.js";
@@ -28,9 +34,7 @@ describe("file slot store", () => {
     const dir = tmp();
     const limits = { limit: 7, windowMs: 60_000 };
     const stores = Array.from({ length: 4 }, () => new FileSlotStore({ dir, keyHash: "k" }));
-    const results = await Promise.all(
-      Array.from({ length: 40 }, (_, i) => stores[i % 4]!.tryTake(`id${i}`, limits)),
-    );
+    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => stores[i % 4]!.tryTake(`id${i}`, limits)));
     expect(results.filter((r) => r.ok).length).toBe(7);
     expect(await stores[0]!.used(limits)).toBe(7);
   });
@@ -58,46 +62,54 @@ describe("file slot store", () => {
     const missing = join(tmp(), "no-such-home");
     expect(stateDir({ HOME: missing }, "linux", () => "/var/tmp/mailsend-test")).toBe("/var/tmp/mailsend-test");
     expect(existsSync(missing)).toBe(false);
-    expect(stateDir({ HOME: missing, XDG_STATE_HOME: xdg }, "linux", () => "/var/tmp/mailsend-test")).toBe(join(xdg, "mailsend"));
+    expect(stateDir({ HOME: missing, XDG_STATE_HOME: xdg }, "linux", () => "/var/tmp/mailsend-test")).toBe(
+      join(xdg, "mailsend"),
+    );
   });
 
-  test.skipIf(process.platform === "win32")("a home this user cannot write: a private /var/tmp/mailsend-<uid> instead, never one another user made", () => {
-    const root = tmp();
-    const uid = process.getuid!();
-    const made = fallbackStateDir(root);
-    expect(made).toBe(join(root, `mailsend-${uid}`));
-    expect(statSync(made!).mode & 0o777).toBe(0o700);
-    // Found again as it is: the same dir for every process of this user.
-    expect(fallbackStateDir(root)).toBe(made);
-    // Open to others (made by someone else, or chmod'ed): not used.
-    chmodSync(made!, 0o755);
-    expect(fallbackStateDir(root)).toBeUndefined();
-    // A link planted in its place: not followed.
-    const other = tmp();
-    rmSync(made!, { recursive: true });
-    chmodSync(other, 0o700);
-    symlinkSync(other, made!);
-    expect(fallbackStateDir(root)).toBeUndefined();
-    // Not a directory: nothing.
-    rmSync(made!);
-    writeFileSync(made!, "");
-    expect(fallbackStateDir(root)).toBeUndefined();
-    expect(FALLBACK_STATE_ROOT).toBe("/var/tmp");
-  });
+  test.skipIf(process.platform === "win32")(
+    "a home this user cannot write: a private /var/tmp/mailsend-<uid> instead, never one another user made",
+    () => {
+      const root = tmp();
+      const uid = process.getuid!();
+      const made = fallbackStateDir(root);
+      expect(made).toBe(join(root, `mailsend-${uid}`));
+      expect(statSync(made!).mode & 0o777).toBe(0o700);
+      // Found again as it is: the same dir for every process of this user.
+      expect(fallbackStateDir(root)).toBe(made);
+      // Open to others (made by someone else, or chmod'ed): not used.
+      chmodSync(made!, 0o755);
+      expect(fallbackStateDir(root)).toBeUndefined();
+      // A link planted in its place: not followed.
+      const other = tmp();
+      rmSync(made!, { recursive: true });
+      chmodSync(other, 0o700);
+      symlinkSync(other, made!);
+      expect(fallbackStateDir(root)).toBeUndefined();
+      // Not a directory: nothing.
+      rmSync(made!);
+      writeFileSync(made!, "");
+      expect(fallbackStateDir(root)).toBeUndefined();
+      expect(FALLBACK_STATE_ROOT).toBe("/var/tmp");
+    },
+  );
 
-  test.skipIf(process.platform === "win32")("the other state dir (mail left in /var/tmp) is named only when this user made it for itself", () => {
-    const root = tmp();
-    const env = { HOME: tmp() };
-    const dir = join(root, `mailsend-${process.getuid!()}`);
-    expect(otherStateDir(env, root)).toBeUndefined();
-    mkdirSync(dir, { mode: 0o777 });
-    chmodSync(dir, 0o777);
-    // Open to all (as a dir another user made would be): not ours to point at.
-    expect(otherStateDir(env, root)).toBeUndefined();
-    chmodSync(dir, 0o700);
-    expect(otherStateDir(env, root)).toBe(dir);
-    expect(otherStateDir({ ...env, MAILSEND_STATE_DIR: "/x" }, root)).toBeUndefined();
-  });
+  test.skipIf(process.platform === "win32")(
+    "the other state dir (mail left in /var/tmp) is named only when this user made it for itself",
+    () => {
+      const root = tmp();
+      const env = { HOME: tmp() };
+      const dir = join(root, `mailsend-${process.getuid!()}`);
+      expect(otherStateDir(env, root)).toBeUndefined();
+      mkdirSync(dir, { mode: 0o777 });
+      chmodSync(dir, 0o777);
+      // Open to all (as a dir another user made would be): not ours to point at.
+      expect(otherStateDir(env, root)).toBeUndefined();
+      chmodSync(dir, 0o700);
+      expect(otherStateDir(env, root)).toBe(dir);
+      expect(otherStateDir({ ...env, MAILSEND_STATE_DIR: "/x" }, root)).toBeUndefined();
+    },
+  );
 
   test("systemd's PrivateTmp /var/tmp (a service's own, removed when it stops) is told from a /var/tmp partition", () => {
     const privateTmp = [
@@ -106,16 +118,30 @@ describe("file slot store", () => {
       "311 22 8:1 /var/tmp/systemd-private-4f2a-php8.2-fpm.service-Xy34Ef/tmp /var/tmp rw,relatime shared:191 - ext4 /dev/sda1 rw",
     ].join("\n");
     expect(ephemeralMount("/var/tmp", privateTmp)).toBe(true);
-    const partition = ["22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw", "40 22 8:3 / /var/tmp rw,relatime - ext4 /dev/sda3 rw"].join("\n");
+    const partition = [
+      "22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw",
+      "40 22 8:3 / /var/tmp rw,relatime - ext4 /dev/sda3 rw",
+    ].join("\n");
     expect(ephemeralMount("/var/tmp", partition)).toBe(false);
     expect(ephemeralMount("/var/tmp", "22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw")).toBe(false);
     // A tmpfs there (systemd's TemporaryFileSystem=): gone with the service or the boot.
-    expect(ephemeralMount("/var/tmp", ["22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw", "90 22 0:52 / /var/tmp rw,nosuid,nodev - tmpfs tmpfs rw,size=1024k"].join("\n"))).toBe(true);
+    expect(
+      ephemeralMount(
+        "/var/tmp",
+        [
+          "22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw",
+          "90 22 0:52 / /var/tmp rw,nosuid,nodev - tmpfs tmpfs rw,size=1024k",
+        ].join("\n"),
+      ),
+    ).toBe(true);
   });
 
   test("limits come from the flag, then the environment, then 60 per minute", () => {
     expect(resolveLimits({}, {})).toEqual({ limit: 60, windowMs: 60_000 });
-    expect(resolveLimits({}, { MAILSEND_RATE_LIMIT: "10", MAILSEND_RATE_WINDOW: "5" })).toEqual({ limit: 10, windowMs: 5_000 });
+    expect(resolveLimits({}, { MAILSEND_RATE_LIMIT: "10", MAILSEND_RATE_WINDOW: "5" })).toEqual({
+      limit: 10,
+      windowMs: 5_000,
+    });
     expect(resolveLimits({ rateLimit: 3 }, { MAILSEND_RATE_LIMIT: "10" }).limit).toBe(3);
     expect(() => resolveLimits({}, { MAILSEND_RATE_LIMIT: "ten" })).toThrow(/whole number/);
   });
@@ -161,7 +187,13 @@ describe("retry policy", () => {
 
 describe("deliver", () => {
   const message = { idempotencyKey: "k1" } as Message;
-  const ok: SendResult = { transport: "rest", messageId: "m1", recipients: ["a@example.com"], idempotencyKey: "k1", attempts: 1 };
+  const ok: SendResult = {
+    transport: "rest",
+    messageId: "m1",
+    recipients: ["a@example.com"],
+    idempotencyKey: "k1",
+    attempts: 1,
+  };
 
   function script(outcomes: Array<MailsendError | "ok">): Transport & { calls: number } {
     return {
@@ -202,7 +234,13 @@ describe("deliver", () => {
     };
   }
 
-  const base = { limits: { limit: 60, windowMs: 60_000 }, retries: 3, maxWaitMs: 600_000, noWait: false, sleep: async () => {} };
+  const base = {
+    limits: { limit: 60, windowMs: 60_000 },
+    retries: 3,
+    maxWaitMs: 600_000,
+    noWait: false,
+    sleep: async () => {},
+  };
 
   test("retries a connection failure, giving the unused slot back, and counts attempts", async () => {
     const t = script([new MailsendError("connection_failed", "refused"), "ok"]);
@@ -229,7 +267,10 @@ describe("deliver", () => {
     try {
       const sleep = async (ms: number) => void (clock.now += ms);
       let first = true;
-      const store: SlotStore = { ...memoryStore(), tryTake: async () => (first ? ((first = false), { ok: false, waitMs: 1500 }) : { ok: true }) };
+      const store: SlotStore = {
+        ...memoryStore(),
+        tryTake: async () => (first ? ((first = false), { ok: false, waitMs: 1500 }) : { ok: true }),
+      };
       const t = script([new MailsendError("connection_failed", "refused"), "ok"]);
       const r = await deliver(t, message, { ...base, store, sleep, onWait: () => {} });
       expect(r.attempts).toBe(2);
@@ -252,7 +293,10 @@ describe("deliver", () => {
   test("stops after --retries and reports the attempts", async () => {
     const e = () => new MailsendError("temporary_failure", "451");
     const t = script([e(), e(), e(), e(), e()]);
-    await expect(deliver(t, message, { ...base, retries: 2 })).rejects.toMatchObject({ code: "temporary_failure", attempts: 3 });
+    await expect(deliver(t, message, { ...base, retries: 2 })).rejects.toMatchObject({
+      code: "temporary_failure",
+      attempts: 3,
+    });
     expect(t.calls).toBe(3);
   });
 
@@ -266,8 +310,13 @@ describe("deliver", () => {
 
   test("--no-wait fails at once when the budget is used up; --max-wait bounds the wait", async () => {
     const full: SlotStore = { ...memoryStore(), tryTake: async () => ({ ok: false, waitMs: 30_000 }) };
-    await expect(deliver(script(["ok"]), message, { ...base, store: full, noWait: true })).rejects.toMatchObject({ code: "rate_limited", retryAfter: 30 });
-    await expect(deliver(script(["ok"]), message, { ...base, store: full, maxWaitMs: 10_000 })).rejects.toThrow(/--max-wait/);
+    await expect(deliver(script(["ok"]), message, { ...base, store: full, noWait: true })).rejects.toMatchObject({
+      code: "rate_limited",
+      retryAfter: 30,
+    });
+    await expect(deliver(script(["ok"]), message, { ...base, store: full, maxWaitMs: 10_000 })).rejects.toThrow(
+      /--max-wait/,
+    );
   });
 
   test("a 429 is a wait for a slot: --no-wait fails at once (the budget still holds back), --max-wait bounds it, --deadline does not", async () => {
@@ -276,7 +325,10 @@ describe("deliver", () => {
     const sleep = async (ms: number) => void slept.push(ms);
     const store = memoryStore();
     const once = script([refusal(), "ok"]);
-    await expect(deliver(once, message, { ...base, store, sleep, noWait: true })).rejects.toMatchObject({ code: "rate_limited", attempts: 1 });
+    await expect(deliver(once, message, { ...base, store, sleep, noWait: true })).rejects.toMatchObject({
+      code: "rate_limited",
+      attempts: 1,
+    });
     expect(once.calls).toBe(1);
     expect(slept).toEqual([]);
     expect(store.log).toContain("block 20000");
@@ -285,10 +337,15 @@ describe("deliver", () => {
     const r = await deliver(waited, message, { ...base, sleep, deadlineMs: 5_000 });
     expect(r.attempts).toBe(2);
     expect(slept).toEqual([20_000]);
-    await expect(deliver(script([refusal(), "ok"]), message, { ...base, sleep, maxWaitMs: 10_000 })).rejects.toMatchObject({ code: "rate_limited", attempts: 1 });
+    await expect(
+      deliver(script([refusal(), "ok"]), message, { ...base, sleep, maxWaitMs: 10_000 }),
+    ).rejects.toMatchObject({ code: "rate_limited", attempts: 1 });
     // Any other failure's backoff still counts against the deadline.
     const e = () => new MailsendError("temporary_failure", "451");
-    await expect(deliver(script([e(), "ok"]), message, { ...base, sleep, deadlineMs: 1 })).rejects.toMatchObject({ code: "temporary_failure", attempts: 1 });
+    await expect(deliver(script([e(), "ok"]), message, { ...base, sleep, deadlineMs: 1 })).rejects.toMatchObject({
+      code: "temporary_failure",
+      attempts: 1,
+    });
   });
 });
 
@@ -323,7 +380,9 @@ describe("deliver's own sleep", () => {
     live.signal.removeEventListener = ((...a: Parameters<typeof remove>) => (removed++, remove(...a))) as typeof remove;
     const quick = { ...base, retries: 2 };
     // Backoff with full jitter from 500 ms: two short real sleeps.
-    await expect(deliver(t, { idempotencyKey: "k" } as Message, { ...quick, signal: live.signal })).rejects.toMatchObject({ code: "connection_failed", attempts: 3 });
+    await expect(
+      deliver(t, { idempotencyKey: "k" } as Message, { ...quick, signal: live.signal }),
+    ).rejects.toMatchObject({ code: "connection_failed", attempts: 3 });
     expect(added).toBe(2);
     expect(removed).toBe(2);
   });

@@ -30,7 +30,9 @@ const released = (a: Attempt) => {
 
 /** A pid that was a process and is no more (a child that exited and was reaped). */
 function deadPid(): number {
-  return Number(execFileSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], { encoding: "utf8" }));
+  return Number(
+    execFileSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], { encoding: "utf8" }),
+  );
 }
 
 async function live(cmd: string, args: string[]): Promise<number> {
@@ -76,7 +78,7 @@ describe("core/lock", () => {
     released(tryLock(path, opts));
   });
 
-  it("a lock whose process is gone is broken (also an earlier version's rate-limit lock, \"<pid> <ms>\")", () => {
+  it('a lock whose process is gone is broken (also an earlier version\'s rate-limit lock, "<pid> <ms>")', () => {
     const dead = deadPid();
     for (const text of [`${dead} 12345\n`, `${dead}\n`, `${dead} ${Date.now()}`]) {
       const path = lockPath();
@@ -152,7 +154,14 @@ describe("core/lock", () => {
   it("with releaseOnExit it is given back as its process exits; a holder killed with -9 leaves it, and it is taken over", async () => {
     // The module as a process of its own would load it: bundled for a plain node child.
     const mod = join(tmp.dir, "lock.mjs");
-    buildSync({ entryPoints: [join(import.meta.dirname, "../../src/core/lock.ts")], bundle: true, platform: "node", format: "esm", outfile: mod, logLevel: "silent" });
+    buildSync({
+      entryPoints: [join(import.meta.dirname, "../../src/core/lock.ts")],
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      outfile: mod,
+      logLevel: "silent",
+    });
     const take = (path: string, wait: boolean) =>
       `import { tryLock } from ${JSON.stringify(mod)}; const a = tryLock(${JSON.stringify(path)}, { what: "test lock", releaseOnExit: true }); if (!a.release) process.exit(3); process.stdout.write("held\\n"); ${wait ? "setTimeout(() => {}, 300000);" : "process.exitCode = 0;"}`;
     const exits = lockPath();
@@ -160,7 +169,9 @@ describe("core/lock", () => {
     expect(existsSync(exits)).toBe(false);
 
     const killed = lockPath();
-    const c = spawn(process.execPath, ["--input-type=module", "-e", take(killed, true)], { stdio: ["ignore", "pipe", "ignore"] });
+    const c = spawn(process.execPath, ["--input-type=module", "-e", take(killed, true)], {
+      stdio: ["ignore", "pipe", "ignore"],
+    });
     children.push(c);
     await new Promise<void>((r) => c.stdout!.once("data", () => r()));
     // Held by a live process of its own.
@@ -210,7 +221,11 @@ describe("core/lock", () => {
         return undefined;
       };
       let pid: number | undefined;
-      for (let i = 0; i < 250 && !(readFileSync(`/proc/${ppid}/cmdline`, "latin1") === "sleep\u000061\u0000" && (pid = childOf())); i++) {
+      for (
+        let i = 0;
+        i < 250 && !(readFileSync(`/proc/${ppid}/cmdline`, "latin1") === "sleep\u000061\u0000" && (pid = childOf()));
+        i++
+      ) {
         await new Promise((r) => setTimeout(r, 20));
       }
       expect(pid, "sh started its child and became sleep").toBeGreaterThan(0);

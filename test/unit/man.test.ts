@@ -20,7 +20,11 @@ const page = (file: string) => readFileSync(join(out.dir, file), "utf8");
 
 const io = { stdout: new PassThrough(), stderr: new PassThrough(), stdin: new PassThrough(), env: {} };
 const program = await buildProgram({ io, setExit: () => {}, json: false, argv: [] });
-const visibleCommands = (cmd: Command) => cmd.createHelp().visibleCommands(cmd).filter((c) => c.name() !== "help");
+const visibleCommands = (cmd: Command) =>
+  cmd
+    .createHelp()
+    .visibleCommands(cmd)
+    .filter((c) => c.name() !== "help");
 
 /** Each flag as the page writes it: bold, with its dashes as roff minus signs. */
 const roffFlag = (flag: string) => `\\fB${flag.replace(/-/g, "\\-")}\\fR`;
@@ -37,7 +41,8 @@ function helpFlags(cmd: Command): string[] {
 // Under CI every tool the suite drives is installed, so a missing one is a failure there.
 // (A shared helper for this is coming in test/helpers/tools.ts; this is the local form of it.)
 const groff = spawnSync("groff", ["--version"]).status === 0;
-if (!groff && process.env.CI !== "true") console.log("skipping the man page rendering check: groff is not installed (apt-get install groff-base)");
+if (!groff && process.env.CI !== "true")
+  console.log("skipping the man page rendering check: groff is not installed (apt-get install groff-base)");
 
 describe("man pages", () => {
   it("are the pages package.json's man field installs", () => {
@@ -47,18 +52,24 @@ describe("man pages", () => {
     for (const c of visibleCommands(program)) expect(pkg.man).toContain(`./dist/man/mailsend-${c.name()}.1`);
   });
 
-  it.runIf(groff || process.env.CI === "true").each(readdirSync(out.dir).sort())("%s renders without warnings", (file) => {
-    expect(groff, "groff is not installed (apt-get install groff-base)").toBe(true);
-    const r = spawnSync("groff", ["-man", "-Tutf8", "-ww", "-z", join(out.dir, file)], { encoding: "utf8" });
-    expect(r.status).toBe(0);
-    expect(r.stderr).toBe("");
-  });
+  it.runIf(groff || process.env.CI === "true").each(readdirSync(out.dir).sort())(
+    "%s renders without warnings",
+    (file) => {
+      expect(groff, "groff is not installed (apt-get install groff-base)").toBe(true);
+      const r = spawnSync("groff", ["-man", "-Tutf8", "-ww", "-z", join(out.dir, file)], { encoding: "utf8" });
+      expect(r.status).toBe(0);
+      expect(r.stderr).toBe("");
+    },
+  );
 
-  it.each(visibleCommands(program).map((c) => [c.name(), c] as const))("mailsend-%s(1) names every option of its --help", (name, cmd) => {
-    const text = page(`mailsend-${name}.1`);
-    const missing = helpFlags(cmd).filter((f) => !text.includes(roffFlag(f)));
-    expect(missing).toEqual([]);
-  });
+  it.each(visibleCommands(program).map((c) => [c.name(), c] as const))(
+    "mailsend-%s(1) names every option of its --help",
+    (name, cmd) => {
+      const text = page(`mailsend-${name}.1`);
+      const missing = helpFlags(cmd).filter((f) => !text.includes(roffFlag(f)));
+      expect(missing).toEqual([]);
+    },
+  );
 
   it("mailsend(1) lists every command and its page", () => {
     const text = page("mailsend.1");
@@ -66,7 +77,11 @@ describe("man pages", () => {
       expect(text).toContain(`.B mailsend ${c.name()}`);
       expect(text).toContain(`.BR \\%mailsend-${c.name()} (1)`);
     }
-    for (const f of program.createHelp().visibleOptions(program).flatMap((o) => [o.short, o.long])) expect(text).toContain(roffFlag(f!));
+    for (const f of program
+      .createHelp()
+      .visibleOptions(program)
+      .flatMap((o) => [o.short, o.long]))
+      expect(text).toContain(roffFlag(f!));
   });
 
   it("mailsend-sendmail(8) names every option of sendmail --help, and each mode", () => {
@@ -82,7 +97,8 @@ describe("man pages", () => {
   it("escapes roff: no line of text starts with a dot or quote it did not mean", () => {
     for (const file of readdirSync(out.dir)) {
       for (const line of page(file).split("\n")) {
-        if (/^[.']/.test(line)) expect(line, `${file}: ${line}`).toMatch(/^\.(\\"|TH|SH|SS|TP|PP|IP|B|BR|I|EX|EE|br|nh|ad)( |$)/);
+        if (/^[.']/.test(line))
+          expect(line, `${file}: ${line}`).toMatch(/^\.(\\"|TH|SH|SS|TP|PP|IP|B|BR|I|EX|EE|br|nh|ad)( |$)/);
       }
     }
   });

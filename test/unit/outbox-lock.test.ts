@@ -15,7 +15,8 @@ import { scratch } from "../helpers/tmp.js";
 const tmp = scratch("mailsend-outbox-lock-");
 afterAll(() => tmp.remove());
 
-const theirs = (o: Outbox) => lockfile.check(o.dir, { lockfilePath: join(o.dir, "runner.lock"), realpath: false, stale: 10_000 });
+const theirs = (o: Outbox) =>
+  lockfile.check(o.dir, { lockfilePath: join(o.dir, "runner.lock"), realpath: false, stale: 10_000 });
 
 describe("runnerHoldsOutbox", () => {
   it("says what proper-lockfile's check() says", async () => {
@@ -56,7 +57,9 @@ describe("runnerHoldsOutbox", () => {
 
 /** A pid that was a process and is no more (a child that exited and was reaped). */
 function deadPid(): number {
-  const pid = Number(execFileSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], { encoding: "utf8" }));
+  const pid = Number(
+    execFileSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], { encoding: "utf8" }),
+  );
   expect(pid).toBeGreaterThan(0);
   return pid;
 }

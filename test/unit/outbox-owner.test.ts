@@ -13,29 +13,52 @@ const s = scratch("mailsend-outbox-owner-");
 afterAll(() => s.remove());
 const NOBODY = 65534;
 
-test.skipIf(process.getuid?.() !== 0)("as root in nobody's outbox: the message, its state and the retry stamp are nobody's", async () => {
-  // Only the state dir is nobody's: the outbox's directories root makes in it become nobody's too.
-  const state = join(s.dir, "state");
-  mkdirSync(state);
-  chownSync(state, NOBODY, NOBODY);
-  const dir = join(state, "outbox");
-  const box = new Outbox(dir);
-  const id = await box.add({ raw: Buffer.from("From: a@example.com\r\nTo: b@example.com\r\nSubject: x\r\n\r\nx\r\n"), envelope: { from: "a@example.com", to: ["b@example.com"] }, idempotencyKey: "k-owner", source: "sendmail", subject: "x", holdUntil: Date.now() + 60_000 });
-  await box.setState(id, { attempts: 1, nextAttemptAt: 0 });
-  // A stamp root left before, 0600 and root's: made anew, not rewritten in place.
-  writeFileSync(join(dir, "retry.stamp"), "0\n", { mode: 0o600 });
-  await box.markRetried();
-  for (const f of [dir, join(dir, "queue"), join(dir, "tmp"), join(dir, "queue", `${id}.msg`), join(dir, "queue", `${id}.state`), join(dir, "retry.stamp")]) {
-    expect(statSync(f).uid, f).toBe(NOBODY);
-    expect(statSync(f).gid, f).toBe(NOBODY);
-  }
-});
+test.skipIf(process.getuid?.() !== 0)(
+  "as root in nobody's outbox: the message, its state and the retry stamp are nobody's",
+  async () => {
+    // Only the state dir is nobody's: the outbox's directories root makes in it become nobody's too.
+    const state = join(s.dir, "state");
+    mkdirSync(state);
+    chownSync(state, NOBODY, NOBODY);
+    const dir = join(state, "outbox");
+    const box = new Outbox(dir);
+    const id = await box.add({
+      raw: Buffer.from("From: a@example.com\r\nTo: b@example.com\r\nSubject: x\r\n\r\nx\r\n"),
+      envelope: { from: "a@example.com", to: ["b@example.com"] },
+      idempotencyKey: "k-owner",
+      source: "sendmail",
+      subject: "x",
+      holdUntil: Date.now() + 60_000,
+    });
+    await box.setState(id, { attempts: 1, nextAttemptAt: 0 });
+    // A stamp root left before, 0600 and root's: made anew, not rewritten in place.
+    writeFileSync(join(dir, "retry.stamp"), "0\n", { mode: 0o600 });
+    await box.markRetried();
+    for (const f of [
+      dir,
+      join(dir, "queue"),
+      join(dir, "tmp"),
+      join(dir, "queue", `${id}.msg`),
+      join(dir, "queue", `${id}.state`),
+      join(dir, "retry.stamp"),
+    ]) {
+      expect(statSync(f).uid, f).toBe(NOBODY);
+      expect(statSync(f).gid, f).toBe(NOBODY);
+    }
+  },
+);
 
 test("a user's own outbox: files stay this user's", async () => {
   const dir = join(s.dir, "own");
   const box = new Outbox(dir);
   box.ensureDirs();
-  const id = await box.add({ raw: Buffer.from("From: a@example.com\r\nTo: b@example.com\r\nSubject: y\r\n\r\ny\r\n"), envelope: { from: "a@example.com", to: ["b@example.com"] }, idempotencyKey: "k-own", source: "sendmail", subject: "y" });
+  const id = await box.add({
+    raw: Buffer.from("From: a@example.com\r\nTo: b@example.com\r\nSubject: y\r\n\r\ny\r\n"),
+    envelope: { from: "a@example.com", to: ["b@example.com"] },
+    idempotencyKey: "k-own",
+    source: "sendmail",
+    subject: "y",
+  });
   await box.markRetried();
   expect(statSync(join(dir, "queue", `${id}.msg`)).uid).toBe(process.getuid?.());
   expect(statSync(join(dir, "retry.stamp")).uid).toBe(process.getuid?.());

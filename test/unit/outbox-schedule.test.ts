@@ -35,7 +35,13 @@ function ids(n: number, start = Date.now()): string[] {
 
 describe("packed ids", () => {
   it("round-trip exactly, extremes included, and keep the order of the strings", () => {
-    const sample = [...ids(500), "00000000000" + "00000000", "zzzzzzzzzzz" + "ffffffff", "0000000000z" + "0000000f", "zzzzzzzzz00" + "ffffffff"];
+    const sample = [
+      ...ids(500),
+      "00000000000" + "00000000",
+      "zzzzzzzzzzz" + "ffffffff",
+      "0000000000z" + "0000000f",
+      "zzzzzzzzz00" + "ffffffff",
+    ];
     for (const id of sample) {
       expect(isOutboxId(id)).toBe(true);
       expect(unpackId(...packId(id))).toBe(id);
@@ -66,7 +72,8 @@ describe("the outbox listing", () => {
       }
     }
     // Not messages: what a person or another program left there.
-    for (const junk of ["notes.txt", "ABC.msg", "x.state", `${all[0]}.msg.tmp`]) writeFileSync(join(box.queueDir, junk), "");
+    for (const junk of ["notes.txt", "ABC.msg", "x.state", `${all[0]}.msg.tmp`])
+      writeFileSync(join(box.queueDir, junk), "");
     const { ids: listed, withState: states } = await box.listing();
     expect(Array.from({ length: listed.n }, (_, i) => listed.idAt(i))).toEqual(all);
     expect(Array.from({ length: states.n }, (_, i) => states.idAt(i))).toEqual(all.filter((id) => withState.has(id)));
@@ -145,7 +152,10 @@ describe("the schedule", () => {
       for (const id of [...model.keys()]) if (!busy.has(id) && r(20) === 0) model.delete(id);
       const arrivals = pool.splice(0, r(15));
       const p = new PackedIds();
-      const present = [...model.keys()].filter((id) => !busy.has(id) || r(2) === 0).concat(arrivals).sort();
+      const present = [...model.keys()]
+        .filter((id) => !busy.has(id) || r(2) === 0)
+        .concat(arrivals)
+        .sort();
       for (const id of present) p.push(id);
       const at = new Float64Array(p.n);
       for (let j = 0; j < p.n; j++) {
@@ -166,7 +176,8 @@ describe("the schedule", () => {
       if (op < 4) {
         const id = s.next(now, busy);
         if (id === undefined) {
-          for (const [k, t] of model) if (t <= now) expect(busy.has(k), `${k} due at ${t}, now ${now}, left behind`).toBe(true);
+          for (const [k, t] of model)
+            if (t <= now) expect(busy.has(k), `${k} due at ${t}, now ${now}, left behind`).toBe(true);
         } else {
           expect(model.has(id)).toBe(true);
           expect(model.get(id)!).toBeLessThanOrEqual(now);

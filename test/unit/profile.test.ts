@@ -50,7 +50,13 @@ function configFile(content: unknown): string {
 
 describe("the JSON parser", () => {
   it("parses what JSON.parse parses", () => {
-    for (const text of ['{"a":[1,-2.5e3,true,false,null,"x\\n\\u00e9"],"b":{}}', "[]", '"s"', "0", ' \n {"k" : "v"} \n']) {
+    for (const text of [
+      '{"a":[1,-2.5e3,true,false,null,"x\\n\\u00e9"],"b":{}}',
+      "[]",
+      '"s"',
+      "0",
+      ' \n {"k" : "v"} \n',
+    ]) {
       expect(parseLocatedJson(text).value).toEqual(JSON.parse(text));
     }
   });
@@ -65,7 +71,10 @@ describe("the JSON parser", () => {
   it("gives the line and column of a syntax error", () => {
     expect(syntaxError('{\n  "a": 1,\n}').position).toEqual({ line: 3, column: 1 });
     expect(syntaxError('{\n  "a": 1,\n}').reason).toMatch(/trailing comma/);
-    expect(syntaxError('{\n  "a": 1\n  "b": 2\n}')).toMatchObject({ position: { line: 3, column: 3 }, reason: expect.stringMatching(/expected "," or "}"/) });
+    expect(syntaxError('{\n  "a": 1\n  "b": 2\n}')).toMatchObject({
+      position: { line: 3, column: 3 },
+      reason: expect.stringMatching(/expected "," or "}"/),
+    });
     expect(syntaxError("{\n  a: 1\n}").position).toEqual({ line: 2, column: 3 });
     expect(syntaxError("{'a': 1}").reason).toMatch(/double quotes/);
     expect(syntaxError('{"a": 1').reason).toMatch(/end of the file/);
@@ -75,7 +84,10 @@ describe("the JSON parser", () => {
     expect(syntaxError("").reason).toMatch(/empty/);
     expect(syntaxError('{"a": 1, "a": 2}').reason).toMatch(/duplicate key "a"/);
     expect(syntaxError("// comment\n{}").position).toEqual({ line: 1, column: 1 });
-    expect(syntaxError("[\n  1,\n]")).toMatchObject({ position: { line: 3, column: 1 }, reason: "trailing comma before ]" });
+    expect(syntaxError("[\n  1,\n]")).toMatchObject({
+      position: { line: 3, column: 1 },
+      reason: "trailing comma before ]",
+    });
     expect(syntaxError('{"a": 1 // note\n}').reason).toBe('expected "," or "}" after a property value, found "/"');
     expect(syntaxError('{"a": 1.}').reason).toBe('expected "," or "}" after a property value, found "."');
   });
@@ -105,7 +117,9 @@ describe("the config file", () => {
     expect(configPath({ HOME: "/home/u" }, "linux")).toBe("/home/u/.config/mailsend/config.json");
     expect(configPath({ HOME: "/home/u" }, "darwin")).toBe("/home/u/.config/mailsend/config.json");
     // XDG: a relative XDG_CONFIG_HOME is ignored.
-    expect(configPath({ XDG_CONFIG_HOME: "rel", HOME: "/home/u" }, "linux")).toBe("/home/u/.config/mailsend/config.json");
+    expect(configPath({ XDG_CONFIG_HOME: "rel", HOME: "/home/u" }, "linux")).toBe(
+      "/home/u/.config/mailsend/config.json",
+    );
   });
 
   it("that does not exist is an empty one", () => {
@@ -128,7 +142,9 @@ describe("the config file", () => {
   });
 
   it("with unknown keys: 78 naming each key with its line, and the file", () => {
-    const path = configFile('{\n  "profiles": {\n    "work": {\n      "smtp_hots": "x",\n      "bse_url": "y"\n    }\n  }\n}');
+    const path = configFile(
+      '{\n  "profiles": {\n    "work": {\n      "smtp_hots": "x",\n      "bse_url": "y"\n    }\n  }\n}',
+    );
     const e = failureOf(() => readConfigFile(path));
     expect(e.exitCode).toBe(78);
     expect(e.message).toBe(`${path}:4:7: profile "work": unknown keys "smtp_hots" (line 4), "bse_url" (line 5)`);
@@ -172,9 +188,15 @@ describe("the config file", () => {
       expect(e.message).toMatch(new RegExp(`^${path}:\\d+:\\d+: profile "work"`));
       expect(e.exitCode).toBe(78);
     }
-    expect(failureOf(() => readConfigFile(configFile({ profiles: { work: {} }, profile: "home" }))).message).toMatch(/"profile" must name one of the profiles \(work\)/);
-    expect(failureOf(() => readConfigFile(configFile({ profiles: [] }))).message).toMatch(/"profiles" must be an object/);
-    expect(failureOf(() => readConfigFile(configFile({ profiles: { "bad name": {} } }))).message).toMatch(/profile name/);
+    expect(failureOf(() => readConfigFile(configFile({ profiles: { work: {} }, profile: "home" }))).message).toMatch(
+      /"profile" must name one of the profiles \(work\)/,
+    );
+    expect(failureOf(() => readConfigFile(configFile({ profiles: [] }))).message).toMatch(
+      /"profiles" must be an object/,
+    );
+    expect(failureOf(() => readConfigFile(configFile({ profiles: { "bad name": {} } }))).message).toMatch(
+      /profile name/,
+    );
     expect(failureOf(() => readConfigFile(configFile("[1]"))).message).toMatch(/must hold a JSON object/);
   });
 
@@ -207,14 +229,23 @@ describe("the config file", () => {
 
   it("documents every setting in the guide's Profiles section", () => {
     const readme = readFileSync(new URL("../../docs/guide.md", import.meta.url), "utf8");
-    const section = readme.slice(readme.indexOf("## Profiles"), readme.indexOf("\n## ", readme.indexOf("## Profiles") + 3));
+    const section = readme.slice(
+      readme.indexOf("## Profiles"),
+      readme.indexOf("\n## ", readme.indexOf("## Profiles") + 3),
+    );
     for (const name of SETTING_NAMES) expect(section, name).toContain(`\`${name}\``);
   });
 });
 
 describe("the profile used", () => {
-  const cfg = checkConfigData("/c.json", parseLocatedJson(JSON.stringify({ profile: "work", profiles: { work: {}, home: {}, default: {} } })));
-  const noDefault = checkConfigData("/c.json", parseLocatedJson(JSON.stringify({ profiles: { work: {}, default: {} } })));
+  const cfg = checkConfigData(
+    "/c.json",
+    parseLocatedJson(JSON.stringify({ profile: "work", profiles: { work: {}, home: {}, default: {} } })),
+  );
+  const noDefault = checkConfigData(
+    "/c.json",
+    parseLocatedJson(JSON.stringify({ profiles: { work: {}, default: {} } })),
+  );
   const none = checkConfigData("/c.json", parseLocatedJson(JSON.stringify({ profiles: { work: {} } })));
 
   it("is --profile, else MAILSEND_PROFILE, else the file's profile, else one named default", () => {
@@ -231,9 +262,13 @@ describe("the profile used", () => {
     expect(e.exitCode).toBe(78);
     expect(e.message).toBe('no profile "wrok" (from --profile) in /c.json');
     expect(e.hint).toMatch(/Profiles there: work, home, default/);
-    expect(failureOf(() => selectProfile(cfg, undefined, { MAILSEND_PROFILE: "x" })).message).toMatch(/from MAILSEND_PROFILE/);
+    expect(failureOf(() => selectProfile(cfg, undefined, { MAILSEND_PROFILE: "x" })).message).toMatch(
+      /from MAILSEND_PROFILE/,
+    );
     const missing = readConfigFile(join(tmp.dir, "none.json"));
-    expect(failureOf(() => selectProfile(missing, "work", {})).message).toMatch(/there is no config file at .*none\.json/);
+    expect(failureOf(() => selectProfile(missing, "work", {})).message).toMatch(
+      /there is no config file at .*none\.json/,
+    );
   });
 });
 
@@ -273,10 +308,20 @@ describe("precedence: flags > environment > profile > defaults", () => {
   it("through resolveTransportConfig and resolveLimits", async () => {
     const io = { ...stdin(), needKey: false, profile };
     const fromProfile = await resolveTransportConfig({}, layeredEnv({}, profile), io);
-    expect(fromProfile).toMatchObject({ transport: "smtp", host: "smtp.profile.example", port: 465, tls: "implicit", user: "mailsend" });
+    expect(fromProfile).toMatchObject({
+      transport: "smtp",
+      host: "smtp.profile.example",
+      port: 465,
+      tls: "implicit",
+      user: "mailsend",
+    });
     const envWins = await resolveTransportConfig({}, layeredEnv({ MAILSEND_TRANSPORT: "rest" }, profile), io);
     expect(envWins).toMatchObject({ transport: "rest", baseUrl: "https://profile.example" });
-    const flagWins = await resolveTransportConfig({ transport: "rest", baseUrl: "https://flag.example" }, layeredEnv({ MAILSEND_TRANSPORT: "smtp", MAILSEND_BASE_URL: "https://env.example" }, profile), io);
+    const flagWins = await resolveTransportConfig(
+      { transport: "rest", baseUrl: "https://flag.example" },
+      layeredEnv({ MAILSEND_TRANSPORT: "smtp", MAILSEND_BASE_URL: "https://env.example" }, profile),
+      io,
+    );
     expect(flagWins).toMatchObject({ transport: "rest", baseUrl: "https://flag.example" });
     expect(resolveLimits({}, layeredEnv({}, profile)).limit).toBe(7);
     expect(resolveLimits({}, layeredEnv({ MAILSEND_RATE_LIMIT: "3" }, profile)).limit).toBe(3);
@@ -285,15 +330,23 @@ describe("precedence: flags > environment > profile > defaults", () => {
   });
 
   it("loadSettings reads the file MAILSEND_CONFIG names", () => {
-    const path = configFile({ profiles: { default: { base_url: "https://d.example" }, other: { base_url: "https://o.example" } } });
+    const path = configFile({
+      profiles: { default: { base_url: "https://d.example" }, other: { base_url: "https://o.example" } },
+    });
     expect(loadSettings(undefined, { MAILSEND_CONFIG: path }).env.MAILSEND_BASE_URL).toBe("https://d.example");
     expect(loadSettings("other", { MAILSEND_CONFIG: path }).env.MAILSEND_BASE_URL).toBe("https://o.example");
-    expect(loadSettings(undefined, { MAILSEND_CONFIG: join(tmp.dir, "none.json") })).toEqual({ env: { MAILSEND_CONFIG: join(tmp.dir, "none.json") } });
+    expect(loadSettings(undefined, { MAILSEND_CONFIG: join(tmp.dir, "none.json") })).toEqual({
+      env: { MAILSEND_CONFIG: join(tmp.dir, "none.json") },
+    });
   });
 });
 
 describe("the key a profile points at", () => {
-  const p = (settings: ActiveProfile["settings"]): ActiveProfile => ({ name: "work", file: join(tmp.dir, "c.json"), settings });
+  const p = (settings: ActiveProfile["settings"]): ActiveProfile => ({
+    name: "work",
+    file: join(tmp.dir, "c.json"),
+    settings,
+  });
 
   it("comes from the environment variable it names", async () => {
     expect(await resolveApiKey({}, { WORK_KEY: KEY }, stdin(), p({ api_key_env: "WORK_KEY" }))).toBe(KEY);
@@ -309,19 +362,25 @@ describe("the key a profile points at", () => {
   });
 
   it("loses to MAILSEND_API_KEY and MAILSEND_API_KEY_FILE (the environment beats the profile)", async () => {
-    expect(await resolveApiKey({}, { MAILSEND_API_KEY: "envkey" }, stdin(), p({ api_key_env: "UNSET_VAR" }))).toBe("envkey");
+    expect(await resolveApiKey({}, { MAILSEND_API_KEY: "envkey" }, stdin(), p({ api_key_env: "UNSET_VAR" }))).toBe(
+      "envkey",
+    );
   });
 
   it("a missing variable: 78 naming the variable, the profile and the file", async () => {
     const e = await failure(resolveApiKey({}, {}, stdin(), p({ api_key_env: "WORK_KEY" })));
     expect(e.exitCode).toBe(78);
-    expect(e.message).toBe(`profile "work" (${join(tmp.dir, "c.json")}) takes the API key from $WORK_KEY, which is not set`);
+    expect(e.message).toBe(
+      `profile "work" (${join(tmp.dir, "c.json")}) takes the API key from $WORK_KEY, which is not set`,
+    );
   });
 
   it("an unreadable file: 78 naming the file and the profile", async () => {
     const e = await failure(resolveApiKey({}, {}, stdin(), p({ api_key_file: "/nonexistent/key" })));
     expect(e.exitCode).toBe(78);
-    expect(e.message).toMatch(/profile "work" .* takes the API key from \/nonexistent\/key, which cannot be read \(it does not exist\)/);
+    expect(e.message).toMatch(
+      /profile "work" .* takes the API key from \/nonexistent\/key, which cannot be read \(it does not exist\)/,
+    );
     const dir = await failure(readProfileKey(p({ api_key_file: tmp.dir }), {}));
     expect(dir.message).toMatch(/it is a directory/);
   });
@@ -362,15 +421,20 @@ describe("config set's values", () => {
       expect(e.message, value).toMatch(/must not hold a password/);
       expect(e.message).not.toMatch(/s3cret/);
     }
-    expect(parseSettingValue("rate_limit_url", "rediss://budget@redis.example:6380/2")).toBe("rediss://budget@redis.example:6380/2");
-    expect(parseSettingValue("rate_limit_url", "redis-sentinel://h1:26379,h2:26379/main")).toBe("redis-sentinel://h1:26379,h2:26379/main");
+    expect(parseSettingValue("rate_limit_url", "rediss://budget@redis.example:6380/2")).toBe(
+      "rediss://budget@redis.example:6380/2",
+    );
+    expect(parseSettingValue("rate_limit_url", "redis-sentinel://h1:26379,h2:26379/main")).toBe(
+      "redis-sentinel://h1:26379,h2:26379/main",
+    );
     expect(() => parseSettingValue("rate_limit_url", "http://redis.example")).toThrow(/must start with redis:\/\//);
     expect(parseSettingValue("proxy", "proxy.example:3128")).toBe("proxy.example:3128");
     expect(parseSettingValue("proxy", "none")).toBe("none");
   });
 
   it("rate_limit_url's bare user part (redis://word@host) is a password without rate_limit_password_file: refused; with one, a user name", () => {
-    const check = (profile: Record<string, unknown>) => () => checkConfigData("/c.json", parseLocatedJson(JSON.stringify({ profiles: { p: profile } })));
+    const check = (profile: Record<string, unknown>) => () =>
+      checkConfigData("/c.json", parseLocatedJson(JSON.stringify({ profiles: { p: profile } })));
     const e = failureOf(check({ rate_limit_url: "redis://hunter2@redis.example:6379" }));
     expect(e.message).toMatch(/rate_limit_url has a user part and there is no rate_limit_password_file/);
     expect(`${e.message} ${e.hint}`).not.toMatch(/hunter2/);
@@ -379,7 +443,11 @@ describe("config set's values", () => {
   });
 
   it("the profile's Redis password file goes only with the profile's Redis, not one the environment names", () => {
-    const profile = { name: "p", file: "/etc/mailsend/config.json", settings: { rate_limit_url: "redis://budget@r.example", rate_limit_password_file: "pw" } };
+    const profile = {
+      name: "p",
+      file: "/etc/mailsend/config.json",
+      settings: { rate_limit_url: "redis://budget@r.example", rate_limit_password_file: "pw" },
+    };
     expect(layeredEnv({}, profile).MAILSEND_RATE_LIMIT_PASSWORD_FILE).toBe("/etc/mailsend/pw");
     const other = layeredEnv({ MAILSEND_RATE_LIMIT_URL: "redis://other.example" }, profile);
     expect(other.MAILSEND_RATE_LIMIT_URL).toBe("redis://other.example");
@@ -387,7 +455,16 @@ describe("config set's values", () => {
   });
 
   it("a profile's paths are relative to the config file, ~ is the home, in the variables it fills", () => {
-    const profile = { name: "p", file: "/etc/mailsend/config.json", settings: { ca_file: "ca.pem", rate_limit_url: "redis://r.example", rate_limit_password_file: "~/redis-pw", aliases: "/etc/aliases" } };
+    const profile = {
+      name: "p",
+      file: "/etc/mailsend/config.json",
+      settings: {
+        ca_file: "ca.pem",
+        rate_limit_url: "redis://r.example",
+        rate_limit_password_file: "~/redis-pw",
+        aliases: "/etc/aliases",
+      },
+    };
     const env = layeredEnv({ HOME: "/home/u" }, profile);
     expect(env.MAILSEND_CA_FILE).toBe("/etc/mailsend/ca.pem");
     expect(env.MAILSEND_RATE_LIMIT_PASSWORD_FILE).toBe("/home/u/redis-pw");

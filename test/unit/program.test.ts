@@ -8,7 +8,19 @@ import { describe, expect, it } from "vitest";
 import { buildProgram } from "../../src/cli/program.js";
 
 const io = { stdout: new PassThrough(), stderr: new PassThrough(), stdin: new PassThrough(), env: {} };
-const ALL = ["send", "batch", "run", "sandbox", "config", "inbox", "sendmail", "queue", "doctor", "relay", "completion"];
+const ALL = [
+  "send",
+  "batch",
+  "run",
+  "sandbox",
+  "config",
+  "inbox",
+  "sendmail",
+  "queue",
+  "doctor",
+  "relay",
+  "completion",
+];
 
 async function defined(argv: string[]): Promise<string[]> {
   const program = await buildProgram({ io, setExit: () => {}, json: false, argv });

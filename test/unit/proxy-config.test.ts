@@ -6,27 +6,51 @@ const http = new URL("http://10.1.2.3:8080/send");
 
 describe("which proxy, as curl reads the environment", () => {
   test("https:// takes https_proxy before HTTPS_PROXY, then ALL_PROXY; http:// takes http_proxy / HTTP_PROXY", () => {
-    expect(proxyFor(https, undefined, { HTTPS_PROXY: "http://a:3128", https_proxy: "http://b:3128" }).proxy).toMatchObject({ host: "b", source: "https_proxy" });
+    expect(
+      proxyFor(https, undefined, { HTTPS_PROXY: "http://a:3128", https_proxy: "http://b:3128" }).proxy,
+    ).toMatchObject({ host: "b", source: "https_proxy" });
     expect(proxyFor(https, undefined, { HTTP_PROXY: "http://a:3128" }).proxy).toBeUndefined();
-    expect(proxyFor(https, undefined, { ALL_PROXY: "http://c:3128" }).proxy).toMatchObject({ host: "c", source: "ALL_PROXY" });
-    expect(proxyFor(http, undefined, { HTTP_PROXY: "http://a:3128", HTTPS_PROXY: "http://b:3128" }).proxy).toMatchObject({ host: "a", source: "HTTP_PROXY" });
+    expect(proxyFor(https, undefined, { ALL_PROXY: "http://c:3128" }).proxy).toMatchObject({
+      host: "c",
+      source: "ALL_PROXY",
+    });
+    expect(
+      proxyFor(http, undefined, { HTTP_PROXY: "http://a:3128", HTTPS_PROXY: "http://b:3128" }).proxy,
+    ).toMatchObject({ host: "a", source: "HTTP_PROXY" });
   });
 
   test("--proxy, then MAILSEND_PROXY, override the environment; none goes direct", () => {
-    expect(proxyFor(https, "http://f:1", { HTTPS_PROXY: "http://a:3128", MAILSEND_PROXY: "http://m:1" }).proxy).toMatchObject({ host: "f", source: "--proxy" });
-    expect(proxyFor(https, undefined, { HTTPS_PROXY: "http://a:3128", MAILSEND_PROXY: "http://m:1" }).proxy).toMatchObject({ host: "m", source: "MAILSEND_PROXY" });
+    expect(
+      proxyFor(https, "http://f:1", { HTTPS_PROXY: "http://a:3128", MAILSEND_PROXY: "http://m:1" }).proxy,
+    ).toMatchObject({ host: "f", source: "--proxy" });
+    expect(
+      proxyFor(https, undefined, { HTTPS_PROXY: "http://a:3128", MAILSEND_PROXY: "http://m:1" }).proxy,
+    ).toMatchObject({ host: "m", source: "MAILSEND_PROXY" });
     expect(proxyFor(https, "none", { HTTPS_PROXY: "http://a:3128" })).toEqual({ bypass: "--proxy none" });
   });
 
   test("no scheme is http://; the default port is curl's (1080, 443 for https://); credentials become Proxy-Authorization, never the label", () => {
     const p = proxyFor(https, undefined, { HTTPS_PROXY: "u%40x:p%3Ass@proxy.corp" }).proxy!;
-    expect(p).toMatchObject({ protocol: "http:", host: "proxy.corp", port: 1080, label: "http://proxy.corp:1080", user: "u@x" });
+    expect(p).toMatchObject({
+      protocol: "http:",
+      host: "proxy.corp",
+      port: 1080,
+      label: "http://proxy.corp:1080",
+      user: "u@x",
+    });
     expect(p.authorization).toBe(`Basic ${Buffer.from("u@x:p:ss").toString("base64")}`);
-    expect(proxyFor(https, undefined, { HTTPS_PROXY: "https://proxy.corp" }).proxy).toMatchObject({ port: 443, label: "https://proxy.corp:443" });
+    expect(proxyFor(https, undefined, { HTTPS_PROXY: "https://proxy.corp" }).proxy).toMatchObject({
+      port: 443,
+      label: "https://proxy.corp:443",
+    });
   });
 
   test("a lone % in the proxy's user or password: a configuration error (78) that does not print the value, not an internal error", () => {
-    for (const value of ["http://alice:s3cr%3tPX@127.0.0.1:3128", "http://al%ice:pw@127.0.0.1:3128", "http://alice:pw%@127.0.0.1:3128"]) {
+    for (const value of [
+      "http://alice:s3cr%3tPX@127.0.0.1:3128",
+      "http://al%ice:pw@127.0.0.1:3128",
+      "http://alice:pw%@127.0.0.1:3128",
+    ]) {
       let err: unknown;
       try {
         proxyFor(https, undefined, { HTTPS_PROXY: value });
@@ -41,7 +65,8 @@ describe("which proxy, as curl reads the environment", () => {
   });
 
   test("NO_PROXY: names and their subdomains, a leading dot, *, IPs, CIDR ranges, :port", () => {
-    const via = (noProxy: string, url = https) => proxyFor(url, undefined, { HTTPS_PROXY: "http://p:1", HTTP_PROXY: "http://p:1", NO_PROXY: noProxy });
+    const via = (noProxy: string, url = https) =>
+      proxyFor(url, undefined, { HTTPS_PROXY: "http://p:1", HTTP_PROXY: "http://p:1", NO_PROXY: noProxy });
     expect(via("example.com").bypass).toBe("NO_PROXY (example.com)");
     expect(via(".example.com").bypass).toBeDefined();
     expect(via("xample.com").proxy).toBeDefined();
@@ -56,7 +81,9 @@ describe("which proxy, as curl reads the environment", () => {
     expect(via("::1/128", new URL("http://[::1]:9/")).bypass).toBeDefined();
     expect(via("fd00::/8", new URL("http://[fd12::5]/")).bypass).toBeDefined();
     expect(via("fd00::/8", new URL("http://[fe80::1]/")).proxy).toBeDefined();
-    expect(proxyFor(https, undefined, { HTTPS_PROXY: "http://p:1", no_proxy: "example.com", NO_PROXY: "" }).bypass).toBe("no_proxy (example.com)");
+    expect(
+      proxyFor(https, undefined, { HTTPS_PROXY: "http://p:1", no_proxy: "example.com", NO_PROXY: "" }).bypass,
+    ).toBe("no_proxy (example.com)");
   });
 
   test("what cannot be a REST proxy is a config error that does not print the value", () => {
@@ -77,7 +104,13 @@ describe("which proxy, as curl reads the environment", () => {
     expect(() => checkProxyFlag("u:p@h:1", "--proxy", "MAILSEND_PROXY")).toThrow();
     expect(() => checkProxyFlag("http://h:3128", "--proxy", "MAILSEND_PROXY")).not.toThrow();
     expect(smtpProxyFrom(undefined, { HTTPS_PROXY: "http://p:1", ALL_PROXY: "socks5://s:1" })).toBeUndefined();
-    expect(smtpProxyFrom(undefined, { MAILSEND_SMTP_PROXY: "socks5://u:pw@s" })).toMatchObject({ protocol: "socks5:", port: 1080, user: "u", password: "pw", label: "socks5://s:1080" });
+    expect(smtpProxyFrom(undefined, { MAILSEND_SMTP_PROXY: "socks5://u:pw@s" })).toMatchObject({
+      protocol: "socks5:",
+      port: 1080,
+      user: "u",
+      password: "pw",
+      label: "socks5://s:1080",
+    });
     expect(smtpProxyFrom("socks://s:9", {})).toMatchObject({ protocol: "socks5:" });
   });
 });

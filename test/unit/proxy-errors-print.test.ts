@@ -8,7 +8,10 @@ import { redactForPrint } from "../../src/core/redact.js";
 import { parseProxyUrl } from "../../src/settings/proxy.js";
 import { proxyFailure, proxyStatusError } from "../../src/transports/proxy.js";
 
-const proxies = [parseProxyUrl("http://proxy.corp:3128", "HTTPS_PROXY"), parseProxyUrl("http://alice:pr0xy-secret@proxy.corp:3128", "--proxy (or MAILSEND_PROXY)")];
+const proxies = [
+  parseProxyUrl("http://proxy.corp:3128", "HTTPS_PROXY"),
+  parseProxyUrl("http://alice:pr0xy-secret@proxy.corp:3128", "--proxy (or MAILSEND_PROXY)"),
+];
 
 describe("proxy errors survive the printing redactor unchanged", () => {
   for (const proxy of proxies) {

@@ -44,7 +44,9 @@ describe("makeRedactor", () => {
   });
 
   it("never leaves a usable piece of a longer form", () => {
-    const out = redact(`${Buffer.from(`\0mailsend\0${KEY}`).toString("base64")} ${Buffer.from(KEY).toString("base64")} ${KEY}`);
+    const out = redact(
+      `${Buffer.from(`\0mailsend\0${KEY}`).toString("base64")} ${Buffer.from(KEY).toString("base64")} ${KEY}`,
+    );
     expect(out).not.toContain(KEY);
     expect(out).not.toContain(Buffer.from(KEY).toString("base64"));
     expect(out.split(REDACTED)).toHaveLength(4);
@@ -62,7 +64,8 @@ describe("hideKeyLikeWords: a key a person typed where another value goes", () =
       [`https://${KEY}/send`, `https://${KEY_NOT_SHOWN}/send`],
       [`no profile ${KEY}.`, `no profile ${KEY_NOT_SHOWN}.`],
       [`--profile=${GENERIC}`, `--profile=${KEY_NOT_SHOWN}`],
-    ]) expect(hideKeyLikeWords(text!)).toBe(want);
+    ])
+      expect(hideKeyLikeWords(text!)).toBe(want);
   });
   it("leaves what is not a key: a long temp dir's name in a path, a UUID, a SHA, a sentence, an address", () => {
     for (const text of [
@@ -72,6 +75,7 @@ describe("hideKeyLikeWords: a key a person typed where another value goes", () =
       "the outbox file 0mx0fw9jq0y2b515aaf.msg is damaged",
       "missing @ in bob.example.com; user-with-a-long-name-2026@example.com",
       "MAILSEND_QUEUE_AUTORUN=0 turns that off here; MAILSEND_RATE_LIMIT_PASSWORD_FILE2 too",
-    ]) expect(hideKeyLikeWords(text)).toBe(text);
+    ])
+      expect(hideKeyLikeWords(text)).toBe(text);
   });
 });

@@ -5,7 +5,8 @@ import { describe, expect, test } from "vitest";
 import { stripUserinfo } from "../../src/core/redact.js";
 import { redisConfigFrom } from "../../src/limits/redis-config.js";
 
-const parse = (url: string, env: Record<string, string> = {}) => redisConfigFrom({ MAILSEND_RATE_LIMIT_URL: url, ...env });
+const parse = (url: string, env: Record<string, string> = {}) =>
+  redisConfigFrom({ MAILSEND_RATE_LIMIT_URL: url, ...env });
 
 function failure(fn: () => unknown): { code: string; message: string; hint?: string } {
   try {
@@ -23,12 +24,26 @@ describe("MAILSEND_RATE_LIMIT_URL", () => {
   });
 
   test("redis://host: port 6379, db 0, no TLS", () => {
-    expect(parse("redis://cache.internal")).toMatchObject({ kind: "standalone", nodes: [{ host: "cache.internal", port: 6379 }], db: 0, tls: false, label: "redis://cache.internal:6379" });
+    expect(parse("redis://cache.internal")).toMatchObject({
+      kind: "standalone",
+      nodes: [{ host: "cache.internal", port: 6379 }],
+      db: 0,
+      tls: false,
+      label: "redis://cache.internal:6379",
+    });
   });
 
   test("rediss:// with an ACL user, a %-encoded password and a db", () => {
     const c = parse("rediss://budget:p%40ss%3Aw%2Frd@redis.example.com:6380/3")!;
-    expect(c).toMatchObject({ kind: "standalone", nodes: [{ host: "redis.example.com", port: 6380 }], db: 3, tls: true, username: "budget", password: "p@ss:w/rd", passwordSource: "the URL" });
+    expect(c).toMatchObject({
+      kind: "standalone",
+      nodes: [{ host: "redis.example.com", port: 6380 }],
+      db: 3,
+      tls: true,
+      username: "budget",
+      password: "p@ss:w/rd",
+      passwordSource: "the URL",
+    });
     expect(c.label).toBe("rediss://redis.example.com:6380/3");
   });
 
@@ -40,7 +55,10 @@ describe("MAILSEND_RATE_LIMIT_URL", () => {
   });
 
   test("an IPv6 host", () => {
-    expect(parse("redis://[::1]:7000")).toMatchObject({ nodes: [{ host: "::1", port: 7000 }], label: "redis://[::1]:7000" });
+    expect(parse("redis://[::1]:7000")).toMatchObject({
+      nodes: [{ host: "::1", port: 7000 }],
+      label: "redis://[::1]:7000",
+    });
   });
 
   test("Sentinel: several sentinels, the master's name, a db; redis+sentinel:// too", () => {
@@ -70,7 +88,10 @@ describe("MAILSEND_RATE_LIMIT_URL", () => {
     const c = parse("redis://budget@h", { MAILSEND_RATE_LIMIT_PASSWORD_FILE: join(dir, "pw") })!;
     // A user without a password in the URL: the file gives the password, the URL the user.
     expect(c).toMatchObject({ password: "from-file", passwordSource: join(dir, "pw") });
-    const s = parse("redis-sentinel://s/m", { MAILSEND_RATE_LIMIT_PASSWORD_FILE: join(dir, "pw"), MAILSEND_RATE_LIMIT_SENTINEL_PASSWORD_FILE: join(dir, "spw") })!;
+    const s = parse("redis-sentinel://s/m", {
+      MAILSEND_RATE_LIMIT_PASSWORD_FILE: join(dir, "pw"),
+      MAILSEND_RATE_LIMIT_SENTINEL_PASSWORD_FILE: join(dir, "spw"),
+    })!;
     expect(s).toMatchObject({ password: "from-file", sentinelPassword: "sentinel-pw" });
   });
 
@@ -103,9 +124,15 @@ describe("MAILSEND_RATE_LIMIT_URL", () => {
     const dir = mkdtempSync(join(tmpdir(), "mailsend-redis-cfg-"));
     writeFileSync(join(dir, "pw"), "x");
     writeFileSync(join(dir, "empty"), "");
-    expect(failure(() => parse("redis://:a@h", { MAILSEND_RATE_LIMIT_PASSWORD_FILE: join(dir, "pw") })).message).toMatch(/both/);
-    expect(failure(() => parse("redis://h", { MAILSEND_RATE_LIMIT_PASSWORD_FILE: join(dir, "nope") })).message).toMatch(/nope.*cannot be read \(ENOENT\)/);
-    expect(failure(() => parse("redis://h", { MAILSEND_RATE_LIMIT_PASSWORD_FILE: join(dir, "empty") })).message).toMatch(/empty/);
+    expect(
+      failure(() => parse("redis://:a@h", { MAILSEND_RATE_LIMIT_PASSWORD_FILE: join(dir, "pw") })).message,
+    ).toMatch(/both/);
+    expect(failure(() => parse("redis://h", { MAILSEND_RATE_LIMIT_PASSWORD_FILE: join(dir, "nope") })).message).toMatch(
+      /nope.*cannot be read \(ENOENT\)/,
+    );
+    expect(
+      failure(() => parse("redis://h", { MAILSEND_RATE_LIMIT_PASSWORD_FILE: join(dir, "empty") })).message,
+    ).toMatch(/empty/);
   });
 });
 

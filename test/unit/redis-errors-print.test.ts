@@ -24,7 +24,7 @@ const FAULTS: Array<[string, Error]> = [
   ["user with Redis 5", reply("ERR wrong number of arguments for 'auth' command")],
   ["no permission", reply("NOPERM this user has no permissions to run the 'eval' command")],
   ["untrusted", sys("UNABLE_TO_VERIFY_LEAF_SIGNATURE", "unable to verify the first certificate")],
-  ["not Redis", new Error("Protocol error, got \"H\" as reply type byte")],
+  ["not Redis", new Error('Protocol error, got "H" as reply type byte')],
   ["cluster", reply("MOVED 3999 127.0.0.1:6381")],
   ["replica", reply("READONLY You can't write against a read only replica.")],
   ["refused", sys("ECONNREFUSED", "connect ECONNREFUSED 127.0.0.1:6379")],
@@ -34,10 +34,17 @@ const FAULTS: Array<[string, Error]> = [
 ];
 
 describe("Redis errors survive the printing redactor unchanged", () => {
-  const urls = ["redis://cache.internal:6380/2", "rediss://budget:s3cret-pw@cache.internal", "redis-sentinel://:s3cret-pw@s1:26379,s2:26379/mymaster"];
+  const urls = [
+    "redis://cache.internal:6380/2",
+    "rediss://budget:s3cret-pw@cache.internal",
+    "redis-sentinel://:s3cret-pw@s1:26379,s2:26379/mymaster",
+  ];
   for (const url of urls) {
     for (const [name, cause] of FAULTS) {
-      for (const [phase, op] of [["connect", "take"], ["later", "record"]] as Array<[RedisPhase, RedisOp]>) {
+      for (const [phase, op] of [
+        ["connect", "take"],
+        ["later", "record"],
+      ] as Array<[RedisPhase, RedisOp]>) {
         test(`${url}: ${name} (${phase}, ${op})`, () => {
           const config = redisConfigFrom({ MAILSEND_RATE_LIMIT_URL: url })!;
           const e = redisError(cause, config, phase, op);

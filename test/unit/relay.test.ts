@@ -11,12 +11,15 @@ describe("--listen", () => {
     expect(parseListen("[::1]:0")).toEqual({ host: "::1", port: 0 });
     expect(parseListen("localhost:25")).toEqual({ host: "localhost", port: 25 });
     expect(parseListen("2600")).toEqual({ host: "127.0.0.1", port: 2600 });
-    for (const bad of ["::1:25", "host", "host:x", "1.2.3.4:70000", "[nothost]:25"]) expect(() => parseListen(bad), bad).toThrow(MailsendError);
+    for (const bad of ["::1:25", "host", "host:x", "1.2.3.4:70000", "[nothost]:25"])
+      expect(() => parseListen(bad), bad).toThrow(MailsendError);
   });
 
   test("loopback: 127/8, ::1, v4-mapped 127, localhost; nothing else", () => {
-    for (const h of ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1", "localhost", "LOCALHOST"]) expect(isLoopback(h), h).toBe(true);
-    for (const h of ["0.0.0.0", "::", "10.0.0.1", "128.0.0.1", "::ffff:10.0.0.1", "example.com", "1127.0.0.1"]) expect(isLoopback(h), h).toBe(false);
+    for (const h of ["127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1", "localhost", "LOCALHOST"])
+      expect(isLoopback(h), h).toBe(true);
+    for (const h of ["0.0.0.0", "::", "10.0.0.1", "128.0.0.1", "::ffff:10.0.0.1", "example.com", "1127.0.0.1"])
+      expect(isLoopback(h), h).toBe(false);
   });
 });
 
@@ -60,18 +63,30 @@ describe("the auth file", () => {
 
 describe("SMTP replies", () => {
   test("bad data 554, too large 552, a temporary or internal fault 451, the outbox 452", () => {
-    expect(replyFor(new MailsendError("invalid_eml", "no From"), "validate")).toEqual({ code: 554, text: "5.6.0 no From" });
+    expect(replyFor(new MailsendError("invalid_eml", "no From"), "validate")).toEqual({
+      code: 554,
+      text: "5.6.0 no From",
+    });
     expect(replyFor(new MailsendError("too_large", "too big"), "validate").code).toBe(552);
     expect(replyFor(new MailsendError("internal", "bug"), "validate").code).toBe(451);
     expect(replyFor(new Error("x"), "validate").code).toBe(451);
-    const full = replyFor(new MailsendError("temporary_failure", "cannot write the outbox file /x: no space left on device; the message was NOT queued"), "store");
+    const full = replyFor(
+      new MailsendError(
+        "temporary_failure",
+        "cannot write the outbox file /x: no space left on device; the message was NOT queued",
+      ),
+      "store",
+    );
     expect(full.code).toBe(452);
     expect(full.text).toMatch(/^4\.3\.1 .*no space left on device\)$/);
     expect(replyFor(new MailsendError("invalid_eml", "a\r\nb\u00e9"), "validate").text).toBe("5.6.0 a b?");
   });
 
   test("this machine's setup (no key, no sender, settings, the key refused, a local refusal) is 451 4.3.5, not the message's 554", () => {
-    expect(replyFor(new MailsendError("config_missing", "no sender"), "validate")).toEqual({ code: 451, text: "4.3.5 no sender" });
+    expect(replyFor(new MailsendError("config_missing", "no sender"), "validate")).toEqual({
+      code: 451,
+      text: "4.3.5 no sender",
+    });
     expect(replyFor(new MailsendError("config_invalid", "bad transport"), "validate").code).toBe(451);
     expect(replyFor(new MailsendError("auth_failed", "key refused"), "validate").code).toBe(451);
     expect(replyFor(new MailsendError("rejected", "proxy", { local: true }), "validate").code).toBe(451);

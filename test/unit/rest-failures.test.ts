@@ -74,7 +74,9 @@ beforeAll(async () => {
   await new Promise<void>((r) => refuser.listen(0, "127.0.0.1", r));
   cutter = createHttpServer((req, res) => {
     res.writeHead(413, { "Content-Type": "application/json", Connection: "close" });
-    res.end(JSON.stringify({ success: false, error: { code: "payload_too_large", message: "too large" } }), () => req.socket.destroy());
+    res.end(JSON.stringify({ success: false, error: { code: "payload_too_large", message: "too large" } }), () =>
+      req.socket.destroy(),
+    );
   });
   await new Promise<void>((r) => cutter.listen(0, "127.0.0.1", r));
 });
@@ -100,7 +102,10 @@ describe.each([
   ["a keep-alive agent (batch)", 4],
 ] as const)("%s", (_name, pool) => {
   const transport = (over: Partial<RestConfig> = {}) =>
-    create({ baseUrl: plain.url, apiKey: KEY, timeoutMs: 5000, userAgent: "mailsend/test", insecure: false, ...over }, { pool });
+    create(
+      { baseUrl: plain.url, apiKey: KEY, timeoutMs: 5000, userAgent: "mailsend/test", insecure: false, ...over },
+      { pool },
+    );
 
   it("streams attachments with a matching Content-Length, the spec's headers, and returns the message id", async () => {
     const data = randomBytes(3 * 64 * 1024 + 2);
@@ -108,7 +113,12 @@ describe.each([
     const t = transport();
     const lines: string[] = [];
     const r = await t.send(
-      message({ attachments: [{ filename: "a.bin", source: { kind: "file", path, size: data.length } }, { filename: "b.txt", source: { kind: "bytes", data: Buffer.from("hi") } }] }),
+      message({
+        attachments: [
+          { filename: "a.bin", source: { kind: "file", path, size: data.length } },
+          { filename: "b.txt", source: { kind: "bytes", data: Buffer.from("hi") } },
+        ],
+      }),
       { trace: (l) => lines.push(l) },
     );
     await t.close();
@@ -127,15 +137,23 @@ describe.each([
 
   it("sends many at once over one pool, each once", async () => {
     const t = transport();
-    const results = await Promise.all(Array.from({ length: 12 }, (_, i) => t.send(message({ subject: `m${i}`, idempotencyKey: `k${i}` }))));
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => t.send(message({ subject: `m${i}`, idempotencyKey: `k${i}` }))),
+    );
     await t.close();
     expect(new Set(results.map((r) => r.messageId)).size).toBe(12);
-    expect(plain.requests.map((r) => r.json.subject).sort()).toEqual(Array.from({ length: 12 }, (_, i) => `m${i}`).sort());
+    expect(plain.requests.map((r) => r.json.subject).sort()).toEqual(
+      Array.from({ length: 12 }, (_, i) => `m${i}`).sort(),
+    );
     expect(plain.connections).toBeLessThanOrEqual(Math.max(pool, 1));
   });
 
   it("429 -> rate_limited with the server's Retry-After", async () => {
-    plain.script({ status: 429, headers: { "Retry-After": "7" }, body: { success: false, error: { code: "rate_limited" } } });
+    plain.script({
+      status: 429,
+      headers: { "Retry-After": "7" },
+      body: { success: false, error: { code: "rate_limited" } },
+    });
     const t = transport();
     const e = await failure(t.send(message()));
     await t.close();
@@ -186,7 +204,11 @@ describe.each([
     const late = new AbortController();
     const p = t.send(message(), { signal: late.signal });
     // Abort once the server holds the whole request.
-    await until(() => plain.requests.length > 0, { what: "the server to hold the request", timeoutMs: 10_000, everyMs: 10 });
+    await until(() => plain.requests.length > 0, {
+      what: "the server to hold the request",
+      timeoutMs: 10_000,
+      everyMs: 10,
+    });
     expect(plain.requests).toHaveLength(1);
     late.abort(new MailsendError("temporary_failure", "interrupted twice"));
     expect(await failure(p)).toMatchObject({ code: "outcome_unknown", mayHaveBeenSent: true });
@@ -204,11 +226,18 @@ describe.each([
     const t = transport();
     const shared = new AbortController();
     // As many as the engine has connections: each request is on the wire when the signal aborts.
-    const sends = Array.from({ length: pool }, (_, i) => failure(t.send(message({ idempotencyKey: `shared-${i}` }), { signal: shared.signal })));
-    await until(() => plain.requests.length >= pool, { what: `the server to hold ${pool} requests`, timeoutMs: 10_000, everyMs: 10 });
+    const sends = Array.from({ length: pool }, (_, i) =>
+      failure(t.send(message({ idempotencyKey: `shared-${i}` }), { signal: shared.signal })),
+    );
+    await until(() => plain.requests.length >= pool, {
+      what: `the server to hold ${pool} requests`,
+      timeoutMs: 10_000,
+      everyMs: 10,
+    });
     expect(plain.requests).toHaveLength(pool);
     shared.abort(new MailsendError("temporary_failure", "interrupted twice"));
-    for (const e of await Promise.all(sends)) expect(e).toMatchObject({ code: "outcome_unknown", mayHaveBeenSent: true });
+    for (const e of await Promise.all(sends))
+      expect(e).toMatchObject({ code: "outcome_unknown", mayHaveBeenSent: true });
     expect(getEventListeners(shared.signal, "abort")).toHaveLength(0);
 
     // Answered requests take their watch off the signal as they end.
@@ -243,7 +272,9 @@ describe.each([
   it("an attachment that changed size fails before anything is accepted", async () => {
     const path = tmp.file(`shrinks-${pool}.bin`, randomBytes(10));
     const t = transport();
-    const e = await failure(t.send(message({ attachments: [{ filename: "s.bin", source: { kind: "file", path, size: 50 } }] })));
+    const e = await failure(
+      t.send(message({ attachments: [{ filename: "s.bin", source: { kind: "file", path, size: 50 } }] })),
+    );
     await t.close();
     expect(e.code).toBe("file_unreadable");
     expect(plain.requests).toHaveLength(0);
@@ -258,7 +289,9 @@ describe.each([
       [gone, 10],
     ] as const) {
       const t = transport();
-      const e = await failure(t.send(message({ attachments: [{ filename: "a.bin", source: { kind: "file", path, size } }] })));
+      const e = await failure(
+        t.send(message({ attachments: [{ filename: "a.bin", source: { kind: "file", path, size } }] })),
+      );
       await t.close();
       expect(e, path).toMatchObject({ code: "file_unreadable", exitCode: 66 });
     }
@@ -269,7 +302,11 @@ describe.each([
     const path = tmp.file(`large-${pool}.bin`, randomBytes(3 * 1024 * 1024));
     for (let i = 0; i < 3; i++) {
       const t = transport({ baseUrl: `http://127.0.0.1:${(refuser.address() as { port: number }).port}` });
-      const e = await failure(t.send(message({ attachments: [{ filename: "big.bin", source: { kind: "file", path, size: 3 * 1024 * 1024 } }] })));
+      const e = await failure(
+        t.send(
+          message({ attachments: [{ filename: "big.bin", source: { kind: "file", path, size: 3 * 1024 * 1024 } }] }),
+        ),
+      );
       await t.close();
       expect(e).toMatchObject({ code: "too_large", status: 413, exitCode: 65 });
     }

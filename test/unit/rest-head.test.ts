@@ -48,7 +48,13 @@ describe("the REST request's head", () => {
   test("Host first, as node:http makes it; every header once; the connection kept alive; Content-Length in bytes", async () => {
     const p = await peer();
     const url = `${p.url.replace(/\/$/, "")}/v1`;
-    const t = create({ baseUrl: url, apiKey: "msk_head_test_7f3e", timeoutMs: 5000, userAgent: "mailsend/test", insecure: false });
+    const t = create({
+      baseUrl: url,
+      apiKey: "msk_head_test_7f3e",
+      timeoutMs: 5000,
+      userAgent: "mailsend/test",
+      insecure: false,
+    });
     await t.send({ ...testMessage("head-key-1"), subject: "Grüße 📧" });
     await t.close();
     const lines = head(p);
@@ -57,7 +63,16 @@ describe("the REST request's head", () => {
     expect(lines[1]).toBe(`Host: ${await nodesHost(p, url)}`);
     const names = lines.slice(1).map((l) => l.slice(0, l.indexOf(":")).toLowerCase());
     expect(new Set(names).size).toBe(names.length);
-    expect(names.sort()).toEqual(["accept", "authorization", "connection", "content-length", "content-type", "host", "idempotency-key", "user-agent"]);
+    expect(names.sort()).toEqual([
+      "accept",
+      "authorization",
+      "connection",
+      "content-length",
+      "content-type",
+      "host",
+      "idempotency-key",
+      "user-agent",
+    ]);
     expect(lines).toContain("Connection: keep-alive");
     expect(lines).toContain("Authorization: Bearer msk_head_test_7f3e");
     expect(lines).toContain("Idempotency-Key: head-key-1");
@@ -70,7 +85,13 @@ describe("the REST request's head", () => {
   test("localhost by name: Host names it with its port, as node:http does", async () => {
     const p = await peer();
     const url = p.url.replace("127.0.0.1", "localhost");
-    const t = create({ baseUrl: url, apiKey: "msk_head_test_7f3e", timeoutMs: 5000, userAgent: "mailsend/test", insecure: false });
+    const t = create({
+      baseUrl: url,
+      apiKey: "msk_head_test_7f3e",
+      timeoutMs: 5000,
+      userAgent: "mailsend/test",
+      insecure: false,
+    });
     await t.send(testMessage("head-key-2"));
     await t.close();
     expect(head(p)[1]).toBe(`Host: localhost:${new URL(p.url).port}`);
@@ -87,7 +108,13 @@ describe("the REST request's head", () => {
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
     const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
     try {
-      const t = create({ baseUrl: url, apiKey: "msk_head_test_7f3e", timeoutMs: 5000, userAgent: "mailsend/test", insecure: false });
+      const t = create({
+        baseUrl: url,
+        apiKey: "msk_head_test_7f3e",
+        timeoutMs: 5000,
+        userAgent: "mailsend/test",
+        insecure: false,
+      });
       await t.send(testMessage("head-key-3"));
       await t.send(testMessage("head-key-4"));
       await t.close();
@@ -99,7 +126,13 @@ describe("the REST request's head", () => {
     expect(seen[1]!.socket).toBe(seen[0]!.socket);
     const names = (raw: string[]) => raw.filter((_, i) => i % 2 === 0);
     expect(names(seen[1]!.raw)).toEqual(names(seen[0]!.raw));
-    expect(seen.map((s) => s.raw.slice(0, 2))).toEqual([["Host", new URL(url).host], ["Host", new URL(url).host]]);
-    expect(seen.map((s) => s.raw[s.raw.findIndex((v, i) => i % 2 === 0 && v === "Idempotency-Key") + 1])).toEqual(["head-key-3", "head-key-4"]);
+    expect(seen.map((s) => s.raw.slice(0, 2))).toEqual([
+      ["Host", new URL(url).host],
+      ["Host", new URL(url).host],
+    ]);
+    expect(seen.map((s) => s.raw[s.raw.findIndex((v, i) => i % 2 === 0 && v === "Idempotency-Key") + 1])).toEqual([
+      "head-key-3",
+      "head-key-4",
+    ]);
   });
 });

@@ -27,7 +27,14 @@ async function peer(opts: Parameters<typeof startRawPeer>[0] = {}): Promise<RawP
   return p;
 }
 
-const transportTo = (url: string) => create({ baseUrl: url, apiKey: "msk_prepare_test_51ab", timeoutMs: 5000, userAgent: "mailsend/test", insecure: false });
+const transportTo = (url: string) =>
+  create({
+    baseUrl: url,
+    apiKey: "msk_prepare_test_51ab",
+    timeoutMs: 5000,
+    userAgent: "mailsend/test",
+    insecure: false,
+  });
 const settle = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe("RestTransport.prepare", () => {
@@ -106,7 +113,10 @@ describe("RestTransport.prepare", () => {
     await settle(50);
     const stop = new AbortController();
     stop.abort();
-    const e = await t.send(m, { signal: stop.signal }).then(() => undefined, (x: unknown) => x);
+    const e = await t.send(m, { signal: stop.signal }).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     expect(e).toMatchObject({ code: "temporary_failure" });
     expect((e as { mayHaveBeenSent?: boolean }).mayHaveBeenSent).not.toBe(true);
     await settle(50);
@@ -120,7 +130,11 @@ describe("RestTransport.prepare", () => {
     t.prepare!(testMessage("never-sent"));
     await p.connected(1);
     await t.close();
-    await until(() => p.conns[0]!.closedByClient || p.conns[0]!.socket.destroyed, { what: "the client to close the idle connection", timeoutMs: 1000, everyMs: 10 });
+    await until(() => p.conns[0]!.closedByClient || p.conns[0]!.socket.destroyed, {
+      what: "the client to close the idle connection",
+      timeoutMs: 1000,
+      everyMs: 10,
+    });
     expect(p.conns[0]!.closedByClient || p.conns[0]!.socket.destroyed).toBe(true);
     expect(p.conns[0]!.bytes.length).toBe(0);
   });
@@ -129,7 +143,14 @@ describe("RestTransport.prepare", () => {
     const tmp = scratch("mailsend-prepare-");
     const rec = await startRestRecorder({ tls: await tmp.tls() });
     try {
-      const good = create({ baseUrl: rec.url, apiKey: "msk_prepare_test_51ab", timeoutMs: 5000, userAgent: "mailsend/test", insecure: false, caFile: (await tmp.tls()).caPath });
+      const good = create({
+        baseUrl: rec.url,
+        apiKey: "msk_prepare_test_51ab",
+        timeoutMs: 5000,
+        userAgent: "mailsend/test",
+        insecure: false,
+        caFile: (await tmp.tls()).caPath,
+      });
       const m = testMessage("tls-prepared");
       good.prepare!(m);
       await settle(150);
@@ -140,7 +161,13 @@ describe("RestTransport.prepare", () => {
       expect(rec.requests.map((r) => r.headers["idempotency-key"])).toEqual(["tls-prepared"]);
       await good.close();
 
-      const untrusted = create({ baseUrl: rec.url, apiKey: "msk_prepare_test_51ab", timeoutMs: 5000, userAgent: "mailsend/test", insecure: false });
+      const untrusted = create({
+        baseUrl: rec.url,
+        apiKey: "msk_prepare_test_51ab",
+        timeoutMs: 5000,
+        userAgent: "mailsend/test",
+        insecure: false,
+      });
       const u = testMessage("tls-untrusted");
       untrusted.prepare!(u);
       await settle(150);
@@ -155,7 +182,10 @@ describe("RestTransport.prepare", () => {
 
   test("a pooled transport (a batch's keep-alive connections) prepares nothing", async () => {
     const p = await peer();
-    const t = create({ baseUrl: p.url, apiKey: "msk_prepare_test_51ab", timeoutMs: 5000, userAgent: "mailsend/test", insecure: false }, { pool: 4 });
+    const t = create(
+      { baseUrl: p.url, apiKey: "msk_prepare_test_51ab", timeoutMs: 5000, userAgent: "mailsend/test", insecure: false },
+      { pool: 4 },
+    );
     t.prepare!(testMessage("pooled"));
     await settle(100);
     expect(p.conns).toHaveLength(0);
@@ -235,10 +265,14 @@ describe("deliver() and a wait for the slot", () => {
     const log: string[] = [];
     const store = scriptedStore(0, 0, log);
     // The answer's head comes, then its body takes 300 ms to read.
-    await deliver(preparingTransport(log, async (ctx) => {
-      ctx.answered?.();
-      await settle(300);
-    }), testMessage("k-answer"), options(store));
+    await deliver(
+      preparingTransport(log, async (ctx) => {
+        ctx.answered?.();
+        await settle(300);
+      }),
+      testMessage("k-answer"),
+      options(store),
+    );
     expect(store.elapsed).toHaveLength(1);
     expect(store.elapsed[0]!).toBeGreaterThanOrEqual(250);
   });

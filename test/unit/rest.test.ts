@@ -71,7 +71,13 @@ describe("HTTP status -> error", () => {
   });
 
   it("quotes a short, one-line excerpt of the body", () => {
-    const e = statusError(400, '{\n  "success": false,\n  "error": { "message": "to is invalid" }\n}', {}, URL_, redact);
+    const e = statusError(
+      400,
+      '{\n  "success": false,\n  "error": { "message": "to is invalid" }\n}',
+      {},
+      URL_,
+      redact,
+    );
     expect(e.message).toContain('{ "success": false, "error": { "message": "to is invalid" } }');
     const long = statusError(500, "x".repeat(5000), {}, URL_, redact);
     expect(long.message.length).toBeLessThan(400);
@@ -113,7 +119,7 @@ describe("RestTransport against a recorder (in process)", () => {
     to: [{ address: "b@example.com" }],
     cc: [],
     bcc: [],
-    subject: "Grüße 📧 \"quoted\" \\ back",
+    subject: 'Grüße 📧 "quoted" \\ back',
     html: "<p>é</p>",
     attachments: [],
     headers: [],
@@ -131,22 +137,33 @@ describe("RestTransport against a recorder (in process)", () => {
     });
     const m = message({
       attachments: [
-        ...files.map((f) => ({ filename: f.name, source: { kind: "file" as const, path: f.path, size: f.data.length } })),
+        ...files.map((f) => ({
+          filename: f.name,
+          source: { kind: "file" as const, path: f.path, size: f.data.length },
+        })),
         { filename: "bytes — ü.bin", source: { kind: "bytes" as const, data: Buffer.from([9, 8, 7, 6]) } },
       ],
     });
     const t = transport();
     const r = await t.send(m);
     await t.close();
-    expect(r).toMatchObject({ transport: "rest", status: 200, idempotencyKey: "idem-1", recipients: ["b@example.com"] });
+    expect(r).toMatchObject({
+      transport: "rest",
+      status: 200,
+      idempotencyKey: "idem-1",
+      recipients: ["b@example.com"],
+    });
     const req = rec.requests[0]!;
     expect(Number(req.headers["content-length"])).toBe(req.body.length);
     expect(req.json.attachments).toHaveLength(files.length + 1);
     files.forEach((f, i) => {
       expect(req.json.attachments[i]).toEqual({ content: f.data.toString("base64"), filename: f.name });
     });
-    expect(req.json.attachments[files.length]).toEqual({ content: Buffer.from([9, 8, 7, 6]).toString("base64"), filename: "bytes — ü.bin" });
-    expect(req.json.subject).toBe("Grüße 📧 \"quoted\" \\ back");
+    expect(req.json.attachments[files.length]).toEqual({
+      content: Buffer.from([9, 8, 7, 6]).toString("base64"),
+      filename: "bytes — ü.bin",
+    });
+    expect(req.json.subject).toBe('Grüße 📧 "quoted" \\ back');
   });
 
   it("a body without attachments (written as one string) has its Content-Length in bytes, not characters", async () => {
@@ -160,7 +177,7 @@ describe("RestTransport against a recorder (in process)", () => {
     for (const req of rec.requests) {
       expect(Number(req.headers["content-length"])).toBe(req.body.length);
       expect(req.body.length).toBeGreaterThan(req.body.toString("utf8").length);
-      expect(req.json).toMatchObject({ subject: "Grüße 📧 \"quoted\" \\ back", html });
+      expect(req.json).toMatchObject({ subject: 'Grüße 📧 "quoted" \\ back', html });
     }
   });
 
@@ -194,7 +211,11 @@ describe("RestTransport against a recorder (in process)", () => {
       seen.push({ key: req.headers["idempotency-key"] as string | undefined, socket: sockets });
       req.resume();
       if (n >= 1) return req.socket.destroy();
-      req.on("end", () => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ success: true, message_id: `m${seen.length}` })));
+      req.on("end", () =>
+        res
+          .writeHead(200, { "content-type": "application/json" })
+          .end(JSON.stringify({ success: true, message_id: `m${seen.length}` })),
+      );
     });
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
     const { port } = server.address() as AddressInfo;

@@ -47,7 +47,13 @@ describe("the alert rule", () => {
     let state: JobState | undefined;
     for (let i = 0; i < 4; i++) state = decide(state, true, "failure", HOUR, 1_000 + i * 60_000).next;
     const d = decide(state, true, "failure", HOUR, 1_000 + 2 * HOUR);
-    expect(d.mail).toMatchObject({ kind: "failed", unmailed: 3, unmailedSince: 1_000 + 60_000, streak: 5, streakSince: 1_000 });
+    expect(d.mail).toMatchObject({
+      kind: "failed",
+      unmailed: 3,
+      unmailedSince: 1_000 + 60_000,
+      streak: 5,
+      streakSince: 1_000,
+    });
     expect(decide(undefined, true, "change", HOUR, 0).mail?.previous).toBe("unknown");
   });
 });

@@ -28,7 +28,10 @@ function msg(over: Partial<StoredMessage> = {}): StoredMessage {
   };
 }
 
-const content: SearchableContent = { cc: ["Boss <boss@example.com>"], body: "Hello Alice,\nyour one-time   code is 123456.\n" };
+const content: SearchableContent = {
+  cc: ["Boss <boss@example.com>"],
+  body: "Hello Alice,\nyour one-time   code is 123456.\n",
+};
 const ok = (q: string, m = msg(), c: SearchableContent | undefined = content) => matches(parseQuery(q, NOW), m, c);
 
 describe("parseQuery: each term", () => {
@@ -117,7 +120,20 @@ describe("errors", () => {
     expect(e).toBeInstanceOf(MailsendError);
     expect(e.code).toBe("usage");
     expect(e.message).toContain("unknown term size:");
-    for (const t of ["to:", "from:", "cc:", "subject:", "has:attachment", "filename:", "after:", "before:", "is:rest", "is:smtp", '"QUOTED PHRASE"', "-TERM"]) {
+    for (const t of [
+      "to:",
+      "from:",
+      "cc:",
+      "subject:",
+      "has:attachment",
+      "filename:",
+      "after:",
+      "before:",
+      "is:rest",
+      "is:smtp",
+      '"QUOTED PHRASE"',
+      "-TERM",
+    ]) {
       expect(e.hint).toContain(t);
     }
   });
@@ -140,7 +156,9 @@ describe("isClose", () => {
     const q = parseQuery("to:alice subject:invoice", NOW);
     expect(isClose(q, msg())).toBe(true);
     expect(isClose(q, msg({ to: ["bob@example.com"], envelope: { from: "", to: [] } }))).toBe(false);
-    expect(isClose(q, msg({ to: ["bob@example.com"], envelope: { from: "", to: [] }, subject: "Your invoice" }))).toBe(true);
+    expect(isClose(q, msg({ to: ["bob@example.com"], envelope: { from: "", to: [] }, subject: "Your invoice" }))).toBe(
+      true,
+    );
     expect(isClose(parseQuery("reset", NOW), msg())).toBe(false);
   });
 });
@@ -159,7 +177,9 @@ describe("durationMs", () => {
 
 describe("a message's parts", () => {
   const eml = (type: string, body: string) =>
-    Buffer.from(`From: a@example.com\r\nTo: b@example.com\r\nCc: "Boss" <boss@example.com>\r\nSubject: s\r\nMIME-Version: 1.0\r\nContent-Type: ${type}\r\n\r\n${body}\r\n`);
+    Buffer.from(
+      `From: a@example.com\r\nTo: b@example.com\r\nCc: "Boss" <boss@example.com>\r\nSubject: s\r\nMIME-Version: 1.0\r\nContent-Type: ${type}\r\n\r\n${body}\r\n`,
+    );
 
   it("links: the HTML's <a href>s (entities decoded, script links left out), then the URLs in its text", async () => {
     const p = await readParts(
@@ -173,7 +193,12 @@ describe("a message's parts", () => {
     expect(p.htmlText).not.toContain("nope");
   });
   it("the text part decoded, its URLs without the sentence's punctuation", async () => {
-    const p = await readParts(eml("text/plain; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable", "Code: 123456 =E2=80=94 see (https://x.example.com/a_(b)) and https://y.example.com/c."));
+    const p = await readParts(
+      eml(
+        "text/plain; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable",
+        "Code: 123456 =E2=80=94 see (https://x.example.com/a_(b)) and https://y.example.com/c.",
+      ),
+    );
     expect(p.text).toContain("Code: 123456 \u2014 see");
     expect(p.html).toBeNull();
     expect(p.links).toEqual(["https://x.example.com/a_(b)", "https://y.example.com/c"]);

@@ -16,7 +16,11 @@ async function storeWith(...mails: Array<{ to: string; subject: string; text?: s
 
 describe("search", () => {
   it("newest first, words in the body, a limit", async () => {
-    const store = await storeWith({ to: "a@example.com", subject: "one", text: "code 1" }, { to: "a@example.com", subject: "two", text: "code 2" }, { to: "b@example.com", subject: "three" });
+    const store = await storeWith(
+      { to: "a@example.com", subject: "one", text: "code 1" },
+      { to: "a@example.com", subject: "two", text: "code 2" },
+      { to: "b@example.com", subject: "three" },
+    );
     const s = createSearcher(store);
     expect((await search(s, parseQuery("to:a@example.com"))).map((m) => m.subject)).toEqual(["two", "one"]);
     expect((await search(s, parseQuery('"code 1"'))).map((m) => m.subject)).toEqual(["one"]);
@@ -34,26 +38,41 @@ describe("waitFor", () => {
 
   it("resolves when the store writes the message, counting to count", async () => {
     const store = await storeWith();
-    const waiting = waitFor(createSearcher(store), parseQuery('to:c@example.com "the code"'), { count: 2, timeoutMs: 10_000 });
+    const waiting = waitFor(createSearcher(store), parseQuery('to:c@example.com "the code"'), {
+      count: 2,
+      timeoutMs: 10_000,
+    });
     await new Promise((r) => setTimeout(r, 20));
     expect(store.subscriberCount).toBe(1);
-    await store.add(await composeEml({ from: "x@example.com", to: "c@example.com", subject: "1", text: "the code is 1" }));
+    await store.add(
+      await composeEml({ from: "x@example.com", to: "c@example.com", subject: "1", text: "the code is 1" }),
+    );
     await store.add(await composeEml({ from: "x@example.com", to: "c@example.com", subject: "no", text: "nothing" }));
-    await store.add(await composeEml({ from: "x@example.com", to: "c@example.com", subject: "2", text: "the code is 2" }));
+    await store.add(
+      await composeEml({ from: "x@example.com", to: "c@example.com", subject: "2", text: "the code is 2" }),
+    );
     expect((await waiting).map((m) => m.subject)).toEqual(["2", "1"]);
     expect(store.subscriberCount).toBe(0);
   });
 
   it("rejects at its timeout with what matched and the closest, and unsubscribes", async () => {
-    const store = await storeWith({ to: "d@example.com", subject: "Welcome" }, { to: "e@example.com", subject: "Receipt" }, { to: "f@example.com", subject: "Other" });
-    const e = await waitFor(createSearcher(store), parseQuery("to:d@example.com subject:receipt"), { timeoutMs: 50 }).catch((x: unknown) => x);
+    const store = await storeWith(
+      { to: "d@example.com", subject: "Welcome" },
+      { to: "e@example.com", subject: "Receipt" },
+      { to: "f@example.com", subject: "Other" },
+    );
+    const e = await waitFor(createSearcher(store), parseQuery("to:d@example.com subject:receipt"), {
+      timeoutMs: 50,
+    }).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(WaitTimeoutError);
     const w = e as WaitTimeoutError;
     expect(w.code).toBe("timeout");
     expect(w.closest.map((m) => m.subject).sort()).toEqual(["Receipt", "Welcome"]);
     expect(w.message).toContain('waited 50ms for a message matching "to:d@example.com subject:receipt"; none arrived');
     expect(store.subscriberCount).toBe(0);
-    const words = (await waitFor(createSearcher(store), parseQuery('"no such words"'), { timeoutMs: 20 }).catch((x: unknown) => x)) as WaitTimeoutError;
+    const words = (await waitFor(createSearcher(store), parseQuery('"no such words"'), { timeoutMs: 20 }).catch(
+      (x: unknown) => x,
+    )) as WaitTimeoutError;
     expect(words.message).toContain("the newest it holds:");
     expect(words.closest).toHaveLength(3);
   });

@@ -16,7 +16,13 @@ function usageError(argv: string[]): MailsendError {
 describe("sendmail's command line", () => {
   it("cron: -FCronDaemon -i -B8BITMIME -oem user", () => {
     const a = parseSendmailArgs(["-FCronDaemon", "-i", "-B8BITMIME", "-oem", "root"]);
-    expect(a).toMatchObject({ mode: "deliver", fullName: "CronDaemon", ignoreDots: true, readRecipients: false, recipients: ["root"] });
+    expect(a).toMatchObject({
+      mode: "deliver",
+      fullName: "CronDaemon",
+      ignoreDots: true,
+      readRecipients: false,
+      recipients: ["root"],
+    });
     expect(a.ignored.join(" ")).toContain("-B 8BITMIME");
     expect(a.ignored).toContain("-oem");
   });
@@ -36,11 +42,18 @@ describe("sendmail's command line", () => {
 
   it("-f and -r, attached or the next word; -F likewise", () => {
     expect(parseSendmailArgs(["-fcron@example.com"]).from).toBe("cron@example.com");
-    expect(parseSendmailArgs(["-f", "cron@example.com", "x@example.com"])).toMatchObject({ from: "cron@example.com", recipients: ["x@example.com"] });
+    expect(parseSendmailArgs(["-f", "cron@example.com", "x@example.com"])).toMatchObject({
+      from: "cron@example.com",
+      recipients: ["x@example.com"],
+    });
     expect(parseSendmailArgs(["-r", "r@example.com"]).from).toBe("r@example.com");
     expect(parseSendmailArgs(["-F", "Cron Daemon"]).fullName).toBe("Cron Daemon");
     // A flag cluster ending in an option with a value: -tf addr.
-    expect(parseSendmailArgs(["-tif", "a@example.com"])).toMatchObject({ readRecipients: true, ignoreDots: true, from: "a@example.com" });
+    expect(parseSendmailArgs(["-tif", "a@example.com"])).toMatchObject({
+      readRecipients: true,
+      ignoreDots: true,
+      from: "a@example.com",
+    });
   });
 
   it("the null sender -f '<>' leaves the default sender", () => {
@@ -57,7 +70,11 @@ describe("sendmail's command line", () => {
   });
 
   it("git send-email: -i then recipients; options may follow recipients", () => {
-    expect(parseSendmailArgs(["-i", "root", "team@example.com", "-v"])).toMatchObject({ ignoreDots: true, verbose: true, recipients: ["root", "team@example.com"] });
+    expect(parseSendmailArgs(["-i", "root", "team@example.com", "-v"])).toMatchObject({
+      ignoreDots: true,
+      verbose: true,
+      recipients: ["root", "team@example.com"],
+    });
   });
 
   it("-bm delivers, -bp lists, -q flushes; mailq lists", () => {
@@ -113,18 +130,26 @@ describe("sendmail's command line", () => {
   });
 });
 
-describe("errors said to sendmail's callers (e.in(\"sendmail\"))", () => {
+describe('errors said to sendmail\'s callers (e.in("sendmail"))', () => {
   it("names the variables they can set, never send's flags", () => {
     const e = new MailsendError("connection_failed", "cannot reach smtp.example.com:587", {
-      hint: (s) => `Check ${s.pair("smtpHost", "smtpPort", true)}, or use ${s.value("transport", "rest")} for an HTTP address; raise ${s.flag("timeout")}. Check ${s.either("baseUrl")}.`,
+      hint: (s) =>
+        `Check ${s.pair("smtpHost", "smtpPort", true)}, or use ${s.value("transport", "rest")} for an HTTP address; raise ${s.flag("timeout")}. Check ${s.either("baseUrl")}.`,
       mayHaveBeenSent: false,
     });
-    expect(e.hint).toBe("Check --smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT), or use --transport rest for an HTTP address; raise --timeout. Check --base-url / MAILSEND_BASE_URL.");
+    expect(e.hint).toBe(
+      "Check --smtp-host / --smtp-port (MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT), or use --transport rest for an HTTP address; raise --timeout. Check --base-url / MAILSEND_BASE_URL.",
+    );
     const said = e.in("sendmail");
-    expect(said.hint).toBe("Check MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT, or use MAILSEND_TRANSPORT=rest for an HTTP address; raise MAILSEND_TIMEOUT. Check MAILSEND_BASE_URL.");
+    expect(said.hint).toBe(
+      "Check MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT, or use MAILSEND_TRANSPORT=rest for an HTTP address; raise MAILSEND_TIMEOUT. Check MAILSEND_BASE_URL.",
+    );
     expect(said.code).toBe("connection_failed");
     expect(said.exitCode).toBe(69);
-    expect(new MailsendError("timeout", (s) => `Check ${s.pair("smtpHost", "smtpPort")}: this may not be it`).in("sendmail").message).toBe("Check MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT: this may not be it");
+    expect(
+      new MailsendError("timeout", (s) => `Check ${s.pair("smtpHost", "smtpPort")}: this may not be it`).in("sendmail")
+        .message,
+    ).toBe("Check MAILSEND_SMTP_HOST / MAILSEND_SMTP_PORT: this may not be it");
     // A flag sendmail has, or words that only look like one, stay.
     const same = new MailsendError("usage", "-t and -f are sendmail's", { hint: "see --help" });
     expect(same.in("sendmail")).toBe(same);

@@ -22,7 +22,10 @@ const base: Message = {
 describe("mailOptions (what nodemailer is handed)", () => {
   it("gives {name, address} objects and an explicit envelope, never address strings", () => {
     const o = mailOptions(base);
-    expect(o.envelope).toEqual({ from: "john@example.com", to: ["a@example.com", "b@example.com", "c@example.com", "h@example.com"] });
+    expect(o.envelope).toEqual({
+      from: "john@example.com",
+      to: ["a@example.com", "b@example.com", "c@example.com", "h@example.com"],
+    });
     expect(o.from).toEqual({ name: "Doe, John", address: "john@example.com" });
     // A name that looks like an address stays a name: nodemailer does not parse it again.
     expect(o.to).toEqual([

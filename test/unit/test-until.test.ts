@@ -7,7 +7,11 @@ test("until: true at once, true later, and a timeout that says what it waited fo
   let n = 0;
   await until(() => ++n >= 3, { everyMs: 1 });
   expect(n).toBe(3);
-  await expect(until(() => false, { what: "the runner to exit", timeoutMs: 30 })).rejects.toThrow("timed out after 30 ms waiting for the runner to exit");
+  await expect(until(() => false, { what: "the runner to exit", timeoutMs: 30 })).rejects.toThrow(
+    "timed out after 30 ms waiting for the runner to exit",
+  );
   const queue: string[] = ["x"];
-  await expect(until(() => queue.length === 0, 20)).rejects.toThrow("timed out after 20 ms waiting for queue.length === 0");
+  await expect(until(() => queue.length === 0, 20)).rejects.toThrow(
+    "timed out after 20 ms waiting for queue.length === 0",
+  );
 });

@@ -25,15 +25,18 @@ const store = new MemoryStore();
 
 function request(path: string, opts: { method?: string; headers?: Record<string, string> } = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: "127.0.0.1", port, path, method: opts.method ?? "GET", headers: opts.headers ?? {} }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => {
-        const body = Buffer.concat(chunks);
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body, text: body.toString("utf8") });
-      });
-      res.on("error", reject);
-    });
+    const req = http.request(
+      { host: "127.0.0.1", port, path, method: opts.method ?? "GET", headers: opts.headers ?? {} },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => {
+          const body = Buffer.concat(chunks);
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body, text: body.toString("utf8") });
+        });
+        res.on("error", reject);
+      },
+    );
     req.on("error", reject);
     req.end();
   });
@@ -74,7 +77,12 @@ beforeAll(async () => {
   base = `http://127.0.0.1:${port}`;
 
   plain = await store.add(
-    await composeEml({ from: "Ann <ann@example.com>", to: "bob@example.com", subject: "Plain hello", text: "Hello Bob,\nplain text here." }),
+    await composeEml({
+      from: "Ann <ann@example.com>",
+      to: "bob@example.com",
+      subject: "Plain hello",
+      text: "Hello Bob,\nplain text here.",
+    }),
     { channel: "smtp" },
   );
   hostile = await store.add(
@@ -105,7 +113,14 @@ beforeAll(async () => {
       ],
     }),
   );
-  htmlOnly = await store.add(await composeEml({ from: "h@example.com", to: "x@example.com", subject: "Only HTML", html: "<p>only <b>html</b></p>" }));
+  htmlOnly = await store.add(
+    await composeEml({
+      from: "h@example.com",
+      to: "x@example.com",
+      subject: "Only HTML",
+      html: "<p>only <b>html</b></p>",
+    }),
+  );
 });
 
 afterAll(async () => {
@@ -145,7 +160,11 @@ describe("list", () => {
     expect(r.headers["content-type"]).toBe("application/json; charset=utf-8");
     const body = JSON.parse(r.text);
     expect(body.messages.map((m: { id: string }) => m.id)).toEqual([htmlOnly.id, withFiles.id, hostile.id, plain.id]);
-    expect(body.messages[1]).toMatchObject({ subject: "Files", to: ["a@example.com", "b@example.com"], url: `/messages/${withFiles.id}` });
+    expect(body.messages[1]).toMatchObject({
+      subject: "Files",
+      to: ["a@example.com", "b@example.com"],
+      url: `/messages/${withFiles.id}`,
+    });
     expect(body.messages[1].attachments).toHaveLength(5);
     const limited = JSON.parse((await request("/api/messages?limit=2")).text);
     expect(limited.messages).toHaveLength(2);
@@ -199,7 +218,12 @@ describe("one message", () => {
     expect(r.headers["content-type"]).toBe("text/html; charset=utf-8");
     expect(r.headers["x-content-type-options"]).toBe("nosniff");
     const csp = String(r.headers["content-security-policy"]);
-    const directives = new Map(csp.split(";").map((d) => d.trim().split(/\s+/)).map(([k, ...v]) => [k!, v]));
+    const directives = new Map(
+      csp
+        .split(";")
+        .map((d) => d.trim().split(/\s+/))
+        .map(([k, ...v]) => [k!, v]),
+    );
     expect(directives.get("default-src")).toEqual(["'none'"]);
     expect(directives.get("img-src")).toEqual(["data:"]);
     expect(directives.has("script-src")).toBe(false);
@@ -240,12 +264,34 @@ describe("one message", () => {
     const r = await request(`/api/messages/${withFiles.id}`);
     expect(r.status).toBe(200);
     const d = JSON.parse(r.text);
-    expect(d).toMatchObject({ id: withFiles.id, subject: "Files", text: "see attached\n", hasHtml: true, htmlUrl: `/messages/${withFiles.id}/html` });
+    expect(d).toMatchObject({
+      id: withFiles.id,
+      subject: "Files",
+      text: "see attached\n",
+      hasHtml: true,
+      htmlUrl: `/messages/${withFiles.id}/html`,
+    });
     expect(d.headers.find((h: { name: string }) => h.name.toLowerCase() === "subject")?.value).toBe("Files");
     // Document order: the inline logo sits in the multipart/related part before the attachments.
-    expect(d.attachments.map((a: { filename: string }) => a.filename)).toEqual(["logo.png", "data.bin", INJECTING_NAME, "<b>x</b>.txt", "отчёт 2024.pdf"]);
-    expect(d.attachments[0]).toMatchObject({ index: 0, contentId: "<logo@mailsend.test>", inline: true, contentType: "image/png" });
-    expect(d.attachments[1]).toMatchObject({ index: 1, size: binary.length, inline: false, url: `/messages/${withFiles.id}/attachments/1` });
+    expect(d.attachments.map((a: { filename: string }) => a.filename)).toEqual([
+      "logo.png",
+      "data.bin",
+      INJECTING_NAME,
+      "<b>x</b>.txt",
+      "отчёт 2024.pdf",
+    ]);
+    expect(d.attachments[0]).toMatchObject({
+      index: 0,
+      contentId: "<logo@mailsend.test>",
+      inline: true,
+      contentType: "image/png",
+    });
+    expect(d.attachments[1]).toMatchObject({
+      index: 1,
+      size: binary.length,
+      inline: false,
+      url: `/messages/${withFiles.id}/attachments/1`,
+    });
   });
 });
 
@@ -272,7 +318,9 @@ describe("attachments", () => {
     expect(r.status).toBe(200);
     expect(r.headers["x-injected"]).toBeUndefined();
     const cd = String(r.headers["content-disposition"]);
-    expect(cd).toBe(`attachment; filename="r_sum_ _final_X-Injected: 1.pdf"; filename*=UTF-8''r%C3%A9sum%C3%A9%20%22final%22X-Injected%3A%201.pdf`);
+    expect(cd).toBe(
+      `attachment; filename="r_sum_ _final_X-Injected: 1.pdf"; filename*=UTF-8''r%C3%A9sum%C3%A9%20%22final%22X-Injected%3A%201.pdf`,
+    );
     expect(r.body.toString()).toBe("pdf bytes");
   });
 
@@ -294,7 +342,9 @@ describe("attachments", () => {
   it("builds Content-Disposition safely from any name", () => {
     for (const name of ['a"b\\c/d\u0000\n.txt', "\ud800lone", "", "100%.txt", "it's (1)*.txt"]) {
       const cd = contentDisposition(name);
-      expect(cd).toMatch(/^attachment; filename="[\x20-\x21\x23-\x5b\x5d-\x7e]*"; filename\*=UTF-8''[A-Za-z0-9!#$&+\-.^_`|~%]+$/);
+      expect(cd).toMatch(
+        /^attachment; filename="[\x20-\x21\x23-\x5b\x5d-\x7e]*"; filename\*=UTF-8''[A-Za-z0-9!#$&+\-.^_`|~%]+$/,
+      );
     }
     expect(contentDisposition("../../etc/passwd")).toContain('filename=".._.._etc_passwd"');
   });
@@ -302,7 +352,13 @@ describe("attachments", () => {
 
 describe("not found and bad input", () => {
   it("404s unknown ids on every message route", async () => {
-    for (const path of ["/messages/zzzzzzzz-000000", "/messages/zzzzzzzz-000000/html", "/messages/zzzzzzzz-000000/raw", "/messages/zzzzzzzz-000000/attachments/0", "/api/messages/zzzzzzzz-000000"]) {
+    for (const path of [
+      "/messages/zzzzzzzz-000000",
+      "/messages/zzzzzzzz-000000/html",
+      "/messages/zzzzzzzz-000000/raw",
+      "/messages/zzzzzzzz-000000/attachments/0",
+      "/api/messages/zzzzzzzz-000000",
+    ]) {
       const r = await request(path);
       expect(r.status, path).toBe(404);
       expect(r.headers["x-fallthrough"], path).toBeUndefined();
@@ -312,7 +368,12 @@ describe("not found and bad input", () => {
   });
 
   it("404s ids outside the store's characters without asking the store, and unknown attachments", async () => {
-    for (const path of ["/messages/..%2F..%2Fetc%2Fpasswd", "/messages/a.b", "/messages/%3Cscript%3E", `/messages/${"a".repeat(200)}`]) {
+    for (const path of [
+      "/messages/..%2F..%2Fetc%2Fpasswd",
+      "/messages/a.b",
+      "/messages/%3Cscript%3E",
+      `/messages/${"a".repeat(200)}`,
+    ]) {
       const r = await request(path);
       expect(r.status, path).toBe(404);
       expect(r.text).not.toContain("<script>");
@@ -330,7 +391,8 @@ describe("not found and bad input", () => {
   it("refuses dotted host names (DNS rebinding) but not localhost or IPs", async () => {
     expect((await request("/", { headers: { host: "attacker.example.com" } })).status).toBe(403);
     expect((await request("/", { headers: { host: `localhost:${port}` } })).status).toBe(200);
-    for (const h of ["127.0.0.1:8025", "[::1]:8025", "localhost", "app.localhost", "mailsend", "192.168.1.20"]) expect(hostAllowed(h), h).toBe(true);
+    for (const h of ["127.0.0.1:8025", "[::1]:8025", "localhost", "app.localhost", "mailsend", "192.168.1.20"])
+      expect(hostAllowed(h), h).toBe(true);
     for (const h of ["evil.com", "127.0.0.1.nip.io:8025", "[::1]evil"]) expect(hostAllowed(h), h).toBe(false);
   });
 });
@@ -338,7 +400,11 @@ describe("not found and bad input", () => {
 describe("events", () => {
   it("streams each newly stored message and unsubscribes when the client leaves", async () => {
     const before = store.subscriberCount;
-    const got = await new Promise<{ data: Record<string, unknown>; headers: http.IncomingHttpHeaders; req: http.ClientRequest }>((resolve, reject) => {
+    const got = await new Promise<{
+      data: Record<string, unknown>;
+      headers: http.IncomingHttpHeaders;
+      req: http.ClientRequest;
+    }>((resolve, reject) => {
       const req = http.get(`${base}/events`, (res) => {
         let buf = "";
         res.setEncoding("utf8");
@@ -364,7 +430,11 @@ describe("events", () => {
     expect(got.data).toMatchObject({ subject: "Live <one>", from: "live@example.com", to: ["x@example.com"] });
     expect(String(got.data.url)).toMatch(/^\/messages\/[A-Za-z0-9_-]+$/);
     got.req.destroy();
-    await until(() => store.subscriberCount <= before, { what: "the closed stream's subscription to end", timeoutMs: 2000, everyMs: 10 });
+    await until(() => store.subscriberCount <= before, {
+      what: "the closed stream's subscription to end",
+      timeoutMs: 2000,
+      everyMs: 10,
+    });
     expect(store.subscriberCount).toBe(before);
   });
 });

@@ -1,6 +1,16 @@
 import { createHash } from "node:crypto";
 import { setMaxListeners } from "node:events";
-import { closeSync, createReadStream, createWriteStream, fsyncSync, mkdirSync, openSync, readSync, rmSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  createReadStream,
+  createWriteStream,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  rmSync,
+  writeSync,
+} from "node:fs";
 import { redactForPrint } from "../../core/redact.js";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -74,11 +84,20 @@ async function template(path: string | undefined, what: string): Promise<string 
  * The body templates: --html-file / --text-file, or --markdown-file for both
  * (rendered once, placeholders kept, filled per row like the others).
  */
-async function bodyTemplates(flags: BatchFlags): Promise<Pick<RowDefaults, "htmlTemplate" | "textTemplate" | "templateFlag" | "textIsPlainHtml">> {
-  if (flags.allowHtml && flags.markdownFile === undefined) throw new MailsendError("usage", "--allow-html applies only to --markdown-file");
+async function bodyTemplates(
+  flags: BatchFlags,
+): Promise<Pick<RowDefaults, "htmlTemplate" | "textTemplate" | "templateFlag" | "textIsPlainHtml">> {
+  if (flags.allowHtml && flags.markdownFile === undefined)
+    throw new MailsendError("usage", "--allow-html applies only to --markdown-file");
   if (flags.markdownFile !== undefined) {
-    const clash = [flags.htmlFile !== undefined && "--html-file", flags.textFile !== undefined && "--text-file"].filter(Boolean);
-    if (clash.length > 0) throw new MailsendError("usage", `--markdown-file makes the HTML and the text template; it cannot be combined with ${clash.join(", ")}`);
+    const clash = [flags.htmlFile !== undefined && "--html-file", flags.textFile !== undefined && "--text-file"].filter(
+      Boolean,
+    );
+    if (clash.length > 0)
+      throw new MailsendError(
+        "usage",
+        `--markdown-file makes the HTML and the text template; it cannot be combined with ${clash.join(", ")}`,
+      );
     const { renderMarkdownTemplate, stripFrontMatter } = await import("../../message/markdown.js");
     const source = stripFrontMatter((await template(flags.markdownFile, "Markdown template"))!);
     return {
@@ -99,7 +118,11 @@ async function bodyTemplates(flags: BatchFlags): Promise<Pick<RowDefaults, "html
  * a private temp file; its hash names the journal, so re-running the same
  * pipeline resumes it.
  */
-async function openInput(file: string, io: CliIO, format: Format | undefined): Promise<{ input: BatchInput; identity: string; fp: InputIds; cleanup: () => void }> {
+async function openInput(
+  file: string,
+  io: CliIO,
+  format: Format | undefined,
+): Promise<{ input: BatchInput; identity: string; fp: InputIds; cleanup: () => void }> {
   let path = file;
   let cleanup = () => {};
   let identity: string;
@@ -118,13 +141,16 @@ async function openInput(file: string, io: CliIO, format: Format | undefined): P
         if (failed) throw failed;
         const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string);
         hash.update(buf);
-        if (!out.write(buf)) await new Promise<void>((r) => (out.once("drain", () => r()), out.once("error", () => r())));
+        if (!out.write(buf))
+          await new Promise<void>((r) => (out.once("drain", () => r()), out.once("error", () => r())));
       }
-      await new Promise<void>((r, j) => out.end((e?: Error | null) => (e ?? failed ? j(e ?? failed) : r())));
+      await new Promise<void>((r, j) => out.end((e?: Error | null) => ((e ?? failed) ? j(e ?? failed) : r())));
     } catch (e) {
       cleanup();
       // The spool is a local file: a full or read-only temp dir is this machine's fault (73), said as such.
-      throw (e as NodeJS.ErrnoException).code ? localFileError(e, path, "write", "copy of stdin (set TMPDIR to move it)") : e;
+      throw (e as NodeJS.ErrnoException).code
+        ? localFileError(e, path, "write", "copy of stdin (set TMPDIR to move it)")
+        : e;
     }
     identity = `stdin:${hash.digest("hex").slice(0, 32)}`;
     fp = { input: identity };
@@ -151,12 +177,18 @@ function summaryLine(c: Counts & { elapsedMs: number; not_started?: number; stop
   if (c.failed) parts.push(`${c.failed} failed`);
   if (c.unknown) parts.push(`${c.unknown} outcome unknown`);
   if (c.invalid) parts.push(`${c.invalid} invalid`);
-  if (c.not_started) parts.push(`${c.not_started} not started (${c.stopped === "budget" ? "the rate-limit budget could not be reached" : "interrupted"})`);
+  if (c.not_started)
+    parts.push(
+      `${c.not_started} not started (${c.stopped === "budget" ? "the rate-limit budget could not be reached" : "interrupted"})`,
+    );
   return `${parts.join(", ")} (of ${c.total}) in ${(c.elapsedMs / 1000).toFixed(1)} s`;
 }
 
 /** Under auto, each row's message chooses among the configured channels (REST unless it would lose something, then SMTP). */
-function batchChannels(run: Settings): { config: TransportConfig; auto?: { channels: Channels; configs: Partial<Record<TransportName, TransportConfig>> } } {
+function batchChannels(run: Settings): {
+  config: TransportConfig;
+  auto?: { channels: Channels; configs: Partial<Record<TransportName, TransportConfig>> };
+} {
   if (run.transport !== "auto") return { config: run.channel(run.transport) };
   const channels = run.configured;
   const configs: Partial<Record<TransportName, TransportConfig>> = {};
@@ -216,11 +248,16 @@ function itemReporter(flags: BatchFlags, io: CliIO, say: (text: string) => void,
         // The items are sent (or not) whatever the report says: a results file that cannot be
         // written is said once, and the journal still knows each item's state.
         resultsFailed = true;
-        say(`${localFileError(e, flags.results!, "write", "results file").message}; the batch goes on (the journal ${journalPath ?? ""} still records every item), but this file is incomplete from item ${r.index + 1} on`);
+        say(
+          `${localFileError(e, flags.results!, "write", "results file").message}; the batch goes on (the journal ${journalPath ?? ""} still records every item), but this file is incomplete from item ${r.index + 1} on`,
+        );
       }
     }
     if (json) io.stdout.write(line);
-    else if (!flags.quiet && (r.status === "invalid" || r.status === "failed" || r.status === "unknown" || r.status === "partial")) {
+    else if (
+      !flags.quiet &&
+      (r.status === "invalid" || r.status === "failed" || r.status === "unknown" || r.status === "partial")
+    ) {
       const label = r.status === "unknown" || r.status === "partial" ? c.yellow(r.status) : c.red(r.status);
       io.stderr.write(`${label}: ${r.error?.message ?? `item ${r.index + 1}`}\n`);
       const hint = r.status === "invalid" ? r.error?.hint : undefined;
@@ -235,7 +272,10 @@ function itemReporter(flags: BatchFlags, io: CliIO, say: (text: string) => void,
     try {
       fsyncSync(resultsFd);
     } catch (e) {
-      if (!resultsFailed) say(`${localFileError(e, flags.results!, "sync", "results file").message}; it may be incomplete (the journal still records every item)`);
+      if (!resultsFailed)
+        say(
+          `${localFileError(e, flags.results!, "sync", "results file").message}; it may be incomplete (the journal still records every item)`,
+        );
     }
     closeSync(resultsFd);
   };
@@ -270,25 +310,30 @@ function progressReporter(flags: BatchFlags, io: CliIO, progress: Progress) {
   let quietWaitSaid = false;
   let lastWaitLine = 0;
   const onWait = (w: WaitInfo) => {
-      const why = w.reason === "budget" ? "rate limit for this key reached" : `${w.error?.message ?? "temporary failure"}; retry ${w.attempt - 1}`;
-      progress.update(w.reason === "budget" ? `waiting ${waitText(w.ms)} for the rate limit` : `${why}; waiting ${waitText(w.ms)}`);
-      if (json) return;
-      // -q shows no progress; a long wait is still said once, so the run does not look hung.
-      if (flags.quiet) {
-        if (w.reason === "budget" && w.ms > 10_000 && !quietWaitSaid) {
-          quietWaitSaid = true;
-          io.stderr.write(`mailsend batch: rate limit for this key reached; waiting ${waitText(w.ms)}\n`);
-        }
-        return;
+    const why =
+      w.reason === "budget"
+        ? "rate limit for this key reached"
+        : `${w.error?.message ?? "temporary failure"}; retry ${w.attempt - 1}`;
+    progress.update(
+      w.reason === "budget" ? `waiting ${waitText(w.ms)} for the rate limit` : `${why}; waiting ${waitText(w.ms)}`,
+    );
+    if (json) return;
+    // -q shows no progress; a long wait is still said once, so the run does not look hung.
+    if (flags.quiet) {
+      if (w.reason === "budget" && w.ms > 10_000 && !quietWaitSaid) {
+        quietWaitSaid = true;
+        io.stderr.write(`mailsend batch: rate limit for this key reached; waiting ${waitText(w.ms)}\n`);
       }
-      // Off a terminal the progress lines come as items finish: a wait (the key's budget, the
-      // service's 429 and its Retry-After) left a CI log silent for up to a minute. Said when it
-      // is long enough to be noticed, at most once per line interval (each item in flight waits).
-      if (!progress.interactive && !flags.check && w.ms >= 5_000 && Date.now() - lastWaitLine >= lineEveryMs) {
-        lastWaitLine = Date.now();
-        io.stderr.write(`mailsend batch: ${redactForPrint(why)}; waiting ${waitText(w.ms)}\n`);
-      }
-    };
+      return;
+    }
+    // Off a terminal the progress lines come as items finish: a wait (the key's budget, the
+    // service's 429 and its Retry-After) left a CI log silent for up to a minute. Said when it
+    // is long enough to be noticed, at most once per line interval (each item in flight waits).
+    if (!progress.interactive && !flags.check && w.ms >= 5_000 && Date.now() - lastWaitLine >= lineEveryMs) {
+      lastWaitLine = Date.now();
+      io.stderr.write(`mailsend batch: ${redactForPrint(why)}; waiting ${waitText(w.ms)}\n`);
+    }
+  };
   return { onProgress, onWait };
 }
 
@@ -313,7 +358,10 @@ function reportEnd(ctx: EndContext): number {
   // Interrupted: the summary says so, counts the items that never started, and carries the exit
   // code the process ends with (75; 130 / 143 interrupted twice), not the one of what was done.
   const exitCode = secondSignal ? (secondSignal === "SIGTERM" ? 143 : 130) : aborted ? 75 : summary.exitCode;
-  const notStarted = Math.max(0, summary.total - summary.invalid - summary.sent - summary.failed - summary.skipped - summary.unknown);
+  const notStarted = Math.max(
+    0,
+    summary.total - summary.invalid - summary.sent - summary.failed - summary.skipped - summary.unknown,
+  );
   const reported = aborted
     ? { ...summary, exitCode, interrupted: true, not_started: notStarted }
     : summary.stopped
@@ -325,33 +373,59 @@ function reportEnd(ctx: EndContext): number {
   if (journal && !unfinished && summary.invalid > 0 && delivered > 0) {
     const rows = `${summary.invalid} invalid row${summary.invalid === 1 ? " was" : "s were"} not sent`;
     const input = file === "-" ? "the input" : file;
-    say(`${rows}. Editing ${input} to fix ${summary.invalid === 1 ? "it" : "them"} makes it a new batch: running it again would send every row again, also the ${delivered} already sent. Put the fixed rows (with the header) in a file of their own`);
+    say(
+      `${rows}. Editing ${input} to fix ${summary.invalid === 1 ? "it" : "them"} makes it a new batch: running it again would send every row again, also the ${delivered} already sent. Put the fixed rows (with the header) in a file of their own`,
+    );
   }
   if (json) {
-    io.stderr.write(`${JSON.stringify({ summary: { ...reported, journal: journal?.path ?? null, check: flags.check ?? false } })}\n`);
+    io.stderr.write(
+      `${JSON.stringify({ summary: { ...reported, journal: journal?.path ?? null, check: flags.check ?? false } })}\n`,
+    );
   } else if (!flags.quiet) {
     const line = flags.check
       ? `${summary.total - summary.invalid} valid, ${summary.invalid} invalid (of ${summary.total}); nothing sent (--check)`
       : summaryLine(reported);
     io.stdout.write(`${line}\n`);
-    if (journal && unfinished) io.stderr.write(`${c.dim(`journal: ${journal.path} — run the same command again to retry what did not go out`)}\n`);
+    if (journal && unfinished)
+      io.stderr.write(
+        `${c.dim(`journal: ${journal.path} — run the same command again to retry what did not go out`)}\n`,
+      );
   }
   if (flags.githubOutput) {
     const { sent, skipped, failed, unknown, invalid, total, partial } = summary;
-    const problem = writeGitHubOutputs(io.env, { sent, already_sent: skipped, failed, unknown, invalid, total, partial });
+    const problem = writeGitHubOutputs(io.env, {
+      sent,
+      already_sent: skipped,
+      failed,
+      unknown,
+      invalid,
+      total,
+      partial,
+    });
     if (problem) say(problem);
   }
   if (inGitHubActions(io.env) && summary.failed + summary.unknown + summary.invalid > 0) {
-    io.stderr.write(annotation("error", `batch: ${summaryLine(summary)}`, journal && unfinished ? "Run the same command again to retry what did not go out." : undefined));
+    io.stderr.write(
+      annotation(
+        "error",
+        `batch: ${summaryLine(summary)}`,
+        journal && unfinished ? "Run the same command again to retry what did not go out." : undefined,
+      ),
+    );
   }
   if (secondSignal) {
     // Interrupted twice: the sends in flight were cut. Say which items may or may not have gone
     // out, then exit as a shell reports the signal (130 for SIGINT, 143 for SIGTERM).
-    const which = unknownItems.map((r) => `${r.index + 1} (line ${r.line}${r.recipients.length ? `, to ${r.recipients.join(", ")}` : ""})`);
+    const which = unknownItems.map(
+      (r) => `${r.index + 1} (line ${r.line}${r.recipients.length ? `, to ${r.recipients.join(", ")}` : ""})`,
+    );
     const text = which.length
       ? `interrupted twice: the outcome of item${which.length === 1 ? "" : "s"} ${which.join("; ")} is unknown: it may have been sent. Run the same command again: it resends ${which.length === 1 ? "it" : "them"} with the same idempotency key${which.length === 1 ? "" : "s"}, which the service de-duplicates`
       : "interrupted twice: no item was in doubt; run the same command again to send the rest";
-    if (json) io.stderr.write(`${JSON.stringify({ interrupted: { signal: secondSignal, unknown: unknownItems.map((r) => r.index) }, message: text })}\n`);
+    if (json)
+      io.stderr.write(
+        `${JSON.stringify({ interrupted: { signal: secondSignal, unknown: unknownItems.map((r) => r.index) }, message: text })}\n`,
+      );
     else io.stderr.write(`mailsend batch: ${text}\n`);
   }
   return exitCode;
@@ -377,7 +451,8 @@ function stopOnSignals(flags: BatchFlags, io: CliIO, progress: Progress, concurr
     }
     abort.abort(new MailsendError("temporary_failure", "interrupted"));
     progress.stop();
-    if (!flags.quiet && !json) io.stderr.write("mailsend batch: stopping; the messages in flight finish (interrupt again to abort them)\n");
+    if (!flags.quiet && !json)
+      io.stderr.write("mailsend batch: stopping; the messages in flight finish (interrupt again to abort them)\n");
   };
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
@@ -397,31 +472,39 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
   const json = flags.json ?? false;
   let cleanup = () => {};
   try {
-    if (file === "-" && flags.apiKeyStdin) throw new MailsendError("usage", "stdin cannot hold both the batch input and the API key");
+    if (file === "-" && flags.apiKeyStdin)
+      throw new MailsendError("usage", "stdin cannot hold both the batch input and the API key");
     if (flags.resume && flags.fresh) throw new MailsendError("usage", "--resume and --fresh contradict each other");
     const concurrency = flags.concurrency ?? 4;
     if (concurrency < 1 || concurrency > 64) throw new MailsendError("usage", "--concurrency must be from 1 to 64");
     // flags > environment > profile > defaults: the profile is layered under the environment here.
     const settings = loadSettings(flags.profile, io.env);
     // stdin is made only if --api-key-stdin reads it: a batch from a file never needs the stream.
-    const streams = <T extends object>(o: T): T & InputStreams => Object.defineProperty(o, "stdin", { get: () => io.stdin, enumerable: true }) as T & InputStreams;
+    const streams = <T extends object>(o: T): T & InputStreams =>
+      Object.defineProperty(o, "stdin", { get: () => io.stdin, enumerable: true }) as T & InputStreams;
     // auto: as for send, each row's message chooses its channel among those configured (REST
     // unless it would lose something, then SMTP); the key is read once for both.
-    const run = await resolveSettings(cliLayers(flags, settings.env, settings.profile), streams({ needKey: !flags.check, needChannel: true }));
+    const run = await resolveSettings(
+      cliLayers(flags, settings.env, settings.profile),
+      streams({ needKey: !flags.check, needChannel: true }),
+    );
     const { config, auto } = batchChannels(run);
     const defaults = await rowDefaults(flags, settings.env, file);
     let encoding: string | undefined;
     if (flags.encoding !== undefined) {
       encoding = encodingName(flags.encoding);
       if (encoding === undefined) {
-        throw new MailsendError("usage", `--encoding: no such encoding: ${flags.encoding}`, { hint: "Give a name such as windows-1252, iso-8859-15, macintosh or utf-16le." });
+        throw new MailsendError("usage", `--encoding: no such encoding: ${flags.encoding}`, {
+          hint: "Give a name such as windows-1252, iso-8859-15, macintosh or utf-16le.",
+        });
       }
     }
     const opened = await openInput(file, io, flags.format);
     cleanup = opened.cleanup;
     if (encoding !== undefined) opened.input.encoding = encoding;
 
-    const say = (text: string) => (json ? io.stderr.write(`${JSON.stringify({ warning: redactForPrint(text) })}\n`) : warn(io, text));
+    const say = (text: string) =>
+      json ? io.stderr.write(`${JSON.stringify({ warning: redactForPrint(text) })}\n`) : warn(io, text);
     const journal = await openBatchJournal({
       identity: opened.identity,
       fp: opened.fp,
@@ -439,8 +522,14 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     const progress = new Progress(io, !flags.quiet && !json);
     const { onProgress, onWait } = progressReporter(flags, io, progress);
 
-    const transport = flags.check ? undefined : auto ? createAutoTransport(auto.configs, { pool: concurrency }) : await createTransport(config, { pool: concurrency });
-    const budget = flags.check ? undefined : await openBudget(flags, config.apiKey, settings.env, config.caFile ? { caFile: config.caFile } : {});
+    const transport = flags.check
+      ? undefined
+      : auto
+        ? createAutoTransport(auto.configs, { pool: concurrency })
+        : await createTransport(config, { pool: concurrency });
+    const budget = flags.check
+      ? undefined
+      : await openBudget(flags, config.apiKey, settings.env, config.caFile ? { caFile: config.caFile } : {});
     const stop = stopOnSignals(flags, io, progress, concurrency);
     progress.begin(flags.check ? "checking..." : "sending...");
     let summary;
@@ -471,11 +560,29 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       stop.off();
       await transport?.close();
       // Closing is book-keeping: after items were sent, its failure is a warning, not the batch's exit status.
-      await budget?.close().catch((e: unknown) => say(`closing the rate-limit budget failed: ${e instanceof Error ? e.message : String(e)}`));
-      await journal?.close().catch((e: unknown) => say(`closing the journal ${journal.path} failed: ${e instanceof Error ? e.message : String(e)}`));
+      await budget
+        ?.close()
+        .catch((e: unknown) =>
+          say(`closing the rate-limit budget failed: ${e instanceof Error ? e.message : String(e)}`),
+        );
+      await journal
+        ?.close()
+        .catch((e: unknown) =>
+          say(`closing the journal ${journal.path} failed: ${e instanceof Error ? e.message : String(e)}`),
+        );
       items.close();
     }
-    return reportEnd({ summary, aborted: stop.abort.signal.aborted, secondSignal: stop.secondSignal(), journal, file, flags, io, say, unknownItems: items.unknownItems });
+    return reportEnd({
+      summary,
+      aborted: stop.abort.signal.aborted,
+      secondSignal: stop.secondSignal(),
+      journal,
+      file,
+      flags,
+      io,
+      say,
+      unknownItems: items.unknownItems,
+    });
   } catch (e) {
     return reportError(e, io, { json });
   } finally {

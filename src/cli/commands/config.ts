@@ -38,9 +38,13 @@ const named = (word: string): string => shownWord(word, JSON.stringify);
 function checkKeyName(key: string): void {
   if (key === "profile" || isSettingName(key)) return;
   if (looksLikeKey(key)) {
-    throw new MailsendError("usage", `the setting's name ${named(key)} is not one; the config file never holds an API key`, {
-      hint: `Settings: ${SETTING_NAMES.join(", ")}. The key's place is named instead: \`mailsend config set api_key_env VARIABLE\` or \`mailsend config set api_key_file ~/.secrets/mailsend\`. Remove the key from your shell history.`,
-    });
+    throw new MailsendError(
+      "usage",
+      `the setting's name ${named(key)} is not one; the config file never holds an API key`,
+      {
+        hint: `Settings: ${SETTING_NAMES.join(", ")}. The key's place is named instead: \`mailsend config set api_key_env VARIABLE\` or \`mailsend config set api_key_file ~/.secrets/mailsend\`. Remove the key from your shell history.`,
+      },
+    );
   }
   if (looksLikeKeyField(key)) {
     throw new MailsendError("usage", `${key}: the config file never holds an API key`, {
@@ -85,15 +89,20 @@ export function runConfigList(flags: ConfigFlags, io: CliIO): Promise<number> {
     const one = flags.profile !== undefined ? selectProfile(cfg, flags.profile, {}) : undefined;
     if (flags.json) {
       const profiles = one ? { [one.name]: one.settings } : cfg.profiles;
-      io.stdout.write(`${JSON.stringify({ path: cfg.path, exists: cfg.exists, profile: cfg.defaultProfile ?? null, profiles })}\n`);
+      io.stdout.write(
+        `${JSON.stringify({ path: cfg.path, exists: cfg.exists, profile: cfg.defaultProfile ?? null, profiles })}\n`,
+      );
       return 0;
     }
     if (!cfg.exists) {
-      io.stderr.write(`mailsend config: no config file at ${shownPath(cfg.path)} (create one with mailsend config set <key> <value>)\n`);
+      io.stderr.write(
+        `mailsend config: no config file at ${shownPath(cfg.path)} (create one with mailsend config set <key> <value>)\n`,
+      );
       return 0;
     }
     const lines: string[] = [];
-    const entries = (s: ProfileSettings) => Object.entries(s).filter(([, v]) => v !== undefined) as Array<[string, string | number]>;
+    const entries = (s: ProfileSettings) =>
+      Object.entries(s).filter(([, v]) => v !== undefined) as Array<[string, string | number]>;
     if (one) {
       for (const [k, v] of entries(one.settings)) lines.push(`${k}=${show(v)}`);
     } else {
@@ -122,7 +131,9 @@ export function runConfigGet(key: string, flags: ConfigFlags, io: CliIO): Promis
       const target = targetName(cfg, flags, io.env);
       // An unknown profile asked for by name is an error (it lists those there are).
       if (target.explicit) selectProfile(cfg, flags.profile, io.env);
-      value = Object.hasOwn(cfg.profiles, target.name) ? cfg.profiles[target.name]![key as keyof ProfileSettings] : undefined;
+      value = Object.hasOwn(cfg.profiles, target.name)
+        ? cfg.profiles[target.name]![key as keyof ProfileSettings]
+        : undefined;
       where = `profile "${target.name}"`;
     }
     if (value === undefined) {
@@ -150,13 +161,18 @@ function edit(io: CliIO, change: (data: Record<string, unknown>, cfg: ConfigFile
   try {
     writeConfigFile(path, data);
   } catch (e) {
-    throw new MailsendError("config_invalid", `cannot write the config file ${shownPath(path)} (${(e as NodeJS.ErrnoException).code ?? String(e)})`, { cause: e });
+    throw new MailsendError(
+      "config_invalid",
+      `cannot write the config file ${shownPath(path)} (${(e as NodeJS.ErrnoException).code ?? String(e)})`,
+      { cause: e },
+    );
   }
 }
 
 function profileObject(data: Record<string, unknown>, name: string): Record<string, unknown> {
   const profiles = (data.profiles ??= {}) as Record<string, Record<string, unknown>>;
-  if (!Object.hasOwn(profiles, name)) Object.defineProperty(profiles, name, { value: {}, enumerable: true, writable: true, configurable: true });
+  if (!Object.hasOwn(profiles, name))
+    Object.defineProperty(profiles, name, { value: {}, enumerable: true, writable: true, configurable: true });
   return profiles[name]!;
 }
 
@@ -176,9 +192,13 @@ export function runConfigSet(key: string, raw: string, flags: ConfigFlags, io: C
       }
       // A username is never the key (over SMTP the key is the password): not written where it would be kept.
       if (key === "smtp_user" && looksLikeKey(raw)) {
-        throw new MailsendError("usage", `smtp_user: the value ${named(raw)} looks like an API key: the config file never holds an API key`, {
-          hint: "Over SMTP the key is the password and the username is the service's fixed name (the default, mailsend). Name where the key is with api_key_env or api_key_file, and remove the key from your shell history.",
-        });
+        throw new MailsendError(
+          "usage",
+          `smtp_user: the value ${named(raw)} looks like an API key: the config file never holds an API key`,
+          {
+            hint: "Over SMTP the key is the password and the username is the service's fixed name (the default, mailsend). Name where the key is with api_key_env or api_key_file, and remove the key from your shell history.",
+          },
+        );
       }
       const value = parseSettingValue(key as keyof ProfileSettings, raw);
       const target = targetName(cfg, flags, io.env);
@@ -188,7 +208,9 @@ export function runConfigSet(key: string, raw: string, flags: ConfigFlags, io: C
       const other = key === "api_key_env" ? "api_key_file" : key === "api_key_file" ? "api_key_env" : undefined;
       if (other && other in profile) {
         delete profile[other];
-        io.stderr.write(`mailsend config: removed ${other} from profile "${target.name}" (a profile names one place for the key)\n`);
+        io.stderr.write(
+          `mailsend config: removed ${other} from profile "${target.name}" (a profile names one place for the key)\n`,
+        );
       }
     });
     return 0;
@@ -229,18 +251,27 @@ Examples:
   mailsend send --profile work -t dev@example.com -s Hi --text ok
 `;
 
-const profileOption = () => new Option("--profile <name>", 'the profile to act on (default: MAILSEND_PROFILE, the file\'s default, else "default")');
+const profileOption = () =>
+  new Option(
+    "--profile <name>",
+    'the profile to act on (default: MAILSEND_PROFILE, the file\'s default, else "default")',
+  );
 // --profile may come before the sub-command (config's option) or after it.
 const configOpts = (cmd: Command) => cmd.optsWithGlobals<ConfigFlags>();
 
 /** `mailsend config` and its sub-commands path, list, get, set and unset. */
 export function register(program: Command, ctx: CommandContext): void {
   const { io, setExit } = ctx;
-  const config = program.command("config").description("show or change the config file's profiles (never a key)").addHelpText("after", CONFIG_HELP);
+  const config = program
+    .command("config")
+    .description("show or change the config file's profiles (never a key)")
+    .addHelpText("after", CONFIG_HELP);
   config.addOption(profileOption());
   config
     .command("path")
-    .description("print the config file's path ($MAILSEND_CONFIG, $XDG_CONFIG_HOME/mailsend/config.json or ~/.config/mailsend/config.json)")
+    .description(
+      "print the config file's path ($MAILSEND_CONFIG, $XDG_CONFIG_HOME/mailsend/config.json or ~/.config/mailsend/config.json)",
+    )
     .addHelpText("after", examples(["mailsend config path", '$EDITOR "$(mailsend config path)"']))
     .action(async (_opts: unknown, cmd: Command) => setExit(await runConfigPath(configOpts(cmd), io)));
   config
@@ -250,12 +281,18 @@ export function register(program: Command, ctx: CommandContext): void {
     .option("--json", "print the file's profiles as one JSON object")
     .addHelpText(
       "after",
-      examples(["mailsend config list                 # profile=work, work.base_url=https://...", "mailsend config list --profile work", "mailsend config list --json | jq '.profiles | keys'"]),
+      examples([
+        "mailsend config list                 # profile=work, work.base_url=https://...",
+        "mailsend config list --profile work",
+        "mailsend config list --json | jq '.profiles | keys'",
+      ]),
     )
     .action(async (_opts: unknown, cmd: Command) => setExit(await runConfigList(configOpts(cmd), io)));
   config
     .command("get")
-    .description("print one setting of the profile (exit 1 when it is not set); `get profile` prints the default profile")
+    .description(
+      "print one setting of the profile (exit 1 when it is not set); `get profile` prints the default profile",
+    )
     .argument("<key>")
     .addOption(profileOption())
     .option("--json", 'print {"key","value"}')
@@ -275,7 +312,9 @@ export function register(program: Command, ctx: CommandContext): void {
 function registerChanges(config: Command, { io, setExit }: CommandContext): void {
   config
     .command("set")
-    .description("set one setting of the profile (creating the file and the profile); `set profile <name>` sets the default")
+    .description(
+      "set one setting of the profile (creating the file and the profile); `set profile <name>` sets the default",
+    )
     .argument("<key>")
     .argument("<value>")
     .addOption(profileOption())
@@ -288,12 +327,22 @@ function registerChanges(config: Command, { io, setExit }: CommandContext): void
         "mailsend config set profile work            # make work the default",
       ]),
     )
-    .action(async (key: string, value: string, _opts: unknown, cmd: Command) => setExit(await runConfigSet(key, value, configOpts(cmd), io)));
+    .action(async (key: string, value: string, _opts: unknown, cmd: Command) =>
+      setExit(await runConfigSet(key, value, configOpts(cmd), io)),
+    );
   config
     .command("unset")
     .description("remove one setting from the profile; `unset profile` removes the default")
     .argument("<key>")
     .addOption(profileOption())
-    .addHelpText("after", examples(["mailsend config unset --profile work rate_limit", "mailsend config unset profile               # no default profile"]))
-    .action(async (key: string, _opts: unknown, cmd: Command) => setExit(await runConfigUnset(key, configOpts(cmd), io)));
+    .addHelpText(
+      "after",
+      examples([
+        "mailsend config unset --profile work rate_limit",
+        "mailsend config unset profile               # no default profile",
+      ]),
+    )
+    .action(async (key: string, _opts: unknown, cmd: Command) =>
+      setExit(await runConfigUnset(key, configOpts(cmd), io)),
+    );
 }

@@ -94,7 +94,10 @@ export async function runDoctorCommand(opts: Record<string, unknown>, io: CliIO)
     // (in GitHub Actions it still becomes an annotation, for the run's summary page).
     if (json) return reportError(first.error, io, { json });
     const err = toMailsendError(first.error);
-    if (inGitHubActions(io.env)) io.stderr.write(annotation("error", redactForPrint(err.message), err.hint ? redactForPrint(err.hint) : undefined));
+    if (inGitHubActions(io.env))
+      io.stderr.write(
+        annotation("error", redactForPrint(err.message), err.hint ? redactForPrint(err.hint) : undefined),
+      );
     return err.exitCode;
   } catch (e) {
     return reportError(e, io, { json });

@@ -20,7 +20,10 @@ function regex(flag: string, source: string): RegExp {
   try {
     return new RegExp(source);
   } catch (e) {
-    throw new MailsendError("usage", `${flag} ${JSON.stringify(source)} is not a regular expression: ${(e as Error).message}`);
+    throw new MailsendError(
+      "usage",
+      `${flag} ${JSON.stringify(source)} is not a regular expression: ${(e as Error).message}`,
+    );
   }
 }
 
@@ -31,13 +34,18 @@ function nothing(io: CliIO, what: string): number {
 
 /** The exit code when one of the part flags was given (after printing it), else undefined. */
 export function showPart(m: StoredMessage, p: MessageParts, flags: PartFlags, io: CliIO): number | undefined {
-  const chosen = (["link", "extract", "text", "html"] as const).filter((k) => flags[k] !== undefined && flags[k] !== false);
+  const chosen = (["link", "extract", "text", "html"] as const).filter(
+    (k) => flags[k] !== undefined && flags[k] !== false,
+  );
   if (chosen.length === 0) {
-    if (flags.match !== undefined) throw new MailsendError("usage", "--match goes with --link (the links that match it)");
+    if (flags.match !== undefined)
+      throw new MailsendError("usage", "--match goes with --link (the links that match it)");
     return undefined;
   }
-  if (chosen.length > 1) throw new MailsendError("usage", `--${chosen[0]} and --${chosen[1]} each print one thing: give one of them`);
-  if (flags.match !== undefined && !flags.link) throw new MailsendError("usage", "--match goes with --link (the links that match it)");
+  if (chosen.length > 1)
+    throw new MailsendError("usage", `--${chosen[0]} and --${chosen[1]} each print one thing: give one of them`);
+  if (flags.match !== undefined && !flags.link)
+    throw new MailsendError("usage", "--match goes with --link (the links that match it)");
   if (flags.text || flags.html) {
     const part = flags.text ? p.text : p.html;
     if (part === null || part === "") return nothing(io, `message ${m.id} has no ${flags.text ? "text" : "HTML"} part`);

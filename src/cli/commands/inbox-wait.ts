@@ -52,22 +52,40 @@ function get(url: string, dir: string, limitMs: number): Promise<Answer> {
       res.on("error", reject);
       res.on("end", () => {
         try {
-          resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString("utf8")) as Answer["body"] });
+          resolve({
+            status: res.statusCode ?? 0,
+            body: JSON.parse(Buffer.concat(chunks).toString("utf8")) as Answer["body"],
+          });
         } catch {
-          reject(new MailsendError("protocol_error", `the sandbox at ${url} answered ${res.statusCode} with something that is not JSON`));
+          reject(
+            new MailsendError(
+              "protocol_error",
+              `the sandbox at ${url} answered ${res.statusCode} with something that is not JSON`,
+            ),
+          );
         }
       });
     });
     // Past the wait's own timeout, the sandbox is not answering: give up rather than hang.
-    req.setTimeout(limitMs, () => req.destroy(new MailsendError("timeout", `the sandbox at ${new URL(url).origin} did not answer the wait`)));
-    req.on("error", (e) => reject(e instanceof MailsendError ? e : (e as NodeJS.ErrnoException).code === "ECONNREFUSED" ? notRunning(dir) : e));
+    req.setTimeout(limitMs, () =>
+      req.destroy(new MailsendError("timeout", `the sandbox at ${new URL(url).origin} did not answer the wait`)),
+    );
+    req.on("error", (e) =>
+      reject(
+        e instanceof MailsendError ? e : (e as NodeJS.ErrnoException).code === "ECONNREFUSED" ? notRunning(dir) : e,
+      ),
+    );
   });
 }
 
 function timeoutOf(flags: WaitFlags): number {
   if (flags.timeout === undefined) return WAIT_DEFAULT_MS;
   const ms = durationMs(flags.timeout);
-  if (ms === undefined || ms > WAIT_MAX_MS) throw new MailsendError("usage", `--timeout ${JSON.stringify(flags.timeout)}: expected a duration up to 1h, such as 500ms, 30s or 5m`);
+  if (ms === undefined || ms > WAIT_MAX_MS)
+    throw new MailsendError(
+      "usage",
+      `--timeout ${JSON.stringify(flags.timeout)}: expected a duration up to 1h, such as 500ms, 30s or 5m`,
+    );
   return ms;
 }
 
@@ -79,7 +97,11 @@ export async function runInboxWait(flags: WaitFlags, io: CliIO): Promise<number>
     parseQuery(flags.query ?? "");
     const store = await openInbox(flags, io);
     const base = sandboxUrl(store.paths.dir);
-    const params = new URLSearchParams({ query: flags.query ?? "", count: String(flags.count ?? 1), timeout: `${timeoutMs}ms` });
+    const params = new URLSearchParams({
+      query: flags.query ?? "",
+      count: String(flags.count ?? 1),
+      timeout: `${timeoutMs}ms`,
+    });
     const { status, body } = await get(`${base}/api/wait?${params}`, store.paths.dir, timeoutMs + 10_000);
     if (status === 200 && body.messages) {
       io.stdout.write(json ? `${JSON.stringify(body.messages)}\n` : listTable(body.messages));
@@ -87,10 +109,17 @@ export async function runInboxWait(flags: WaitFlags, io: CliIO): Promise<number>
     }
     const e = body.error ?? {};
     const hint = e.hint !== undefined ? { hint: e.hint } : {};
-    if (status === 408) return reportError(new MailsendError("timeout", e.message ?? "the wait timed out", hint), io, { json, exit: 1 });
+    if (status === 408)
+      return reportError(new MailsendError("timeout", e.message ?? "the wait timed out", hint), io, { json, exit: 1 });
     if (status === 400) throw new MailsendError("usage", e.message ?? "the sandbox refused the query", hint);
-    if (status === 401) throw new MailsendError("auth_failed", "this sandbox listens beyond loopback and wants its token: `inbox wait` works with a sandbox on loopback");
-    throw new MailsendError("service_error", `the sandbox answered ${status}${e.message ? `: ${e.message}` : ""}`, { status });
+    if (status === 401)
+      throw new MailsendError(
+        "auth_failed",
+        "this sandbox listens beyond loopback and wants its token: `inbox wait` works with a sandbox on loopback",
+      );
+    throw new MailsendError("service_error", `the sandbox answered ${status}${e.message ? `: ${e.message}` : ""}`, {
+      status,
+    });
   } catch (e) {
     return reportError(e, io, { json });
   }

@@ -28,7 +28,6 @@ interface InboxFlags extends PartFlags {
   query?: string;
 }
 
-
 export async function runInbox(flags: InboxFlags, io: CliIO): Promise<number> {
   const json = flags.json ?? false;
   try {
@@ -42,7 +41,11 @@ export async function runInbox(flags: InboxFlags, io: CliIO): Promise<number> {
       return 0;
     }
     if (list.length === 0) {
-      io.stderr.write(query ? `no messages match ${JSON.stringify(query.source)} in ${store.paths.dir}\n` : `no messages in ${store.paths.dir}\n`);
+      io.stderr.write(
+        query
+          ? `no messages match ${JSON.stringify(query.source)} in ${store.paths.dir}\n`
+          : `no messages in ${store.paths.dir}\n`,
+      );
       return 0;
     }
     io.stdout.write(listTable(list));
@@ -51,7 +54,6 @@ export async function runInbox(flags: InboxFlags, io: CliIO): Promise<number> {
     return reportError(e, io, { json });
   }
 }
-
 
 /**
  * A sandbox id, or a Message-ID with or without its angle brackets (what
@@ -68,23 +70,42 @@ function checkId(id: string): void {
 }
 
 /** By sandbox id, else by Message-ID header; when several share a Message-ID, the newest. */
-async function find(store: FileMessageStore, id: string, io: CliIO, json: boolean): Promise<{ m: StoredMessage; raw: Buffer }> {
+async function find(
+  store: FileMessageStore,
+  id: string,
+  io: CliIO,
+  json: boolean,
+): Promise<{ m: StoredMessage; raw: Buffer }> {
   let m = id === LATEST ? await latest(store) : isMessageId(id) ? await store.get(id) : undefined;
   if (!m) {
     const matches = store.findByMessageId(id);
     m = matches[0];
     if (matches.length > 1 && !json) {
       const c = colorsFor(io.stderr, io.env);
-      io.stderr.write(c.dim(`${matches.length} messages have this Message-ID; showing the newest, ${m!.id} (the others: ${matches.slice(1).map((x) => x.id).join(", ")})\n`));
+      io.stderr.write(
+        c.dim(
+          `${matches.length} messages have this Message-ID; showing the newest, ${m!.id} (the others: ${matches
+            .slice(1)
+            .map((x) => x.id)
+            .join(", ")})\n`,
+        ),
+      );
     }
   }
   if (!m) {
     throw new MailsendError("file_not_found", `no message ${shownWord(id)} in ${store.paths.dir}`, {
-      hint: id === LATEST ? "The sandbox has stored no message yet." : "`mailsend inbox` lists the ids; the Message-ID `mailsend send` printed works too.",
+      hint:
+        id === LATEST
+          ? "The sandbox has stored no message yet."
+          : "`mailsend inbox` lists the ids; the Message-ID `mailsend send` printed works too.",
     });
   }
   const raw = await store.raw(m.id);
-  if (!raw) throw new MailsendError("file_not_found", `message ${m.id} is in the index of ${store.paths.dir} but its file messages/${m.id}.eml is missing`);
+  if (!raw)
+    throw new MailsendError(
+      "file_not_found",
+      `message ${m.id} is in the index of ${store.paths.dir} but its file messages/${m.id}.eml is missing`,
+    );
   return { m, raw };
 }
 
@@ -107,9 +128,13 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
     const { decodeWords } = await import("postal-mime");
     // RFC 2047 encoded words (=?UTF-8?B?...?=) as the text they stand for; folded lines joined.
     // A decoded control character (an escape sequence) would act on the terminal: shown as U+FFFD instead.
-    const shown = (v: string) => decodeWords(v.replace(/\r?\n[ \t]+/g, " ")).replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f]/g, "\ufffd");
+    const shown = (v: string) =>
+      decodeWords(v.replace(/\r?\n[ \t]+/g, " ")).replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f]/g, "\ufffd");
     const email = parts.email;
-    if (!email) throw new MailsendError("invalid_eml", `message ${m.id} cannot be read as a message: ${parts.error}`, { hint: "--raw prints it as stored." });
+    if (!email)
+      throw new MailsendError("invalid_eml", `message ${m.id} cannot be read as a message: ${parts.error}`, {
+        hint: "--raw prints it as stored.",
+      });
     if (json) {
       io.stdout.write(
         `${JSON.stringify({
@@ -131,14 +156,16 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
       for (const h of email.headers) if (h.key === key) fields.push([h.originalKey, shown(h.value)]);
     }
     for (const h of email.headers) if (h.key.startsWith("x-")) fields.push([h.originalKey, shown(h.value)]);
-    for (const a of m.attachments) fields.push(["Attachment", `${a.filename} (${a.contentType}, ${formatSize(a.size)})`]);
+    for (const a of m.attachments)
+      fields.push(["Attachment", `${a.filename} (${a.contentType}, ${formatSize(a.size)})`]);
     // One column for every value, however long a custom header's name.
     const width = Math.max(...fields.map(([k]) => k.length)) + 1;
     const c = colorsFor(io.stdout, io.env);
     const out = fields.map(([k, v]) => `${c.bold(`${k}:`.padEnd(width))} ${v}`);
     out.push("");
     if (email.text) out.push(email.text.trimEnd());
-    else if (email.html) out.push(c.dim("(HTML only; --raw shows the source, the web inbox renders it)"), email.html.trimEnd());
+    else if (email.html)
+      out.push(c.dim("(HTML only; --raw shows the source, the web inbox renders it)"), email.html.trimEnd());
     io.stdout.write(`${out.join("\n")}\n`);
     return 0;
   } catch (e) {
@@ -146,17 +173,27 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
   }
 }
 
-const QUERY_OPTION = { flags: "--query <query>", description: "the messages to match: to:, from:, cc:, subject:, has:attachment, filename:, after:, before:, is:rest|smtp, words, \"phrases\", -term" };
+const QUERY_OPTION = {
+  flags: "--query <query>",
+  description:
+    'the messages to match: to:, from:, cc:, subject:, has:attachment, filename:, after:, before:, is:rest|smtp, words, "phrases", -term',
+};
 const PART_OPTIONS = [
   { flags: "--link", description: "print the message's links, one a line (the HTML part's, then the text part's)" },
   { flags: "--match <regex>", description: "with --link: only the links matching it" },
-  { flags: "--extract <regex>", description: "print the first match in the text (its first group if it has one), e.g. a one-time code" },
+  {
+    flags: "--extract <regex>",
+    description: "print the first match in the text (its first group if it has one), e.g. a one-time code",
+  },
   { flags: "--text", description: "print the text part alone" },
   { flags: "--html", description: "print the HTML part alone" },
 ];
 const WAIT_OPTIONS = [
   { flags: "--count <n>", description: "wait for this many matching messages (default 1)", parse: "int" as const },
-  { flags: "--timeout <duration>", description: "give up after this long and exit 1, listing the closest messages (default 30s)" },
+  {
+    flags: "--timeout <duration>",
+    description: "give up after this long and exit 1, listing the closest messages (default 30s)",
+  },
 ];
 
 /** `mailsend inbox`, `mailsend inbox show <id>` and `mailsend inbox wait`. */
@@ -174,7 +211,12 @@ export function register(program: Command, { io, setExit }: CommandContext): voi
         "mailsend inbox wait --query 'to:alice@example.com' --timeout 30s",
       ]),
     );
-  addSandboxOptions(inbox, [DIR_OPTION, { flags: "--limit <n>", description: "newest n only", parse: "int" }, QUERY_OPTION, JSON_OPTION]);
+  addSandboxOptions(inbox, [
+    DIR_OPTION,
+    { flags: "--limit <n>", description: "newest n only", parse: "int" },
+    QUERY_OPTION,
+    JSON_OPTION,
+  ]);
   inbox.action(async (opts: InboxFlags) => setExit(await runInbox(opts, io)));
   const show = inbox
     .command("show")
@@ -191,8 +233,15 @@ export function register(program: Command, { io, setExit }: CommandContext): voi
         "mailsend inbox show latest --extract 'code: (\\d{6})'",
       ]),
     );
-  addSandboxOptions(show, [DIR_OPTION, { flags: "--raw", description: "print the .eml exactly as stored" }, ...PART_OPTIONS, JSON_OPTION]);
-  show.action(async (id: string, _opts: unknown, cmd: Command) => setExit(await runInboxShow(id, cmd.optsWithGlobals<InboxFlags>(), io)));
+  addSandboxOptions(show, [
+    DIR_OPTION,
+    { flags: "--raw", description: "print the .eml exactly as stored" },
+    ...PART_OPTIONS,
+    JSON_OPTION,
+  ]);
+  show.action(async (id: string, _opts: unknown, cmd: Command) =>
+    setExit(await runInboxShow(id, cmd.optsWithGlobals<InboxFlags>(), io)),
+  );
   const wait = inbox
     .command("wait")
     .description("wait until messages matching a query arrive at the running sandbox")
@@ -204,5 +253,7 @@ export function register(program: Command, { io, setExit }: CommandContext): voi
       ]),
     );
   addSandboxOptions(wait, [DIR_OPTION, QUERY_OPTION, ...WAIT_OPTIONS, JSON_OPTION]);
-  wait.action(async (_opts: unknown, cmd: Command) => setExit(await runInboxWait(cmd.optsWithGlobals<WaitFlags>(), io)));
+  wait.action(async (_opts: unknown, cmd: Command) =>
+    setExit(await runInboxWait(cmd.optsWithGlobals<WaitFlags>(), io)),
+  );
 }

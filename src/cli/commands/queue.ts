@@ -51,7 +51,10 @@ interface Damaged {
  * The messages, and what could not be listed (a damaged file) in its place among them: said on
  * stderr too, never left out silently, never an error that hides the others.
  */
-async function rows(outbox: Outbox, where: "queue" | "failed"): Promise<{ list: Row[]; unreadable: Damaged[]; all: (Row | Damaged)[] }> {
+async function rows(
+  outbox: Outbox,
+  where: "queue" | "failed",
+): Promise<{ list: Row[]; unreadable: Damaged[]; all: (Row | Damaged)[] }> {
   const list: Row[] = [];
   const unreadable: Damaged[] = [];
   const all: (Row | Damaged)[] = [];
@@ -64,7 +67,11 @@ async function rows(outbox: Outbox, where: "queue" | "failed"): Promise<{ list: 
       all.push(row);
     } catch (e) {
       const err = toMailsendError(e);
-      const d = { id, reason: damageOf(e) ?? err.message, said: `${err.message}${err.hint ? `${/[.!?]$/.test(err.message) ? "" : "."} ${err.hint}` : ""}` };
+      const d = {
+        id,
+        reason: damageOf(e) ?? err.message,
+        said: `${err.message}${err.hint ? `${/[.!?]$/.test(err.message) ? "" : "."} ${err.hint}` : ""}`,
+      };
       unreadable.push(d);
       all.push(d);
     }
@@ -89,7 +96,9 @@ function rowJson(r: Row, where: "queue" | "failed") {
     source: r.meta.source,
     attempts: r.state.attempts,
     next_attempt_at: where === "failed" ? null : new Date(r.state.nextAttemptAt || r.meta.createdAt).toISOString(),
-    last_error: r.state.lastError ? { code: r.state.lastError.code, message: r.state.lastError.message, exit: r.state.lastError.exit } : null,
+    last_error: r.state.lastError
+      ? { code: r.state.lastError.code, message: r.state.lastError.message, exit: r.state.lastError.exit }
+      : null,
   };
 }
 
@@ -108,7 +117,11 @@ export async function runQueueList(opts: Record<string, unknown>, io: CliIO): Pr
       return 0;
     }
     if (list.length === 0 && unreadable.length === 0) {
-      io.stdout.write(flags.postfix ? "Mail queue is empty\n" : `${where === "failed" ? "no failed mail" : "the outbox is empty"} (${outbox.dir})\n`);
+      io.stdout.write(
+        flags.postfix
+          ? "Mail queue is empty\n"
+          : `${where === "failed" ? "no failed mail" : "the outbox is empty"} (${outbox.dir})\n`,
+      );
       return 0;
     }
     const c = colorsFor(io.stdout, io.env);
@@ -127,9 +140,19 @@ export async function runQueueList(opts: Record<string, unknown>, io: CliIO): Pr
       );
     }
     const total = list.reduce((n, r) => n + r.meta.size, 0);
-    const damaged = unreadable.length ? ` (and ${unreadable.length} damaged file${unreadable.length === 1 ? "" : "s"}, named above)` : "";
-    if (flags.postfix) io.stdout.write(`-- ${Math.ceil(total / 1024)} Kbytes in ${list.length} Request${list.length === 1 ? "" : "s"}.\n`);
-    else io.stdout.write(c.dim(`-- ${list.length} message${list.length === 1 ? "" : "s"}, ${formatSize(total)}${damaged} in ${where === "failed" ? outbox.failedDir : outbox.queueDir}\n`));
+    const damaged = unreadable.length
+      ? ` (and ${unreadable.length} damaged file${unreadable.length === 1 ? "" : "s"}, named above)`
+      : "";
+    if (flags.postfix)
+      io.stdout.write(
+        `-- ${Math.ceil(total / 1024)} Kbytes in ${list.length} Request${list.length === 1 ? "" : "s"}.\n`,
+      );
+    else
+      io.stdout.write(
+        c.dim(
+          `-- ${list.length} message${list.length === 1 ? "" : "s"}, ${formatSize(total)}${damaged} in ${where === "failed" ? outbox.failedDir : outbox.queueDir}\n`,
+        ),
+      );
     return 0;
   } catch (e) {
     return reportError(e, io, { json: flags.json ?? false });
@@ -150,9 +173,16 @@ function eventLine(e: RunnerEvent, io: CliIO, flags: RunFlags): void {
   const stamp = new Date().toISOString();
   if (flags.json) {
     const base = { at: stamp, event: e.type, ...("id" in e && e.id ? { id: e.id } : {}) };
-    if (e.type === "sent") io.stdout.write(`${JSON.stringify({ ...base, transport: e.transport, reason: e.reason, message_id: e.messageId, recipients: e.recipients, attempts: e.attempts })}\n`);
-    else if (e.type === "deferred") io.stdout.write(`${JSON.stringify({ ...base, error: e.error.toJSON(), attempts: e.attempts, next_attempt_at: new Date(e.nextAttemptAt).toISOString() })}\n`);
-    else if (e.type === "failed") io.stdout.write(`${JSON.stringify({ ...base, error: e.error.toJSON(), attempts: e.attempts })}\n`);
+    if (e.type === "sent")
+      io.stdout.write(
+        `${JSON.stringify({ ...base, transport: e.transport, reason: e.reason, message_id: e.messageId, recipients: e.recipients, attempts: e.attempts })}\n`,
+      );
+    else if (e.type === "deferred")
+      io.stdout.write(
+        `${JSON.stringify({ ...base, error: e.error.toJSON(), attempts: e.attempts, next_attempt_at: new Date(e.nextAttemptAt).toISOString() })}\n`,
+      );
+    else if (e.type === "failed")
+      io.stdout.write(`${JSON.stringify({ ...base, error: e.error.toJSON(), attempts: e.attempts })}\n`);
     else if (e.type === "notice") io.stdout.write(`${JSON.stringify({ ...base, notice_id: e.noticeId, to: e.to })}\n`);
     else io.stderr.write(`${JSON.stringify({ warning: e.message, ...base })}\n`);
     return;
@@ -160,10 +190,20 @@ function eventLine(e: RunnerEvent, io: CliIO, flags: RunFlags): void {
   if (flags.quiet && e.type === "sent") return;
   const c = colorsFor(io.stdout, io.env);
   // -v says why this transport (the outbox's choice: "REST carries it whole", "a text-only body", ...).
-  if (e.type === "sent") io.stdout.write(`${stamp} ${c.green("sent")} ${e.id} ${e.messageId} (${e.transport}${flags.verbose ? `: ${e.reason}` : ""}, to ${e.recipients.join(", ")})\n`);
-  else if (e.type === "deferred") io.stdout.write(`${stamp} ${c.yellow("deferred")} ${e.id}: ${e.error.message}; next attempt in ${formatAge(e.nextAttemptAt - Date.now())}\n`);
-  else if (e.type === "notice") io.stdout.write(`${stamp} notice ${e.id}: queued as ${e.noticeId} to ${e.to.join(", ")}\n`);
-  else if (e.type === "failed") io.stdout.write(`${stamp} ${c.red("failed")} ${e.id}: ${e.error.message} (moved to failed/; mailsend queue retry ${e.id} to try again)\n`);
+  if (e.type === "sent")
+    io.stdout.write(
+      `${stamp} ${c.green("sent")} ${e.id} ${e.messageId} (${e.transport}${flags.verbose ? `: ${e.reason}` : ""}, to ${e.recipients.join(", ")})\n`,
+    );
+  else if (e.type === "deferred")
+    io.stdout.write(
+      `${stamp} ${c.yellow("deferred")} ${e.id}: ${e.error.message}; next attempt in ${formatAge(e.nextAttemptAt - Date.now())}\n`,
+    );
+  else if (e.type === "notice")
+    io.stdout.write(`${stamp} notice ${e.id}: queued as ${e.noticeId} to ${e.to.join(", ")}\n`);
+  else if (e.type === "failed")
+    io.stdout.write(
+      `${stamp} ${c.red("failed")} ${e.id}: ${e.error.message} (moved to failed/; mailsend queue retry ${e.id} to try again)\n`,
+    );
   else io.stderr.write(`${stamp} warning: ${e.id ? `${e.id}: ` : ""}${e.message}\n`);
 }
 
@@ -178,7 +218,11 @@ export async function runQueueRun(opts: Record<string, unknown>, io: CliIO): Pro
       env: io.env,
       mode: flags.watch ? "watch" : flags.drain ? "drain" : "due",
       ...(flags.concurrency ? { concurrency: flags.concurrency } : {}),
-      maxAgeMs: flags.maxAge ? parseDuration(flags.maxAge, "--max-age") : io.env.MAILSEND_QUEUE_MAX_AGE ? parseDuration(io.env.MAILSEND_QUEUE_MAX_AGE, "MAILSEND_QUEUE_MAX_AGE") : DEFAULT_MAX_AGE_MS,
+      maxAgeMs: flags.maxAge
+        ? parseDuration(flags.maxAge, "--max-age")
+        : io.env.MAILSEND_QUEUE_MAX_AGE
+          ? parseDuration(io.env.MAILSEND_QUEUE_MAX_AGE, "MAILSEND_QUEUE_MAX_AGE")
+          : DEFAULT_MAX_AGE_MS,
       onEvent: (e) => eventLine(e, io, flags),
       ...(trace ? { trace } : {}),
     });
@@ -191,18 +235,28 @@ export async function runQueueRun(opts: Record<string, unknown>, io: CliIO): Pro
     process.on("SIGINT", onSignal);
     process.on("SIGTERM", onSignal);
     try {
-      if (flags.watch && !json && !flags.quiet) io.stderr.write(`mailsend: delivering from ${runner.outbox.dir} as mail arrives (Ctrl-C to stop)\n`);
+      if (flags.watch && !json && !flags.quiet)
+        io.stderr.write(`mailsend: delivering from ${runner.outbox.dir} as mail arrives (Ctrl-C to stop)\n`);
       const summary = await runner.run();
       // Run by cron or a timer (stderr not a terminal), a run that did nothing says nothing, as
       // Postfix's sendmail -q: cron would otherwise mail that line every minute.
       const idle = !summary.ran || summary.sent + summary.deferred + summary.failed === 0;
       const quietIdle = idle && !io.stderr.isTTY && !flags.verbose;
       if (!summary.ran) {
-        if (!flags.quiet && !flags.drain && !quietIdle) io.stderr.write(`mailsend: another runner is delivering from ${runner.outbox.dir}; ${summary.left} message${summary.left === 1 ? "" : "s"} queued\n`);
+        if (!flags.quiet && !flags.drain && !quietIdle)
+          io.stderr.write(
+            `mailsend: another runner is delivering from ${runner.outbox.dir}; ${summary.left} message${summary.left === 1 ? "" : "s"} queued\n`,
+          );
         return 0;
       }
-      if (json) io.stdout.write(`${JSON.stringify({ summary: { sent: summary.sent, deferred: summary.deferred, failed: summary.failed, left: summary.left } })}\n`);
-      else if (!flags.quiet && !quietIdle) io.stderr.write(`mailsend: sent ${summary.sent}, deferred ${summary.deferred}, failed ${summary.failed}; ${summary.left} left in the outbox\n`);
+      if (json)
+        io.stdout.write(
+          `${JSON.stringify({ summary: { sent: summary.sent, deferred: summary.deferred, failed: summary.failed, left: summary.left } })}\n`,
+        );
+      else if (!flags.quiet && !quietIdle)
+        io.stderr.write(
+          `mailsend: sent ${summary.sent}, deferred ${summary.deferred}, failed ${summary.failed}; ${summary.left} left in the outbox\n`,
+        );
       if (signals > 0) return signals > 1 ? 130 : 0;
       // A full or read-only disk kept mail from going (or from being recorded): said, with its exit code (73/74), not 0.
       if (summary.localFault) return reportError(summary.localFault, io, { json });
@@ -217,7 +271,10 @@ export async function runQueueRun(opts: Record<string, unknown>, io: CliIO): Pro
 }
 
 function checkId(id: string): string {
-  if (!isOutboxId(id)) throw new MailsendError("usage", `not an outbox id: ${shownWord(id, (w) => JSON.stringify(w.slice(0, 40)))}`, { hint: "The ids are in the first column of `mailsend queue` (and `mailsend queue --failed`)." });
+  if (!isOutboxId(id))
+    throw new MailsendError("usage", `not an outbox id: ${shownWord(id, (w) => JSON.stringify(w.slice(0, 40)))}`, {
+      hint: "The ids are in the first column of `mailsend queue` (and `mailsend queue --failed`).",
+    });
   return id;
 }
 
@@ -232,12 +289,18 @@ export async function runQueueRetry(id: string | undefined, opts: Record<string,
     else throw new MailsendError("usage", "name an id, or --all");
     let n = 0;
     for (const one of ids) if (await outbox.retry(one)) n++;
-    if (id && n === 0) throw new MailsendError("file_not_found", `no message ${shownWord(id)} in the outbox`, { hint: "mailsend queue and mailsend queue --failed list what is there." });
+    if (id && n === 0)
+      throw new MailsendError("file_not_found", `no message ${shownWord(id)} in the outbox`, {
+        hint: "mailsend queue and mailsend queue --failed list what is there.",
+      });
     // A runner delivering now (the relay, --watch, the background one) has its own schedule: the stamp tells it.
     if (n > 0) await outbox.markRetried();
     const running = runnerHoldsOutbox(outbox);
     if (json) io.stdout.write(`${JSON.stringify({ retried: n, runner: running })}\n`);
-    else io.stderr.write(`mailsend: ${n} message${n === 1 ? "" : "s"} due now; ${running ? `the runner delivering from ${outbox.dir} takes ${n === 1 ? "it" : "them"} within seconds` : `mailsend queue run delivers ${n === 1 ? "it" : "them"}`}\n`);
+    else
+      io.stderr.write(
+        `mailsend: ${n} message${n === 1 ? "" : "s"} due now; ${running ? `the runner delivering from ${outbox.dir} takes ${n === 1 ? "it" : "them"} within seconds` : `mailsend queue run delivers ${n === 1 ? "it" : "them"}`}\n`,
+      );
     return 0;
   } catch (e) {
     return reportError(e, io, { json });
@@ -268,7 +331,10 @@ export async function runQueueRm(ids: string[], opts: Record<string, unknown>, i
 export async function runQueuePurge(opts: Record<string, unknown>, io: CliIO): Promise<number> {
   const json = (opts.json as boolean | undefined) ?? false;
   try {
-    if (!opts.failed) throw new MailsendError("usage", "queue purge removes the failed messages only: say --failed", { hint: "To remove queued mail, name it: mailsend queue rm <id>." });
+    if (!opts.failed)
+      throw new MailsendError("usage", "queue purge removes the failed messages only: say --failed", {
+        hint: "To remove queued mail, name it: mailsend queue rm <id>.",
+      });
     const outbox = Outbox.fromEnv(io.env);
     const ids = await outbox.ids("failed");
     for (const id of ids) await outbox.remove(id, "failed");
@@ -296,8 +362,10 @@ function checkThresholds(f: CheckFlags): CheckThresholds {
     ...(f.warningCount !== undefined ? { warningCount: f.warningCount } : {}),
     ...(f.criticalCount !== undefined ? { criticalCount: f.criticalCount } : {}),
   };
-  if (t.warningAgeMs! > t.criticalAgeMs!) throw new MailsendError("usage", "--warning-age is longer than --critical-age");
-  if (t.warningCount !== undefined && t.criticalCount !== undefined && t.warningCount > t.criticalCount) throw new MailsendError("usage", "--warning-count is above --critical-count");
+  if (t.warningAgeMs! > t.criticalAgeMs!)
+    throw new MailsendError("usage", "--warning-age is longer than --critical-age");
+  if (t.warningCount !== undefined && t.criticalCount !== undefined && t.warningCount > t.criticalCount)
+    throw new MailsendError("usage", "--warning-count is above --critical-count");
   return t;
 }
 
@@ -320,10 +388,18 @@ export async function runQueueCheck(opts: Record<string, unknown>, io: CliIO): P
     const failed = await rows(outbox, "failed");
     const now = Date.now();
     const oldest = queued.list.reduce((min, r) => Math.min(min, r.meta.createdAt), Infinity);
-    counts = { queued: queued.list.length, failed: failed.list.length, damaged: queued.unreadable.length + failed.unreadable.length, ...(Number.isFinite(oldest) ? { oldestMs: Math.max(0, now - oldest) } : {}) };
+    counts = {
+      queued: queued.list.length,
+      failed: failed.list.length,
+      damaged: queued.unreadable.length + failed.unreadable.length,
+      ...(Number.isFinite(oldest) ? { oldestMs: Math.max(0, now - oldest) } : {}),
+    };
   } catch (e) {
     const err = toMailsendError(e);
-    if (flags.json) io.stdout.write(`${JSON.stringify({ status: "UNKNOWN", exit: CHECK_EXIT.UNKNOWN, error: { code: err.code, message: err.message } })}\n`);
+    if (flags.json)
+      io.stdout.write(
+        `${JSON.stringify({ status: "UNKNOWN", exit: CHECK_EXIT.UNKNOWN, error: { code: err.code, message: err.message } })}\n`,
+      );
     else io.stdout.write(`QUEUE UNKNOWN - ${plain(err.message, 300)}\n`);
     return CHECK_EXIT.UNKNOWN;
   }
@@ -335,7 +411,9 @@ export async function runQueueCheck(opts: Record<string, unknown>, io: CliIO): P
     );
   } else {
     const summary = `${counts.queued} queued, ${counts.failed} failed, oldest ${counts.oldestMs === undefined ? "-" : formatAge(counts.oldestMs)}`;
-    io.stdout.write(`QUEUE ${status} - ${summary}${reasons.length ? ` (${reasons.join("; ")})` : ""} | ${perfData(counts, thresholds)}\n`);
+    io.stdout.write(
+      `QUEUE ${status} - ${summary}${reasons.length ? ` (${reasons.join("; ")})` : ""} | ${perfData(counts, thresholds)}\n`,
+    );
   }
   return CHECK_EXIT[status];
 }
@@ -343,7 +421,9 @@ export async function runQueueCheck(opts: Record<string, unknown>, io: CliIO): P
 function registerCheck(queue: Command, { io, setExit }: CommandContext): void {
   queue
     .command("check")
-    .description("a monitoring check (Nagios, Icinga): one status line with performance data; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN")
+    .description(
+      "a monitoring check (Nagios, Icinga): one status line with performance data; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN",
+    )
     .addHelpText(
       "after",
       `
@@ -396,8 +476,16 @@ export function register(program: Command, ctx: CommandContext): void {
     .action(async (opts: Record<string, unknown>) => setExit(await runQueueList(opts, io)));
   queue
     .command("ls")
-    .description("list the outbox (the default): id, age, size, attempts, next attempt, from, recipients, subject, last error")
-    .addHelpText("after", examples(["mailsend queue ls", "mailsend queue ls --failed --json | jq -r '.[] | .id + \" \" + .last_error.message'"]))
+    .description(
+      "list the outbox (the default): id, age, size, attempts, next attempt, from, recipients, subject, last error",
+    )
+    .addHelpText(
+      "after",
+      examples([
+        "mailsend queue ls",
+        "mailsend queue ls --failed --json | jq -r '.[] | .id + \" \" + .last_error.message'",
+      ]),
+    )
     .option("--failed", "list failed/ instead")
     .option("--json", "print one JSON array")
     .action(async (_opts: unknown, cmd: Command) => setExit(await runQueueList(cmd.optsWithGlobals(), io)));
@@ -421,7 +509,10 @@ function registerRun(queue: Command, { io, setExit }: CommandContext): void {
     .option("--watch", "keep running: deliver as messages arrive and as the budget frees up (a systemd service)")
     .addOption(new Option("--drain", "stay until the outbox is empty (the background runner)").hideHelp())
     .addOption(new Option("--concurrency <n>", "messages in flight at once (default 4)").argParser(wholeNumber))
-    .option("--max-age <duration>", "give up on a message after this long in the outbox (default 5d) [env MAILSEND_QUEUE_MAX_AGE]")
+    .option(
+      "--max-age <duration>",
+      "give up on a message after this long in the outbox (default 5d) [env MAILSEND_QUEUE_MAX_AGE]",
+    )
     .option("--json", "one JSON line per event on stdout")
     .option("-v, --verbose", "show each connection's protocol trace (the key redacted)")
     .option("-q, --quiet", "say only what failed")
@@ -433,22 +524,38 @@ function registerChanges(queue: Command, { io, setExit }: CommandContext): void 
   queue
     .command("retry")
     .description("make a message due now, bringing it back from failed/")
-    .addHelpText("after", examples(["mailsend queue retry 0mwv1vzcp0gbbf144ad", "mailsend queue retry --all && mailsend queue run"]))
+    .addHelpText(
+      "after",
+      examples(["mailsend queue retry 0mwv1vzcp0gbbf144ad", "mailsend queue retry --all && mailsend queue run"]),
+    )
     .argument("[id]", "the message's id (from mailsend queue)")
     .option("--all", "every queued and failed message")
     .option("--json", 'print {"retried":n}')
-    .action(async (id: string | undefined, _opts: unknown, cmd: Command) => setExit(await runQueueRetry(id, cmd.optsWithGlobals(), io)));
+    .action(async (id: string | undefined, _opts: unknown, cmd: Command) =>
+      setExit(await runQueueRetry(id, cmd.optsWithGlobals(), io)),
+    );
   queue
     .command("rm")
     .description("delete messages from the outbox (queued or failed): they are not sent")
-    .addHelpText("after", examples(["mailsend queue rm 0mwv1vzcp0gbbf144ad", "mailsend queue rm $(mailsend queue ls --json | jq -r '.[].id')   # empty it"]))
+    .addHelpText(
+      "after",
+      examples([
+        "mailsend queue rm 0mwv1vzcp0gbbf144ad",
+        "mailsend queue rm $(mailsend queue ls --json | jq -r '.[].id')   # empty it",
+      ]),
+    )
     .argument("<id...>", "the messages' ids")
     .option("--json", 'print {"removed":n}')
-    .action(async (ids: string[], _opts: unknown, cmd: Command) => setExit(await runQueueRm(ids, cmd.optsWithGlobals(), io)));
+    .action(async (ids: string[], _opts: unknown, cmd: Command) =>
+      setExit(await runQueueRm(ids, cmd.optsWithGlobals(), io)),
+    );
   queue
     .command("purge")
     .description("delete every failed message (failed/)")
-    .addHelpText("after", examples(["mailsend queue purge --failed", "mailsend queue ls --failed && mailsend queue purge --failed"]))
+    .addHelpText(
+      "after",
+      examples(["mailsend queue purge --failed", "mailsend queue ls --failed && mailsend queue purge --failed"]),
+    )
     .option("--failed", "required: what to purge")
     .option("--json", 'print {"removed":n}')
     .action(async (_opts: unknown, cmd: Command) => setExit(await runQueuePurge(cmd.optsWithGlobals(), io)));

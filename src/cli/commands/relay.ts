@@ -74,34 +74,70 @@ async function superviseRunner(io: CliIO, verbose: boolean, concurrency: number 
   let wakeSleep: (() => void) | undefined;
   const onEvent = (ev: import("../../outbox/runner.js").RunnerEvent) => {
     if (ev.type === "sent") {
-      if (verbose) log(`sent ${ev.id} over ${ev.transport} (${ev.reason}; ${ev.messageId}) to ${ev.recipients.join(", ")}`, { event: "sent", id: ev.id, transport: ev.transport, reason: ev.reason, message_id: ev.messageId, recipients: ev.recipients, attempts: ev.attempts });
+      if (verbose)
+        log(`sent ${ev.id} over ${ev.transport} (${ev.reason}; ${ev.messageId}) to ${ev.recipients.join(", ")}`, {
+          event: "sent",
+          id: ev.id,
+          transport: ev.transport,
+          reason: ev.reason,
+          message_id: ev.messageId,
+          recipients: ev.recipients,
+          attempts: ev.attempts,
+        });
     } else if (ev.type === "deferred") {
-      log(c.yellow(`deferred ${ev.id} (attempt ${ev.attempts}): ${ev.error.message}; next try ${new Date(ev.nextAttemptAt).toISOString()}`), {
-        event: "deferred",
-        id: ev.id,
-        error: ev.error.toJSON(),
-        attempts: ev.attempts,
-        next_attempt_at: new Date(ev.nextAttemptAt).toISOString(),
-      });
+      log(
+        c.yellow(
+          `deferred ${ev.id} (attempt ${ev.attempts}): ${ev.error.message}; next try ${new Date(ev.nextAttemptAt).toISOString()}`,
+        ),
+        {
+          event: "deferred",
+          id: ev.id,
+          error: ev.error.toJSON(),
+          attempts: ev.attempts,
+          next_attempt_at: new Date(ev.nextAttemptAt).toISOString(),
+        },
+      );
     } else if (ev.type === "failed") {
-      log(c.red(`failed ${ev.id} after ${ev.attempts} attempt(s): ${ev.error.message} (kept in the outbox's failed/: mailsend queue --failed)`), { event: "failed", id: ev.id, error: ev.error.toJSON(), attempts: ev.attempts });
+      log(
+        c.red(
+          `failed ${ev.id} after ${ev.attempts} attempt(s): ${ev.error.message} (kept in the outbox's failed/: mailsend queue --failed)`,
+        ),
+        { event: "failed", id: ev.id, error: ev.error.toJSON(), attempts: ev.attempts },
+      );
     } else if (ev.type === "notice") {
-      log(`notice about ${ev.id} queued as ${ev.noticeId} to ${ev.to.join(", ")}`, { event: "notice", id: ev.id, notice_id: ev.noticeId, to: ev.to });
+      log(`notice about ${ev.id} queued as ${ev.noticeId} to ${ev.to.join(", ")}`, {
+        event: "notice",
+        id: ev.id,
+        notice_id: ev.noticeId,
+        to: ev.to,
+      });
     } else {
-      log(c.yellow(`warning: ${ev.id ? `${ev.id}: ` : ""}${ev.message}`), { event: "warning", ...(ev.id ? { id: ev.id } : {}), message: ev.message });
+      log(c.yellow(`warning: ${ev.id ? `${ev.id}: ` : ""}${ev.message}`), {
+        event: "warning",
+        ...(ev.id ? { id: ev.id } : {}),
+        message: ev.message,
+      });
     }
   };
   const done = (async () => {
     let told = false;
     while (!stopping) {
-      const r: Runner = new QueueRunner({ env: io.env, mode: "watch", onEvent, ...(concurrency !== undefined ? { concurrency } : {}) });
+      const r: Runner = new QueueRunner({
+        env: io.env,
+        mode: "watch",
+        onEvent,
+        ...(concurrency !== undefined ? { concurrency } : {}),
+      });
       current = r;
       const summary = await r.run();
       current = undefined;
       if (stopping) break;
       if (!summary.ran && !told) {
         told = true;
-        log(`another runner delivers from ${r.outbox.dir}; the relay queues, and takes over delivery when that runner stops`, { event: "runner_busy", outbox: r.outbox.dir });
+        log(
+          `another runner delivers from ${r.outbox.dir}; the relay queues, and takes over delivery when that runner stops`,
+          { event: "runner_busy", outbox: r.outbox.dir },
+        );
       }
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, 3000);
@@ -125,14 +161,22 @@ async function superviseRunner(io: CliIO, verbose: boolean, concurrency: number 
 }
 
 /** The relay's settings from its flags: the checks a flag alone can fail. */
-export function relayOptions(flags: RelayFlags, env: CliIO["env"], listen: ListenAddress): RelayStartOptions & { maxSize: number; maxClients: number } {
+export function relayOptions(
+  flags: RelayFlags,
+  env: CliIO["env"],
+  listen: ListenAddress,
+): RelayStartOptions & { maxSize: number; maxClients: number } {
   const maxSize = flags.maxSize !== undefined ? parseSize(flags.maxSize) : RELAY_DEFAULT_MAX_SIZE;
   const maxClients = flags.maxClients ?? RELAY_DEFAULT_MAX_CLIENTS;
   if (maxClients < 1) throw new MailsendError("usage", "--max-clients must be at least 1");
   if ((flags.tlsCert === undefined) !== (flags.tlsKey === undefined)) {
-    throw new MailsendError("usage", `${flags.tlsCert === undefined ? "--tls-key" : "--tls-cert"} needs ${flags.tlsCert === undefined ? "--tls-cert" : "--tls-key"} too`);
+    throw new MailsendError(
+      "usage",
+      `${flags.tlsCert === undefined ? "--tls-key" : "--tls-cert"} needs ${flags.tlsCert === undefined ? "--tls-cert" : "--tls-key"} too`,
+    );
   }
-  if (flags.tlsSelfSigned && flags.tlsCert !== undefined) throw new MailsendError("usage", "give --tls-cert/--tls-key or --tls-self-signed, not both");
+  if (flags.tlsSelfSigned && flags.tlsCert !== undefined)
+    throw new MailsendError("usage", "give --tls-cert/--tls-key or --tls-self-signed, not both");
   return {
     listen,
     maxSize,
@@ -157,14 +201,17 @@ function relayLog(io: CliIO, json: boolean): Log {
 }
 
 function logAccepted(log: Log, info: AcceptedInfo): void {
-  log(`queued ${info.id} from <${info.envelope.from}> to ${info.envelope.to.map((a) => `<${a}>`).join(", ")} (${info.size} bytes${info.user ? `, user ${info.user}` : ""})`, {
-    event: "queued",
-    id: info.id,
-    from: info.envelope.from,
-    to: info.envelope.to,
-    size: info.size,
-    ...(info.user ? { user: info.user } : {}),
-  });
+  log(
+    `queued ${info.id} from <${info.envelope.from}> to ${info.envelope.to.map((a) => `<${a}>`).join(", ")} (${info.size} bytes${info.user ? `, user ${info.user}` : ""})`,
+    {
+      event: "queued",
+      id: info.id,
+      from: info.envelope.from,
+      to: info.envelope.to,
+      size: info.size,
+      ...(info.user ? { user: info.user } : {}),
+    },
+  );
 }
 
 type RefusedInfo = Parameters<NonNullable<RelayOptions["onRefused"]>>[0];
@@ -173,18 +220,28 @@ function logRefused(log: Log, c: Colors, info: RefusedInfo, verbose: boolean): v
   // A fault of this machine is worth a line without -v; a client's bad message only with it.
   const ours = info.code === 452 || info.code === 451;
   if (!ours && !verbose) return;
-  log(`${ours ? c.yellow("refused") : "refused"}${info.rcpt ? ` RCPT TO:<${info.rcpt}>` : ""} ${info.code} ${info.reply} (from <${info.envelope.from}>, ${info.remote})`, {
-    event: "refused",
-    ...(info.rcpt ? { stage: "rcpt" } : {}),
-    code: info.code,
-    reply: info.reply,
-    from: info.envelope.from,
-    to: info.envelope.to,
-  });
+  log(
+    `${ours ? c.yellow("refused") : "refused"}${info.rcpt ? ` RCPT TO:<${info.rcpt}>` : ""} ${info.code} ${info.reply} (from <${info.envelope.from}>, ${info.remote})`,
+    {
+      event: "refused",
+      ...(info.rcpt ? { stage: "rcpt" } : {}),
+      code: info.code,
+      reply: info.reply,
+      from: info.envelope.from,
+      to: info.envelope.to,
+    },
+  );
 }
 
 /** The line that says the relay listens: what a service manager's log or a test waits for. */
-function writeReady(io: CliIO, json: boolean, relay: Relay, start: RelayStart, opts: { maxSize: number; maxClients: number }, delivering: boolean): void {
+function writeReady(
+  io: CliIO,
+  json: boolean,
+  relay: Relay,
+  start: RelayStart,
+  opts: { maxSize: number; maxClients: number },
+  delivering: boolean,
+): void {
   const { users, tls, outbox } = start;
   if (json) {
     io.stdout.write(
@@ -204,7 +261,11 @@ function writeReady(io: CliIO, json: boolean, relay: Relay, start: RelayStart, o
     );
     return;
   }
-  const security = users ? `AUTH required (${users.size} user${users.size === 1 ? "" : "s"})${tls ? ", STARTTLS" : ""}` : tls ? "STARTTLS, no AUTH" : "no TLS, no AUTH (loopback only)";
+  const security = users
+    ? `AUTH required (${users.size} user${users.size === 1 ? "" : "s"})${tls ? ", STARTTLS" : ""}`
+    : tls
+      ? "STARTTLS, no AUTH"
+      : "no TLS, no AUTH (loopback only)";
   io.stdout.write(
     `mailsend relay listening on ${hostPort(relay.host, relay.port)} (${security}); outbox ${outbox.dir}; ${delivering ? "delivering" : "not delivering (--no-deliver): run mailsend queue run"}\n`,
   );
@@ -216,10 +277,13 @@ function warnTroubles(log: Log, c: Colors, start: RelayStart): void {
     log(`${c.yellow("warning")}: ${message}`, { event: "warning", message });
   }
   if (start.aliasesTrouble) {
-    log(`${c.yellow("warning")}: ${start.aliasesTrouble}; mail to local names (root@localhost) is answered 451 until it is fixed`, {
-      event: "warning",
-      message: `${start.aliasesTrouble}; mail to local names is answered 451 until it is fixed`,
-    });
+    log(
+      `${c.yellow("warning")}: ${start.aliasesTrouble}; mail to local names (root@localhost) is answered 451 until it is fixed`,
+      {
+        event: "warning",
+        message: `${start.aliasesTrouble}; mail to local names is answered 451 until it is fixed`,
+      },
+    );
   }
 }
 
@@ -234,13 +298,21 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
     const c = colorsFor(io.stderr, io.env);
     const log = relayLog(io, json);
     const { prepareRelayStart } = await import("../../relay/start.js");
-    const start = await prepareRelayStart({ ...opts, ...(verbose ? { onMapped: (n: string) => log(`local names: ${n}`, { event: "mapped", note: n }) } : {}) });
+    const start = await prepareRelayStart({
+      ...opts,
+      ...(verbose ? { onMapped: (n: string) => log(`local names: ${n}`, { event: "mapped", note: n }) } : {}),
+    });
     const stopped = stop();
 
     // The runner: delivers what the relay queues, through the budget, in this process.
     const supervisor = opts.deliver ? await superviseRunner(io, verbose, flags.concurrency, log, c) : undefined;
     runner = supervisor;
-    const runDone: Promise<{ error?: unknown }> = supervisor ? supervisor.done.then(() => ({}), (e: unknown) => ({ error: e })) : new Promise(() => {});
+    const runDone: Promise<{ error?: unknown }> = supervisor
+      ? supervisor.done.then(
+          () => ({}),
+          (e: unknown) => ({ error: e }),
+        )
+      : new Promise(() => {});
 
     const { startRelay } = await import("../../relay/server.js");
     const { loggedUser } = await import("../../relay/guard.js");
@@ -259,13 +331,17 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       onRefused: (info) => logRefused(log, c, info, verbose),
       // Always, in one fixed form a fail2ban filter matches (docs/sendmail.md); never the password.
       onAuthFailed: ({ address, user, closing }) =>
-        log(`mailsend relay: authentication failed for user "${loggedUser(user)}" from ${address}${closing ? "; connection closed" : ""}`, { event: "auth_failed", address, user: loggedUser(user), closing }),
+        log(
+          `mailsend relay: authentication failed for user "${loggedUser(user)}" from ${address}${closing ? "; connection closed" : ""}`,
+          { event: "auth_failed", address, user: loggedUser(user), closing },
+        ),
     });
     writeReady(io, json, relay, start, opts, runner !== undefined);
     warnTroubles(log, c, start);
 
     const ended = await Promise.race([stopped.then((sig) => ({ sig })), runDone]);
-    if ("sig" in ended && !json) io.stderr.write(`${ended.sig}: stopping: no new mail; finishing the deliveries in flight\n`);
+    if ("sig" in ended && !json)
+      io.stderr.write(`${ended.sig}: stopping: no new mail; finishing the deliveries in flight\n`);
     await relay.close();
     relay = undefined;
     if (runner) {
@@ -317,16 +393,27 @@ async function readPassword(io: CliIO): Promise<string> {
   }
   const chunks: Buffer[] = [];
   for await (const chunk of io.stdin) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string));
-  return Buffer.concat(chunks).toString("utf8").replace(/\r?\n$/, "");
+  return Buffer.concat(chunks)
+    .toString("utf8")
+    .replace(/\r?\n$/, "");
 }
 
-export async function runRelayHashPassword(user: string | undefined, flags: { json?: boolean }, io: CliIO): Promise<number> {
+export async function runRelayHashPassword(
+  user: string | undefined,
+  flags: { json?: boolean },
+  io: CliIO,
+): Promise<number> {
   const json = flags.json ?? false;
   try {
-    if (user !== undefined && (user === "" || /[\s:]/.test(user))) throw new MailsendError("usage", `the user name ${JSON.stringify(user)} must not be empty or hold spaces or ":"`);
+    if (user !== undefined && (user === "" || /[\s:]/.test(user)))
+      throw new MailsendError("usage", `the user name ${JSON.stringify(user)} must not be empty or hold spaces or ":"`);
     const password = await readPassword(io);
-    if (password === "") throw new MailsendError("usage", "the password is empty", { hint: "Pipe it in: printf '%s' 'the password' | mailsend relay hash-password USER" });
-    if (/[\r\n]/.test(password)) throw new MailsendError("usage", "the password holds a line break; give one line on stdin");
+    if (password === "")
+      throw new MailsendError("usage", "the password is empty", {
+        hint: "Pipe it in: printf '%s' 'the password' | mailsend relay hash-password USER",
+      });
+    if (/[\r\n]/.test(password))
+      throw new MailsendError("usage", "the password holds a line break; give one line on stdin");
     const { hashPassword } = await import("../../relay/auth.js");
     const hash = await hashPassword(password);
     if (json) io.stdout.write(`${JSON.stringify({ ...(user !== undefined ? { user } : {}), hash })}\n`);
@@ -361,15 +448,24 @@ Examples:
 export function register(program: Command, { io, setExit }: CommandContext): void {
   const relay = program
     .command("relay")
-    .description("a local SMTP server for apps that only speak SMTP: each message is queued in the outbox (fsynced) before 250, then delivered")
+    .description(
+      "a local SMTP server for apps that only speak SMTP: each message is queued in the outbox (fsynced) before 250, then delivered",
+    )
     .addHelpText("after", RELAY_HELP);
   addOptions(relay, RELAY_OPTIONS);
   relay.action(async (opts: Record<string, unknown>) => setExit(await runRelay(opts, io)));
   relay
     .command("hash-password")
-    .description("read a password on stdin (or the terminal, not echoed) and print the user:scrypt$... line for --auth-file")
+    .description(
+      "read a password on stdin (or the terminal, not echoed) and print the user:scrypt$... line for --auth-file",
+    )
     .argument("[user]", "the user name to put in front of the hash")
     .option("--json", 'print {"user","hash"}')
-    .addHelpText("after", "\nExamples:\n  printf '%s' 'a long password' | mailsend relay hash-password jenkins >> relay-users\n  mailsend relay hash-password gitea >> relay-users      # asks for it\n")
-    .action(async (user: string | undefined, opts: Record<string, unknown>) => setExit(await runRelayHashPassword(user, opts, io)));
+    .addHelpText(
+      "after",
+      "\nExamples:\n  printf '%s' 'a long password' | mailsend relay hash-password jenkins >> relay-users\n  mailsend relay hash-password gitea >> relay-users      # asks for it\n",
+    )
+    .action(async (user: string | undefined, opts: Record<string, unknown>) =>
+      setExit(await runRelayHashPassword(user, opts, io)),
+    );
 }

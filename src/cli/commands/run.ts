@@ -54,7 +54,10 @@ ${examples([
 /** The options as run's domain function takes them; usage errors (64) before the job runs. */
 async function runOptions(command: string[], f: RunFlags) {
   const [cmd, ...args] = command;
-  if (!cmd) throw new MailsendError("usage", "name the command to run after --", { hint: "mailsend run --to ops@example.com -- /usr/local/bin/backup.sh" });
+  if (!cmd)
+    throw new MailsendError("usage", "name the command to run after --", {
+      hint: "mailsend run --to ops@example.com -- /usr/local/bin/backup.sh",
+    });
   if (f.id !== undefined && f.id.trim() === "") throw new MailsendError("usage", "--id must not be empty");
   return {
     command: cmd,
@@ -70,7 +73,12 @@ async function runOptions(command: string[], f: RunFlags) {
     ...(f.subject !== undefined ? { subject: f.subject } : {}),
     ...(f.profile !== undefined ? { profile: f.profile } : {}),
     tailLines: f.tail ?? 50,
-    attachLimit: f.attachLimit !== undefined ? (f.attachLimit.trim() === "0" ? 0 : parseSize(f.attachLimit, "--attach-limit")) : 1024 * 1024,
+    attachLimit:
+      f.attachLimit !== undefined
+        ? f.attachLimit.trim() === "0"
+          ? 0
+          : parseSize(f.attachLimit, "--attach-limit")
+        : 1024 * 1024,
   } as const;
 }
 
@@ -81,8 +89,22 @@ export async function runRunCommand(command: string[], flags: RunFlags, io: CliI
     const r = await runJob(await runOptions(command, flags), io);
     status = r.status;
     for (const w of r.warnings) warn(io, w);
-    if (r.mailError) reportError(new MailsendError(r.mailError.code, `the job's mail could not be queued: ${r.mailError.message}`, r.mailError.hint ? { hint: r.mailError.hint } : {}), io, { json: false });
-    else if (flags.verbose) io.stderr.write(r.queued ? `mailsend run: queued ${r.queued.kind} mail ${r.queued.id}: ${r.queued.subject}\n` : `mailsend run: exit ${r.status}, nothing to mail\n`);
+    if (r.mailError)
+      reportError(
+        new MailsendError(
+          r.mailError.code,
+          `the job's mail could not be queued: ${r.mailError.message}`,
+          r.mailError.hint ? { hint: r.mailError.hint } : {},
+        ),
+        io,
+        { json: false },
+      );
+    else if (flags.verbose)
+      io.stderr.write(
+        r.queued
+          ? `mailsend run: queued ${r.queued.kind} mail ${r.queued.id}: ${r.queued.subject}\n`
+          : `mailsend run: exit ${r.status}, nothing to mail\n`,
+      );
   } catch (e) {
     return reportError(e, io, { json: false });
   }

@@ -105,9 +105,13 @@ function banner(sb: Sandbox, io: CliIO, listenHost: string, client: ReturnType<t
   lines.push(`${c.green("mailsend sandbox is running")} ${c.dim(`(data in ${sb.dir})`)}`);
   lines.push("");
   lines.push(`  REST    POST ${sb.urls.baseUrl}/send`);
-  lines.push(`  SMTP    ${sb.host}:${sb.ports.smtp} (STARTTLS required)   ${sb.host}:${sb.ports.smtps} (implicit TLS)   user ${sb.env.MAILSEND_SMTP_USER ?? "mailsend"}`);
+  lines.push(
+    `  SMTP    ${sb.host}:${sb.ports.smtp} (STARTTLS required)   ${sb.host}:${sb.ports.smtps} (implicit TLS)   user ${sb.env.MAILSEND_SMTP_USER ?? "mailsend"}`,
+  );
   lines.push(`  Inbox   ${sb.urls.inbox}`);
-  lines.push(`  Limit   ${sb.limiter.limit} requests per ${sb.limiter.windowMs / 1000} s per key, REST and SMTP together`);
+  lines.push(
+    `  Limit   ${sb.limiter.limit} requests per ${sb.limiter.windowMs / 1000} s per key, REST and SMTP together`,
+  );
   if (sb.exposed) {
     lines.push("");
     lines.push(
@@ -116,7 +120,11 @@ function banner(sb: Sandbox, io: CliIO, listenHost: string, client: ReturnType<t
       ),
     );
     lines.push(`  ${sb.token}`);
-    lines.push(c.dim(`  curl: -H 'Authorization: Bearer <token>'   browser: open the inbox once as ${sb.urls.inbox}?token=<token>`));
+    lines.push(
+      c.dim(
+        `  curl: -H 'Authorization: Bearer <token>'   browser: open the inbox once as ${sb.urls.inbox}?token=<token>`,
+      ),
+    );
   }
   const f = sb.faults.config;
   if (f.failRate > 0 || f.dropRate > 0 || f.latencyMs > 0) {
@@ -130,12 +138,21 @@ function banner(sb: Sandbox, io: CliIO, listenHost: string, client: ReturnType<t
     lines.push(`  ${sb.createdKey.key}`);
     lines.push("");
   } else if (!sb.apiKeyFile) {
-    lines.push(c.yellow(`No key file in ${sb.dir}: make a key with \`mailsend sandbox keys add --save --dir ${shellWord(sb.dir)}\`.`));
+    lines.push(
+      c.yellow(
+        `No key file in ${sb.dir}: make a key with \`mailsend sandbox keys add --save --dir ${shellWord(sb.dir)}\`.`,
+      ),
+    );
     lines.push("");
   }
   lines.push("Point mailsend at it (paste into your shell):");
   for (const [k, v] of Object.entries(client.env)) lines.push(`  export ${k}=${shellWord(v)}`);
-  if (client.bundled) lines.push(c.dim(`  # NODE_EXTRA_CA_CERTS names your ${client.bundled} and the sandbox's CA together, so nothing you trusted is lost`));
+  if (client.bundled)
+    lines.push(
+      c.dim(
+        `  # NODE_EXTRA_CA_CERTS names your ${client.bundled} and the sandbox's CA together, so nothing you trusted is lost`,
+      ),
+    );
   lines.push(c.dim(`  # implicit TLS instead: export MAILSEND_SMTP_PORT=${sb.ports.smtps} MAILSEND_SMTP_TLS=implicit`));
   lines.push("");
   lines.push("Press Ctrl+C to stop.");
@@ -147,7 +164,11 @@ function logLine(m: StoredMessage): string {
   return `${m.receivedAt} ${m.channel.padEnd(4)} ${m.id} ${m.from} -> ${m.to.join(", ")} ${JSON.stringify(m.subject)} (${m.size} bytes${att})\n`;
 }
 
-export async function runSandbox(flags: SandboxFlags, io: CliIO, stop: StopSignal = processStopSignal): Promise<number> {
+export async function runSandbox(
+  flags: SandboxFlags,
+  io: CliIO,
+  stop: StopSignal = processStopSignal,
+): Promise<number> {
   const json = flags.json ?? false;
   let sb: Sandbox | undefined;
   try {
@@ -161,7 +182,11 @@ export async function runSandbox(flags: SandboxFlags, io: CliIO, stop: StopSigna
       ...(flags.dropWhen !== undefined ? { dropWhen: flags.dropWhen } : {}),
     };
     if (flags.rateLimit === 0) throw new MailsendError("usage", "--rate-limit must be at least 1");
-    for (const [name, v] of [["--http-port", flags.httpPort], ["--smtp-port", flags.smtpPort], ["--smtps-port", flags.smtpsPort]] as const) {
+    for (const [name, v] of [
+      ["--http-port", flags.httpPort],
+      ["--smtp-port", flags.smtpPort],
+      ["--smtps-port", flags.smtpsPort],
+    ] as const) {
       if (v !== undefined && v > 65535) throw new MailsendError("usage", `${name} must be from 0 to 65535`);
     }
     const stopped = stop();
@@ -196,8 +221,22 @@ export async function runSandbox(flags: SandboxFlags, io: CliIO, stop: StopSigna
     await sb?.close().catch(() => {});
     // A full or read-only data dir is this machine's fault (73), named by the dir when the error names no file.
     const errno = e as NodeJS.ErrnoException;
-    const local = !(e instanceof MailsendError) && typeof errno?.code === "string" && ["ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EIO"].includes(errno.code);
-    return reportError(local ? localFileError(e, errno.path ?? sandboxDir(flags, io.env), errno.code === "EIO" ? "read" : "write", errno.path ? "file" : "sandbox data dir") : e, io, { json });
+    const local =
+      !(e instanceof MailsendError) &&
+      typeof errno?.code === "string" &&
+      ["ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EIO"].includes(errno.code);
+    return reportError(
+      local
+        ? localFileError(
+            e,
+            errno.path ?? sandboxDir(flags, io.env),
+            errno.code === "EIO" ? "read" : "write",
+            errno.path ? "file" : "sandbox data dir",
+          )
+        : e,
+      io,
+      { json },
+    );
   }
 }
 
@@ -219,7 +258,10 @@ export async function runKeysAdd(flags: KeysFlags, io: CliIO): Promise<number> {
   try {
     const expires = flags.expires !== undefined ? parseExpiry(flags.expires) : undefined;
     const { store, dir } = openKeys(flags, io);
-    const { record, key } = store.add({ ...(flags.label !== undefined ? { label: flags.label } : {}), ...(expires ? { expires } : {}) });
+    const { record, key } = store.add({
+      ...(flags.label !== undefined ? { label: flags.label } : {}),
+      ...(expires ? { expires } : {}),
+    });
     const saved = flags.save ? sandboxPaths(dir).apiKeyFile : undefined;
     if (saved) writeFileAtomic(saved, `${key}\n`, { mode: 0o600 });
     const { hash: _hash, ...info } = record;
@@ -307,7 +349,14 @@ function registerKeys(sandbox: Command, { io, setExit }: Pick<CommandContext, "i
   const keys = sandbox
     .command("keys")
     .description("manage the sandbox's API keys (stored hashed)")
-    .addHelpText("after", examples(["mailsend sandbox keys add --label ci --expires 30d", "mailsend sandbox keys list", "mailsend sandbox keys revoke key_3f9a2c1d"]));
+    .addHelpText(
+      "after",
+      examples([
+        "mailsend sandbox keys add --label ci --expires 30d",
+        "mailsend sandbox keys list",
+        "mailsend sandbox keys revoke key_3f9a2c1d",
+      ]),
+    );
   // --dir may come before `keys` (the sandbox's option) or after it.
   const keyOpts = (cmd: Command) => cmd.optsWithGlobals() as KeysFlags;
   const add = keys
@@ -325,14 +374,23 @@ function registerKeys(sandbox: Command, { io, setExit }: Pick<CommandContext, "i
     DIR_OPTION,
     { flags: "--label <text>", description: "what the key is for" },
     { flags: "--expires <when>", description: "a duration (90s, 15m, 12h, 30d, 2w) or a date (2027-01-31)" },
-    { flags: "--save", description: "also write it to <dir>/api-key (mode 0600), the file MAILSEND_API_KEY_FILE points at" },
+    {
+      flags: "--save",
+      description: "also write it to <dir>/api-key (mode 0600), the file MAILSEND_API_KEY_FILE points at",
+    },
     JSON_OPTION,
   ]);
   add.action(async (_opts: unknown, cmd: Command) => setExit(await runKeysAdd(keyOpts(cmd), io)));
   const list = keys
     .command("list")
     .description("list keys: id, state, label, dates (never the keys)")
-    .addHelpText("after", examples(["mailsend sandbox keys list", "mailsend sandbox keys list --json | jq -r '.[] | select(.state == \"active\") | .id'"]));
+    .addHelpText(
+      "after",
+      examples([
+        "mailsend sandbox keys list",
+        "mailsend sandbox keys list --json | jq -r '.[] | select(.state == \"active\") | .id'",
+      ]),
+    );
   addSandboxOptions(list, [DIR_OPTION, JSON_OPTION]);
   list.action(async (_opts: unknown, cmd: Command) => setExit(await runKeysList(keyOpts(cmd), io)));
   const revoke = keys

@@ -102,11 +102,19 @@ function queueModeOf(flags: SendFlags, io: CliIO): string {
   if (given.length === 0) return mode;
   const names = given.map(([, setting]) => settingName(setting, "cli", "given")).join(", ");
   if (flags.queue !== undefined) {
-    throw new MailsendError("usage", `${names} cannot be used with --queue ${mode}: a queued message is delivered with the environment's settings (or --profile's), not with this command's flags`, {
-      hint: `Set ${given.map(([, setting]) => instead(setting)).join(", ")} instead (or name a profile with --profile), or leave out --queue to send now.`,
-    });
+    throw new MailsendError(
+      "usage",
+      `${names} cannot be used with --queue ${mode}: a queued message is delivered with the environment's settings (or --profile's), not with this command's flags`,
+      {
+        hint: `Set ${given.map(([, setting]) => instead(setting)).join(", ")} instead (or name a profile with --profile), or leave out --queue to send now.`,
+      },
+    );
   }
-  sayWarning(flags, io, `MAILSEND_QUEUE=${mode} is not used for this message: ${names} on the command line would not reach the outbox, which delivers with the environment's settings; it is sent now, or fails`);
+  sayWarning(
+    flags,
+    io,
+    `MAILSEND_QUEUE=${mode} is not used for this message: ${names} on the command line would not reach the outbox, which delivers with the environment's settings; it is sent now, or fails`,
+  );
   return "never";
 }
 
@@ -115,15 +123,28 @@ function sayWarning(flags: SendFlags, io: CliIO, text: string): void {
   else warn(io, text);
 }
 
-function warnings(m: Message, transport: string, flags: SendFlags, io: CliIO, body: { stdinText: boolean; smtp: boolean }): void {
+function warnings(
+  m: Message,
+  transport: string,
+  flags: SendFlags,
+  io: CliIO,
+  body: { stdinText: boolean; smtp: boolean },
+): void {
   const say = (text: string) => sayWarning(flags, io, text);
   // `df -h | mailsend send` with REST alone: the text arrives as HTML, the first surprise; -q asked for silence.
   if (transport === "rest" && body.stdinText && !body.smtp && m.html === undefined && !m.raw && !flags.quiet) {
-    say("the text on stdin goes as HTML (escaped inside <pre>): the REST send request has only an html field. To send text as text, configure SMTP (MAILSEND_SMTP_HOST) and use --transport auto (or MAILSEND_TRANSPORT=auto): text then goes over SMTP as text/plain.");
+    say(
+      "the text on stdin goes as HTML (escaped inside <pre>): the REST send request has only an html field. To send text as text, configure SMTP (MAILSEND_SMTP_HOST) and use --transport auto (or MAILSEND_TRANSPORT=auto): text then goes over SMTP as text/plain.",
+    );
   }
-  for (const [flag, value] of [["--html", flags.html], ["--text", flags.text]] as const) {
+  for (const [flag, value] of [
+    ["--html", flags.html],
+    ["--text", flags.text],
+  ] as const) {
     if (value !== undefined && looksLikeFile(value)) {
-      say(`${flag} ${shellWord(value)} sends these words as the body, but a file of that name exists: did you mean ${flag}-file ${shellWord(value)}?`);
+      say(
+        `${flag} ${shellWord(value)} sends these words as the body, but a file of that name exists: did you mean ${flag}-file ${shellWord(value)}?`,
+      );
     }
   }
   if (m.html !== undefined && !m.raw && blankWithoutScript(m.html)) {
@@ -137,7 +158,13 @@ function warnings(m: Message, transport: string, flags: SendFlags, io: CliIO, bo
   }
   // An .eml's text part is the plain version of its HTML, as a Markdown source is of
   // its rendering; only a text the user wrote is worth a warning.
-  if (transport === "rest" && m.html !== undefined && m.text !== undefined && !m.raw && flags.markdownFile === undefined) {
+  if (
+    transport === "rest" &&
+    m.html !== undefined &&
+    m.text !== undefined &&
+    !m.raw &&
+    flags.markdownFile === undefined
+  ) {
     say("the REST send request has only an html field: the text body is not sent (use --transport smtp to send both).");
   }
 }
@@ -146,7 +173,10 @@ function warnings(m: Message, transport: string, flags: SendFlags, io: CliIO, bo
  * `io` may also say whether stdin is /dev/null without making the stream (the process's own
  * streams, src/cli/main.ts): a send made none of the three it does not use.
  */
-export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<InputStreams, "stdinIsNull">): Promise<number> {
+export async function runSend(
+  opts: Record<string, unknown>,
+  io: CliIO & Pick<InputStreams, "stdinIsNull">,
+): Promise<number> {
   const flags = opts as SendFlags;
   const json = flags.json ?? false;
   let stopWatching = () => {};
@@ -157,19 +187,30 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
     },
     ...(io.stdinIsNull ? { stdinIsNull: io.stdinIsNull } : {}),
   };
-  const withStreams = <T extends object>(o: T): T & InputStreams => Object.defineProperties(o, Object.getOwnPropertyDescriptors(streams)) as T & InputStreams;
+  const withStreams = <T extends object>(o: T): T & InputStreams =>
+    Object.defineProperties(o, Object.getOwnPropertyDescriptors(streams)) as T & InputStreams;
   try {
     // flags > environment > profile > defaults: the profile is layered under the environment here.
     const settings = loadSettings(flags.profile, io.env);
     const queueMode = queueModeOf(flags, io);
     // The key is read first: with --api-key-stdin it is what stdin holds. With auto, the
     // channel's settings only once the message says which one it needs.
-    const run = await resolveSettings(cliLayers(flags, settings.env, settings.profile), withStreams({ needKey: !flags.dryRun }));
+    const run = await resolveSettings(
+      cliLayers(flags, settings.env, settings.profile),
+      withStreams({ needKey: !flags.dryRun }),
+    );
     const transportChoice = run.transport;
     let config = transportChoice === "auto" ? undefined : run.channel(transportChoice);
     const c = flags.verbose ? colorsFor(io.stderr, io.env) : undefined;
     const trace = c ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
-    const built = await composeMessage(flags, io, withStreams, transportChoice, settings.env.MAILSEND_FROM || undefined, trace);
+    const built = await composeMessage(
+      flags,
+      io,
+      withStreams,
+      transportChoice,
+      settings.env.MAILSEND_FROM || undefined,
+      trace,
+    );
     stopWatching = built.stopWatching;
     let message = built.message;
     const { stdinBody, inlined } = built;
@@ -185,7 +226,10 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
       message = await (await import("../../compose/index.js")).withTextAlternative(message);
       trace?.("* text/plain alternative made from the HTML");
     }
-    warnings(message, config.transport, flags, io, { stdinText: stdinBody?.type === "text" || flags.textFile === "-", smtp: run.configured.smtp });
+    warnings(message, config.transport, flags, io, {
+      stdinText: stdinBody?.type === "text" || flags.textFile === "-",
+      smtp: run.configured.smtp,
+    });
     const transport = await createTransport(config);
     try {
       if (flags.dryRun) {
@@ -202,7 +246,9 @@ export async function runSend(opts: Record<string, unknown>, io: CliIO & Pick<In
     if (partial && !json && !flags.quiet) {
       // It did go out, to these: said on stdout as a send is; the refused ones are the error.
       const out = colorsFor(io.stdout, io.env);
-      io.stdout.write(`${out.yellow("sent")} ${partial.messageId} ${out.dim(`(smtp, to ${partial.accepted.join(", ")} only)`)}\n`);
+      io.stdout.write(
+        `${out.yellow("sent")} ${partial.messageId} ${out.dim(`(smtp, to ${partial.accepted.join(", ")} only)`)}\n`,
+      );
     }
     return reportError(e, io, { json, verbose: flags.verbose ?? false });
   } finally {
@@ -218,7 +264,12 @@ async function composeMessage(
   transport: TransportChoiceName,
   defaultFrom: string | undefined,
   trace: ((line: string) => void) | undefined,
-): Promise<{ message: Message; stdinBody: StdinDecision | undefined; inlined: Inlined | undefined; stopWatching: () => void }> {
+): Promise<{
+  message: Message;
+  stdinBody: StdinDecision | undefined;
+  inlined: Inlined | undefined;
+  stopWatching: () => void;
+}> {
   let stopWatching = () => {};
   let stdinBody: StdinDecision | undefined;
   let inlined: Inlined | undefined;
@@ -230,9 +281,17 @@ async function composeMessage(
         transport,
         onCompose: ({ rewrites, images, stylesheets, remoteStylesheets, warnings }) => {
           for (const w of warnings) sayWarning(flags, io, w);
-          inlined = { rewrites, sizes: new Map(images.map((i) => [i.cid, { type: i.contentType, size: i.data.length }])), stylesheets };
-          for (const s of stylesheets) trace?.(`* stylesheet ${s.ref}${s.importedBy ? ` (@import in ${s.importedBy})` : ""} -> <style> (${s.path})`);
-          for (const r of remoteStylesheets) trace?.(`* stylesheet ${r} left as a link: mail clients do not load linked stylesheets`);
+          inlined = {
+            rewrites,
+            sizes: new Map(images.map((i) => [i.cid, { type: i.contentType, size: i.data.length }])),
+            stylesheets,
+          };
+          for (const s of stylesheets)
+            trace?.(
+              `* stylesheet ${s.ref}${s.importedBy ? ` (@import in ${s.importedBy})` : ""} -> <style> (${s.path})`,
+            );
+          for (const r of remoteStylesheets)
+            trace?.(`* stylesheet ${r} left as a link: mail clients do not load linked stylesheets`);
           for (const r of rewrites) trace?.(`* inline image ${r.ref} -> cid:${r.cid} (${r.path})`);
         },
         stdinTaken: flags.apiKeyStdin ?? false,
@@ -240,11 +299,17 @@ async function composeMessage(
         onStdinBody: (d) => {
           stdinBody = d;
           const other = d.type === "html" ? "text" : "html";
-          trace?.(`* the body piped on stdin is sent as ${d.type === "html" ? "HTML" : "plain text"}: ${d.reason} (--stdin-type ${other} to change that)`);
+          trace?.(
+            `* the body piped on stdin is sent as ${d.type === "html" ? "HTML" : "plain text"}: ${d.reason} (--stdin-type ${other} to change that)`,
+          );
         },
         onStdinUnused: (bodyFlag) => {
           stopWatching = watchIgnoredStdin(io.stdin, () =>
-            sayWarning(flags, io, `data on stdin is not read: the body comes from ${bodyFlag}${bodyFlag === "--eml" ? "" : " (to send what is piped, use --text-file - or --html-file -, or leave out the body flag)"}`),
+            sayWarning(
+              flags,
+              io,
+              `data on stdin is not read: the body comes from ${bodyFlag}${bodyFlag === "--eml" ? "" : " (to send what is piped, use --text-file - or --html-file -, or leave out the body flag)"}`,
+            ),
           );
         },
         ...(flags.quiet
@@ -289,8 +354,14 @@ async function sendNow(ctx: NowContext): Promise<number> {
   const sending = `sending over ${transport.name}...`;
   // The delivery path (budget, retries) is loaded only by a send that goes out now: a dry run or a
   // queued message never needs it.
-  const [{ abortableSleep, deliver }, { openBudget }] = await Promise.all([import("../../limits/deliver.js"), import("../budget.js")]);
-  const budget = await openBudget(flags, config.apiKey, env, { ...(config.caFile ? { caFile: config.caFile } : {}), ...(trace ? { trace } : {}) });
+  const [{ abortableSleep, deliver }, { openBudget }] = await Promise.all([
+    import("../../limits/deliver.js"),
+    import("../budget.js"),
+  ]);
+  const budget = await openBudget(flags, config.apiKey, env, {
+    ...(config.caFile ? { caFile: config.caFile } : {}),
+    ...(trace ? { trace } : {}),
+  });
   let result: SendResult | undefined;
   let quietWaitSaid = false;
   const lateWarnings: string[] = [];
@@ -305,11 +376,19 @@ async function sendNow(ctx: NowContext): Promise<number> {
       // said as unknown, with the key that makes a resend safe, never silently.
       const text = `stopped (${sig}) before the outcome was known: the message may have been sent`;
       const hint = `Check before sending again (resending with --idempotency-key ${message.idempotencyKey} is safe: the service drops a repeat).`;
-      io.stderr.write(json ? `${JSON.stringify({ error: { code: "outcome_unknown", message: text, exit: sig === "SIGTERM" ? 143 : 130, hint } })}\n` : `error: ${text}\nhint: ${hint}\n`);
+      io.stderr.write(
+        json
+          ? `${JSON.stringify({ error: { code: "outcome_unknown", message: text, exit: sig === "SIGTERM" ? 143 : 130, hint } })}\n`
+          : `error: ${text}\nhint: ${hint}\n`,
+      );
       process.exit(sig === "SIGTERM" ? 143 : 130);
     }
     stoppedBy = sig;
-    stop.abort(new MailsendError("temporary_failure", `interrupted (${sig}) before the message was sent`, { hint: "Nothing was sent; it is safe to try again." }));
+    stop.abort(
+      new MailsendError("temporary_failure", `interrupted (${sig}) before the message was sent`, {
+        hint: "Nothing was sent; it is safe to try again.",
+      }),
+    );
   };
   process.on("SIGINT", onStop);
   process.on("SIGTERM", onStop);
@@ -324,9 +403,13 @@ async function sendNow(ctx: NowContext): Promise<number> {
         if (flags.quiet && (w.reason !== "budget" || w.ms <= QUIET_WAIT_MS || quietWaitSaid)) return;
         if (flags.quiet) quietWaitSaid = true;
         if (json) {
-          io.stderr.write(`${JSON.stringify({ wait: { reason: w.reason, seconds: waitSeconds(w.ms), attempt: w.attempt, ...(w.error ? { error: w.error.code } : {}) } })}\n`);
+          io.stderr.write(
+            `${JSON.stringify({ wait: { reason: w.reason, seconds: waitSeconds(w.ms), attempt: w.attempt, ...(w.error ? { error: w.error.code } : {}) } })}\n`,
+          );
         } else if (trace) {
-          trace(`* ${w.reason === "budget" ? "rate limit for this key reached" : `${w.error?.message ?? "temporary failure"}; retry ${w.attempt - 1}`}; waiting ${waitText(w.ms)}`);
+          trace(
+            `* ${w.reason === "budget" ? "rate limit for this key reached" : `${w.error?.message ?? "temporary failure"}; retry ${w.attempt - 1}`}; waiting ${waitText(w.ms)}`,
+          );
         } else if (flags.quiet) {
           io.stderr.write(`mailsend: rate limit for this key reached; waiting ${waitText(w.ms)}\n`);
         } else progress?.wait(w);
@@ -359,7 +442,10 @@ async function sendNow(ctx: NowContext): Promise<number> {
     }
   }
   if (lateWarnings.length) result = { ...result, warnings: [...(result.warnings ?? []), ...lateWarnings] };
-  if (json) io.stdout.write(`${JSON.stringify({ ...resultJson(result, stdinBody), ...(choice ? { reason: choice.reason } : {}) })}\n`);
+  if (json)
+    io.stdout.write(
+      `${JSON.stringify({ ...resultJson(result, stdinBody), ...(choice ? { reason: choice.reason } : {}) })}\n`,
+    );
   else if (!flags.quiet) {
     saySent(result, io);
   }
@@ -375,23 +461,39 @@ function saySent(result: SendResult, io: CliIO): void {
   const out = colorsFor(io.stdout, io.env);
   // A raw .eml without a Message-ID has no id of ours to show: show the server's reply instead.
   const id = result.messageId || `(no Message-ID; the server said: ${result.smtpResponse ?? "ok"})`;
-  io.stdout.write(`${out.green("sent")} ${id} ${out.dim(`(${result.transport}, to ${result.recipients.join(", ")})`)}\n`);
+  io.stdout.write(
+    `${out.green("sent")} ${id} ${out.dim(`(${result.transport}, to ${result.recipients.join(", ")})`)}\n`,
+  );
 }
 
 /**
  * --queue auto|always: the message goes through the outbox, with the transport send chose and
  * its own key; sent at once, or queued (a success, exit 0: `mailsend queue` shows it).
  */
-async function sendQueued(message: Message, transport: TransportName, mode: string, flags: SendFlags, io: CliIO, trace: ((line: string) => void) | undefined): Promise<number> {
+async function sendQueued(
+  message: Message,
+  transport: TransportName,
+  mode: string,
+  flags: SendFlags,
+  io: CliIO,
+  trace: ((line: string) => void) | undefined,
+): Promise<number> {
   // The outbox is loaded only by a send that queues.
   const { queueMessage } = await import("../../outbox/queue-message.js");
-  const { result: r, envelope } = await queueMessage(message, transport, mode, { env: io.env, profile: flags.profile, trace });
+  const { result: r, envelope } = await queueMessage(message, transport, mode, {
+    env: io.env,
+    profile: flags.profile,
+    trace,
+  });
   if (r.status === "sent") {
     if (flags.json) io.stdout.write(`${JSON.stringify(resultJson(r.result))}\n`);
     else if (!flags.quiet) saySent(r.result, io);
     return 0;
   }
-  if (flags.json) io.stdout.write(`${JSON.stringify({ ok: true, queued: true, id: r.id, reason: r.reason, idempotency_key: message.idempotencyKey, recipients: envelope.to })}\n`);
+  if (flags.json)
+    io.stdout.write(
+      `${JSON.stringify({ ok: true, queued: true, id: r.id, reason: r.reason, idempotency_key: message.idempotencyKey, recipients: envelope.to })}\n`,
+    );
   else if (!flags.quiet) {
     const out = colorsFor(io.stdout, io.env);
     const { autorunOff } = await import("../../outbox/spawn.js");
@@ -421,18 +523,30 @@ async function preview(
   inlined: Inlined | undefined,
 ): Promise<void> {
   const sheets = inlined?.stylesheets ?? [];
-  const refs = (inlined?.rewrites ?? []).map((r) => ({ ref: r.ref, cid: r.cid, path: r.path, type: inlined?.sizes.get(r.cid)?.type, size: inlined?.sizes.get(r.cid)?.size }));
+  const refs = (inlined?.rewrites ?? []).map((r) => ({
+    ref: r.ref,
+    cid: r.cid,
+    path: r.path,
+    type: inlined?.sizes.get(r.cid)?.type,
+    size: inlined?.sizes.get(r.cid)?.size,
+  }));
   if (!json) {
     if (choice) io.stdout.write(`# --transport auto: ${choice.transport} (${choice.reason})\n`);
-    for (const s of sheets) io.stdout.write(`# stylesheet ${s.ref}${s.importedBy ? ` (@import in ${s.importedBy})` : ""} -> <style> (${s.path}, ${formatSize(s.bytes)})\n`);
-    for (const r of refs) io.stdout.write(`# inline image ${r.ref} -> cid:${r.cid} (${r.path}, ${r.type}, ${formatSize(r.size ?? 0)})\n`);
+    for (const s of sheets)
+      io.stdout.write(
+        `# stylesheet ${s.ref}${s.importedBy ? ` (@import in ${s.importedBy})` : ""} -> <style> (${s.path}, ${formatSize(s.bytes)})\n`,
+      );
+    for (const r of refs)
+      io.stdout.write(`# inline image ${r.ref} -> cid:${r.cid} (${r.path}, ${r.type}, ${formatSize(r.size ?? 0)})\n`);
     await transport.preview(message, io.stdout, { json });
     return;
   }
   let out = "";
   await transport.preview(message, { write: (c: string | Buffer) => (out += c.toString()) }, { json });
   const obj = JSON.parse(out) as Record<string, unknown>;
-  io.stdout.write(`${JSON.stringify({ ...obj, ...(choice ? { reason: choice.reason } : {}), ...(sheets.length ? { stylesheets: sheets } : {}), ...(refs.length ? { inline_images: refs } : {}) })}\n`);
+  io.stdout.write(
+    `${JSON.stringify({ ...obj, ...(choice ? { reason: choice.reason } : {}), ...(sheets.length ? { stylesheets: sheets } : {}), ...(refs.length ? { inline_images: refs } : {}) })}\n`,
+  );
 }
 
 /**

@@ -18,7 +18,14 @@ import { VERSION } from "../../core/version.js";
 import { loadSettings } from "../../settings/profile.js";
 import { queueModeFrom, submit, submitStoppable } from "../../outbox/submit.js";
 import { Outbox } from "../../outbox/store.js";
-import { prepareLocalSubmission, maxMessageSize, mentionsThisMachine, readSendmailInput, relayLocal, type SubmissionInput } from "../../sendmail/submission.js";
+import {
+  prepareLocalSubmission,
+  maxMessageSize,
+  mentionsThisMachine,
+  readSendmailInput,
+  relayLocal,
+  type SubmissionInput,
+} from "../../sendmail/submission.js";
 import { parseMailbox1 } from "../../core/address.js";
 import { isLocalName, loadAliases, withProfileAliases, type AliasTable } from "../../sendmail/aliases.js";
 import { autorunOff } from "../../outbox/spawn.js";
@@ -75,7 +82,11 @@ Examples:
   mailsend sendmail -bp                   # the outbox, as mailq does
 `;
 
-export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs: "sendmail" | "mailq" | "newaliases" = "sendmail"): Promise<number> {
+export async function runSendmail(
+  argv: readonly string[],
+  io: CliIO,
+  invokedAs: "sendmail" | "mailq" | "newaliases" = "sendmail",
+): Promise<number> {
   let args: SendmailArgs;
   try {
     args = parseSendmailArgs(argv, invokedAs);
@@ -111,17 +122,25 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
     if (args.mode === "aliases") {
       // newaliases / -bi: nothing to build (the file is read as it is at each use); a broken file is said now.
       const table = await loadAliases(env);
-      if (args.verbose) note(table ? `${table.path}: ${table.entries.size} aliases (read as it is at each use; there is no database to rebuild)` : "no aliases file is set (MAILSEND_ALIASES or the profile's aliases)");
+      if (args.verbose)
+        note(
+          table
+            ? `${table.path}: ${table.entries.size} aliases (read as it is at each use; there is no database to rebuild)`
+            : "no aliases file is set (MAILSEND_ALIASES or the profile's aliases)",
+        );
       return 0;
     }
 
     const mode = queueModeFrom(args.queue, env);
     const maxSize = maxMessageSize(env);
-    if (args.mode === "smtp") return await smtpOnStdio(subIO, mode, maxSize, settings.profile?.name, args.verbose ? note : undefined);
-    if (io.stdin.isTTY && args.verbose) note('reading the message from the terminal; end it with a line holding "." (or Ctrl-D)');
+    if (args.mode === "smtp")
+      return await smtpOnStdio(subIO, mode, maxSize, settings.profile?.name, args.verbose ? note : undefined);
+    if (io.stdin.isTTY && args.verbose)
+      note('reading the message from the terminal; end it with a line holding "." (or Ctrl-D)');
     const input = await readSendmailInput(io.stdin, { ignoreDots: args.ignoreDots, maxSize });
     const { aliases, trouble } = await aliasesFor(env);
-    if (trouble && mentionsThisMachine(input, { from: args.from ?? "", to: args.recipients }, (a) => isLocalName(a))) throw trouble;
+    if (trouble && mentionsThisMachine(input, { from: args.from ?? "", to: args.recipients }, (a) => isLocalName(a)))
+      throw trouble;
     const fixed = withAliasesTrouble(trouble, () =>
       prepareLocalSubmission(input, {
         ...(args.from !== undefined ? { envelopeFrom: args.from } : {}),
@@ -145,8 +164,12 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
       ...(args.verbose ? { trace: (line: string) => note(line) } : {}),
     });
     if (result.status === "queued") {
-      const who = autorunOff(env) ? "`mailsend queue run` (or the relay) delivers it" : "it is delivered in the background";
-      io.stderr.write(`mailsend: queued as ${result.id} (${result.reason.replace(/\s+/g, " ")}); ${who}, see it with: mailsend queue\n`);
+      const who = autorunOff(env)
+        ? "`mailsend queue run` (or the relay) delivers it"
+        : "it is delivered in the background";
+      io.stderr.write(
+        `mailsend: queued as ${result.id} (${result.reason.replace(/\s+/g, " ")}); ${who}, see it with: mailsend queue\n`,
+      );
       return 0;
     }
     if (args.verbose) {
@@ -157,7 +180,10 @@ export async function runSendmail(argv: readonly string[], io: CliIO, invokedAs:
     return 0;
   } catch (e) {
     // Said to callers without send's flags: the variables they can set.
-    return reportError(withSendmailKeyHint(toMailsendError(e).in("sendmail")), io, { json: false, verbose: args.verbose });
+    return reportError(withSendmailKeyHint(toMailsendError(e).in("sendmail")), io, {
+      json: false,
+      verbose: args.verbose,
+    });
   }
 }
 
@@ -205,8 +231,14 @@ function withAliasesTrouble<T>(trouble: MailsendError | undefined, fix: () => T)
 }
 
 /** What prepareLocalSubmission needs of this machine's settings: the default sender, the aliases and who runs this. */
-function senderSettings(env: CliIO["env"], aliases: AliasTable | undefined): Pick<SubmissionInput, "defaultFrom" | "aliases" | "invokingUser"> {
-  return { ...(env.MAILSEND_FROM ? { defaultFrom: env.MAILSEND_FROM } : {}), ...(aliases ? { aliases, invokingUser: invokingUser() } : {}) };
+function senderSettings(
+  env: CliIO["env"],
+  aliases: AliasTable | undefined,
+): Pick<SubmissionInput, "defaultFrom" | "aliases" | "invokingUser"> {
+  return {
+    ...(env.MAILSEND_FROM ? { defaultFrom: env.MAILSEND_FROM } : {}),
+    ...(aliases ? { aliases, invokingUser: invokingUser() } : {}),
+  };
 }
 
 /** The name of the user running this (for the sender of a message that names none), or undefined. */
@@ -224,13 +256,24 @@ function invokingUser(): string | undefined {
  * recipients the session's RCPT TO. The exit code is 0 once the session ended: what was refused
  * was said to the program in the session (554 or 451), as an MTA's sendmail -bs does.
  */
-async function smtpOnStdio(io: CliIO, mode: ReturnType<typeof queueModeFrom>, maxSize: number, profile: string | undefined, note: ((line: string) => void) | undefined): Promise<number> {
+async function smtpOnStdio(
+  io: CliIO,
+  mode: ReturnType<typeof queueModeFrom>,
+  maxSize: number,
+  profile: string | undefined,
+  note: ((line: string) => void) | undefined,
+): Promise<number> {
   const { serveStdio } = await import("../../relay/stdio.js");
   const env = io.env;
   const { aliases, trouble: broken } = await aliasesFor(env);
   // Mail to local names waits while the file is broken (451, a fault here, as the relay answers);
   // as a configuration error it would be 550 at RCPT, and the program would drop the message.
-  const trouble = broken && new MailsendError("temporary_failure", `local names cannot be mapped now: ${broken.message}`, { cause: broken, ...(broken.hint ? { hint: broken.hint } : {}) });
+  const trouble =
+    broken &&
+    new MailsendError("temporary_failure", `local names cannot be mapped now: ${broken.message}`, {
+      cause: broken,
+      ...(broken.hint ? { hint: broken.hint } : {}),
+    });
   // SIGTERM, SIGINT, SIGHUP (the program's timeout, systemd): a message being sent at once stays
   // queued for a runner and is answered 250 as queued, then the session ends; killed as it stood,
   // the message would wait in the outbox under a hold nobody ends. A second signal does not wait.
@@ -266,12 +309,22 @@ async function smtpOnStdio(io: CliIO, mode: ReturnType<typeof queueModeFrom>, ma
           }),
         );
         for (const n of fixed.notes) note?.(n);
-        const result = await submit(fixed.raw, fixed.envelope, { mode, env, source: "sendmail", stampedMessageId: fixed.stampedMessageId, signal: stop.signal, ...(profile ? { profile } : {}), ...(note ? { trace: note } : {}) });
+        const result = await submit(fixed.raw, fixed.envelope, {
+          mode,
+          env,
+          source: "sendmail",
+          stampedMessageId: fixed.stampedMessageId,
+          signal: stop.signal,
+          ...(profile ? { profile } : {}),
+          ...(note ? { trace: note } : {}),
+        });
         if (result.status === "queued") {
           note?.(`queued as ${result.id} (${result.reason.replace(/\s+/g, " ")})`);
           return `queued as ${result.id}`;
         }
-        note?.(`sent over ${result.result.transport} to ${fixed.envelope.to.join(", ")} (message id ${result.result.messageId})`);
+        note?.(
+          `sent over ${result.result.transport} to ${fixed.envelope.to.join(", ")} (message id ${result.result.messageId})`,
+        );
         return `sent as ${result.result.messageId}`;
       },
       ...(note ? { onRefused: (reply: string) => note(`refused: ${reply}`) } : {}),
@@ -290,7 +343,9 @@ async function smtpOnStdio(io: CliIO, mode: ReturnType<typeof queueModeFrom>, ma
 export function register(program: Command, { io, setExit, argv }: CommandContext): void {
   program
     .command("sendmail", { hidden: true })
-    .description("read one message on stdin and send or queue it, as sendmail does (also when started as `sendmail` or `mailq`)")
+    .description(
+      "read one message on stdin and send or queue it, as sendmail does (also when started as `sendmail` or `mailq`)",
+    )
     .argument("[args...]", "sendmail's options and the recipients (mailsend sendmail --help)")
     .helpOption(false)
     .allowUnknownOption(true)

@@ -344,6 +344,8 @@ describe("progress off a terminal", () => {
       {
         MAILSEND_RATE_LIMIT: "2",
         MAILSEND_RATE_WINDOW: "7",
+        // No slot kept back for urgent mail: one wait for the third row, whatever the reserve's default.
+        MAILSEND_RATE_RESERVE: "0",
         MAILSEND_STATE_DIR: join(tmp.dir, "wait-state"),
       },
     );

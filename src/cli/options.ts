@@ -591,6 +591,11 @@ export const RUN_OPTIONS: readonly OptionSpec[] = [
   },
   {
     group: "Message",
+    flags: "--template <file>",
+    description: "the body (text) from this file, its {{placeholders}} filled from the run (see docs/run.md)",
+  },
+  {
+    group: "Message",
     flags: "--profile <name>",
     description: "the config file's profile to use",
     env: "MAILSEND_PROFILE",

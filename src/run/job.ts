@@ -17,6 +17,7 @@ import { alertMessage, type AlertFacts } from "./mail.js";
 import { OutputKeeper, type KeptOutput } from "./output.js";
 import { queueAlert } from "./queue.js";
 import { withJobState } from "./state.js";
+import { templateBody, type RunTemplate } from "./template.js";
 
 export interface RunJobOptions {
   command: string;
@@ -32,6 +33,8 @@ export interface RunJobOptions {
   to: readonly string[];
   from?: string;
   subject?: string;
+  /** --template, read and checked: the body instead of the built-in one. */
+  template?: RunTemplate;
   profile?: string;
   /** Lines of output in the body. */
   tailLines: number;
@@ -108,12 +111,17 @@ export async function runJob(o: RunJobOptions, io: RunIO): Promise<RunJobResult>
       const d = decide(prev, outcome.status !== 0, o.on, o.quietForMs, Date.now());
       if (!d.mail) return { next: d.next, result: undefined };
       const facts = alertFacts(o, id, outcome, output, io.env);
-      const message = alertMessage(facts, d.mail, {
-        from: mailTo.from,
-        to: mailTo.to,
-        ...(o.subject !== undefined ? { subject: o.subject } : {}),
-        idempotencyKey: randomUUID(),
-      });
+      const message = alertMessage(
+        facts,
+        d.mail,
+        {
+          from: mailTo.from,
+          to: mailTo.to,
+          ...(o.subject !== undefined ? { subject: o.subject } : {}),
+          idempotencyKey: randomUUID(),
+        },
+        o.template ? templateBody(o.template, facts, d.mail) : undefined,
+      );
       const q = await queueAlert(message, mailTo.env, mailTo.profile);
       result.warnings.push(...q.warnings);
       return { next: d.next, result: { id: q.id, subject: message.subject, kind: d.mail.kind } };

@@ -1,8 +1,8 @@
 /**
  * The alert a run sends: a subject that says what happened in the inbox's list, a body with
  * what a person needs to act (command, host, user, times, status, the output's tail, the CI run),
- * and the whole output attached when the tail does not show it all. HTML only, its output in a
- * <pre> block: the one body both REST and SMTP carry whole.
+ * and the whole output attached when the tail does not show it all. HTML, its output in a <pre>
+ * block: the one body both REST and SMTP carry whole; or the text --template makes.
  */
 import { basename } from "node:path";
 import type { Mailbox } from "../core/address.js";
@@ -63,8 +63,8 @@ export function alertSubject(f: AlertFacts, mail: AlertMail): string {
   return oneLine(`[${f.host}] ${name} ${what}`, 200);
 }
 
-/** The message, ready for the outbox. */
-export function alertMessage(f: AlertFacts, mail: AlertMail, a: AlertAddressing): Message {
+/** The message, ready for the outbox; `text`: the body from --template, instead of the HTML one. */
+export function alertMessage(f: AlertFacts, mail: AlertMail, a: AlertAddressing, text?: string): Message {
   const attachment = outputAttachment(f.output);
   return {
     from: a.from,
@@ -72,7 +72,7 @@ export function alertMessage(f: AlertFacts, mail: AlertMail, a: AlertAddressing)
     cc: [],
     bcc: [],
     subject: a.subject !== undefined ? oneLine(a.subject, 400) : alertSubject(f, mail),
-    html: alertHtml(f, mail, attachment !== undefined),
+    ...(text !== undefined ? { text } : { html: alertHtml(f, mail, attachment !== undefined) }),
     attachments: attachment ? [attachment] : [],
     // RFC 3834: made by a program, so no auto-reply and no bounce notice answers it.
     headers: [
@@ -170,7 +170,7 @@ function outputHtml(o: KeptOutput, attached: boolean): string {
   return `<p>${escapeHtml(shown)}</p>\n<pre style="font-family: monospace; white-space: pre-wrap">${escapeHtml(o.tail)}</pre>\n`;
 }
 
-function duration(ms: number): string {
+export function duration(ms: number): string {
   if (ms < 1000) return `${ms} ms`;
   if (ms < 120_000) return `${(ms / 1000).toFixed(1)} s`;
   return formatAge(ms);

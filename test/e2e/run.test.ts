@@ -3,7 +3,7 @@
  * outbox to a real sandbox, and its signals and timeouts reach the job's whole process group.
  */
 import { execa } from "execa";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { baseEnv, BIN, ROOT, runCli, stdoutJson } from "../helpers/cli.js";
@@ -248,6 +248,59 @@ describe("mailsend run", () => {
     });
     expect(noFrom.exitCode).toBe(78);
     expect(existsSync(marker)).toBe(false);
+  });
+
+  it("--template makes the body from a file, filled with the run's exit status and output", async () => {
+    const { env, to } = fresh();
+    const template = join(sb.scratch.dir, `template-${n}.txt`);
+    writeFileSync(
+      template,
+      "{{status}} on {{host}}: {{command}} ({{outcome}}), exit {{exit}}, signal {{signal|none}}\n" +
+        "failures: {{failures}} since {{failures_since|?}}; CI {{ci_url|-}}\n---\n{{output|(no output)}}",
+    );
+    const r = await runCli(
+      ["run", "--template", template, "--to", to, "--", "sh", "-c", "echo first; echo 'last <b>' >&2; exit 4"],
+      { env },
+    );
+    expect(r.exitCode, r.stderr).toBe(4);
+    await deliver(env);
+    const mails = await mailsTo(to);
+    expect(mails).toHaveLength(1);
+    const { email } = mails[0]!;
+    expect(email.subject).toMatch(/^\[.+\] sh failed \(exit 4\)$/);
+    expect(email.html).toBeFalsy();
+    expect(email.text).toMatch(
+      /^failed on .+: sh -c .+ \(exit 4\), exit 4, signal none\nfailures: 1 since \d{4}-\d\d-\d\dT.+Z; CI -\n---\nfirst\nlast <b>\s*$/,
+    );
+  });
+
+  it("refuses a --template with an unknown placeholder (65) or unreadable (66) before the job runs", async () => {
+    const { env, dir } = fresh();
+    const marker = join(dir, "ran");
+    const template = join(sb.scratch.dir, `template-${n}.txt`);
+    writeFileSync(template, "{{comand}} failed: {{exit}}\n");
+    const typo = await runCli(
+      ["run", "--template", template, "--to", "a@example.com", "--", "sh", "-c", `touch '${marker}'`],
+      {
+        env,
+      },
+    );
+    expect(typo.exitCode).toBe(65);
+    expect(typo.stderr).toContain("{{comand}}");
+    const missing = await runCli(
+      ["run", "--template", `${template}.gone`, "--to", "a@example.com", "--", "sh", "-c", `touch '${marker}'`],
+      { env },
+    );
+    expect(missing.exitCode).toBe(66);
+    const stdin = await runCli(
+      ["run", "--template", "-", "--to", "a@example.com", "--", "sh", "-c", `touch '${marker}'`],
+      {
+        env,
+      },
+    );
+    expect(stdin.exitCode).toBe(64);
+    expect(existsSync(marker)).toBe(false);
+    expect(await queued(env)).toEqual([]);
   });
 
   it("a command that does not exist exits 127 and is mailed", async () => {

@@ -15,6 +15,7 @@ interface RunFlags {
   to?: string[];
   from?: string;
   subject?: string;
+  template?: string;
   profile?: string;
   on?: "failure" | "change" | "always";
   id?: string;
@@ -40,8 +41,9 @@ state lives in the state dir (MAILSEND_STATE_DIR), or in the budget's Redis
 (MAILSEND_RATE_LIMIT_URL). SIGINT and SIGTERM sent to mailsend run go to the
 job's process group.
 
-Exit codes: the job's; 64 usage or no --to, 78 no sender (MAILSEND_FROM), both
-before the job runs. A mail that cannot be queued is said on stderr.
+Exit codes: the job's; 64 usage or no --to, 78 no sender (MAILSEND_FROM), 66 an
+unreadable --template, 65 a placeholder in it no run fills: all before the job
+runs. A mail that cannot be queued is said on stderr.
 ${examples([
   "# crontab: mail ops when the backup fails, once an hour at most",
   "*/5 * * * * mailsend run --to ops@example.com -- /usr/local/bin/backup.sh",
@@ -59,6 +61,8 @@ async function runOptions(command: string[], f: RunFlags) {
       hint: "mailsend run --to ops@example.com -- /usr/local/bin/backup.sh",
     });
   if (f.id !== undefined && f.id.trim() === "") throw new MailsendError("usage", "--id must not be empty");
+  const template =
+    f.template !== undefined ? await (await import("../../run/template.js")).loadRunTemplate(f.template) : undefined;
   return {
     command: cmd,
     args,
@@ -71,6 +75,7 @@ async function runOptions(command: string[], f: RunFlags) {
     to: f.to ?? [],
     ...(f.from !== undefined ? { from: f.from } : {}),
     ...(f.subject !== undefined ? { subject: f.subject } : {}),
+    ...(template ? { template } : {}),
     ...(f.profile !== undefined ? { profile: f.profile } : {}),
     tailLines: f.tail ?? 50,
     attachLimit:

@@ -291,7 +291,10 @@ export interface SandboxMessage {
   id: string;
   receivedAt: string;
   channel: "rest" | "smtp";
+  /** The envelope as the client gave it: over SMTP the MAIL FROM and RCPT TO addresses as sent (A-labels as written). */
   envelope: { from: string; to: string[] };
+  /** SMTP, when it differs from `envelope`: the same addresses with A-label domains in Unicode. */
+  envelopeUnicode?: { from: string; to: string[] };
   from: string;
   to: string[];
   subject: string;

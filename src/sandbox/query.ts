@@ -132,9 +132,9 @@ const has = (haystack: string | readonly string[], needle: string) =>
 function holds(t: Term, m: StoredMessage, c: SearchableContent | undefined): boolean | undefined {
   switch (t.kind) {
     case "to":
-      return has([...m.to, ...m.envelope.to], t.value);
+      return has([...m.to, ...m.envelope.to, ...(m.envelopeUnicode?.to ?? [])], t.value);
     case "from":
-      return has([m.from, m.envelope.from], t.value);
+      return has([m.from, m.envelope.from, m.envelopeUnicode?.from ?? ""], t.value);
     case "subject":
       return has(m.subject, t.value);
     case "filename":

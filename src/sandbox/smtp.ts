@@ -16,6 +16,7 @@ import { IDEMPOTENCY_KEY, type SandboxCore } from "./core.js";
 import { IdempotencyCache } from "./idempotency.js";
 import { headerValue, summarize, type Summary } from "./summarize.js";
 import type { TlsMaterial } from "./tls.js";
+import { WireRecorder } from "./wire.js";
 
 export type SmtpRole = "starttls" | "implicit";
 
@@ -37,6 +38,8 @@ interface Side {
   core: SandboxCore;
   refused(what?: Refusal): void;
   socketOf(session: SMTPServerSession): Socket | undefined;
+  /** The envelope's addresses as the client wrote them. */
+  wire: WireRecorder;
 }
 
 /** A message whose DATA ended: "250 queued as" once stored, or the reply error to give. */
@@ -110,15 +113,11 @@ async function storeMessage(side: Side, raw: Buffer, session: SMTPServerSession,
   } catch {
     summary = { from: "", to: [], subject: "", attachments: [] };
   }
-  const envelope = {
-    from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
-    to: session.envelope.rcptTo.map((r) => r.address),
-  };
   return side.core.store.add({
     raw,
     channel: "smtp",
     keyId: session.user!,
-    envelope,
+    ...side.wire.envelopeOf(session.envelope.mailFrom, session.envelope.rcptTo),
     from: summary.from,
     to: summary.to,
     subject: summary.subject,
@@ -189,6 +188,7 @@ const onData =
 const onMailFrom =
   (side: Side): SMTPServerOptions["onMailFrom"] =>
   (address, session, cb) => {
+    side.wire.take(session.id, address);
     try {
       // The null sender (MAIL FROM:<>) of a delivery notice is taken, as RFC 5321 4.5.5 requires.
       if (address.address !== "") parseBareAddress(address.address, "MAIL FROM");
@@ -206,23 +206,27 @@ const onMailFrom =
     cb();
   };
 
-const onRcptTo: SMTPServerOptions["onRcptTo"] = (address, session, cb) => {
-  if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
-    return cb(reply(452, `4.5.3 Too many recipients (at most ${MAX_RECIPIENTS} per message)`));
-  }
-  try {
-    parseBareAddress(address.address, "RCPT TO");
-  } catch (e) {
-    return cb(reply(553, `5.1.3 Recipient address rejected: ${(e as Error).message}`));
-  }
-  cb();
-};
+const onRcptTo =
+  (side: Side): SMTPServerOptions["onRcptTo"] =>
+  (address, session, cb) => {
+    side.wire.take(session.id, address);
+    if (session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
+      return cb(reply(452, `4.5.3 Too many recipients (at most ${MAX_RECIPIENTS} per message)`));
+    }
+    try {
+      parseBareAddress(address.address, "RCPT TO");
+    } catch (e) {
+      return cb(reply(553, `5.1.3 Recipient address rejected: ${(e as Error).message}`));
+    }
+    cb();
+  };
 
 export function createSmtpServer(core: SandboxCore, role: SmtpRole, tls: TlsMaterial): SMTPServer {
   const { stats } = core;
   let server: SMTPServer;
   const side: Side = {
     core,
+    wire: new WireRecorder(),
     refused(what) {
       stats.count("smtp", "refused");
       if (what) stats.count("smtp", what);
@@ -247,14 +251,16 @@ export function createSmtpServer(core: SandboxCore, role: SmtpRole, tls: TlsMate
     size: core.maxSize,
     disabledCommands: role === "implicit" ? ["STARTTLS"] : [],
     disableReverseLookup: true,
-    logger: false,
+    // The only way to the command lines as sent (wire.ts); it logs nothing.
+    logger: side.wire.logger,
     closeTimeout: 1000,
     socketTimeout: 60_000,
     onAuth: onAuth(side),
 
     onMailFrom: onMailFrom(side),
-    onRcptTo,
+    onRcptTo: onRcptTo(side),
     onData: onData(side),
+    onClose: (session) => side.wire.forget(session.id),
   };
   server = new SMTPServer(options);
   // A client that misbehaves at the socket level must not take the sandbox down.

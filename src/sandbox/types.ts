@@ -20,7 +20,14 @@ export interface StoredMessage {
   receivedAt: string;
   channel: "rest" | "smtp";
   keyId: string;
+  /**
+   * The envelope as the client gave it: over SMTP the MAIL FROM and RCPT TO
+   * addresses as sent (an IDN domain in the A-labels the client wrote), over
+   * REST the request's addresses.
+   */
   envelope: { from: string; to: string[] };
+  /** SMTP, when it differs from `envelope`: the same addresses with A-label domains in Unicode, for a reader. */
+  envelopeUnicode?: { from: string; to: string[] };
   from: string;
   to: string[];
   subject: string;

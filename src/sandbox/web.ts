@@ -388,14 +388,20 @@ function messageFields(meta: StoredMessage, email: Parsed["email"]): Html[] {
   ]);
 }
 
+/** An envelope address as sent, its Unicode form beside it when the client wrote A-labels. */
+function sentAs(sent: string, unicode: string | undefined): string {
+  return unicode === undefined || unicode === sent ? sent : `${sent} (${unicode})`;
+}
+
 /** What the sandbox recorded about the message on arrival (channel, key, envelope, size). */
 function sandboxFields(meta: StoredMessage): Html[] {
+  const u = meta.envelopeUnicode;
   return fieldRows([
     ["Received", timeTag(meta.receivedAt)],
     ["Channel", meta.channel],
     ["Key", meta.keyId],
-    ["Envelope from", meta.envelope.from],
-    ["Envelope to", meta.envelope.to.join(", ")],
+    ["Envelope from", sentAs(meta.envelope.from, u?.from)],
+    ["Envelope to", meta.envelope.to.map((a, i) => sentAs(a, u?.to[i])).join(", ")],
     ["Size", `${formatSize(meta.size)} (${meta.size} bytes)`],
     ["Idempotency-Key", meta.idempotencyKey],
   ]);

@@ -4,6 +4,7 @@
  * and the sandbox over REST: IDN domains go as punycode everywhere, a
  * non-ASCII local part goes only with SMTPUTF8 (else 65 before a single
  * envelope command), display names and subjects are RFC 2047 over SMTP.
+ * The sandbox records the envelope as it came over the wire.
  */
 import type { AddressInfo } from "node:net";
 import { format } from "node:util";
@@ -11,6 +12,7 @@ import { SMTPServer } from "smtp-server";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { runInProcess, stderrJson, stdoutJson } from "../helpers/cli.js";
 import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
+import { SmtpDialog } from "../helpers/smtp-dialog.js";
 import { headerSection } from "../helpers/smtp-sink.js";
 
 const KEY = "msk_test_e2e_intl_Xk2Vb7";
@@ -174,9 +176,56 @@ describe("IDN domains", () => {
     expect(r.exitCode, r.stderr).toBe(0);
     const m = (await t.sb.store.list({ limit: 1 }))[0]!;
     expect(m.channel).toBe("rest");
+    // What the JSON said (the CLI puts A-labels in it); nothing to decode beside it.
+    expect(m.envelope).toEqual({ from: "ci@example.com", to: ["user@xn--bcher-kva.example"] });
+    expect(m.envelopeUnicode).toBeUndefined();
     const email = await parseEml((await t.sb.store.raw(m.id))!);
     expect(email.to).toEqual([{ name: "Änne", address: "user@xn--bcher-kva.example" }]);
     expect(email.subject).toBe("Grüße aus Köln 📈");
+  });
+});
+
+describe("the sandbox over SMTP keeps the envelope as sent", () => {
+  it("the CLI's A-labels, with the Unicode form beside them", async () => {
+    const r = await runInProcess(
+      ["send", "--transport", "smtp", "--json", ...NAMED, "-t", "Änne <user@bücher.example>"],
+      {
+        env: t.env,
+      },
+    );
+    expect(r.exitCode, r.stderr).toBe(0);
+    const m = (await t.sb.store.list({ limit: 1 }))[0]!;
+    expect(m.channel).toBe("smtp");
+    expect(m.envelope).toEqual({ from: "ci@example.com", to: ["user@xn--bcher-kva.example"] });
+    expect(m.envelopeUnicode).toEqual({ from: "ci@example.com", to: ["user@bücher.example"] });
+  });
+
+  it("each address as its client wrote it: A-labels, U-labels, parameters after it", async () => {
+    const d = await SmtpDialog.connect(t.sb.ports.smtp);
+    try {
+      await d.cmd("EHLO test");
+      await d.starttls(t.sb.tls.ca);
+      await d.cmd("EHLO test");
+      expect(await d.login("mailsend", t.key)).toMatch(/^235/);
+      expect(await d.cmd("MAIL FROM:<ops@xn--mnchen-3ya.example>")).toMatch(/^250/);
+      expect(await d.cmd("RCPT TO:<user@xn--bcher-kva.example>")).toMatch(/^250/);
+      expect(await d.cmd("RCPT TO:<other@bücher.example>")).toMatch(/^250/);
+      expect(await d.cmd("RCPT TO:<plain@example.com> NOTIFY=NEVER")).toMatch(/^250/);
+      expect(await d.cmd("DATA")).toMatch(/^354/);
+      const r = await d.cmd("Subject: wire\r\n\r\nhallo\r\n.");
+      expect(r).toMatch(/^250 .*queued as [0-9a-z]{18}/);
+      const m = (await t.sb.store.get(/queued as ([0-9a-z]{18})/.exec(r)![1]!))!;
+      expect(m.envelope).toEqual({
+        from: "ops@xn--mnchen-3ya.example",
+        to: ["user@xn--bcher-kva.example", "other@bücher.example", "plain@example.com"],
+      });
+      expect(m.envelopeUnicode).toEqual({
+        from: "ops@münchen.example",
+        to: ["user@bücher.example", "other@bücher.example", "plain@example.com"],
+      });
+    } finally {
+      await d.quit();
+    }
   });
 });
 

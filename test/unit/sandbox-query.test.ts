@@ -41,6 +41,18 @@ describe("parseQuery: each term", () => {
     expect(ok("to:hidden@example.com")).toBe(true);
     expect(ok("to:bob@example.com")).toBe(false);
   });
+  it("to: and from: find an envelope sent in A-labels by its Unicode form too", () => {
+    const idn = msg({
+      channel: "smtp",
+      to: [],
+      envelope: { from: "ops@xn--mnchen-3ya.example", to: ["user@xn--bcher-kva.example"] },
+      envelopeUnicode: { from: "ops@münchen.example", to: ["user@bücher.example"] },
+    });
+    expect(ok("to:xn--bcher-kva", idn)).toBe(true);
+    expect(ok("to:bücher.example", idn)).toBe(true);
+    expect(ok("from:münchen", idn)).toBe(true);
+    expect(ok("to:münchen", idn)).toBe(false);
+  });
   it("from:, cc:, subject:, filename:", () => {
     expect(ok("from:noreply@app.example.com")).toBe(true);
     expect(ok("from:bounce@")).toBe(true);

@@ -212,6 +212,25 @@ describe("one message", () => {
     for (const tab of ["html", "text", "raw", "attachments"]) expect(r.text).toContain(`data-panel="${tab}"`);
   });
 
+  it("shows the envelope as sent, an A-label address's Unicode form beside it", async () => {
+    const idn = await store.add(
+      await composeEml({ from: "ci@example.com", to: "user@xn--bcher-kva.example", subject: "IDN", text: "hallo" }),
+      {
+        channel: "smtp",
+        meta: {
+          envelope: { from: "ci@example.com", to: ["user@xn--bcher-kva.example", "plain@example.com"] },
+          envelopeUnicode: { from: "ci@example.com", to: ["user@bücher.example", "plain@example.com"] },
+        },
+      },
+    );
+    const r = await request(`/messages/${idn.id}`);
+    expect(r.status).toBe(200);
+    expect(r.text).toContain("<th>Envelope from</th><td>ci@example.com</td>");
+    expect(r.text).toContain(
+      "<th>Envelope to</th><td>user@xn--bcher-kva.example (user@bücher.example), plain@example.com</td>",
+    );
+  });
+
   it("serves the message HTML with a CSP that forbids script and remote loads", async () => {
     const r = await request(`/messages/${hostile.id}/html`);
     expect(r.status).toBe(200);

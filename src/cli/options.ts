@@ -139,7 +139,7 @@ export const SEND_OPTIONS: readonly OptionSpec[] = [
     group: "Connection",
     flags: "--transport <name>",
     description:
-      "rest, smtp, or auto: REST when it carries the message losslessly, else SMTP (cc/bcc, inline images, a text part); -v and --json say why",
+      "rest, smtp, or auto (the default when an SMTP host is configured, else rest): REST when it carries the message losslessly, else SMTP (cc/bcc, inline images, a text part); -v and --json say why",
     env: "MAILSEND_TRANSPORT",
     choices: ["rest", "smtp", "auto"],
     brief: "rest, smtp, or auto (REST when lossless)",
@@ -307,7 +307,7 @@ const perRow = (o: OptionSpec): OptionSpec =>
     ? {
         ...o,
         description:
-          "rest, smtp, or auto: for each row, REST when it carries the message losslessly, else SMTP (cc/bcc, inline images, a text part)",
+          "rest, smtp, or auto (the default when an SMTP host is configured, else rest): for each row, REST when it carries the message losslessly, else SMTP (cc/bcc, inline images, a text part)",
         brief: "rest, smtp, or auto: for each row's message",
       }
     : o;

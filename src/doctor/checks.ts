@@ -16,6 +16,7 @@ import type { TransportName } from "../core/transport.js";
 import {
   channelConfig,
   cliLayers,
+  defaultTransportOf,
   keyOf,
   notConfigured,
   transportOf,
@@ -266,10 +267,16 @@ async function configChecks(flags: DoctorFlags, opts: DoctorOptions, rec: Record
 
   let selected: TransportName | undefined;
   try {
-    selected = transportOf(cliLayers(flags, env), false) as TransportName;
+    const layers = cliLayers(flags, env);
+    const source = transportSource(flags, env);
+    // Named, doctor checks it as the selected one; unnamed, it is send's default (auto with an SMTP host).
+    const name = source === "the default" ? defaultTransportOf(layers, true) : transportOf(layers, false);
+    selected = name === "auto" ? undefined : name;
     pass(
       "config.transport",
-      `${selected} (from ${transportSource(flags, env)}); both transports are checked when both are configured`,
+      name === "auto"
+        ? "auto (from the default, as an SMTP host is configured: send and batch choose per message, REST when it carries the message whole, else SMTP); both transports are checked when both are configured"
+        : `${name} (from ${source}); both transports are checked when both are configured`,
     );
   } catch (e) {
     fail("config.transport", e);

@@ -52,7 +52,7 @@ export interface Layers {
   env: Env;
   /** The active profile: where the key is (its other settings are in `env`). */
   profile?: ActiveProfile | undefined;
-  /** The transport when neither the front end nor the environment names one. */
+  /** The transport when neither the front end nor the environment names one (else defaultTransportOf says). */
   defaultTransport?: TransportName | "auto";
   /** The library was given an environment to read (without one it reads none, and says so). */
   envGiven?: boolean;
@@ -128,10 +128,19 @@ function whole(
   return { n, source: p.source };
 }
 
+/**
+ * The transport when none is named: where auto is allowed (send, batch) and an SMTP host is
+ * configured, auto, so that a text body goes over SMTP as text/plain rather than as HTML over REST;
+ * else rest.
+ */
+export function defaultTransportOf(l: Layers, allowAuto: boolean): TransportName | "auto" {
+  return l.defaultTransport ?? (allowAuto && configuredChannelsOf(l).smtp ? "auto" : DEFAULTS.transport);
+}
+
 /** rest, smtp, or (where `auto` is allowed) auto: chosen per message among the configured channels. */
 export function transportOf(l: Layers, allowAuto: boolean): TransportName | "auto" {
   const p = pick(l, "transport", l.given.transport);
-  const name = (p?.value as string | undefined)?.trim() ?? l.defaultTransport ?? DEFAULTS.transport;
+  const name = (p?.value as string | undefined)?.trim() ?? defaultTransportOf(l, allowAuto);
   if (name === "auto" && allowAuto) return "auto";
   if (name === "rest" || name === "smtp") return name;
   if (name === "auto" && l.front !== "api") {

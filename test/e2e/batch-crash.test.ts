@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import type { StoredMessage } from "../../src/sandbox/types.js";
 import { baseEnv, BIN, defaultJournal, ROOT, runCli } from "../helpers/cli.js";
-import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { overRest, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { until } from "../helpers/until.js";
 
@@ -21,7 +21,7 @@ const LATENCY_MS = 50;
 let t: TestSandbox;
 let tmp: Scratch;
 const running: ResultPromise[] = [];
-useSandbox((sb) => (t = sb), { rateLimit: 1_000_000 });
+useSandbox((sb) => (t = overRest(sb)), { rateLimit: 1_000_000 });
 beforeAll(async () => {
   tmp = scratch("mailsend-batch-crash-");
 });

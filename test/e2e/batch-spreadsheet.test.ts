@@ -9,12 +9,12 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { StoredMessage } from "../../src/sandbox/types.js";
 import { runCli, runInProcess } from "../helpers/cli.js";
-import { inProcessSandbox, parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { inProcessSandbox, overRest, parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
 let t: TestSandbox;
 let tmp: Scratch;
-useSandbox((sb) => (t = sb), { rateLimit: 1_000_000 });
+useSandbox((sb) => (t = overRest(sb)), { rateLimit: 1_000_000 });
 beforeAll(async () => {
   tmp = scratch("mailsend-batch-sheet-");
 });
@@ -356,7 +356,7 @@ describe("progress off a terminal", () => {
   });
 
   test("the service's 429 and its Retry-After: the retry's wait is said too", async () => {
-    const strict = await inProcessSandbox({ rateLimit: 2, rateWindowMs: 7_000 }, tmp);
+    const strict = overRest(await inProcessSandbox({ rateLimit: 2, rateWindowMs: 7_000 }, tmp));
     try {
       const input = tmp.file(
         "retry.csv",

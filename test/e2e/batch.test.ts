@@ -11,13 +11,13 @@ import { basename, dirname, join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import type { StoredMessage } from "../../src/sandbox/types.js";
 import { defaultJournal, runInProcess, type CliResult } from "../helpers/cli.js";
-import { parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { overRest, parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { until } from "../helpers/until.js";
 
 let t: TestSandbox;
 let tmp: Scratch;
-useSandbox((sb) => (t = sb), { rateLimit: 1_000_000 });
+useSandbox((sb) => (t = overRest(sb)), { rateLimit: 1_000_000 });
 beforeAll(async () => {
   tmp = scratch("mailsend-batch-");
 });

@@ -8,7 +8,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runInProcess } from "../helpers/cli.js";
-import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
+import { inProcessSandbox, overRest, parseEml, type TestSandbox } from "../helpers/sandbox.js";
 
 let t: TestSandbox;
 let dir: string;
@@ -18,7 +18,7 @@ const png = (fill: number) =>
 const FIRST = png(1);
 
 beforeAll(async () => {
-  t = await inProcessSandbox();
+  t = overRest(await inProcessSandbox());
   dir = join(t.scratch.dir, "tpl");
   mkdirSync(join(dir, "img"), { recursive: true });
   writeFileSync(join(dir, "img", "logo.png"), FIRST);

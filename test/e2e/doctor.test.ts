@@ -145,6 +145,16 @@ describe("against a healthy sandbox", () => {
       expect(byName[n]!.skipped, n).toBeUndefined();
   });
 
+  it("no transport named: send's default, auto with an SMTP host configured (neither selected), else rest", async () => {
+    const both = await doctorJson();
+    expect(both.r.exitCode).toBe(0);
+    expect(both.byName["config.transport"]!.detail).toMatch(/^auto \(from the default, as an SMTP host is configured/);
+    expect(both.byName["config.rest"]!.detail).not.toMatch(/selected/);
+    const restAlone = await doctorJson([], { env: { MAILSEND_SMTP_HOST: undefined } });
+    expect(restAlone.byName["config.transport"]!.detail).toMatch(/^rest \(from the default\)/);
+    expect(restAlone.byName["config.rest"]!.detail).toMatch(/\(the selected transport\)/);
+  });
+
   it("implicit TLS on the 465-role port", async () => {
     const { r, byName } = await doctorJson([], { env: t.envImplicit });
     expect(r.exitCode).toBe(0);

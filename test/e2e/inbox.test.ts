@@ -9,7 +9,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runInProcess, stderrJson, stdoutJson } from "../helpers/cli.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { inProcessSandbox, overRest, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
 let s: Scratch;
@@ -32,7 +32,7 @@ const send = (subject: string, extra: string[] = []) => [
 
 beforeAll(async () => {
   s = scratch("mailsend-inbox-");
-  t = await inProcessSandbox({}, s);
+  t = overRest(await inProcessSandbox({}, s));
   const smtp = await runInProcess(
     [...send("over smtp", ["--transport", "smtp", "--json", "-H", "X-A-Rather-Long-Custom-Header: yes"])],
     { env: t.env },

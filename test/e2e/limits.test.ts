@@ -10,7 +10,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest"
 import { keyHash } from "../../src/limits/budget.js";
 import { runCli } from "../helpers/cli.js";
 import { startRedis, type RedisHandle } from "../helpers/redis.js";
-import { addKey, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { addKey, overRest, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
 import { curl, lacks, redisServer } from "../helpers/tools.js";
 
@@ -18,7 +18,7 @@ const LIMIT = 10;
 const WINDOW_S = 4;
 
 let t: TestSandbox;
-useSandbox((sb) => (t = sb), { rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
+useSandbox((sb) => (t = overRest(sb)), { rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
 
 /**
  * A key of each test's own: the sandbox and mailsend's budget count per key, so each test starts

@@ -1,11 +1,12 @@
 /**
- * Text piped to `mailsend send` (`df -h | mailsend send ...`), against the sandbox: with REST alone
- * it goes as <pre> HTML and a single warning says so and how to send it as text (not under -q; under
+ * Text piped to `mailsend send` (`df -h | mailsend send ...`), against the sandbox: with an SMTP host
+ * configured, the default transport is auto and it goes over SMTP as text/plain; with REST alone it
+ * goes as <pre> HTML and a single warning says so and how to send it as text (not under -q; under
  * --json as a warning line).
  */
 import { describe, expect, it } from "vitest";
 import { runCli, stdoutJson } from "../helpers/cli.js";
-import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 
 let sb: TestSandbox;
 useSandbox((v) => (sb = v));
@@ -63,5 +64,31 @@ describe("text piped in, REST alone", () => {
     const flag = await runCli(send("flag-text", ["--text", "disk 93% full"]), { env: restAlone() });
     expect(flag.exitCode, flag.stderr).toBe(0);
     expect(flag.stderr).toBe("");
+  });
+});
+
+describe("text piped in, SMTP configured too", () => {
+  it("no transport chosen: auto, so it goes over SMTP as text/plain, without a warning", async () => {
+    expect(sb.env.MAILSEND_TRANSPORT).toBeUndefined();
+    const r = await runCli(send("piped-auto", ["--json"]), { env: sb.env, input: DF });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stderr).toBe("");
+    expect(stdoutJson(r)).toMatchObject({ ok: true, transport: "smtp" });
+    const m = await stored("piped-auto");
+    expect(m.channel).toBe("smtp");
+    const raw = (await sb.sb.store.raw(m.id))!;
+    expect(raw.toString("latin1")).toMatch(/^Content-Type: text\/plain/im);
+    const email = await parseEml(raw);
+    expect(email.html).toBeUndefined();
+    expect(email.text).toContain("/dev/sda1        40G   37G  3.0G  93% /");
+  });
+
+  it("a transport chosen still wins: MAILSEND_TRANSPORT=rest, or --transport rest", async () => {
+    const env = await runCli(send("piped-env-rest"), { env: { ...sb.env, MAILSEND_TRANSPORT: "rest" }, input: DF });
+    expect(env.exitCode, env.stderr).toBe(0);
+    expect((await stored("piped-env-rest")).channel).toBe("rest");
+    const flag = await runCli(send("piped-flag-rest", ["--transport", "rest"]), { env: sb.env, input: DF });
+    expect(flag.exitCode, flag.stderr).toBe(0);
+    expect((await stored("piped-flag-rest")).channel).toBe("rest");
   });
 });

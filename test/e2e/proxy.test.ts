@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { runInProcess, type CliResult } from "../helpers/cli.js";
 import { startProxy, startSocks5, startTinyproxy, startTlsFront, type TestProxy } from "../helpers/proxy.js";
-import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { overRest, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { lacks, tinyproxy } from "../helpers/tools.js";
 
 let t: TestSandbox;
@@ -21,7 +21,7 @@ let guarded: TestProxy;
 let strict: TestProxy;
 const PASSWORD = "proxy-pass-7d1";
 
-useSandbox((sb) => (t = sb));
+useSandbox((sb) => (t = overRest(sb)));
 beforeAll(async () => {
   front = await startTlsFront(t.sb.ports.http, t.sb.tls);
   proxy = await startProxy();

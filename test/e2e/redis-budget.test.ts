@@ -12,7 +12,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest"
 import { ensureTls, type TlsMaterial } from "../../src/sandbox/tls.js";
 import { runCli, type CliResult } from "../helpers/cli.js";
 import { startRedis, startSentinel, type RedisHandle, type SentinelHandle } from "../helpers/redis.js";
-import { addKey, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { addKey, overRest, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { lacks, redisServer } from "../helpers/tools.js";
 import { until } from "../helpers/until.js";
@@ -41,7 +41,7 @@ const SECRETS = ["acl-secret-1", "master-secret-2", "wrong-secret-3", "url-secre
 let t: TestSandbox;
 let tmp: Scratch;
 let tls: TlsMaterial;
-useSandbox((sb) => (t = sb), { rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
+useSandbox((sb) => (t = overRest(sb)), { rateLimit: LIMIT, rateWindowMs: WINDOW_S * 1000 });
 beforeAll(async () => {
   tmp = scratch("mailsend-redis-e2e-");
   tls = await tmp.tls();

@@ -15,7 +15,7 @@ import { baseEnv, BIN, ROOT, runCli, runInProcess, stderrJson, stdoutJson } from
 import { createdByStart } from "../../src/sandbox/created.js";
 import { sandboxPaths } from "../../src/sandbox/paths.js";
 import { startSandbox } from "../../src/sandbox/server.js";
-import { childSandbox, inProcessSandbox, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { childSandbox, inProcessSandbox, overRest, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
 const send = (subject: string, extra: string[] = []) => [
@@ -62,7 +62,7 @@ describe("mailsend sandbox --json", () => {
         MAILSEND_API_KEY_FILE: ready.api_key_file,
         MAILSEND_SANDBOX_DIR: dir,
       });
-      expect((await runInProcess(send("json rest"), { env: ready.env })).exitCode).toBe(0);
+      expect((await runInProcess(send("json rest", ["--transport", "rest"]), { env: ready.env })).exitCode).toBe(0);
       const smtp = await runInProcess(send("json smtp", ["--transport", "smtp"]), { env: ready.env });
       expect(smtp.exitCode, smtp.stderr).toBe(0);
     } finally {
@@ -315,7 +315,7 @@ describe("fault injection", () => {
     const dir = join(s.dir, "faulty");
     const sb = await childSandbox(dir, ["--fail-rate", "1", "--fail-status", "503", "--fail-smtp-code", "452"]);
     try {
-      const rest = await runInProcess(send("fails"), { env: sb.ready.env });
+      const rest = await runInProcess(send("fails", ["--transport", "rest"]), { env: sb.ready.env });
       expect(rest.exitCode).toBe(69);
       expect(stderrJson(rest).error).toMatchObject({ code: "service_error", status: 503 });
       const smtp = await runInProcess(send("fails", ["--transport", "smtp"]), { env: sb.ready.env });
@@ -330,7 +330,7 @@ describe("fault injection", () => {
 
   describe("from the control endpoint", () => {
     let t: TestSandbox;
-    useSandbox((sb) => (t = sb));
+    useSandbox((sb) => (t = overRest(sb)));
     const faults = async (body: unknown, method = "POST") => {
       const r = await fetch(`${t.sb.urls.baseUrl}/_sandbox/faults`, {
         method,

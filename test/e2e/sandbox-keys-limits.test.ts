@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { runInProcess, stderrJson, stdoutJson } from "../helpers/cli.js";
-import { addKey, post, revokeKey, sendRequest, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { addKey, post, revokeKey, sendRequest, overRest, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { SmtpDialog } from "../helpers/smtp-dialog.js";
 
 const sendArgs = (subject: string) => [
@@ -33,7 +33,7 @@ function withKey(env: Record<string, string>, key: string): Record<string, strin
 
 describe("keys", () => {
   let t: TestSandbox;
-  useSandbox((sb) => (t = sb));
+  useSandbox((sb) => (t = overRest(sb)));
 
   it("keeps only hashes on disk and never lists a key", async () => {
     const { id, key } = await addKey(t.dir, ["--label", "ci"]);
@@ -140,7 +140,7 @@ describe("keys", () => {
 
 describe("one limit per key across REST and SMTP", () => {
   let t: TestSandbox;
-  useSandbox((sb) => (t = sb), { rateLimit: 4 });
+  useSandbox((sb) => (t = overRest(sb)), { rateLimit: 4 });
 
   it("with limit 4, the 5th request in the window is refused on either channel, and nothing is stored", async () => {
     const { key } = await addKey(t.dir);
@@ -200,7 +200,7 @@ describe("one limit per key across REST and SMTP", () => {
 
 describe("the default limit of 60", () => {
   let t: TestSandbox;
-  useSandbox((sb) => (t = sb));
+  useSandbox((sb) => (t = overRest(sb)));
 
   it("30 over REST and 30 over SMTP pass; the 61st in the minute is refused on both", async () => {
     const h = { Authorization: `Bearer ${t.key}`, "Content-Type": "application/json" };
@@ -229,7 +229,7 @@ describe("the default limit of 60", () => {
 
 describe("the window slides", () => {
   let t: TestSandbox;
-  useSandbox((sb) => (t = sb), { rateLimit: 2, rateWindowMs: 4000 });
+  useSandbox((sb) => (t = overRest(sb)), { rateLimit: 2, rateWindowMs: 4000 });
 
   it("a refused request passes once the oldest one has left the window", async () => {
     const h = { Authorization: `Bearer ${t.key}`, "Content-Type": "application/json" };

@@ -9,14 +9,14 @@ import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runInProcess, stdoutJson } from "../helpers/cli.js";
-import { inProcessSandbox, parseEml, post, sendRequest, type TestSandbox } from "../helpers/sandbox.js";
+import { inProcessSandbox, overRest, parseEml, post, sendRequest, type TestSandbox } from "../helpers/sandbox.js";
 
 let t: TestSandbox;
 let binary: Buffer;
 let binPath: string;
 
 beforeAll(async () => {
-  t = await inProcessSandbox();
+  t = overRest(await inProcessSandbox());
   binary = randomBytes(150_000);
   binPath = t.scratch.file("data.bin", binary);
 });
@@ -248,7 +248,7 @@ describe("restart", () => {
     const before = await t.sb.store.list();
     const firstRaw = (await t.sb.store.raw(before[0]!.id))!;
     await t.stop();
-    const again = await inProcessSandbox({ dir: t.dir }, t.scratch);
+    const again = overRest(await inProcessSandbox({ dir: t.dir }, t.scratch));
     t = again;
     expect(t.sb.createdKey).toBeUndefined();
     expect(await t.sb.store.list()).toEqual(before);
@@ -282,7 +282,7 @@ describe("restart", () => {
     writeFileSync(orphan, "Subject: never acknowledged\r\n\r\nx\r\n");
     appendFileSync(t.sb.paths.index, '{"id":"0zzzzzzzz00001zzzz","receivedAt":"2026-');
     const indexBefore = readFileSync(t.sb.paths.index, "utf8");
-    t = await inProcessSandbox({ dir: t.dir }, t.scratch);
+    t = overRest(await inProcessSandbox({ dir: t.dir }, t.scratch));
     expect(existsSync(orphan)).toBe(false);
     expect(await t.sb.store.list()).toEqual(before);
     const indexAfter = readFileSync(t.sb.paths.index, "utf8");

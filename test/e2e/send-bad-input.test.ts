@@ -262,6 +262,8 @@ function envFor(c: Case): Record<string, string | undefined> {
     MAILSEND_API_KEY: KEY,
     MAILSEND_BASE_URL: rec.url,
     MAILSEND_SMTP_HOST: "127.0.0.1",
+    // The REST cases stay REST (with an SMTP host, send's default is auto); an SMTP case gives --transport smtp.
+    MAILSEND_TRANSPORT: "rest",
   };
   for (const [k, v] of Object.entries(c.env ?? {})) env[k] = v?.startsWith("@@") ? paths[v.slice(2)] : v;
   return env;

@@ -6,13 +6,13 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { runCli, runInProcess, stdoutJson } from "../helpers/cli.js";
-import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
+import { inProcessSandbox, overRest, type TestSandbox } from "../helpers/sandbox.js";
 import { until } from "../helpers/until.js";
 
 let sb: TestSandbox;
 const outboxes: string[] = [];
 beforeAll(async () => {
-  sb = await inProcessSandbox();
+  sb = overRest(await inProcessSandbox());
 });
 /** A background runner a test left behind is stopped (it would exit by itself once the outbox is empty). */
 function stopRunners() {
@@ -70,7 +70,7 @@ describe("send --queue", () => {
 
   it("auto: when the budget is used up it queues (exit 0), and the background runner delivers it by itself, once", async () => {
     // Its own sandbox: 2 messages per 10 s for the key, the same limit mailsend keeps.
-    const tight = await inProcessSandbox({ rateLimit: 2, rateWindowMs: 10_000 });
+    const tight = overRest(await inProcessSandbox({ rateLimit: 2, rateWindowMs: 10_000 }));
     try {
       const dir = join(tight.scratch.dir, "outbox");
       outboxes.push(dir);

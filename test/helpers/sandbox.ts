@@ -43,6 +43,16 @@ export async function inProcessSandbox(opts: Partial<SandboxOptions> = {}, exist
 }
 
 /**
+ * The same sandbox with MAILSEND_TRANSPORT=rest in its environments: for a test of REST that sends
+ * without naming a transport (with the sandbox's SMTP host configured, send's default is auto, and a
+ * text body goes over SMTP). A test that gives --transport still chooses.
+ */
+export function overRest(t: TestSandbox): TestSandbox {
+  const rest = { MAILSEND_TRANSPORT: "rest" };
+  return { ...t, env: { ...t.env, ...rest }, envImplicit: { ...t.envImplicit, ...rest } };
+}
+
+/**
  * A sandbox in this process for the file (or describe) it is called in: started before all, stopped
  * and its scratch dir removed after all. Its after hook runs after the ones registered later, so what
  * a test file builds on the sandbox is torn down first.

@@ -102,6 +102,17 @@ describe("the resolver's errors name the setting", () => {
       'transport must be rest, smtp or auto, got "pigeon"',
     );
   });
+
+  it("unnamed: auto where a run chooses per message and an SMTP host is configured, else rest; a named one wins", () => {
+    const both = { MAILSEND_BASE_URL: "http://127.0.0.1:1", MAILSEND_SMTP_HOST: "127.0.0.1" };
+    expect(transportOf(cliLayers({}, both), true)).toBe("auto");
+    expect(transportOf(cliLayers({}, { MAILSEND_SMTP_HOST: "127.0.0.1" }), true)).toBe("auto");
+    expect(transportOf(cliLayers({ smtpHost: "127.0.0.1" }, {}), true)).toBe("auto");
+    expect(transportOf(cliLayers({}, { MAILSEND_BASE_URL: "http://127.0.0.1:1" }), true)).toBe("rest");
+    expect(transportOf(cliLayers({}, both), false)).toBe("rest");
+    expect(transportOf(cliLayers({}, { ...both, MAILSEND_TRANSPORT: "rest" }), true)).toBe("rest");
+    expect(transportOf(cliLayers({ transport: "smtp" }, both), true)).toBe("smtp");
+  });
 });
 
 describe("the budget settings, read once for the CLI and the library", () => {

@@ -134,7 +134,7 @@ function warnings(
   // `df -h | mailsend send` with REST alone: the text arrives as HTML, the first surprise; -q asked for silence.
   if (transport === "rest" && body.stdinText && !body.smtp && m.html === undefined && !m.raw && !flags.quiet) {
     say(
-      "the text on stdin goes as HTML (escaped inside <pre>): the REST send request has only an html field. To send text as text, configure SMTP (MAILSEND_SMTP_HOST) and use --transport auto (or MAILSEND_TRANSPORT=auto): text then goes over SMTP as text/plain.",
+      "the text on stdin goes as HTML (escaped inside <pre>): the REST send request has only an html field. To send text as text, configure SMTP (MAILSEND_SMTP_HOST) and use --transport auto, the default once an SMTP host is configured: text then goes over SMTP as text/plain.",
     );
   }
   for (const [flag, value] of [

@@ -413,9 +413,21 @@ export class SmtpTransport implements Transport {
 
   #classify(e: SmtpError): MailsendError {
     if (e instanceof MailsendError) return e;
-    const c = this.#config;
     const reply = e.response ? this.#redact(e.response.replace(/\s+/g, " ").trim()) : "";
     const code = e.responseCode;
+    const early = this.#connectFailure(e);
+    if (early && !code) return early;
+    const silent = this.#noGreeting(e);
+    if (silent) return silent;
+    if (e.command === "STARTTLS" || (/STARTTLS/i.test(e.message) && !code))
+      return noStartTlsError(this.#label, reply, code, e);
+    if (code !== undefined) return this.#replyFailure(e, code, reply);
+    return this.#brokenSession(e);
+  }
+
+  /** A failure to reach the server or to start TLS with it, said as for the REST endpoint. */
+  #connectFailure(e: SmtpError): MailsendError | undefined {
+    const c = this.#config;
     const endpoint = {
       label: this.#label,
       setting: (s: Say) => s.pair("smtpHost", "smtpPort", true),
@@ -427,8 +439,12 @@ export class SmtpTransport implements Transport {
               `STARTTLS failed on this port: if it expects TLS from the first byte (465), use ${s.value("smtpTls", "implicit")}.`,
     };
     const sys = Object.assign(new Error(e.message), { code: e.originalCode ?? e.code });
-    const early = connectError(sys, endpoint, TRUST_HINT);
-    if (early && !code) return early;
+    return connectError(sys, endpoint, TRUST_HINT);
+  }
+
+  /** A STARTTLS port that stays silent is most often one that expects TLS from the first byte. */
+  #noGreeting(e: SmtpError): MailsendError | undefined {
+    const c = this.#config;
     if (e.code === "ETIMEDOUT" && /greeting/i.test(e.message) && c.tls === "starttls") {
       return new MailsendError(
         "tls_mismatch",
@@ -440,56 +456,61 @@ export class SmtpTransport implements Transport {
         },
       );
     }
-    if (e.command === "STARTTLS" || (/STARTTLS/i.test(e.message) && !code))
-      return noStartTlsError(this.#label, reply, code, e);
-    if (code !== undefined) {
-      const text = `${reply}`;
-      if (code === 535 || code === 534 || (code === 530 && e.command?.startsWith("AUTH"))) {
-        const revoked = /revoked|expired|disabled/i.test(text);
-        return new MailsendError(revoked ? "key_revoked" : "auth_failed", `SMTP authentication failed: ${text}`, {
-          status: code,
-          hint: revoked
-            ? revokedKeyHint(c.host)
-            : (s) => `Check the API key and the username (${shownSmtpUser(c.user, c.apiKey)}; ${s.env("smtpUser")}).`,
-        });
-      }
-      if (code >= 400 && code < 500) {
-        const rate = /rate|limit|too many/i.test(text);
-        const retryAfter = /(\d+)\s*s(ec|econds)?\b/i.exec(text)?.[1];
-        return new MailsendError(
-          rate ? "rate_limited" : "temporary_failure",
-          `the SMTP server deferred the message: ${text}`,
-          {
-            status: code,
-            ...(retryAfter ? { retryAfter: Number(retryAfter) } : {}),
-            hint: "A temporary failure: nothing was accepted; try again later.",
-          },
-        );
-      }
-      if (code === 552)
-        return new MailsendError("too_large", `the SMTP server refused the message as too large: ${text}`, {
-          status: code,
-          hint: TOO_LARGE_HINT,
-        });
-      if (code === 550 || code === 551 || code === 553 || code === 554 || code === 501 || code === 555) {
-        return new MailsendError("rejected", `the SMTP server refused the message: ${text}`, {
-          status: code,
-          hint: "A permanent refusal: check the addresses and the content; resending as it is will fail again.",
-        });
-      }
-      // Only the reply to the end of the message can leave it in doubt; any other reply
-      // came before the server could accept it: a fault of the server, not "may have been sent".
-      if (e.command === "DATA" && code >= 200 && code < 300) {
-        return new MailsendError("protocol_error", `unexpected SMTP reply to the end of the message: ${text}`, {
-          status: code,
-          mayHaveBeenSent: true,
-        });
-      }
-      return new MailsendError("service_error", `unexpected SMTP reply to ${e.command ?? "a command"}: ${text}`, {
-        hint: (s) =>
-          `Nothing was sent: the server answered before the message was handed over. Check ${s.pair("smtpHost", "smtpPort")}: this may not be the service's submission server.`,
+    return undefined;
+  }
+
+  /** The server answered with a failure code: what that reply means for the message. */
+  #replyFailure(e: SmtpError, code: number, text: string): MailsendError {
+    const c = this.#config;
+    if (code === 535 || code === 534 || (code === 530 && e.command?.startsWith("AUTH"))) {
+      const revoked = /revoked|expired|disabled/i.test(text);
+      return new MailsendError(revoked ? "key_revoked" : "auth_failed", `SMTP authentication failed: ${text}`, {
+        status: code,
+        hint: revoked
+          ? revokedKeyHint(c.host)
+          : (s) => `Check the API key and the username (${shownSmtpUser(c.user, c.apiKey)}; ${s.env("smtpUser")}).`,
       });
     }
+    if (code >= 400 && code < 500) {
+      const rate = /rate|limit|too many/i.test(text);
+      const retryAfter = /(\d+)\s*s(ec|econds)?\b/i.exec(text)?.[1];
+      return new MailsendError(
+        rate ? "rate_limited" : "temporary_failure",
+        `the SMTP server deferred the message: ${text}`,
+        {
+          status: code,
+          ...(retryAfter ? { retryAfter: Number(retryAfter) } : {}),
+          hint: "A temporary failure: nothing was accepted; try again later.",
+        },
+      );
+    }
+    if (code === 552)
+      return new MailsendError("too_large", `the SMTP server refused the message as too large: ${text}`, {
+        status: code,
+        hint: TOO_LARGE_HINT,
+      });
+    if (code === 550 || code === 551 || code === 553 || code === 554 || code === 501 || code === 555) {
+      return new MailsendError("rejected", `the SMTP server refused the message: ${text}`, {
+        status: code,
+        hint: "A permanent refusal: check the addresses and the content; resending as it is will fail again.",
+      });
+    }
+    // Only the reply to the end of the message can leave it in doubt; any other reply
+    // came before the server could accept it: a fault of the server, not "may have been sent".
+    if (e.command === "DATA" && code >= 200 && code < 300) {
+      return new MailsendError("protocol_error", `unexpected SMTP reply to the end of the message: ${text}`, {
+        status: code,
+        mayHaveBeenSent: true,
+      });
+    }
+    return new MailsendError("service_error", `unexpected SMTP reply to ${e.command ?? "a command"}: ${text}`, {
+      hint: (s) =>
+        `Nothing was sent: the server answered before the message was handed over. Check ${s.pair("smtpHost", "smtpPort")}: this may not be the service's submission server.`,
+    });
+  }
+
+  /** The session broke without a reply to say why. */
+  #brokenSession(e: SmtpError): MailsendError {
     if (e.command === "DATA" || e.code === "ESTREAM") {
       if (e.code === "ESTREAM" && /ENOENT|EACCES|EISDIR/.test(e.message)) {
         return new MailsendError("file_unreadable", `an attachment could not be read: ${this.#redact(e.message)}`, {

@@ -102,7 +102,7 @@ export async function runSendmail(
     return 0;
   }
   const c = colorsFor(io.stderr, io.env);
-  const note = (line: string) => io.stderr.write(`${c.dim(`mailsend: ${line}`)}\n`);
+  const note: Note = (line) => io.stderr.write(`${c.dim(`mailsend: ${line}`)}\n`);
   try {
     const settings = loadSettings(args.profile, io.env);
     // A profile's aliases path is relative to the config file, like its api_key_file.
@@ -110,74 +110,15 @@ export async function runSendmail(
     const subIO: CliIO = { ...io, env };
     if (args.verbose) for (const i of args.ignored) note(`ignored ${i}`);
 
-    if (args.mode === "list") {
-      return await runQueueList({ postfix: true }, subIO);
-    }
-    if (args.mode === "flush") {
-      // As Postfix's sendmail -q: deferred mail is tried now, not at its next retry (queue run keeps those).
-      const flushed = await Outbox.fromEnv(env).flush();
-      if (args.verbose && flushed > 0) note(`${flushed} deferred message${flushed === 1 ? "" : "s"} due now`);
-      return await runQueueRun({ verbose: args.verbose }, subIO);
-    }
-    if (args.mode === "aliases") {
-      // newaliases / -bi: nothing to build (the file is read as it is at each use); a broken file is said now.
-      const table = await loadAliases(env);
-      if (args.verbose)
-        note(
-          table
-            ? `${table.path}: ${table.entries.size} aliases (read as it is at each use; there is no database to rebuild)`
-            : "no aliases file is set (MAILSEND_ALIASES or the profile's aliases)",
-        );
-      return 0;
-    }
+    if (args.mode === "list") return await runQueueList({ postfix: true }, subIO);
+    if (args.mode === "flush") return await flushOutbox(subIO, args.verbose, note);
+    if (args.mode === "aliases") return await checkAliases(env, args.verbose, note);
 
     const mode = queueModeFrom(args.queue, env);
     const maxSize = maxMessageSize(env);
     if (args.mode === "smtp")
       return await smtpOnStdio(subIO, mode, maxSize, settings.profile?.name, args.verbose ? note : undefined);
-    if (io.stdin.isTTY && args.verbose)
-      note('reading the message from the terminal; end it with a line holding "." (or Ctrl-D)');
-    const input = await readSendmailInput(io.stdin, { ignoreDots: args.ignoreDots, maxSize });
-    const { aliases, trouble } = await aliasesFor(env);
-    if (trouble && mentionsThisMachine(input, { from: args.from ?? "", to: args.recipients }, (a) => isLocalName(a)))
-      throw trouble;
-    const fixed = withAliasesTrouble(trouble, () =>
-      prepareLocalSubmission(input, {
-        ...(args.from !== undefined ? { envelopeFrom: args.from } : {}),
-        ...(args.fullName !== undefined ? { fullName: args.fullName } : {}),
-        readRecipients: args.readRecipients,
-        recipients: args.recipients,
-        ...senderSettings(env, aliases),
-      }),
-    );
-    if (args.verbose) {
-      for (const n of fixed.notes) note(n);
-      note(`envelope: from ${fixed.envelope.from} to ${fixed.envelope.to.join(", ")}`);
-    }
-    // Stopped during the at-once attempt (a timeout, systemd, Ctrl-C), the message stays queued.
-    const result = await submitStoppable(fixed.raw, fixed.envelope, {
-      mode,
-      env,
-      source: "sendmail",
-      stampedMessageId: fixed.stampedMessageId,
-      ...(settings.profile ? { profile: settings.profile.name } : {}),
-      ...(args.verbose ? { trace: (line: string) => note(line) } : {}),
-    });
-    if (result.status === "queued") {
-      const who = autorunOff(env)
-        ? "`mailsend queue run` (or the relay) delivers it"
-        : "it is delivered in the background";
-      io.stderr.write(
-        `mailsend: queued as ${result.id} (${result.reason.replace(/\s+/g, " ")}); ${who}, see it with: mailsend queue\n`,
-      );
-      return 0;
-    }
-    if (args.verbose) {
-      const r = result.result;
-      note(`sent over ${r.transport} to ${fixed.envelope.to.join(", ")} (message id ${r.messageId})`);
-      for (const w of r.warnings ?? []) note(`warning: ${w}`);
-    }
-    return 0;
+    return await sendFromStdin(args, subIO, { mode, maxSize, profile: settings.profile?.name }, note);
   } catch (e) {
     // Said to callers without send's flags: the variables they can set.
     return reportError(withSendmailKeyHint(toMailsendError(e).in("sendmail")), io, {
@@ -185,6 +126,81 @@ export async function runSendmail(
       verbose: args.verbose,
     });
   }
+}
+
+/** Says one line on stderr, dimmed, as "mailsend: <line>". */
+type Note = (line: string) => void;
+
+/** `sendmail -q`: as Postfix's, deferred mail is tried now, not at its next retry (queue run keeps those). */
+async function flushOutbox(io: CliIO, verbose: boolean, note: Note): Promise<number> {
+  const flushed = await Outbox.fromEnv(io.env).flush();
+  if (verbose && flushed > 0) note(`${flushed} deferred message${flushed === 1 ? "" : "s"} due now`);
+  return await runQueueRun({ verbose }, io);
+}
+
+/** newaliases / -bi: nothing to build (the file is read as it is at each use); a broken file is said now. */
+async function checkAliases(env: CliIO["env"], verbose: boolean, note: Note): Promise<number> {
+  const table = await loadAliases(env);
+  if (verbose)
+    note(
+      table
+        ? `${table.path}: ${table.entries.size} aliases (read as it is at each use; there is no database to rebuild)`
+        : "no aliases file is set (MAILSEND_ALIASES or the profile's aliases)",
+    );
+  return 0;
+}
+
+/** One message piped in: completed (From, Date, Message-ID, local names), then sent at once or queued. */
+async function sendFromStdin(
+  args: SendmailArgs,
+  io: CliIO,
+  how: { mode: ReturnType<typeof queueModeFrom>; maxSize: number; profile: string | undefined },
+  note: Note,
+): Promise<number> {
+  const env = io.env;
+  if (io.stdin.isTTY && args.verbose)
+    note('reading the message from the terminal; end it with a line holding "." (or Ctrl-D)');
+  const input = await readSendmailInput(io.stdin, { ignoreDots: args.ignoreDots, maxSize: how.maxSize });
+  const { aliases, trouble } = await aliasesFor(env);
+  if (trouble && mentionsThisMachine(input, { from: args.from ?? "", to: args.recipients }, (a) => isLocalName(a)))
+    throw trouble;
+  const fixed = withAliasesTrouble(trouble, () =>
+    prepareLocalSubmission(input, {
+      ...(args.from !== undefined ? { envelopeFrom: args.from } : {}),
+      ...(args.fullName !== undefined ? { fullName: args.fullName } : {}),
+      readRecipients: args.readRecipients,
+      recipients: args.recipients,
+      ...senderSettings(env, aliases),
+    }),
+  );
+  if (args.verbose) {
+    for (const n of fixed.notes) note(n);
+    note(`envelope: from ${fixed.envelope.from} to ${fixed.envelope.to.join(", ")}`);
+  }
+  // Stopped during the at-once attempt (a timeout, systemd, Ctrl-C), the message stays queued.
+  const result = await submitStoppable(fixed.raw, fixed.envelope, {
+    mode: how.mode,
+    env,
+    source: "sendmail",
+    stampedMessageId: fixed.stampedMessageId,
+    ...(how.profile !== undefined ? { profile: how.profile } : {}),
+    ...(args.verbose ? { trace: (line: string) => note(line) } : {}),
+  });
+  if (result.status === "queued") {
+    const who = autorunOff(env)
+      ? "`mailsend queue run` (or the relay) delivers it"
+      : "it is delivered in the background";
+    io.stderr.write(
+      `mailsend: queued as ${result.id} (${result.reason.replace(/\s+/g, " ")}); ${who}, see it with: mailsend queue\n`,
+    );
+    return 0;
+  }
+  if (args.verbose) {
+    const r = result.result;
+    note(`sent over ${r.transport} to ${fixed.envelope.to.join(", ")} (message id ${r.messageId})`);
+    for (const w of r.warnings ?? []) note(`warning: ${w}`);
+  }
+  return 0;
 }
 
 /**

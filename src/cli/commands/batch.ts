@@ -467,38 +467,149 @@ function stopOnSignals(flags: BatchFlags, io: CliIO, progress: Progress, concurr
   };
 }
 
+/** The flags that contradict each other or the input, refused before anything is read; gives the concurrency. */
+function checkBatchFlags(file: string, flags: BatchFlags): number {
+  if (file === "-" && flags.apiKeyStdin)
+    throw new MailsendError("usage", "stdin cannot hold both the batch input and the API key");
+  if (flags.resume && flags.fresh) throw new MailsendError("usage", "--resume and --fresh contradict each other");
+  const concurrency = flags.concurrency ?? 4;
+  if (concurrency < 1 || concurrency > 64) throw new MailsendError("usage", "--concurrency must be from 1 to 64");
+  return concurrency;
+}
+
+/** The layered settings and the channel (or, under auto, the channels) the rows are sent through. */
+async function batchConnection(flags: BatchFlags, io: CliIO) {
+  // flags > environment > profile > defaults: the profile is layered under the environment here.
+  const settings = loadSettings(flags.profile, io.env);
+  // stdin is made only if --api-key-stdin reads it: a batch from a file never needs the stream.
+  const streams = <T extends object>(o: T): T & InputStreams =>
+    Object.defineProperty(o, "stdin", { get: () => io.stdin, enumerable: true }) as T & InputStreams;
+  // auto: as for send, each row's message chooses its channel among those configured (REST
+  // unless it would lose something, then SMTP); the key is read once for both.
+  const run = await resolveSettings(
+    cliLayers(flags, settings.env, settings.profile),
+    streams({ needKey: !flags.check, needChannel: true }),
+  );
+  return { env: settings.env, ...batchChannels(run) };
+}
+
+/** The decoder --encoding names, or undefined when the flag is absent and the input's own encoding is used. */
+function inputEncoding(flags: BatchFlags): string | undefined {
+  if (flags.encoding === undefined) return undefined;
+  const encoding = encodingName(flags.encoding);
+  if (encoding === undefined) {
+    throw new MailsendError("usage", `--encoding: no such encoding: ${flags.encoding}`, {
+      hint: "Give a name such as windows-1252, iso-8859-15, macintosh or utf-16le.",
+    });
+  }
+  return encoding;
+}
+
+type Connection = Awaited<ReturnType<typeof batchConnection>>;
+
+/** The transport and rate-limit budget the rows go through; a --check sends nothing and opens neither. */
+async function openSending(flags: BatchFlags, connection: Connection, concurrency: number) {
+  if (flags.check) return {};
+  const { config, auto, env } = connection;
+  const transport = auto
+    ? createAutoTransport(auto.configs, { pool: concurrency })
+    : await createTransport(config, { pool: concurrency });
+  const budget = await openBudget(flags, config.apiKey, env, config.caFile ? { caFile: config.caFile } : {});
+  return { transport, budget };
+}
+
+type Sending = Awaited<ReturnType<typeof openSending>>;
+
+/** Closes what the run opened. Closing is book-keeping: after items were sent, its failure is a warning, not the batch's exit status. */
+async function closeSending(sending: Sending, journal: Journal | undefined, say: (text: string) => void) {
+  await sending.transport?.close();
+  await sending.budget
+    ?.close()
+    .catch((e: unknown) => say(`closing the rate-limit budget failed: ${e instanceof Error ? e.message : String(e)}`));
+  await journal
+    ?.close()
+    .catch((e: unknown) =>
+      say(`closing the journal ${journal.path} failed: ${e instanceof Error ? e.message : String(e)}`),
+    );
+}
+
+interface RowsRun {
+  file: string;
+  flags: BatchFlags;
+  io: CliIO;
+  input: BatchInput;
+  defaults: RowDefaults;
+  connection: Connection;
+  concurrency: number;
+  journal: Journal | undefined;
+  say: (text: string) => void;
+}
+
+/** Sends (or checks) every row of the opened input, showing progress and items as they go, then reports the end. */
+async function sendRows(r: RowsRun): Promise<number> {
+  const { file, flags, io, journal, say, concurrency } = r;
+  const { config, auto } = r.connection;
+  const json = flags.json ?? false;
+  const items = itemReporter(flags, io, say, journal?.path);
+
+  const progress = new Progress(io, !flags.quiet && !json);
+  const { onProgress, onWait } = progressReporter(flags, io, progress);
+
+  const sending = await openSending(flags, r.connection, concurrency);
+  const { transport, budget } = sending;
+  const stop = stopOnSignals(flags, io, progress, concurrency);
+  progress.begin(flags.check ? "checking..." : "sending...");
+  let summary;
+  try {
+    summary = await runBatch({
+      input: r.input,
+      defaults: r.defaults,
+      transportName: auto ? "auto" : config.transport,
+      ...(auto ? { channels: auto.channels } : {}),
+      ...(transport ? { transport } : {}),
+      deliver: {
+        ...(budget?.options ?? { limits: { limit: 0, windowMs: 60_000 }, retries: 0, maxWaitMs: 0, noWait: true }),
+        onWait,
+      },
+      concurrency,
+      check: flags.check ?? false,
+      failFast: flags.failFast ?? false,
+      ...(journal ? { journal } : {}),
+      onResult: items.onResult,
+      // Nothing shows progress under --quiet or --json: the runner then makes no counts for it.
+      ...(flags.quiet || json ? {} : { onProgress }),
+      onWarning: say,
+      signal: stop.abort.signal,
+      abortSends: stop.abortSends.signal,
+    });
+  } finally {
+    progress.stop();
+    stop.off();
+    await closeSending(sending, journal, say);
+    items.close();
+  }
+  return reportEnd({
+    summary,
+    aborted: stop.abort.signal.aborted,
+    secondSignal: stop.secondSignal(),
+    journal,
+    file,
+    flags,
+    io,
+    say,
+    unknownItems: items.unknownItems,
+  });
+}
+
 export async function runBatchCommand(file: string, opts: Record<string, unknown>, io: CliIO): Promise<number> {
   const flags = opts as BatchFlags;
   const json = flags.json ?? false;
   let cleanup = () => {};
   try {
-    if (file === "-" && flags.apiKeyStdin)
-      throw new MailsendError("usage", "stdin cannot hold both the batch input and the API key");
-    if (flags.resume && flags.fresh) throw new MailsendError("usage", "--resume and --fresh contradict each other");
-    const concurrency = flags.concurrency ?? 4;
-    if (concurrency < 1 || concurrency > 64) throw new MailsendError("usage", "--concurrency must be from 1 to 64");
-    // flags > environment > profile > defaults: the profile is layered under the environment here.
-    const settings = loadSettings(flags.profile, io.env);
-    // stdin is made only if --api-key-stdin reads it: a batch from a file never needs the stream.
-    const streams = <T extends object>(o: T): T & InputStreams =>
-      Object.defineProperty(o, "stdin", { get: () => io.stdin, enumerable: true }) as T & InputStreams;
-    // auto: as for send, each row's message chooses its channel among those configured (REST
-    // unless it would lose something, then SMTP); the key is read once for both.
-    const run = await resolveSettings(
-      cliLayers(flags, settings.env, settings.profile),
-      streams({ needKey: !flags.check, needChannel: true }),
-    );
-    const { config, auto } = batchChannels(run);
-    const defaults = await rowDefaults(flags, settings.env, file);
-    let encoding: string | undefined;
-    if (flags.encoding !== undefined) {
-      encoding = encodingName(flags.encoding);
-      if (encoding === undefined) {
-        throw new MailsendError("usage", `--encoding: no such encoding: ${flags.encoding}`, {
-          hint: "Give a name such as windows-1252, iso-8859-15, macintosh or utf-16le.",
-        });
-      }
-    }
+    const concurrency = checkBatchFlags(file, flags);
+    const connection = await batchConnection(flags, io);
+    const defaults = await rowDefaults(flags, connection.env, file);
+    const encoding = inputEncoding(flags);
     const opened = await openInput(file, io, flags.format);
     cleanup = opened.cleanup;
     if (encoding !== undefined) opened.input.encoding = encoding;
@@ -516,73 +627,7 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
       env: io.env,
       say,
     });
-
-    const items = itemReporter(flags, io, say, journal?.path);
-
-    const progress = new Progress(io, !flags.quiet && !json);
-    const { onProgress, onWait } = progressReporter(flags, io, progress);
-
-    const transport = flags.check
-      ? undefined
-      : auto
-        ? createAutoTransport(auto.configs, { pool: concurrency })
-        : await createTransport(config, { pool: concurrency });
-    const budget = flags.check
-      ? undefined
-      : await openBudget(flags, config.apiKey, settings.env, config.caFile ? { caFile: config.caFile } : {});
-    const stop = stopOnSignals(flags, io, progress, concurrency);
-    progress.begin(flags.check ? "checking..." : "sending...");
-    let summary;
-    try {
-      summary = await runBatch({
-        input: opened.input,
-        defaults,
-        transportName: auto ? "auto" : config.transport,
-        ...(auto ? { channels: auto.channels } : {}),
-        ...(transport ? { transport } : {}),
-        deliver: {
-          ...(budget?.options ?? { limits: { limit: 0, windowMs: 60_000 }, retries: 0, maxWaitMs: 0, noWait: true }),
-          onWait,
-        },
-        concurrency,
-        check: flags.check ?? false,
-        failFast: flags.failFast ?? false,
-        ...(journal ? { journal } : {}),
-        onResult: items.onResult,
-        // Nothing shows progress under --quiet or --json: the runner then makes no counts for it.
-        ...(flags.quiet || json ? {} : { onProgress }),
-        onWarning: say,
-        signal: stop.abort.signal,
-        abortSends: stop.abortSends.signal,
-      });
-    } finally {
-      progress.stop();
-      stop.off();
-      await transport?.close();
-      // Closing is book-keeping: after items were sent, its failure is a warning, not the batch's exit status.
-      await budget
-        ?.close()
-        .catch((e: unknown) =>
-          say(`closing the rate-limit budget failed: ${e instanceof Error ? e.message : String(e)}`),
-        );
-      await journal
-        ?.close()
-        .catch((e: unknown) =>
-          say(`closing the journal ${journal.path} failed: ${e instanceof Error ? e.message : String(e)}`),
-        );
-      items.close();
-    }
-    return reportEnd({
-      summary,
-      aborted: stop.abort.signal.aborted,
-      secondSignal: stop.secondSignal(),
-      journal,
-      file,
-      flags,
-      io,
-      say,
-      unknownItems: items.unknownItems,
-    });
+    return await sendRows({ file, flags, io, input: opened.input, defaults, connection, concurrency, journal, say });
   } catch (e) {
     return reportError(e, io, { json });
   } finally {

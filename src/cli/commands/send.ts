@@ -20,6 +20,7 @@ import { loadSettings } from "../../settings/profile.js";
 import { createTransport } from "../../transports/index.js";
 import { colorsFor, shellWord, type CliIO } from "../io.js";
 import type { BudgetCliFlags } from "../budget.js";
+import type { WaitInfo } from "../../limits/deliver.js";
 import { Progress, waitSeconds, waitText } from "../progress.js";
 import { reportError, warn } from "../report.js";
 import { writeGitHubOutputs } from "../github.js";
@@ -345,29 +346,12 @@ interface NowContext {
   choice: TransportChoice | undefined;
 }
 
-/** The message sent now: through the budget and retries, stopped by Ctrl-C or SIGTERM, and said. */
-async function sendNow(ctx: NowContext): Promise<number> {
-  const { transport, message, config, flags, io, env, trace, stdinBody, choice } = ctx;
-  const json = flags.json ?? false;
-  // Off (-q, --json, -v) it would say nothing: not made, so stderr is not made for it either.
-  const progress = !flags.quiet && !json && !trace ? new Progress(io, true) : undefined;
-  const sending = `sending over ${transport.name}...`;
-  // The delivery path (budget, retries) is loaded only by a send that goes out now: a dry run or a
-  // queued message never needs it.
-  const [{ abortableSleep, deliver }, { openBudget }] = await Promise.all([
-    import("../../limits/deliver.js"),
-    import("../budget.js"),
-  ]);
-  const budget = await openBudget(flags, config.apiKey, env, {
-    ...(config.caFile ? { caFile: config.caFile } : {}),
-    ...(trace ? { trace } : {}),
-  });
-  let result: SendResult | undefined;
-  let quietWaitSaid = false;
-  const lateWarnings: string[] = [];
-  // Ctrl-C or a SIGTERM (a CI step's timeout) ends the attempt or the wait at once, and says
-  // what became of the message (sent or not, or unknown with the key that makes a resend safe),
-  // then exits as a shell reports the signal. A second one does not wait for that.
+/**
+ * Ctrl-C or a SIGTERM (a CI step's timeout) ends the attempt or the wait at once, and says
+ * what became of the message (sent or not, or unknown with the key that makes a resend safe),
+ * then exits as a shell reports the signal. A second one does not wait for that.
+ */
+function stopSendOnSignals(message: Message, io: CliIO, json: boolean) {
   const stop = new AbortController();
   let stoppedBy: NodeJS.Signals | undefined;
   const onStop = (sig: NodeJS.Signals) => {
@@ -392,57 +376,75 @@ async function sendNow(ctx: NowContext): Promise<number> {
   };
   process.on("SIGINT", onStop);
   process.on("SIGTERM", onStop);
+  return {
+    signal: stop.signal,
+    stoppedBy: () => stoppedBy,
+    off: () => {
+      process.off("SIGINT", onStop);
+      process.off("SIGTERM", onStop);
+    },
+  };
+}
+
+/** How a wait (for the budget, or before a retry) is said in each mode. */
+function sendWaitReporter(
+  flags: SendFlags,
+  io: CliIO,
+  trace: ((line: string) => void) | undefined,
+  progress: Progress | undefined,
+): (w: WaitInfo) => void {
+  const json = flags.json ?? false;
+  let quietWaitSaid = false;
+  return (w) => {
+    // The spinner or line is off with --json and --verbose; a wait is still said, in that mode's form.
+    // -q says nothing, except once for a long wait for the budget: a silent minute looks like a hang.
+    if (flags.quiet && (w.reason !== "budget" || w.ms <= QUIET_WAIT_MS || quietWaitSaid)) return;
+    if (flags.quiet) quietWaitSaid = true;
+    if (json) {
+      io.stderr.write(
+        `${JSON.stringify({ wait: { reason: w.reason, seconds: waitSeconds(w.ms), attempt: w.attempt, ...(w.error ? { error: w.error.code } : {}) } })}\n`,
+      );
+    } else if (trace) {
+      trace(
+        `* ${w.reason === "budget" ? "rate limit for this key reached" : `${w.error?.message ?? "temporary failure"}; retry ${w.attempt - 1}`}; waiting ${waitText(w.ms)}`,
+      );
+    } else if (flags.quiet) {
+      io.stderr.write(`mailsend: rate limit for this key reached; waiting ${waitText(w.ms)}\n`);
+    } else progress?.wait(w);
+  };
+}
+
+/**
+ * Closes the budget once the send ended. After an accepted send, closing its connection is
+ * book-keeping: a warning, said now and returned. Before the service accepted anything, this
+ * failure is the outcome, so it is thrown.
+ */
+async function closeBudgetAfterSend(
+  budget: { close: () => Promise<unknown> },
+  result: SendResult | undefined,
+  flags: SendFlags,
+  io: CliIO,
+): Promise<string | undefined> {
   try {
-    progress?.begin(sending);
-    result = await deliver(transport, message, {
-      signal: stop.signal,
-      ...budget.options,
-      onWait: (w) => {
-        // The spinner or line is off with --json and --verbose; a wait is still said, in that mode's form.
-        // -q says nothing, except once for a long wait for the budget: a silent minute looks like a hang.
-        if (flags.quiet && (w.reason !== "budget" || w.ms <= QUIET_WAIT_MS || quietWaitSaid)) return;
-        if (flags.quiet) quietWaitSaid = true;
-        if (json) {
-          io.stderr.write(
-            `${JSON.stringify({ wait: { reason: w.reason, seconds: waitSeconds(w.ms), attempt: w.attempt, ...(w.error ? { error: w.error.code } : {}) } })}\n`,
-          );
-        } else if (trace) {
-          trace(
-            `* ${w.reason === "budget" ? "rate limit for this key reached" : `${w.error?.message ?? "temporary failure"}; retry ${w.attempt - 1}`}; waiting ${waitText(w.ms)}`,
-          );
-        } else if (flags.quiet) {
-          io.stderr.write(`mailsend: rate limit for this key reached; waiting ${waitText(w.ms)}\n`);
-        } else progress?.wait(w);
-      },
-      sleep: async (ms, signal) => {
-        await abortableSleep(ms, signal);
-        progress?.resume(sending);
-      },
-      // Said as it happens (also under -q: the message was sent, but something needs a look).
-      onWarning: (text) => sayWarning(flags, io, text),
-      ...(trace ? { trace } : {}),
-    });
+    await budget.close();
+    return undefined;
   } catch (e) {
-    if (!stoppedBy) throw e;
-    progress?.stop();
-    return reportError(e, io, { json, verbose: flags.verbose ?? false, exit: stoppedBy === "SIGTERM" ? 143 : 130 });
-  } finally {
-    process.off("SIGINT", onStop);
-    process.off("SIGTERM", onStop);
-    progress?.stop();
-    try {
-      await budget.close();
-    } catch (e) {
-      // After an accepted send, closing the budget's connection is book-keeping: a warning.
-      // biome-ignore lint/correctness/noUnsafeFinally: before the service accepted anything, this failure is the outcome.
-      if (!result) throw e;
-      const text = `the message was sent, but closing the rate-limit budget failed: ${e instanceof Error ? e.message : String(e)}`;
-      lateWarnings.push(text);
-      sayWarning(flags, io, text);
-    }
+    if (!result) throw e;
+    const text = `the message was sent, but closing the rate-limit budget failed: ${e instanceof Error ? e.message : String(e)}`;
+    sayWarning(flags, io, text);
+    return text;
   }
-  if (lateWarnings.length) result = { ...result, warnings: [...(result.warnings ?? []), ...lateWarnings] };
-  if (json)
+}
+
+/** The sent message said in each mode (JSON on stdout, a line, or nothing under -q), and the GitHub outputs. */
+function reportSent(
+  result: SendResult,
+  flags: SendFlags,
+  io: CliIO,
+  stdinBody: StdinDecision | undefined,
+  choice: TransportChoice | undefined,
+): number {
+  if (flags.json ?? false)
     io.stdout.write(
       `${JSON.stringify({ ...resultJson(result, stdinBody), ...(choice ? { reason: choice.reason } : {}) })}\n`,
     );
@@ -454,6 +456,55 @@ async function sendNow(ctx: NowContext): Promise<number> {
     if (problem) sayWarning(flags, io, problem);
   }
   return 0;
+}
+
+/** The message sent now: through the budget and retries, stopped by Ctrl-C or SIGTERM, and said. */
+async function sendNow(ctx: NowContext): Promise<number> {
+  const { transport, message, config, flags, io, env, trace, stdinBody, choice } = ctx;
+  const json = flags.json ?? false;
+  // Off (-q, --json, -v) it would say nothing: not made, so stderr is not made for it either.
+  const progress = !flags.quiet && !json && !trace ? new Progress(io, true) : undefined;
+  const sending = `sending over ${transport.name}...`;
+  // The delivery path (budget, retries) is loaded only by a send that goes out now: a dry run or a
+  // queued message never needs it.
+  const [{ abortableSleep, deliver }, { openBudget }] = await Promise.all([
+    import("../../limits/deliver.js"),
+    import("../budget.js"),
+  ]);
+  const budget = await openBudget(flags, config.apiKey, env, {
+    ...(config.caFile ? { caFile: config.caFile } : {}),
+    ...(trace ? { trace } : {}),
+  });
+  let result: SendResult | undefined;
+  let lateWarning: string | undefined;
+  const stop = stopSendOnSignals(message, io, json);
+  try {
+    progress?.begin(sending);
+    result = await deliver(transport, message, {
+      signal: stop.signal,
+      ...budget.options,
+      onWait: sendWaitReporter(flags, io, trace, progress),
+      sleep: async (ms, signal) => {
+        await abortableSleep(ms, signal);
+        progress?.resume(sending);
+      },
+      // Said as it happens (also under -q: the message was sent, but something needs a look).
+      onWarning: (text) => sayWarning(flags, io, text),
+      ...(trace ? { trace } : {}),
+    });
+  } catch (e) {
+    const stoppedBy = stop.stoppedBy();
+    if (!stoppedBy) throw e;
+    progress?.stop();
+    return reportError(e, io, { json, verbose: flags.verbose ?? false, exit: stoppedBy === "SIGTERM" ? 143 : 130 });
+  } finally {
+    stop.off();
+    progress?.stop();
+    // A failure to close before anything was accepted replaces the outcome: it is thrown from here.
+    lateWarning = await closeBudgetAfterSend(budget, result, flags, io);
+  }
+  if (lateWarning) result = { ...result, warnings: [...(result.warnings ?? []), lateWarning] };
+  return reportSent(result, flags, io, stdinBody, choice);
 }
 
 /** The line a send prints on stdout: what went out, over which transport, to whom. */

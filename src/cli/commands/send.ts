@@ -22,7 +22,7 @@ import { colorsFor, shellWord, type CliIO } from "../io.js";
 import type { BudgetCliFlags } from "../budget.js";
 import type { WaitInfo } from "../../limits/deliver.js";
 import { Progress, waitSeconds, waitText } from "../progress.js";
-import { reportError, warn } from "../report.js";
+import { reportError, reportSent, warn } from "../report.js";
 import { writeGitHubOutputs } from "../github.js";
 
 interface OutputFlags {
@@ -437,7 +437,7 @@ async function closeBudgetAfterSend(
 }
 
 /** The sent message said in each mode (JSON on stdout, a line, or nothing under -q), and the GitHub outputs. */
-function reportSent(
+function sayResult(
   result: SendResult,
   flags: SendFlags,
   io: CliIO,
@@ -449,7 +449,7 @@ function reportSent(
       `${JSON.stringify({ ...resultJson(result, stdinBody), ...(choice ? { reason: choice.reason } : {}) })}\n`,
     );
   else if (!flags.quiet) {
-    saySent(result, io);
+    reportSent(io, result);
   }
   if (flags.githubOutput) {
     const problem = writeGitHubOutputs(io.env, { message_id: result.messageId });
@@ -504,17 +504,7 @@ async function sendNow(ctx: NowContext): Promise<number> {
     lateWarning = await closeBudgetAfterSend(budget, result, flags, io);
   }
   if (lateWarning) result = { ...result, warnings: [...(result.warnings ?? []), lateWarning] };
-  return reportSent(result, flags, io, stdinBody, choice);
-}
-
-/** The line a send prints on stdout: what went out, over which transport, to whom. */
-function saySent(result: SendResult, io: CliIO): void {
-  const out = colorsFor(io.stdout, io.env);
-  // A raw .eml without a Message-ID has no id of ours to show: show the server's reply instead.
-  const id = result.messageId || `(no Message-ID; the server said: ${result.smtpResponse ?? "ok"})`;
-  io.stdout.write(
-    `${out.green("sent")} ${id} ${out.dim(`(${result.transport}, to ${result.recipients.join(", ")})`)}\n`,
-  );
+  return sayResult(result, flags, io, stdinBody, choice);
 }
 
 /**
@@ -538,7 +528,7 @@ async function sendQueued(
   });
   if (r.status === "sent") {
     if (flags.json) io.stdout.write(`${JSON.stringify(resultJson(r.result))}\n`);
-    else if (!flags.quiet) saySent(r.result, io);
+    else if (!flags.quiet) reportSent(io, r.result);
     return 0;
   }
   if (flags.json)

@@ -10,6 +10,7 @@ import { redisConfigFrom } from "../../src/limits/redis-config.js";
 import { RedisSlotStore, type RedisStoreOptions } from "../../src/limits/redis-store.js";
 import { startRedis, startSentinel, type RedisHandle } from "../helpers/redis.js";
 import { lacks, redisServer } from "../helpers/tools.js";
+import { REDIS_ACL } from "../../src/limits/redis-errors.js";
 
 const LIMITS = { limit: 5, windowMs: 60_000 };
 
@@ -277,26 +278,7 @@ describe.skipIf(lacks(redisServer))("redis credentials", () => {
     redis = await startRedis({
       password: "default-secret",
       users: [
-        [
-          "budget",
-          "on",
-          ">budget-secret",
-          "~mailsend:*",
-          "+select",
-          "+eval",
-          "+evalsha",
-          "+zrem",
-          "+ping",
-          "+time",
-          "+get",
-          "+set",
-          "+zadd",
-          "+zcard",
-          "+zrange",
-          "+zscore",
-          "+zremrangebyscore",
-          "+pexpire",
-        ],
+        ["budget", "on", ">budget-secret", ...REDIS_ACL.split(" ")],
         ["reader", "on", ">reader-secret", "~*", "+get", "+ping"],
       ],
     });

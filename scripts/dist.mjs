@@ -3,12 +3,10 @@
 // (dist-bin/mailsend_<version>_amd64.deb) that makes it the machine's sendmail.
 //
 // The executable is Node 24 (the npm registry's node@24 binary: MAILSEND_NODE24, else what
-// .ci/node24 finds or installs) with one CommonJS bundle of the whole CLI injected by postject.
-import { build } from "esbuild";
+// .ci/node24 finds or installs) with mailsend's scripts injected (scripts/sea.mjs).
 import { execFileSync } from "node:child_process";
 import {
   chmodSync,
-  copyFileSync,
   existsSync,
   mkdirSync,
   readdirSync,
@@ -21,15 +19,15 @@ import {
 } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { join } from "node:path";
+import { buildExecutable } from "./sea.mjs";
 
 const root = new URL("..", import.meta.url).pathname;
 const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
 const out = join(root, "dist-bin");
 const work = join(out, ".work");
 const EXE = join(out, "mailsend-linux-x64");
-/** The issue's ceiling: the executable is downloaded and copied onto small machines. */
+/** The ceiling: the executable is downloaded and copied onto small machines. */
 const MAX_BYTES = 120 * 1024 * 1024;
-const FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
 
 if (process.platform !== "linux" || process.arch !== "x64")
   fail(`builds the linux-x64 executable only, on linux-x64 (this is ${process.platform}-${process.arch})`);
@@ -37,8 +35,7 @@ rmSync(work, { recursive: true, force: true });
 mkdirSync(work, { recursive: true });
 
 const node24 = findNode24();
-await bundle(join(work, "main.cjs"));
-makeExecutable(node24, join(work, "main.cjs"), EXE);
+await makeExecutable(node24, EXE);
 const deb = makeDeb(EXE);
 rmSync(work, { recursive: true, force: true });
 console.log(`${relativeToRoot(EXE)} (${mib(statSync(EXE).size)} MiB)`);
@@ -78,60 +75,12 @@ function findNode24() {
 }
 
 /**
- * The whole CLI in one CommonJS script: every dependency inside, no chunks, so what the CLI loads
- * lazily with import() becomes a require of a module in the same file, run when first asked for.
+ * Builds the executable beside `dest` and moves it there once it answers --version with the
+ * package's version and fits the size.
  */
-async function bundle(outfile) {
-  await build({
-    entryPoints: [join(root, "src/cli/sea-main.ts")],
-    outfile,
-    bundle: true,
-    format: "cjs",
-    platform: "node",
-    target: "node24",
-    // Less for V8 to read at each start; names are kept for the messages that show a class's name.
-    minifyWhitespace: true,
-    minifySyntax: true,
-    define: { __MAILSEND_VERSION__: JSON.stringify(pkg.version) },
-    // import.meta is only read where the executable never goes (a worker's require of nodemailer).
-    logOverride: { "empty-import-meta": "silent" },
-    logLevel: "warning",
-    legalComments: "none",
-  });
-}
-
-/**
- * Node's preparation blob of the bundle (with V8's code cache of it, so a start compiles little),
- * injected into a copy of the Node 24 binary without its debug symbols.
- */
-function makeExecutable(node, main, dest) {
-  const blob = join(work, "sea.blob");
-  const config = join(work, "sea-config.json");
-  // --use-system-ca: the executable trusts what the machine trusts (its CA store, where a private
-  // CA is added), beside Node's own roots and NODE_EXTRA_CA_CERTS.
-  const seaConfig = {
-    main,
-    output: blob,
-    disableExperimentalSEAWarning: true,
-    useCodeCache: true,
-    execArgv: ["--use-system-ca"],
-  };
-  writeFileSync(config, JSON.stringify(seaConfig, null, 2));
-  execFileSync(node, ["--experimental-sea-config", config], { stdio: ["ignore", "ignore", "inherit"] });
+async function makeExecutable(node, dest) {
   const tmp = join(work, "mailsend");
-  copyFileSync(node, tmp);
-  chmodSync(tmp, 0o755);
-  // The symbol tables are for debuggers: the executable runs the same without them, and fits the size.
-  execFileSync("strip", ["--strip-all", tmp], { stdio: ["ignore", "ignore", "inherit"] });
-  // postject's ELF library warns about each note section it copies as it is: shown only on failure.
-  const cli = join(root, "node_modules", "postject", "dist", "cli.js");
-  try {
-    execFileSync(process.execPath, [cli, tmp, "NODE_SEA_BLOB", blob, "--sentinel-fuse", FUSE], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-  } catch (e) {
-    fail(`postject failed:\n${e.stdout}${e.stderr}`);
-  }
+  await buildExecutable({ root, node, work, version: pkg.version, dest: tmp, fail });
   const size = statSync(tmp).size;
   if (size > MAX_BYTES) fail(`the executable is ${mib(size)} MiB, over ${mib(MAX_BYTES)} MiB`);
   const version = run(tmp, ["--version"]);
@@ -153,13 +102,15 @@ function debVersion(version) {
 function makeDeb(exe) {
   const tree = join(work, "deb");
   const src = join(root, "packaging", "deb");
+  // Directories 0755 whatever the build's umask: /etc/mailsend must be root's alone, as mailsend
+  // checks before it reads the system's config file there.
   const put = (path, data, mode = 0o644) => {
-    mkdirSync(join(tree, path, ".."), { recursive: true });
+    mkdirSync(join(tree, path, ".."), { recursive: true, mode: 0o755 });
     writeFileSync(join(tree, path), data, { mode });
     chmodSync(join(tree, path), mode);
   };
   const link = (path, target) => {
-    mkdirSync(join(tree, path, ".."), { recursive: true });
+    mkdirSync(join(tree, path, ".."), { recursive: true, mode: 0o755 });
     symlinkSync(target, join(tree, path));
   };
   put("usr/bin/mailsend", readFileSync(exe), 0o755);

@@ -1,6 +1,6 @@
 /**
- * The single executable's entry (scripts/dist.mjs bundles it, with every module the CLI loads,
- * into one CommonJS script): the same main as bin/mailsend.js runs.
+ * The entry of the single executable's CLI script (scripts/sea.mjs bundles it; sea-boot.ts runs
+ * it): the same main as bin/mailsend.js runs.
  */
 import { main } from "./main.js";
 

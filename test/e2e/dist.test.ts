@@ -1,9 +1,10 @@
 /**
  * `npm run dist`'s outputs: the .deb's control fields and files, and the executable as the package
  * installs it (extracted with dpkg-deb -x into a scratch root), run with no Node around it: its
- * version, a dry run, the sendmail name, and a sandbox of its own that it sends to over REST and
- * SMTP, trusting the sandbox's CA from the system's store. The units pass systemd-analyze verify. Uses dist-bin/ as `npm run dist` left it (CI builds
- * it before the suite), building it when absent.
+ * version, a dry run, the sendmail name, the packages it keeps in scripts of their own (each loaded
+ * by a command that needs it), and a sandbox of its own that it sends to over REST and SMTP,
+ * trusting the sandbox's CA from the system's store. The units pass systemd-analyze verify. Uses
+ * dist-bin/ as `npm run dist` left it (CI builds it before the suite), building it when absent.
  */
 import { execa, execaSync } from "execa";
 import { execFileSync } from "node:child_process";
@@ -80,6 +81,10 @@ describe.skipIf(lacks(dpkgDeb, strip, node24))("npm run dist: the executable and
       expect(list).toContain(` ${path}\n`);
     }
     expect(list).toMatch(/^-rwxr-xr-x root\/root .* \.\/usr\/bin\/mailsend$/m);
+    // Directories are root's and 0755 whatever the build's umask (/etc/mailsend is trusted only so).
+    const dirs = list.split("\n").filter((l) => l.startsWith("d"));
+    expect(dirs.length).toBeGreaterThan(5);
+    for (const line of dirs) expect(line).toMatch(/^drwxr-xr-x root\/root /);
     expect(readlinkSync(join(root, "usr/sbin/sendmail"))).toBe("../bin/mailsend");
     expect(readlinkSync(join(root, "usr/lib/sendmail"))).toBe("../sbin/sendmail");
     expect(readlinkSync(join(root, "usr/bin/mailq"))).toBe("mailsend");
@@ -112,6 +117,93 @@ describe.skipIf(lacks(dpkgDeb, strip, node24))("npm run dist: the executable and
     const mailq = await run(join(root, "usr/bin/mailq"), []);
     expect(mailq.exitCode).toBe(0);
     expect(mailq.stdout).toMatch(/queue is empty/i);
+  });
+
+  it("the packages it keeps apart load when a command needs them: Markdown, CSS, JSON, CSV, Redis, a proxy", async () => {
+    const dir = join(s.dir, "packages");
+    mkdirSync(dir);
+    const file = (name: string, text: string) => {
+      writeFileSync(join(dir, name), text);
+      return join(dir, name);
+    };
+    const rest = { MAILSEND_BASE_URL: "http://127.0.0.1:9", MAILSEND_API_KEY: "ms_test_key" };
+    const message = ["-f", "ci@example.com", "-t", "dev@example.com", "-s", "parts"];
+
+    const md = await run(
+      exe,
+      ["send", "--dry-run", ...message, "--markdown-file", file("a.md", "# Hi\n\n*x*[^1]\n\n[^1]: note\n")],
+      rest,
+    );
+    expect(md.stderr).toBe("");
+    expect(md.stdout).toContain("<h1>Hi</h1>");
+    expect(md.stdout).toContain('class=\\"footnotes\\"');
+
+    const html = file("p.html", "<style>p{color:red}</style><p>Hello <b>there</b></p>");
+    const smtp = { ...rest, MAILSEND_SMTP_HOST: "127.0.0.1", MAILSEND_SMTP_USER: "u" };
+    const css = await run(
+      exe,
+      ["send", "--dry-run", "--transport", "smtp", ...message, "--html-file", html, "--inline-css"],
+      smtp,
+    );
+    expect(css.stderr).toBe("");
+    expect(css.stdout).toContain('<p style="color: red;">Hello <b>there</b></p>');
+    expect(css.stdout).toMatch(/text\/plain[\s\S]*\nHello there\n/);
+
+    const request = { from: "ci@example.com", to: "dev@example.com", subject: "json", html: "<p>hi</p>" };
+    const json = await run(exe, ["send", "--dry-run", "--json-file", file("m.json", JSON.stringify(request))], rest);
+    expect(json.exitCode).toBe(0);
+    const bad = await run(
+      exe,
+      ["send", "--dry-run", "--json-file", file("b.json", '{"from":"ci@example.com","x":1}')],
+      rest,
+    );
+    expect(bad.exitCode).toBe(65);
+    expect(bad.stderr).toContain("unknown field");
+
+    const rows = file("r.csv", "to,first_name\nx@example.com,X\nnot-an-address,Y\n");
+    const batch = await run(
+      exe,
+      [
+        "batch",
+        rows,
+        "-f",
+        "ci@example.com",
+        "-s",
+        "Hi {{first_name}}",
+        "--html-file",
+        file("t.html", "<p>{{first_name}}</p>"),
+        "--check",
+      ],
+      rest,
+    );
+    expect(batch.stdout + batch.stderr).toContain("1 valid, 1 invalid");
+
+    const once = { ...rest, MAILSEND_QUEUE: "never", MAILSEND_RETRIES: "0" };
+    const redis = await run(exe, ["send", ...message, "--text", "x"], {
+      ...once,
+      MAILSEND_RATE_LIMIT: "60",
+      MAILSEND_RATE_LIMIT_URL: "redis://127.0.0.1:1",
+    });
+    expect(redis.exitCode).toBe(69);
+    expect(redis.stderr).toContain("cannot reach the shared-budget Redis at 127.0.0.1:1");
+    const proxy = await run(
+      exe,
+      [
+        "send",
+        "--transport",
+        "smtp",
+        "--smtp-proxy",
+        "socks5://127.0.0.1:1",
+        "--retries",
+        "0",
+        ...message,
+        "--text",
+        "x",
+      ],
+      { ...smtp, ...once },
+    );
+    expect(proxy.exitCode).toBe(69);
+    expect(proxy.stderr).toContain("cannot reach the proxy socks5://127.0.0.1:1");
   });
 
   it("its own sandbox (with the web inbox) takes what it sends over REST, sendmail's over SMTP, and trusts the system's CAs", async () => {

@@ -293,6 +293,10 @@ api_key_file), never the key. Flags beat the environment, which beats the profil
 The profile used: --profile, else MAILSEND_PROFILE, else the file's "profile",
 else one named "default".
 
+A user with no config file of their own reads the system's, ${SYSTEM_CONFIG_PATH},
+whole (never merged with one). set and unset write the user's own file (or
+MAILSEND_CONFIG's), never the system's: root changes it by naming it in MAILSEND_CONFIG.
+
 Examples:
   mailsend config set --profile work base_url https://api.example.com
   mailsend config set --profile work api_key_env WORK_MAILSEND_KEY
@@ -321,7 +325,7 @@ export function register(program: Command, ctx: CommandContext): void {
   config
     .command("path")
     .description(
-      `print the path of the config file in use ($MAILSEND_CONFIG, else $XDG_CONFIG_HOME/mailsend/config.json or ~/.config/mailsend/config.json, else ${SYSTEM_CONFIG_PATH} when this user has none)`,
+      `print the path of the config file in use: $MAILSEND_CONFIG, else the user's own (~/.config/mailsend/config.json), else ${SYSTEM_CONFIG_PATH}`,
     )
     .addHelpText("after", examples(["mailsend config path", '$EDITOR "$(mailsend config path)"']))
     .action(async (_opts: unknown, cmd: Command) => setExit(await runConfigPath(configOpts(cmd), io)));

@@ -3,6 +3,7 @@
  * option tables and this file): --help stays about a screen, the page has the whole. Only the
  * generator imports this file, so none of it ships in the CLI's code.
  */
+import { SYSTEM_CONFIG_PATH } from "../settings/system-config.js";
 
 /** A command's extra text: paragraphs for DESCRIPTION and lines for EXAMPLES, keyed by its path. */
 export interface ManualExtra {
@@ -59,6 +60,11 @@ export const FILES: ReadonlyArray<{ path: string; description: string }> = [
     path: "$XDG_CONFIG_HOME/mailsend/config.json",
     description:
       "The config file and its profiles (~/.config/mailsend/config.json; MAILSEND_CONFIG names another). It says where the key is, never the key.",
+  },
+  {
+    path: SYSTEM_CONFIG_PATH,
+    description:
+      "The system's config file, read whole by a user who has none of their own (cron's jobs of root, daemons calling sendmail); never merged with one. Read only when it and its directory are root's and writable by no one else; config set never writes it.",
   },
   {
     path: "$XDG_STATE_HOME/mailsend/",

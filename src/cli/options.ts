@@ -2,6 +2,7 @@
  * One table of options drives the commander flags, the parsed option types
  * and the README's option list (scripts/gen-docs.mjs), so they cannot drift.
  */
+import { SYSTEM_CONFIG_PATH } from "../settings/system-config.js";
 
 export interface OptionSpec {
   /** commander flag syntax, e.g. "--to <address>". */
@@ -558,8 +559,7 @@ export const EXTRA_ENV: ReadonlyArray<{ name: string; description: string }> = [
   },
   {
     name: "MAILSEND_CONFIG",
-    description:
-      "path of the config file (default $XDG_CONFIG_HOME/mailsend/config.json, ~/.config/mailsend/config.json)",
+    description: `path of the config file, the only one read then and the one config set writes (default $XDG_CONFIG_HOME/mailsend/config.json or ~/.config/mailsend/config.json; when this user has none, ${SYSTEM_CONFIG_PATH} is read)`,
   },
   {
     name: "GITHUB_ACTIONS",

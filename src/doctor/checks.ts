@@ -22,7 +22,7 @@ import {
   transportOf,
   type ConnectionFlags,
 } from "../settings/resolve.js";
-import { configPath, loadSettings, type ActiveProfile } from "../settings/profile.js";
+import { configSource, loadSettings, type ActiveProfile } from "../settings/profile.js";
 import type { InputStreams } from "../core/read.js";
 import { openSlotStore } from "../limits/budget.js";
 import { resolveLimits } from "../settings/budget.js";
@@ -247,8 +247,14 @@ async function configChecks(flags: DoctorFlags, opts: DoctorOptions, rec: Record
     const settings = loadSettings(flags.profile, opts.env);
     env = settings.env;
     profile = settings.profile;
-    if (profile) pass("config.profile", `profile "${profile.name}" from ${profile.file}`);
-    else skip("config.profile", `no profile in use (config file: ${configPath(opts.env)})`);
+    // Which file: the system's is read only by a user with none of their own, which may surprise.
+    const system = " (the system's config file: this user has none of its own)";
+    if (profile)
+      pass("config.profile", `profile "${profile.name}" from ${profile.file}${profile.system ? system : ""}`);
+    else {
+      const source = configSource(opts.env);
+      skip("config.profile", `no profile in use (config file: ${source.path}${source.system ? system : ""})`);
+    }
   } catch (e) {
     fail("config.profile", e);
   }

@@ -16,7 +16,8 @@
  * flags > environment > profile > defaults without knowing about profiles.
  */
 // A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
-const { mkdirSync, readFileSync } = process.getBuiltinModule("node:fs");
+const { closeSync, fstatSync, lstatSync, mkdirSync, openSync, readFileSync, statSync } =
+  process.getBuiltinModule("node:fs");
 import { writeFileAtomic } from "../core/atomic.js";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { formatMailbox, parseMailbox1 } from "../core/address.js";
@@ -24,6 +25,8 @@ import { MailsendError } from "../core/errors.js";
 import { homeDir } from "../core/home.js";
 import { parseLocatedJson, JsonSyntaxError, type LocatedJson } from "../core/located-json.js";
 import { shownPath } from "../core/read.js";
+import { checkRootOnly, octal } from "../core/trusted-dir.js";
+import { SYSTEM_CONFIG_PATH } from "./system-config.js";
 import type { Env } from "../core/env.js";
 
 type Kind = "string" | "url" | "choice" | "int" | "address" | "name" | "envname" | "path" | "redis-url" | "proxy-url";
@@ -212,7 +215,10 @@ function expandHome(p: string, env: Env): string {
   return p;
 }
 
-/** MAILSEND_CONFIG, else $XDG_CONFIG_HOME/mailsend/config.json, else ~/.config/mailsend/config.json (%APPDATA% on Windows). */
+/**
+ * This user's config file, the one `config set` writes: MAILSEND_CONFIG, else
+ * $XDG_CONFIG_HOME/mailsend/config.json, else ~/.config/mailsend/config.json (%APPDATA% on Windows).
+ */
 export function configPath(env: Env, platform = process.platform): string {
   if (env.MAILSEND_CONFIG) return resolve(expandHome(env.MAILSEND_CONFIG, env));
   if (platform === "win32")
@@ -222,9 +228,44 @@ export function configPath(env: Env, platform = process.platform): string {
   return join(xdg, "mailsend", "config.json");
 }
 
+/** Which config file is read. */
+export interface ConfigSource {
+  /** The file read (it may not exist: then there are no profiles). */
+  path: string;
+  /** It is the system's file, read because this user has no file of their own. */
+  system: boolean;
+  /** This user's own file (configPath): where `config set` and `config unset` write. */
+  userPath: string;
+}
+
+/** Whether there is something at `path` (what cannot be looked at counts: reading it says why). */
+function present(path: string): boolean {
+  try {
+    statSync(path);
+    return true;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    return code !== "ENOENT" && code !== "ENOTDIR";
+  }
+}
+
+/**
+ * MAILSEND_CONFIG when set; else this user's file; else, when this user has none, the system's
+ * file if there is one (not on Windows). One whole file: the two are never merged, so what a
+ * user's file leaves out is not taken from the system's.
+ */
+export function configSource(env: Env, systemPath = SYSTEM_CONFIG_PATH, platform = process.platform): ConfigSource {
+  const userPath = configPath(env, platform);
+  const own = { path: userPath, system: false, userPath };
+  if (env.MAILSEND_CONFIG || platform === "win32" || present(userPath) || !present(systemPath)) return own;
+  return { path: systemPath, system: true, userPath };
+}
+
 export interface ConfigFile {
   path: string;
   exists: boolean;
+  /** The system's file, read because this user has none (configSource). */
+  system?: boolean;
   /** The top-level "profile": the profile used when none is asked for. */
   defaultProfile?: string;
   profiles: Record<string, ProfileSettings>;
@@ -368,12 +409,35 @@ export function checkConfigData(path: string, parsed: LocatedJson): ConfigFile {
   return { path, exists: true, ...(defaultProfile ? { defaultProfile } : {}), profiles, data };
 }
 
-/** Read and check the config file; a file that does not exist is an empty one. */
-export function readConfigFile(path: string): ConfigFile {
+/**
+ * The system's file, once it is open: read only when root alone can change it, as the opened
+ * file's own status shows (a link root made to a root-only file is followed, as for a conffile).
+ */
+function readSystemText(path: string): string {
+  const fd = openSync(path, "r");
+  try {
+    const link = lstatSync(path);
+    checkRootOnly([
+      { path: dirname(path), what: "directory of the system config file", st: statSync(dirname(path)) },
+      ...(link.isSymbolicLink() ? [{ path, what: "symbolic link to the system config file", st: link }] : []),
+      { path, what: "system config file", st: fstatSync(fd) },
+    ]);
+    return readFileSync(fd, "utf8");
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Read and check the config file; a file that does not exist is an empty one. `system`: the
+ * system's file, read only when root alone can change it.
+ */
+export function readConfigFile(path: string, system = false): ConfigFile {
   let text: string;
   try {
-    text = readFileSync(path, "utf8");
+    text = system ? readSystemText(path) : readFileSync(path, "utf8");
   } catch (e) {
+    if (e instanceof MailsendError) throw e;
     const code = (e as NodeJS.ErrnoException).code;
     if (code === "ENOENT" || code === "ENOTDIR") return { path, exists: false, profiles: {}, data: {} };
     const why =
@@ -384,7 +448,9 @@ export function readConfigFile(path: string): ConfigFile {
           : (code ?? String(e));
     throw new MailsendError("config_invalid", `cannot read the config file ${shownPath(path)} (${why})`, {
       cause: e,
-      hint: "Fix its permissions, or point MAILSEND_CONFIG at another file.",
+      hint: system
+        ? "It is the system's config file, read by every user without one of their own: let them read it (chmod 644: it holds no key), or give this user a config file of its own (MAILSEND_CONFIG)."
+        : "Fix its permissions, or point MAILSEND_CONFIG at another file.",
     });
   }
   let parsed: LocatedJson;
@@ -399,13 +465,22 @@ export function readConfigFile(path: string): ConfigFile {
       "The config file is JSON: double-quoted names and strings, no comments, no trailing commas.",
     );
   }
-  return checkConfigData(path, parsed);
+  const cfg = checkConfigData(path, parsed);
+  return system ? { ...cfg, system } : cfg;
+}
+
+/** The config file in use (configSource), read and checked. */
+export function readConfig(env: Env, systemPath = SYSTEM_CONFIG_PATH): ConfigFile {
+  const source = configSource(env, systemPath);
+  return readConfigFile(source.path, source.system);
 }
 
 export interface ActiveProfile {
   name: string;
   /** The config file it is in. */
   file: string;
+  /** That is the system's file (ConfigFile.system). */
+  system?: boolean;
   settings: ProfileSettings;
 }
 
@@ -429,7 +504,7 @@ export function selectProfile(cfg: ConfigFile, requested: string | undefined, en
       },
     );
   }
-  return { name, file: cfg.path, settings: cfg.profiles[name]! };
+  return { name, file: cfg.path, ...(cfg.system ? { system: true } : {}), settings: cfg.profiles[name]! };
 }
 
 const unset = (env: Env, name: string) => env[name] === undefined || env[name] === "";
@@ -465,8 +540,8 @@ export interface Settings {
 }
 
 /** The settings a command runs with: read the config file, pick the profile, layer it under the environment. */
-export function loadSettings(requested: string | undefined, env: Env): Settings {
-  const cfg = readConfigFile(configPath(env));
+export function loadSettings(requested: string | undefined, env: Env, systemPath = SYSTEM_CONFIG_PATH): Settings {
+  const cfg = readConfig(env, systemPath);
   const profile = selectProfile(cfg, requested, env);
   return profile ? { env: layeredEnv(env, profile), profile } : { env };
 }
@@ -495,26 +570,51 @@ export async function readProfileKey(
     try {
       return { raw: readFileSync(path, "utf8"), source: `${shownPath(path)} (${label})` };
     } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      const why =
-        code === "ENOENT"
-          ? "it does not exist"
-          : code === "EACCES" || code === "EPERM"
-            ? "permission denied"
-            : code === "EISDIR"
-              ? "it is a directory"
-              : (code ?? String(e));
-      throw new MailsendError(
-        "config_missing",
-        `${label} takes the API key from ${shownPath(path)}, which cannot be read (${why})`,
-        {
-          cause: e,
-          hint: `Put the key in that file (mode 0600), or change the profile: mailsend config set --profile ${profile.name} api_key_file <path>`,
-        },
-      );
+      throw unreadableKeyFile(e, path, label, profile);
     }
   }
   return undefined;
+}
+
+/** Who owns `path` and its mode, for saying why this user may not read it. */
+function ownerOf(path: string): string {
+  try {
+    const st = statSync(path);
+    return `; it is uid ${st.uid}'s, mode ${octal(st.mode)}`;
+  } catch {
+    return "";
+  }
+}
+
+/** The profile's key file could not be read: why, and what this user can do. */
+function unreadableKeyFile(e: unknown, path: string, label: string, profile: ActiveProfile): MailsendError {
+  const code = (e as NodeJS.ErrnoException).code;
+  if (code === "EACCES" || code === "EPERM") {
+    const uid = process.geteuid?.();
+    const me = uid === undefined ? "" : ` (uid ${uid})`;
+    // A key readable by root alone is right for root and the services; another user needs a key of its own.
+    const own =
+      "give this user a key file of its own, readable by it alone: MAILSEND_API_KEY_FILE=<path> in its environment, or a config file of its own whose profile names it (see docs/install.md)";
+    return new MailsendError(
+      "config_missing",
+      `${label} takes the API key from ${shownPath(path)}, which cannot be read (permission denied: this user${me} may not read it${ownerOf(path)})`,
+      {
+        cause: e,
+        hint: profile.system
+          ? `That key is for root and the system's services. To send as this user, ${own}.`
+          : `Let this user read it, or ${own}.`,
+      },
+    );
+  }
+  const why = code === "ENOENT" ? "it does not exist" : code === "EISDIR" ? "it is a directory" : (code ?? String(e));
+  return new MailsendError(
+    "config_missing",
+    `${label} takes the API key from ${shownPath(path)}, which cannot be read (${why})`,
+    {
+      cause: e,
+      hint: `Put the key in that file (mode 0600), or change the profile: mailsend config set --profile ${profile.name} api_key_file <path>`,
+    },
+  );
 }
 
 /** Write the config file atomically: a 0600 temp file beside it, fsynced, renamed over it. */

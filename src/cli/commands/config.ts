@@ -6,17 +6,20 @@ import { Option, type Command } from "commander";
 import { MailsendError } from "../../core/errors.js";
 import {
   checkConfigData,
-  configPath,
+  configSource,
   isSettingName,
   looksLikeKeyField,
   parseSettingValue,
+  readConfig,
   readConfigFile,
   selectProfile,
   SETTING_NAMES,
   writeConfigFile,
   type ConfigFile,
+  type ConfigSource,
   type ProfileSettings,
 } from "../../settings/profile.js";
+import { SYSTEM_CONFIG_PATH } from "../../settings/system-config.js";
 import { shownPath } from "../../core/read.js";
 import type { CliIO } from "../io.js";
 import { reportError } from "../report.js";
@@ -75,22 +78,36 @@ async function guarded(io: CliIO, flags: ConfigFlags, body: () => number | Promi
   }
 }
 
-export function runConfigPath(_flags: ConfigFlags, io: CliIO): Promise<number> {
+/** How to change the system's file: as root, naming it (config set writes this user's own file). */
+const systemEdit = (path: string) => `root changes it with MAILSEND_CONFIG=${path} mailsend config set ...`;
+
+/** Says on stderr that the file read is the system's, and where this user's own would be. */
+function noteSystem(io: CliIO, source: ConfigSource): void {
+  if (!source.system) return;
+  io.stderr.write(
+    `mailsend config: ${shownPath(source.path)} is the system's config file, read because this user has none of its own (${shownPath(source.userPath)}, where config set writes; the two are never merged)\n`,
+  );
+}
+
+/** The file in use on stdout (for `$EDITOR "$(mailsend config path)"`); a note on stderr when it is the system's. */
+export function runConfigPath(_flags: ConfigFlags, io: CliIO, systemPath = SYSTEM_CONFIG_PATH): Promise<number> {
   return guarded(io, {}, () => {
-    io.stdout.write(`${configPath(io.env)}\n`);
+    const source = configSource(io.env, systemPath);
+    io.stdout.write(`${source.path}\n`);
+    noteSystem(io, source);
     return 0;
   });
 }
 
-export function runConfigList(flags: ConfigFlags, io: CliIO): Promise<number> {
+export function runConfigList(flags: ConfigFlags, io: CliIO, systemPath = SYSTEM_CONFIG_PATH): Promise<number> {
   return guarded(io, flags, () => {
-    const cfg = readConfigFile(configPath(io.env));
+    const cfg = readConfig(io.env, systemPath);
     // Only an explicit --profile narrows the list; MAILSEND_PROFILE picks the profile a send uses.
     const one = flags.profile !== undefined ? selectProfile(cfg, flags.profile, {}) : undefined;
     if (flags.json) {
       const profiles = one ? { [one.name]: one.settings } : cfg.profiles;
       io.stdout.write(
-        `${JSON.stringify({ path: cfg.path, exists: cfg.exists, profile: cfg.defaultProfile ?? null, profiles })}\n`,
+        `${JSON.stringify({ path: cfg.path, exists: cfg.exists, system: cfg.system ?? false, profile: cfg.defaultProfile ?? null, profiles })}\n`,
       );
       return 0;
     }
@@ -100,6 +117,7 @@ export function runConfigList(flags: ConfigFlags, io: CliIO): Promise<number> {
       );
       return 0;
     }
+    if (cfg.system) noteSystem(io, configSource(io.env, systemPath));
     const lines: string[] = [];
     const entries = (s: ProfileSettings) =>
       Object.entries(s).filter(([, v]) => v !== undefined) as Array<[string, string | number]>;
@@ -118,10 +136,15 @@ export function runConfigList(flags: ConfigFlags, io: CliIO): Promise<number> {
   });
 }
 
-export function runConfigGet(key: string, flags: ConfigFlags, io: CliIO): Promise<number> {
+export function runConfigGet(
+  key: string,
+  flags: ConfigFlags,
+  io: CliIO,
+  systemPath = SYSTEM_CONFIG_PATH,
+): Promise<number> {
   return guarded(io, flags, () => {
     checkKeyName(key);
-    const cfg = readConfigFile(configPath(io.env));
+    const cfg = readConfig(io.env, systemPath);
     let value: string | number | undefined;
     let where: string;
     if (key === "profile") {
@@ -146,9 +169,13 @@ export function runConfigGet(key: string, flags: ConfigFlags, io: CliIO): Promis
   });
 }
 
-/** Change the document, check the result as a whole, write it atomically. */
-function edit(io: CliIO, change: (data: Record<string, unknown>, cfg: ConfigFile) => void): void {
-  const path = configPath(io.env);
+/**
+ * Change the document, check the result as a whole, write it atomically. Always this user's own
+ * file (or MAILSEND_CONFIG's), never the system's: that one changes only when root names it.
+ */
+function edit(io: CliIO, systemPath: string, change: (data: Record<string, unknown>, cfg: ConfigFile) => void): void {
+  const source = configSource(io.env, systemPath);
+  const path = source.userPath;
   const cfg = readConfigFile(path);
   const data = structuredClone(cfg.data);
   change(data, cfg);
@@ -167,6 +194,11 @@ function edit(io: CliIO, change: (data: Record<string, unknown>, cfg: ConfigFile
       { cause: e },
     );
   }
+  if (source.system) {
+    io.stderr.write(
+      `mailsend config: wrote ${shownPath(path)}, this user's own config file: the system's ${shownPath(source.path)} is no longer read for this user (the two are never merged); ${systemEdit(source.path)}\n`,
+    );
+  }
 }
 
 function profileObject(data: Record<string, unknown>, name: string): Record<string, unknown> {
@@ -176,10 +208,16 @@ function profileObject(data: Record<string, unknown>, name: string): Record<stri
   return profiles[name]!;
 }
 
-export function runConfigSet(key: string, raw: string, flags: ConfigFlags, io: CliIO): Promise<number> {
+export function runConfigSet(
+  key: string,
+  raw: string,
+  flags: ConfigFlags,
+  io: CliIO,
+  systemPath = SYSTEM_CONFIG_PATH,
+): Promise<number> {
   return guarded(io, flags, () => {
     checkKeyName(key);
-    edit(io, (data, cfg) => {
+    edit(io, systemPath, (data, cfg) => {
       if (key === "profile") {
         if (!Object.hasOwn(cfg.profiles, raw)) {
           const names = Object.keys(cfg.profiles);
@@ -217,11 +255,24 @@ export function runConfigSet(key: string, raw: string, flags: ConfigFlags, io: C
   });
 }
 
-export function runConfigUnset(key: string, flags: ConfigFlags, io: CliIO): Promise<number> {
+export function runConfigUnset(
+  key: string,
+  flags: ConfigFlags,
+  io: CliIO,
+  systemPath = SYSTEM_CONFIG_PATH,
+): Promise<number> {
   return guarded(io, flags, () => {
     checkKeyName(key);
-    if (!readConfigFile(configPath(io.env)).exists) return 0;
-    edit(io, (data, cfg) => {
+    const source = configSource(io.env, systemPath);
+    if (!readConfigFile(source.userPath).exists) {
+      if (source.system) {
+        io.stderr.write(
+          `mailsend config: this user has no config file of its own (${shownPath(source.userPath)}): nothing to unset there; the system's ${shownPath(source.path)} is read instead, and ${systemEdit(source.path)}\n`,
+        );
+      }
+      return 0;
+    }
+    edit(io, systemPath, (data, cfg) => {
       if (key === "profile") {
         delete data.profile;
         return;
@@ -241,6 +292,10 @@ connection, the sender and the rate limit, and WHERE the key is (api_key_env or
 api_key_file), never the key. Flags beat the environment, which beats the profile.
 The profile used: --profile, else MAILSEND_PROFILE, else the file's "profile",
 else one named "default".
+
+A user with no config file of their own reads the system's, ${SYSTEM_CONFIG_PATH},
+whole (never merged with one). set and unset write the user's own file (or
+MAILSEND_CONFIG's), never the system's: root changes it by naming it in MAILSEND_CONFIG.
 
 Examples:
   mailsend config set --profile work base_url https://api.example.com
@@ -270,7 +325,7 @@ export function register(program: Command, ctx: CommandContext): void {
   config
     .command("path")
     .description(
-      "print the config file's path ($MAILSEND_CONFIG, $XDG_CONFIG_HOME/mailsend/config.json or ~/.config/mailsend/config.json)",
+      `print the path of the config file in use: $MAILSEND_CONFIG, else the user's own (~/.config/mailsend/config.json), else ${SYSTEM_CONFIG_PATH}`,
     )
     .addHelpText("after", examples(["mailsend config path", '$EDITOR "$(mailsend config path)"']))
     .action(async (_opts: unknown, cmd: Command) => setExit(await runConfigPath(configOpts(cmd), io)));

@@ -8,6 +8,8 @@ import { MailsendError } from "../../core/errors.js";
 import { hostPort, type ListenAddress } from "../../relay/listen.js";
 import type { AcceptedInfo, Relay, RelayOptions } from "../../relay/server.js";
 import type { RelayStart, RelayStartOptions } from "../../relay/start.js";
+import type { RunnerSupervisor } from "../../relay/supervise.js";
+import type { RunnerEvent } from "../../outbox/runner.js";
 import type { CommandContext } from "../command.js";
 import { colorsFor, type CliIO, type Colors } from "../io.js";
 import { RELAY_OPTIONS } from "../options.js";
@@ -60,19 +62,9 @@ function processStopSignal(): Promise<string> {
 
 type Log = (line: string, obj: Record<string, unknown>) => void;
 
-/**
- * The outbox's runner in watch mode, for as long as the relay runs. Only one
- * runner holds an outbox: while another one does (a `queue run --watch`
- * service), the relay only queues and tries again to take over every few
- * seconds, so mail never waits for a runner that has gone.
- */
-async function superviseRunner(io: CliIO, verbose: boolean, concurrency: number | undefined, log: Log, c: Colors) {
-  const { QueueRunner } = await import("../../outbox/runner.js");
-  type Runner = InstanceType<typeof QueueRunner>;
-  let current: Runner | undefined;
-  let stopping = false;
-  let wakeSleep: (() => void) | undefined;
-  const onEvent = (ev: import("../../outbox/runner.js").RunnerEvent) => {
+/** What the runner's deliveries say in the relay's log: failures always, each message sent only under -v. */
+function runnerEventLog(log: Log, c: Colors, verbose: boolean): (ev: RunnerEvent) => void {
+  return (ev) => {
     if (ev.type === "sent") {
       if (verbose)
         log(`sent ${ev.id} over ${ev.transport} (${ev.reason}; ${ev.messageId}) to ${ev.recipients.join(", ")}`, {
@@ -119,45 +111,21 @@ async function superviseRunner(io: CliIO, verbose: boolean, concurrency: number 
       });
     }
   };
-  const done = (async () => {
-    let told = false;
-    while (!stopping) {
-      const r: Runner = new QueueRunner({
-        env: io.env,
-        mode: "watch",
-        onEvent,
-        ...(concurrency !== undefined ? { concurrency } : {}),
-      });
-      current = r;
-      const summary = await r.run();
-      current = undefined;
-      if (stopping) break;
-      if (!summary.ran && !told) {
-        told = true;
-        log(
-          `another runner delivers from ${r.outbox.dir}; the relay queues, and takes over delivery when that runner stops`,
-          { event: "runner_busy", outbox: r.outbox.dir },
-        );
-      }
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, 3000);
-        wakeSleep = () => {
-          clearTimeout(t);
-          resolve();
-        };
-      });
-      wakeSleep = undefined;
-    }
-  })();
-  return {
-    done,
-    wake: () => current?.wake(),
-    stop: () => {
-      stopping = true;
-      current?.stop();
-      wakeSleep?.();
-    },
-  };
+}
+
+/** The runner that delivers what the relay queues, through the budget, in this process. */
+async function startRunner(io: CliIO, flags: RelayFlags, log: Log, c: Colors): Promise<RunnerSupervisor> {
+  const { superviseRunner } = await import("../../relay/supervise.js");
+  return superviseRunner({
+    env: io.env,
+    ...(flags.concurrency !== undefined ? { concurrency: flags.concurrency } : {}),
+    onEvent: runnerEventLog(log, c, flags.verbose ?? false),
+    onBusy: (outbox) =>
+      log(`another runner delivers from ${outbox}; the relay queues, and takes over delivery when that runner stops`, {
+        event: "runner_busy",
+        outbox,
+      }),
+  });
 }
 
 /** The relay's settings from its flags: the checks a flag alone can fail. */
@@ -233,6 +201,29 @@ function logRefused(log: Log, c: Colors, info: RefusedInfo, verbose: boolean): v
   );
 }
 
+/** What the listener's events say in the log; each queued message also wakes the runner. */
+async function listenerReports(
+  log: Log,
+  c: Colors,
+  verbose: boolean,
+  runner: RunnerSupervisor | undefined,
+): Promise<Pick<RelayOptions, "onAccepted" | "onRefused" | "onAuthFailed">> {
+  const { loggedUser } = await import("../../relay/guard.js");
+  return {
+    onAccepted(info) {
+      runner?.wake();
+      if (verbose) logAccepted(log, info);
+    },
+    onRefused: (info) => logRefused(log, c, info, verbose),
+    // Always, in one fixed form a fail2ban filter matches (docs/sendmail.md); never the password.
+    onAuthFailed: ({ address, user, closing }) =>
+      log(
+        `mailsend relay: authentication failed for user "${loggedUser(user)}" from ${address}${closing ? "; connection closed" : ""}`,
+        { event: "auth_failed", address, user: loggedUser(user), closing },
+      ),
+  };
+}
+
 /** The line that says the relay listens: what a service manager's log or a test waits for. */
 function writeReady(
   io: CliIO,
@@ -304,8 +295,7 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
     });
     const stopped = stop();
 
-    // The runner: delivers what the relay queues, through the budget, in this process.
-    const supervisor = opts.deliver ? await superviseRunner(io, verbose, flags.concurrency, log, c) : undefined;
+    const supervisor = opts.deliver ? await startRunner(io, flags, log, c) : undefined;
     runner = supervisor;
     const runDone: Promise<{ error?: unknown }> = supervisor
       ? supervisor.done.then(
@@ -315,7 +305,6 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       : new Promise(() => {});
 
     const { startRelay } = await import("../../relay/server.js");
-    const { loggedUser } = await import("../../relay/guard.js");
     relay = await startRelay({
       host: opts.listen.host,
       port: opts.listen.port,
@@ -324,17 +313,7 @@ export async function runRelay(flags: RelayFlags, io: CliIO, stop: StopSignal = 
       ...(start.users ? { users: start.users } : {}),
       ...(start.tls ? { tls: start.tls } : {}),
       ...start.hooks,
-      onAccepted(info) {
-        runner?.wake();
-        if (verbose) logAccepted(log, info);
-      },
-      onRefused: (info) => logRefused(log, c, info, verbose),
-      // Always, in one fixed form a fail2ban filter matches (docs/sendmail.md); never the password.
-      onAuthFailed: ({ address, user, closing }) =>
-        log(
-          `mailsend relay: authentication failed for user "${loggedUser(user)}" from ${address}${closing ? "; connection closed" : ""}`,
-          { event: "auth_failed", address, user: loggedUser(user), closing },
-        ),
+      ...(await listenerReports(log, c, verbose, supervisor)),
     });
     writeReady(io, json, relay, start, opts, runner !== undefined);
     warnTroubles(log, c, start);

@@ -15,6 +15,11 @@ export interface InputStreams {
   stdinIsNull?: () => boolean;
 }
 
+/** `o` with the streams' properties as they are defined: a getter for stdin stays one, so stdin is made only if read. */
+export function withStreams<T extends object>(o: T, streams: InputStreams): T & InputStreams {
+  return Object.defineProperties(o, Object.getOwnPropertyDescriptors(streams)) as T & InputStreams;
+}
+
 /** A path as it may be shown: quoted when it holds control characters (no terminal escapes from a file name). */
 export function shownPath(path: string): string {
   return /[\u0000-\u001f\u007f-\u009f]/.test(path) ? JSON.stringify(path) : path;

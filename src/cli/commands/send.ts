@@ -1,19 +1,18 @@
 // A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
-const { fstatSync, statSync } = process.getBuiltinModule("node:fs");
+const { statSync } = process.getBuiltinModule("node:fs");
 import { MailsendError } from "../../core/errors.js";
 import type { Message } from "../../core/message.js";
 import type { TransportConfig } from "../../core/config.js";
 import type { Env } from "../../core/env.js";
 import type { SendResult, TransportName } from "../../core/transport.js";
-import { buildMessage, type BuildOptions, type MessageFlags } from "../../message/build.js";
+import type { MessageFlags } from "../../message/build.js";
+import { composeMessage, type Inlined } from "../../message/composed.js";
 import type { StdinDecision } from "../../message/stdin-body.js";
-import type { InputStreams } from "../../core/read.js";
+import { withStreams, type InputStreams } from "../../core/read.js";
 import { SETTINGS, settingName, type Setting, type SettingWords } from "../../core/setting-names.js";
-import { cliLayers, resolveSettings, type ConnectionFlags } from "../../settings/resolve.js";
+import { cliLayers, resolveSettings, type ConnectionFlags, type Settings } from "../../settings/resolve.js";
 import { checkRestFit } from "../../message/build.js";
 import { blankWithoutScript } from "../../message/html-blank.js";
-import type { Rewrite } from "../../compose/index.js";
-import type { EmbeddedStylesheet } from "../../compose/styles.js";
 import { chooseTransport, type TransportChoice } from "../../transports/choose.js";
 import { formatSize } from "../../core/size.js";
 import { loadSettings } from "../../settings/profile.js";
@@ -33,8 +32,6 @@ interface OutputFlags {
   githubOutput?: boolean;
   profile?: string;
 }
-
-type TransportChoiceName = TransportName | "auto";
 
 type SendFlags = MessageFlags & ConnectionFlags & OutputFlags & BudgetCliFlags & { queue?: string };
 
@@ -171,6 +168,52 @@ function warnings(
 }
 
 /**
+ * Which transport carries the message (under auto, chosen from it now: `fixed` is undefined), and
+ * the message as that transport takes it: over SMTP, HTML alone gets its text/plain alternative
+ * (src/compose/text.ts).
+ */
+async function settleTransport(
+  message: Message,
+  run: Settings,
+  fixed: TransportConfig | undefined,
+  trace: ((line: string) => void) | undefined,
+): Promise<{ message: Message; config: TransportConfig; choice: TransportChoice | undefined }> {
+  let choice: TransportChoice | undefined;
+  let config = fixed;
+  if (config === undefined) {
+    choice = chooseTransport(message, run.configured);
+    trace?.(`* --transport auto: ${choice.transport} (${choice.reason})`);
+    config = run.channel(choice.transport);
+    if (choice.transport === "rest") checkRestFit(message);
+  }
+  if (config.transport === "smtp" && message.html !== undefined && message.text === undefined && !message.raw) {
+    message = await (await import("../../compose/index.js")).withTextAlternative(message);
+    trace?.("* text/plain alternative made from the HTML");
+  }
+  return { message, config, choice };
+}
+
+/** An SMTP send some recipients refused did go out to the others: said on stdout as a send is. */
+function sayPartlySent(e: unknown, flags: SendFlags, io: CliIO): void {
+  const partial = e instanceof MailsendError ? e.partial : undefined;
+  if (!partial || flags.json || flags.quiet) return;
+  const out = colorsFor(io.stdout, io.env);
+  io.stdout.write(
+    `${out.yellow("sent")} ${partial.messageId} ${out.dim(`(smtp, to ${partial.accepted.join(", ")} only)`)}\n`,
+  );
+}
+
+/** stdin as the readers take it, looked up only when one of them reads it. */
+function lazyStreams(io: CliIO & Pick<InputStreams, "stdinIsNull">): InputStreams {
+  return {
+    get stdin() {
+      return io.stdin;
+    },
+    ...(io.stdinIsNull ? { stdinIsNull: io.stdinIsNull } : {}),
+  };
+}
+
+/**
  * `io` may also say whether stdin is /dev/null without making the stream (the process's own
  * streams, src/cli/main.ts): a send made none of the three it does not use.
  */
@@ -181,15 +224,7 @@ export async function runSend(
   const flags = opts as SendFlags;
   const json = flags.json ?? false;
   let stopWatching = () => {};
-  // stdin as the readers take it, looked up only when one of them reads it.
-  const streams: InputStreams = {
-    get stdin() {
-      return io.stdin;
-    },
-    ...(io.stdinIsNull ? { stdinIsNull: io.stdinIsNull } : {}),
-  };
-  const withStreams = <T extends object>(o: T): T & InputStreams =>
-    Object.defineProperties(o, Object.getOwnPropertyDescriptors(streams)) as T & InputStreams;
+  const streams = lazyStreams(io);
   try {
     // flags > environment > profile > defaults: the profile is layered under the environment here.
     const settings = loadSettings(flags.profile, io.env);
@@ -198,35 +233,23 @@ export async function runSend(
     // channel's settings only once the message says which one it needs.
     const run = await resolveSettings(
       cliLayers(flags, settings.env, settings.profile),
-      withStreams({ needKey: !flags.dryRun }),
+      withStreams({ needKey: !flags.dryRun }, streams),
     );
-    const transportChoice = run.transport;
-    let config = transportChoice === "auto" ? undefined : run.channel(transportChoice);
+    // Over one transport, its settings are checked before the message is read.
+    const fixed = run.transport === "auto" ? undefined : run.channel(run.transport);
     const c = flags.verbose ? colorsFor(io.stderr, io.env) : undefined;
     const trace = c ? (line: string) => io.stderr.write(`${c.dim(line)}\n`) : undefined;
-    const built = await composeMessage(
-      flags,
-      io,
-      withStreams,
-      transportChoice,
-      settings.env.MAILSEND_FROM || undefined,
+    const built = await composeMessage(flags, streams, {
+      transport: run.transport,
+      stdinTaken: flags.apiKeyStdin ?? false,
+      defaultFrom: settings.env.MAILSEND_FROM || undefined,
+      warn: (text) => sayWarning(flags, io, text),
       trace,
-    );
+      sayStdinWait: !flags.quiet,
+    });
     stopWatching = built.stopWatching;
-    let message = built.message;
     const { stdinBody, inlined } = built;
-    let choice: TransportChoice | undefined;
-    if (config === undefined) {
-      choice = chooseTransport(message, run.configured);
-      trace?.(`* --transport auto: ${choice.transport} (${choice.reason})`);
-      config = run.channel(choice.transport);
-      if (choice.transport === "rest") checkRestFit(message);
-    }
-    // Over SMTP, HTML alone gets its text/plain alternative (src/compose/text.ts).
-    if (config.transport === "smtp" && message.html !== undefined && message.text === undefined && !message.raw) {
-      message = await (await import("../../compose/index.js")).withTextAlternative(message);
-      trace?.("* text/plain alternative made from the HTML");
-    }
+    const { message, config, choice } = await settleTransport(built.message, run, fixed, trace);
     warnings(message, config.transport, flags, io, {
       stdinText: stdinBody?.type === "text" || flags.textFile === "-",
       smtp: run.configured.smtp,
@@ -243,94 +266,11 @@ export async function runSend(
       await transport.close();
     }
   } catch (e) {
-    const partial = e instanceof MailsendError ? e.partial : undefined;
-    if (partial && !json && !flags.quiet) {
-      // It did go out, to these: said on stdout as a send is; the refused ones are the error.
-      const out = colorsFor(io.stdout, io.env);
-      io.stdout.write(
-        `${out.yellow("sent")} ${partial.messageId} ${out.dim(`(smtp, to ${partial.accepted.join(", ")} only)`)}\n`,
-      );
-    }
+    sayPartlySent(e, flags, io);
     return reportError(e, io, { json, verbose: flags.verbose ?? false });
   } finally {
     stopWatching();
   }
-}
-
-/** The message from send's flags, with what composing it did (said under -v, shown by --dry-run). */
-async function composeMessage(
-  flags: SendFlags,
-  io: CliIO,
-  withStreams: <T extends object>(o: T) => T & InputStreams,
-  transport: TransportChoiceName,
-  defaultFrom: string | undefined,
-  trace: ((line: string) => void) | undefined,
-): Promise<{
-  message: Message;
-  stdinBody: StdinDecision | undefined;
-  inlined: Inlined | undefined;
-  stopWatching: () => void;
-}> {
-  let stopWatching = () => {};
-  let stdinBody: StdinDecision | undefined;
-  let inlined: Inlined | undefined;
-  let message: Message;
-  try {
-    message = await buildMessage(
-      flags,
-      withStreams<Omit<BuildOptions, keyof InputStreams>>({
-        transport,
-        onCompose: ({ rewrites, images, stylesheets, remoteStylesheets, warnings }) => {
-          for (const w of warnings) sayWarning(flags, io, w);
-          inlined = {
-            rewrites,
-            sizes: new Map(images.map((i) => [i.cid, { type: i.contentType, size: i.data.length }])),
-            stylesheets,
-          };
-          for (const s of stylesheets)
-            trace?.(
-              `* stylesheet ${s.ref}${s.importedBy ? ` (@import in ${s.importedBy})` : ""} -> <style> (${s.path})`,
-            );
-          for (const r of remoteStylesheets)
-            trace?.(`* stylesheet ${r} left as a link: mail clients do not load linked stylesheets`);
-          for (const r of rewrites) trace?.(`* inline image ${r.ref} -> cid:${r.cid} (${r.path})`);
-        },
-        stdinTaken: flags.apiKeyStdin ?? false,
-        defaultFrom,
-        onStdinBody: (d) => {
-          stdinBody = d;
-          const other = d.type === "html" ? "text" : "html";
-          trace?.(
-            `* the body piped on stdin is sent as ${d.type === "html" ? "HTML" : "plain text"}: ${d.reason} (--stdin-type ${other} to change that)`,
-          );
-        },
-        onStdinUnused: (bodyFlag) => {
-          stopWatching = watchIgnoredStdin(io.stdin, () =>
-            sayWarning(
-              flags,
-              io,
-              `data on stdin is not read: the body comes from ${bodyFlag}${bodyFlag === "--eml" ? "" : " (to send what is piped, use --text-file - or --html-file -, or leave out the body flag)"}`,
-            ),
-          );
-        },
-        ...(flags.quiet
-          ? {}
-          : {
-              onStdinWait: () =>
-                sayWarning(
-                  flags,
-                  io,
-                  "waiting for the body on stdin (no --html, --text or body file was given); end it with Ctrl-D, or give a body flag, or run with </dev/null",
-                ),
-            }),
-      }),
-    );
-  } catch (e) {
-    // A watcher started for data that is not read ends with the command, also when it fails.
-    stopWatching();
-    throw e;
-  }
-  return { message, stdinBody, inlined, stopWatching };
 }
 
 /** What sendNow needs from the run: the message, its transport and settings, and how to speak. */
@@ -544,13 +484,6 @@ async function sendQueued(
   return 0;
 }
 
-/** What composing the HTML did: images that became parts, stylesheets that became <style> blocks. */
-interface Inlined {
-  rewrites: Rewrite[];
-  sizes: Map<string, { type: string; size: number }>;
-  stylesheets: EmbeddedStylesheet[];
-}
-
 /**
  * --dry-run: the transport's preview, after what auto chose and which image
  * references became which inline parts (as "#" lines, or fields of the JSON).
@@ -588,39 +521,4 @@ async function preview(
   io.stdout.write(
     `${JSON.stringify({ ...obj, ...(choice ? { reason: choice.reason } : {}), ...(sheets.length ? { stylesheets: sheets } : {}), ...(refs.length ? { inline_images: refs } : {}) })}\n`,
   );
-}
-
-/**
- * Data piped to a command whose body came from a flag is probably a mistake
- * (`df -h | mailsend send --text "disk"`), so it is said. Stdin is read in
- * the background and thrown away, never waited for: a terminal is not read
- * at all, an idle pipe costs nothing, and stop() lets the process exit.
- */
-function watchIgnoredStdin(stdin: CliIO["stdin"], onData: () => void): () => void {
-  // A regular file says by its size whether it holds anything, at once: no race with a fast send,
-  // and nothing read from it (a `while read ...; do mailsend send ...; done < list` keeps its
-  // place in the file, as it does with /dev/null). Pipes and devices are watched.
-  const fd = (stdin as { fd?: unknown }).fd;
-  if (typeof fd === "number") {
-    try {
-      const st = fstatSync(fd);
-      if (st.isFile()) {
-        if (st.size > 0) onData();
-        return () => {};
-      }
-    } catch {}
-  }
-  let told = false;
-  const onChunk = () => {
-    if (!told) onData();
-    told = true;
-  };
-  const onError = () => {};
-  stdin.on("data", onChunk);
-  stdin.on("error", onError);
-  return () => {
-    stdin.off("data", onChunk);
-    stdin.pause();
-    (stdin as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.();
-  };
 }

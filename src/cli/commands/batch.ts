@@ -1,16 +1,6 @@
 import { createHash } from "node:crypto";
 import { setMaxListeners } from "node:events";
-import {
-  closeSync,
-  createReadStream,
-  createWriteStream,
-  fsyncSync,
-  mkdirSync,
-  openSync,
-  readSync,
-  rmSync,
-  writeSync,
-} from "node:fs";
+import { closeSync, createReadStream, createWriteStream, mkdirSync, openSync, readSync, rmSync } from "node:fs";
 import { redactForPrint } from "../../core/redact.js";
 import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -23,11 +13,10 @@ import { openBatchJournal, type InputIds } from "../../batch/journal-place.js";
 
 import type { RowDefaults } from "../../batch/item.js";
 import { encodingName, formatFromContent, formatFromName, type Format } from "../../batch/rows.js";
-import { runBatch, type BatchInput, type Counts, type ItemResult } from "../../batch/runner.js";
+import { runBatch, type BatchInput } from "../../batch/runner.js";
 import { cliLayers, resolveSettings, type ConnectionFlags, type Settings } from "../../settings/resolve.js";
 import type { Env } from "../../core/env.js";
 import type { Journal } from "../../batch/journal.js";
-import type { WaitInfo } from "../../limits/deliver.js";
 import type { TransportConfig } from "../../core/config.js";
 import type { TransportName } from "../../core/transport.js";
 import type { Channels } from "../../transports/choose.js";
@@ -37,12 +26,12 @@ import { loadSettings } from "../../settings/profile.js";
 import { fileError, regularFileSize, utf8, type InputStreams } from "../../core/read.js";
 import { createAutoTransport, createTransport } from "../../transports/index.js";
 import { openBudget, type BudgetCliFlags } from "../budget.js";
-import { colorsFor, type CliIO } from "../io.js";
-import { Progress, waitText } from "../progress.js";
+import type { CliIO } from "../io.js";
+import { Progress } from "../progress.js";
 import { reportError, warn } from "../report.js";
-import { annotation, inGitHubActions, writeGitHubOutputs } from "../github.js";
+import { itemReporter, progressReporter, reportEnd, type ReportFlags } from "./batch-report.js";
 
-interface BatchFlags extends ConnectionFlags, BudgetCliFlags {
+interface BatchFlags extends ConnectionFlags, BudgetCliFlags, ReportFlags {
   from?: string;
   name?: string;
   replyTo?: string;
@@ -59,15 +48,10 @@ interface BatchFlags extends ConnectionFlags, BudgetCliFlags {
   format?: Format;
   encoding?: string;
   concurrency?: number;
-  check?: boolean;
   failFast?: boolean;
-  results?: string;
   journal?: string;
   resume?: boolean;
   fresh?: boolean;
-  json?: boolean;
-  quiet?: boolean;
-  githubOutput?: boolean;
   profile?: string;
 }
 
@@ -171,19 +155,6 @@ async function openInput(
   return { input, identity, fp, cleanup };
 }
 
-function summaryLine(c: Counts & { elapsedMs: number; not_started?: number; stopped?: string }): string {
-  const parts = [`${c.sent} sent${c.partial ? ` (${c.partial} with refused recipients)` : ""}`];
-  if (c.skipped) parts.push(`${c.skipped} already sent`);
-  if (c.failed) parts.push(`${c.failed} failed`);
-  if (c.unknown) parts.push(`${c.unknown} outcome unknown`);
-  if (c.invalid) parts.push(`${c.invalid} invalid`);
-  if (c.not_started)
-    parts.push(
-      `${c.not_started} not started (${c.stopped === "budget" ? "the rate-limit budget could not be reached" : "interrupted"})`,
-    );
-  return `${parts.join(", ")} (of ${c.total}) in ${(c.elapsedMs / 1000).toFixed(1)} s`;
-}
-
 /** Under auto, each row's message chooses among the configured channels (REST unless it would lose something, then SMTP). */
 function batchChannels(run: Settings): {
   config: TransportConfig;
@@ -212,223 +183,6 @@ async function rowDefaults(flags: BatchFlags, env: Env, file: string): Promise<R
     compose: { ...bodyComposeOf({ ...flags, inline: [] }), cache: new ImageCache() },
     ...(file !== "-" ? { inputDir: dirname(resolve(file)) } : {}),
   };
-}
-
-/** Each item's result: a line of the results file and of --json, the failures said on stderr (a hint once per mistake). */
-function itemReporter(flags: BatchFlags, io: CliIO, say: (text: string) => void, journalPath: string | undefined) {
-  let resultsFd: number | undefined;
-  if (flags.results) {
-    try {
-      // Each run reports every item (what an earlier run sent, as skipped), so the
-      // file is rewritten: appending would give an item one line per run.
-      // 0600 like the journal: it holds addresses and subjects.
-      resultsFd = openSync(flags.results, "w", 0o600);
-    } catch (e) {
-      throw localFileError(e, flags.results, "write", "results file");
-    }
-  }
-  const c = colorsFor(io.stderr, io.env);
-  const json = flags.json ?? false;
-  // A bad row's hint says how to fix it; rows with the same mistake get it once (the
-  // start of a hint names the mistake, the rest may quote the row: compare the start).
-  const hintsShown = new Set<string>();
-  // Items left in doubt, for the report after a second interrupt.
-  const unknownItems: ItemResult[] = [];
-  let resultsFailed = false;
-  const onResult = (r: ItemResult) => {
-    if (r.status === "unknown") unknownItems.push(r);
-    // Made only for something that shows it: most items of a quiet run need no text at all.
-    const line = resultsFd !== undefined || json ? `${JSON.stringify(r)}\n` : "";
-    if (resultsFd !== undefined && !resultsFailed) {
-      try {
-        const buf = Buffer.from(line);
-        // A full disk may take part of a write before refusing the rest: the rest is tried, so the refusal is seen.
-        for (let off = 0; off < buf.length; ) off += writeSync(resultsFd, buf, off);
-      } catch (e) {
-        // The items are sent (or not) whatever the report says: a results file that cannot be
-        // written is said once, and the journal still knows each item's state.
-        resultsFailed = true;
-        say(
-          `${localFileError(e, flags.results!, "write", "results file").message}; the batch goes on (the journal ${journalPath ?? ""} still records every item), but this file is incomplete from item ${r.index + 1} on`,
-        );
-      }
-    }
-    if (json) io.stdout.write(line);
-    else if (
-      !flags.quiet &&
-      (r.status === "invalid" || r.status === "failed" || r.status === "unknown" || r.status === "partial")
-    ) {
-      const label = r.status === "unknown" || r.status === "partial" ? c.yellow(r.status) : c.red(r.status);
-      io.stderr.write(`${label}: ${r.error?.message ?? `item ${r.index + 1}`}\n`);
-      const hint = r.status === "invalid" ? r.error?.hint : undefined;
-      if (hint && !hintsShown.has(hint.slice(0, 48))) {
-        hintsShown.add(hint.slice(0, 48));
-        io.stderr.write(`${c.dim("hint:")} ${hint}\n`);
-      }
-    }
-  };
-  const close = () => {
-    if (resultsFd === undefined) return;
-    try {
-      fsyncSync(resultsFd);
-    } catch (e) {
-      if (!resultsFailed)
-        say(
-          `${localFileError(e, flags.results!, "sync", "results file").message}; it may be incomplete (the journal still records every item)`,
-        );
-    }
-    closeSync(resultsFd);
-  };
-  return { onResult, unknownItems, close };
-}
-
-/** The progress line, and what a wait (the budget, a retry) says in each mode. */
-function progressReporter(flags: BatchFlags, io: CliIO, progress: Progress) {
-  const json = flags.json ?? false;
-  const started = Date.now();
-  // Off a terminal the first line comes one interval in: a "sent 0, failed 0" before
-  // anything was sent reads like a failure in a CI log. --check sends nothing to count.
-  const lineEveryMs = 5000;
-  let lastLine = started;
-  let lastDraw = 0;
-  const onProgress = (p: Counts & { left: number }) => {
-    // Called once per item: the text is made at most every 100 ms, and only when something shows it.
-    if (flags.quiet || json || Date.now() - lastDraw < 100) return;
-    lastDraw = Date.now();
-    const done = p.sent + p.skipped;
-    const secs = (Date.now() - started) / 1000;
-    const rate = secs > 0 ? p.sent / secs : 0;
-    const eta = rate > 0 ? Math.ceil(p.left / rate) : undefined;
-    const text = `sent ${done}, failed ${p.failed + p.unknown}, left ${p.left}${rate ? `, ${rate.toFixed(1)}/s` : ""}${eta !== undefined ? `, ETA ${eta} s` : ""}`;
-    progress.update(text);
-    // Off a terminal, a line every few seconds is enough to show it is alive.
-    if (!progress.interactive && !flags.check && Date.now() - lastLine >= lineEveryMs) {
-      lastLine = Date.now();
-      io.stderr.write(`mailsend batch: ${text}\n`);
-    }
-  };
-  let quietWaitSaid = false;
-  let lastWaitLine = 0;
-  const onWait = (w: WaitInfo) => {
-    const why =
-      w.reason === "budget"
-        ? "rate limit for this key reached"
-        : `${w.error?.message ?? "temporary failure"}; retry ${w.attempt - 1}`;
-    progress.update(
-      w.reason === "budget" ? `waiting ${waitText(w.ms)} for the rate limit` : `${why}; waiting ${waitText(w.ms)}`,
-    );
-    if (json) return;
-    // -q shows no progress; a long wait is still said once, so the run does not look hung.
-    if (flags.quiet) {
-      if (w.reason === "budget" && w.ms > 10_000 && !quietWaitSaid) {
-        quietWaitSaid = true;
-        io.stderr.write(`mailsend batch: rate limit for this key reached; waiting ${waitText(w.ms)}\n`);
-      }
-      return;
-    }
-    // Off a terminal the progress lines come as items finish: a wait (the key's budget, the
-    // service's 429 and its Retry-After) left a CI log silent for up to a minute. Said when it
-    // is long enough to be noticed, at most once per line interval (each item in flight waits).
-    if (!progress.interactive && !flags.check && w.ms >= 5_000 && Date.now() - lastWaitLine >= lineEveryMs) {
-      lastWaitLine = Date.now();
-      io.stderr.write(`mailsend batch: ${redactForPrint(why)}; waiting ${waitText(w.ms)}\n`);
-    }
-  };
-  return { onProgress, onWait };
-}
-
-interface EndContext {
-  summary: Awaited<ReturnType<typeof runBatch>>;
-  aborted: boolean;
-  secondSignal: NodeJS.Signals | undefined;
-  journal: Journal | undefined;
-  file: string;
-  flags: BatchFlags;
-  io: CliIO;
-  say: (text: string) => void;
-  unknownItems: ItemResult[];
-}
-
-/** The summary in each mode, the GitHub outputs, and the exit code the batch ends with. */
-function reportEnd(ctx: EndContext): number {
-  const { summary, aborted, secondSignal, journal, file, flags, io, say, unknownItems } = ctx;
-  const json = flags.json ?? false;
-  const c = colorsFor(io.stderr, io.env);
-  const unfinished = summary.failed + summary.unknown + (aborted ? 1 : 0) > 0;
-  // Interrupted: the summary says so, counts the items that never started, and carries the exit
-  // code the process ends with (75; 130 / 143 interrupted twice), not the one of what was done.
-  const exitCode = secondSignal ? (secondSignal === "SIGTERM" ? 143 : 130) : aborted ? 75 : summary.exitCode;
-  const notStarted = Math.max(
-    0,
-    summary.total - summary.invalid - summary.sent - summary.failed - summary.skipped - summary.unknown,
-  );
-  const reported = aborted
-    ? { ...summary, exitCode, interrupted: true, not_started: notStarted }
-    : summary.stopped
-      ? { ...summary, not_started: notStarted }
-      : summary;
-  // The invalid rows' hints say to fix the data; a fixed file is an edited input, which a re-run
-  // takes for a new batch and sends whole. Said where the fix is made, not only after the re-run.
-  const delivered = summary.sent + summary.skipped;
-  if (journal && !unfinished && summary.invalid > 0 && delivered > 0) {
-    const rows = `${summary.invalid} invalid row${summary.invalid === 1 ? " was" : "s were"} not sent`;
-    const input = file === "-" ? "the input" : file;
-    say(
-      `${rows}. Editing ${input} to fix ${summary.invalid === 1 ? "it" : "them"} makes it a new batch: running it again would send every row again, also the ${delivered} already sent. Put the fixed rows (with the header) in a file of their own`,
-    );
-  }
-  if (json) {
-    io.stderr.write(
-      `${JSON.stringify({ summary: { ...reported, journal: journal?.path ?? null, check: flags.check ?? false } })}\n`,
-    );
-  } else if (!flags.quiet) {
-    const line = flags.check
-      ? `${summary.total - summary.invalid} valid, ${summary.invalid} invalid (of ${summary.total}); nothing sent (--check)`
-      : summaryLine(reported);
-    io.stdout.write(`${line}\n`);
-    if (journal && unfinished)
-      io.stderr.write(
-        `${c.dim(`journal: ${journal.path} — run the same command again to retry what did not go out`)}\n`,
-      );
-  }
-  if (flags.githubOutput) {
-    const { sent, skipped, failed, unknown, invalid, total, partial } = summary;
-    const problem = writeGitHubOutputs(io.env, {
-      sent,
-      already_sent: skipped,
-      failed,
-      unknown,
-      invalid,
-      total,
-      partial,
-    });
-    if (problem) say(problem);
-  }
-  if (inGitHubActions(io.env) && summary.failed + summary.unknown + summary.invalid > 0) {
-    io.stderr.write(
-      annotation(
-        "error",
-        `batch: ${summaryLine(summary)}`,
-        journal && unfinished ? "Run the same command again to retry what did not go out." : undefined,
-      ),
-    );
-  }
-  if (secondSignal) {
-    // Interrupted twice: the sends in flight were cut. Say which items may or may not have gone
-    // out, then exit as a shell reports the signal (130 for SIGINT, 143 for SIGTERM).
-    const which = unknownItems.map(
-      (r) => `${r.index + 1} (line ${r.line}${r.recipients.length ? `, to ${r.recipients.join(", ")}` : ""})`,
-    );
-    const text = which.length
-      ? `interrupted twice: the outcome of item${which.length === 1 ? "" : "s"} ${which.join("; ")} is unknown: it may have been sent. Run the same command again: it resends ${which.length === 1 ? "it" : "them"} with the same idempotency key${which.length === 1 ? "" : "s"}, which the service de-duplicates`
-      : "interrupted twice: no item was in doubt; run the same command again to send the rest";
-    if (json)
-      io.stderr.write(
-        `${JSON.stringify({ interrupted: { signal: secondSignal, unknown: unknownItems.map((r) => r.index) }, message: text })}\n`,
-      );
-    else io.stderr.write(`mailsend batch: ${text}\n`);
-  }
-  return exitCode;
 }
 
 /**

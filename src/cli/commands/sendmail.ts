@@ -4,7 +4,6 @@
  * once when that is quick, else kept in the outbox and delivered by a runner.
  * Like sendmail it prints nothing when the message went out.
  */
-import { hostname, userInfo } from "node:os";
 import type { Command } from "commander";
 import type { CommandContext } from "../command.js";
 import type { CliIO } from "../io.js";
@@ -16,18 +15,11 @@ import { parseSendmailArgs, type SendmailArgs } from "../../sendmail/args.js";
 // (scripts/build.mjs), and an import() would only add a file to open on every call.
 import { VERSION } from "../../core/version.js";
 import { loadSettings } from "../../settings/profile.js";
-import { queueModeFrom, submit, submitStoppable } from "../../outbox/submit.js";
+import { queueModeFrom, submitStoppable } from "../../outbox/submit.js";
 import { Outbox } from "../../outbox/store.js";
-import {
-  prepareLocalSubmission,
-  maxMessageSize,
-  mentionsThisMachine,
-  readSendmailInput,
-  relayLocal,
-  type SubmissionInput,
-} from "../../sendmail/submission.js";
-import { parseMailbox1 } from "../../core/address.js";
-import { isLocalName, loadAliases, withProfileAliases, type AliasTable } from "../../sendmail/aliases.js";
+import { maxMessageSize, readSendmailInput } from "../../sendmail/submission.js";
+import { loadAliases, withProfileAliases } from "../../sendmail/aliases.js";
+import { aliasesFor, completeLocalMessage } from "../../sendmail/local.js";
 import { autorunOff } from "../../outbox/spawn.js";
 import { runQueueList, runQueueRun } from "./queue.js";
 
@@ -161,17 +153,16 @@ async function sendFromStdin(
   if (io.stdin.isTTY && args.verbose)
     note('reading the message from the terminal; end it with a line holding "." (or Ctrl-D)');
   const input = await readSendmailInput(io.stdin, { ignoreDots: args.ignoreDots, maxSize: how.maxSize });
-  const { aliases, trouble } = await aliasesFor(env);
-  if (trouble && mentionsThisMachine(input, { from: args.from ?? "", to: args.recipients }, (a) => isLocalName(a)))
-    throw trouble;
-  const fixed = withAliasesTrouble(trouble, () =>
-    prepareLocalSubmission(input, {
+  const fixed = completeLocalMessage(
+    input,
+    {
       ...(args.from !== undefined ? { envelopeFrom: args.from } : {}),
       ...(args.fullName !== undefined ? { fullName: args.fullName } : {}),
       readRecipients: args.readRecipients,
       recipients: args.recipients,
-      ...senderSettings(env, aliases),
-    }),
+    },
+    await aliasesFor(env),
+    env,
   );
   if (args.verbose) {
     for (const n of fixed.notes) note(n);
@@ -219,58 +210,8 @@ function withSendmailKeyHint(e: MailsendError): MailsendError {
 }
 
 /**
- * The aliases file, or why it cannot be read or parsed. As the relay reads it (and as Postfix's
- * broken alias database stops only local delivery), a broken file stops only mail that names this
- * machine (a local name: root, name@localhost, name@<this host>); other mail (PHP's to a customer)
- * goes as written.
- */
-async function aliasesFor(env: CliIO["env"]): Promise<{ aliases?: AliasTable; trouble?: MailsendError }> {
-  try {
-    const aliases = await loadAliases(env);
-    return aliases ? { aliases } : {};
-  } catch (e) {
-    return { trouble: toMailsendError(e) };
-  }
-}
-
-/**
- * prepareLocalSubmission without the aliases a broken file kept from it: a setting it then misses (no sender:
- * the invoking user is mapped through that file) is the broken file's, said as such.
- */
-function withAliasesTrouble<T>(trouble: MailsendError | undefined, fix: () => T): T {
-  try {
-    return fix();
-  } catch (e) {
-    if (trouble && e instanceof MailsendError && e.exitClass === "config") throw trouble;
-    throw e;
-  }
-}
-
-/** What prepareLocalSubmission needs of this machine's settings: the default sender, the aliases and who runs this. */
-function senderSettings(
-  env: CliIO["env"],
-  aliases: AliasTable | undefined,
-): Pick<SubmissionInput, "defaultFrom" | "aliases" | "invokingUser"> {
-  return {
-    ...(env.MAILSEND_FROM ? { defaultFrom: env.MAILSEND_FROM } : {}),
-    ...(aliases ? { aliases, invokingUser: invokingUser() } : {}),
-  };
-}
-
-/** The name of the user running this (for the sender of a message that names none), or undefined. */
-function invokingUser(): string | undefined {
-  try {
-    return userInfo().username || undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * `sendmail -bs`: the messages of one SMTP session on stdin/stdout, each as a message piped to
- * sendmail would be (local names, a missing From or Date, the quick send or the outbox), its
- * recipients the session's RCPT TO. The exit code is 0 once the session ended: what was refused
- * was said to the program in the session (554 or 451), as an MTA's sendmail -bs does.
+ * `sendmail -bs` (src/relay/stdio-session.ts). The exit code is 0 once the session ended: what was
+ * refused was said to the program in the session.
  */
 async function smtpOnStdio(
   io: CliIO,
@@ -279,17 +220,8 @@ async function smtpOnStdio(
   profile: string | undefined,
   note: ((line: string) => void) | undefined,
 ): Promise<number> {
-  const { serveStdio } = await import("../../relay/stdio.js");
-  const env = io.env;
-  const { aliases, trouble: broken } = await aliasesFor(env);
-  // Mail to local names waits while the file is broken (451, a fault here, as the relay answers);
-  // as a configuration error it would be 550 at RCPT, and the program would drop the message.
-  const trouble =
-    broken &&
-    new MailsendError("temporary_failure", `local names cannot be mapped now: ${broken.message}`, {
-      cause: broken,
-      ...(broken.hint ? { hint: broken.hint } : {}),
-    });
+  const { serveSendmailSession, sessionAliases } = await import("../../relay/stdio-session.js");
+  const local = await sessionAliases(io.env);
   // SIGTERM, SIGINT, SIGHUP (the program's timeout, systemd): a message being sent at once stays
   // queued for a runner and is answered 250 as queued, then the session ends; killed as it stood,
   // the message would wait in the outbox under a hold nobody ends. A second signal does not wait.
@@ -302,48 +234,16 @@ async function smtpOnStdio(
   };
   for (const s of signals) process.on(s, onSignal);
   try {
-    await serveStdio({
+    await serveSendmailSession({
       input: io.stdin,
       output: io.stdout,
-      name: hostname() || "localhost",
       maxSize,
+      env: io.env,
+      mode,
+      profile,
+      note,
       stop: stop.signal,
-      // A recipient that is not valid (`u@intranet`) is refused at its RCPT (553), not the whole message
-      // at DATA; local names are mapped with the message.
-      checkRecipient(address) {
-        if (trouble && isLocalName(address)) throw trouble;
-        if (!relayLocal(address, aliases)) parseMailbox1(address, "recipient");
-      },
-      async take(raw, envelope) {
-        if (trouble && mentionsThisMachine(raw, envelope, (a) => isLocalName(a))) throw trouble;
-        const fixed = withAliasesTrouble(trouble, () =>
-          prepareLocalSubmission(raw, {
-            ...(envelope.from ? { envelopeFrom: envelope.from } : {}),
-            readRecipients: false,
-            recipients: envelope.to,
-            ...senderSettings(env, aliases),
-          }),
-        );
-        for (const n of fixed.notes) note?.(n);
-        const result = await submit(fixed.raw, fixed.envelope, {
-          mode,
-          env,
-          source: "sendmail",
-          stampedMessageId: fixed.stampedMessageId,
-          signal: stop.signal,
-          ...(profile ? { profile } : {}),
-          ...(note ? { trace: note } : {}),
-        });
-        if (result.status === "queued") {
-          note?.(`queued as ${result.id} (${result.reason.replace(/\s+/g, " ")})`);
-          return `queued as ${result.id}`;
-        }
-        note?.(
-          `sent over ${result.result.transport} to ${fixed.envelope.to.join(", ")} (message id ${result.result.messageId})`,
-        );
-        return `sent as ${result.result.messageId}`;
-      },
-      ...(note ? { onRefused: (reply: string) => note(`refused: ${reply}`) } : {}),
+      local,
     });
   } finally {
     for (const s of signals) process.off(s, onSignal);

@@ -8,10 +8,10 @@ import { dirname, join, resolve } from "node:path";
 import { localFileError, MailsendError } from "../../core/errors.js";
 import { parseExpiry, KeyStore, type KeyInfo } from "../../sandbox/keys.js";
 import { defaultSandboxDir, sandboxPaths } from "../../sandbox/paths.js";
-import type { Sandbox, SandboxOptions } from "../../sandbox/server.js";
+import type { Sandbox, SandboxOptions, SANDBOX_DEFAULTS } from "../../sandbox/server.js";
 import type { StoredMessage } from "../../sandbox/types.js";
 import { writeFileAtomic } from "../../core/atomic.js";
-import { colorsFor, shellWord, type CliIO } from "../io.js";
+import { colorsFor, shellWord, type CliIO, type Colors } from "../io.js";
 import { reportError } from "../report.js";
 import type { CommandContext } from "../command.js";
 import { examples } from "../help-examples.js";
@@ -99,6 +99,52 @@ function readyJson(sb: Sandbox, env: Record<string, string>): Record<string, unk
   };
 }
 
+/** Beyond loopback: anyone who reaches the ports can send, so the control API and the inbox need the token. */
+function exposedLines(sb: Sandbox, c: Colors, listenHost: string): string[] {
+  if (!sb.exposed) return [];
+  return [
+    "",
+    c.yellow(
+      `warning: listening on ${listenHost}${listenHost === "0.0.0.0" || listenHost === "::" ? " (every interface)" : ""}, beyond this machine: anyone who can reach these ports can send with a key, so the control API (/_sandbox/*) and the inbox require this token, shown only this once:`,
+    ),
+    `  ${sb.token}`,
+    c.dim(
+      `  curl: -H 'Authorization: Bearer <token>'   browser: open the inbox once as ${sb.urls.inbox}?token=<token>`,
+    ),
+  ];
+}
+
+/** The key made at this start (shown only here), or how to make one when there is no key file. */
+function keyLines(sb: Sandbox, c: Colors): string[] {
+  if (sb.createdKey)
+    return [
+      `New API key ${sb.createdKey.id}, shown only this once (also saved in ${sb.apiKeyFile}, mode 0600):`,
+      `  ${sb.createdKey.key}`,
+      "",
+    ];
+  if (sb.apiKeyFile) return [];
+  return [
+    c.yellow(
+      `No key file in ${sb.dir}: make a key with \`mailsend sandbox keys add --save --dir ${shellWord(sb.dir)}\`.`,
+    ),
+    "",
+  ];
+}
+
+/** The environment to paste into a shell, so that mailsend there sends to the sandbox. */
+function clientLines(sb: Sandbox, c: Colors, client: ReturnType<typeof clientEnv>): string[] {
+  const lines = ["Point mailsend at it (paste into your shell):"];
+  for (const [k, v] of Object.entries(client.env)) lines.push(`  export ${k}=${shellWord(v)}`);
+  if (client.bundled)
+    lines.push(
+      c.dim(
+        `  # NODE_EXTRA_CA_CERTS names your ${client.bundled} and the sandbox's CA together, so nothing you trusted is lost`,
+      ),
+    );
+  lines.push(c.dim(`  # implicit TLS instead: export MAILSEND_SMTP_PORT=${sb.ports.smtps} MAILSEND_SMTP_TLS=implicit`));
+  return lines;
+}
+
 function banner(sb: Sandbox, io: CliIO, listenHost: string, client: ReturnType<typeof clientEnv>): string {
   const c = colorsFor(io.stdout, io.env);
   const lines: string[] = [];
@@ -112,20 +158,7 @@ function banner(sb: Sandbox, io: CliIO, listenHost: string, client: ReturnType<t
   lines.push(
     `  Limit   ${sb.limiter.limit} requests per ${sb.limiter.windowMs / 1000} s per key, REST and SMTP together`,
   );
-  if (sb.exposed) {
-    lines.push("");
-    lines.push(
-      c.yellow(
-        `warning: listening on ${listenHost}${listenHost === "0.0.0.0" || listenHost === "::" ? " (every interface)" : ""}, beyond this machine: anyone who can reach these ports can send with a key, so the control API (/_sandbox/*) and the inbox require this token, shown only this once:`,
-      ),
-    );
-    lines.push(`  ${sb.token}`);
-    lines.push(
-      c.dim(
-        `  curl: -H 'Authorization: Bearer <token>'   browser: open the inbox once as ${sb.urls.inbox}?token=<token>`,
-      ),
-    );
-  }
+  lines.push(...exposedLines(sb, c, listenHost));
   const f = sb.faults.config;
   if (f.failRate > 0 || f.dropRate > 0 || f.latencyMs > 0) {
     lines.push(
@@ -133,27 +166,8 @@ function banner(sb: Sandbox, io: CliIO, listenHost: string, client: ReturnType<t
     );
   }
   lines.push("");
-  if (sb.createdKey) {
-    lines.push(`New API key ${sb.createdKey.id}, shown only this once (also saved in ${sb.apiKeyFile}, mode 0600):`);
-    lines.push(`  ${sb.createdKey.key}`);
-    lines.push("");
-  } else if (!sb.apiKeyFile) {
-    lines.push(
-      c.yellow(
-        `No key file in ${sb.dir}: make a key with \`mailsend sandbox keys add --save --dir ${shellWord(sb.dir)}\`.`,
-      ),
-    );
-    lines.push("");
-  }
-  lines.push("Point mailsend at it (paste into your shell):");
-  for (const [k, v] of Object.entries(client.env)) lines.push(`  export ${k}=${shellWord(v)}`);
-  if (client.bundled)
-    lines.push(
-      c.dim(
-        `  # NODE_EXTRA_CA_CERTS names your ${client.bundled} and the sandbox's CA together, so nothing you trusted is lost`,
-      ),
-    );
-  lines.push(c.dim(`  # implicit TLS instead: export MAILSEND_SMTP_PORT=${sb.ports.smtps} MAILSEND_SMTP_TLS=implicit`));
+  lines.push(...keyLines(sb, c));
+  lines.push(...clientLines(sb, c, client));
   lines.push("");
   lines.push("Press Ctrl+C to stop.");
   return `${lines.join("\n")}\n`;
@@ -162,6 +176,57 @@ function banner(sb: Sandbox, io: CliIO, listenHost: string, client: ReturnType<t
 function logLine(m: StoredMessage): string {
   const att = m.attachments.length ? `, ${m.attachments.length} attachment(s)` : "";
   return `${m.receivedAt} ${m.channel.padEnd(4)} ${m.id} ${m.from} -> ${m.to.join(", ")} ${JSON.stringify(m.subject)} (${m.size} bytes${att})\n`;
+}
+
+/** The sandbox's options from its flags: the checks a flag alone can fail. */
+function sandboxOptions(flags: SandboxFlags, env: CliIO["env"], defaults: typeof SANDBOX_DEFAULTS): SandboxOptions {
+  const faults: NonNullable<SandboxOptions["faults"]> = {
+    ...(flags.failRate !== undefined ? { failRate: flags.failRate } : {}),
+    ...(flags.failStatus !== undefined ? { failStatus: flags.failStatus } : {}),
+    ...(flags.failSmtpCode !== undefined ? { failSmtpCode: flags.failSmtpCode } : {}),
+    ...(flags.latency !== undefined ? { latencyMs: flags.latency } : {}),
+    ...(flags.dropRate !== undefined ? { dropRate: flags.dropRate } : {}),
+    ...(flags.dropWhen !== undefined ? { dropWhen: flags.dropWhen } : {}),
+  };
+  if (flags.rateLimit === 0) throw new MailsendError("usage", "--rate-limit must be at least 1");
+  for (const [name, v] of [
+    ["--http-port", flags.httpPort],
+    ["--smtp-port", flags.smtpPort],
+    ["--smtps-port", flags.smtpsPort],
+  ] as const) {
+    if (v !== undefined && v > 65535) throw new MailsendError("usage", `${name} must be from 0 to 65535`);
+  }
+  return {
+    dir: sandboxDir(flags, env),
+    host: flags.host ?? defaults.host,
+    httpPort: flags.httpPort ?? defaults.httpPort,
+    smtpPort: flags.smtpPort ?? defaults.smtpPort,
+    smtpsPort: flags.smtpsPort ?? defaults.smtpsPort,
+    ...(flags.rateLimit !== undefined ? { rateLimit: flags.rateLimit } : {}),
+    ...(flags.rateWindowMs !== undefined ? { rateWindowMs: Math.max(1, flags.rateWindowMs) } : {}),
+    ...(flags.maxSize !== undefined ? { maxSize: flags.maxSize } : {}),
+    ...(flags.writerThreads !== undefined ? { writerThreads: flags.writerThreads } : {}),
+    ...(flags.smtpUser !== undefined ? { smtpUser: flags.smtpUser } : {}),
+    // A token the clients already know (a compose file, a CI service): else a new one per start.
+    ...(env.MAILSEND_SANDBOX_TOKEN ? { token: env.MAILSEND_SANDBOX_TOKEN } : {}),
+    faults,
+  };
+}
+
+/** A full or read-only data dir is this machine's fault (73), named by the dir when the error names no file. */
+function dataDirError(e: unknown, dir: string): unknown {
+  const errno = e as NodeJS.ErrnoException;
+  const local =
+    !(e instanceof MailsendError) &&
+    typeof errno?.code === "string" &&
+    ["ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EIO"].includes(errno.code);
+  if (!local) return e;
+  return localFileError(
+    e,
+    errno.path ?? dir,
+    errno.code === "EIO" ? "read" : "write",
+    errno.path ? "file" : "sandbox data dir",
+  );
 }
 
 export async function runSandbox(
@@ -173,38 +238,9 @@ export async function runSandbox(
   let sb: Sandbox | undefined;
   try {
     const { startSandbox, SANDBOX_DEFAULTS } = await import("../../sandbox/server.js");
-    const faults: NonNullable<SandboxOptions["faults"]> = {
-      ...(flags.failRate !== undefined ? { failRate: flags.failRate } : {}),
-      ...(flags.failStatus !== undefined ? { failStatus: flags.failStatus } : {}),
-      ...(flags.failSmtpCode !== undefined ? { failSmtpCode: flags.failSmtpCode } : {}),
-      ...(flags.latency !== undefined ? { latencyMs: flags.latency } : {}),
-      ...(flags.dropRate !== undefined ? { dropRate: flags.dropRate } : {}),
-      ...(flags.dropWhen !== undefined ? { dropWhen: flags.dropWhen } : {}),
-    };
-    if (flags.rateLimit === 0) throw new MailsendError("usage", "--rate-limit must be at least 1");
-    for (const [name, v] of [
-      ["--http-port", flags.httpPort],
-      ["--smtp-port", flags.smtpPort],
-      ["--smtps-port", flags.smtpsPort],
-    ] as const) {
-      if (v !== undefined && v > 65535) throw new MailsendError("usage", `${name} must be from 0 to 65535`);
-    }
+    const options = sandboxOptions(flags, io.env, SANDBOX_DEFAULTS);
     const stopped = stop();
-    sb = await startSandbox({
-      dir: sandboxDir(flags, io.env),
-      host: flags.host ?? SANDBOX_DEFAULTS.host,
-      httpPort: flags.httpPort ?? SANDBOX_DEFAULTS.httpPort,
-      smtpPort: flags.smtpPort ?? SANDBOX_DEFAULTS.smtpPort,
-      smtpsPort: flags.smtpsPort ?? SANDBOX_DEFAULTS.smtpsPort,
-      ...(flags.rateLimit !== undefined ? { rateLimit: flags.rateLimit } : {}),
-      ...(flags.rateWindowMs !== undefined ? { rateWindowMs: Math.max(1, flags.rateWindowMs) } : {}),
-      ...(flags.maxSize !== undefined ? { maxSize: flags.maxSize } : {}),
-      ...(flags.writerThreads !== undefined ? { writerThreads: flags.writerThreads } : {}),
-      ...(flags.smtpUser !== undefined ? { smtpUser: flags.smtpUser } : {}),
-      // A token the clients already know (a compose file, a CI service): else a new one per start.
-      ...(io.env.MAILSEND_SANDBOX_TOKEN ? { token: io.env.MAILSEND_SANDBOX_TOKEN } : {}),
-      faults,
-    });
+    sb = await startSandbox(options);
     const running = sb;
     const client = clientEnv(running, io.env);
     if (json) io.stdout.write(`${JSON.stringify(readyJson(running, client.env))}\n`);
@@ -219,24 +255,7 @@ export async function runSandbox(
     return 0;
   } catch (e) {
     await sb?.close().catch(() => {});
-    // A full or read-only data dir is this machine's fault (73), named by the dir when the error names no file.
-    const errno = e as NodeJS.ErrnoException;
-    const local =
-      !(e instanceof MailsendError) &&
-      typeof errno?.code === "string" &&
-      ["ENOSPC", "EDQUOT", "EROFS", "EACCES", "EPERM", "EIO"].includes(errno.code);
-    return reportError(
-      local
-        ? localFileError(
-            e,
-            errno.path ?? sandboxDir(flags, io.env),
-            errno.code === "EIO" ? "read" : "write",
-            errno.path ? "file" : "sandbox data dir",
-          )
-        : e,
-      io,
-      { json },
-    );
+    return reportError(dataDirError(e, sandboxDir(flags, io.env)), io, { json });
   }
 }
 
@@ -345,20 +364,11 @@ export function register(program: Command, { io, setExit }: CommandContext): voi
   registerKeys(sandbox, { io, setExit });
 }
 
-function registerKeys(sandbox: Command, { io, setExit }: Pick<CommandContext, "io" | "setExit">): void {
-  const keys = sandbox
-    .command("keys")
-    .description("manage the sandbox's API keys (stored hashed)")
-    .addHelpText(
-      "after",
-      examples([
-        "mailsend sandbox keys add --label ci --expires 30d",
-        "mailsend sandbox keys list",
-        "mailsend sandbox keys revoke key_3f9a2c1d",
-      ]),
-    );
-  // --dir may come before `keys` (the sandbox's option) or after it.
-  const keyOpts = (cmd: Command) => cmd.optsWithGlobals() as KeysFlags;
+// --dir may come before `keys` (the sandbox's option) or after it.
+const keyOpts = (cmd: Command) => cmd.optsWithGlobals() as KeysFlags;
+
+/** `mailsend sandbox keys add`: its options say what the new key is for, how long it lives, where it is saved. */
+function registerKeysAdd(keys: Command, io: CliIO, setExit: CommandContext["setExit"]): void {
   const add = keys
     .command("add")
     .description("make a key and print it (the only time it is shown)")
@@ -381,6 +391,21 @@ function registerKeys(sandbox: Command, { io, setExit }: Pick<CommandContext, "i
     JSON_OPTION,
   ]);
   add.action(async (_opts: unknown, cmd: Command) => setExit(await runKeysAdd(keyOpts(cmd), io)));
+}
+
+function registerKeys(sandbox: Command, { io, setExit }: Pick<CommandContext, "io" | "setExit">): void {
+  const keys = sandbox
+    .command("keys")
+    .description("manage the sandbox's API keys (stored hashed)")
+    .addHelpText(
+      "after",
+      examples([
+        "mailsend sandbox keys add --label ci --expires 30d",
+        "mailsend sandbox keys list",
+        "mailsend sandbox keys revoke key_3f9a2c1d",
+      ]),
+    );
+  registerKeysAdd(keys, io, setExit);
   const list = keys
     .command("list")
     .description("list keys: id, state, label, dates (never the keys)")

@@ -1,7 +1,7 @@
 import { Option, type Command } from "commander";
 import { MailsendError, toMailsendError } from "../../core/errors.js";
 import { formatAge, formatSize } from "../../core/size.js";
-import { QueueRunner, DEFAULT_MAX_AGE_MS, type RunnerEvent } from "../../outbox/runner.js";
+import { QueueRunner, DEFAULT_MAX_AGE_MS, type RunnerEvent, type RunSummary } from "../../outbox/runner.js";
 import { runnerHoldsOutbox } from "../../outbox/runner-lock.js";
 import { damageOf, Outbox, isOutboxId, strandedMailNote } from "../../outbox/store.js";
 import { CHECK_EXIT, judgeQueue, type CheckThresholds, type QueueCounts } from "../../outbox/check.js";
@@ -207,6 +207,60 @@ function eventLine(e: RunnerEvent, io: CliIO, flags: RunFlags): void {
   else io.stderr.write(`${stamp} warning: ${e.id ? `${e.id}: ` : ""}${e.message}\n`);
 }
 
+/** How long a message may wait before it is given up: --max-age, else MAILSEND_QUEUE_MAX_AGE, else five days. */
+function maxAgeOf(flags: RunFlags, env: CliIO["env"]): number {
+  if (flags.maxAge) return parseDuration(flags.maxAge, "--max-age");
+  if (env.MAILSEND_QUEUE_MAX_AGE) return parseDuration(env.MAILSEND_QUEUE_MAX_AGE, "MAILSEND_QUEUE_MAX_AGE");
+  return DEFAULT_MAX_AGE_MS;
+}
+
+/** The first SIGINT/SIGTERM lets the deliveries in flight finish; a second one aborts them. */
+function stopOnSignals(runner: QueueRunner) {
+  let signals = 0;
+  const onSignal = () => {
+    signals++;
+    if (signals === 1) runner.stop();
+    else runner.abort();
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  return {
+    count: () => signals,
+    off: () => {
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+    },
+  };
+}
+
+/** What a run did, in each mode; the exit code it ends with. */
+function reportRun(summary: RunSummary, runner: QueueRunner, flags: RunFlags, io: CliIO, signals: number): number {
+  const json = flags.json ?? false;
+  // Run by cron or a timer (stderr not a terminal), a run that did nothing says nothing, as
+  // Postfix's sendmail -q: cron would otherwise mail that line every minute.
+  const idle = !summary.ran || summary.sent + summary.deferred + summary.failed === 0;
+  const quietIdle = idle && !io.stderr.isTTY && !flags.verbose;
+  if (!summary.ran) {
+    if (!flags.quiet && !flags.drain && !quietIdle)
+      io.stderr.write(
+        `mailsend: another runner is delivering from ${runner.outbox.dir}; ${summary.left} message${summary.left === 1 ? "" : "s"} queued\n`,
+      );
+    return 0;
+  }
+  if (json)
+    io.stdout.write(
+      `${JSON.stringify({ summary: { sent: summary.sent, deferred: summary.deferred, failed: summary.failed, left: summary.left } })}\n`,
+    );
+  else if (!flags.quiet && !quietIdle)
+    io.stderr.write(
+      `mailsend: sent ${summary.sent}, deferred ${summary.deferred}, failed ${summary.failed}; ${summary.left} left in the outbox\n`,
+    );
+  if (signals > 0) return signals > 1 ? 130 : 0;
+  // A full or read-only disk kept mail from going (or from being recorded): said, with its exit code (73/74), not 0.
+  if (summary.localFault) return reportError(summary.localFault, io, { json });
+  return 0;
+}
+
 /** `mailsend queue run`, `sendmail -q`, and the background runner (--drain). */
 export async function runQueueRun(opts: Record<string, unknown>, io: CliIO): Promise<number> {
   const flags = opts as RunFlags;
@@ -218,52 +272,18 @@ export async function runQueueRun(opts: Record<string, unknown>, io: CliIO): Pro
       env: io.env,
       mode: flags.watch ? "watch" : flags.drain ? "drain" : "due",
       ...(flags.concurrency ? { concurrency: flags.concurrency } : {}),
-      maxAgeMs: flags.maxAge
-        ? parseDuration(flags.maxAge, "--max-age")
-        : io.env.MAILSEND_QUEUE_MAX_AGE
-          ? parseDuration(io.env.MAILSEND_QUEUE_MAX_AGE, "MAILSEND_QUEUE_MAX_AGE")
-          : DEFAULT_MAX_AGE_MS,
+      maxAgeMs: maxAgeOf(flags, io.env),
       onEvent: (e) => eventLine(e, io, flags),
       ...(trace ? { trace } : {}),
     });
-    let signals = 0;
-    const onSignal = () => {
-      signals++;
-      if (signals === 1) runner.stop();
-      else runner.abort();
-    };
-    process.on("SIGINT", onSignal);
-    process.on("SIGTERM", onSignal);
+    const signals = stopOnSignals(runner);
     try {
       if (flags.watch && !json && !flags.quiet)
         io.stderr.write(`mailsend: delivering from ${runner.outbox.dir} as mail arrives (Ctrl-C to stop)\n`);
       const summary = await runner.run();
-      // Run by cron or a timer (stderr not a terminal), a run that did nothing says nothing, as
-      // Postfix's sendmail -q: cron would otherwise mail that line every minute.
-      const idle = !summary.ran || summary.sent + summary.deferred + summary.failed === 0;
-      const quietIdle = idle && !io.stderr.isTTY && !flags.verbose;
-      if (!summary.ran) {
-        if (!flags.quiet && !flags.drain && !quietIdle)
-          io.stderr.write(
-            `mailsend: another runner is delivering from ${runner.outbox.dir}; ${summary.left} message${summary.left === 1 ? "" : "s"} queued\n`,
-          );
-        return 0;
-      }
-      if (json)
-        io.stdout.write(
-          `${JSON.stringify({ summary: { sent: summary.sent, deferred: summary.deferred, failed: summary.failed, left: summary.left } })}\n`,
-        );
-      else if (!flags.quiet && !quietIdle)
-        io.stderr.write(
-          `mailsend: sent ${summary.sent}, deferred ${summary.deferred}, failed ${summary.failed}; ${summary.left} left in the outbox\n`,
-        );
-      if (signals > 0) return signals > 1 ? 130 : 0;
-      // A full or read-only disk kept mail from going (or from being recorded): said, with its exit code (73/74), not 0.
-      if (summary.localFault) return reportError(summary.localFault, io, { json });
-      return 0;
+      return reportRun(summary, runner, flags, io, signals.count());
     } finally {
-      process.off("SIGINT", onSignal);
-      process.off("SIGTERM", onSignal);
+      signals.off();
     }
   } catch (e) {
     return reportError(e, io, { json });

@@ -9,7 +9,7 @@ import { bareMessageId, isMessageId, type FileMessageStore } from "../../sandbox
 import type { StoredMessage } from "../../sandbox/types.js";
 import { parseQuery } from "../../sandbox/query.js";
 import { createSearcher, latest, LATEST, search, viewOf } from "../../sandbox/search.js";
-import { readParts } from "../../sandbox/content.js";
+import { readParts, type MessageParts } from "../../sandbox/content.js";
 import { showPart, type PartFlags } from "./inbox-parts.js";
 import { runInboxWait, type WaitFlags } from "./inbox-wait.js";
 import { listTable, openInbox } from "./inbox-store.js";
@@ -112,6 +112,49 @@ async function find(
 /** The headers `inbox show` prints, in this order; then the X- headers as the message has them. */
 const SHOWN_HEADERS = ["from", "to", "cc", "reply-to", "subject", "date", "message-id"];
 
+type Email = NonNullable<MessageParts["email"]>;
+
+/** The message as --json gives it: the index's record, the headers as sent, the bodies, the links. */
+function showJson(m: StoredMessage, email: Email, parts: MessageParts, io: CliIO): void {
+  io.stdout.write(
+    `${JSON.stringify({
+      ...m,
+      headers: email.headers.map((h) => ({ name: h.originalKey, value: h.value })),
+      text: email.text ?? null,
+      html: email.html ?? null,
+      links: parts.links,
+    })}\n`,
+  );
+}
+
+/** The message for a person: where it came from, the headers that matter, the attachments, the body. */
+async function showText(m: StoredMessage, email: Email, io: CliIO): Promise<void> {
+  const { decodeWords } = await import("postal-mime");
+  // RFC 2047 encoded words (=?UTF-8?B?...?=) as the text they stand for; folded lines joined.
+  // A decoded control character (an escape sequence) would act on the terminal: shown as U+FFFD instead.
+  const shown = (v: string) =>
+    decodeWords(v.replace(/\r?\n[ \t]+/g, " ")).replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f]/g, "\ufffd");
+  const fields: Array<[string, string]> = [
+    ["Id", m.id],
+    ["Received", `${m.receivedAt} via ${m.channel} (key ${m.keyId})`],
+    ["Envelope", `${m.envelope.from} -> ${m.envelope.to.join(", ")}`],
+  ];
+  for (const key of SHOWN_HEADERS) {
+    for (const h of email.headers) if (h.key === key) fields.push([h.originalKey, shown(h.value)]);
+  }
+  for (const h of email.headers) if (h.key.startsWith("x-")) fields.push([h.originalKey, shown(h.value)]);
+  for (const a of m.attachments) fields.push(["Attachment", `${a.filename} (${a.contentType}, ${formatSize(a.size)})`]);
+  // One column for every value, however long a custom header's name.
+  const width = Math.max(...fields.map(([k]) => k.length)) + 1;
+  const c = colorsFor(io.stdout, io.env);
+  const out = fields.map(([k, v]) => `${c.bold(`${k}:`.padEnd(width))} ${v}`);
+  out.push("");
+  if (email.text) out.push(email.text.trimEnd());
+  else if (email.html)
+    out.push(c.dim("(HTML only; --raw shows the source, the web inbox renders it)"), email.html.trimEnd());
+  io.stdout.write(`${out.join("\n")}\n`);
+}
+
 export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Promise<number> {
   const json = flags.json ?? false;
   try {
@@ -125,48 +168,13 @@ export async function runInboxShow(id: string, flags: InboxFlags, io: CliIO): Pr
     const parts = await readParts(raw);
     const part = showPart(m, parts, flags, io);
     if (part !== undefined) return part;
-    const { decodeWords } = await import("postal-mime");
-    // RFC 2047 encoded words (=?UTF-8?B?...?=) as the text they stand for; folded lines joined.
-    // A decoded control character (an escape sequence) would act on the terminal: shown as U+FFFD instead.
-    const shown = (v: string) =>
-      decodeWords(v.replace(/\r?\n[ \t]+/g, " ")).replace(/[\u0000-\u0008\u000a-\u001f\u007f-\u009f]/g, "\ufffd");
     const email = parts.email;
     if (!email)
       throw new MailsendError("invalid_eml", `message ${m.id} cannot be read as a message: ${parts.error}`, {
         hint: "--raw prints it as stored.",
       });
-    if (json) {
-      io.stdout.write(
-        `${JSON.stringify({
-          ...m,
-          headers: email.headers.map((h) => ({ name: h.originalKey, value: h.value })),
-          text: email.text ?? null,
-          html: email.html ?? null,
-          links: parts.links,
-        })}\n`,
-      );
-      return 0;
-    }
-    const fields: Array<[string, string]> = [
-      ["Id", m.id],
-      ["Received", `${m.receivedAt} via ${m.channel} (key ${m.keyId})`],
-      ["Envelope", `${m.envelope.from} -> ${m.envelope.to.join(", ")}`],
-    ];
-    for (const key of SHOWN_HEADERS) {
-      for (const h of email.headers) if (h.key === key) fields.push([h.originalKey, shown(h.value)]);
-    }
-    for (const h of email.headers) if (h.key.startsWith("x-")) fields.push([h.originalKey, shown(h.value)]);
-    for (const a of m.attachments)
-      fields.push(["Attachment", `${a.filename} (${a.contentType}, ${formatSize(a.size)})`]);
-    // One column for every value, however long a custom header's name.
-    const width = Math.max(...fields.map(([k]) => k.length)) + 1;
-    const c = colorsFor(io.stdout, io.env);
-    const out = fields.map(([k, v]) => `${c.bold(`${k}:`.padEnd(width))} ${v}`);
-    out.push("");
-    if (email.text) out.push(email.text.trimEnd());
-    else if (email.html)
-      out.push(c.dim("(HTML only; --raw shows the source, the web inbox renders it)"), email.html.trimEnd());
-    io.stdout.write(`${out.join("\n")}\n`);
+    if (json) showJson(m, email, parts, io);
+    else await showText(m, email, io);
     return 0;
   } catch (e) {
     return reportError(e, io, { json });
@@ -218,6 +226,12 @@ export function register(program: Command, { io, setExit }: CommandContext): voi
     JSON_OPTION,
   ]);
   inbox.action(async (opts: InboxFlags) => setExit(await runInbox(opts, io)));
+  registerShow(inbox, io, setExit);
+  registerWait(inbox, io, setExit);
+}
+
+/** `mailsend inbox show <id>`: the whole message, its source, or one part of it. */
+function registerShow(inbox: Command, io: CliIO, setExit: CommandContext["setExit"]): void {
   const show = inbox
     .command("show")
     .description("show one stored message")
@@ -242,6 +256,10 @@ export function register(program: Command, { io, setExit }: CommandContext): voi
   show.action(async (id: string, _opts: unknown, cmd: Command) =>
     setExit(await runInboxShow(id, cmd.optsWithGlobals<InboxFlags>(), io)),
   );
+}
+
+/** `mailsend inbox wait`: until the running sandbox has the messages a query matches. */
+function registerWait(inbox: Command, io: CliIO, setExit: CommandContext["setExit"]): void {
   const wait = inbox
     .command("wait")
     .description("wait until messages matching a query arrive at the running sandbox")

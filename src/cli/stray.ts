@@ -70,6 +70,26 @@ export function strayArgumentError(cmd: Command, argv: readonly string[]): Mails
   }
   // Where the word stands: right after an option's value, it is the rest of that value.
   const at = argv.lastIndexOf(stray);
+  const found = valueBefore(cmd, argv, at);
+  if (found) return restOfValueError(found, stray, restOf(argv, at, extras));
+  return new MailsendError(
+    "usage",
+    `unexpected argument "${stray}": ${path} ${expected === 0 ? "takes no arguments" : `takes ${expected} argument${expected === 1 ? "" : "s"}`}`,
+    {
+      hint: `Quote a value that contains spaces; see ${path} --help.`,
+    },
+  );
+}
+
+/** An option as it was spelled on the command line, and the value it was given there. */
+interface GivenValue {
+  option: Option;
+  spelled: string;
+  value: string;
+}
+
+/** The option that takes a value and was given one right before the word at `at` (`--subject=Build` or `-s Build`). */
+function valueBefore(cmd: Command, argv: readonly string[], at: number): GivenValue | undefined {
   const prev = at >= 1 ? argv[at - 1]! : undefined;
   const before = at >= 2 ? argv[at - 2]! : undefined;
   let option: Option | undefined;
@@ -85,32 +105,32 @@ export function strayArgumentError(cmd: Command, argv: readonly string[]): Mails
     value = prev;
   }
   const takesValue = option !== undefined && (option.required || option.optional);
-  if (option && takesValue && value !== undefined && spelled !== undefined) {
-    // The run of words after the value up to the next option: the rest of it.
-    const rest: string[] = [];
-    for (let i = at; i < argv.length && !argv[i]!.startsWith("-") && extras.includes(argv[i]!); i++)
-      rest.push(argv[i]!);
-    const name = option.attributeName();
-    if (RECIPIENT_OPTIONS.has(name) && [value, ...rest].every((w) => w.includes("@"))) {
-      return new MailsendError(
-        "usage",
-        `unexpected argument "${stray}" after ${spelled} ${value}: separate recipients with commas`,
-        {
-          hint: `${spelled} takes one value: ${spelled} ${shellWord([value, ...rest].join(", "))} (or repeat it: ${[value, ...rest].map((w) => `${spelled} ${shellWord(w)}`).join(" ")}).`,
-        },
-      );
-    }
-    return new MailsendError("usage", `unexpected argument "${stray}" after ${spelled} ${value}`, {
-      hint: `A value with spaces must be quoted: ${spelled} ${shellWord([value, ...rest].join(" "))}`,
-    });
+  if (option && takesValue && value !== undefined && spelled !== undefined) return { option, spelled, value };
+  return undefined;
+}
+
+/** The run of words from `at` up to the next option: the rest of the value before it. */
+function restOf(argv: readonly string[], at: number, extras: readonly string[]): string[] {
+  const rest: string[] = [];
+  for (let i = at; i < argv.length && !argv[i]!.startsWith("-") && extras.includes(argv[i]!); i++) rest.push(argv[i]!);
+  return rest;
+}
+
+/** Words that are the rest of an option's value: recipients are separated with commas, other values quoted. */
+function restOfValueError({ option, spelled, value }: GivenValue, stray: string, rest: string[]): MailsendError {
+  const name = option.attributeName();
+  if (RECIPIENT_OPTIONS.has(name) && [value, ...rest].every((w) => w.includes("@"))) {
+    return new MailsendError(
+      "usage",
+      `unexpected argument "${stray}" after ${spelled} ${value}: separate recipients with commas`,
+      {
+        hint: `${spelled} takes one value: ${spelled} ${shellWord([value, ...rest].join(", "))} (or repeat it: ${[value, ...rest].map((w) => `${spelled} ${shellWord(w)}`).join(" ")}).`,
+      },
+    );
   }
-  return new MailsendError(
-    "usage",
-    `unexpected argument "${stray}": ${path} ${expected === 0 ? "takes no arguments" : `takes ${expected} argument${expected === 1 ? "" : "s"}`}`,
-    {
-      hint: `Quote a value that contains spaces; see ${path} --help.`,
-    },
-  );
+  return new MailsendError("usage", `unexpected argument "${stray}" after ${spelled} ${value}`, {
+    hint: `A value with spaces must be quoted: ${spelled} ${shellWord([value, ...rest].join(" "))}`,
+  });
 }
 
 function commandPath(cmd: Command): string {

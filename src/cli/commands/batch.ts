@@ -1,18 +1,15 @@
-import { createHash } from "node:crypto";
 import { setMaxListeners } from "node:events";
-import { closeSync, createReadStream, createWriteStream, mkdirSync, openSync, readSync, rmSync } from "node:fs";
 import { redactForPrint } from "../../core/redact.js";
 import { readFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { dirname, resolve } from "node:path";
 import type { HeaderList } from "../../core/headers.js";
 import { parseHeaderFlag } from "../../core/headers.js";
-import { localFileError, MailsendError } from "../../core/errors.js";
-import { fingerprint, legacyFingerprint } from "../../batch/journal.js";
-import { openBatchJournal, type InputIds } from "../../batch/journal-place.js";
+import { MailsendError } from "../../core/errors.js";
+import { openBatchJournal } from "../../batch/journal-place.js";
+import { openBatchInput } from "../../batch/input.js";
 
 import type { RowDefaults } from "../../batch/item.js";
-import { encodingName, formatFromContent, formatFromName, type Format } from "../../batch/rows.js";
+import { encodingName, type Format } from "../../batch/rows.js";
 import { runBatch, type BatchInput } from "../../batch/runner.js";
 import { cliLayers, resolveSettings, type ConnectionFlags, type Settings } from "../../settings/resolve.js";
 import type { Env } from "../../core/env.js";
@@ -23,7 +20,7 @@ import type { Channels } from "../../transports/choose.js";
 import { bodyComposeOf } from "../../message/build.js";
 import { ImageCache } from "../../compose/cache.js";
 import { loadSettings } from "../../settings/profile.js";
-import { fileError, regularFileSize, utf8, type InputStreams } from "../../core/read.js";
+import { fileError, utf8, type InputStreams } from "../../core/read.js";
 import { createAutoTransport, createTransport } from "../../transports/index.js";
 import { openBudget, type BudgetCliFlags } from "../budget.js";
 import type { CliIO } from "../io.js";
@@ -95,64 +92,6 @@ async function bodyTemplates(
     ...(flags.htmlFile ? { htmlTemplate: (await template(flags.htmlFile, "HTML template"))! } : {}),
     ...(flags.textFile ? { textTemplate: (await template(flags.textFile, "text template"))! } : {}),
   };
-}
-
-/**
- * The input, readable twice (validation, then sending). Stdin is spooled to
- * a private temp file; its hash names the journal, so re-running the same
- * pipeline resumes it.
- */
-async function openInput(
-  file: string,
-  io: CliIO,
-  format: Format | undefined,
-): Promise<{ input: BatchInput; identity: string; fp: InputIds; cleanup: () => void }> {
-  let path = file;
-  let cleanup = () => {};
-  let identity: string;
-  let fp: InputIds;
-  if (file === "-") {
-    const dir = join(tmpdir(), `mailsend-batch-${process.pid}-${Date.now()}`);
-    path = join(dir, "stdin");
-    const hash = createHash("sha256");
-    try {
-      mkdirSync(dir, { mode: 0o700 });
-      cleanup = () => rmSync(dir, { recursive: true, force: true });
-      const out = createWriteStream(path, { mode: 0o600 });
-      let failed: Error | undefined;
-      out.on("error", (e) => (failed ??= e));
-      for await (const chunk of io.stdin) {
-        if (failed) throw failed;
-        const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string);
-        hash.update(buf);
-        if (!out.write(buf))
-          await new Promise<void>((r) => (out.once("drain", () => r()), out.once("error", () => r())));
-      }
-      await new Promise<void>((r, j) => out.end((e?: Error | null) => ((e ?? failed) ? j(e ?? failed) : r())));
-    } catch (e) {
-      cleanup();
-      // The spool is a local file: a full or read-only temp dir is this machine's fault (73), said as such.
-      throw (e as NodeJS.ErrnoException).code
-        ? localFileError(e, path, "write", "copy of stdin (set TMPDIR to move it)")
-        : e;
-    }
-    identity = `stdin:${hash.digest("hex").slice(0, 32)}`;
-    fp = { input: identity };
-  } else {
-    await regularFileSize(file, "batch input");
-    identity = `file:${resolve(file)}`;
-    fp = { input: await fingerprint(file), legacyInput: await legacyFingerprint(file) };
-  }
-  let fmt = format ?? (file === "-" ? undefined : formatFromName(file));
-  if (!fmt) {
-    const fd = openSync(path, "r");
-    const head = Buffer.alloc(256);
-    const n = readSync(fd, head, 0, 256, 0);
-    closeSync(fd);
-    fmt = formatFromContent(head.subarray(0, n));
-  }
-  const input: BatchInput = { format: fmt, open: () => createReadStream(path, { highWaterMark: 64 * 1024 }) };
-  return { input, identity, fp, cleanup };
 }
 
 /** Under auto, each row's message chooses among the configured channels (REST unless it would lose something, then SMTP). */
@@ -364,7 +303,7 @@ export async function runBatchCommand(file: string, opts: Record<string, unknown
     const connection = await batchConnection(flags, io);
     const defaults = await rowDefaults(flags, connection.env, file);
     const encoding = inputEncoding(flags);
-    const opened = await openInput(file, io, flags.format);
+    const opened = await openBatchInput(file, io, flags.format);
     cleanup = opened.cleanup;
     if (encoding !== undefined) opened.input.encoding = encoding;
 

@@ -1,12 +1,12 @@
 import { setMaxListeners } from "node:events";
 import { redactForPrint } from "../../core/redact.js";
-import { readFile } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import type { HeaderList } from "../../core/headers.js";
 import { parseHeaderFlag } from "../../core/headers.js";
 import { MailsendError } from "../../core/errors.js";
 import { openBatchJournal } from "../../batch/journal-place.js";
 import { openBatchInput } from "../../batch/input.js";
+import { bodyTemplates } from "../../batch/templates.js";
 
 import type { RowDefaults } from "../../batch/item.js";
 import { encodingName, type Format } from "../../batch/rows.js";
@@ -20,7 +20,7 @@ import type { Channels } from "../../transports/choose.js";
 import { bodyComposeOf } from "../../message/build.js";
 import { ImageCache } from "../../compose/cache.js";
 import { loadSettings } from "../../settings/profile.js";
-import { fileError, utf8, type InputStreams } from "../../core/read.js";
+import type { InputStreams } from "../../core/read.js";
 import { createAutoTransport, createTransport } from "../../transports/index.js";
 import { openBudget, type BudgetCliFlags } from "../budget.js";
 import type { CliIO } from "../io.js";
@@ -50,48 +50,6 @@ interface BatchFlags extends ConnectionFlags, BudgetCliFlags, ReportFlags {
   resume?: boolean;
   fresh?: boolean;
   profile?: string;
-}
-
-async function template(path: string | undefined, what: string): Promise<string | undefined> {
-  if (path === undefined) return undefined;
-  try {
-    return utf8(await readFile(path), path);
-  } catch (e) {
-    throw e instanceof MailsendError ? e : fileError(e, path, what);
-  }
-}
-
-/**
- * The body templates: --html-file / --text-file, or --markdown-file for both
- * (rendered once, placeholders kept, filled per row like the others).
- */
-async function bodyTemplates(
-  flags: BatchFlags,
-): Promise<Pick<RowDefaults, "htmlTemplate" | "textTemplate" | "templateFlag" | "textIsPlainHtml">> {
-  if (flags.allowHtml && flags.markdownFile === undefined)
-    throw new MailsendError("usage", "--allow-html applies only to --markdown-file");
-  if (flags.markdownFile !== undefined) {
-    const clash = [flags.htmlFile !== undefined && "--html-file", flags.textFile !== undefined && "--text-file"].filter(
-      Boolean,
-    );
-    if (clash.length > 0)
-      throw new MailsendError(
-        "usage",
-        `--markdown-file makes the HTML and the text template; it cannot be combined with ${clash.join(", ")}`,
-      );
-    const { renderMarkdownTemplate, stripFrontMatter } = await import("../../message/markdown.js");
-    const source = stripFrontMatter((await template(flags.markdownFile, "Markdown template"))!);
-    return {
-      htmlTemplate: await renderMarkdownTemplate(source, { allowHtml: flags.allowHtml ?? false }),
-      textTemplate: source,
-      templateFlag: "--markdown-file",
-      textIsPlainHtml: true,
-    };
-  }
-  return {
-    ...(flags.htmlFile ? { htmlTemplate: (await template(flags.htmlFile, "HTML template"))! } : {}),
-    ...(flags.textFile ? { textTemplate: (await template(flags.textFile, "text template"))! } : {}),
-  };
 }
 
 /** Under auto, each row's message chooses among the configured channels (REST unless it would lose something, then SMTP). */

@@ -18,9 +18,25 @@ export const BIN = process.env.MAILSEND_BIN
   ? resolve(ROOT, process.env.MAILSEND_BIN)
   : fileURLToPath(new URL("../../bin/mailsend.js", import.meta.url));
 
-/** The file and arguments that run `mailsend <args>`: this Node with bin/mailsend.js, or MAILSEND_BIN's executable itself. */
-export function mailsendCommand(args: readonly string[]): [string, string[]] {
-  return process.env.MAILSEND_BIN ? [BIN, [...args]] : [process.execPath, [BIN, ...args]];
+/**
+ * The command line that runs `file <args>`, where `file` is the program (BIN) or a link to it whose
+ * name is its role (a `sendmail` symlink): this Node with the script, or MAILSEND_BIN's executable itself.
+ */
+export function mailsendArgv(args: readonly string[], file = BIN): string[] {
+  return process.env.MAILSEND_BIN ? [file, ...args] : [process.execPath, file, ...args];
+}
+
+/** mailsendArgv as the file and arguments execa and spawn take. */
+export function mailsendCommand(args: readonly string[], file = BIN): [string, string[]] {
+  const [cmd, ...rest] = mailsendArgv(args, file);
+  return [cmd!, rest];
+}
+
+/** mailsendArgv as one POSIX shell command line, each word quoted: for what takes a shell command (swaks --pipe, sh -c). */
+export function mailsendShell(args: readonly string[], file = BIN): string {
+  return mailsendArgv(args, file)
+    .map((w) => `'${w.replace(/'/g, `'\\''`)}'`)
+    .join(" ");
 }
 
 export interface CliResult {

@@ -554,9 +554,8 @@ async function checkRestKey(
       "not checked: the rate-limit budget could not be asked for a slot (see its check), and the probe is a request like any send",
     );
   const id = slotId();
-  const taken = store && limits ? await takeProbeSlot(store, limits, id) : false;
-  if (taken instanceof Error) return void fail("rest.key", taken);
-  const slot = taken;
+  const slot = store && limits ? await takeProbeSlot(store, limits, id) : false;
+  if (slot instanceof Error) return void fail("rest.key", slot);
   const limitsNow = limits;
   const settle = async (reachedService: boolean) => {
     if (!slot || !store || !limitsNow) return;

@@ -297,38 +297,10 @@ export interface ItemContext {
 /** Build and validate the message of one row; errors name the row. */
 export async function messageOfRow(data: Record<string, unknown>, ctx: ItemContext): Promise<Message> {
   const d = ctx.defaults;
-  // Made only when a template is filled: rows that carry their own subject and body need none.
-  let vars: Record<string, unknown> | undefined;
-  const varsOf = () => (vars ??= variables(data));
-  const subject =
-    str(data.subject, "subject") ??
-    (d.subject !== undefined ? render(d.subject, varsOf(), "text", d.labels?.subject ?? "--subject") : undefined);
-  const html =
-    str(data.html, "html") ??
-    (d.htmlTemplate !== undefined
-      ? render(d.htmlTemplate, varsOf(), "html", d.labels?.html ?? d.templateFlag ?? "--html-file")
-      : undefined);
-  const text =
-    str(data.text, "text") ??
-    (d.textTemplate !== undefined
-      ? render(d.textTemplate, varsOf(), "text", d.labels?.text ?? d.templateFlag ?? "--text-file")
-      : undefined);
+  const { subject, html, text } = contentOf(data, d);
   const from = str(data.from, "from") ?? d.from;
   const to = list(data.to, "to");
-  const missing = [
-    !from && "from",
-    to.length === 0 && "to",
-    !subject && "subject",
-    !html && !text && "html or text",
-  ].filter(Boolean);
-  if (missing.length > 0) {
-    // A sheet's address column is often "Email" or "E-mail Address": say which name makes it the recipients.
-    const hint =
-      to.length === 0 && data.to === undefined
-        ? `The recipients' column must be named "to"; this row has: ${Object.keys(data).slice(0, 20).join(", ")}.`
-        : undefined;
-    throw new MailsendError("invalid_message", `missing ${missing.join(", ")}`, hint ? { hint } : {});
-  }
+  checkComplete(data, { from, to, subject, html, text });
   const composed = html !== undefined && d.compose ? await composeHtmlBody(html, d.compose) : undefined;
   const parts: MessageParts = {
     from: from!,
@@ -353,8 +325,60 @@ export async function messageOfRow(data: Record<string, unknown>, ctx: ItemConte
   };
   // Errors name the row's fields (reply_to), not send's flags (--reply-to).
   const message = assembleMessage(parts, ctx.transport, (flag) => flag.replace(/^--/, "").replace(/-/g, "_"));
-  // auto: the row's channel, as send chooses it; the batch's transport chooses the same again for
-  // the message made here (with a text part added for SMTP, which keeps it SMTP's).
+  return forChannel(message, ctx);
+}
+
+/** The row's subject and bodies: its own fields, else the templates filled with its variables. */
+function contentOf(
+  data: Record<string, unknown>,
+  d: RowDefaults,
+): { subject: string | undefined; html: string | undefined; text: string | undefined } {
+  // Made only when a template is filled: rows that carry their own subject and body need none.
+  let vars: Record<string, unknown> | undefined;
+  const varsOf = () => (vars ??= variables(data));
+  const subject =
+    str(data.subject, "subject") ??
+    (d.subject !== undefined ? render(d.subject, varsOf(), "text", d.labels?.subject ?? "--subject") : undefined);
+  const html =
+    str(data.html, "html") ??
+    (d.htmlTemplate !== undefined
+      ? render(d.htmlTemplate, varsOf(), "html", d.labels?.html ?? d.templateFlag ?? "--html-file")
+      : undefined);
+  const text =
+    str(data.text, "text") ??
+    (d.textTemplate !== undefined
+      ? render(d.textTemplate, varsOf(), "text", d.labels?.text ?? d.templateFlag ?? "--text-file")
+      : undefined);
+  return { subject, html, text };
+}
+
+/** A row without a sender, a recipient, a subject or a body is refused, naming what it lacks. */
+function checkComplete(
+  data: Record<string, unknown>,
+  got: { from?: string; to: string[]; subject?: string; html?: string; text?: string },
+): void {
+  const missing = [
+    !got.from && "from",
+    got.to.length === 0 && "to",
+    !got.subject && "subject",
+    !got.html && !got.text && "html or text",
+  ].filter(Boolean);
+  if (missing.length === 0) return;
+  // A sheet's address column is often "Email" or "E-mail Address": say which name makes it the recipients.
+  const hint =
+    got.to.length === 0 && data.to === undefined
+      ? `The recipients' column must be named "to"; this row has: ${Object.keys(data).slice(0, 20).join(", ")}.`
+      : undefined;
+  throw new MailsendError("invalid_message", `missing ${missing.join(", ")}`, hint ? { hint } : {});
+}
+
+/**
+ * The message as its channel takes it. auto: the row's channel, as send chooses it; the batch's
+ * transport chooses the same again for the message made here (with a text part added for SMTP,
+ * which keeps it SMTP's).
+ */
+async function forChannel(message: Message, ctx: ItemContext): Promise<Message> {
+  const d = ctx.defaults;
   const transport =
     ctx.transport === "auto"
       ? chooseTransport(message, ctx.channels ?? { rest: true, smtp: true }).transport

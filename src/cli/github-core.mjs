@@ -1,8 +1,9 @@
 // GitHub Actions' runner files and workflow commands, shared by the CLI (src/cli/github.ts) and
 // the Action's entry script (action/main.mjs). Plain JavaScript with no dependency: the Action
 // runs it straight from the checkout, before mailsend is installed or built.
-// A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
-const { randomUUID } = process.getBuiltinModule("node:crypto");
+// Built-ins by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
+// node:crypto only when a delimiter is needed: it is slow to load, and most runs write no output.
+const randomUUID = () => process.getBuiltinModule("node:crypto").randomUUID();
 const { appendFileSync } = process.getBuiltinModule("node:fs");
 
 /** A workflow command's message: %, CR and LF are escaped, as the runner unescapes them. */

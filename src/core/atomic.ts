@@ -6,7 +6,8 @@
  * removes its temp file and throws the file system's error, for the caller to word (localFileError).
  */
 // A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
-const { randomBytes } = process.getBuiltinModule("node:crypto");
+// node:crypto only when a file is written: it is slow to load, and most commands write none.
+const randomBytes = (n: number) => process.getBuiltinModule("node:crypto").randomBytes(n);
 const { closeSync, fsyncSync, openSync, renameSync, unlinkSync, writeSync } = process.getBuiltinModule("node:fs");
 // fs/promises (and the streams behind it) only when an async write runs.
 const fsp = () => process.getBuiltinModule("node:fs/promises");

@@ -52,6 +52,47 @@ function positionOf(text: string, offset: number): Position {
 /** An object or array being filled, and for an object the key its next value goes under. */
 type Open = { obj: Record<string, unknown>; key?: string } | { arr: unknown[] };
 
+/** A reason, and the offset to point at. */
+type Reason = [string, number];
+
+/** The text around a syntax error and the value it is in: what was due at a place, and what was there instead. */
+class Surroundings {
+  constructor(
+    private readonly text: string,
+    /** The innermost open value is an object. */
+    private readonly inObject: boolean,
+    /** No object or array is open. */
+    private readonly topLevel: boolean,
+  ) {}
+
+  found(at: number): string {
+    return at >= this.text.length ? "the end of the file" : describeChar(this.text[at]!);
+  }
+
+  afterElement(at: number): Reason {
+    return [`expected "," or "]" after an array element, found ${this.found(at)}`, at];
+  }
+
+  afterProperty(at: number): Reason {
+    return [`expected "," or "}" after a property value, found ${this.found(at)}`, at];
+  }
+
+  afterValue(at: number): Reason {
+    if (this.topLevel) return [`unexpected ${this.found(at)} after the end of the JSON value`, at];
+    return this.inObject ? this.afterProperty(at) : this.afterElement(at);
+  }
+
+  /** Something no token of JSON starts with (a comment, a bare word): what was due there, by what precedes it. */
+  expected(at: number): Reason {
+    const before = this.text.slice(0, at).trimEnd().at(-1);
+    if (this.inObject && (before === "{" || before === ","))
+      return [`expected a property name in double quotes, found ${this.found(at)}`, at];
+    if (before !== undefined && !"[:,".includes(before)) return this.afterValue(at);
+    if (this.text[at] === "'") return ["strings must be in double quotes", at];
+    return [`expected a value, found ${this.found(at)}`, at];
+  }
+}
+
 /**
  * What went wrong at `offset` (where jsonc-parser's token starts, `length` long), and where
  * to point: inside a string, at the character that is wrong. `inObject`: the innermost open
@@ -63,45 +104,26 @@ function reasonOf(
   offset: number,
   length: number,
   { inObject, topLevel }: { inObject: boolean; topLevel: boolean },
-): [string, number] {
-  const found = (at: number) => (at >= text.length ? "the end of the file" : describeChar(text[at]!));
+): Reason {
+  const around = new Surroundings(text, inObject, topLevel);
   const token = text.slice(offset, offset + length);
-  const inArray = (at: number): [string, number] => [
-    `expected "," or "]" after an array element, found ${found(at)}`,
-    at,
-  ];
-  const inObj = (at: number): [string, number] => [
-    `expected "," or "}" after a property value, found ${found(at)}`,
-    at,
-  ];
-  const afterValue = (at: number): [string, number] =>
-    topLevel ? [`unexpected ${found(at)} after the end of the JSON value`, at] : inObject ? inObj(at) : inArray(at);
-  // Something no token of JSON starts with (a comment, a bare word): what was due there, by what precedes it.
-  const expected = (at: number): [string, number] => {
-    const before = text.slice(0, at).trimEnd().at(-1);
-    if (inObject && (before === "{" || before === ","))
-      return [`expected a property name in double quotes, found ${found(at)}`, at];
-    if (before !== undefined && !"[:,".includes(before)) return afterValue(at);
-    if (text[at] === "'") return ["strings must be in double quotes", at];
-    return [`expected a value, found ${found(at)}`, at];
-  };
   switch (printParseErrorCode(code)) {
     case "PropertyNameExpected":
       if (text[offset] === "}") return ["trailing comma before }", offset];
-      return [`expected a property name in double quotes, found ${found(offset)}`, offset];
+      return [`expected a property name in double quotes, found ${around.found(offset)}`, offset];
     case "ValueExpected":
       if (text[offset] === "]" && text.slice(0, offset).trimEnd().endsWith(","))
         return ["trailing comma before ]", offset];
-      return expected(offset);
+      return around.expected(offset);
     case "ColonExpected":
-      return [`expected ":" after the property name, found ${found(offset)}`, offset];
+      return [`expected ":" after the property name, found ${around.found(offset)}`, offset];
     case "CloseBraceExpected":
-      return inObj(offset);
+      return around.afterProperty(offset);
     case "CloseBracketExpected":
-      return inArray(offset);
+      return around.afterElement(offset);
     case "CommaExpected":
     case "EndOfFileExpected":
-      return afterValue(offset);
+      return around.afterValue(offset);
     case "UnexpectedEndOfString":
       // A string ends at a line break or at the end of the file.
       if (offset + length < text.length)
@@ -124,11 +146,11 @@ function reasonOf(
     case "UnexpectedEndOfNumber": {
       // "1." or "1e": the number is what precedes the character that cannot go on with it.
       const n = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/.exec(token)?.[0].length ?? 0;
-      return n > 0 ? afterValue(offset + n) : expected(offset);
+      return n > 0 ? around.afterValue(offset + n) : around.expected(offset);
     }
     default:
       // InvalidSymbol, and comments (InvalidCommentToken, UnexpectedEndOfComment).
-      return expected(offset);
+      return around.expected(offset);
   }
 }
 

@@ -38,8 +38,10 @@ export function processStartTime(pid = process.pid): string | undefined {
  * Whether the process that wrote a lock (its pid, and the start time it recorded, if any) still
  * runs. A pid alone is not enough where pids are soon reused (a container, a reboot with the state
  * dir kept): on Linux a live pid is another process when its start time differs from the recorded
- * one, or, for a lock of an older version that recorded none, when it is not a Node process
- * (`looksLike` its command line); a zombie is dead. Without /proc, a live pid holds.
+ * one, or, for a holder that recorded none (runner.pid, an older version's lock), when it is
+ * neither this program (the same executable file: the single executable, under whatever name it
+ * was called) nor a Node process (`looksLike` its command line); a zombie is dead. Without /proc,
+ * a live pid holds.
  */
 export function processHolds(pid: number, start: string | undefined, looksLike = /node|mailsend/i): boolean {
   if (!processAlive(pid)) return false;
@@ -47,6 +49,7 @@ export function processHolds(pid: number, start: string | undefined, looksLike =
   if (!now) return true;
   if (now.state === "Z" || now.state === "X" || now.state === "x") return false;
   if (start !== undefined) return now.start === start;
+  if (sameExecutable(pid)) return true;
   let cmdline: string;
   try {
     const fs = process.getBuiltinModule("node:fs");
@@ -55,4 +58,16 @@ export function processHolds(pid: number, start: string | undefined, looksLike =
     return true;
   }
   return looksLike.test(cmdline);
+}
+
+/** Whether `pid` runs the executable file this process runs (false when /proc does not say). */
+function sameExecutable(pid: number): boolean {
+  try {
+    const { statSync } = process.getBuiltinModule("node:fs");
+    const theirs = statSync(`/proc/${pid}/exe`);
+    const ours = statSync("/proc/self/exe");
+    return theirs.dev === ours.dev && theirs.ino === ours.ino;
+  } catch {
+    return false;
+  }
 }

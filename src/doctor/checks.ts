@@ -33,7 +33,7 @@ import type { Limits } from "../limits/sliding-log.js";
 import type { SlotStore } from "../limits/store.js";
 import { proxyAnswerError } from "../transports/proxy.js";
 import { statusError } from "../transports/rest.js";
-import { postEmptySend, reachRest, sendUrlOf } from "./rest-probe.js";
+import { postEmptySend, reachRest, sendUrlOf, type KeyAnswer } from "./rest-probe.js";
 import { lookAtOutbox } from "./outbox-check.js";
 import { SETUP_REPLY } from "../relay/replies.js";
 import { probeSmtp } from "./smtp-probe.js";
@@ -418,29 +418,9 @@ async function budgetCheck(
       const caFile = flags.caFile ?? (env.MAILSEND_CA_FILE || undefined);
       const opened = openSlotStore(key, limits, env, caFile ? { caFile } : {})!;
       try {
-        // Redis first answers how it was reached, then what is used there.
-        const redis = opened instanceof RedisSlotStore ? await opened.probe() : undefined;
-        const used = await opened.used(limits);
+        const use = await budgetUse(opened, limits);
         store = opened;
-        const where =
-          opened instanceof RedisSlotStore && redis
-            ? `shared through Redis at ${opened.config.label} (MAILSEND_RATE_LIMIT_URL): ${describeRedis(opened.config, redis)}`
-            : `per machine, in ${opened instanceof FileSlotStore ? opened.path : "the state dir"}`;
-        const hints = [
-          ...(used >= limits.limit
-            ? ["The budget is used up: the next send waits for a slot (or fails at once with --no-wait)."]
-            : []),
-          ...(opened instanceof RedisSlotStore && opened.passwordUnneeded
-            ? [
-                `The Redis server requires no password, but one was given (from ${opened.config.passwordSource}); it is not used.`,
-              ]
-            : []),
-        ];
-        pass(
-          "ratelimit",
-          `${used}/${limits.limit} slots used in the last ${limits.windowMs / 1000} s for this key; ${where}`,
-          hints.length ? { hint: hints.join(" ") } : {},
-        );
+        pass("ratelimit", use.detail, use.hint ? { hint: use.hint } : {});
       } catch (e) {
         await opened.close().catch(() => {});
         throw e;
@@ -451,6 +431,31 @@ async function budgetCheck(
   }
 
   return { store, limits };
+}
+
+/** How much of the budget is used for the key, where it is kept, and what is worth a word about it. */
+async function budgetUse(opened: SlotStore, limits: Limits): Promise<{ detail: string; hint?: string }> {
+  // Redis first answers how it was reached, then what is used there.
+  const redis = opened instanceof RedisSlotStore ? await opened.probe() : undefined;
+  const used = await opened.used(limits);
+  const where =
+    opened instanceof RedisSlotStore && redis
+      ? `shared through Redis at ${opened.config.label} (MAILSEND_RATE_LIMIT_URL): ${describeRedis(opened.config, redis)}`
+      : `per machine, in ${opened instanceof FileSlotStore ? opened.path : "the state dir"}`;
+  const hints = [
+    ...(used >= limits.limit
+      ? ["The budget is used up: the next send waits for a slot (or fails at once with --no-wait)."]
+      : []),
+    ...(opened instanceof RedisSlotStore && opened.passwordUnneeded
+      ? [
+          `The Redis server requires no password, but one was given (from ${opened.config.passwordSource}); it is not used.`,
+        ]
+      : []),
+  ];
+  return {
+    detail: `${used}/${limits.limit} slots used in the last ${limits.windowMs / 1000} s for this key; ${where}`,
+    ...(hints.length ? { hint: hints.join(" ") } : {}),
+  };
 }
 
 async function restChecks(
@@ -549,31 +554,8 @@ async function checkRestKey(
       "not checked: the rate-limit budget could not be asked for a slot (see its check), and the probe is a request like any send",
     );
   const id = slotId();
-  let slot = false;
-  if (store && limits) {
-    const taken = await store.tryTake(id, limits).catch((e: unknown) => e);
-    if (taken instanceof Error) {
-      // The ratelimit check just worked; a store failing now is reported there on the next run.
-      fail("rest.key", taken);
-      return;
-    }
-    if (!(taken as { ok: boolean }).ok) {
-      const seconds = Math.ceil((taken as { waitMs: number }).waitMs / 1000);
-      fail(
-        "rest.key",
-        new MailsendError(
-          "rate_limited",
-          `not checked: the local budget of ${limits.limit} per ${limits.windowMs / 1000} s for this key is used up (the next slot frees in ${seconds} s)`,
-          {
-            retryAfter: seconds,
-            hint: `The REST key check counts as a request, so it waits its turn like mail does: run doctor again in ${seconds} s. The SMTP check uses no slot.`,
-          },
-        ),
-      );
-      return;
-    }
-    slot = true;
-  }
+  const slot = store && limits ? await takeProbeSlot(store, limits, id) : false;
+  if (slot instanceof Error) return void fail("rest.key", slot);
   const limitsNow = limits;
   const settle = async (reachedService: boolean) => {
     if (!slot || !store || !limitsNow) return;
@@ -586,44 +568,64 @@ async function checkRestKey(
   try {
     const answer = await postEmptySend(config, config.timeoutMs);
     await settle(true);
-    if (answer.status === 400 || answer.status === 422) {
+    const wrong = keyAnswerError(config, answer, rec.redact);
+    if (wrong) fail("rest.key", wrong);
+    else
       pass(
         "rest.key",
         `accepted: POST ${url.pathname} with an empty request was refused as invalid (HTTP ${answer.status}), not for the key; nothing was sent${counted}${rateHeaders(answer.headers)}`,
       );
-    } else if (answer.status >= 200 && answer.status < 300) {
-      fail(
-        "rest.key",
-        new MailsendError(
-          "protocol_error",
-          `the service answered HTTP ${answer.status} to an empty send request; it should have refused it as invalid`,
-          {
-            status: answer.status,
-            hint: "Check that --base-url / MAILSEND_BASE_URL points at the mail service.",
-          },
-        ),
-      );
-    } else {
-      const byProxy =
-        config.proxy && url.protocol === "http:"
-          ? proxyAnswerError(answer.status, answer.body, config.proxy, url)
-          : undefined;
-      const err = byProxy ?? statusError(answer.status, answer.body, answer.headers, url, rec.redact);
-      if (err.code === "rate_limited") {
-        fail(
-          "rest.key",
-          new MailsendError("rate_limited", `not checked: ${err.message}`, {
-            status: answer.status,
-            hint: "The service is limiting this key right now; run doctor again in a minute.",
-          }),
-        );
-      } else fail("rest.key", err);
-    }
   } catch (e) {
     const err = toMailsendError(e);
     await settle(!NEVER_REACHED.includes(err.code));
     fail("rest.key", err);
   }
+}
+
+/** A slot of the local budget for the key probe (true), or why there is none: the store failing, or the budget used up. */
+async function takeProbeSlot(store: SlotStore, limits: Limits, id: string): Promise<true | Error> {
+  const taken = await store.tryTake(id, limits).catch((e: unknown) => e);
+  // The ratelimit check just worked; a store failing now is reported there on the next run.
+  if (taken instanceof Error) return taken;
+  if ((taken as { ok: boolean }).ok) return true;
+  const seconds = Math.ceil((taken as { waitMs: number }).waitMs / 1000);
+  return new MailsendError(
+    "rate_limited",
+    `not checked: the local budget of ${limits.limit} per ${limits.windowMs / 1000} s for this key is used up (the next slot frees in ${seconds} s)`,
+    {
+      retryAfter: seconds,
+      hint: `The REST key check counts as a request, so it waits its turn like mail does: run doctor again in ${seconds} s. The SMTP check uses no slot.`,
+    },
+  );
+}
+
+/** What the service's answer to the empty send says about the key: nothing when it refused the request as invalid. */
+function keyAnswerError(
+  config: RestConfig,
+  answer: KeyAnswer,
+  redact: (s: string) => string,
+): MailsendError | undefined {
+  if (answer.status === 400 || answer.status === 422) return undefined;
+  if (answer.status >= 200 && answer.status < 300)
+    return new MailsendError(
+      "protocol_error",
+      `the service answered HTTP ${answer.status} to an empty send request; it should have refused it as invalid`,
+      {
+        status: answer.status,
+        hint: "Check that --base-url / MAILSEND_BASE_URL points at the mail service.",
+      },
+    );
+  const url = sendUrlOf(config.baseUrl);
+  const byProxy =
+    config.proxy && url.protocol === "http:"
+      ? proxyAnswerError(answer.status, answer.body, config.proxy, url)
+      : undefined;
+  const err = byProxy ?? statusError(answer.status, answer.body, answer.headers, url, redact);
+  if (err.code !== "rate_limited") return err;
+  return new MailsendError("rate_limited", `not checked: ${err.message}`, {
+    status: answer.status,
+    hint: "The service is limiting this key right now; run doctor again in a minute.",
+  });
 }
 
 /** How the budget's Redis was reached: never its password, only where the password came from. */

@@ -14,7 +14,8 @@ import type { InlineImage } from "../compose/images.js";
 import type { EmbeddedStylesheet } from "../compose/styles.js";
 import { readSource, readStdin, regularFileSize, shownPath, utf8, type InputStreams } from "../core/read.js";
 import { checkBodyBytes, classifyStdin, pipedOrFile, type StdinDecision, type StdinType } from "./stdin-body.js";
-const { randomUUID: randomUuid } = process.getBuiltinModule("node:crypto");
+// node:crypto only when a key is made: it is slow to load, and a command that sends nothing needs none.
+const randomUuid = () => process.getBuiltinModule("node:crypto").randomUUID();
 
 /** The message-shaping options of `mailsend send`, as plain values. */
 export interface MessageFlags {

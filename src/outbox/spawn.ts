@@ -4,7 +4,6 @@
  * caller's terminal and process group (cron and PHP return at once), logging
  * to the outbox's runner.log. It drains the outbox and exits when it is empty.
  */
-import { spawn } from "node:child_process";
 import { closeSync, realpathSync } from "node:fs";
 import { openOwned } from "../core/owned.js";
 import { isSingleExecutable } from "../core/sea.js";
@@ -46,6 +45,8 @@ export async function kickRunner(env: Env, outbox: Outbox = Outbox.fromEnv(env))
       // A log it cannot write (another user's, a link): the runner goes all the same, unlogged.
     }
     const self = selfCommand();
+    // node:child_process only here: loading it costs every command that queues nothing.
+    const { spawn } = process.getBuiltinModule("node:child_process");
     const child = spawn(self.file, [...self.args, "queue", "run", "--drain"], {
       ...(self.argv0 ? { argv0: self.argv0 } : {}),
       detached: true,

@@ -14,10 +14,11 @@ import { prepareMessage } from "./message.js";
 import { retryDelayMs } from "./runner.js";
 import { runnerHoldsOutbox } from "./runner-lock.js";
 import { autorunOff, kickRunner } from "./spawn.js";
-import { Outbox } from "./store.js";
+import { Outbox, type AddInput } from "./store.js";
 import type { Envelope, QueueMode } from "../core/envelope.js";
 import type { OutboxMeta } from "./types.js";
 import type { Env } from "../core/env.js";
+import type { Message } from "../core/message.js";
 
 export type SubmitResult =
   | { status: "sent"; result: SendResult; chosen: Chosen }
@@ -122,18 +123,7 @@ export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOption
     const stoppable = opts.signal ? { signal: opts.signal } : {};
     if (opts.mode === "never") return { status: "sent", result: await sender.send(message, chosen, stoppable), chosen };
     const add = (holdUntil?: number) =>
-      outbox.add({
-        raw,
-        envelope,
-        idempotencyKey: key,
-        source: opts.source,
-        ...(opts.profile ? { profile: opts.profile } : {}),
-        ...(opts.transport ? { transport: opts.transport } : {}),
-        subject: message.subject,
-        ...(opts.stampedMessageId ? { stampedMessageId: true } : {}),
-        headerFrom: message.from.name ? `${message.from.name} <${message.from.address}>` : message.from.address,
-        ...(holdUntil ? { holdUntil } : {}),
-      });
+      outbox.add({ ...entryOf(raw, envelope, key, message, opts), ...(holdUntil ? { holdUntil } : {}) });
     if (opts.mode === "always") {
       const id = await add();
       const log = await kickRunner(opts.env, outbox);
@@ -156,23 +146,43 @@ export async function submit(raw: Buffer, envelope: Envelope, opts: SubmitOption
         await outbox.remove(id).catch(() => {});
         throw err;
       }
-      await outbox
-        .setState(id, {
-          attempts: 1,
-          nextAttemptAt:
-            Date.now() + (err.code === "rate_limited" ? (err.retryAfter ?? 1) * 1000 : retryDelayMs(1, err.retryAfter)),
-          lastError: { code: err.code, message: err.message, exit: exitCodeFor(err.code), at: Date.now() },
-        })
-        .catch(() => {});
-      const log = await kickRunner(opts.env, outbox);
-      // Said to callers that know nothing of send's flags (sendmail, cron): what happened, in its own words.
-      const reason =
-        err.code === "rate_limited"
-          ? `the rate limit for this key is reached${err.retryAfter !== undefined ? `; the next slot frees in ${err.retryAfter} s` : ""}`
-          : err.message;
-      return { status: "queued", id, reason, ...(log ? { log } : {}) };
+      return await leaveForRunner(outbox, id, err, opts.env);
     }
   } finally {
     await sender.close();
   }
+}
+
+/** What the outbox keeps of a submitted message: the bytes, the envelope, and what a listing shows. */
+function entryOf(raw: Buffer, envelope: Envelope, key: string, message: Message, opts: SubmitOptions): AddInput {
+  return {
+    raw,
+    envelope,
+    idempotencyKey: key,
+    source: opts.source,
+    ...(opts.profile ? { profile: opts.profile } : {}),
+    ...(opts.transport ? { transport: opts.transport } : {}),
+    subject: message.subject,
+    ...(opts.stampedMessageId ? { stampedMessageId: true } : {}),
+    headerFrom: message.from.name ? `${message.from.name} <${message.from.address}>` : message.from.address,
+  };
+}
+
+/** The at-once attempt failed for now: the message, already in the outbox, is due for a runner when the service allows. */
+async function leaveForRunner(outbox: Outbox, id: string, err: MailsendError, env: Env): Promise<SubmitResult> {
+  await outbox
+    .setState(id, {
+      attempts: 1,
+      nextAttemptAt:
+        Date.now() + (err.code === "rate_limited" ? (err.retryAfter ?? 1) * 1000 : retryDelayMs(1, err.retryAfter)),
+      lastError: { code: err.code, message: err.message, exit: exitCodeFor(err.code), at: Date.now() },
+    })
+    .catch(() => {});
+  const log = await kickRunner(env, outbox);
+  // Said to callers that know nothing of send's flags (sendmail, cron): what happened, in its own words.
+  const reason =
+    err.code === "rate_limited"
+      ? `the rate limit for this key is reached${err.retryAfter !== undefined ? `; the next slot frees in ${err.retryAfter} s` : ""}`
+      : err.message;
+  return { status: "queued", id, reason, ...(log ? { log } : {}) };
 }

@@ -105,7 +105,8 @@ export interface Relay {
   close(): Promise<void>;
 }
 
-function smtpReply(code: number, message: string): Error {
+/** An SMTP reply as smtp-server takes it from a handler: an Error with its code. */
+export function smtpReply(code: number, message: string): Error {
   return Object.assign(new Error(message), { responseCode: code });
 }
 
@@ -311,7 +312,8 @@ function listen(server: SMTPServer, host: string, port: number): Promise<void> {
   });
 }
 
-const envelopeOf = (session: SMTPServerSession): Envelope => ({
+/** The envelope of a session's transaction: MAIL FROM and the RCPT TOs it took. */
+export const envelopeOf = (session: SMTPServerSession): Envelope => ({
   from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
   to: session.envelope.rcptTo.map((r) => r.address),
 });
@@ -328,6 +330,47 @@ function guardFor(opts: RelayOptions): SessionGuard {
     ...(opts.failureDelayStepMs !== undefined ? { failureDelayStepMs: opts.failureDelayStepMs } : {}),
     ...(opts.onAuthFailed ? { onAuthFailed: opts.onAuthFailed } : {}),
   });
+}
+
+/** AUTH: the login checked against the relay's users, the guard counting the failures. */
+function loginHandler(users: RelayUsers | undefined, guard: SessionGuard): SMTPServerOptions["onAuth"] {
+  return (auth, session, cb) => {
+    if (!users) return cb(smtpReply(503, "5.5.1 AUTH not available"));
+    users.verify(auth.username, auth.password ?? undefined).then(
+      async (ok) => {
+        if (ok) {
+          guard.authenticated(session);
+          return cb(null, { user: auth.username });
+        }
+        const closing = await guard.failed(session, auth.username ?? "");
+        cb(
+          closing
+            ? smtpReply(421, "4.7.0 Too many authentication failures, closing connection")
+            : smtpReply(535, "5.7.8 Authentication credentials invalid"),
+        );
+      },
+      () => cb(smtpReply(454, "4.7.0 Temporary authentication failure")),
+    );
+  };
+}
+
+/** DATA: the message read within --max-size, then taken; `inflight` holds the work until it is answered. */
+function dataHandler(opts: RelayOptions, inflight: Set<Promise<unknown>>): SMTPServerOptions["onData"] {
+  return (stream, session, cb) => {
+    readData(stream, opts.maxSize, (got) => {
+      if (got === "cut") return cb(smtpReply(451, "4.3.0 The message was cut off"));
+      const offered = envelopeOf(session);
+      const remote = `${session.remoteAddress}:${session.remotePort}`;
+      if (got === "too_big") {
+        const text = `5.3.4 Message too big: the limit is ${opts.maxSize} bytes`;
+        opts.onRefused?.({ code: 552, reply: text, envelope: offered, remote });
+        return cb(smtpReply(552, text));
+      }
+      const work = takeMessage(opts, got, offered, session, remote, cb);
+      inflight.add(work);
+      void work.finally(() => inflight.delete(work));
+    });
+  };
 }
 
 /** The server's settings and the handlers of AUTH, RCPT TO and DATA; `inflight` holds each DATA's work. */
@@ -371,25 +414,7 @@ function serverOptions(opts: RelayOptions, inflight: Set<Promise<unknown>>, guar
       guard.close(session);
     },
 
-    onAuth(auth, session, cb) {
-      const users = opts.users;
-      if (!users) return cb(smtpReply(503, "5.5.1 AUTH not available"));
-      users.verify(auth.username, auth.password ?? undefined).then(
-        async (ok) => {
-          if (ok) {
-            guard.authenticated(session);
-            return cb(null, { user: auth.username });
-          }
-          const closing = await guard.failed(session, auth.username ?? "");
-          cb(
-            closing
-              ? smtpReply(421, "4.7.0 Too many authentication failures, closing connection")
-              : smtpReply(535, "5.7.8 Authentication credentials invalid"),
-          );
-        },
-        () => cb(smtpReply(454, "4.7.0 Temporary authentication failure")),
-      );
-    },
+    onAuth: loginHandler(opts.users, guard),
 
     onMailFrom(_address, session, cb) {
       // AUTH hidden until TLS takes it out of what smtp-server asks for: the relay asks itself.
@@ -403,21 +428,7 @@ function serverOptions(opts: RelayOptions, inflight: Set<Promise<unknown>>, guar
       checkRecipient(opts, address.address, session).then(cb);
     },
 
-    onData(stream, session, cb) {
-      readData(stream, opts.maxSize, (got) => {
-        if (got === "cut") return cb(smtpReply(451, "4.3.0 The message was cut off"));
-        const offered = envelopeOf(session);
-        const remote = `${session.remoteAddress}:${session.remotePort}`;
-        if (got === "too_big") {
-          const text = `5.3.4 Message too big: the limit is ${opts.maxSize} bytes`;
-          opts.onRefused?.({ code: 552, reply: text, envelope: offered, remote });
-          return cb(smtpReply(552, text));
-        }
-        const work = takeMessage(opts, got, offered, session, remote, cb);
-        inflight.add(work);
-        void work.finally(() => inflight.delete(work));
-      });
-    },
+    onData: dataHandler(opts, inflight),
   };
 }
 

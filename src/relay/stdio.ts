@@ -6,10 +6,10 @@
  * message is answered only once `take` has it (sent, or in the outbox, fsynced).
  */
 import { Duplex } from "node:stream";
-import { SMTPServer, type SMTPServerSession } from "smtp-server";
+import { SMTPServer } from "smtp-server";
 import type { Envelope } from "../core/envelope.js";
 import { MAX_RECIPIENTS } from "../core/message.js";
-import { rcptReplyFor, readData, replyFor, tooManyRecipients } from "./server.js";
+import { envelopeOf, rcptReplyFor, readData, replyFor, smtpReply, tooManyRecipients } from "./server.js";
 
 export interface StdioOptions {
   input: NodeJS.ReadableStream;
@@ -119,13 +119,33 @@ const QUIET_MS = 100;
 /** Runs the session to its end (QUIT, or the caller closing the pipe); resolves once every message it took is answered. */
 export async function serveStdio(opts: StdioOptions): Promise<void> {
   const inflight = new Set<Promise<unknown>>();
-  const envelopeOf = (session: SMTPServerSession): Envelope => ({
-    from: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
-    to: session.envelope.rcptTo.map((r) => r.address),
-  });
-  const reply = (code: number, message: string) => Object.assign(new Error(message), { responseCode: code });
+  const server = sessionServer(opts, inflight);
+  server.on("error", () => {});
+  const socket = new PipeSocket(opts.input, opts.output);
+  const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+  // The caller closed stdin without QUIT (or right after it), or this process was told to stop:
+  // once every message taken is answered, the session ends as a dropped connection does (a
+  // message cut mid-DATA is not taken, and its program still has it).
+  let ending = false;
+  const endWhenAnswered = () => {
+    if (ending) return;
+    ending = true;
+    void dropWhenAnswered(socket, inflight);
+  };
+  opts.input.once("end", endWhenAnswered);
+  if (opts.stop?.aborted) endWhenAnswered();
+  else opts.stop?.addEventListener("abort", endWhenAnswered, { once: true });
+  server.connect(socket as never, {} as never);
+  await closed;
+  while (inflight.size) await Promise.allSettled([...inflight]);
+  // The session is over (QUIT): a caller that keeps its end of stdin open waits for this process
+  // to exit before it closes it (Go's exec with StdinPipe, PHP's proc_close), so stop reading.
+  (opts.input as { destroy?: () => void }).destroy?.();
+}
 
-  const server = new SMTPServer({
+/** The relay's SMTP server with the pipe's settings: no AUTH, no TLS; `inflight` holds each DATA's work. */
+function sessionServer(opts: StdioOptions, inflight: Set<Promise<unknown>>): SMTPServer {
+  return new SMTPServer({
     name: opts.name,
     banner: "mailsend sendmail -bs",
     disabledCommands: ["STARTTLS", "AUTH"],
@@ -148,11 +168,11 @@ export async function serveStdio(opts: StdioOptions): Promise<void> {
     },
     onData(stream, session, cb) {
       readData(stream, opts.maxSize, (got) => {
-        if (got === "cut") return cb(reply(451, "4.3.0 The message was cut off"));
+        if (got === "cut") return cb(smtpReply(451, "4.3.0 The message was cut off"));
         if (got === "too_big") {
           const text = `5.3.4 Message too big: the limit is ${opts.maxSize} bytes`;
           opts.onRefused?.(`552 ${text}`);
-          return cb(reply(552, text));
+          return cb(smtpReply(552, text));
         }
         const work = opts.take(got, envelopeOf(session)).then(
           (id) => cb(null, `2.0.0 Ok: ${id}`),
@@ -160,7 +180,7 @@ export async function serveStdio(opts: StdioOptions): Promise<void> {
             // A message refused for what it is (554), or a fault of this machine (4xx: the program keeps it).
             const r = replyFor(e);
             opts.onRefused?.(`${r.code} ${r.text}`);
-            cb(reply(r.code, r.text));
+            cb(smtpReply(r.code, r.text));
           },
         );
         inflight.add(work);
@@ -168,40 +188,23 @@ export async function serveStdio(opts: StdioOptions): Promise<void> {
       });
     },
   });
-  server.on("error", () => {});
-  const socket = new PipeSocket(opts.input, opts.output);
-  const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
-  // The caller closed stdin without QUIT (or right after it), or this process was told to stop:
-  // once every message taken is answered, the session ends as a dropped connection does (a
-  // message cut mid-DATA is not taken, and its program still has it).
-  let ending = false;
-  const endWhenAnswered = () => {
-    if (ending) return;
-    ending = true;
-    void (async () => {
-      // What was read before the end (a whole session piped at once, 101 RCPTs among it) is answered
-      // first: every byte taken by the server, no message being taken, every answer written, and
-      // the server quiet for a moment (it answers each piped command as it gets to it).
-      for (let i = 0; i < 600_000 && !socket.destroyed; i++) {
-        await new Promise((r) => setTimeout(r, 20));
-        if (
-          inflight.size === 0 &&
-          socket.writableLength === 0 &&
-          socket.readableLength === 0 &&
-          Date.now() - socket.lastWriteAt >= QUIET_MS
-        )
-          break;
-      }
-      if (!socket.destroyed) socket.destroy();
-    })();
-  };
-  opts.input.once("end", endWhenAnswered);
-  if (opts.stop?.aborted) endWhenAnswered();
-  else opts.stop?.addEventListener("abort", endWhenAnswered, { once: true });
-  server.connect(socket as never, {} as never);
-  await closed;
-  while (inflight.size) await Promise.allSettled([...inflight]);
-  // The session is over (QUIT): a caller that keeps its end of stdin open waits for this process
-  // to exit before it closes it (Go's exec with StdinPipe, PHP's proc_close), so stop reading.
-  (opts.input as { destroy?: () => void }).destroy?.();
+}
+
+/**
+ * What was read before the end (a whole session piped at once, 101 RCPTs among it) is answered
+ * first: every byte taken by the server, no message being taken, every answer written, and the
+ * server quiet for a moment (it answers each piped command as it gets to it). Then the session drops.
+ */
+async function dropWhenAnswered(socket: PipeSocket, inflight: Set<Promise<unknown>>): Promise<void> {
+  for (let i = 0; i < 600_000 && !socket.destroyed; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    if (
+      inflight.size === 0 &&
+      socket.writableLength === 0 &&
+      socket.readableLength === 0 &&
+      Date.now() - socket.lastWriteAt >= QUIET_MS
+    )
+      break;
+  }
+  if (!socket.destroyed) socket.destroy();
 }

@@ -57,63 +57,11 @@ export function createAccessGate(
   opts: AccessOptions,
 ): (req: IncomingMessage, res: ServerResponse, path: string) => boolean {
   const own = opts.host.toLowerCase().replace(/^\[|\]$/g, "");
-  const hostOk = (header: string | undefined): boolean => {
-    if (hostAllowed(header)) return true;
-    const name = (header ?? "")
-      .toLowerCase()
-      .replace(/:\d+$/, "")
-      .replace(/^\[|\]$/g, "");
-    return own !== "0.0.0.0" && own !== "::" && own !== "" && name === own;
-  };
-  const refuse = (
-    res: ServerResponse,
-    status: number,
-    code: string,
-    message: string,
-    extra: Record<string, string> = {},
-  ) => {
-    const body = JSON.stringify({ success: false, error: { code, message } });
-    res.writeHead(status, {
-      "Content-Type": "application/json; charset=utf-8",
-      "Content-Length": Buffer.byteLength(body),
-      "Cache-Control": "no-store",
-      ...extra,
-    });
-    res.end(body);
-  };
   return (req, res, path) => {
     const token = opts.token;
     if (token && path !== "/send") {
-      const auth = req.headers.authorization ?? "";
-      const bearer = /^Bearer\s+(\S+)$/i.exec(auth)?.[1];
-      if (
-        bearer !== undefined
-          ? same(bearer, token)
-          : (() => {
-              const c = cookieValue(req.headers.cookie, TOKEN_COOKIE);
-              return c !== undefined && same(c, token);
-            })()
-      )
-        return false;
-      // The browser's way in: the inbox opened once with ?token=..., which becomes a cookie.
-      const given = new URL(req.url ?? "/", "http://sandbox").searchParams.get("token");
-      if (
-        given !== null &&
-        (req.method === "GET" || req.method === "HEAD") &&
-        !path.startsWith("/_sandbox/") &&
-        same(given, token)
-      ) {
-        const clean = new URL(req.url ?? "/", "http://sandbox");
-        clean.searchParams.delete("token");
-        res.writeHead(303, {
-          Location: `${clean.pathname}${clean.search}`,
-          "Set-Cookie": `${TOKEN_COOKIE}=${token}; HttpOnly; SameSite=Strict; Path=/`,
-          "Cache-Control": "no-store",
-          "Content-Length": 0,
-        });
-        res.end();
-        return true;
-      }
+      if (carriesToken(req, token)) return false;
+      if (acceptTokenLink(req, res, path, token)) return true;
       refuse(
         res,
         401,
@@ -128,7 +76,7 @@ export function createAccessGate(
     // With the token (or on /send, which needs a key) a foreign Host is no rebinding risk:
     // a page cannot know either. Without one, only the sandbox's own names are answered.
     if (token) return false;
-    if (hostOk(req.headers.host)) return false;
+    if (namesSandbox(req.headers.host, own)) return false;
     refuse(
       res,
       403,
@@ -137,4 +85,60 @@ export function createAccessGate(
     );
     return true;
   };
+}
+
+/** Whether a Host header names the sandbox: one of the names any sandbox answers to, or its own --host. */
+function namesSandbox(header: string | undefined, own: string): boolean {
+  if (hostAllowed(header)) return true;
+  const name = (header ?? "")
+    .toLowerCase()
+    .replace(/:\d+$/, "")
+    .replace(/^\[|\]$/g, "");
+  return own !== "0.0.0.0" && own !== "::" && own !== "" && name === own;
+}
+
+/** Whether the request carries the token: as a Bearer header, or else as the cookie. */
+function carriesToken(req: IncomingMessage, token: string): boolean {
+  const bearer = /^Bearer\s+(\S+)$/i.exec(req.headers.authorization ?? "")?.[1];
+  if (bearer !== undefined) return same(bearer, token);
+  const c = cookieValue(req.headers.cookie, TOKEN_COOKIE);
+  return c !== undefined && same(c, token);
+}
+
+/**
+ * The browser's way in: the inbox opened once with ?token=..., which becomes a cookie, the
+ * address then reloaded without it. Returns true when it answered so.
+ */
+function acceptTokenLink(req: IncomingMessage, res: ServerResponse, path: string, token: string): boolean {
+  const given = new URL(req.url ?? "/", "http://sandbox").searchParams.get("token");
+  if (given === null || (req.method !== "GET" && req.method !== "HEAD") || path.startsWith("/_sandbox/")) return false;
+  if (!same(given, token)) return false;
+  const clean = new URL(req.url ?? "/", "http://sandbox");
+  clean.searchParams.delete("token");
+  res.writeHead(303, {
+    Location: `${clean.pathname}${clean.search}`,
+    "Set-Cookie": `${TOKEN_COOKIE}=${token}; HttpOnly; SameSite=Strict; Path=/`,
+    "Cache-Control": "no-store",
+    "Content-Length": 0,
+  });
+  res.end();
+  return true;
+}
+
+/** A refusal as the service words one: JSON, never cached. */
+function refuse(
+  res: ServerResponse,
+  status: number,
+  code: string,
+  message: string,
+  extra: Record<string, string> = {},
+): void {
+  const body = JSON.stringify({ success: false, error: { code, message } });
+  res.writeHead(status, {
+    "Content-Type": "application/json; charset=utf-8",
+    "Content-Length": Buffer.byteLength(body),
+    "Cache-Control": "no-store",
+    ...extra,
+  });
+  res.end(body);
 }

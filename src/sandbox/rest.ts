@@ -316,19 +316,42 @@ async function answerReplay(
   sendJson(res, 200, { success: true, message_id: replay.messageId }, { "Idempotent-Replayed": "true" });
 }
 
+/**
+ * How a request is refused: counted, delayed as the faults say once past the key check, and with
+ * the connection closed after the answer while its body is unread.
+ */
+function refuserFor(core: SandboxCore, req: IncomingMessage, res: ServerResponse, bodyRead: () => boolean): Refuse {
+  return async (...[status, code, message, headers = {}, afterAuth = true]: Refusal) => {
+    core.stats.count("rest", "refused");
+    if (status === 429) core.stats.count("rest", "rateLimited");
+    if (status === 401 || status === 403) core.stats.count("rest", "authFailed");
+    if (afterAuth) await core.faults.delay();
+    if (!bodyRead()) closeAfter(req, res);
+    sendJson(res, status, errorBody(code, message), headers);
+  };
+}
+
+/** The body within the size limit, or its refusal (413); nothing when the client went away before it ended. */
+async function takeBody(
+  req: IncomingMessage,
+  maxSize: number,
+  rl: Headers,
+): Promise<{ body: Buffer } | { refusal: Refusal } | undefined> {
+  const got = await readBody(req, maxSize);
+  if (got.kind === "aborted") return undefined;
+  if (got.kind === "too_large")
+    return {
+      refusal: [413, "payload_too_large", `the request body is larger than the limit of ${maxSize} bytes`, rl],
+    };
+  return { body: got.body };
+}
+
 export function createSendHandler(core: SandboxCore) {
-  const { idempotency, faults, stats } = core;
+  const { idempotency, stats } = core;
 
   return async function handleSend(req: IncomingMessage, res: ServerResponse, expectContinue = false): Promise<void> {
     let bodyRead = false;
-    const refuse: Refuse = async (...[status, code, message, headers = {}, afterAuth = true]: Refusal) => {
-      stats.count("rest", "refused");
-      if (status === 429) stats.count("rest", "rateLimited");
-      if (status === 401 || status === 403) stats.count("rest", "authFailed");
-      if (afterAuth) await faults.delay();
-      if (!bodyRead) closeAfter(req, res);
-      sendJson(res, status, errorBody(code, message), headers);
-    };
+    const refuse = refuserFor(core, req, res, () => bodyRead);
 
     if (req.method !== "POST") {
       return refuse(
@@ -355,19 +378,12 @@ export function createSendHandler(core: SandboxCore) {
       const { rl } = rate;
 
       if (expectContinue) res.writeContinue();
-      const got = await readBody(req, core.maxSize);
-      if (got.kind === "aborted") {
+      const got = await takeBody(req, core.maxSize, rl);
+      if (!got) {
         stats.count("rest", "refused");
         return;
       }
-      if (got.kind === "too_large") {
-        return refuse(
-          413,
-          "payload_too_large",
-          `the request body is larger than the limit of ${core.maxSize} bytes`,
-          rl,
-        );
-      }
+      if ("refusal" in got) return refuse(...got.refusal);
       bodyRead = true;
       const requestHash = scope ? createHash("sha256").update(got.body).digest("hex") : undefined;
 

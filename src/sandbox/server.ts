@@ -500,52 +500,7 @@ function createControlHandler(core: SandboxCore) {
         core.faults.config = { ...NO_FAULTS };
         return sendJson(res, 200, core.faults.config);
       }
-      if (req.method === "POST") {
-        // JSON only: a cross-site form post from a web page cannot set faults.
-        if (!/^application\/json\b/i.test(req.headers["content-type"] ?? "")) {
-          return sendJson(res, 415, {
-            success: false,
-            error: { code: "unsupported_media_type", message: "send the fault settings as application/json" },
-          });
-        }
-        const chunks: Buffer[] = [];
-        let size = 0;
-        for await (const c of req) {
-          size += (c as Buffer).length;
-          if (size > 64 * 1024)
-            return sendJson(
-              res,
-              413,
-              { success: false, error: { code: "payload_too_large", message: "fault settings are small" } },
-              { Connection: "close" },
-            );
-          chunks.push(c as Buffer);
-        }
-        let patch: unknown;
-        try {
-          patch = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-        } catch {
-          return sendJson(res, 400, {
-            success: false,
-            error: { code: "invalid_json", message: "the body is not valid JSON" },
-          });
-        }
-        if (!patch || typeof patch !== "object" || Array.isArray(patch)) {
-          return sendJson(res, 400, {
-            success: false,
-            error: { code: "invalid_request", message: "expected a JSON object of fault settings" },
-          });
-        }
-        try {
-          core.faults.config = mergeFaults(core.faults.config, patch as Record<string, unknown>);
-        } catch (e) {
-          return sendJson(res, 400, {
-            success: false,
-            error: { code: "invalid_request", message: (e as Error).message },
-          });
-        }
-        return sendJson(res, 200, core.faults.config);
-      }
+      if (req.method === "POST") return postFaults(core, req, res);
       return sendJson(
         res,
         405,
@@ -561,4 +516,62 @@ function createControlHandler(core: SandboxCore) {
       },
     });
   };
+}
+
+/** POST /_sandbox/faults: a JSON object of fault settings merged into those in force, which are answered. */
+async function postFaults(core: SandboxCore, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  // JSON only: a cross-site form post from a web page cannot set faults.
+  if (!/^application\/json\b/i.test(req.headers["content-type"] ?? "")) {
+    return sendJson(res, 415, {
+      success: false,
+      error: { code: "unsupported_media_type", message: "send the fault settings as application/json" },
+    });
+  }
+  const patch = await readFaultPatch(req, res);
+  if (!patch) return;
+  try {
+    core.faults.config = mergeFaults(core.faults.config, patch);
+  } catch (e) {
+    return sendJson(res, 400, {
+      success: false,
+      error: { code: "invalid_request", message: (e as Error).message },
+    });
+  }
+  return sendJson(res, 200, core.faults.config);
+}
+
+/** The request's body as a JSON object; nothing when it is not one (too large, not JSON), which is answered. */
+async function readFaultPatch(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+): Promise<Record<string, unknown> | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const c of req) {
+    size += (c as Buffer).length;
+    if (size > 64 * 1024)
+      return void sendJson(
+        res,
+        413,
+        { success: false, error: { code: "payload_too_large", message: "fault settings are small" } },
+        { Connection: "close" },
+      );
+    chunks.push(c as Buffer);
+  }
+  let patch: unknown;
+  try {
+    patch = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+  } catch {
+    return void sendJson(res, 400, {
+      success: false,
+      error: { code: "invalid_json", message: "the body is not valid JSON" },
+    });
+  }
+  if (!patch || typeof patch !== "object" || Array.isArray(patch)) {
+    return void sendJson(res, 400, {
+      success: false,
+      error: { code: "invalid_request", message: "expected a JSON object of fault settings" },
+    });
+  }
+  return patch as Record<string, unknown>;
 }

@@ -1,5 +1,6 @@
 // A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
-const { randomUUID } = process.getBuiltinModule("node:crypto");
+// node:crypto only when a key is made: it is slow to load (sendmail -bp and mailq need none).
+const randomUUID = () => process.getBuiltinModule("node:crypto").randomUUID();
 import type { Mailbox } from "../core/address.js";
 import { parseAddressList } from "../core/address.js";
 import { MailsendError } from "../core/errors.js";

@@ -757,30 +757,8 @@ function recipientsOf(fields: HeaderField[], opts: SubmissionInput, local: Local
       throw addressError(`the recipient argument ${JSON.stringify(arg)}`, e);
     }
   }
-  if (opts.readRecipients) {
-    // A message sent on again (bounced, forwarded as is) names its new recipients in Resent-To,
-    // Resent-Cc and Resent-Bcc: with those present they are the recipients, not To/Cc/Bcc (as
-    // Postfix's cleanup and sendmail 8 take them).
-    const resent = fields.some((f) => RESENT_RECIPIENTS.includes(f.name));
-    const names = resent
-      ? ([
-          ["resent-to", "Resent-To"],
-          ["resent-cc", "Resent-Cc"],
-          ["resent-bcc", "Resent-Bcc"],
-        ] as const)
-      : ([
-          ["to", "To"],
-          ["cc", "Cc"],
-          ["bcc", "Bcc"],
-        ] as const);
-    if (resent)
-      notes.push(
-        "the recipients are those of Resent-To, Resent-Cc and Resent-Bcc (a message sent on again), not To, Cc and Bcc",
-      );
-    for (const [name, label] of names) {
-      rcpts.push(...fieldMailboxes(fields, name, label).map((m) => m.address));
-    }
-  } else {
+  if (opts.readRecipients) rcpts.push(...headerRecipients(fields, notes));
+  else {
     // Still check them: the transports parse these headers strictly.
     fieldMailboxes(fields, "to", "To");
     fieldMailboxes(fields, "cc", "Cc");
@@ -792,10 +770,41 @@ function recipientsOf(fields: HeaderField[], opts: SubmissionInput, local: Local
     seen.add(k);
     return true;
   });
+  checkRecipientCount(to, opts.readRecipients);
+  return to;
+}
+
+/**
+ * -t: the recipients of the header. A message sent on again (bounced, forwarded as is) names its
+ * new recipients in Resent-To, Resent-Cc and Resent-Bcc: with those present they are the
+ * recipients, not To/Cc/Bcc (as Postfix's cleanup and sendmail 8 take them).
+ */
+function headerRecipients(fields: HeaderField[], notes: string[]): string[] {
+  const resent = fields.some((f) => RESENT_RECIPIENTS.includes(f.name));
+  const names = resent
+    ? ([
+        ["resent-to", "Resent-To"],
+        ["resent-cc", "Resent-Cc"],
+        ["resent-bcc", "Resent-Bcc"],
+      ] as const)
+    : ([
+        ["to", "To"],
+        ["cc", "Cc"],
+        ["bcc", "Bcc"],
+      ] as const);
+  if (resent)
+    notes.push(
+      "the recipients are those of Resent-To, Resent-Cc and Resent-Bcc (a message sent on again), not To, Cc and Bcc",
+    );
+  return names.flatMap(([name, label]) => fieldMailboxes(fields, name, label).map((m) => m.address));
+}
+
+/** At least one recipient, at most the service's limit: nothing is queued otherwise. */
+function checkRecipientCount(to: string[], readRecipients: boolean): void {
   if (to.length === 0) {
     throw new MailsendError(
       "usage",
-      opts.readRecipients
+      readRecipients
         ? "no recipient addresses found in the message header (To, Cc, Bcc) nor as arguments; nothing was queued"
         : "no recipients: give them as arguments, or use -t to read them from the To, Cc and Bcc headers; nothing was queued",
       { hint: "For example: sendmail -t < message.eml, or sendmail ops@example.com < message.eml" },
@@ -811,7 +820,6 @@ function recipientsOf(fields: HeaderField[], opts: SubmissionInput, local: Local
       },
     );
   }
-  return to;
 }
 
 /** A binary file (an image, an archive) piped in without a header is no message: refused, not mailed as text. */
@@ -864,27 +872,12 @@ export function prepareLocalSubmission(input: Buffer, opts: SubmissionInput): Lo
     opts.aliases,
     notes,
   );
-  const fields = rewritten.filter((f) => {
-    const secret = f.name === "x-cron-env" ? cronSecret(fieldValue(f)) : undefined;
-    if (secret !== undefined)
-      notes.push(
-        `X-Cron-Env: left out the one for ${secret} (cron copies the crontab's variables into its mail; that one holds a secret or mailsend's settings)`,
-      );
-    return secret === undefined;
-  });
+  const fields = withoutCronSecrets(rewritten, notes);
 
   const { added, headerFrom } = stamps(fields, opts, envelopeFrom, local, eol, notes);
   const to = recipientsOf(fields, opts, local, notes);
 
-  // Bcc, Resent-Bcc, a saved message's Return-Path and Content-Length never travel (DROPPED_ON_SEND).
-  for (const [name, label, why] of DROPPED_ON_SEND) {
-    if (fields.some((f) => f.name === name)) notes.push(`removed ${label} from the message (${why})`);
-  }
-  const kept = fields.filter((f) => !DROPPED_ON_SEND.some(([name]) => f.name === name));
-  const head = [...kept, ...added].map((f) => f.text).join("");
-  // The blank line between header and body, where the input had none (no header, or a body right after it).
-  const blank = split.rest[0] === 0x0a || (split.rest[0] === 0x0d && split.rest[1] === 0x0a);
-  const raw = Buffer.concat([Buffer.from(head, "latin1"), Buffer.from(blank ? "" : eol, "latin1"), split.rest]);
+  const { raw, kept } = travelling(split, fields, added, notes);
   const subjectField = kept.find((f) => f.name === "subject");
 
   return {
@@ -895,4 +888,35 @@ export function prepareLocalSubmission(input: Buffer, opts: SubmissionInput): Lo
     ...(headerFrom ? { headerFrom: formatMailbox(headerFrom) } : {}),
     stampedMessageId: added.some((f) => f.name === "message-id"),
   };
+}
+
+/** cron copies the crontab's variables into its mail (X-Cron-Env): those that hold a secret or mailsend's settings stay out. */
+function withoutCronSecrets(fields: HeaderField[], notes: string[]): HeaderField[] {
+  return fields.filter((f) => {
+    const secret = f.name === "x-cron-env" ? cronSecret(fieldValue(f)) : undefined;
+    if (secret !== undefined)
+      notes.push(
+        `X-Cron-Env: left out the one for ${secret} (cron copies the crontab's variables into its mail; that one holds a secret or mailsend's settings)`,
+      );
+    return secret === undefined;
+  });
+}
+
+/** The message as it travels: the header without what never goes, the stamps added, then the body. */
+function travelling(
+  split: Split,
+  fields: HeaderField[],
+  added: HeaderField[],
+  notes: string[],
+): { raw: Buffer; kept: HeaderField[] } {
+  // Bcc, Resent-Bcc, a saved message's Return-Path and Content-Length never travel (DROPPED_ON_SEND).
+  for (const [name, label, why] of DROPPED_ON_SEND) {
+    if (fields.some((f) => f.name === name)) notes.push(`removed ${label} from the message (${why})`);
+  }
+  const kept = fields.filter((f) => !DROPPED_ON_SEND.some(([name]) => f.name === name));
+  const head = [...kept, ...added].map((f) => f.text).join("");
+  // The blank line between header and body, where the input had none (no header, or a body right after it).
+  const blank = split.rest[0] === 0x0a || (split.rest[0] === 0x0d && split.rest[1] === 0x0a);
+  const raw = Buffer.concat([Buffer.from(head, "latin1"), Buffer.from(blank ? "" : split.eol, "latin1"), split.rest]);
+  return { raw, kept };
 }

@@ -51,29 +51,7 @@ const SMTP_PROXY = ["http:", "https:", "socks4:", "socks4a:", "socks5:", "socks5
 
 /** The proxy URL as settings name it: "proxy:3128" is http://proxy:3128, as curl reads it. */
 export function parseProxyUrl(value: string, source: string, kinds: readonly string[] = HTTP_PROXY): ProxySetting {
-  const text = /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? value : `http://${value}`;
-  // An "@" after the first "/", "?" or "#" of the authority: a user or password with one of those
-  // written as is, which cut the URL there. What URL() would take for the host is that password's start.
-  const afterScheme = text.slice(text.indexOf("//") + 2);
-  const cut = afterScheme.search(/[/?#]/);
-  if (cut >= 0 && afterScheme.slice(cut).includes("@")) {
-    throw new MailsendError(
-      "config_invalid",
-      `the proxy in ${source} has its user or password cut: a "/", "?" or "#" in them must be %-encoded`,
-      {
-        hint: `Write them as %2F, %3F and %23 (and "@" as %40, "%" as %25) in ${source}.`,
-      },
-    );
-  }
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    // Nothing of the value is printed: it may hold a password.
-    throw new MailsendError("config_invalid", `the proxy in ${source} is not a URL`, {
-      hint: "Expected http://[user:password@]host:port (or https:// for TLS to the proxy).",
-    });
-  }
+  const url = proxyUrlOf(value, source);
   const protocol = url.protocol === "socks:" ? "socks5:" : url.protocol;
   if (!kinds.includes(protocol)) {
     throw new MailsendError(
@@ -96,6 +74,46 @@ export function parseProxyUrl(value: string, source: string, kinds: readonly str
   // curl's default proxy port: 1080 whatever the scheme, except 443 for https://.
   const port = Number(url.port || (protocol === "https:" ? 443 : 1080));
   const host = url.hostname.replace(/^\[|\]$/g, "");
+  const { user, password } = credentialsOf(url, source);
+  return {
+    protocol: protocol as ProxySetting["protocol"],
+    host,
+    port,
+    label: `${protocol}//${url.hostname}:${port}`,
+    source,
+    ...(user || password
+      ? { authorization: `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`, user, password }
+      : {}),
+  };
+}
+
+/** The value as a URL (http:// when it names no scheme); nothing of it is said when it is none, as it may hold a password. */
+function proxyUrlOf(value: string, source: string): URL {
+  const text = /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? value : `http://${value}`;
+  // An "@" after the first "/", "?" or "#" of the authority: a user or password with one of those
+  // written as is, which cut the URL there. What URL() would take for the host is that password's start.
+  const afterScheme = text.slice(text.indexOf("//") + 2);
+  const cut = afterScheme.search(/[/?#]/);
+  if (cut >= 0 && afterScheme.slice(cut).includes("@")) {
+    throw new MailsendError(
+      "config_invalid",
+      `the proxy in ${source} has its user or password cut: a "/", "?" or "#" in them must be %-encoded`,
+      {
+        hint: `Write them as %2F, %3F and %23 (and "@" as %40, "%" as %25) in ${source}.`,
+      },
+    );
+  }
+  try {
+    return new URL(text);
+  } catch {
+    throw new MailsendError("config_invalid", `the proxy in ${source} is not a URL`, {
+      hint: "Expected http://[user:password@]host:port (or https:// for TLS to the proxy).",
+    });
+  }
+}
+
+/** The user and password in the proxy URL, %-decoded. */
+function credentialsOf(url: URL, source: string): { user: string; password: string } {
   // A "%" in a password must be written %25 in a URL: a lone one is said, never the value.
   const decoded = (part: string, what: string) => {
     try {
@@ -110,18 +128,7 @@ export function parseProxyUrl(value: string, source: string, kinds: readonly str
       );
     }
   };
-  const user = decoded(url.username, "user name");
-  const password = decoded(url.password, "password");
-  return {
-    protocol: protocol as ProxySetting["protocol"],
-    host,
-    port,
-    label: `${protocol}//${url.hostname}:${port}`,
-    source,
-    ...(user || password
-      ? { authorization: `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`, user, password }
-      : {}),
-  };
+  return { user: decoded(url.username, "user name"), password: decoded(url.password, "password") };
 }
 
 /** --smtp-proxy / MAILSEND_SMTP_PROXY: SMTP goes through a proxy only when asked (never HTTPS_PROXY's). */

@@ -98,39 +98,11 @@ function notHttpAnswer(e: unknown): string | undefined {
 
 /** What a failed request means for the message, from the error and how far the request got. */
 export async function failureOf(e: unknown, p: Progress, ctx: PostContext): Promise<MailsendError> {
-  const { url, signal, timeoutMs } = ctx;
+  const { url } = ctx;
   if (e instanceof MailsendError) return e;
-  if (signal?.aborted) {
-    // Interrupted by the caller: whether it was sent depends only on how far it got.
-    return handedOver(p)
-      ? new MailsendError(
-          "outcome_unknown",
-          `interrupted after the message was sent to ${url.origin}, before the answer`,
-          {
-            cause: e,
-            mayHaveBeenSent: true,
-            hint: resendHint(ctx),
-          },
-        )
-      : new MailsendError("temporary_failure", `interrupted before the message was sent to ${url.origin}`, {
-          cause: e,
-          hint: "Nothing was sent; it is safe to try again.",
-        });
-  }
+  if (ctx.signal?.aborted) return interruptedFailure(e, p, ctx);
   const notHttp = notHttpAnswer(e);
-  if (notHttp !== undefined) {
-    return new MailsendError(
-      "config_invalid",
-      `${url.origin} did not answer with HTTP${notHttp ? ` (it said ${JSON.stringify(notHttp)})` : ""}`,
-      {
-        cause: e,
-        hint: /^\d{3}[ -]/.test(notHttp)
-          ? (s) =>
-              `That looks like an SMTP server's greeting: ${s.either("baseUrl")} must be the service's HTTP(S) address; for SMTP use ${s.value("transport", "smtp")} with ${s.pair("smtpHost", "smtpPort", false, "/")}.`
-          : (s) => `Check ${s.either("baseUrl")}: it must be the service's HTTP(S) address.`,
-      },
-    );
-  }
+  if (notHttp !== undefined) return notHttpFailure(e, notHttp, url);
   const endpoint = {
     label: url.origin,
     setting: (s: Say) => s.either("baseUrl"),
@@ -139,40 +111,78 @@ export async function failureOf(e: unknown, p: Progress, ctx: PostContext): Prom
   };
   const early = connectError(e, endpoint, TRUST_HINT);
   if (early && !handedOver(p)) return early;
-  if (isReset(e) || early) {
-    const unknown = () =>
-      new MailsendError(
+  if (isReset(e) || early) return brokenFailure(e, p, ctx);
+  return new MailsendError("connection_failed", `request to ${url.origin} failed: ${(e as Error).message}`, {
+    cause: e,
+  });
+}
+
+/** Interrupted by the caller: whether it was sent depends only on how far it got. */
+function interruptedFailure(e: unknown, p: Progress, ctx: PostContext): MailsendError {
+  const { url } = ctx;
+  return handedOver(p)
+    ? new MailsendError(
         "outcome_unknown",
-        `the connection to ${url.origin} broke after the message was sent (${(e as Error).message})`,
+        `interrupted after the message was sent to ${url.origin}, before the answer`,
         {
           cause: e,
           mayHaveBeenSent: true,
           hint: resendHint(ctx),
         },
-      );
-    if (handedOver(p) && !p.answered && url.protocol === "http:") {
-      // A TLS port drops a plain-text request without a byte of answer, exactly
-      // like a server that died mid-request. If the port speaks TLS, the request
-      // cannot have been understood: that is a scheme mismatch, and nothing was sent.
-      return (await speaksTls(url.hostname, Number(url.port || 80), Math.min(timeoutMs, 3000)))
-        ? new MailsendError("tls_mismatch", (s) => `${url.origin} speaks TLS, but ${s.flag("baseUrl")} says http://`, {
-            cause: e,
-            hint: (s) => `Use https:// in ${s.either("baseUrl")}. Nothing was sent.`,
-          })
-        : unknown();
-    }
-    return handedOver(p)
-      ? unknown()
-      : new MailsendError(
-          "connection_failed",
-          `the connection to ${url.origin} broke before the message was sent (${(e as Error).message})`,
-          {
-            cause: e,
-            hint: "Nothing was sent; it is safe to try again.",
-          },
-        );
+      )
+    : new MailsendError("temporary_failure", `interrupted before the message was sent to ${url.origin}`, {
+        cause: e,
+        hint: "Nothing was sent; it is safe to try again.",
+      });
+}
+
+/** The server answered, but not in HTTP (`heard`: the start of what it said, from notHttpAnswer). */
+function notHttpFailure(e: unknown, heard: string, url: URL): MailsendError {
+  return new MailsendError(
+    "config_invalid",
+    `${url.origin} did not answer with HTTP${heard ? ` (it said ${JSON.stringify(heard)})` : ""}`,
+    {
+      cause: e,
+      hint: /^\d{3}[ -]/.test(heard)
+        ? (s) =>
+            `That looks like an SMTP server's greeting: ${s.either("baseUrl")} must be the service's HTTP(S) address; for SMTP use ${s.value("transport", "smtp")} with ${s.pair("smtpHost", "smtpPort", false, "/")}.`
+        : (s) => `Check ${s.either("baseUrl")}: it must be the service's HTTP(S) address.`,
+    },
+  );
+}
+
+/** The connection broke: nothing was sent before the hand-over; after it, the outcome is unknown. */
+async function brokenFailure(e: unknown, p: Progress, ctx: PostContext): Promise<MailsendError> {
+  const { url, timeoutMs } = ctx;
+  const unknown = () =>
+    new MailsendError(
+      "outcome_unknown",
+      `the connection to ${url.origin} broke after the message was sent (${(e as Error).message})`,
+      {
+        cause: e,
+        mayHaveBeenSent: true,
+        hint: resendHint(ctx),
+      },
+    );
+  if (handedOver(p) && !p.answered && url.protocol === "http:") {
+    // A TLS port drops a plain-text request without a byte of answer, exactly
+    // like a server that died mid-request. If the port speaks TLS, the request
+    // cannot have been understood: that is a scheme mismatch, and nothing was sent.
+    return (await speaksTls(url.hostname, Number(url.port || 80), Math.min(timeoutMs, 3000)))
+      ? new MailsendError("tls_mismatch", (s) => `${url.origin} speaks TLS, but ${s.flag("baseUrl")} says http://`, {
+          cause: e,
+          hint: (s) => `Use https:// in ${s.either("baseUrl")}. Nothing was sent.`,
+        })
+      : unknown();
   }
-  return new MailsendError("connection_failed", `request to ${url.origin} failed: ${(e as Error).message}`, {
-    cause: e,
-  });
+  return handedOver(p)
+    ? unknown()
+    : new MailsendError(
+        "connection_failed",
+        `the connection to ${url.origin} broke before the message was sent (${(e as Error).message})`,
+        {
+          cause: e,
+          hint: "Nothing was sent; it is safe to try again.",
+        },
+      );
 }

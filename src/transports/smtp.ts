@@ -321,49 +321,7 @@ export class SmtpTransport implements Transport {
       const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
       const options = { ...mailOptions(m), [HAND_OVER]: () => (handedOver = true), ...(signal ? { signal } : {}) };
       const info = await transport.sendMail(options as SendMailOptions).catch((e: SmtpError) => {
-        if (watch?.mismatch === "tls") {
-          throw new MailsendError(
-            "tls_mismatch",
-            `${this.#label} expects TLS from the first byte, but mailsend is set to STARTTLS`,
-            {
-              cause: e,
-              hint: (s) =>
-                `Use ${s.value("smtpTls", "implicit", true)} for this port, or the STARTTLS port (587). Nothing was sent.`,
-            },
-          );
-        }
-        if (watch?.mismatch === "http") {
-          throw new MailsendError("config_invalid", `${this.#label} is an HTTP server, not SMTP submission`, {
-            cause: e,
-            hint: (s) =>
-              `Check ${s.either("smtpPort")} (587 or 465; the sandbox prints its own), or use ${s.value("transport", "rest")} for an HTTP address. Nothing was sent.`,
-          });
-        }
-        if (stop?.aborted && !handedOver) {
-          throw new MailsendError(
-            "temporary_failure",
-            `interrupted before the message was handed over to ${this.#label}`,
-            {
-              cause: e,
-              hint: "Nothing was sent; it is safe to try again.",
-            },
-          );
-        }
-        // Every byte of the message went out and then the session failed without a reply
-        // (a timeout, a reset): the server may have queued it. A reply code is a real answer.
-        if (handedOver && e.responseCode === undefined && !(e instanceof MailsendError)) {
-          throw new MailsendError(
-            "outcome_unknown",
-            `${this.#label} gave no answer after the whole message was sent (${this.#redact(e.message)})`,
-            {
-              cause: e,
-              mayHaveBeenSent: true,
-              hint: (s) =>
-                `The message may have been sent. Check before sending again (resending with ${s.idempotencyKey(m.idempotencyKey)} lets the service drop a duplicate).`,
-            },
-          );
-        }
-        throw e;
+        throw this.#sessionFailure(e, m, { watch, stop, handedOver });
       });
       const rejected = (info.rejected ?? []).map(String);
       if (rejected.length > 0) throw this.#partial(m, info, rejected);
@@ -380,6 +338,60 @@ export class SmtpTransport implements Transport {
       watch?.stop();
       if (this.#poolSize === undefined) transport.close();
     }
+  }
+
+  /**
+   * What a failed session means beyond the server's reply: the port speaks TLS or HTTP, the
+   * caller stopped before the message was handed over, or the whole message went out unanswered.
+   */
+  #sessionFailure(
+    e: SmtpError,
+    m: Message,
+    at: { watch: GreetingWatch | undefined; stop: AbortSignal | undefined; handedOver: boolean },
+  ): Error {
+    if (at.watch?.mismatch === "tls") {
+      return new MailsendError(
+        "tls_mismatch",
+        `${this.#label} expects TLS from the first byte, but mailsend is set to STARTTLS`,
+        {
+          cause: e,
+          hint: (s) =>
+            `Use ${s.value("smtpTls", "implicit", true)} for this port, or the STARTTLS port (587). Nothing was sent.`,
+        },
+      );
+    }
+    if (at.watch?.mismatch === "http") {
+      return new MailsendError("config_invalid", `${this.#label} is an HTTP server, not SMTP submission`, {
+        cause: e,
+        hint: (s) =>
+          `Check ${s.either("smtpPort")} (587 or 465; the sandbox prints its own), or use ${s.value("transport", "rest")} for an HTTP address. Nothing was sent.`,
+      });
+    }
+    if (at.stop?.aborted && !at.handedOver) {
+      return new MailsendError(
+        "temporary_failure",
+        `interrupted before the message was handed over to ${this.#label}`,
+        {
+          cause: e,
+          hint: "Nothing was sent; it is safe to try again.",
+        },
+      );
+    }
+    // Every byte of the message went out and then the session failed without a reply
+    // (a timeout, a reset): the server may have queued it. A reply code is a real answer.
+    if (at.handedOver && e.responseCode === undefined && !(e instanceof MailsendError)) {
+      return new MailsendError(
+        "outcome_unknown",
+        `${this.#label} gave no answer after the whole message was sent (${this.#redact(e.message)})`,
+        {
+          cause: e,
+          mayHaveBeenSent: true,
+          hint: (s) =>
+            `The message may have been sent. Check before sending again (resending with ${s.idempotencyKey(m.idempotencyKey)} lets the service drop a duplicate).`,
+        },
+      );
+    }
+    return e;
   }
 
   /**

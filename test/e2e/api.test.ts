@@ -8,7 +8,7 @@ import { execa } from "execa";
 import { mkdirSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { BIN, ROOT } from "../helpers/cli.js";
+import { mailsendCommand, ROOT } from "../helpers/cli.js";
 import { scratch } from "../helpers/tmp.js";
 
 type Api = typeof import("../../src/index.js");
@@ -175,7 +175,7 @@ describe('import { send, sendBatch, createSandbox } from "mailsend"', () => {
       await send(m, sb.options("smtp"));
       const batch = await sendBatch([m, m], sb.options());
       // Not execFileSync: the sandbox runs in this process and must answer the child.
-      await promisify(execFile)(process.execPath, [${JSON.stringify(BIN)}, "send", "--from", "ci@example.com", "--to", "dev@example.com", "--subject", "child", "--text", "x"], { env: { ...process.env, ...sb.env } });
+      await promisify(execFile)(...${JSON.stringify(mailsendCommand(["send", "--from", "ci@example.com", "--to", "dev@example.com", "--subject", "child", "--text", "x"]))}, { env: { ...process.env, ...sb.env } });
       const stored = (await sb.messages()).length;
       const inDir = existsSync(sb.options().stateDir ?? "none") && sb.env.MAILSEND_STATE_DIR === sb.options().stateDir;
       await sb.close();

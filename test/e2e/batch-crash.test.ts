@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "vitest";
 import type { StoredMessage } from "../../src/sandbox/types.js";
-import { baseEnv, BIN, defaultJournal, ROOT, runCli } from "../helpers/cli.js";
+import { baseEnv, defaultJournal, mailsendCommand, ROOT, runCli } from "../helpers/cli.js";
 import { overRest, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { until } from "../helpers/until.js";
@@ -86,7 +86,7 @@ function input(prefix: string, n: number): string {
 
 /** The batch as a child we can signal (async: the sandbox answers from this process). */
 function start(args: string[], env: Record<string, string>): ResultPromise {
-  const child = execa(process.execPath, [BIN, "batch", ...args], {
+  const child = execa(...mailsendCommand(["batch", ...args]), {
     env: { ...baseEnv(), ...t.env, ...env },
     extendEnv: false,
     cwd: ROOT,

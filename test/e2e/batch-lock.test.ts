@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { appendFileSync, existsSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { baseEnv, BIN, runCli } from "../helpers/cli.js";
+import { baseEnv, mailsendCommand, runCli } from "../helpers/cli.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 
 let t: TestSandbox;
@@ -34,7 +34,7 @@ describe("the journal's lock", () => {
     expect(await count("lock twice ")).toBe(120);
     rows(file, "lock twice", 120, 1);
     const run = () =>
-      execa(process.execPath, [BIN, "batch", file, "--journal", journal, "-q"], {
+      execa(...mailsendCommand(["batch", file, "--journal", journal, "-q"]), {
         env: { ...baseEnv(), ...t.env },
         extendEnv: false,
         reject: false,

@@ -23,7 +23,7 @@ import {
 import { join } from "node:path";
 import { afterAll, describe, expect, test } from "vitest";
 import { keyHash } from "../../src/limits/budget.js";
-import { baseEnv, BIN, ROOT, runCli } from "../helpers/cli.js";
+import { baseEnv, mailsendCommand, ROOT, runCli } from "../helpers/cli.js";
 import { useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
@@ -102,8 +102,7 @@ describe("the budget lock never wedges", () => {
   test("a send killed -9 while making the lock leaves nothing that blocks the next one", async () => {
     const state = join(tmp.dir, "killed-lock");
     const child = execa(
-      process.execPath,
-      [BIN, "send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "killed", "--text", "hi"],
+      ...mailsendCommand(["send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", "killed", "--text", "hi"]),
       {
         env: { ...baseEnv(), ...env(state), MAILSEND_TEST_PAUSE: "lock-write" },
         extendEnv: false,

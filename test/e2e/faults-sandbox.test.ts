@@ -8,7 +8,7 @@ import { execa } from "execa";
 import http from "node:http";
 import { createInterface } from "node:readline";
 import { describe, expect, test } from "vitest";
-import { baseEnv, BIN, ROOT } from "../helpers/cli.js";
+import { baseEnv, mailsendCommand, ROOT } from "../helpers/cli.js";
 import { childSandbox, sendRequest, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
 
@@ -158,9 +158,7 @@ describe("beyond loopback (--host 0.0.0.0): a token", () => {
     const s = scratch("mailsend-exposed-");
     try {
       const child = execa(
-        process.execPath,
-        [
-          BIN,
+        ...mailsendCommand([
           "sandbox",
           "--dir",
           s.dir,
@@ -172,7 +170,7 @@ describe("beyond loopback (--host 0.0.0.0): a token", () => {
           "0",
           "--smtps-port",
           "0",
-        ],
+        ]),
         {
           env: { ...baseEnv(), MAILSEND_SANDBOX_TOKEN: "sbt_known-to-the-clients-0123456789" },
           extendEnv: false,

@@ -8,7 +8,7 @@ import { chmodSync, chownSync, lstatSync, mkdirSync, readdirSync, readFileSync, 
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Outbox } from "../../src/outbox/store.js";
-import { BIN, runCli } from "../helpers/cli.js";
+import { mailsendArgv, runCli } from "../helpers/cli.js";
 import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
 
 const AS_ROOT = process.getuid?.() === 0;
@@ -102,7 +102,7 @@ describe.skipIf(!AS_ROOT)("a state dir another user can write", () => {
     chownSync(state, 1, 1);
     const r = await execa(
       "setpriv",
-      ["--reuid", String(NOBODY), "--regid", String(NOBODY), "--clear-groups", process.execPath, BIN, "queue"],
+      ["--reuid", String(NOBODY), "--regid", String(NOBODY), "--clear-groups", ...mailsendArgv(["queue"])],
       {
         env: {
           PATH: process.env.PATH ?? "/usr/bin:/bin",

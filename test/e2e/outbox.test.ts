@@ -20,7 +20,7 @@ import {
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { newOutboxId, Outbox } from "../../src/outbox/store.js";
-import { baseEnv, BIN, ROOT, runCli, runInProcess, stdoutJson } from "../helpers/cli.js";
+import { baseEnv, ROOT, runCli, runInProcess, stdoutJson, mailsendCommand } from "../helpers/cli.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { until } from "../helpers/until.js";
 
@@ -66,7 +66,7 @@ async function stored(subjectPrefix: string) {
 async function drainAfterLocalFault(dir: string, env: Record<string, string>, id: string) {
   const blocker = join(dir, "blocker");
   writeFileSync(blocker, "");
-  const drain = execa(process.execPath, [BIN, "queue", "run", "--drain", "--json"], {
+  const drain = execa(...mailsendCommand(["queue", "run", "--drain", "--json"]), {
     env: { ...baseEnv(), ...env, MAILSEND_STATE_DIR: join(blocker, "state"), MAILSEND_RATE_LIMIT: "1000" },
     extendEnv: false,
     reject: false,
@@ -122,7 +122,7 @@ describe("mailsend queue", () => {
     sb.sb.faults.config = { ...sb.sb.faults.config, latencyMs: 150 };
     try {
       for (const delay of [300, 500, 700, 900]) {
-        const child = execa(process.execPath, [BIN, "queue", "run", "--concurrency", "2"], {
+        const child = execa(...mailsendCommand(["queue", "run", "--concurrency", "2"]), {
           env: { ...baseEnv(), ...env },
           extendEnv: false,
           cwd: ROOT,
@@ -336,7 +336,7 @@ describe("mailsend queue", () => {
       subject: "held-then-due",
       holdUntil: Date.now() + 120_000,
     });
-    const runner = execa(process.execPath, [BIN, "queue", "run", "--watch"], {
+    const runner = execa(...mailsendCommand(["queue", "run", "--watch"]), {
       env: { ...baseEnv(), ...env },
       extendEnv: false,
       reject: false,
@@ -365,7 +365,7 @@ describe("mailsend queue", () => {
     const { dir, env } = fresh();
     const [id] = await seed(dir, ["retry-live"]);
     sb.sb.faults.config = { ...sb.sb.faults.config, failRate: 1, failStatus: 503 };
-    const runner = execa(process.execPath, [BIN, "queue", "run", "--watch", "--json"], {
+    const runner = execa(...mailsendCommand(["queue", "run", "--watch", "--json"]), {
       env: { ...baseEnv(), ...env },
       extendEnv: false,
       reject: false,

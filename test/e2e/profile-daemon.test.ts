@@ -12,7 +12,7 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureTls } from "../../src/sandbox/tls.js";
-import { BIN } from "../helpers/cli.js";
+import { BIN, mailsendCommand } from "../helpers/cli.js";
 import { startRedis, type RedisHandle } from "../helpers/redis.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
@@ -112,9 +112,7 @@ describe.skipIf(lacks(redisServer))("a daemon's sendmail with nothing but its us
     const config = join(s.dir, "other-config.json");
     writeFileSync(config, JSON.stringify({ profiles: { default: { ca_file: other.caPath } } }));
     const r = await execa(
-      process.execPath,
-      [
-        BIN,
+      ...mailsendCommand([
         "send",
         "--transport",
         "smtp",
@@ -126,7 +124,7 @@ describe.skipIf(lacks(redisServer))("a daemon's sendmail with nothing but its us
         "ca both",
         "--text",
         "x",
-      ],
+      ]),
       {
         env: {
           ...daemonEnv(),
@@ -154,7 +152,7 @@ describe.skipIf(lacks(redisServer))("a daemon's sendmail with nothing but its us
       ],
       ["proxy", "http://alice:leaky-pass-2@proxy.example:3128", "proxy must not hold a password"],
     ] as const) {
-      const r = await execa(process.execPath, [BIN, "config", "set", "--profile", "fresh", name, value], {
+      const r = await execa(...mailsendCommand(["config", "set", "--profile", "fresh", name, value]), {
         env: daemonEnv(),
         extendEnv: false,
         reject: false,
@@ -165,11 +163,12 @@ describe.skipIf(lacks(redisServer))("a daemon's sendmail with nothing but its us
       expect(`${r.stdout}${r.stderr}`).not.toMatch(/leaky-pass/);
     }
     // A proxy without credentials is taken.
-    const ok = await execa(
-      process.execPath,
-      [BIN, "config", "set", "--profile", "other", "proxy", "proxy.example:3128"],
-      { env: daemonEnv(), extendEnv: false, reject: false, timeout: 30_000 },
-    );
+    const ok = await execa(...mailsendCommand(["config", "set", "--profile", "other", "proxy", "proxy.example:3128"]), {
+      env: daemonEnv(),
+      extendEnv: false,
+      reject: false,
+      timeout: 30_000,
+    });
     expect(ok.exitCode, ok.stderr).toBe(0);
   });
 });

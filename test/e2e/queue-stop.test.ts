@@ -7,7 +7,7 @@ import { execa } from "execa";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { expect, it } from "vitest";
-import { baseEnv, BIN } from "../helpers/cli.js";
+import { baseEnv, mailsendCommand } from "../helpers/cli.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { until } from "../helpers/until.js";
 
@@ -27,9 +27,7 @@ it("SIGTERM during the budget wait: the waiting message stays in queue/ with not
   };
   for (const subject of ["first of two", "second of two"]) {
     const q = await execa(
-      process.execPath,
-      [
-        BIN,
+      ...mailsendCommand([
         "send",
         "-f",
         "cron@example.com",
@@ -41,12 +39,12 @@ it("SIGTERM during the budget wait: the waiting message stays in queue/ with not
         "x",
         "--queue",
         "always",
-      ],
+      ]),
       { env, extendEnv: false, reject: false },
     );
     expect(q.exitCode, q.stderr).toBe(0);
   }
-  const runner = execa(process.execPath, [BIN, "queue", "run"], {
+  const runner = execa(...mailsendCommand(["queue", "run"]), {
     env,
     extendEnv: false,
     reject: false,

@@ -9,7 +9,7 @@ import { spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { BIN, baseEnv } from "../helpers/cli.js";
+import { baseEnv, mailsendCommand } from "../helpers/cli.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 
 let t: TestSandbox;
@@ -18,7 +18,7 @@ useSandbox((sb) => (t = sb), { rateLimit: 1_000_000 });
 /** Runs the CLI with stdout and stderr on pipes whose reading ends are closed at once. */
 function runReaderGone(args: string[]): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
+    const child = spawn(...mailsendCommand([...args]), {
       env: { ...baseEnv(), ...t.env },
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -97,7 +97,7 @@ describe("a reader that went away", () => {
       const run = (args: string[], out: "stdout" | "stderr" | "both") =>
         new Promise<number | null>((resolve, reject) => {
           const fd = full();
-          const child = spawn(process.execPath, [BIN, ...args], {
+          const child = spawn(...mailsendCommand([...args]), {
             env: { ...baseEnv(), ...t.env },
             stdio: ["ignore", out === "stderr" ? "ignore" : fd, out === "stdout" ? "ignore" : fd],
           });

@@ -218,12 +218,11 @@ describe("the relay on a network", () => {
 describe("mailsend relay's log of a wrong password", () => {
   it("is one line, without -v, that the documented fail2ban filter matches, never the password", async () => {
     const { execa } = await import("execa");
-    const { baseEnv, BIN, ROOT } = await import("../helpers/cli.js");
+    const { baseEnv, ROOT, mailsendCommand } = await import("../helpers/cli.js");
     const { readFileSync } = await import("node:fs");
     const authFile = s.file("relay-users", `app:${await hashPassword("right-password-7")}\n`);
     const child = execa(
-      process.execPath,
-      [BIN, "relay", "--listen", "127.0.0.1:0", "--auth-file", authFile, "--no-deliver"],
+      ...mailsendCommand(["relay", "--listen", "127.0.0.1:0", "--auth-file", authFile, "--no-deliver"]),
       {
         env: {
           ...baseEnv(),

@@ -5,12 +5,12 @@
  * The relay runs from a copy of the built package; its dist/ is moved away once it is ready.
  */
 import { execa } from "execa";
-import { cpSync, mkdirSync, renameSync, symlinkSync } from "node:fs";
+import { renameSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import nodemailer from "nodemailer";
 import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
-import { baseEnv, ROOT } from "../helpers/cli.js";
+import { baseEnv, copyMailsend, mailsendCommand, SINGLE_EXECUTABLE } from "../helpers/cli.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { until } from "../helpers/until.js";
@@ -27,30 +27,25 @@ afterAll(async () => {
   s?.remove();
 });
 
-describe("relay: the package replaced under it", () => {
+// The single executable has no dist/ to be replaced under it.
+describe.skipIf(SINGLE_EXECUTABLE)("relay: the package replaced under it", () => {
   test("mail taken after dist/ is gone is still queued (250) and delivered, over REST and over SMTP", async () => {
     const pkg = join(s.dir, "pkg");
-    mkdirSync(pkg);
-    for (const p of ["bin", "dist", "package.json"]) cpSync(join(ROOT, p), join(pkg, p), { recursive: true });
-    symlinkSync(join(ROOT, "node_modules"), join(pkg, "node_modules"));
+    const file = copyMailsend(pkg);
     const env = {
       ...baseEnv(),
       ...t.env,
       MAILSEND_STATE_DIR: join(s.dir, "state"),
       XDG_CACHE_HOME: join(s.dir, "cache"),
     };
-    const relay = execa(
-      process.execPath,
-      [join(pkg, "bin", "mailsend.js"), "relay", "--listen", "127.0.0.1:0", "--json", "-v"],
-      {
-        env,
-        extendEnv: false,
-        cwd: s.dir,
-        stdin: "ignore",
-        reject: false,
-        timeout: 110_000,
-      },
-    );
+    const relay = execa(...mailsendCommand(["relay", "--listen", "127.0.0.1:0", "--json", "-v"], file), {
+      env,
+      extendEnv: false,
+      cwd: s.dir,
+      stdin: "ignore",
+      reject: false,
+      timeout: 110_000,
+    });
     const events: Record<string, any>[] = [];
     const lines = createInterface({ input: relay.stdout! });
     const ready = await new Promise<{ port: number }>((resolve, reject) => {

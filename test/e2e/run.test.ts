@@ -6,7 +6,7 @@ import { execa } from "execa";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { baseEnv, BIN, ROOT, runCli, stdoutJson } from "../helpers/cli.js";
+import { baseEnv, ROOT, runCli, stdoutJson, mailsendCommand } from "../helpers/cli.js";
 import { startRedis } from "../helpers/redis.js";
 import { inProcessSandbox, parseEml, type TestSandbox } from "../helpers/sandbox.js";
 import { lacks, redisServer } from "../helpers/tools.js";
@@ -155,7 +155,7 @@ describe("mailsend run", () => {
     const pidFile = join(sb.scratch.dir, `pid-${n}`);
     // The grandchild ignores SIGTERM: only the group's SIGKILL after the job ends stops it.
     const script = `(trap '' TERM; exec sleep 300) & echo $! > '${pidFile}'; echo started; wait`;
-    const child = execa(process.execPath, [BIN, "run", "--to", to, "--", "sh", "-c", script], {
+    const child = execa(...mailsendCommand(["run", "--to", to, "--", "sh", "-c", script]), {
       env: { ...baseEnv(), ...env },
       extendEnv: false,
       cwd: ROOT,

@@ -11,7 +11,7 @@ import { createServer, type AddressInfo, type Server } from "node:net";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { baseEnv, BIN, ROOT, runCli, runInProcess, stderrJson, stdoutJson } from "../helpers/cli.js";
+import { baseEnv, ROOT, runCli, runInProcess, stderrJson, stdoutJson, mailsendCommand } from "../helpers/cli.js";
 import { createdByStart } from "../../src/sandbox/created.js";
 import { sandboxPaths } from "../../src/sandbox/paths.js";
 import { startSandbox } from "../../src/sandbox/server.js";
@@ -125,8 +125,7 @@ describe("mailsend sandbox --json", () => {
 describe("mailsend sandbox (human output)", () => {
   async function startHuman(dir: string, cwd = ROOT) {
     const child = execa(
-      process.execPath,
-      [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0"],
+      ...mailsendCommand(["sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0"]),
       {
         env: baseEnv(),
         extendEnv: false,
@@ -414,8 +413,18 @@ describe("a shell that already trusts CAs of its own (NODE_EXTRA_CA_CERTS)", () 
     const company = await childSandbox(join(s.dir, "ca-company"));
     const dir = join(s.dir, "ca-bundled");
     const child = execa(
-      process.execPath,
-      [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json"],
+      ...mailsendCommand([
+        "sandbox",
+        "--dir",
+        dir,
+        "--http-port",
+        "0",
+        "--smtp-port",
+        "0",
+        "--smtps-port",
+        "0",
+        "--json",
+      ]),
       {
         env: { ...baseEnv(), NODE_EXTRA_CA_CERTS: company.ready.ca_file },
         extendEnv: false,
@@ -448,8 +457,18 @@ describe("a shell that already trusts CAs of its own (NODE_EXTRA_CA_CERTS)", () 
     }
     // Started again in the shell that pasted that line: it names the bundle still.
     const again = execa(
-      process.execPath,
-      [BIN, "sandbox", "--dir", dir, "--http-port", "0", "--smtp-port", "0", "--smtps-port", "0", "--json"],
+      ...mailsendCommand([
+        "sandbox",
+        "--dir",
+        dir,
+        "--http-port",
+        "0",
+        "--smtp-port",
+        "0",
+        "--smtps-port",
+        "0",
+        "--json",
+      ]),
       {
         env: { ...baseEnv(), NODE_EXTRA_CA_CERTS: join(dir, "tls", "ca-bundle.pem") },
         extendEnv: false,

@@ -6,7 +6,7 @@
  */
 import { execa } from "execa";
 import { expect, it } from "vitest";
-import { baseEnv, BIN } from "../helpers/cli.js";
+import { baseEnv, mailsendCommand } from "../helpers/cli.js";
 import { inProcessSandbox } from "../helpers/sandbox.js";
 import { until } from "../helpers/until.js";
 
@@ -16,9 +16,7 @@ for (const transport of ["smtp", "rest"] as const) {
     const subject = `stopped mid-answer over ${transport}`;
     try {
       const child = execa(
-        process.execPath,
-        [
-          BIN,
+        ...mailsendCommand([
           "send",
           "--transport",
           transport,
@@ -30,7 +28,7 @@ for (const transport of ["smtp", "rest"] as const) {
           subject,
           "--text",
           "x",
-        ],
+        ]),
         {
           env: { ...baseEnv(), ...t.env },
           extendEnv: false,

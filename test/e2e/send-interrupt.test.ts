@@ -10,7 +10,7 @@ import { execa } from "execa";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
 import { expect, it } from "vitest";
-import { baseEnv, BIN, ROOT } from "../helpers/cli.js";
+import { baseEnv, ROOT, mailsendCommand } from "../helpers/cli.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { until } from "../helpers/until.js";
 
@@ -22,8 +22,18 @@ const stored = async (subject: string) => (await t.sb.store.list({ limit: 50 }))
 
 function send(subject: string, extra: string[], env: Record<string, string> = {}) {
   return execa(
-    process.execPath,
-    [BIN, "send", "-f", "ci@example.com", "-t", "dev@example.com", "-s", subject, "--text", "x", ...extra],
+    ...mailsendCommand([
+      "send",
+      "-f",
+      "ci@example.com",
+      "-t",
+      "dev@example.com",
+      "-s",
+      subject,
+      "--text",
+      "x",
+      ...extra,
+    ]),
     {
       env: { ...baseEnv(), ...t.env, ...env },
       extendEnv: false,

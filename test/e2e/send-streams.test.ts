@@ -10,7 +10,7 @@ import { closeSync, constants, openSync, readFileSync, readSync, writeFileSync }
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { execa } from "execa";
-import { BIN, baseEnv, runCli } from "../helpers/cli.js";
+import { baseEnv, runCli, mailsendCommand, mailsendShell } from "../helpers/cli.js";
 import { useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
@@ -30,7 +30,7 @@ async function sendWithStdin(
 ): Promise<{ exitCode: number | null; stdout: string; stderr: string }> {
   const fd = openSync(path, "r");
   try {
-    const child = spawn(process.execPath, [BIN, "send", ...MIN, ...args], {
+    const child = spawn(...mailsendCommand(["send", ...MIN, ...args]), {
       env: env(),
       stdio: [fd, "pipe", "pipe"],
       timeout: 20_000,
@@ -67,7 +67,7 @@ describe("stdin, made only when read", () => {
     writeFileSync(file, "first\nsecond\n");
     const fd = openSync(file, "r");
     try {
-      const child = spawn(process.execPath, [BIN, "send", ...MIN, "--text", "x", "-q"], {
+      const child = spawn(...mailsendCommand(["send", ...MIN, "--text", "x", "-q"]), {
         env: env(),
         stdio: [fd, "ignore", "pipe"],
         timeout: 20_000,
@@ -103,7 +103,19 @@ describe("stdout, made only when written", () => {
     const big = join(tmp.dir, "big.html");
     writeFileSync(big, `<p>${"x".repeat(2_000_000)}</p>`);
     const err = join(tmp.dir, "err.txt");
-    const script = `"${process.execPath}" "${BIN}" send --dry-run -f a@example.com -t b@example.com -s Hi --html-file "${big}" 2>"${err}" </dev/null | head -c 10 >/dev/null; echo "\${PIPESTATUS[0]}"; cat "${err}"`;
+    const send = mailsendShell([
+      "send",
+      "--dry-run",
+      "-f",
+      "a@example.com",
+      "-t",
+      "b@example.com",
+      "-s",
+      "Hi",
+      "--html-file",
+      big,
+    ]);
+    const script = `${send} 2>"${err}" </dev/null | head -c 10 >/dev/null; echo "\${PIPESTATUS[0]}"; cat "${err}"`;
     const r = await execa("bash", ["-c", script], { reject: false, extendEnv: false, env: env(), timeout: 20_000 });
     expect(String(r.stdout)).toBe("0");
   });
@@ -112,7 +124,6 @@ describe("stdout, made only when written", () => {
     const big = join(tmp.dir, "big2.html");
     writeFileSync(big, `<p>${Array.from({ length: 60_000 }, (_, i) => `line ${i}`).join("<br>")}</p>`);
     const args = [
-      BIN,
       "send",
       "--dry-run",
       "-f",
@@ -129,7 +140,7 @@ describe("stdout, made only when written", () => {
     // What it prints into a file, to compare with.
     const file = join(tmp.dir, "out.txt");
     const ffd = openSync(file, "w");
-    const plain = spawn(process.execPath, args, { env: env(), stdio: ["ignore", ffd, "inherit"] });
+    const plain = spawn(...mailsendCommand(args), { env: env(), stdio: ["ignore", ffd, "inherit"] });
     closeSync(ffd);
     expect((await once(plain, "close"))[0]).toBe(0);
     const expected = readFileSync(file);
@@ -140,7 +151,7 @@ describe("stdout, made only when written", () => {
     execFileSync("mkfifo", [fifo]);
     const rfd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
     const wfd = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
-    const child = spawn(process.execPath, args, { env: env(), stdio: ["ignore", wfd, "inherit"] });
+    const child = spawn(...mailsendCommand(args), { env: env(), stdio: ["ignore", wfd, "inherit"] });
     closeSync(wfd);
     const closed = once(child, "close");
     const chunks: Buffer[] = [];

@@ -9,7 +9,7 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { baseEnv, BIN } from "../helpers/cli.js";
+import { baseEnv, BIN, mailsendArgv, mailsendCommand, mailsendShell } from "../helpers/cli.js";
 import { parseEml, useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { until } from "../helpers/until.js";
@@ -53,7 +53,7 @@ describe("sendmail -bs", () => {
         "swaks",
         [
           "--pipe",
-          `${process.execPath} ${sendmail} -bs`,
+          mailsendShell(["-bs"], sendmail),
           "--from",
           "app@example.com",
           "--to",
@@ -96,7 +96,7 @@ describe("sendmail -bs", () => {
       "QUIT",
       "",
     ].join("\r\n");
-    const r = await execa(process.execPath, [sendmail, "-bs"], {
+    const r = await execa(...mailsendCommand(["-bs"], sendmail), {
       env: { ...env(), MAILSEND_QUEUE: "always", MAILSEND_QUEUE_AUTORUN: "0" },
       extendEnv: false,
       reject: false,
@@ -127,7 +127,7 @@ describe("sendmail -bs", () => {
       "QUIT",
       "",
     ].join("\r\n");
-    const r = await execa(process.execPath, [sendmail, "-bs"], {
+    const r = await execa(...mailsendCommand(["-bs"], sendmail), {
       env: env(),
       extendEnv: false,
       reject: false,
@@ -161,7 +161,7 @@ except subprocess.TimeoutExpired:
     p.kill(); print("still running")
 `,
       );
-      const r = await execa("python3", [script, process.execPath, sendmail, "-bs"], {
+      const r = await execa("python3", [script, ...mailsendArgv(["-bs"], sendmail)], {
         env: env(),
         extendEnv: false,
         reject: false,
@@ -208,7 +208,7 @@ a.close()
 print(json.dumps(["exit", p.wait(30)]), flush=True)
 `,
       );
-      const r = await execa("python3", [script, process.execPath, sendmail, "-bs", "-i"], {
+      const r = await execa("python3", [script, ...mailsendArgv(["-bs", "-i"], sendmail)], {
         env: env(),
         extendEnv: false,
         reject: false,

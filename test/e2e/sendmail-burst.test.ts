@@ -10,35 +10,20 @@
  * busy machine's 100 process starts may take longer than that themselves.
  */
 import { execa } from "execa";
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { baseEnv, ROOT } from "../helpers/cli.js";
+import { baseEnv, copyMailsend, mailsendCommand } from "../helpers/cli.js";
 import { inProcessSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { until } from "../helpers/until.js";
 
 const s: Scratch = scratch("mailsend-sendmail-burst-");
 const sendmail = join(s.dir, "sendmail");
-symlinkSync(snapshotOfBuild(), sendmail);
-
-/**
- * A copy of the built CLI (bin/, dist/, package.json; node_modules linked) for
- * this file's minutes of process starts: `npm run build` swaps dist/ whole, and
- * a caller started before a rebuild elsewhere would not find its chunks after.
- */
-function snapshotOfBuild(): string {
-  const root = join(s.dir, "build");
-  mkdirSync(root);
-  cpSync(join(ROOT, "bin"), join(root, "bin"), { recursive: true });
-  cpSync(join(ROOT, "dist"), join(root, "dist"), {
-    recursive: true,
-    filter: (src) => !src.endsWith(".map") && !src.includes(`${join("dist", "types")}`),
-  });
-  cpSync(join(ROOT, "package.json"), join(root, "package.json"));
-  symlinkSync(join(ROOT, "node_modules"), join(root, "node_modules"));
-  return join(root, "bin", "mailsend.js");
-}
+// A copy for this file's minutes of process starts: `npm run build` swaps dist/ whole, and a caller
+// started before a rebuild elsewhere would not find its chunks after.
+const build = copyMailsend(join(s.dir, "build"));
+symlinkSync(build, sendmail);
 let t: TestSandbox | undefined;
 
 afterEach(async () => {
@@ -161,8 +146,7 @@ describe("bursts through sendmail", () => {
       JSON.stringify({ to: "rcpt@example.com", subject: `prefill ${i}`, text: "x" }),
     ).join("\n");
     const prefill = await execa(
-      process.execPath,
-      [join(s.dir, "build", "bin", "mailsend.js"), "batch", "-", "-f", "burst@example.com", "--concurrency", "8", "-q"],
+      ...mailsendCommand(["batch", "-", "-f", "burst@example.com", "--concurrency", "8", "-q"], build),
       {
         reject: false,
         extendEnv: false,

@@ -10,7 +10,7 @@ import { execa } from "execa";
 import { existsSync, mkdirSync, readdirSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { baseEnv, BIN } from "../helpers/cli.js";
+import { baseEnv, BIN, mailsendCommand } from "../helpers/cli.js";
 import { startRelayChild } from "../helpers/relay.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { SmtpDialog } from "../helpers/smtp-dialog.js";
@@ -110,7 +110,7 @@ describe("the size limit counts the message as it goes out (CRLF)", { timeout: 1
   it("send --eml --queue always measures the same way", async () => {
     const file = s.file("lf.eml", lfMessage("size send", 400));
     const e = env(limit);
-    const r = await run(process.execPath, [BIN, "send", "--eml", file, "--queue", "always"], "", e);
+    const r = await run(...mailsendCommand(["send", "--eml", file, "--queue", "always"]), "", e);
     expect(r.exitCode, r.stderr).toBe(65);
     expect(r.stderr).toMatch(/larger than the limit/);
     expect(queued(e)).toEqual([]);
@@ -174,8 +174,7 @@ describe("empty elements in address lists (RFC 5322 4.4: MUST be accepted)", { t
   it("mailsend send --to 'a@…,': a trailing comma is taken; an empty element before another, or no address at all, is 65", async () => {
     const send = (to: string, subject: string) =>
       run(
-        process.execPath,
-        [BIN, "send", "--to", to, "--from", "a@example.com", "--subject", subject, "--text", "x"],
+        ...mailsendCommand(["send", "--to", to, "--from", "a@example.com", "--subject", subject, "--text", "x"]),
         "",
         env(),
       );

@@ -5,10 +5,10 @@
  * sandbox and keeps its state in a private /var/tmp/mailsend-<uid> instead of failing with 73.
  */
 import { execa } from "execa";
-import { chmodSync, chownSync, cpSync, existsSync, lstatSync, readdirSync, rmSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { chmodSync, chownSync, existsSync, lstatSync, readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BIN } from "../helpers/cli.js";
+import { BIN, copyMailsend, mailsendArgv, mailsendCommand } from "../helpers/cli.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 
@@ -48,34 +48,36 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
       MAILSEND_RATE_LIMIT: "60",
       MAILSEND_CONFIG: join(s.dir, "no-config.json"),
     };
-    const cmd = AS_ROOT ? "setpriv" : process.execPath;
-    const drop = ["--reuid", String(NOBODY), "--regid", String(NOBODY), "--clear-groups"];
+    const drop = AS_ROOT ? ["setpriv", "--reuid", String(NOBODY), "--regid", String(NOBODY), "--clear-groups"] : [];
+    const runs = async (argv: string[]) => (await execa(argv[0]!, argv.slice(1), { reject: false })).exitCode === 0;
     // This Node, unless nobody may not run it (CI's Node 24 lives under root's home): then the
     // system's. The state dir's choice does not depend on the version.
     let node = process.execPath;
-    if (AS_ROOT && (await execa(cmd, [...drop, node, "-e", "0"], { reject: false })).exitCode !== 0) {
+    if (AS_ROOT && !(await runs([...drop, node, "-e", "0"]))) {
       node = ["/usr/bin/node", "/usr/local/bin/node"].find((p) => existsSync(p)) ?? node;
     }
-    const asUser = AS_ROOT ? [...drop, node] : [];
     // The checkout may sit where nobody cannot read it (a private CI workspace): then a copy of the
-    // built CLI in the scratch dir is run (a REST send needs nothing of node_modules).
-    let bin = BIN;
-    if (
-      AS_ROOT &&
-      (await execa(cmd, [...asUser, "-e", `require("fs").accessSync(${JSON.stringify(BIN)})`], { reject: false }))
-        .exitCode !== 0
-    ) {
-      const root = dirname(dirname(BIN));
-      for (const part of ["bin", "dist", "package.json"])
-        cpSync(join(root, part), join(s.dir, "cli", part), { recursive: true });
-      bin = join(s.dir, "cli", "bin", "mailsend.js");
+    // program in the scratch dir is run (a REST send needs nothing of node_modules).
+    let file = BIN;
+    if (AS_ROOT && !(await runs([...drop, ...mailsendArgv(["--version"], file, node)]))) {
+      file = copyMailsend(join(s.dir, "cli"));
     }
-    const args = [...asUser, bin, "sendmail", "-t"];
+    /** `mailsend <args>` as that user. */
+    const asUser = (args: string[]): [string, string[]] => {
+      const [cmd, ...rest] = [...drop, ...mailsendArgv(args, file, node)];
+      return [cmd!, rest];
+    };
     const message =
       "From: www@example.com\nTo: dev@example.com\nSubject: daemon user\nContent-Type: text/html\n\n<p>from php</p>\n";
     let added: string[] = [];
     try {
-      const r = await execa(cmd, args, { env, extendEnv: false, input: message, reject: false, timeout: 60_000 });
+      const r = await execa(...asUser(["sendmail", "-t"]), {
+        env,
+        extendEnv: false,
+        input: message,
+        reject: false,
+        timeout: 60_000,
+      });
       expect(r.exitCode, `${r.stderr}`).toBe(0);
       const got = (await t.sb.store.list({ limit: 100 })).filter((m) => m.subject === "daemon user");
       expect(got).toHaveLength(1);
@@ -88,8 +90,7 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
       expect(readdirSync(home)).toEqual([]);
 
       // doctor, as that user, names the dir it uses.
-      const doctorArgs = [...args.slice(0, -2), "doctor", "--json"];
-      const d = await execa(cmd, doctorArgs, { env, extendEnv: false, reject: false, timeout: 60_000 });
+      const d = await execa(...asUser(["doctor", "--json"]), { env, extendEnv: false, reject: false, timeout: 60_000 });
       expect(`${d.stdout}${d.stderr}`).toContain(fallback);
 
       // A message queued there; then the home becomes writable (a chown by a deploy): mailsend now
@@ -103,7 +104,7 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
         }
       };
       const before = queuedThere();
-      const q = await execa(cmd, args, {
+      const q = await execa(...asUser(["sendmail", "-t"]), {
         env: { ...env, MAILSEND_QUEUE: "always", MAILSEND_QUEUE_AUTORUN: "0" },
         extendEnv: false,
         input: message.replace("daemon user", "daemon user queued"),
@@ -116,7 +117,7 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
       const waiting = before.length + 1;
       if (AS_ROOT) chownSync(home, uid, uid);
       chmodSync(home, 0o755);
-      const list = await execa(cmd, [...args.slice(0, -2), "queue"], {
+      const list = await execa(...asUser(["queue"]), {
         env,
         extendEnv: false,
         reject: false,
@@ -129,7 +130,7 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
       );
       expect(list.stderr).toContain(`MAILSEND_STATE_DIR=${fallback} mailsend queue run`);
       // doctor says the same: the outbox it uses now, and the mail left in /var/tmp.
-      const doc = await execa(cmd, [...args.slice(0, -2), "doctor", "--json"], {
+      const doc = await execa(...asUser(["doctor", "--json"]), {
         env,
         extendEnv: false,
         reject: false,
@@ -178,7 +179,7 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
     const queueDir = join(fallback, "outbox", "queue");
     const before = new Set(existed && existsSync(queueDir) ? readdirSync(queueDir) : []);
     try {
-      const q = await execa(process.execPath, [BIN, "sendmail", "-t"], {
+      const q = await execa(...mailsendCommand(["sendmail", "-t"]), {
         env,
         extendEnv: false,
         input: message,
@@ -193,7 +194,7 @@ describe.skipIf(process.platform === "win32")("sendmail from a user who cannot w
       // The home made later (an admin's mkdir): the state dir is there from now on, and the mail
       // queued before is named, with how to deliver it.
       await execa("mkdir", ["-p", home]);
-      const list = await execa(process.execPath, [BIN, "queue"], {
+      const list = await execa(...mailsendCommand(["queue"]), {
         env,
         extendEnv: false,
         reject: false,

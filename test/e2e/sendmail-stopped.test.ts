@@ -11,7 +11,7 @@ import { execa } from "execa";
 import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import { baseEnv, BIN } from "../helpers/cli.js";
+import { baseEnv, BIN, mailsendCommand } from "../helpers/cli.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch, type Scratch } from "../helpers/tmp.js";
 import { until } from "../helpers/until.js";
@@ -59,10 +59,10 @@ const stored = async (subject: string) =>
 async function deliveredOnce(state: string, e: Record<string, string>, subject: string) {
   t.sb.faults.config = { ...t.sb.faults.config, latencyMs: 0 };
   expect(
-    (await execa(process.execPath, [BIN, "queue", "retry", "--all"], { env: e, extendEnv: false, reject: false }))
+    (await execa(...mailsendCommand(["queue", "retry", "--all"]), { env: e, extendEnv: false, reject: false }))
       .exitCode,
   ).toBe(0);
-  const run = await execa(process.execPath, [BIN, "queue", "run"], {
+  const run = await execa(...mailsendCommand(["queue", "run"]), {
     env: e,
     extendEnv: false,
     reject: false,

@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { BIN, ROOT, baseEnv, runInProcess, stdoutJson, type RunOptions } from "../helpers/cli.js";
+import { ROOT, baseEnv, runInProcess, stdoutJson, type RunOptions, mailsendCommand } from "../helpers/cli.js";
 import { useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { headerSection, parseMessage, startSmtpSink, type SmtpSink } from "../helpers/smtp-sink.js";
 import { scratch } from "../helpers/tmp.js";
@@ -253,7 +253,7 @@ describe("mistakes in a pipe are named", () => {
 
   it("an idle pipe is never waited for when a body flag is given", async () => {
     const started = Date.now();
-    const child = execa(process.execPath, [BIN, "send", ...MIN, "--text", "x"], {
+    const child = execa(...mailsendCommand(["send", ...MIN, "--text", "x"]), {
       reject: false,
       extendEnv: false,
       env: { ...baseEnv(), MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url },

@@ -6,7 +6,7 @@
  */
 import { execa } from "execa";
 import { afterAll, describe, expect, it } from "vitest";
-import { BIN, baseEnv } from "../helpers/cli.js";
+import { baseEnv, mailsendShell } from "../helpers/cli.js";
 import { useSandbox, type TestSandbox } from "../helpers/sandbox.js";
 import { scratch } from "../helpers/tmp.js";
 import { lacks, script } from "../helpers/tools.js";
@@ -19,8 +19,6 @@ afterAll(async () => {
   state.remove();
 });
 
-const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-
 describe.skipIf(lacks(script))("on a terminal (script(1))", () => {
   it("a rate-limit wait on a terminal with no width: one line, no runaway redraw, and the send goes out", async () => {
     const env = {
@@ -31,9 +29,7 @@ describe.skipIf(lacks(script))("on a terminal (script(1))", () => {
       MAILSEND_RATE_WINDOW: "8",
     };
     const send = (subject: string) =>
-      [process.execPath, BIN, "send", "-f", "a@example.com", "-t", "b@example.com", "-s", subject, "--text", "x"]
-        .map(quote)
-        .join(" ");
+      mailsendShell(["send", "-f", "a@example.com", "-t", "b@example.com", "-s", subject, "--text", "x"]);
     // The first send takes the only slot; the second waits for it (up to 8 s: longer than a
     // loaded machine takes to start the second process), on the terminal.
     const r = await execa(script.path!, ["-qfec", `${send("tty 1")} && ${send("tty 2")}`, "/dev/null"], {

@@ -8,7 +8,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import type { AddressInfo } from "node:net";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BIN, baseEnv, runInProcess, stderrJson, type RunOptions } from "../helpers/cli.js";
+import { baseEnv, runInProcess, stderrJson, type RunOptions, mailsendCommand } from "../helpers/cli.js";
 import { useRestRecorder, type RestRecorder } from "../helpers/rest-recorder.js";
 import { scratch } from "../helpers/tmp.js";
 
@@ -143,7 +143,7 @@ describe("waits as they are said", () => {
     const state = scratch("mailsend-waits-long-");
     const env = { MAILSEND_STATE_DIR: state.dir, MAILSEND_RATE_LIMIT: "1", MAILSEND_RATE_WINDOW: "60" };
     expect((await send(["-q"], { env })).exitCode).toBe(0);
-    const child = execa(process.execPath, [BIN, ...MSG, "-q"], {
+    const child = execa(...mailsendCommand([...MSG, "-q"]), {
       reject: false,
       extendEnv: false,
       env: { ...baseEnv(), MAILSEND_API_KEY: KEY, MAILSEND_BASE_URL: rec.url, ...env },

@@ -6,21 +6,62 @@
  */
 import { execa } from "execa";
 import { createHash } from "node:crypto";
-import { mkdtempSync, openSync } from "node:fs";
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, openSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { Readable, Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+/** Whether the program under test is MAILSEND_BIN's single executable: no Node to start, no bin/ or dist/ on disk. */
+export const SINGLE_EXECUTABLE = Boolean(process.env.MAILSEND_BIN);
 /** The program under test: bin/mailsend.js, or the executable MAILSEND_BIN names (`npm run test:dist`). */
-export const BIN = process.env.MAILSEND_BIN
-  ? resolve(ROOT, process.env.MAILSEND_BIN)
+export const BIN = SINGLE_EXECUTABLE
+  ? resolve(ROOT, process.env.MAILSEND_BIN!)
   : fileURLToPath(new URL("../../bin/mailsend.js", import.meta.url));
 
-/** The file and arguments that run `mailsend <args>`: this Node with bin/mailsend.js, or MAILSEND_BIN's executable itself. */
-export function mailsendCommand(args: readonly string[]): [string, string[]] {
-  return process.env.MAILSEND_BIN ? [BIN, [...args]] : [process.execPath, [BIN, ...args]];
+/**
+ * The command line that runs `file <args>`, where `file` is the program (BIN) or a link to it whose
+ * name is its role (a `sendmail` symlink): Node (this one unless `node` is given) with the script, or
+ * MAILSEND_BIN's executable itself.
+ */
+export function mailsendArgv(args: readonly string[], file = BIN, node = process.execPath): string[] {
+  return SINGLE_EXECUTABLE ? [file, ...args] : [node, file, ...args];
+}
+
+/** mailsendArgv as the file and arguments execa and spawn take. */
+export function mailsendCommand(args: readonly string[], file = BIN): [string, string[]] {
+  const [cmd, ...rest] = mailsendArgv(args, file);
+  return [cmd!, rest];
+}
+
+/** mailsendArgv as one POSIX shell command line, each word quoted: for what takes a shell command (swaks --pipe, sh -c). */
+export function mailsendShell(args: readonly string[], file = BIN): string {
+  return mailsendArgv(args, file)
+    .map((w) => `'${w.replace(/'/g, `'\\''`)}'`)
+    .join(" ");
+}
+
+/**
+ * A copy of the program under test in `dir`, as the file mailsendArgv runs: the executable, or bin/,
+ * dist/ (without maps and types) and package.json with node_modules linked. For processes that must
+ * not meet a rebuild of the checkout midway, or a user who cannot read the checkout.
+ */
+export function copyMailsend(dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  if (SINGLE_EXECUTABLE) {
+    const file = join(dir, "mailsend");
+    copyFileSync(BIN, file);
+    return file;
+  }
+  cpSync(join(ROOT, "bin"), join(dir, "bin"), { recursive: true });
+  cpSync(join(ROOT, "dist"), join(dir, "dist"), {
+    recursive: true,
+    filter: (src) => !src.endsWith(".map") && !src.includes(join("dist", "types")),
+  });
+  cpSync(join(ROOT, "package.json"), join(dir, "package.json"));
+  symlinkSync(join(ROOT, "node_modules"), join(dir, "node_modules"));
+  return join(dir, "bin", "mailsend.js");
 }
 
 export interface CliResult {
@@ -109,7 +150,7 @@ export async function runCli(args: readonly string[], opts: RunOptions = {}): Pr
  */
 export async function runInProcess(args: readonly string[], opts: Omit<RunOptions, "cwd"> = {}): Promise<CliResult> {
   // Against an executable (MAILSEND_BIN), every run is of that executable.
-  if (process.env.MAILSEND_BIN) return runCli(args, opts);
+  if (SINGLE_EXECUTABLE) return runCli(args, opts);
   const env = cliEnv(opts.env);
   // Node reads NODE_EXTRA_CA_CERTS only when it starts: here the same CA (a sandbox's) is given as
   // MAILSEND_CA_FILE. A test of NODE_EXTRA_CA_CERTS itself uses runCli.

@@ -10,7 +10,7 @@ import { buildSync } from "esbuild";
 import { afterAll, describe, expect, it } from "vitest";
 import { exitCodeFor, type MailsendError } from "../../src/core/errors.js";
 import { holderFileRuns, holderLine, tryLock, type Attempt } from "../../src/core/lock.js";
-import { processStartTime } from "../../src/core/pid.js";
+import { processHolds, processStartTime } from "../../src/core/pid.js";
 import { scratch } from "../helpers/tmp.js";
 
 const tmp = scratch("mailsend-lock-");
@@ -196,6 +196,18 @@ describe("core/lock", () => {
       expect(holderFileRuns(path)).toBe(false);
     }
   });
+
+  it.runIf(process.platform === "linux")(
+    "a pid-only holder running this program's executable holds whatever it was called (the single executable as sendmail)",
+    async () => {
+      // A command line that names neither node nor mailsend: the executable file alone decides.
+      const nameless = /^$/;
+      const same = await live(process.execPath, ["-e", "setTimeout(() => {}, 300000)"]);
+      expect(processHolds(same, undefined, nameless)).toBe(true);
+      const other = await live("sleep", ["300"]);
+      expect(processHolds(other, undefined, nameless)).toBe(false);
+    },
+  );
 
   it("a holder that is a zombie (killed, never reaped: signal 0 still reaches it) is dead", async (ctx) => {
     if (process.platform !== "linux") return ctx.skip();

@@ -12,14 +12,9 @@ import type { Front } from "../core/setting-names.js";
 import { checkHeader, type HeaderList } from "../core/headers.js";
 import type { Attachment, Message } from "../core/message.js";
 import type { TransportName } from "../core/transport.js";
-import {
-  assembleMessage,
-  checkRestFit,
-  composeHtmlBody,
-  type BodyCompose,
-  type MessageParts,
-} from "../message/build.js";
-import { chooseTransport, type Channels } from "../transports/choose.js";
+import { assembleMessage, composeHtmlBody, type BodyCompose, type MessageParts } from "../message/build.js";
+import type { Channels } from "../transports/choose.js";
+import { settleChannel } from "../transports/settle.js";
 import { regularFileSize } from "../core/read.js";
 import { looseName, placeholders, render } from "../message/template.js";
 
@@ -378,13 +373,7 @@ function checkComplete(
  * which keeps it SMTP's).
  */
 async function forChannel(message: Message, ctx: ItemContext): Promise<Message> {
-  const d = ctx.defaults;
-  const transport =
-    ctx.transport === "auto"
-      ? chooseTransport(message, ctx.channels ?? { rest: true, smtp: true }).transport
-      : ctx.transport;
-  if (ctx.transport === "auto" && transport === "rest") checkRestFit(message);
-  // Over SMTP an HTML-only row gets its text part, as send's message does.
-  if (transport !== "smtp" || !d.compose || message.text !== undefined || message.html === undefined) return message;
-  return (await import("../compose/index.js")).withTextAlternative(message);
+  const channels = ctx.channels ?? { rest: true, smtp: true };
+  return (await settleChannel(message, ctx.transport, channels, { textPart: ctx.defaults.compose !== undefined }))
+    .message;
 }

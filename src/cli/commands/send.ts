@@ -10,10 +10,10 @@ import { composeMessage, type Inlined } from "../../message/composed.js";
 import type { StdinDecision } from "../../message/stdin-body.js";
 import { withStreams, type InputStreams } from "../../core/read.js";
 import { SETTINGS, settingName, type Setting, type SettingWords } from "../../core/setting-names.js";
-import { cliLayers, resolveSettings, type ConnectionFlags, type Settings } from "../../settings/resolve.js";
-import { checkRestFit } from "../../message/build.js";
+import { cliLayers, resolveSettings, type ConnectionFlags } from "../../settings/resolve.js";
 import { blankWithoutScript } from "../../message/html-blank.js";
-import { chooseTransport, type TransportChoice } from "../../transports/choose.js";
+import type { TransportChoice } from "../../transports/choose.js";
+import { settleChannel } from "../../transports/settle.js";
 import { formatSize } from "../../core/size.js";
 import { loadSettings } from "../../settings/profile.js";
 import { createTransport } from "../../transports/index.js";
@@ -167,32 +167,6 @@ function warnings(
   }
 }
 
-/**
- * Which transport carries the message (under auto, chosen from it now: `fixed` is undefined), and
- * the message as that transport takes it: over SMTP, HTML alone gets its text/plain alternative
- * (src/compose/text.ts).
- */
-async function settleTransport(
-  message: Message,
-  run: Settings,
-  fixed: TransportConfig | undefined,
-  trace: ((line: string) => void) | undefined,
-): Promise<{ message: Message; config: TransportConfig; choice: TransportChoice | undefined }> {
-  let choice: TransportChoice | undefined;
-  let config = fixed;
-  if (config === undefined) {
-    choice = chooseTransport(message, run.configured);
-    trace?.(`* --transport auto: ${choice.transport} (${choice.reason})`);
-    config = run.channel(choice.transport);
-    if (choice.transport === "rest") checkRestFit(message);
-  }
-  if (config.transport === "smtp" && message.html !== undefined && message.text === undefined && !message.raw) {
-    message = await (await import("../../compose/index.js")).withTextAlternative(message);
-    trace?.("* text/plain alternative made from the HTML");
-  }
-  return { message, config, choice };
-}
-
 /** An SMTP send some recipients refused did go out to the others: said on stdout as a send is. */
 function sayPartlySent(e: unknown, flags: SendFlags, io: CliIO): void {
   const partial = e instanceof MailsendError ? e.partial : undefined;
@@ -249,7 +223,14 @@ export async function runSend(
     });
     stopWatching = built.stopWatching;
     const { stdinBody, inlined } = built;
-    const { message, config, choice } = await settleTransport(built.message, run, fixed, trace);
+    const {
+      message,
+      transport: chosen,
+      choice,
+    } = await settleChannel(built.message, run.transport, run.configured, {
+      trace,
+    });
+    const config = fixed ?? run.channel(chosen);
     warnings(message, config.transport, flags, io, {
       stdinText: stdinBody?.type === "text" || flags.textFile === "-",
       smtp: run.configured.smtp,

@@ -4,7 +4,8 @@
  */
 import { join } from "node:path";
 // A built-in by getBuiltinModule, not an ES import: Node would build the whole module's namespace.
-const { createHash } = process.getBuiltinModule("node:crypto");
+// node:crypto when first used: it is slow to load, and listing the outbox needs none of it.
+const createHash = (algorithm: string) => process.getBuiltinModule("node:crypto").createHash(algorithm);
 import { FileSlotStore } from "./file-store.js";
 import { redisConfigFrom } from "./redis-config.js";
 import { RedisSlotStore } from "./redis-store.js";

@@ -4,7 +4,8 @@
  * (text/rfc822-headers; never its body, which may be large or private). Pure: the facts in, the
  * bytes out, with CRLF line ends.
  */
-import { randomBytes } from "node:crypto";
+// node:crypto when first used: it is slow to load, and listing the outbox needs none of it.
+const randomBytes = (n: number) => process.getBuiltinModule("node:crypto").randomBytes(n);
 import { formatMailbox, type Mailbox } from "../core/address.js";
 import { rfc5322Date } from "../sendmail/submission.js";
 

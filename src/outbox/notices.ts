@@ -5,7 +5,8 @@
  * with a null envelope sender, and never one about a message that was itself automatic: a notice
  * is never answered by another.
  */
-import { createHash } from "node:crypto";
+// node:crypto when first used: it is slow to load, and listing the outbox needs none of it.
+const createHash = (algorithm: string) => process.getBuiltinModule("node:crypto").createHash(algorithm);
 import { hostname } from "node:os";
 import { parseMailbox1, type Mailbox } from "../core/address.js";
 import type { Env } from "../core/env.js";

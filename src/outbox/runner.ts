@@ -4,7 +4,8 @@
  * holds the outbox (a lock whose mtime it refreshes, so a runner killed with
  * -9 stops holding it within seconds); any number of processes add to it.
  */
-import { randomInt } from "node:crypto";
+// node:crypto when first used: it is slow to load, and listing the outbox needs none of it.
+const randomInt = (min: number, max: number) => process.getBuiltinModule("node:crypto").randomInt(min, max);
 import { MailsendError, exitCodeFor, toMailsendError } from "../core/errors.js";
 import { abortableSleep } from "../limits/deliver.js";
 import { OutboxSender, slotClassOf, waitsInOutbox } from "./deliver.js";

@@ -13,7 +13,8 @@
  *
  * The API key is never written here; the profile's name and the transport are.
  */
-import { randomBytes } from "node:crypto";
+// node:crypto when first used: it is slow to load, and listing the outbox needs none of it.
+const randomBytes = (n: number) => process.getBuiltinModule("node:crypto").randomBytes(n);
 import { constants, readdirSync } from "node:fs";
 import { lstat, open, opendir, readdir, rename, rm, stat, unlink, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";

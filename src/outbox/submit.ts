@@ -5,7 +5,8 @@
  * crash in the middle loses nothing and a later delivery carries the same
  * idempotency key.
  */
-import { randomUUID } from "node:crypto";
+// node:crypto when first used: it is slow to load, and listing the outbox needs none of it.
+const randomUUID = () => process.getBuiltinModule("node:crypto").randomUUID();
 import { MailsendError, exitCodeFor, toMailsendError } from "../core/errors.js";
 import { checkWireSize, maxMessageSize } from "../core/size.js";
 import type { SendResult, TransportName } from "../core/transport.js";

@@ -6,7 +6,8 @@
  * arguments), and remove Bcc from what is sent. Everything else stays byte
  * for byte. Bad input is refused here, before anything is queued.
  */
-import { randomBytes } from "node:crypto";
+// node:crypto when first used: it is slow to load, and listing the outbox needs none of it.
+const randomBytes = (n: number) => process.getBuiltinModule("node:crypto").randomBytes(n);
 import { isUtf8 } from "node:buffer";
 import { hostname } from "node:os";
 import { formatMailbox, parseAddressList, parseMailbox1, type Mailbox } from "../core/address.js";

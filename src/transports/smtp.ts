@@ -7,7 +7,8 @@
  * never an address string it would parse again.
  */
 // Built-ins by getBuiltinModule, not ES imports: Node would build each module's whole namespace.
-const { createHash } = process.getBuiltinModule("node:crypto");
+// node:crypto when first used: it is slow to load, and listing the outbox needs none of it.
+const createHash = (algorithm: string) => process.getBuiltinModule("node:crypto").createHash(algorithm);
 const { connect: netConnect } = process.getBuiltinModule("node:net");
 import type { Socket } from "node:net";
 import { PassThrough, pipeline } from "node:stream";

@@ -13,7 +13,8 @@ import type { RunnerEvent } from "../../outbox/runner.js";
 import type { CommandContext } from "../command.js";
 import { colorsFor, type CliIO, type Colors } from "../io.js";
 import { RELAY_OPTIONS } from "../options.js";
-import { addOptions, parseSize } from "../flags.js";
+import { addOptions } from "../flags.js";
+import { parseSize } from "../values.js";
 import { reportError } from "../report.js";
 
 // The relay's --max-size parser, imported by its tests with the command.

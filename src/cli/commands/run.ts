@@ -5,7 +5,8 @@
 import type { Command } from "commander";
 import { MailsendError } from "../../core/errors.js";
 import type { CommandContext } from "../command.js";
-import { addOptions, parseDuration, parseSize } from "../flags.js";
+import { addOptions } from "../flags.js";
+import { parseDuration, parseSize } from "../values.js";
 import { examples } from "../help-examples.js";
 import { shellWord, type CliIO } from "../io.js";
 import { RUN_OPTIONS } from "../options.js";

@@ -21,7 +21,7 @@ import { maxMessageSize, readSendmailInput } from "../../sendmail/submission.js"
 import { loadAliases, withProfileAliases } from "../../sendmail/aliases.js";
 import { aliasesFor, completeLocalMessage } from "../../sendmail/local.js";
 import { autorunOff } from "../../outbox/spawn.js";
-import { runQueueList, runQueueRun } from "./queue.js";
+import { runQueueList, runQueueRun } from "../queue-actions.js";
 
 export const SENDMAIL_HELP = `Usage: sendmail [options] [recipient...]
        mailsend sendmail [options] [recipient...]

@@ -3,7 +3,7 @@
 // commands use is a script of its own, compiled only when a command imports it; every script has a
 // V8 code cache made by running the executable itself on a command or two (src/cli/sea-boot.ts).
 import { build } from "esbuild";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { builtinModules, createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -55,6 +55,7 @@ export async function buildExecutable({ root, node, work, version, dest, fail })
   for (const name of ["cli", ...scripts]) assets[`${name}.cache`] = join(caches, `${name}.cache`);
   await bundleBoot(work, "boot.cjs", packages, false);
   inject(node, join(work, "boot.cjs"), assets, dest, work, fail);
+  checkCaches(dest, fail);
 }
 
 /** The modules mailsend's sources import from packages (not from Node), bar those kept in the CLI. */
@@ -193,25 +194,54 @@ async function bundleBoot(work, file, packages, training) {
  */
 function train(exe, caches) {
   mkdirSync(caches, { recursive: true });
+  withDryRun((run) => {
+    const env = { MAILSEND_SEA_CACHE_DIR: caches };
+    run(exe, ["--transport", "rest"], env);
+    run(exe, ["--transport", "smtp"], env);
+  });
+  execFileSync(exe, ["--version"], {
+    env: { PATH: process.env.PATH, MAILSEND_SEA_CACHE_DIR: caches, MAILSEND_SEA_CACHE_ALL: "1" },
+    stdio: "ignore",
+  });
+}
+
+/** Runs `mailsend send --dry-run` commands in a scratch home with settings of their own; each gives its stderr. */
+function withDryRun(body) {
   const home = mkdtempSync(join(tmpdir(), "mailsend-sea-"));
   const message = ["-f", "ci@example.com", "-t", "dev@example.com", "-s", "Build passed", "--text", "ok"];
-  const env = {
+  const base = {
     PATH: process.env.PATH,
     HOME: home,
     NO_COLOR: "1",
+    MAILSEND_CONFIG: join(home, "none.json"),
     MAILSEND_API_KEY: "training",
     MAILSEND_BASE_URL: "https://api.example.com",
     MAILSEND_SMTP_HOST: "smtp.example.com",
     MAILSEND_SMTP_USER: "training",
-    MAILSEND_SEA_CACHE_DIR: caches,
   };
   try {
-    execFileSync(exe, ["send", "--dry-run", "--transport", "rest", ...message], { env, stdio: "ignore" });
-    execFileSync(exe, ["send", "--dry-run", "--transport", "smtp", ...message], { env, stdio: "ignore" });
-    execFileSync(exe, ["--version"], { env: { ...env, MAILSEND_SEA_CACHE_ALL: "1" }, stdio: "ignore" });
+    return body((exe, args, env) => {
+      const argv = ["send", "--dry-run", ...args, ...message];
+      const r = spawnSync(exe, argv, {
+        env: { ...base, ...env },
+        encoding: "utf8",
+        stdio: ["ignore", "ignore", "pipe"],
+      });
+      if (r.status !== 0) throw new Error(`mailsend ${argv.join(" ")} exited ${r.status ?? r.signal}:\n${r.stderr}`);
+      return r.stderr;
+    });
   } finally {
     rmSync(home, { recursive: true, force: true });
   }
+}
+
+/**
+ * The executable's CLI script must start from its code cache (NODE_DEBUG=mailsend-sea says): a
+ * cache V8 refused would leave it working, only slower, so the build stops instead.
+ */
+function checkCaches(exe, fail) {
+  const said = withDryRun((run) => run(exe, ["--transport", "rest"], { NODE_DEBUG: "mailsend-sea" }));
+  if (!/cli\.js: code cache used/.test(said)) fail(`the executable's CLI script did not use its code cache:\n${said}`);
 }
 
 /**

@@ -6,6 +6,7 @@
  * packages it does not use, and compiles little of what it does.
  */
 import { getAsset, getRawAsset } from "node:sea";
+import { debuglog } from "node:util";
 import { Script } from "node:vm";
 
 /** Which package script holds each module the CLI imports from a package (set by the build). */
@@ -23,14 +24,16 @@ type Wrapper = (
 ) => void;
 
 const scripts = new Map<string, Script>();
+/** NODE_DEBUG=mailsend-sea says whether each script's code cache was used (the build checks it). */
+const debug = debuglog("mailsend-sea");
 const packages = new Map<string, Record<string, unknown>>();
 
 /** Runs one script of the executable, as Node runs a CommonJS module, and returns its exports. */
 function run(name: string): unknown {
-  const script = new Script(getAsset(`${name}.js`, "utf8"), {
-    filename: `mailsend:${name}.js`,
-    cachedData: __SEA_TRAINING__ ? undefined : codeCache(name),
-  });
+  const cachedData = __SEA_TRAINING__ ? undefined : codeCache(name);
+  const script = new Script(getAsset(`${name}.js`, "utf8"), { filename: `mailsend:${name}.js`, cachedData });
+  if (!__SEA_TRAINING__)
+    debug("%s.js: code cache %s", name, cachedData ? (script.cachedDataRejected ? "rejected" : "used") : "absent");
   scripts.set(name, script);
   const module = { exports: {} as unknown };
   (script.runInThisContext() as Wrapper)(require, module, module.exports, __filename, __dirname, seaImport);

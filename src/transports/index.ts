@@ -16,7 +16,8 @@ const registry = {
 
 /** Loads every transport's code now, for a process that must keep delivering after an upgrade (outbox/preload.ts). */
 export async function loadTransports(): Promise<void> {
-  await Promise.all([registry.smtp(), (await registry.smtp()).loadSmtpConnection()]);
+  const smtp = await registry.smtp();
+  await Promise.all([smtp.loadSmtpConnection(), smtp.loadNodemailer()]);
 }
 
 export async function createTransport(config: TransportConfig, opts: TransportOptions = {}): Promise<Transport> {

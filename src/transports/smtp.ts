@@ -13,7 +13,7 @@ const { connect: netConnect } = process.getBuiltinModule("node:net");
 import type { Socket } from "node:net";
 import { PassThrough, pipeline } from "node:stream";
 const { format } = process.getBuiltinModule("node:util");
-import nodemailer, { type SendMailOptions } from "nodemailer";
+import type { SendMailOptions } from "nodemailer";
 import MailComposer from "nodemailer/lib/mail-composer";
 import type { SmtpConfig } from "../core/config.js";
 import { MailsendError } from "../core/errors.js";
@@ -108,7 +108,7 @@ export class SmtpTransport implements Transport {
   readonly #ca: string[] | undefined;
   /** With a pool (batch): one transporter per auth method, its connections reused across messages. */
   readonly #poolSize: number | undefined;
-  readonly #pools = new Map<string, ReturnType<typeof nodemailer.createTransport>>();
+  readonly #pools = new Map<string, Transporter>();
 
   constructor(config: SmtpConfig, opts: TransportOptions = {}) {
     this.#config = config;
@@ -276,7 +276,12 @@ export class SmtpTransport implements Transport {
     };
   }
 
-  #transporter(method: "LOGIN" | "PLAIN", trace?: (l: string) => void, watch?: GreetingWatch) {
+  #transporter(
+    nodemailer: Nodemailer,
+    method: "LOGIN" | "PLAIN",
+    trace?: (l: string) => void,
+    watch?: GreetingWatch,
+  ): Transporter {
     if (this.#poolSize === undefined) {
       return watchHandOver(
         nodemailer.createTransport({
@@ -314,7 +319,7 @@ export class SmtpTransport implements Transport {
       this.#poolSize === undefined && this.#config.tls === "starttls" && !this.#config.proxy
         ? new GreetingWatch(this.#config)
         : undefined;
-    const transport = this.#transporter(method, trace, watch);
+    const transport = this.#transporter(await loadNodemailer(), method, trace, watch);
     let handedOver = false;
     try {
       // Stopped by the caller (a deadline, an interrupt) or by the watch (a TLS port): nodemailer ends the session.
@@ -570,7 +575,8 @@ export class SmtpTransport implements Transport {
 /** The mail option under which a send passes its "whole message handed over" callback. */
 const HAND_OVER = "mailsendOnHandOver";
 
-type Transporter = ReturnType<typeof nodemailer.createTransport>;
+type Nodemailer = typeof import("nodemailer")["default"];
+type Transporter = ReturnType<Nodemailer["createTransport"]>;
 
 /**
  * nodemailer's errors do not say how far a session got (a socket timeout is
@@ -707,6 +713,14 @@ class GreetingWatch {
     clearTimeout(this.#timer);
     this.#stopped.abort();
   }
+}
+
+/**
+ * nodemailer's sending side (its transports), loaded when a message is sent: a dry run or a
+ * preview over SMTP needs only its MIME composer.
+ */
+export async function loadNodemailer(): Promise<Nodemailer> {
+  return (await import("nodemailer")).default;
 }
 
 /** nodemailer's bare connection, used only to ask a server what it offers before sending. */

@@ -3,7 +3,9 @@
  * executable as separate scripts: the CLI, and one for each large package that only some commands
  * use (the sandbox's, Redis's, SMTP's, ...). Each is compiled with a V8 code cache made when the
  * executable was built, by running a command or two, so a command neither reads nor compiles the
- * packages it does not use, and compiles little of what it does.
+ * packages it does not use, and compiles little of what it does. Only documented APIs are used
+ * (node:sea's assets, vm.Script's cachedData); Node's module loader is neither used nor changed:
+ * each script is a function called with the built-in-only require the executable's main script has.
  */
 import { getAsset, getRawAsset } from "node:sea";
 import { debuglog } from "node:util";
@@ -23,18 +25,19 @@ type Wrapper = (
   seaImport: (specifier: string) => unknown,
 ) => void;
 
+/** The scripts run so far, whose code caches the build's executable writes. */
 const scripts = new Map<string, Script>();
 /** NODE_DEBUG=mailsend-sea says whether each script's code cache was used (the build checks it). */
 const debug = debuglog("mailsend-sea");
 const packages = new Map<string, Record<string, unknown>>();
 
-/** Runs one script of the executable, as Node runs a CommonJS module, and returns its exports. */
+/** Runs one script of the executable (a function of require, module, exports, ...) and returns its exports. */
 function run(name: string): unknown {
   const cachedData = __SEA_TRAINING__ ? undefined : codeCache(name);
   const script = new Script(getAsset(`${name}.js`, "utf8"), { filename: `mailsend:${name}.js`, cachedData });
   if (!__SEA_TRAINING__)
     debug("%s.js: code cache %s", name, cachedData ? (script.cachedDataRejected ? "rejected" : "used") : "absent");
-  scripts.set(name, script);
+  if (__SEA_TRAINING__) scripts.set(name, script);
   const module = { exports: {} as unknown };
   (script.runInThisContext() as Wrapper)(require, module, module.exports, __filename, __dirname, seaImport);
   return module.exports;

@@ -412,32 +412,9 @@ describe("a shell that already trusts CAs of its own (NODE_EXTRA_CA_CERTS)", () 
     // Another sandbox's CA stands for the company's: a TLS server this shell must go on trusting.
     const company = await childSandbox(join(s.dir, "ca-company"));
     const dir = join(s.dir, "ca-bundled");
-    const child = execa(
-      ...mailsendCommand([
-        "sandbox",
-        "--dir",
-        dir,
-        "--http-port",
-        "0",
-        "--smtp-port",
-        "0",
-        "--smtps-port",
-        "0",
-        "--json",
-      ]),
-      {
-        env: { ...baseEnv(), NODE_EXTRA_CA_CERTS: company.ready.ca_file },
-        extendEnv: false,
-        cwd: ROOT,
-        stdin: "ignore",
-        reject: false,
-        timeout: 120_000,
-      },
-    );
+    const sandbox = await childSandbox(dir, [], { NODE_EXTRA_CA_CERTS: company.ready.ca_file });
     try {
-      const ready = await new Promise<{ ca_file: string; env: Record<string, string> }>((resolve) =>
-        createInterface({ input: child.stdout! }).once("line", (l) => resolve(JSON.parse(l))),
-      );
+      const { ready } = sandbox;
       const bundle = join(dir, "tls", "ca-bundle.pem");
       expect(ready.env.NODE_EXTRA_CA_CERTS).toBe(bundle);
       expect(ready.ca_file).toBe(join(dir, "tls", "ca.pem"));
@@ -452,43 +429,18 @@ describe("a shell that already trusts CAs of its own (NODE_EXTRA_CA_CERTS)", () 
       });
       expect(there.exitCode, there.stderr).toBe(0);
     } finally {
-      child.kill("SIGTERM");
-      await child;
+      await sandbox.stop();
     }
     // Started again in the shell that pasted that line: it names the bundle still.
-    const again = execa(
-      ...mailsendCommand([
-        "sandbox",
-        "--dir",
-        dir,
-        "--http-port",
-        "0",
-        "--smtp-port",
-        "0",
-        "--smtps-port",
-        "0",
-        "--json",
-      ]),
-      {
-        env: { ...baseEnv(), NODE_EXTRA_CA_CERTS: join(dir, "tls", "ca-bundle.pem") },
-        extendEnv: false,
-        cwd: ROOT,
-        stdin: "ignore",
-        reject: false,
-        timeout: 120_000,
-      },
-    );
+    const again = await childSandbox(dir, [], { NODE_EXTRA_CA_CERTS: join(dir, "tls", "ca-bundle.pem") });
     try {
-      const ready = await new Promise<{ env: Record<string, string> }>((resolve) =>
-        createInterface({ input: again.stdout! }).once("line", (l) => resolve(JSON.parse(l))),
-      );
+      const { ready } = again;
       expect(ready.env.NODE_EXTRA_CA_CERTS).toBe(join(dir, "tls", "ca-bundle.pem"));
       expect(readFileSync(join(dir, "tls", "ca-bundle.pem"), "utf8")).toContain(
         readFileSync(company.ready.ca_file, "utf8").trim(),
       );
     } finally {
-      again.kill("SIGTERM");
-      await again;
+      await again.stop();
       await company.stop();
     }
   });

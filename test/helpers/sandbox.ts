@@ -90,8 +90,12 @@ export interface ChildSandbox {
   stop(): Promise<number | undefined>;
 }
 
-/** `mailsend sandbox --json` as a child process, on free ports. */
-export async function childSandbox(dir: string, args: string[] = []): Promise<ChildSandbox> {
+/** `mailsend sandbox --json` as a child process, on free ports; `env` adds to baseEnv(). */
+export async function childSandbox(
+  dir: string,
+  args: string[] = [],
+  env: Record<string, string> = {},
+): Promise<ChildSandbox> {
   const child = execa(
     ...mailsendCommand([
       "sandbox",
@@ -107,7 +111,7 @@ export async function childSandbox(dir: string, args: string[] = []): Promise<Ch
       ...args,
     ]),
     {
-      env: baseEnv(),
+      env: { ...baseEnv(), ...env },
       extendEnv: false,
       cwd: ROOT,
       stdin: "ignore",

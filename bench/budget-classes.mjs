@@ -12,7 +12,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BIN, ROOT, runOnce, startSandbox, table } from "./lib.mjs";
+import { BIN, ROOT, runOnce, table, withBudgetSandbox } from "./lib.mjs";
 
 const LIMIT = 20;
 const WINDOW_S = 4;
@@ -37,23 +37,14 @@ async function arrivals(baseUrl, prefix) {
 
 /** One run: the batch, and the two urgent sends once it has filled two windows. */
 async function run(label, reserve) {
-  const sb = startSandbox(join(work, `sb-${label}`), [
-    "--rate-limit",
-    String(LIMIT),
-    "--rate-window-ms",
-    String(WINDOW_S * 1000),
-  ]);
-  try {
-    const ready = await sb.ready;
-    const env = {
-      ...process.env,
-      ...ready.env,
-      NO_COLOR: "1",
-      MAILSEND_STATE_DIR: join(work, `state-${label}`),
-      MAILSEND_RATE_LIMIT: String(LIMIT),
-      MAILSEND_RATE_WINDOW: String(WINDOW_S),
-      ...(reserve !== undefined ? { MAILSEND_RATE_RESERVE: reserve } : {}),
-    };
+  const place = {
+    dir: join(work, `sb-${label}`),
+    stateDir: join(work, `state-${label}`),
+    limit: LIMIT,
+    windowS: WINDOW_S,
+  };
+  await withBudgetSandbox(place, async ({ ready, env: shared }) => {
+    const env = { ...shared, ...(reserve !== undefined ? { MAILSEND_RATE_RESERVE: reserve } : {}) };
     const input = join(work, `rows-${label}.jsonl`);
     writeFileSync(
       input,
@@ -113,9 +104,7 @@ async function run(label, reserve) {
       "429s": s1.rest.rateLimited - s0.rest.rateLimited,
       stored: `${all.length}/${ROWS + 2}`,
     });
-  } finally {
-    await sb.stop();
-  }
+  });
 }
 
 try {

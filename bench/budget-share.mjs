@@ -18,7 +18,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { BIN, runOnce, startSandbox, table } from "./lib.mjs";
+import { BIN, runOnce, table, withBudgetSandbox } from "./lib.mjs";
 
 const LIMIT = 10;
 const WINDOW_S = 5;
@@ -39,23 +39,14 @@ try {
         const version = (await runOnce(node, ["--version"])).stdout.trim();
         const label = `${version}-${which}-${round}`;
         const load0 = loadavg()[0];
-        const rl = startSandbox(join(work, `sb-${label}`), [
-          "--rate-limit",
-          String(LIMIT),
-          "--rate-window-ms",
-          String(WINDOW_S * 1000),
-        ]);
-        try {
-          const ready = await rl.ready;
-          const env = {
-            ...process.env,
-            ...ready.env,
-            NO_COLOR: "1",
-            MAILSEND_STATE_DIR: join(work, `state-${label}`),
-            MAILSEND_RATE_LIMIT: String(LIMIT),
-            MAILSEND_RATE_WINDOW: String(WINDOW_S),
-            MAILSEND_RETRIES: "3",
-          };
+        const place = {
+          dir: join(work, `sb-${label}`),
+          stateDir: join(work, `state-${label}`),
+          limit: LIMIT,
+          windowS: WINDOW_S,
+        };
+        await withBudgetSandbox(place, async ({ ready, env: shared }) => {
+          const env = { ...shared, MAILSEND_RETRIES: "3" };
           const stats = async () => (await fetch(`${ready.base_url}/_sandbox/stats`)).json();
           const s0 = await stats();
           const prefix = `rl ${label} `;
@@ -108,9 +99,7 @@ try {
             "waiters' lag p50/p90 (n)": `${q(0.5, waitedLags)}/${q(0.9, waitedLags)} ms (${waitedLags.length})`,
             load: `${load0.toFixed(1)} -> ${loadavg()[0].toFixed(1)}`,
           });
-        } finally {
-          await rl.stop();
-        }
+        });
       }
   }
   console.log(

@@ -75,6 +75,28 @@ export function table(rows, columns) {
  * `mailsend sandbox --json` in its own process on free ports; `ready` resolves
  * to its ready line (base_url, api_key_file, env, ...), `stop()` ends it.
  */
+/**
+ * A sandbox that keeps `limit` requests per `windowS` seconds, with `body` given its ready line and
+ * the environment of a mailsend that shares that budget (its own state dir); stopped after.
+ */
+export async function withBudgetSandbox({ dir, stateDir, limit, windowS }, body) {
+  const sb = startSandbox(dir, ["--rate-limit", String(limit), "--rate-window-ms", String(windowS * 1000)]);
+  try {
+    const ready = await sb.ready;
+    const env = {
+      ...process.env,
+      ...ready.env,
+      NO_COLOR: "1",
+      MAILSEND_STATE_DIR: stateDir,
+      MAILSEND_RATE_LIMIT: String(limit),
+      MAILSEND_RATE_WINDOW: String(windowS),
+    };
+    return await body({ ready, env });
+  } finally {
+    await sb.stop();
+  }
+}
+
 export function startSandbox(dir, args = []) {
   const child = spawn(
     process.execPath,
